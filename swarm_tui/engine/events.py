@@ -1,0 +1,153 @@
+"""What the engine tells its listeners: plain, immutable records of every state change.
+
+Listeners (the journal exporter, the headless progress line, the TUI's buffer) receive these
+synchronously from the engine's loop; they must be cheap. A task's final result is already
+committed to the journal when its event is emitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ..providers.errors import CallError
+from ..providers.usage import Usage
+
+
+class TaskState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    """Waiting out a backoff before its next attempt."""
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        return self in (TaskState.SUCCEEDED, TaskState.FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One HTTP call for one task, as journaled: failed and cancelled ones too (they may be billed)."""
+
+    index: int
+    number: int
+    endpoint: str
+    started_at: float
+    """Wall-clock (epoch seconds) start of the call."""
+    latency_ms: float
+    outcome: str
+    """ok / retry / failed / cancelled"""
+    status: int | None = None
+    error: CallError | None = None
+    request_id: str | None = None
+    usage: Usage = Usage()
+    cost_usd: float | None = None
+    ttft_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    total: int
+    pending: int
+    concurrency: int
+    provider: str
+    simulated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TaskQueued:
+    """A task (back) in the queue: after `retry_failed`, or at the start of a run after a stop."""
+
+    index: int
+    previous: TaskState
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptStarted:
+    index: int
+    number: int
+    endpoint: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRetrying:
+    attempt: Attempt
+    delay_s: float
+
+    @property
+    def index(self) -> int:
+        return self.attempt.index
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSucceeded:
+    attempt: Attempt
+    content: str
+
+    @property
+    def index(self) -> int:
+        return self.attempt.index
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFailed:
+    attempt: Attempt
+
+    @property
+    def index(self) -> int:
+        return self.attempt.index
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCancelled:
+    index: int
+    attempt: Attempt | None = None
+    """The attempt that was in flight when it was cancelled, if any."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunPaused:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RunResumed:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ConcurrencyChanged:
+    limit: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RateGateClosed:
+    """A provider said to wait (Retry-After): no task of it is dispatched until then."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunStopping:
+    """Dispatch stopped for a reason other than completion: abort, budget, error rate."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    succeeded: int
+    failed: int
+    cancelled: int
+    aborted: bool
+    stop_reason: str | None = None
+
+
+EngineEvent = (
+    RunStarted | TaskQueued | AttemptStarted | TaskRetrying | TaskSucceeded | TaskFailed | TaskCancelled
+    | RunPaused | RunResumed | ConcurrencyChanged | RateGateClosed | RunStopping | RunFinished
+)

@@ -1,0 +1,136 @@
+"""Live run statistics, built from engine events: counts, tokens, cost, latency, rates.
+
+Shared by the headless progress line and the TUI footer. Every update is O(log n) or O(1)
+so that a listener never costs the engine more than a few microseconds per event.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..providers.errors import ErrorClass
+from ..providers.usage import Usage
+from .events import (
+    Attempt,
+    AttemptStarted,
+    EngineEvent,
+    RunStarted,
+    TaskCancelled,
+    TaskFailed,
+    TaskQueued,
+    TaskRetrying,
+    TaskState,
+    TaskSucceeded,
+)
+
+RATE_WINDOW_S = 10.0
+
+
+@dataclass
+class RunStats:
+    total: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    in_flight: int = 0
+    sent: int = 0
+    retried: int = 0
+    rate_limited: int = 0
+    server_errors: int = 0
+    timeouts: int = 0
+    usage: Usage = Usage()
+    cost_usd: float = 0.0
+    unpriced_attempts: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+    latencies_ms: list[float] = field(default_factory=list)
+    """Sorted latencies of successful attempts."""
+    _recent: deque[tuple[float, int]] = field(default_factory=deque)
+    """(time, tokens) of recent completions, for req/s and tok/s."""
+    clock: object = time.monotonic
+
+    def observe(self, event: EngineEvent) -> None:
+        match event:
+            case AttemptStarted():
+                self.sent += 1
+                self.in_flight += 1
+            case TaskSucceeded(attempt=attempt):
+                self._attempt_ended(attempt)
+                self.succeeded += 1
+                bisect.insort(self.latencies_ms, attempt.latency_ms)
+            case TaskRetrying(attempt=attempt):
+                self._attempt_ended(attempt)
+                self.retried += 1
+            case TaskFailed(attempt=attempt):
+                self._attempt_ended(attempt)
+                self.failed += 1
+            case TaskCancelled(attempt=attempt):
+                self.cancelled += 1
+                if attempt is not None:
+                    self.in_flight = max(0, self.in_flight - 1)
+            case TaskQueued(previous=previous):
+                if previous is TaskState.FAILED:
+                    self.failed -= 1
+                elif previous is TaskState.CANCELLED:
+                    self.cancelled -= 1
+            case RunStarted(total=total):
+                if not self.total:
+                    self.started_at = self.clock()
+                self.total = total
+
+    def _attempt_ended(self, attempt: Attempt) -> None:
+        self.in_flight = max(0, self.in_flight - 1)
+        self.usage = self.usage + attempt.usage
+        if attempt.cost_usd is not None:
+            self.cost_usd += attempt.cost_usd
+        elif attempt.usage.total:
+            self.unpriced_attempts += 1
+        if attempt.error is not None:
+            kind = attempt.error.kind
+            if kind is ErrorClass.RATE_LIMIT:
+                self.rate_limited += 1
+            elif kind is ErrorClass.SERVER:
+                self.server_errors += 1
+            elif kind is ErrorClass.TIMEOUT:
+                self.timeouts += 1
+        now = self.clock()
+        self._recent.append((now, attempt.usage.total))
+        while self._recent and now - self._recent[0][0] > RATE_WINDOW_S:
+            self._recent.popleft()
+
+    # ----------------------------------------------------------------- derived figures
+
+    @property
+    def done(self) -> int:
+        return self.succeeded + self.failed
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.clock() - self.started_at
+
+    def percentile(self, q: float) -> float | None:
+        lat = self.latencies_ms
+        if not lat:
+            return None
+        return lat[min(len(lat) - 1, int(round(q * (len(lat) - 1))))]
+
+    def rates(self) -> tuple[float, float]:
+        """(requests/s, tokens/s) over the last few seconds."""
+        if not self._recent:
+            return 0.0, 0.0
+        span = max(1.0, min(RATE_WINDOW_S, self.clock() - self._recent[0][0]))
+        return len(self._recent) / span, sum(t for _, t in self._recent) / span
+
+    def eta_s(self) -> float | None:
+        remaining = self.total - self.done - self.cancelled
+        if remaining <= 0:
+            return 0.0
+        if self.done == 0:
+            return None
+        return remaining * self.elapsed_s / self.done
+
+    @property
+    def cost_known(self) -> bool:
+        return self.unpriced_attempts == 0

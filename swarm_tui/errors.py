@@ -1,0 +1,43 @@
+"""Errors a user can act on.
+
+`InputError` is bad input or configuration: the CLI prints it and exits 2, and nothing has
+been sent. Its text always names where the problem is (`file:line: field: problem`) so the
+user can fix it without guessing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input file."""
+
+    source: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line else self.source
+        return f"{where}: {self.field}: {self.message}"
+
+
+@dataclass
+class InputError(Exception):
+    """Bad input or configuration; carries every problem found, not just the first."""
+
+    problems: list[Problem] = field(default_factory=list)
+
+    @classmethod
+    def single(cls, source: str | Path, field_name: str, message: str, line: int | None = None) -> "InputError":
+        return cls([Problem(str(source), line, field_name, message)])
+
+    def __str__(self) -> str:
+        shown = self.problems[:20]
+        lines = [str(p) for p in shown]
+        if len(self.problems) > len(shown):
+            lines.append(f"... and {len(self.problems) - len(shown)} more problems")
+        return "\n".join(lines)

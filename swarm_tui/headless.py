@@ -1,0 +1,110 @@
+"""Headless runs: no UI, one live progress line on stderr, a summary at the end.
+
+When stderr is not a terminal (CI, cron, `nohup ... &`) the progress line is not drawn; only
+the final summary is printed. Ctrl-C (or SIGTERM) aborts: in-flight calls are cancelled, the
+journal stays resumable, and the exit code is 130.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import TextIO
+
+from .engine.events import RunFinished
+from .engine.stats import RunStats
+from .session import SwarmSession
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ABORTED = 0, 1, 2, 130
+REFRESH_S = 0.25
+
+
+def exit_code(finished: RunFinished) -> int:
+    if finished.aborted:
+        return EXIT_ABORTED
+    if finished.failed or finished.cancelled:
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "--:--"
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
+
+
+def format_cost(stats: RunStats) -> str:
+    return f"${stats.cost_usd:.4f}" if stats.cost_known else "price unknown"
+
+
+def progress_line(stats: RunStats) -> str:
+    req_s, tok_s = stats.rates()
+    p95 = stats.percentile(0.95)
+    return (
+        f"{stats.succeeded}/{stats.total} done  {stats.failed} failed  {stats.in_flight} in flight  "
+        f"{req_s:5.1f} req/s  p95 {p95 / 1000 if p95 else 0:5.2f}s  "
+        f"tok {stats.usage.prompt:,}/{stats.usage.completion:,}  {format_cost(stats)}  "
+        f"ETA {format_duration(stats.eta_s())}"
+    )
+
+
+async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) -> int:
+    engine = session.engine
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, engine.abort)
+        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+            pass
+    live = stream.isatty()
+    label = "SIMULATED" if session.simulated else session.client.base_url
+    print(f"swarm-tui: {len(session.tasks)} tasks, {session.job_name} -> {session.plan.profile.name} "
+          f"({label}), model {session.model}, run dir {session.run_dir}", file=stream)
+    painter = asyncio.create_task(_paint(engine.stats, stream)) if live else None
+    try:
+        finished = await session.run()
+    finally:
+        if painter:
+            painter.cancel()
+            stream.write("\r\033[K")
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError):
+                pass
+    summary = session.finalize()
+    _print_summary(summary, finished, session, stream)
+    return exit_code(finished)
+
+
+async def _paint(stats: RunStats, stream: TextIO) -> None:
+    while True:
+        stream.write("\r\033[K" + progress_line(stats))
+        stream.flush()
+        await asyncio.sleep(REFRESH_S)
+
+
+def _print_summary(summary: dict, finished: RunFinished, session: SwarmSession, stream: TextIO) -> None:
+    lat = summary["latency_ms"]
+    req = summary["requests"]
+    tok = summary["tokens"]
+    cost = f"${summary['cost_usd']:.4f}" if summary["cost_usd"] is not None else "price unknown"
+    lines = [
+        f"{summary['succeeded']}/{summary['total']} succeeded, {summary['failed']} failed, "
+        f"{summary['unfinished']} unfinished in {summary['makespan_s'] or 0:.1f}s",
+        f"latency p50 {lat['p50']} ms  p95 {lat['p95']} ms  p99 {lat['p99']} ms",
+        f"requests {req['sent']} sent, {req['retried']} retried ({req['rate_limited']} rate-limited, "
+        f"{req['server_errors']} 5xx, {req['timeouts']} timeouts)",
+        f"tokens {tok['prompt']:,} in ({tok['cached']:,} cached) / {tok['completion']:,} out  cost {cost}",
+    ]
+    if finished.stop_reason:
+        lines.append(f"stopped: {finished.stop_reason}")
+    if finished.aborted or finished.cancelled:
+        lines.append(f"resume with: swarm-tui resume {session.run_dir}")
+    elif finished.failed:
+        lines.append(f"retry the failed tasks with: swarm-tui resume {session.run_dir} --retry-failed")
+    lines.append(f"results: {session.run_dir}/results.jsonl  errors: {session.run_dir}/errors.jsonl")
+    print("\n".join(lines), file=stream)

@@ -1,0 +1,168 @@
+"""L0 gateway: one shared `AsyncOpenAI` per endpoint, one call per attempt.
+
+The SDK's own retries are off (`max_retries=0`): the engine owns retries, so that backoff is
+shared, visible and journaled. A call returns the raw chat.completion JSON (what results.jsonl
+stores), normalised usage, the request id and the rate-limit headers the pacing layer learns from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import openai
+from openai.resources.chat.completions import AsyncCompletions
+
+from .errors import BrokenStreamError, CallError, classify
+from .profile import ProviderProfile, resolve_api_key
+from .usage import Usage
+
+CREATE_PARAMS = frozenset(inspect.signature(AsyncCompletions.create).parameters) - {"self"}
+"""Body keys the SDK takes as arguments; any other key travels in `extra_body`."""
+
+CONNECT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    body: dict[str, Any]
+    usage: Usage
+    request_id: str | None
+    rate_headers: dict[str, str] = field(default_factory=dict)
+    ttft_ms: float | None = None
+
+    @property
+    def content(self) -> str:
+        try:
+            return self.body["choices"][0]["message"].get("content") or ""
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return ""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDeadlines:
+    """Watchdogs for a streamed answer: time to first token, and idle time between chunks."""
+
+    first_token_s: float | None = None
+    idle_s: float | None = None
+
+
+class ProviderClient:
+    """An endpoint the engine can call. Holds the only reference to the key."""
+
+    def __init__(self, profile: ProviderProfile, base_url: str, *, attempt_timeout_s: float = 60.0) -> None:
+        self.profile = profile
+        self.base_url = base_url.rstrip("/")
+        api_key = resolve_api_key(profile, self.base_url)
+        self._secrets = (api_key,)
+        http_client = openai.DefaultAioHttpClient() if profile.backend == "aiohttp" else None
+        self._client = openai.AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=api_key,
+            max_retries=0,
+            timeout=httpx2.Timeout(attempt_timeout_s, connect=CONNECT_TIMEOUT_S),
+            http_client=http_client,
+        )
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    def __repr__(self) -> str:  # never show the key
+        return f"ProviderClient({self.profile.name!r}, {self.base_url!r})"
+
+    def classify(self, exc: BaseException) -> CallError:
+        return classify(exc, secrets=self._secrets)
+
+    async def complete(
+        self, body: dict[str, Any], *, stream: bool = False, deadlines: StreamDeadlines | None = None
+    ) -> CallResult:
+        kwargs = _create_kwargs(body)
+        if stream:
+            return await self._complete_streaming(kwargs, deadlines or StreamDeadlines())
+        raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
+        data = json.loads(raw.content)
+        return CallResult(
+            body=data,
+            usage=Usage.from_response(data.get("usage")),
+            request_id=raw.headers.get("x-request-id") or data.get("id"),
+            rate_headers=_rate_headers(raw.headers),
+        )
+
+    async def _complete_streaming(self, kwargs: dict[str, Any], deadlines: StreamDeadlines) -> CallResult:
+        kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
+        started = time.monotonic()
+        raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
+        headers = raw.headers
+        stream = raw.parse()
+        pieces: list[str] = []
+        finish_reason = None
+        usage_data: dict[str, Any] | None = None
+        first: dict[str, Any] = {}
+        ttft_ms: float | None = None
+        chunks = stream.__aiter__()
+        try:
+            while True:
+                deadline = deadlines.first_token_s if ttft_ms is None else deadlines.idle_s
+                try:
+                    async with asyncio.timeout(deadline):
+                        chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    what = "no first token" if ttft_ms is None else "stream idle"
+                    raise BrokenStreamError(f"{what} for {deadline:g}s") from None
+                data = chunk.model_dump(exclude_none=True)
+                first = first or data
+                if data.get("usage"):
+                    usage_data = data["usage"]
+                for choice in data.get("choices", []):
+                    text = (choice.get("delta") or {}).get("content")
+                    if text:
+                        if ttft_ms is None:
+                            ttft_ms = (time.monotonic() - started) * 1000
+                        pieces.append(text)
+                    finish_reason = choice.get("finish_reason") or finish_reason
+        finally:
+            await stream.close()
+        if finish_reason is None:
+            raise BrokenStreamError("stream ended without a finish reason")
+        body = {
+            "id": first.get("id"), "object": "chat.completion", "created": first.get("created"),
+            "model": first.get("model"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(pieces)},
+                         "finish_reason": finish_reason}],
+            "usage": usage_data,
+        }
+        return CallResult(
+            body=body, usage=Usage.from_response(usage_data),
+            request_id=headers.get("x-request-id") or first.get("id"),
+            rate_headers=_rate_headers(headers), ttft_ms=ttft_ms,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def _create_kwargs(body: dict[str, Any]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    extra: dict[str, Any] = dict(body.get("extra_body") or {})
+    for key, value in body.items():
+        if key == "extra_body":
+            continue
+        if key in CREATE_PARAMS:
+            kwargs[key] = value
+        else:
+            extra[key] = value
+    if extra:
+        kwargs["extra_body"] = extra
+    return kwargs
+
+
+def _rate_headers(headers: Any) -> dict[str, str]:
+    return {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-ratelimit-")}

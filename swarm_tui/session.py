@@ -1,0 +1,254 @@
+"""A run directory being worked on: journal + endpoint + engine, for a new run or a resume.
+
+Both front ends (headless and the TUI) drive a `SwarmSession` the same way:
+`open_new(...)` or `open_existing(...)`, then `await session.run()`, then `finalize()` writes
+`results.jsonl`, `errors.jsonl` and `summary.json` from the journal, and `aclose()`.
+The session also serves the journal's control queue, so `attach` in another terminal can
+pause, resume, retry and abort this run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .engine import EngineSettings, SwarmEngine, TaskState
+from .engine.events import RunFinished
+from .jobs import Job, Task
+from .journal import Journal
+from .pricing import PriceTable
+from .providers.client import ProviderClient
+from .providers.profile import ProviderProfile
+from .sim import SimConfig, SimServer
+
+CONTROL_POLL_S = 0.5
+
+DEMO_SIM = SimConfig(latency_ms=700.0, latency_sigma=0.6, error_rate=0.02, seed=7)
+"""The embedded simulator of the demo: slow enough to watch, with a few 5xx to retry."""
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything about how to run, apart from the tasks; stored in the journal (no key)."""
+
+    profile: ProviderProfile
+    settings: EngineSettings
+    sim: SimConfig | None = None
+
+
+def default_run_dir(job_name: str, root: Path = Path("runs")) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in job_name)[:60] or "job"
+    path = root / f"{stamp}-{safe}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = root / f"{stamp}-{safe}-{n}"
+    return path
+
+
+class SwarmSession:
+    def __init__(self, run_dir: Path, journal: Journal, plan: RunPlan, tasks: list[Task],
+                 states: dict[int, TaskState], attempts_made: dict[int, int], job_name: str) -> None:
+        self.run_dir = run_dir
+        self.journal = journal
+        self.plan = plan
+        self.tasks = tasks
+        self.job_name = job_name
+        self.sim: SimServer | None = None
+        if plan.profile.is_simulator:
+            self.sim = SimServer(plan.sim or DEMO_SIM).start(mode="thread")
+            base_url = self.sim.base_url
+        else:
+            base_url = plan.profile.base_url
+        self.client = ProviderClient(plan.profile, base_url, attempt_timeout_s=plan.settings.timeout_s)
+        model = plan.profile.model or (tasks[0].body.get("model") if tasks else None)
+        price = PriceTable.builtin().lookup(model, plan.profile.name)
+        self.engine = SwarmEngine(tasks, self.client, journal, plan.settings, price=price, states=states,
+                                  attempts_made=attempts_made, simulated=self.simulated)
+        self.model = model
+        self._control_task: asyncio.Task[None] | None = None
+
+    @property
+    def simulated(self) -> bool:
+        return self.plan.profile.is_simulator
+
+    # ----------------------------------------------------------------- opening
+
+    @classmethod
+    def open_new(cls, job: Job, plan: RunPlan, run_dir: Path) -> "SwarmSession":
+        tasks = job.tasks
+        journal = Journal.create(run_dir, tasks, {
+            "job": {"name": job.name, "source": job.source, "options": job.options},
+            "plan": _plan_to_meta(plan),
+        })
+        journal.begin_session()
+        return cls(run_dir, journal, plan, tasks, {}, {}, job.name)
+
+    @classmethod
+    def open_existing(cls, run_dir: Path, *, profile: ProviderProfile | None = None,
+                      settings: EngineSettings | None = None, retry_failed: bool = False) -> "SwarmSession":
+        journal = Journal.open(run_dir)
+        meta = journal.meta()
+        stored = _plan_from_meta(meta["plan"])
+        plan = RunPlan(profile or stored.profile, settings or stored.settings, stored.sim)
+        rows = journal.tasks()
+        if retry_failed:
+            journal.requeue([r.index for r in rows if r.state is TaskState.FAILED])
+            rows = journal.tasks()
+        journal.begin_session()
+        tasks = [Task(r.index, r.custom_id, r.body) for r in rows]
+        if profile is not None and profile.model:
+            tasks = [Task(t.index, t.custom_id, {**t.body, "model": profile.model}) for t in tasks]
+        states = {r.index: r.state for r in rows}
+        attempts = {r.index: r.attempts for r in rows}
+        return cls(run_dir, journal, plan, tasks, states, attempts, meta["job"]["name"])
+
+    # ----------------------------------------------------------------- running
+
+    async def run(self) -> RunFinished:
+        """Run the engine to the end, serving attach commands meanwhile; then write the outputs."""
+        self._control_task = asyncio.create_task(self._serve_control(), name="swarm-control")
+        try:
+            finished = await self.engine.run()
+        finally:
+            self._control_task.cancel()
+            self.finalize()
+        return finished
+
+    async def _serve_control(self) -> None:
+        """Apply commands that `attach` (another process) put in the journal; beat a heartbeat."""
+        while True:
+            self.journal.heartbeat()
+            for command, args in self.journal.take_commands():
+                self.apply_command(command, args)
+            await asyncio.sleep(CONTROL_POLL_S)
+
+    def apply_command(self, command: str, args: dict[str, Any]) -> None:
+        engine = self.engine
+        match command:
+            case "pause":
+                engine.pause()
+            case "resume":
+                engine.resume()
+            case "abort":
+                engine.abort("aborted from an attached view")
+            case "retry":
+                engine.retry_failed(args.get("indices"))
+            case "concurrency":
+                engine.set_concurrency(int(args["limit"]), "attached view")
+
+    def finalize(self) -> dict[str, Any]:
+        """Write results.jsonl, errors.jsonl and summary.json from the journal (atomically)."""
+        return write_outputs(self.run_dir, self.journal, self.model, self.plan.profile.name, self.simulated)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        if self.sim is not None:
+            self.sim.stop()
+        self.journal.close()
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def write_outputs(run_dir: Path, journal: Journal, model: str | None, provider: str,
+                  simulated: bool) -> dict[str, Any]:
+    with _atomic(run_dir / "results.jsonl") as results, _atomic(run_dir / "errors.jsonl") as errors:
+        for custom_id, ok, request_id, response, error in journal.iter_results():
+            line = {
+                "id": f"batch_req_{request_id or custom_id}",
+                "custom_id": custom_id,
+                "response": {"status_code": 200, "request_id": request_id, "body": response} if ok else (
+                    {"status_code": error.get("status"), "request_id": request_id, "body": None}),
+                "error": None if ok else {"code": error.get("code"), "message": error.get("message")},
+            }
+            (results if ok else errors).write(json.dumps(line, ensure_ascii=False) + "\n")
+    summary = summarize(journal, model=model, provider=provider, simulated=simulated)
+    with _atomic(run_dir / "summary.json") as fh:
+        json.dump(summary, fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
+    return summary
+
+
+def summarize(journal: Journal, *, model: str | None, provider: str, simulated: bool) -> dict[str, Any]:
+    counts = journal.counts()
+    totals = journal.attempt_totals()
+    latencies = journal.success_latencies()
+    total = sum(counts.values())
+    succeeded = counts.get(TaskState.SUCCEEDED, 0)
+    failed = counts.get(TaskState.FAILED, 0)
+    makespan = None
+    if totals["first_started"] is not None:
+        makespan = round(totals["last_ended"] - totals["first_started"], 3)
+    cost = totals["cost_usd"]
+    return {
+        "total": total,
+        "succeeded": succeeded,
+        "failed": failed,
+        "unfinished": total - succeeded - failed,
+        "makespan_s": makespan,
+        "latency_ms": _latency_summary(latencies),
+        "tokens": {"prompt": totals["prompt"], "completion": totals["completion"], "cached": totals["cached"],
+                   "reasoning": totals["reasoning"]},
+        "cost_usd": round(cost, 6) if cost is not None and not totals["unpriced"] else None,
+        "cost_note": None if not totals["unpriced"] else f"price unknown for model {model!r}",
+        "requests": {k: totals[k] for k in ("sent", "retried", "rate_limited", "server_errors", "timeouts")},
+        "provider": provider,
+        "model": model,
+        "simulated": simulated,
+    }
+
+
+def _latency_summary(sorted_ms: list[float]) -> dict[str, float | None]:
+    if not sorted_ms:
+        return {"p50": None, "p95": None, "p99": None, "mean": None}
+
+    def pick(q: float) -> float:
+        return round(sorted_ms[min(len(sorted_ms) - 1, int(round(q * (len(sorted_ms) - 1))))], 1)
+
+    return {"p50": pick(0.5), "p95": pick(0.95), "p99": pick(0.99), "mean": round(sum(sorted_ms) / len(sorted_ms), 1)}
+
+
+class _atomic:
+    """Write a file under a temporary name and move it into place: never half-written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+    def __enter__(self):
+        self.fh = self.tmp.open("w", encoding="utf-8")
+        return self.fh
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.fh.close()
+        if exc_type is None:
+            os.replace(self.tmp, self.path)
+        else:
+            self.tmp.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- plan <-> journal meta
+
+
+def _plan_to_meta(plan: RunPlan) -> dict[str, Any]:
+    return {
+        "profile": {"name": plan.profile.name, **plan.profile.to_toml()},
+        "settings": asdict(plan.settings),
+        "sim": asdict(plan.sim) if plan.sim else None,
+        "saved_at": time.time(),
+    }
+
+
+def _plan_from_meta(meta: dict[str, Any]) -> RunPlan:
+    profile_data = dict(meta["profile"])
+    profile = ProviderProfile(name=profile_data.pop("name"), **profile_data)
+    sim = SimConfig(**meta["sim"]) if meta.get("sim") else None
+    return RunPlan(profile, EngineSettings(**meta["settings"]), sim)
