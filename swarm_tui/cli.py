@@ -21,6 +21,7 @@ from .jobs import load_job
 from .locations import demo_job
 from .providers.profile import ProviderProfile, resolve_api_key
 from .session import RunPlan, SwarmSession, default_run_dir
+from .sim import add_arguments as add_sim_arguments
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,8 +59,6 @@ def build_parser() -> argparse.ArgumentParser:
     resume.set_defaults(handler=cmd_resume)
 
     sim = commands.add_parser("sim", help="serve the OpenAI-compatible simulator in the foreground")
-    from .sim.__main__ import add_arguments as add_sim_arguments
-
     add_sim_arguments(sim)
     sim.set_defaults(handler=cmd_sim)
 
@@ -213,10 +212,9 @@ def _tui_available() -> bool:
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
-    from .sim import serve_forever
-    from .sim.__main__ import config_from_args
+    from .sim import config_from_args, serve_forever
 
-    serve_forever(config_from_args(args), args.host, args.port)
+    serve_forever(config_from_args(args), args.host, args.port, quiet=args.sim_quiet)
     return 0
 
 

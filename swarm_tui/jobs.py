@@ -237,7 +237,7 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
     tasks: list[Task] = []
     if prompts:
         total = len(prompts)
-        for index, (custom_id, prompt) in enumerate(prompts):
+        for index, (custom_id, prompt, where, line) in enumerate(prompts):
             values = {"agent": index + 1, "index": index, "total": total}
             messages: list[dict[str, str]] = []
             if context:
@@ -246,7 +246,7 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
                 rendered = _render(system, values, check, "system")
                 if rendered is not None:
                     messages.append({"role": "system", "content": rendered})
-            rendered_prompt = _render(prompt, values, check, "tasks")
+            rendered_prompt = _render(prompt, values, check, where, line)
             if rendered_prompt is None:
                 break
             messages.append({"role": "user", "content": rendered_prompt})
@@ -298,14 +298,14 @@ def _request_params(doc: dict[str, Any], check: _TomlChecker) -> dict[str, Any]:
     return dict(request)
 
 
-def _task_prompts(doc: dict[str, Any], check: _TomlChecker) -> list[tuple[str, str]]:
-    """The (custom_id, prompt template) pairs, from `[tasks]` count + template or `[[task]]`."""
+def _task_prompts(doc: dict[str, Any], check: _TomlChecker) -> list[tuple[str, str, str, int | None]]:
+    """(custom_id, prompt template, field, line) for each task, from `[tasks]` count + template or `[[task]]`."""
     tasks_table = doc.get("tasks")
     task_list = doc.get("task")
     if tasks_table is None and task_list is None:
         check.add("tasks", "missing: add [tasks] with count and prompt, or [[task]] entries", line=1)
         return []
-    prompts: list[tuple[str, str]] = []
+    prompts: list[tuple[str, str, str, int | None]] = []
     if tasks_table is not None:
         if not isinstance(tasks_table, dict):
             check.add("tasks", "must be a table with count and prompt")
@@ -323,12 +323,12 @@ def _task_prompts(doc: dict[str, Any], check: _TomlChecker) -> list[tuple[str, s
             custom_id = _render(id_template, values, check, "tasks.id")
             if custom_id is None:
                 return []
-            prompts.append((custom_id, prompt))
+            prompts.append((custom_id, prompt, "tasks.prompt", check.line_of("tasks.prompt")))
     if task_list is not None:
         if not isinstance(task_list, list):
             check.add("task", "must be an array of tables ([[task]])")
             return prompts
-        seen = {custom_id for custom_id, _ in prompts}
+        seen = {custom_id for custom_id, *_ in prompts}
         for i, entry in enumerate(task_list):
             where = f"task[{i}]"
             if not isinstance(entry, dict):
@@ -344,7 +344,7 @@ def _task_prompts(doc: dict[str, Any], check: _TomlChecker) -> list[tuple[str, s
                           line=_nth_array_table_line(check, "task", i))
                 continue
             seen.add(custom_id)
-            prompts.append((custom_id, prompt))
+            prompts.append((custom_id, prompt, f"{where}.prompt", _nth_array_table_line(check, "task", i)))
     return prompts
 
 
@@ -354,9 +354,11 @@ def _nth_array_table_line(check: _TomlChecker, name: str, n: int) -> int | None:
     return hits[n] if n < len(hits) else None
 
 
-def _render(template: str, values: dict[str, int], check: _TomlChecker, dotted: str) -> str | None:
+def _render(template: str, values: dict[str, int], check: _TomlChecker, dotted: str,
+            line: int | None = None) -> str | None:
     try:
         return template.format(**values)
     except (KeyError, IndexError, ValueError) as exc:
-        check.add(dotted, f"bad template {template!r}: {exc!s} (placeholders: {{agent}}, {{index}}, {{total}})")
+        check.add(dotted, f"bad template {template!r}: unknown or malformed placeholder {exc!s} "
+                          f"(known: {{agent}}, {{index}}, {{total}}; write {{{{ }}}} for braces)", line)
         return None

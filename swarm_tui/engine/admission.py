@@ -1,7 +1,7 @@
 """Admission: may the next attempt be sent now?
 
-An attempt goes out when the run is not paused, the provider's Retry-After gate is open and
-an in-flight slot is free under the current limit. The limit moves at run time (the user's
+An attempt goes out when the run is not paused, the provider's Retry-After gate is open, an
+in-flight slot is free under the current limit, and the RPM/TPM buckets have room for it. The limit moves at run time (the user's
 `+`/`-`, or the adaptive controller). Only the engine's dispatcher waits here, so a single
 "something changed" event is enough to wake it.
 """
@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+from .pacing import RateLimits
+
 
 class AdmissionController:
-    def __init__(self, limit: int, *, clock=time.monotonic) -> None:
+    def __init__(self, limit: int, *, rate_limits: RateLimits | None = None, clock=time.monotonic) -> None:
         if limit < 1:
             raise ValueError("the concurrency limit must be at least 1")
         self.limit = limit
@@ -23,21 +25,24 @@ class AdmissionController:
         """Set when the run stops: `acquire` then returns False at once."""
         self._gate_until = 0.0
         self._clock = clock
+        self.rate_limits = rate_limits or RateLimits(clock=clock)
         self._changed = asyncio.Event()
 
     @property
     def gate_remaining_s(self) -> float:
         return max(0.0, self._gate_until - self._clock())
 
-    async def acquire(self) -> bool:
-        """Wait for a slot and take it (True), or return False once admission is closed."""
+    async def acquire(self, tokens: int = 0) -> bool:
+        """Wait for a slot and take it with `tokens` of TPM budget (True), or return False once
+        admission is closed."""
         while True:
             if self.closed:
                 return False
             if not self.paused and self.in_flight < self.limit:
-                wait = self._gate_until - self._clock()
+                wait = max(self._gate_until - self._clock(), self.rate_limits.wait_s(tokens))
                 if wait <= 0:
                     self.in_flight += 1
+                    self.rate_limits.take(tokens)
                     return True
             else:
                 wait = None

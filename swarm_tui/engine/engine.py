@@ -18,6 +18,7 @@ The engine imports nothing from Textual: the TUI subscribes to its events like a
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections import deque
@@ -29,12 +30,14 @@ from ..pricing import Price
 from ..providers.client import CallResult, ProviderClient, StreamDeadlines
 from ..providers.errors import CallError
 from .admission import AdmissionController
+from .pacing import AdaptiveConcurrency, RateLimits
 from .events import (
     Attempt,
     AttemptStarted,
     ConcurrencyChanged,
     EngineEvent,
     RateGateClosed,
+    RateLimitsLearned,
     RunFinished,
     RunPaused,
     RunResumed,
@@ -57,6 +60,9 @@ log = logging.getLogger(__name__)
 
 Listener = Callable[[EngineEvent], None]
 
+DEFAULT_MAX_TOKENS = 1024
+"""What a request without max_tokens is assumed to reserve against TPM."""
+
 
 @dataclass(frozen=True)
 class EngineSettings:
@@ -67,6 +73,10 @@ class EngineSettings:
     stream: bool = False
     first_token_timeout_s: float | None = None
     idle_timeout_s: float | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+    adaptive: bool = True
+    """AIMD on the in-flight limit; `concurrency` is then the ceiling."""
 
 
 class SwarmEngine:
@@ -89,7 +99,10 @@ class SwarmEngine:
         self.price = price
         self.simulated = simulated
         self.retry_policy = RetryPolicy(max_attempts=settings.max_attempts)
-        self.admission = AdmissionController(settings.concurrency)
+        self.rate_limits = RateLimits(settings.rpm, settings.tpm)
+        self.admission = AdmissionController(settings.concurrency, rate_limits=self.rate_limits)
+        self.adaptive = AdaptiveConcurrency(settings.concurrency) if settings.adaptive else None
+        self._reserved_tokens: dict[int, int] = {}
         self.stats = RunStats()
         self.states: dict[int, TaskState] = {i: TaskState.QUEUED for i in self.tasks}
         if states:
@@ -155,7 +168,10 @@ class SwarmEngine:
             self._emit(RunResumed())
 
     def set_concurrency(self, limit: int, reason: str = "user") -> int:
+        """The user's limit: the ceiling the adaptive controller works under, and the limit now."""
         limit = self.admission.set_limit(limit)
+        if self.adaptive is not None:
+            self.adaptive.set_ceiling(limit)
         self.journal.log_event("concurrency", {"limit": limit, "reason": reason})
         self._emit(ConcurrencyChanged(limit, reason))
         return limit
@@ -210,6 +226,8 @@ class SwarmEngine:
         pending = len(self._ready)
         self.journal.log_event("run", {"pending": pending, "concurrency": self.admission.limit})
         self._emit(RunStarted(len(self.tasks), pending, self.admission.limit, self.client.name, self.simulated))
+        if self.rate_limits.rpm or self.rate_limits.tpm:
+            self._emit(RateLimitsLearned(self.rate_limits.rpm, self.rate_limits.tpm))
         try:
             await self._dispatch()
         finally:
@@ -235,9 +253,11 @@ class SwarmEngine:
             index = await self._next_ready()
             if index is None:
                 return
-            if not await self.admission.acquire():
+            tokens = self._token_estimate(index)
+            if not await self.admission.acquire(tokens):
                 self._ready.appendleft(index)
                 return
+            self._reserved_tokens[index] = tokens
             self._launch(index)
 
     async def _next_ready(self) -> int | None:
@@ -282,6 +302,14 @@ class SwarmEngine:
             self._wake.set()
 
     def _on_success(self, index: int, number: int, started_at: float, latency_ms: float, result: CallResult) -> None:
+        self.rate_limits.settle(self._reserved_tokens.pop(index, 0), result.usage.total)
+        self._learn(result.rate_headers)
+        if self.adaptive is not None:
+            self.adaptive.observe_latency(latency_ms / 1000)
+            busy = self.admission.in_flight >= self.admission.limit
+            grown = self.adaptive.on_success(busy)
+            if grown is not None:
+                self._adapt(grown, "clean and busy: +1")
         attempt = Attempt(
             index, number, self.client.name, started_at, latency_ms, "ok", status=200,
             request_id=result.request_id, usage=result.usage, cost_usd=self._cost(result), ttft_ms=result.ttft_ms,
@@ -291,6 +319,15 @@ class SwarmEngine:
         self._emit(TaskSucceeded(attempt, result.content))
 
     def _on_failure(self, index: int, number: int, started_at: float, latency_ms: float, error: CallError) -> None:
+        self._reserved_tokens.pop(index, None)  # a refused request used no tokens, but keep them: pace down
+        self._learn(error.rate_headers)
+        if self.adaptive is not None:
+            if error.is_congestion:
+                shrunk = self.adaptive.on_congestion()
+                if shrunk is not None:
+                    self._adapt(shrunk, f"{error.kind}{f' {error.status}' if error.status else ''}: decrease")
+            elif error.status and error.status >= 500:
+                self.adaptive.on_server_error()
         round_attempts = self._round_attempts.get(index, 1)
         retry = self._stop_reason is None and self.retry_policy.should_retry(error, round_attempts)
         attempt = Attempt(
@@ -309,6 +346,25 @@ class SwarmEngine:
         self.states[index] = TaskState.RETRYING
         self._retry_timers[index] = asyncio.get_running_loop().call_later(delay, self._requeue, index)
         self._emit(TaskRetrying(attempt, delay))
+
+    def _learn(self, headers) -> None:
+        learned = self.rate_limits.learn(headers)
+        if learned is not None:
+            self.journal.log_event("rate_limits", {"rpm": learned.rpm, "tpm": learned.tpm})
+            self._emit(RateLimitsLearned(learned.rpm, learned.tpm))
+
+    def _adapt(self, limit: int, reason: str) -> None:
+        self.admission.set_limit(limit)
+        self.journal.log_event("concurrency", {"limit": limit, "reason": reason})
+        self._emit(ConcurrencyChanged(limit, reason))
+
+    def _token_estimate(self, index: int) -> int:
+        """TPM reservation: prompt estimate (~4 bytes a token) + the answer's ceiling."""
+        body = self.tasks[index].body
+        if self.rate_limits.tokens is None:
+            return 0
+        prompt = len(json.dumps(body.get("messages", ()), ensure_ascii=False).encode()) // 4
+        return prompt + int(body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_TOKENS)
 
     def _requeue(self, index: int) -> None:
         self._retry_timers.pop(index, None)

@@ -132,6 +132,14 @@ class RateGateClosed:
 
 
 @dataclass(frozen=True, slots=True)
+class RateLimitsLearned:
+    """The provider's RPM/TPM, from configuration or its `x-ratelimit-limit-*` headers."""
+
+    rpm: int | None
+    tpm: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class RunStopping:
     """Dispatch stopped for a reason other than completion: abort, budget, error rate."""
 
@@ -149,5 +157,5 @@ class RunFinished:
 
 EngineEvent = (
     RunStarted | TaskQueued | AttemptStarted | TaskRetrying | TaskSucceeded | TaskFailed | TaskCancelled
-    | RunPaused | RunResumed | ConcurrencyChanged | RateGateClosed | RunStopping | RunFinished
+    | RunPaused | RunResumed | ConcurrencyChanged | RateGateClosed | RateLimitsLearned | RunStopping | RunFinished
 )

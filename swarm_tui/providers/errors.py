@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Mapping
 
@@ -56,6 +56,8 @@ class CallError:
     code: str | None = None
     retry_after_s: float | None = None
     request_id: str | None = None
+    rate_headers: Mapping[str, str] = field(default_factory=dict)
+    """`x-ratelimit-*` headers of the error response: a 429 tells how much budget is left."""
 
     @property
     def retryable(self) -> bool:
@@ -64,6 +66,11 @@ class CallError:
     @property
     def is_rate_limit(self) -> bool:
         return self.kind is ErrorClass.RATE_LIMIT
+
+    @property
+    def is_congestion(self) -> bool:
+        """A sign of sending too much: 429, 503 and timeouts shrink the concurrency limit."""
+        return self.kind in (ErrorClass.RATE_LIMIT, ErrorClass.TIMEOUT) or self.status == 503
 
 
 def classify(exc: BaseException, *, secrets: tuple[str, ...] = ()) -> CallError:
@@ -123,7 +130,8 @@ def _classify_status(exc: openai.APIStatusError, secrets: tuple[str, ...]) -> Ca
     else:
         kind = ErrorClass.BAD_REQUEST
     retry_after = parse_retry_after(headers) if kind in RETRYABLE else None
-    return CallError(kind, redact(message, secrets), status, code, retry_after, request_id)
+    rate_headers = {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-ratelimit-")}
+    return CallError(kind, redact(message, secrets), status, code, retry_after, request_id, rate_headers)
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:

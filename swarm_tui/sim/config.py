@@ -1,0 +1,169 @@
+"""The simulator's knobs, as one plain dataclass.
+
+Why a dataclass and nothing smarter: the same settings arrive from three places (the
+``swarm-tui sim`` / ``python -m swarm_tui.sim`` flags, Python callers such as tests and
+benchmarks, and ``POST /sim/config`` patches at runtime), so the config must be trivially
+buildable from keyword arguments and from JSON, and must say clearly what is wrong when a
+value is out of range. ``SimConfig.patched(mapping)`` is the one place that turns untyped
+input (JSON, flags) into a validated config.
+
+Rate limits use token buckets. ``burst_s`` is how many seconds of traffic a bucket holds:
+capacity = rate/60 * burst_s, but at least 1 (one request, or one token). A request whose
+token cost exceeds the TPM bucket's capacity but not the per-minute limit is admitted when
+the bucket is full and drives it into debt, so the long-run rate still holds; a request
+costing more than the whole per-minute limit is refused for good ("Request too large"),
+as OpenAI does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+__all__ = ["SimConfig"]
+
+
+@dataclass
+class SimConfig:
+    """Settings of one simulated OpenAI-compatible endpoint (all times in ms unless ``_s``)."""
+
+    #: median time to first token (the lognormal's median); 0 answers immediately
+    latency_ms: float = 40.0
+    #: sigma of the lognormal latency (0 = every request takes exactly ``latency_ms``)
+    latency_sigma: float = 0.5
+    #: requests per minute (token bucket); None = unlimited
+    rpm: int | None = None
+    #: tokens per minute, charged as prompt estimate + max_tokens; None = unlimited
+    tpm: int | None = None
+    #: seconds of traffic a rate-limit bucket holds (burst size)
+    burst_s: float = 1.0
+    #: share of requests answered with a 5xx (about 45% 500, 40% 503, 15% 502)
+    error_rate: float = 0.0
+    #: share of requests that never answer (they wait ``hang_s``, then get a 504)
+    hang_rate: float = 0.0
+    #: how long a hung request hangs, in seconds
+    hang_s: float = 600.0
+    #: share of streamed requests that send a few chunks, then stall for ``hang_s``
+    stream_stall_rate: float = 0.0
+    #: seed of every random decision (faults, latency, answer length and text)
+    seed: int = 0
+    #: prompt tokens + max_tokens above this answer 400 context_length_exceeded
+    context_window: int = 131072
+    #: a repeated prefix shorter than this is not reported as cached
+    cache_min_tokens: int = 128
+    #: inclusive range of the drawn answer length in tokens (capped by max_tokens)
+    output_tokens: tuple[int, int] = (16, 120)
+    #: delay between streamed content chunks (0 = send the whole stream in one write)
+    chunk_delay_ms: float = 0.0
+    #: when set, requests must carry ``Authorization: Bearer <require_key>`` (else 401)
+    require_key: str | None = None
+    #: when True every chat request gets 503 (an endpoint that is down; failover tests)
+    down: bool = False
+    #: model ids listed by GET /v1/models (any model name is accepted and echoed)
+    models: tuple[str, ...] = field(default=("sim-1",))
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # -- validation -------------------------------------------------------------------
+
+    def validate(self) -> None:
+        """Raise ValueError naming the field when a value is out of range."""
+        for name in ("error_rate", "hang_rate", "stream_stall_rate"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, got {v!r}")
+        if self.error_rate + self.hang_rate > 1.0:
+            raise ValueError("error_rate + hang_rate must not exceed 1")
+        for name in ("latency_ms", "latency_sigma", "hang_s", "chunk_delay_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.burst_s <= 0:
+            raise ValueError(f"burst_s must be > 0, got {self.burst_s!r}")
+        for name in ("rpm", "tpm"):
+            v = getattr(self, name)
+            if v is not None and v <= 0:
+                raise ValueError(f"{name} must be a positive integer or None, got {v!r}")
+        if self.context_window < 1:
+            raise ValueError(f"context_window must be >= 1, got {self.context_window!r}")
+        if self.cache_min_tokens < 0:
+            raise ValueError(f"cache_min_tokens must be >= 0, got {self.cache_min_tokens!r}")
+        lo, hi = self.output_tokens
+        if not 1 <= lo <= hi:
+            raise ValueError(f"output_tokens must be (min, max) with 1 <= min <= max, got {self.output_tokens!r}")
+        if not self.models:
+            raise ValueError("models must name at least one model")
+
+    # -- conversions ------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (tuples become lists). ``require_key`` is masked: stats are not secret."""
+        d = dataclasses.asdict(self)
+        d["output_tokens"] = list(self.output_tokens)
+        d["models"] = list(self.models)
+        if self.require_key is not None:
+            d["require_key"] = "***"
+        return d
+
+    def patched(self, patch: Mapping[str, Any]) -> "SimConfig":
+        """A new validated config with ``patch`` applied; unknown fields raise ValueError.
+
+        Accepts JSON-ish values: lists for tuples, "1:2"/"1,2" strings for ``output_tokens``,
+        ints for floats, null for the optional limits.
+        """
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(patch) - names)
+        if unknown:
+            raise ValueError(f"unknown SimConfig field(s): {', '.join(unknown)}")
+        values = dataclasses.asdict(self)
+        for key, raw in patch.items():
+            values[key] = _coerce(key, raw)
+        return SimConfig(**values)
+
+
+_FLOATS = {"latency_ms", "latency_sigma", "burst_s", "error_rate", "hang_rate", "hang_s",
+           "stream_stall_rate", "chunk_delay_ms"}
+_INTS = {"seed", "context_window", "cache_min_tokens"}
+_OPT_INTS = {"rpm", "tpm"}
+
+
+def _coerce(key: str, raw: Any) -> Any:
+    try:
+        if key in _FLOATS:
+            if isinstance(raw, bool):
+                raise TypeError
+            return float(raw)
+        if key in _INTS:
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise TypeError
+            return int(raw)
+        if key in _OPT_INTS:
+            if raw is None or raw == 0:
+                return None
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise TypeError
+            return int(raw)
+        if key == "down":
+            if isinstance(raw, str):
+                return raw.strip().lower() in ("1", "true", "yes", "on")
+            return bool(raw)
+        if key == "require_key":
+            return None if raw in (None, "") else str(raw)
+        if key == "output_tokens":
+            if isinstance(raw, str):
+                parts = raw.replace(",", ":").replace("..", ":").split(":")
+            elif isinstance(raw, (int, float)):
+                parts = [raw, raw]
+            else:
+                parts = list(raw)
+            if len(parts) != 2:
+                raise TypeError
+            return (int(parts[0]), int(parts[1]))
+        if key == "models":
+            if isinstance(raw, str):
+                return tuple(m.strip() for m in raw.split(",") if m.strip())
+            return tuple(str(m) for m in raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"bad value for {key}: {raw!r}") from None
+    return raw  # pragma: no cover - every field is handled above

@@ -1,0 +1,367 @@
+"""The simulator's state and its per-request decision, independent of HTTP.
+
+``Simulator.chat`` turns one chat-completions request (raw body bytes and the
+Authorization header) into a ``Reply``: a status, headers, a JSON body or a stream plan,
+and how long to wait before answering. The server (``server.py``) only performs the waits
+and writes; it reports back what it actually sent with ``Simulator.finish`` so the
+counters in ``stats()`` describe responses that really went out (a hung request that the
+client abandoned is counted as a hang, not as a 504).
+
+All state lives in one event loop (the server's), so nothing here locks.
+
+Checks, in order: endpoint down (503) → API key (401) → body validation (400) → context
+length (400) → scripted marker → rate limits (429) → random faults (5xx / hang) → answer.
+Rate-limit refusals and validation errors are answered at once; everything admitted waits
+its drawn latency first.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import errors
+from .behaviour import (
+    Occurrences,
+    PrefixCache,
+    RateLimiter,
+    build_answer,
+    draw,
+    find_marker,
+    last_user_text,
+    openai_duration,
+    prompt_tokens,
+    request_key,
+    split_pieces,
+)
+from .config import SimConfig
+
+__all__ = ["Simulator", "Reply", "StreamPlan"]
+
+#: what a scripted ``[[sim:429]]`` asks the client to wait
+_SCRIPTED_429_WAIT_S = 0.1
+
+
+@dataclass(slots=True)
+class StreamPlan:
+    pieces: list[str]
+    finish_reason: str
+    usage: dict[str, Any]
+    include_usage: bool
+    #: send this many content pieces, then stall (None: send everything)
+    stall_after: int | None = None
+
+
+@dataclass(slots=True)
+class Reply:
+    status: int
+    headers: dict[str, str]
+    #: JSON body: a chat.completion or an error; None for a stream
+    body: dict[str, Any] | None = None
+    #: seconds to wait before answering (before the first chunk of a stream)
+    delay_s: float = 0.0
+    #: the request hangs: wait ``delay_s`` (hang_s) and then answer 504
+    hang: bool = False
+    stream: StreamPlan | None = None
+    #: "rate_limited", "quota", "scripted" ... for the counters
+    category: str | None = None
+    #: the last user message (stats key) and the body hash
+    prompt: str = ""
+    key: str = ""
+    #: for chunks: completion id, created, model
+    meta: tuple[str, int, str] = ("", 0, "")
+
+
+@dataclass
+class _Stats:
+    requests: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)
+    successes: int = 0
+    rate_limited: int = 0
+    quota_errors: int = 0
+    server_errors: int = 0
+    client_errors: int = 0
+    hangs: int = 0
+    stream_stalls: int = 0
+    streams: int = 0
+    scripted: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    duplicate_successes: int = 0
+    successes_by_prompt: dict[str, int] = field(default_factory=dict)
+    succeeded_keys: set[str] = field(default_factory=set)
+
+
+class Simulator:
+    """One simulated endpoint: config, rate-limit buckets, prefix cache, memory, counters."""
+
+    def __init__(self, config: SimConfig | None = None, clock=time.monotonic) -> None:
+        self._clock = clock
+        self.config = config or SimConfig()
+        self._run = os.urandom(4).hex()
+        self._seq = 0
+        self.in_flight = 0
+        self._started = time.time()
+        self._reset_memory()
+
+    # -- admin --------------------------------------------------------------------------
+
+    def _reset_memory(self) -> None:
+        cfg = self.config
+        self.limiter = RateLimiter(cfg.rpm, cfg.tpm, cfg.burst_s, self._clock)
+        self.cache = PrefixCache(cfg.cache_min_tokens)
+        self.seen = Occurrences()
+        self.stats_ = _Stats()
+
+    def reset(self) -> None:
+        """Zero the counters and forget bodies seen, cached prefixes and bucket levels."""
+        self._reset_memory()
+
+    def update_config(self, patch: dict[str, Any]) -> SimConfig:
+        """Apply a JSON patch of ``SimConfig`` fields (ValueError when invalid)."""
+        old = self.config
+        new = old.patched(patch)
+        self.config = new
+        if (new.rpm, new.tpm, new.burst_s) != (old.rpm, old.tpm, old.burst_s):
+            self.limiter = RateLimiter(new.rpm, new.tpm, new.burst_s, self._clock)
+        self.cache.min_tokens = new.cache_min_tokens
+        return new
+
+    def stats(self) -> dict[str, Any]:
+        s = self.stats_
+        return {
+            "requests": s.requests,
+            "by_status": dict(sorted(s.by_status.items())),
+            "successes": s.successes,
+            "rate_limited": s.rate_limited,
+            "quota_errors": s.quota_errors,
+            "server_errors": s.server_errors,
+            "client_errors": s.client_errors,
+            "hangs": s.hangs,
+            "stream_stalls": s.stream_stalls,
+            "streams": s.streams,
+            "scripted": s.scripted,
+            "in_flight": self.in_flight,
+            "cache_hits": s.cache_hits,
+            "tokens": {"prompt": s.prompt_tokens, "completion": s.completion_tokens,
+                       "cached": s.cached_tokens},
+            "duplicate_successes": s.duplicate_successes,
+            "successes_by_prompt": dict(s.successes_by_prompt),
+            "uptime_s": round(time.time() - self._started, 3),
+            "config": self.config.to_dict(),
+        }
+
+    # -- bookkeeping the server reports back ------------------------------------------------
+
+    def finish(self, reply: Reply, status: int | None = None) -> None:
+        """Count a response that was actually sent (``status`` overrides reply.status)."""
+        s = self.stats_
+        st = reply.status if status is None else status
+        k = str(st)
+        s.by_status[k] = s.by_status.get(k, 0) + 1
+        if st == 200:
+            s.successes += 1
+            usage = (reply.stream.usage if reply.stream is not None
+                     else reply.body["usage"])  # type: ignore[index]
+            s.prompt_tokens += usage["prompt_tokens"]
+            s.completion_tokens += usage["completion_tokens"]
+            cached = usage["prompt_tokens_details"]["cached_tokens"]
+            s.cached_tokens += cached
+            if cached:
+                s.cache_hits += 1
+            s.successes_by_prompt[reply.prompt] = s.successes_by_prompt.get(reply.prompt, 0) + 1
+            if reply.key in s.succeeded_keys:
+                s.duplicate_successes += 1
+            else:
+                s.succeeded_keys.add(reply.key)
+        elif st >= 500:
+            s.server_errors += 1
+        elif reply.category == "rate_limited":
+            s.rate_limited += 1
+        elif reply.category == "quota":
+            s.quota_errors += 1
+        else:
+            s.client_errors += 1
+
+    def hung(self) -> None:
+        self.stats_.hangs += 1
+
+    def stalled(self) -> None:
+        self.stats_.stream_stalls += 1
+
+    # -- the decision ---------------------------------------------------------------------
+
+    def _error(self, status_body: tuple[int, dict], headers: dict[str, str],
+               category: str | None = None, delay_s: float = 0.0, prompt: str = "",
+               key: str = "") -> Reply:
+        status, body = status_body
+        if self.limiter.active:
+            headers = {**self.limiter.headers(), **headers}
+        return Reply(status, headers, body, delay_s, category=category, prompt=prompt, key=key)
+
+    def chat(self, raw: bytes, authorization: str | None) -> Reply:
+        """Decide the answer to one ``POST /v1/chat/completions``."""
+        cfg = self.config
+        self.stats_.requests += 1
+        self._seq += 1
+        request_id = f"req_sim{self._run}{self._seq:010x}"
+        headers = {"x-request-id": request_id}
+
+        if cfg.down:
+            return self._error(errors.server_error(503), headers)
+        if cfg.require_key is not None:
+            if not authorization:
+                return self._error(errors.invalid_api_key(True), headers)
+            if authorization != "Bearer " + cfg.require_key:
+                return self._error(errors.invalid_api_key(False), headers)
+
+        # -- validation
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            return self._error(errors.bad_request(
+                "We could not parse the JSON body of your request. (HINT: This likely means "
+                "you aren't using your HTTP library correctly. The OpenAI API expects a JSON "
+                "payload, but what was sent was not valid JSON."), headers)
+        if not isinstance(body, dict):
+            return self._error(errors.bad_request("The request body must be a JSON object."),
+                               headers)
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            return self._error(errors.bad_request(
+                "you must provide a model parameter", "model"), headers)
+        messages = body.get("messages")
+        if messages is None:
+            return self._error(errors.bad_request(
+                "Missing required parameter: 'messages'.", "messages",
+                "missing_required_parameter"), headers)
+        if not isinstance(messages, list) or not messages:
+            return self._error(errors.bad_request(
+                "[] is too short - 'messages'", "messages"), headers)
+        max_tokens = body.get("max_completion_tokens")
+        mt_name = "max_completion_tokens"
+        if max_tokens is None:
+            max_tokens, mt_name = body.get("max_tokens"), "max_tokens"
+        if max_tokens is not None and (not isinstance(max_tokens, int)
+                                       or isinstance(max_tokens, bool) or max_tokens < 1):
+            return self._error(errors.bad_request(
+                f"Invalid '{mt_name}': integer below minimum value. Expected a value >= 1, "
+                f"but got {max_tokens!r} instead.", mt_name, "integer_below_min_value"),
+                headers)
+        stream = body.get("stream") is True
+        opts = body.get("stream_options")
+        include_usage = stream and isinstance(opts, dict) and opts.get("include_usage") is True
+
+        key = request_key(body)
+        n = self.seen.next(key)
+        prompt = last_user_text(messages)
+        p_tokens = prompt_tokens(messages)
+
+        if p_tokens + (max_tokens or 0) > cfg.context_window:
+            return self._error(errors.context_length_exceeded(
+                cfg.context_window, p_tokens, max_tokens or 0), headers, prompt=prompt, key=key)
+
+        # -- scripted faults
+        marker = find_marker(prompt)
+        hang = stall = False
+        if marker is not None and marker.applies(n):
+            self.stats_.scripted += 1
+            code = marker.code
+            if code == "hang" or (code == "stall" and not stream):
+                hang = True
+            elif code == "stall":
+                stall = True
+            elif code == "quota":
+                return self._error(errors.insufficient_quota(), headers, "quota",
+                                   prompt=prompt, key=key)
+            elif code == "429":
+                w = _SCRIPTED_429_WAIT_S
+                h = dict(headers)
+                h["retry-after"] = str(max(1, math.ceil(w)))
+                h["retry-after-ms"] = str(max(1, math.ceil(w * 1000)))
+                return self._error(errors.rate_limited(
+                    "requests", model, cfg.rpm or 60, cfg.rpm or 60, 1, openai_duration(w)),
+                    h, "rate_limited", prompt=prompt, key=key)
+            else:
+                return self._error(errors.for_status(
+                    int(code), model, cfg.context_window, p_tokens, max_tokens or 0),
+                    headers, "scripted", prompt=prompt, key=key)
+
+        # -- rate limits
+        cost = p_tokens + (max_tokens if max_tokens is not None else cfg.output_tokens[1])
+        if self.limiter.active:
+            adm = self.limiter.admit(cost)
+            if not adm.ok:
+                h = dict(headers)
+                if adm.too_large:
+                    return self._error(errors.request_too_large(model, adm.limit, cost), h,
+                                       "rate_limited", prompt=prompt, key=key)
+                h["retry-after"] = str(max(1, math.ceil(adm.wait_s)))
+                h["retry-after-ms"] = str(max(1, math.ceil(adm.wait_s * 1000)))
+                requested = 1 if adm.kind == "requests" else cost
+                return self._error(errors.rate_limited(
+                    adm.kind or "requests", model, adm.limit, adm.used, requested,
+                    openai_duration(adm.wait_s)), h, "rate_limited", prompt=prompt, key=key)
+            headers.update(self.limiter.headers())
+
+        # -- random faults
+        d = draw(cfg.seed, key, n)
+        latency = d.latency_s(cfg.latency_ms, cfg.latency_sigma)
+        cached = self.cache.observe(messages)
+        if not (hang or stall):
+            if d.u_fault < cfg.error_rate:
+                return self._error(errors.server_error(d.server_error_status()), headers,
+                                   delay_s=latency, prompt=prompt, key=key)
+            if d.u_fault < cfg.error_rate + cfg.hang_rate:
+                hang = True
+            elif stream and d.u_stall < cfg.stream_stall_rate:
+                stall = True
+        if hang:
+            return Reply(504, headers, errors.server_error(504)[1], cfg.hang_s, hang=True,
+                         prompt=prompt, key=key)
+
+        # -- the answer
+        lo, hi = cfg.output_tokens
+        content, c_tokens, finish = build_answer(prompt, d.answer_tokens(lo, hi), d.u_filler,
+                                                 max_tokens)
+        usage = {
+            "prompt_tokens": p_tokens,
+            "completion_tokens": c_tokens,
+            "total_tokens": p_tokens + c_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                                          "accepted_prediction_tokens": 0,
+                                          "rejected_prediction_tokens": 0},
+        }
+        completion_id = "chatcmpl-sim" + request_id[7:]
+        created = int(time.time())
+        if stream:
+            pieces = split_pieces(content)
+            plan = StreamPlan(pieces, finish, usage, include_usage,
+                              max(1, len(pieces) // 3) if stall else None)
+            return Reply(200, headers, None, latency, stream=plan, prompt=prompt, key=key,
+                         meta=(completion_id, created, model))
+        completion = {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": None,
+                            "annotations": []},
+                "logprobs": None,
+                "finish_reason": finish,
+            }],
+            "usage": usage,
+            "service_tier": "default",
+            "system_fingerprint": "fp_swarm_sim",
+        }
+        return Reply(200, headers, completion, latency, prompt=prompt, key=key,
+                     meta=(completion_id, created, model))

@@ -1,0 +1,67 @@
+"""Shared fixtures: a real simulator on loopback, job files, and the CLI as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swarm_tui.sim import SimConfig, SimServer
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def sim_factory():
+    """Start simulators (thread mode) with the given config; all are stopped after the test."""
+    started: list[SimServer] = []
+
+    def start(**config) -> SimServer:
+        server = SimServer(SimConfig(**{"latency_ms": 1.0, "latency_sigma": 0.3, **config})).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def sim(sim_factory) -> SimServer:
+    return sim_factory()
+
+
+@pytest.fixture(autouse=True)
+def isolated_config(tmp_path, monkeypatch):
+    """Never read or write the developer's own config."""
+    monkeypatch.setenv("SWARM_TUI_CONFIG", str(tmp_path / "config" / "config.toml"))
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+def write_batch(path: Path, prompts: list[str], *, model: str = "sim-1", max_tokens: int = 64) -> Path:
+    lines = [
+        json.dumps({"custom_id": f"task-{i:04d}", "method": "POST", "url": "/v1/chat/completions",
+                    "body": {"model": model, "max_tokens": max_tokens,
+                             "messages": [{"role": "user", "content": prompt}]}}, ensure_ascii=False)
+        for i, prompt in enumerate(prompts)
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None):
+    """`swarm-tui ARGS` in a real subprocess; returns the CompletedProcess."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "swarm_tui", *args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env, cwd=cwd)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

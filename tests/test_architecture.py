@@ -1,0 +1,20 @@
+"""The engine, journal, pricing and simulator never import Textual (DESIGN.md, Layers)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+CORE_MODULES = ["swarm_tui.engine", "swarm_tui.journal", "swarm_tui.pricing", "swarm_tui.sim", "swarm_tui.session",
+                "swarm_tui.headless", "swarm_tui.providers.client", "swarm_tui.jobs"]
+
+
+def test_core_modules_do_not_import_textual():
+    code = (
+        "import sys, importlib\n"
+        f"for name in {CORE_MODULES!r}: importlib.import_module(name)\n"
+        "bad = sorted(m for m in sys.modules if m == 'textual' or m.startswith('textual.'))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "", f"textual imported by a core module: {out}"

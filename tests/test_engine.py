@@ -1,0 +1,198 @@
+"""The engine against the simulator over real HTTP on loopback, with a real SQLite journal."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+
+from swarm_tui.engine import TaskState
+from swarm_tui.engine.events import RateGateClosed, TaskRetrying
+
+from .conftest import read_jsonl
+from .helpers import attempts_of, open_session
+
+
+def answers_by_id(run_dir) -> dict[str, str]:
+    return {line["custom_id"]: line["response"]["body"]["choices"][0]["message"]["content"]
+            for line in read_jsonl(run_dir / "results.jsonl")}
+
+
+def assert_exactly_once(run_dir, custom_ids):
+    seen = Counter(line["custom_id"] for line in read_jsonl(run_dir / "results.jsonl"))
+    seen.update(line["custom_id"] for line in read_jsonl(run_dir / "errors.jsonl"))
+    assert seen == Counter(custom_ids), "every custom_id exactly once in results ∪ errors"
+
+
+async def test_100_tasks_each_get_their_own_answer(tmp_path, sim):
+    prompts = [f"question number {i}: what is {i} squared?" for i in range(100)]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=50)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert (finished.succeeded, finished.failed, finished.aborted) == (100, 0, False)
+    answers = answers_by_id(tmp_path / "run")
+    assert len(answers) == 100
+    for i, prompt in enumerate(prompts):
+        assert answers[f"task-{i:04d}"].startswith(f"Sim answer to: {prompt}")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["succeeded"] == 100 and summary["requests"]["sent"] == 100
+    assert summary["tokens"]["prompt"] > 0 and summary["latency_ms"]["p95"] is not None
+
+
+async def test_injected_faults_all_end_in_success_and_nothing_succeeds_twice(tmp_path, sim_factory):
+    sim = sim_factory(error_rate=0.08, hang_rate=0.03, hang_s=30, rpm=3000, burst_s=0.5, seed=11)
+    prompts = [f"task {i}" for i in range(150)]
+    prompts[3] = "task 3 [[sim:429x2]]"
+    prompts[4] = "task 4 [[sim:503x3]]"
+    prompts[5] = "task 5 [[sim:hangx1]]"
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=40, timeout_s=1.0, max_attempts=6)
+    retry_reasons = Counter()
+    session.engine.subscribe(lambda e: isinstance(e, TaskRetrying) and retry_reasons.update([e.attempt.error.kind]))
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert finished.succeeded == 150, summary
+    stats = sim.stats()
+    assert stats["duplicate_successes"] == 0
+    assert sorted(stats["successes_by_prompt"].values()) == [1] * 150
+    # each kind of fault really happened and was retried
+    assert retry_reasons["rate_limit"] >= 2 and retry_reasons["server_error"] >= 3 and retry_reasons["timeout"] >= 1
+    assert summary["requests"]["retried"] == sum(retry_reasons.values())
+    assert_exactly_once(tmp_path / "run", [f"task-{i:04d}" for i in range(150)])
+
+
+async def test_client_errors_fail_after_one_attempt(tmp_path, sim):
+    prompts = ["fine", "too long [[sim:400]]", "bad key [[sim:401]]", "no money [[sim:quota]]", "gone [[sim:404]]"]
+    session = open_session(tmp_path, sim.base_url, prompts)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert (finished.succeeded, finished.failed) == (1, 4)
+    attempts = [attempts_of(tmp_path / "run", i) for i in range(5)]
+    assert [len(a) for a in attempts] == [1, 1, 1, 1, 1]
+    assert [a[0]["error_class"] for a in attempts[1:]] == ["context_length", "auth", "quota", "not_found"]
+    errors = {line["custom_id"]: line["error"] for line in read_jsonl(tmp_path / "run" / "errors.jsonl")}
+    assert errors["task-0001"]["code"] == "context_length_exceeded"
+    assert errors["task-0003"]["code"] == "insufficient_quota"
+    assert_exactly_once(tmp_path / "run", [f"task-{i:04d}" for i in range(5)])
+
+
+async def test_retry_after_closes_the_gate_for_every_task(tmp_path, sim):
+    prompts = ["slow down [[sim:429x1]]"] + [f"other {i}" for i in range(20)]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=1)
+    gates = []
+    session.engine.subscribe(lambda e: isinstance(e, RateGateClosed) and gates.append(e.seconds))
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 21
+    assert gates == [0.1]  # the simulator's retry-after-ms: 100
+    first = attempts_of(tmp_path / "run", 0)
+    assert [a["outcome"] for a in first] == ["retry", "ok"]
+    gate_opened = first[0]["started_at"] + first[0]["latency_ms"] / 1000 + 0.1
+    # with one slot, the task dispatched right after the 429 waited for the gate as well
+    next_task = attempts_of(tmp_path / "run", 1)[0]
+    assert next_task["started_at"] >= gate_opened - 0.005
+
+
+async def test_retry_failed_runs_failed_tasks_again(tmp_path, sim):
+    prompts = ["ok 1", "flaky [[sim:500x1]]", "ok 2", "flaky too [[sim:502x1]]"]
+    session = open_session(tmp_path, sim.base_url, prompts, max_attempts=1)
+    try:
+        first = await session.run()
+        assert (first.succeeded, first.failed) == (2, 2)
+        assert len(read_jsonl(tmp_path / "run" / "errors.jsonl")) == 2
+        assert sorted(session.engine.retry_failed()) == [1, 3]
+        assert session.engine.stats.failed == 0
+        second = await session.run()
+    finally:
+        await session.aclose()
+    assert (second.succeeded, second.failed) == (4, 0)
+    assert read_jsonl(tmp_path / "run" / "errors.jsonl") == []
+    assert_exactly_once(tmp_path / "run", [f"task-{i:04d}" for i in range(4)])
+    assert [a["number"] for a in attempts_of(tmp_path / "run", 1)] == [1, 2]
+
+
+async def test_pause_stops_dispatch_until_resumed(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=30, latency_sigma=0.01)
+    session = open_session(tmp_path, sim.base_url, [f"t{i}" for i in range(60)], concurrency=5)
+    engine = session.engine
+    run = asyncio.create_task(session.run())
+    try:
+        while engine.stats.succeeded < 10:
+            await asyncio.sleep(0.01)
+        engine.pause()
+        await asyncio.sleep(0.15)  # in-flight calls (30 ms) drain
+        sent = engine.stats.sent
+        await asyncio.sleep(0.3)
+        assert engine.stats.sent == sent, "nothing dispatched while paused"
+        assert engine.stats.in_flight == 0
+        engine.resume()
+        finished = await asyncio.wait_for(run, 10)
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 60
+
+
+async def test_abort_cancels_in_flight_and_the_journal_resumes(tmp_path, sim_factory):
+    from swarm_tui.session import SwarmSession
+
+    sim = sim_factory(latency_ms=80, latency_sigma=0.1)
+    prompts = [f"t{i}" for i in range(80)]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=10)
+    run = asyncio.create_task(session.run())
+    while session.engine.stats.succeeded < 20:
+        await asyncio.sleep(0.01)
+    session.engine.abort()
+    finished = await asyncio.wait_for(run, 5)
+    await session.aclose()
+    assert finished.aborted and finished.cancelled > 0
+    succeeded_first = {i for i, s in session.engine.states.items() if s is TaskState.SUCCEEDED}
+    assert len(succeeded_first) == finished.succeeded
+
+    sim.reset()
+    resumed = SwarmSession.open_existing(tmp_path / "run")
+    try:
+        again = await resumed.run()
+    finally:
+        await resumed.aclose()
+    assert again.succeeded == 80 and not again.aborted
+    resent = set(sim.stats()["successes_by_prompt"])
+    assert not resent & {prompts[i] for i in succeeded_first}, "a journaled success was sent again"
+    assert len(resent) == 80 - len(succeeded_first)
+    assert_exactly_once(tmp_path / "run", [f"task-{i:04d}" for i in range(80)])
+
+
+async def test_streaming_assembles_the_answer_and_measures_ttft(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=20, chunk_delay_ms=1)
+    session = open_session(tmp_path, sim.base_url, [f"stream {i}" for i in range(10)], stream=True)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 10
+    answers = answers_by_id(tmp_path / "run")
+    assert answers["task-0007"].startswith("Sim answer to: stream 7")
+    attempt = attempts_of(tmp_path / "run", 7)[0]
+    assert attempt["ttft_ms"] is not None and 0 < attempt["ttft_ms"] <= attempt["latency_ms"]
+    assert attempt["completion_tokens"] > 0
+
+
+async def test_stalled_stream_is_retried_as_a_new_request(tmp_path, sim_factory):
+    from swarm_tui.engine import EngineSettings  # noqa: F401  (settings passed through open_session)
+
+    sim = sim_factory(latency_ms=5, chunk_delay_ms=1, hang_s=30)
+    session = open_session(tmp_path, sim.base_url, ["fine", "stalls once [[sim:stallx1]]"], stream=True,
+                           idle_timeout_s=0.3, first_token_timeout_s=2.0)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 2
+    assert [a["error_class"] for a in attempts_of(tmp_path / "run", 1)] == ["broken_stream", None]
