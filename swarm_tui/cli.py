@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from . import __version__
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:  # bare `swarm-tui`: the demo swarm on the embedded simulator
-        args = parser.parse_args(["run", *(argv or [])])
+        args = parser.parse_args(["run", *(argv if argv is not None else sys.argv[1:])])
     try:
         return args.handler(args)
     except InputError as exc:
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="swarm-tui", description="Run, watch and steer a swarm of LLM sub-agents.")
     parser.add_argument("--version", action="version", version=f"swarm-tui {__version__}")
+    parser.add_argument("--theme", default=argparse.SUPPRESS, help="TUI theme name or a theme file (bare swarm-tui)")
     parser.set_defaults(command=None)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -57,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--retry-failed", action="store_true", help="also run the tasks that failed finally")
     _add_run_options(resume)
     resume.set_defaults(handler=cmd_resume)
+
+    attach = commands.add_parser("attach", help="watch (and steer) a run another process drives, e.g. over SSH")
+    attach.add_argument("run_dir", type=Path)
+    attach.add_argument("--theme", help="TUI theme name or a theme file")
+    attach.set_defaults(handler=cmd_attach)
 
     sim = commands.add_parser("sim", help="serve the OpenAI-compatible simulator in the foreground")
     add_sim_arguments(sim)
@@ -80,7 +87,15 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     e.add_argument("--concurrency", type=_positive_int, help="in-flight cap (default 50)")
     e.add_argument("--max-attempts", type=_positive_int, help="attempts per task, the first included (default 4)")
     e.add_argument("--timeout", type=_positive_float, help="wall-clock limit of one attempt, seconds (default 60)")
+    e.add_argument("--rpm", type=_positive_int, help="requests per minute the provider allows (else learned from headers)")
+    e.add_argument("--tpm", type=_positive_int, help="tokens per minute the provider allows (else learned from headers)")
     e.add_argument("--stream", action="store_true", help="stream answers (time to first token is measured)")
+    e.add_argument("--ttft-timeout", type=_positive_float, help="streaming: seconds to the first token (default 30)")
+    e.add_argument("--idle-timeout", type=_positive_float, help="streaming: seconds between chunks (default 30)")
+    e.add_argument("--hedge", action="store_true", help="send a backup when an attempt runs past p95 x 3 (<= 5%% of requests)")
+    e.add_argument("--no-adaptive", action="store_true", help="keep the in-flight limit fixed (no AIMD)")
+    e.add_argument("--budget", type=_positive_float, metavar="USD", help="stop dispatch before the cost would pass this")
+    e.add_argument("--fail-on-error", type=_rate, metavar="RATE", help="stop dispatch when this share of finished tasks failed")
     e.add_argument("--headless", action="store_true", help="no UI: a progress line on stderr")
     e.add_argument("--theme", help="TUI theme name or a theme file")
     s = p.add_argument_group("embedded simulator (provider sim)")
@@ -94,6 +109,13 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError("must be between 0 and 1")
     return value
 
 
@@ -122,30 +144,47 @@ def resolve_profile(args: argparse.Namespace, config: Config) -> ProviderProfile
     return profile.with_overrides(model=args.model, api_key_env=args.api_key_env, backend=args.backend)
 
 
+STREAM_DEADLINE_S = 30.0
+"""Default time-to-first-token and idle-between-chunks deadlines of a streamed attempt."""
+
+
 def resolve_settings(args: argparse.Namespace, profile: ProviderProfile,
                      stored: EngineSettings | None = None) -> EngineSettings:
     base = stored or EngineSettings(concurrency=profile.concurrency or EngineSettings.concurrency,
-                                    timeout_s=profile.timeout or EngineSettings.timeout_s)
-    return EngineSettings(
+                                    timeout_s=profile.timeout or EngineSettings.timeout_s,
+                                    rpm=profile.rpm, tpm=profile.tpm)
+    return replace(
+        base,
         concurrency=args.concurrency or base.concurrency,
         max_attempts=args.max_attempts or base.max_attempts,
         timeout_s=args.timeout or base.timeout_s,
         stream=args.stream or base.stream,
-        first_token_timeout_s=base.first_token_timeout_s,
-        idle_timeout_s=base.idle_timeout_s,
+        first_token_timeout_s=args.ttft_timeout or base.first_token_timeout_s or STREAM_DEADLINE_S,
+        idle_timeout_s=args.idle_timeout or base.idle_timeout_s or STREAM_DEADLINE_S,
+        rpm=args.rpm or base.rpm,
+        tpm=args.tpm or base.tpm,
+        hedge=args.hedge or base.hedge,
+        adaptive=base.adaptive and not args.no_adaptive,
+        budget_usd=args.budget if args.budget is not None else base.budget_usd,
+        fail_on_error=args.fail_on_error if args.fail_on_error is not None else base.fail_on_error,
     )
 
 
 def _sim_config(args: argparse.Namespace, profile: ProviderProfile):
     if not profile.is_simulator:
         return None
-    from dataclasses import replace
-
     from .session import DEMO_SIM
 
     overrides = {"latency_ms": args.sim_latency_ms, "error_rate": args.sim_error_rate,
                  "hang_rate": args.sim_hang_rate, "seed": args.sim_seed}
     return replace(DEMO_SIM, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _check_budget(plan: RunPlan, model: str | None, config: Config) -> None:
+    if plan.settings.budget_usd is not None and plan.price_for(model) is None:
+        raise InputError.single(
+            "--budget", "budget", f"no price is known for model {model!r} on provider {plan.profile.name!r}; "
+            f"add [prices.\"{plan.profile.name}/{model}\"] with input, cached_input and output to {config.path}")
 
 
 def _check_key(profile: ProviderProfile) -> None:
@@ -159,11 +198,13 @@ def _check_key(profile: ProviderProfile) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     config = load_config()
+    _check_theme(args)
     profile = resolve_profile(args, config) or config.profile(config.default_provider).with_overrides(
         model=args.model, backend=args.backend)
     job = load_job(args.job or demo_job(), model_override=args.model or profile.model)
     _check_key(profile)
-    plan = RunPlan(profile, resolve_settings(args, profile), _sim_config(args, profile))
+    plan = RunPlan(profile, resolve_settings(args, profile), _sim_config(args, profile), config.prices)
+    _check_budget(plan, job.tasks[0].body.get("model"), config)
     run_dir = args.out or default_run_dir(job.name)
     session = SwarmSession.open_new(job, plan, run_dir)
     return _drive(session, args)
@@ -171,6 +212,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     config = load_config()
+    _check_theme(args)
     profile = resolve_profile(args, config)
     if profile is not None:
         _check_key(profile)
@@ -194,6 +236,30 @@ def _drive(session: SwarmSession, args: argparse.Namespace) -> int:
     from .ui.app import run_tui
 
     return run_tui(session, theme=args.theme)
+
+
+def _check_theme(args: argparse.Namespace) -> None:
+    """A --theme that cannot load fails before a run directory is made (exit 2)."""
+    if args.theme and not args.headless and _tui_available():
+        from .ui.themes import check_theme
+
+        check_theme(args.theme)
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    from .journal import Journal
+
+    Journal.open(args.run_dir, readonly=True).close()  # no journal there: exit 2 with its path
+    if not _tui_available():
+        print("swarm-tui: attach needs a terminal (stdout is not a tty)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.theme:
+        from .ui.themes import check_theme
+
+        check_theme(args.theme)
+    from .ui.app import run_attached
+
+    return run_attached(args.run_dir, theme=args.theme)
 
 
 async def _headless(session: SwarmSession) -> int:

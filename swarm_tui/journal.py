@@ -219,6 +219,11 @@ class Journal:
 
     # ----------------------------------------------------------------- writing (one transaction each)
 
+    def record_attempt(self, attempt: Attempt) -> None:
+        """An attempt that changes no task state (a hedged pair's loser)."""
+        with self._transaction():
+            self._insert_attempt(attempt)
+
     def record_retry(self, attempt: Attempt) -> None:
         with self._transaction():
             self._insert_attempt(attempt)

@@ -13,7 +13,7 @@ import asyncio
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,11 @@ class RunPlan:
     profile: ProviderProfile
     settings: EngineSettings
     sim: SimConfig | None = None
+    prices: dict[str, Any] = field(default_factory=dict)
+    """The user's price overrides (config `[prices]`)."""
+
+    def price_for(self, model: str | None):
+        return PriceTable.builtin(self.prices).lookup(model, self.profile.name)
 
 
 def default_run_dir(job_name: str, root: Path = Path("runs")) -> Path:
@@ -69,7 +74,7 @@ class SwarmSession:
             base_url = plan.profile.base_url
         self.client = ProviderClient(plan.profile, base_url, attempt_timeout_s=plan.settings.timeout_s)
         model = plan.profile.model or (tasks[0].body.get("model") if tasks else None)
-        price = PriceTable.builtin().lookup(model, plan.profile.name)
+        price = plan.price_for(model)
         self.engine = SwarmEngine(tasks, self.client, journal, plan.settings, price=price, states=states,
                                   attempts_made=attempts_made, simulated=self.simulated)
         self.model = model
@@ -97,7 +102,7 @@ class SwarmSession:
         journal = Journal.open(run_dir)
         meta = journal.meta()
         stored = _plan_from_meta(meta["plan"])
-        plan = RunPlan(profile or stored.profile, settings or stored.settings, stored.sim)
+        plan = RunPlan(profile or stored.profile, settings or stored.settings, stored.sim, stored.prices)
         rows = journal.tasks()
         if retry_failed:
             journal.requeue([r.index for r in rows if r.state is TaskState.FAILED])
@@ -243,6 +248,7 @@ def _plan_to_meta(plan: RunPlan) -> dict[str, Any]:
         "profile": {"name": plan.profile.name, **plan.profile.to_toml()},
         "settings": asdict(plan.settings),
         "sim": asdict(plan.sim) if plan.sim else None,
+        "prices": plan.prices,
         "saved_at": time.time(),
     }
 
@@ -251,4 +257,4 @@ def _plan_from_meta(meta: dict[str, Any]) -> RunPlan:
     profile_data = dict(meta["profile"])
     profile = ProviderProfile(name=profile_data.pop("name"), **profile_data)
     sim = SimConfig(**meta["sim"]) if meta.get("sim") else None
-    return RunPlan(profile, EngineSettings(**meta["settings"]), sim)
+    return RunPlan(profile, EngineSettings(**meta["settings"]), sim, meta.get("prices") or {})

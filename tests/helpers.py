@@ -13,10 +13,10 @@ from .conftest import write_batch
 
 
 def open_session(tmp_path: Path, base_url: str, prompts: list[str], *, run_name: str = "run",
-                 api_key_env: str | None = None, **settings) -> SwarmSession:
+                 api_key_env: str | None = None, prices: dict | None = None, **settings) -> SwarmSession:
     job = load_job(write_batch(tmp_path / f"{run_name}.jsonl", prompts))
     profile = ProviderProfile(name="custom", base_url=base_url, api_key_env=api_key_env)
-    plan = RunPlan(profile, EngineSettings(**settings))
+    plan = RunPlan(profile, EngineSettings(**settings), prices=prices or {})
     return SwarmSession.open_new(job, plan, tmp_path / run_name)
 
 

@@ -28,11 +28,13 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from ..jobs import Task
 from ..pricing import Price
 from ..providers.client import CallResult, ProviderClient, StreamDeadlines
-from ..providers.errors import CallError
+from ..providers.errors import CallError, ErrorClass
+from ..providers.usage import Usage
 from .admission import AdmissionController
 from .pacing import AdaptiveConcurrency, RateLimits
 from .events import (
     Attempt,
+    AttemptEnded,
     AttemptStarted,
     ConcurrencyChanged,
     EngineEvent,
@@ -60,6 +62,17 @@ log = logging.getLogger(__name__)
 
 Listener = Callable[[EngineEvent], None]
 
+CONGESTED_LATENCY_SHARE = 0.25
+"""A timeout counts as congestion when the median answer takes over this share of the timeout."""
+
+FAIL_RATE_MIN_SAMPLE = 20
+"""Finished tasks needed before --fail-on-error judges the rate (all of them in a smaller job)."""
+
+HEDGE_MIN_SAMPLES = 20
+HEDGE_MIN_DELAY_S = 0.2
+HEDGE_MAX_SHARE = 0.05
+HEDGE_QUIET_AFTER_429_S = 5.0
+
 DEFAULT_MAX_TOKENS = 1024
 """What a request without max_tokens is assumed to reserve against TPM."""
 
@@ -77,6 +90,13 @@ class EngineSettings:
     tpm: int | None = None
     adaptive: bool = True
     """AIMD on the in-flight limit; `concurrency` is then the ceiling."""
+    hedge: bool = False
+    """Send a backup when an attempt runs past the running p95 x `hedge_factor`."""
+    hedge_factor: float = 3.0
+    budget_usd: float | None = None
+    """Stop dispatch before spent + reserved-in-flight cost would pass it."""
+    fail_on_error: float | None = None
+    """Stop dispatch when the share of finished tasks that failed passes it."""
 
 
 class SwarmEngine:
@@ -102,7 +122,14 @@ class SwarmEngine:
         self.rate_limits = RateLimits(settings.rpm, settings.tpm)
         self.admission = AdmissionController(settings.concurrency, rate_limits=self.rate_limits)
         self.adaptive = AdaptiveConcurrency(settings.concurrency) if settings.adaptive else None
+        if self.adaptive is not None:
+            self.admission.set_limit(self.adaptive.limit)
         self._reserved_tokens: dict[int, int] = {}
+        self._reserved_cost: dict[int, float] = {}
+        if settings.budget_usd is not None and price is None:
+            raise ValueError("a budget needs the model's price (none is known for it)")
+        self._hedges_sent = 0
+        self._last_rate_limited = -1e9
         self.stats = RunStats()
         self.states: dict[int, TaskState] = {i: TaskState.QUEUED for i in self.tasks}
         if states:
@@ -257,6 +284,10 @@ class SwarmEngine:
             if not await self.admission.acquire(tokens):
                 self._ready.appendleft(index)
                 return
+            if not self._within_budget(index):
+                self.admission.release()
+                self._ready.appendleft(index)
+                return
             self._reserved_tokens[index] = tokens
             self._launch(index)
 
@@ -280,28 +311,98 @@ class SwarmEngine:
         self._in_flight[index] = task
 
     async def _attempt(self, index: int, number: int) -> None:
-        started_at = time.time()
-        t0 = time.monotonic()
+        """Run one task's attempt to its outcome; with hedging, race a backup against a slow one."""
+        calls = [self._start_call(index, number)]
+        hedge_after = self._hedge_delay_s()
         try:
-            async with asyncio.timeout(self.settings.timeout_s):
-                result = await self.client.complete(self.tasks[index].body, stream=self.settings.stream,
-                                                    deadlines=self._deadlines)
-        except asyncio.CancelledError:
-            attempt = Attempt(index, number, self.client.name, started_at, _ms_since(t0), "cancelled")
-            self.journal.record_cancelled([index], [attempt])
+            while True:
+                running = [c.task for c in calls if not c.task.done()]
+                wait_s = None
+                if hedge_after is not None and len(calls) == 1:
+                    wait_s = max(0.0, calls[0].t0 + hedge_after - time.monotonic())
+                done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
+                if not done:  # the primary is slow: a backup, if the budget for them allows
+                    hedge_after = None
+                    if self._may_hedge():
+                        calls.append(self._start_call(index, self._next_number(index), hedge=True))
+                    continue
+                finished = next(c for c in calls if c.task in done)
+                others = [c for c in calls if c is not finished and not c.task.done()]
+                if finished.task.exception() is None:
+                    for loser in others:
+                        loser.task.cancel()
+                        self._end_side_attempt(loser, "hedge_lost")
+                    self._on_success(index, finished.number, finished.started_at, finished.latency_ms(),
+                                     finished.task.result(), endpoint=finished.endpoint)
+                    return
+                error = self.client.classify(finished.task.exception())
+                if others:  # a sibling is still running: this one's failure is not the task's
+                    self._end_side_attempt(finished, "hedge_failed", error)
+                    calls = others
+                    continue
+                self._on_failure(index, finished.number, finished.started_at, finished.latency_ms(), error,
+                                 endpoint=finished.endpoint)
+                return
+        except asyncio.CancelledError:  # abort: every call of this task stops, the task stays unfinished
+            attempts = []
+            for call in calls:
+                call.task.cancel()
+                attempts.append(Attempt(index, call.number, call.endpoint, call.started_at, call.latency_ms(),
+                                        "cancelled"))
+            self.journal.record_cancelled([index], attempts)
             self.states[index] = TaskState.CANCELLED
             self._ready.append(index)  # unfinished work for the next run() or resume
-            self._emit(TaskCancelled(index, attempt))
-        except Exception as exc:  # every failure is classified, none escapes the engine
-            self._on_failure(index, number, started_at, _ms_since(t0), self.client.classify(exc))
-        else:
-            self._on_success(index, number, started_at, _ms_since(t0), result)
+            for extra in attempts[1:]:
+                self._emit(AttemptEnded(extra))
+            self._emit(TaskCancelled(index, attempts[0]))
         finally:
             del self._in_flight[index]
+            self._reserved_cost.pop(index, None)
             self.admission.release()
             self._wake.set()
 
-    def _on_success(self, index: int, number: int, started_at: float, latency_ms: float, result: CallResult) -> None:
+    def _start_call(self, index: int, number: int, *, hedge: bool = False) -> "_Call":
+        client = self.client
+        if hedge:
+            self._hedges_sent += 1
+            self.rate_limits.take(self._token_estimate(index))
+            self._emit(AttemptStarted(index, number, client.name, hedge=True))
+
+        async def call() -> CallResult:
+            async with asyncio.timeout(self.settings.timeout_s):
+                return await client.complete(self.tasks[index].body, stream=self.settings.stream,
+                                             deadlines=self._deadlines)
+
+        return _Call(index, number, client.name, time.time(), time.monotonic(),
+                     asyncio.create_task(call(), name=f"call-{index}-{number}"))
+
+    def _next_number(self, index: int) -> int:
+        self._attempt_numbers[index] = self._attempt_numbers.get(index, 0) + 1
+        return self._attempt_numbers[index]
+
+    def _hedge_delay_s(self) -> float | None:
+        """When to send a backup: running p95 x k, once enough answers have been seen."""
+        if not self.settings.hedge or len(self.stats.latencies_ms) < HEDGE_MIN_SAMPLES:
+            return None
+        return max(HEDGE_MIN_DELAY_S, (self.stats.percentile(0.95) or 0) / 1000 * self.settings.hedge_factor)
+
+    def _may_hedge(self) -> bool:
+        """Backups stay under 5% of requests and are never sent while the provider is pushing back."""
+        if self._hedges_sent + 1 > HEDGE_MAX_SHARE * max(self.stats.sent, 1):
+            return False
+        if self.admission.gate_remaining_s > 0 or self._stop_reason is not None:
+            return False
+        return time.monotonic() - self._last_rate_limited > HEDGE_QUIET_AFTER_429_S
+
+    def _end_side_attempt(self, call: "_Call", outcome: str, error: CallError | None = None) -> None:
+        """A hedged pair's other attempt: journaled and billed, but the task's state is not its to decide."""
+        attempt = Attempt(call.index, call.number, call.endpoint, call.started_at, call.latency_ms(), outcome,
+                          status=error.status if error else None, error=error)
+        self.journal.record_attempt(attempt)
+        self._emit(AttemptEnded(attempt))
+
+    def _on_success(self, index: int, number: int, started_at: float, latency_ms: float, result: CallResult, *,
+                    endpoint: str) -> None:
         self.rate_limits.settle(self._reserved_tokens.pop(index, 0), result.usage.total)
         self._learn(result.rate_headers)
         if self.adaptive is not None:
@@ -309,20 +410,23 @@ class SwarmEngine:
             busy = self.admission.in_flight >= self.admission.limit
             grown = self.adaptive.on_success(busy)
             if grown is not None:
-                self._adapt(grown, "clean and busy: +1")
+                self._adapt(grown, "slow start: +1" if self.adaptive.slow_start else "clean and busy: +1")
         attempt = Attempt(
-            index, number, self.client.name, started_at, latency_ms, "ok", status=200,
+            index, number, endpoint, started_at, latency_ms, "ok", status=200,
             request_id=result.request_id, usage=result.usage, cost_usd=self._cost(result), ttft_ms=result.ttft_ms,
         )
         self.journal.record_success(attempt, result.body)
         self.states[index] = TaskState.SUCCEEDED
         self._emit(TaskSucceeded(attempt, result.content))
 
-    def _on_failure(self, index: int, number: int, started_at: float, latency_ms: float, error: CallError) -> None:
+    def _on_failure(self, index: int, number: int, started_at: float, latency_ms: float, error: CallError, *,
+                    endpoint: str) -> None:
         self._reserved_tokens.pop(index, None)  # a refused request used no tokens, but keep them: pace down
         self._learn(error.rate_headers)
+        if error.is_rate_limit:
+            self._last_rate_limited = time.monotonic()
         if self.adaptive is not None:
-            if error.is_congestion:
+            if self._is_congestion(error):
                 shrunk = self.adaptive.on_congestion()
                 if shrunk is not None:
                     self._adapt(shrunk, f"{error.kind}{f' {error.status}' if error.status else ''}: decrease")
@@ -331,13 +435,14 @@ class SwarmEngine:
         round_attempts = self._round_attempts.get(index, 1)
         retry = self._stop_reason is None and self.retry_policy.should_retry(error, round_attempts)
         attempt = Attempt(
-            index, number, self.client.name, started_at, latency_ms, "retry" if retry else "failed",
+            index, number, endpoint, started_at, latency_ms, "retry" if retry else "failed",
             status=error.status, error=error, request_id=error.request_id,
         )
         if not retry:
             self.journal.record_failure(attempt)
             self.states[index] = TaskState.FAILED
             self._emit(TaskFailed(attempt))
+            self._check_failure_rate()
             return
         delay = self.retry_policy.delay_s(error, round_attempts)
         if error.is_rate_limit and error.retry_after_s and self.admission.close_gate(error.retry_after_s):
@@ -346,6 +451,40 @@ class SwarmEngine:
         self.states[index] = TaskState.RETRYING
         self._retry_timers[index] = asyncio.get_running_loop().call_later(delay, self._requeue, index)
         self._emit(TaskRetrying(attempt, delay))
+
+    def _within_budget(self, index: int) -> bool:
+        """Reserve this task's worst-case cost, or stop dispatch if that would pass the budget."""
+        budget = self.settings.budget_usd
+        if budget is None or self.price is None:
+            return True
+        body = self.tasks[index].body
+        worst = self.price.cost(Usage(prompt=self._prompt_estimate(index), completion=int(
+            body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_TOKENS)))
+        committed = self.stats.cost_usd + sum(self._reserved_cost.values())
+        if committed + worst > budget:
+            self.stop_dispatch(f"budget: ${committed:.4f} spent or reserved, the next task could cost "
+                               f"${worst:.4f}, budget ${budget:.2f}")
+            return False
+        self._reserved_cost[index] = worst
+        return True
+
+    def _check_failure_rate(self) -> None:
+        limit = self.settings.fail_on_error
+        if limit is None:
+            return
+        failed = self.count(TaskState.FAILED)
+        finished = failed + self.count(TaskState.SUCCEEDED)
+        if finished >= min(FAIL_RATE_MIN_SAMPLE, len(self.tasks)) and failed / finished > limit:
+            self.stop_dispatch(f"final-failure rate {failed / finished:.1%} passed --fail-on-error {limit:.1%}")
+
+    def _is_congestion(self, error: CallError) -> bool:
+        """429s and 503s are. A timeout is only when answers have been slowing down overall: a lone
+        hung call among fast answers says nothing about load, and shrinking the limit for it would
+        leave the slots to the hung calls."""
+        if error.kind is ErrorClass.TIMEOUT:
+            p50 = self.stats.percentile(0.5)
+            return p50 is None or p50 / 1000 > CONGESTED_LATENCY_SHARE * self.settings.timeout_s
+        return error.is_congestion
 
     def _learn(self, headers) -> None:
         learned = self.rate_limits.learn(headers)
@@ -363,8 +502,11 @@ class SwarmEngine:
         body = self.tasks[index].body
         if self.rate_limits.tokens is None:
             return 0
-        prompt = len(json.dumps(body.get("messages", ()), ensure_ascii=False).encode()) // 4
-        return prompt + int(body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_TOKENS)
+        return self._prompt_estimate(index) + int(body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_TOKENS)
+
+    def _prompt_estimate(self, index: int) -> int:
+        """About 4 bytes of UTF-8 a token: enough to reserve budget, never used for billing."""
+        return len(json.dumps(self.tasks[index].body.get("messages", ()), ensure_ascii=False).encode()) // 4
 
     def _requeue(self, index: int) -> None:
         self._retry_timers.pop(index, None)
@@ -402,3 +544,18 @@ class SwarmEngine:
 
 def _ms_since(t0: float) -> float:
     return (time.monotonic() - t0) * 1000.0
+
+
+@dataclass
+class _Call:
+    """One HTTP call in flight for a task (two when a backup was hedged)."""
+
+    index: int
+    number: int
+    endpoint: str
+    started_at: float
+    t0: float
+    task: "asyncio.Task[CallResult]"
+
+    def latency_ms(self) -> float:
+        return _ms_since(self.t0)

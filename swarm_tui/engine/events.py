@@ -70,6 +70,19 @@ class AttemptStarted:
     index: int
     number: int
     endpoint: str
+    hedge: bool = False
+    """A backup sent because the task's first attempt was slow."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEnded:
+    """An attempt that does not decide its task: the loser (or a failure) of a hedged pair."""
+
+    attempt: Attempt
+
+    @property
+    def index(self) -> int:
+        return self.attempt.index
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +169,6 @@ class RunFinished:
 
 
 EngineEvent = (
-    RunStarted | TaskQueued | AttemptStarted | TaskRetrying | TaskSucceeded | TaskFailed | TaskCancelled
+    RunStarted | TaskQueued | AttemptStarted | AttemptEnded | TaskRetrying | TaskSucceeded | TaskFailed | TaskCancelled
     | RunPaused | RunResumed | ConcurrencyChanged | RateGateClosed | RateLimitsLearned | RunStopping | RunFinished
 )

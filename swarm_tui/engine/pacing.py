@@ -6,8 +6,10 @@ Three mechanisms, each answering a different signal:
   learned from the `x-ratelimit-limit-*` / `-remaining-*` headers most providers send. TPM
   reserves the prompt estimate + `max_tokens` at dispatch and gives back what `usage` shows
   was not used. Pacing at the known rate is what avoids 429s in the first place.
-* `AdaptiveConcurrency` — AIMD on the in-flight limit, for what headers do not say: +1 after
-  a window of clean, busy completions; ×`decrease` at most once per window on 429 / 503 /
+* `AdaptiveConcurrency` — AIMD on the in-flight limit, for what headers do not say. It starts
+  small and slow-starts (+1 per clean busy completion, doubling per round trip) so the first
+  burst does not outrun limits nobody has told us yet; after the first congestion it grows +1
+  per window of clean, busy completions; ×`decrease` at most once per window on 429 / 503 /
   timeouts; other 5xx only pause growth. Bounded by a floor and the configured ceiling.
 * The Retry-After gate lives in `AdmissionController`: one per provider, closed by any 429
   that says how long to wait.
@@ -65,7 +67,7 @@ class TokenBucket:
         """Seconds until `amount` can be taken (0 when it can be now)."""
         self._refill()
         needed = min(amount, self.capacity)
-        if self.level >= needed:
+        if self.level >= needed - 1e-9:  # float dust is not a reason to sleep
             return 0.0
         return (needed - self.level) / self.rate
 
@@ -181,11 +183,14 @@ def _int(value: str | None) -> int | None:
 class AdaptiveConcurrency:
     """AIMD on the in-flight limit (see module docstring)."""
 
+    INITIAL = 4
+
     def __init__(self, ceiling: int, *, floor: int = 1, decrease: float = 0.7, min_window_s: float = 0.5,
                  clock: Clock = time.monotonic) -> None:
         self.ceiling = ceiling
         self.floor = min(floor, ceiling)
-        self.limit = ceiling
+        self.limit = min(ceiling, self.INITIAL)
+        self.slow_start = True
         self.decrease = decrease
         self.min_window_s = min_window_s
         self._clock = clock
@@ -202,6 +207,9 @@ class AdaptiveConcurrency:
         """A clean completion; returns the new limit when it grew."""
         if not busy or self.limit >= self.ceiling or self._clock() < self._growth_paused_until:
             return None
+        if self.slow_start:
+            self.limit += 1
+            return self.limit
         self._clean_busy += 1
         if self._clean_busy < self.limit:
             return None
@@ -212,6 +220,7 @@ class AdaptiveConcurrency:
     def on_congestion(self) -> int | None:
         """429 / 503 / timeout; returns the new limit when it shrank (at most once per window)."""
         now = self._clock()
+        self.slow_start = False
         self._clean_busy = 0
         self._growth_paused_until = now + self._window_s
         if now - self._last_decrease < self._window_s:
@@ -233,4 +242,5 @@ class AdaptiveConcurrency:
         self.ceiling = max(1, ceiling)
         self.floor = min(self.floor, self.ceiling)
         self.limit = self.ceiling
+        self.slow_start = False
         self._clean_busy = 0

@@ -15,6 +15,7 @@ from ..providers.errors import ErrorClass
 from ..providers.usage import Usage
 from .events import (
     Attempt,
+    AttemptEnded,
     AttemptStarted,
     EngineEvent,
     RunStarted,
@@ -41,6 +42,7 @@ class RunStats:
     rate_limited: int = 0
     server_errors: int = 0
     timeouts: int = 0
+    hedged: int = 0
     usage: Usage = Usage()
     cost_usd: float = 0.0
     unpriced_attempts: int = 0
@@ -53,9 +55,12 @@ class RunStats:
 
     def observe(self, event: EngineEvent) -> None:
         match event:
-            case AttemptStarted():
+            case AttemptStarted(hedge=hedge):
                 self.sent += 1
                 self.in_flight += 1
+                self.hedged += hedge
+            case AttemptEnded(attempt=attempt):
+                self._attempt_ended(attempt)
             case TaskSucceeded(attempt=attempt):
                 self._attempt_ended(attempt)
                 self.succeeded += 1

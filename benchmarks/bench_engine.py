@@ -1,0 +1,139 @@
+"""swarm-tui's engine against the source article's orchestrator, same simulator, same run.
+
+Scenarios (the simulator runs in its own process so it does not share the GIL):
+
+  overhead   N tasks on a zero-latency simulator, 50 in flight: makespan and tasks/s, plus a
+             bare SDK loop (gather + semaphore, nothing else) as the floor.
+  ratelimit  1,000 tasks, simulator at 3,000 RPM and 200 ms, the limit NOT told to swarm-tui:
+             makespan / ideal (N / rate) and the share of requests answered 429.
+  faults     the same with 2% 5xx and 1% hangs: tasks lost and p95 task latency, with and
+             without hedging. Every contender has the article's 15 s per-call timeout.
+
+Usage:  python benchmarks/bench_engine.py [--scenarios overhead,ratelimit,faults] [--quick]
+Figures are ratios against the baseline measured in the same run; absolute numbers depend on
+the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from article_orchestrator import run_article  # noqa: E402
+
+from swarm_tui.engine import EngineSettings  # noqa: E402
+from swarm_tui.jobs import Job, Task  # noqa: E402
+from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
+from swarm_tui.session import RunPlan, SwarmSession  # noqa: E402
+from swarm_tui.sim import SimConfig, SimServer  # noqa: E402
+
+
+def bodies(n: int, tag: str) -> list[dict]:
+    return [{"model": "sim-1", "max_tokens": 64,
+             "messages": [{"role": "system", "content": f"You are sub-agent #{i} of swarm/{n}."},
+                          {"role": "user", "content": f"{tag} タスク#{i}を実行"}]} for i in range(n)]
+
+
+async def run_swarm(base_url: str, work: list[dict], *, backend: str = "httpx", **settings) -> dict:
+    tasks = [Task(i, f"t{i}", body) for i, body in enumerate(work)]
+    with tempfile.TemporaryDirectory() as tmp:
+        session = SwarmSession.open_new(
+            Job("bench", "bench", tasks),
+            RunPlan(ProviderProfile("bench", base_url=base_url, backend=backend), EngineSettings(**settings)),
+            Path(tmp) / "run")
+        t0 = time.monotonic()
+        try:
+            finished = await session.run()
+        finally:
+            await session.aclose()
+        makespan = time.monotonic() - t0
+        stats = session.engine.stats
+    return {"ok": finished.succeeded, "failed": finished.failed, "makespan_s": makespan,
+            "p95_s": (stats.percentile(0.95) or 0) / 1000}
+
+
+async def run_bare_sdk(base_url: str, work: list[dict], concurrency: int = 50) -> dict:
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=base_url, api_key="sk-no-key-required", max_retries=0)
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(body: dict) -> None:
+        async with sem:
+            await client.chat.completions.create(**body)
+
+    t0 = time.monotonic()
+    await asyncio.gather(*[one(b) for b in work])
+    makespan = time.monotonic() - t0
+    await client.close()
+    return {"ok": len(work), "failed": 0, "makespan_s": makespan}
+
+
+def row(name: str, result: dict, sim_stats: dict, n: int, ideal: float | None = None) -> str:
+    requests = sim_stats["requests"] or 1
+    share429 = sim_stats["rate_limited"] / requests
+    ratio = f"{result['makespan_s'] / ideal:5.2f}x" if ideal else "   - "
+    p95 = f"{result['p95_s']:6.2f}s" if "p95_s" in result else "    - "
+    return (f"  {name:<28} ok {result['ok']:>5}/{n:<5} lost {n - result['ok']:>4}  makespan {result['makespan_s']:7.2f}s"
+            f"  {n / result['makespan_s']:8.1f} tasks/s  ideal {ratio}  429s {share429:6.1%}"
+            f"  requests {sim_stats['requests']:>6}  p95 task {p95}")
+
+
+def article_as_dict(r) -> dict:
+    lat = r.task_latencies_s
+    return {"ok": r.ok, "failed": r.failed, "makespan_s": r.makespan_s,
+            "p95_s": lat[int(0.95 * (len(lat) - 1))] if lat else 0.0}
+
+
+async def scenario(name: str, cfg: SimConfig, n: int, ideal: float | None, contenders: list[str]) -> None:
+    print(f"\n{name}: {n} tasks; simulator latency {cfg.latency_ms:g} ms, rpm {cfg.rpm}, "
+          f"5xx {cfg.error_rate:.0%}, hangs {cfg.hang_rate:.0%}" + (f"; ideal {ideal:.1f}s" if ideal else ""))
+    with SimServer(cfg).start(mode="process") as sim:
+        for contender in contenders:
+            sim.reset()
+            work = bodies(n, f"{contender}-{name}")
+            if contender == "bare SDK loop":
+                result = await run_bare_sdk(sim.base_url, work)
+            elif contender == "article orchestrator":
+                result = article_as_dict(await run_article(sim.base_url, work))
+            elif contender == "swarm-tui":
+                result = await run_swarm(sim.base_url, work, concurrency=50, timeout_s=15.0)
+            elif contender == "swarm-tui --hedge":
+                result = await run_swarm(sim.base_url, work, concurrency=50, timeout_s=15.0, hedge=True)
+            elif contender == "swarm-tui (aiohttp backend)":
+                result = await run_swarm(sim.base_url, work, backend="aiohttp", concurrency=50, timeout_s=15.0)
+            else:
+                raise ValueError(contender)
+            print(row(contender, result, sim.stats(), n, ideal), flush=True)
+            await asyncio.sleep(1.5 if cfg.rpm else 0.1)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenarios", default="overhead,ratelimit,faults")
+    parser.add_argument("--quick", action="store_true", help="smaller N (a smoke run)")
+    args = parser.parse_args()
+    chosen = args.scenarios.split(",")
+    scale = 0.3 if args.quick else 1.0
+    if "overhead" in chosen:
+        n = int(3000 * scale)
+        await scenario("overhead", SimConfig(latency_ms=0.0, latency_sigma=0.0, seed=1), n, None,
+                       ["bare SDK loop", "article orchestrator", "swarm-tui", "swarm-tui (aiohttp backend)"])
+    if "ratelimit" in chosen:
+        n = int(1000 * scale)
+        await scenario("ratelimit", SimConfig(latency_ms=200.0, latency_sigma=0.3, rpm=3000, seed=2), n,
+                       n / 50.0, ["article orchestrator", "swarm-tui"])
+    if "faults" in chosen:
+        n = int(1000 * scale)
+        await scenario("faults", SimConfig(latency_ms=200.0, latency_sigma=0.3, rpm=3000, error_rate=0.02,
+                                           hang_rate=0.01, hang_s=60.0, seed=3), n, n / 50.0,
+                       ["article orchestrator", "swarm-tui", "swarm-tui --hedge"])
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

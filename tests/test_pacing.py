@@ -1,0 +1,147 @@
+"""Pacing and resilience, one test per mechanism: buckets, header learning, AIMD, hedging, guards."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from swarm_tui.engine.events import ConcurrencyChanged, RateLimitsLearned
+from swarm_tui.engine.pacing import AdaptiveConcurrency, RateLimits, TokenBucket, parse_duration
+
+from .helpers import attempts_of, open_session
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("text, seconds", [("6m0s", 360.0), ("1s", 1.0), ("12ms", 0.012), ("1h2m3.5s", 3723.5),
+                                           ("0.5", 0.5), ("20", 20.0), ("", None), ("soon", None), ("5x", None)])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+def test_token_bucket_paces_at_its_rate():
+    clock = FakeClock()
+    bucket = TokenBucket(rate=10.0, capacity=10.0, clock=clock)
+    for _ in range(10):
+        assert bucket.wait_s(1) == 0
+        bucket.take(1)
+    assert bucket.wait_s(1) == pytest.approx(0.1)
+    clock.now += 0.1
+    assert bucket.wait_s(1) == 0
+
+
+def test_rate_limits_learn_from_headers_and_sync_to_remaining():
+    clock = FakeClock()
+    limits = RateLimits(clock=clock)
+    assert limits.wait_s(100) == 0  # nothing known: no pacing
+    learned = limits.learn({"x-ratelimit-limit-requests": "600", "x-ratelimit-remaining-requests": "0",
+                            "x-ratelimit-limit-tokens": "60000", "x-ratelimit-remaining-tokens": "1000",
+                            "x-ratelimit-reset-requests": "100ms"})
+    assert (learned.rpm, learned.tpm) == (600, 60000)
+    assert limits.wait_s(0) == pytest.approx(0.1)  # 10 req/s, and the provider says none is left now
+    assert limits.learn({"x-ratelimit-limit-requests": "600"}) is None  # unchanged: no event
+
+
+def test_configured_limits_win_over_headers():
+    limits = RateLimits(rpm=60, clock=FakeClock())
+    limits.learn({"x-ratelimit-limit-requests": "6000"})
+    assert limits.rpm == 60
+
+
+def test_aimd_grows_when_clean_and_busy_and_halves_once_per_window():
+    clock = FakeClock()
+    aimd = AdaptiveConcurrency(ceiling=20, clock=clock)
+    assert aimd.limit == 4  # slow start: +1 per clean busy completion up to the ceiling
+    assert [aimd.on_success(busy=True) for _ in range(16)][-1] == 20
+    assert aimd.on_congestion() == 14
+    assert aimd.on_congestion() is None  # same window: one decrease
+    clock.now += 1.0
+    assert aimd.on_congestion() == 9
+    clock.now += 1.0
+    grown = [aimd.on_success(busy=True) for _ in range(9)]
+    assert grown[-1] == 10 and grown[:-1] == [None] * 8
+    assert all(aimd.on_success(busy=False) is None for _ in range(50))  # idle: no growth
+    aimd.set_ceiling(5)
+    assert aimd.limit == 5
+
+
+async def test_engine_learns_the_rpm_from_headers_and_avoids_429s(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=20, rpm=1200, burst_s=1.0)
+    session = open_session(tmp_path, sim.base_url, [f"paced {i}" for i in range(60)], concurrency=50)
+    learned = []
+    session.engine.subscribe(lambda e: isinstance(e, RateLimitsLearned) and learned.append(e.rpm))
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 60
+    assert learned == [1200]
+    stats = sim.stats()
+    assert stats["rate_limited"] <= 0.05 * stats["requests"], stats["rate_limited"]
+
+
+async def test_a_lone_hang_does_not_shrink_the_limit_but_429s_do(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=5, hang_s=30)
+    prompts = [f"t{i}" for i in range(40)]
+    prompts[30] = "hangs once [[sim:hangx1]]"
+    prompts[35] = "limited [[sim:429x1]]"
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=8, timeout_s=0.5)
+    changes = []
+    session.engine.subscribe(lambda e: isinstance(e, ConcurrencyChanged) and changes.append(e.reason))
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 40
+    assert not any("timeout" in reason for reason in changes)
+    assert any(reason.startswith("rate_limit") for reason in changes)
+
+
+async def test_hedging_races_a_backup_against_a_hung_call(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=10, latency_sigma=0.2, hang_s=30)
+    prompts = [f"t{i}" for i in range(40)]
+    prompts[35] = "hangs once [[sim:hangx1]]"
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=2, timeout_s=20, hedge=True)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 40
+    attempts = attempts_of(tmp_path / "run", 35)
+    assert sorted(a["outcome"] for a in attempts) == ["hedge_lost", "ok"]
+    lost = next(a for a in attempts if a["outcome"] == "hedge_lost")
+    assert lost["latency_ms"] < 5000, "the hung call was cancelled when the backup won, not left to time out"
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["requests"]["sent"] == 41
+
+
+async def test_budget_stops_dispatch_before_it_is_passed(tmp_path, sim):
+    prices = {"custom/sim-1": {"input": 100.0, "cached_input": 100.0, "output": 100.0}}  # $ per 1M tokens
+    session = open_session(tmp_path, sim.base_url, [f"budgeted task {i}" for i in range(50)], prices=prices,
+                           concurrency=4, budget_usd=0.1)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert finished.stop_reason.startswith("budget")
+    assert 0 < summary["succeeded"] < 50 and summary["unfinished"] == 50 - summary["succeeded"]
+    assert summary["cost_usd"] <= 0.1
+
+
+async def test_fail_on_error_stops_dispatch(tmp_path, sim):
+    prompts = [f"t{i} [[sim:400]]" if i % 2 else f"t{i}" for i in range(100)]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=2, fail_on_error=0.2)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert "fail-on-error" in finished.stop_reason
+    assert finished.succeeded + finished.failed < 40
