@@ -6,6 +6,7 @@ Scenarios (the simulator runs in its own process so it does not share the GIL):
              bare SDK loop (gather + semaphore, nothing else) as the floor.
   ratelimit  1,000 tasks, simulator at 3,000 RPM and 200 ms, the limit NOT told to swarm-tui:
              makespan / ideal (N / rate) and the share of requests answered 429.
+  failover   the primary goes down mid-run: time to the fallback's first answer, tasks lost.
   faults     the same with 2% 5xx and 1% hangs: tasks lost and p95 task latency, with and
              without hedging. Every contender has the article's 15 s per-call timeout.
 
@@ -39,13 +40,15 @@ def bodies(n: int, tag: str) -> list[dict]:
                           {"role": "user", "content": f"{tag} タスク#{i}を実行"}]} for i in range(n)]
 
 
-async def run_swarm(base_url: str, work: list[dict], *, backend: str = "httpx", **settings) -> dict:
+async def run_swarm(base_url: str, work: list[dict], *, backend: str = "httpx", fallback_base_url: str | None = None,
+                    on_event=None, **settings) -> dict:
     tasks = [Task(i, f"t{i}", body) for i, body in enumerate(work)]
+    profile = ProviderProfile("bench", base_url=base_url, backend=backend, fallback_base_url=fallback_base_url)
     with tempfile.TemporaryDirectory() as tmp:
-        session = SwarmSession.open_new(
-            Job("bench", "bench", tasks),
-            RunPlan(ProviderProfile("bench", base_url=base_url, backend=backend), EngineSettings(**settings)),
-            Path(tmp) / "run")
+        session = SwarmSession.open_new(Job("bench", "bench", tasks), RunPlan(profile, EngineSettings(**settings)),
+                                        Path(tmp) / "run")
+        if on_event is not None:
+            session.engine.subscribe(on_event)
         t0 = time.monotonic()
         try:
             finished = await session.run()
@@ -113,9 +116,50 @@ async def scenario(name: str, cfg: SimConfig, n: int, ideal: float | None, conte
             await asyncio.sleep(1.5 if cfg.rpm else 0.1)
 
 
+async def failover_scenario(n: int, down_after_s: float = 2.0) -> None:
+    """The primary goes down mid-run: seconds from the outage to the first answer from the fallback,
+    and tasks lost. The article's answer to an outage is a manual DNS switch (45 s measured)."""
+    from swarm_tui.engine.events import EndpointSwitched, TaskSucceeded
+
+    cfg = SimConfig(latency_ms=50.0, latency_sigma=0.3, seed=4)
+    print(f"\nfailover: {n} tasks; simulator latency 50 ms; the primary answers 503 to everything "
+          f"from {down_after_s:g}s on")
+    with SimServer(cfg).start(mode="process") as primary, SimServer(cfg).start(mode="process") as secondary:
+        for contender in ["article orchestrator", "swarm-tui --fallback-base-url"]:
+            primary.update_config(down=False)
+            primary.reset()
+            secondary.reset()
+            marks: dict[str, float] = {}
+
+            async def outage() -> None:
+                await asyncio.sleep(down_after_s)
+                await asyncio.to_thread(primary.update_config, down=True)
+                marks["down"] = time.monotonic()
+
+            def watch(event) -> None:
+                if isinstance(event, EndpointSwitched) and "switch" not in marks:
+                    marks["switch"] = time.monotonic()
+                if (isinstance(event, TaskSucceeded) and event.attempt.endpoint.endswith("/fallback")
+                        and "first_fallback_answer" not in marks):
+                    marks["first_fallback_answer"] = time.monotonic()
+
+            timer = asyncio.create_task(outage())
+            work = bodies(n, f"{contender}-failover")
+            if contender == "article orchestrator":
+                result = article_as_dict(await run_article(primary.base_url, work))
+            else:
+                result = await run_swarm(primary.base_url, work, fallback_base_url=secondary.base_url,
+                                         on_event=watch, concurrency=50, timeout_s=15.0)
+            await timer
+            to_switch = (f"{marks['first_fallback_answer'] - marks['down']:.2f}s"
+                         if "first_fallback_answer" in marks else "never")
+            print(f"  {contender:<30} ok {result['ok']:>5}/{n:<5} lost {n - result['ok']:>4}  makespan "
+                  f"{result['makespan_s']:6.2f}s  outage -> first fallback answer: {to_switch}", flush=True)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenarios", default="overhead,ratelimit,faults")
+    parser.add_argument("--scenarios", default="overhead,ratelimit,faults,failover")
     parser.add_argument("--quick", action="store_true", help="smaller N (a smoke run)")
     args = parser.parse_args()
     chosen = args.scenarios.split(",")
@@ -133,6 +177,10 @@ async def main() -> None:
         await scenario("faults", SimConfig(latency_ms=200.0, latency_sigma=0.3, rpm=3000, error_rate=0.02,
                                            hang_rate=0.01, hang_s=60.0, seed=3), n, n / 50.0,
                        ["article orchestrator", "swarm-tui", "swarm-tui --hedge"])
+
+
+    if "failover" in chosen:
+        await failover_scenario(int(1000 * scale))
 
 
 if __name__ == "__main__":

@@ -83,6 +83,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model", help="the model to ask for (replaces the model named in each request)")
     g.add_argument("--api-key-env", help="the env var holding the key (default OPENAI_API_KEY)")
     g.add_argument("--backend", choices=["httpx", "aiohttp"], help="the SDK's HTTP backend")
+    g.add_argument("--fallback-base-url", help="a secondary endpoint to fail over to")
+    g.add_argument("--fallback-model", help="the model to ask the fallback for (default: the same)")
+    g.add_argument("--fallback-api-key-env", help="the env var holding the fallback's key")
     e = p.add_argument_group("engine")
     e.add_argument("--concurrency", type=_positive_int, help="in-flight cap (default 50)")
     e.add_argument("--max-attempts", type=_positive_int, help="attempts per task, the first included (default 4)")
@@ -141,7 +144,17 @@ def resolve_profile(args: argparse.Namespace, config: Config) -> ProviderProfile
         profile = config.profile(args.provider)
     else:
         return None
-    return profile.with_overrides(model=args.model, api_key_env=args.api_key_env, backend=args.backend)
+    return _with_flag_overrides(profile, args)
+
+
+def _with_flag_overrides(profile: ProviderProfile, args: argparse.Namespace) -> ProviderProfile:
+    profile = profile.with_overrides(model=args.model, api_key_env=args.api_key_env, backend=args.backend,
+                                     fallback_base_url=args.fallback_base_url, fallback_model=args.fallback_model,
+                                     fallback_api_key_env=args.fallback_api_key_env)
+    problem = profile.problem()
+    if problem:
+        raise InputError.single(f"provider {profile.name!r}", problem[0], problem[1])
+    return profile
 
 
 STREAM_DEADLINE_S = 30.0
@@ -191,6 +204,9 @@ def _check_key(profile: ProviderProfile) -> None:
     """Fail before anything is written or sent when the key's env var is missing."""
     if not profile.is_simulator:
         resolve_api_key(profile, profile.base_url)
+    fallback = profile.fallback()
+    if fallback is not None:
+        resolve_api_key(fallback, fallback.base_url)
 
 
 # --------------------------------------------------------------------------- commands
@@ -199,8 +215,7 @@ def _check_key(profile: ProviderProfile) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     config = load_config()
     _check_theme(args)
-    profile = resolve_profile(args, config) or config.profile(config.default_provider).with_overrides(
-        model=args.model, backend=args.backend)
+    profile = resolve_profile(args, config) or _with_flag_overrides(config.profile(config.default_provider), args)
     job = load_job(args.job or demo_job(), model_override=args.model or profile.model)
     _check_key(profile)
     plan = RunPlan(profile, resolve_settings(args, profile), _sim_config(args, profile), config.prices)

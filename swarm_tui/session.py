@@ -75,8 +75,17 @@ class SwarmSession:
         self.client = ProviderClient(plan.profile, base_url, attempt_timeout_s=plan.settings.timeout_s)
         model = plan.profile.model or (tasks[0].body.get("model") if tasks else None)
         price = plan.price_for(model)
+        fallback_profile = plan.profile.fallback()
+        self.fallback = None
+        fallback_price = None
+        if fallback_profile is not None:
+            self.fallback = ProviderClient(fallback_profile, fallback_profile.base_url,
+                                           attempt_timeout_s=plan.settings.timeout_s)
+            fallback_price = PriceTable.builtin(plan.prices).lookup(fallback_profile.model or model,
+                                                                    fallback_profile.name.split("/")[0])
         self.engine = SwarmEngine(tasks, self.client, journal, plan.settings, price=price, states=states,
-                                  attempts_made=attempts_made, simulated=self.simulated)
+                                  attempts_made=attempts_made, simulated=self.simulated,
+                                  fallback=self.fallback, fallback_price=fallback_price)
         self.model = model
         self._control_task: asyncio.Task[None] | None = None
 
@@ -155,6 +164,8 @@ class SwarmSession:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+        if self.fallback is not None:
+            await self.fallback.aclose()
         if self.sim is not None:
             self.sim.stop()
         self.journal.close()
@@ -208,6 +219,7 @@ def summarize(journal: Journal, *, model: str | None, provider: str, simulated: 
         "provider": provider,
         "model": model,
         "simulated": simulated,
+        "failovers": [{"at": at, **(data or {})} for _, at, kind, data in journal.events() if kind == "failover"],
     }
 
 

@@ -31,11 +31,13 @@ from ..providers.client import CallResult, ProviderClient, StreamDeadlines
 from ..providers.errors import CallError, ErrorClass
 from ..providers.usage import Usage
 from .admission import AdmissionController
+from .failover import ACCOUNT_ERRORS, CircuitBreaker
 from .pacing import AdaptiveConcurrency, RateLimits
 from .events import (
     Attempt,
     AttemptEnded,
     AttemptStarted,
+    EndpointSwitched,
     ConcurrencyChanged,
     EngineEvent,
     RateGateClosed,
@@ -111,9 +113,16 @@ class SwarmEngine:
         states: dict[int, TaskState] | None = None,
         attempts_made: dict[int, int] | None = None,
         simulated: bool = False,
+        fallback: ProviderClient | None = None,
+        fallback_price: Price | None = None,
     ) -> None:
         self.tasks = {task.index: task for task in tasks}
         self.client = client
+        self.fallback = fallback
+        self.breaker = CircuitBreaker() if fallback is not None else None
+        self._prices = {client.name: price}
+        if fallback is not None:
+            self._prices[fallback.name] = fallback_price
         self.journal = journal
         self.settings = settings
         self.price = price
@@ -302,17 +311,17 @@ class SwarmEngine:
         return None
 
     def _launch(self, index: int) -> None:
-        number = self._attempt_numbers.get(index, 0) + 1
-        self._attempt_numbers[index] = number
+        number = self._next_number(index)
         self._round_attempts[index] = self._round_attempts.get(index, 0) + 1
         self.states[index] = TaskState.RUNNING
-        self._emit(AttemptStarted(index, number, self.client.name))
-        task = asyncio.create_task(self._attempt(index, number), name=f"attempt-{index}-{number}")
+        client = self._route()
+        self._emit(AttemptStarted(index, number, client.name))
+        task = asyncio.create_task(self._attempt(index, number, client), name=f"attempt-{index}-{number}")
         self._in_flight[index] = task
 
-    async def _attempt(self, index: int, number: int) -> None:
+    async def _attempt(self, index: int, number: int, client: ProviderClient) -> None:
         """Run one task's attempt to its outcome; with hedging, race a backup against a slow one."""
-        calls = [self._start_call(index, number)]
+        calls = [self._start_call(index, number, client)]
         hedge_after = self._hedge_delay_s()
         try:
             while True:
@@ -324,30 +333,32 @@ class SwarmEngine:
                 if not done:  # the primary is slow: a backup, if the budget for them allows
                     hedge_after = None
                     if self._may_hedge():
-                        calls.append(self._start_call(index, self._next_number(index), hedge=True))
+                        calls.append(self._start_call(index, self._next_number(index), self._route(), hedge=True))
                     continue
                 finished = next(c for c in calls if c.task in done)
                 others = [c for c in calls if c is not finished and not c.task.done()]
-                if finished.task.exception() is None:
+                error = None if finished.task.exception() is None else finished.client.classify(
+                    finished.task.exception())
+                self._observe_endpoint(finished.client, error)
+                if error is None:
                     for loser in others:
                         loser.task.cancel()
                         self._end_side_attempt(loser, "hedge_lost")
                     self._on_success(index, finished.number, finished.started_at, finished.latency_ms(),
-                                     finished.task.result(), endpoint=finished.endpoint)
+                                     finished.task.result(), endpoint=finished.client.name)
                     return
-                error = self.client.classify(finished.task.exception())
                 if others:  # a sibling is still running: this one's failure is not the task's
                     self._end_side_attempt(finished, "hedge_failed", error)
                     calls = others
                     continue
                 self._on_failure(index, finished.number, finished.started_at, finished.latency_ms(), error,
-                                 endpoint=finished.endpoint)
+                                 endpoint=finished.client.name)
                 return
         except asyncio.CancelledError:  # abort: every call of this task stops, the task stays unfinished
             attempts = []
             for call in calls:
                 call.task.cancel()
-                attempts.append(Attempt(index, call.number, call.endpoint, call.started_at, call.latency_ms(),
+                attempts.append(Attempt(index, call.number, call.client.name, call.started_at, call.latency_ms(),
                                         "cancelled"))
             self.journal.record_cancelled([index], attempts)
             self.states[index] = TaskState.CANCELLED
@@ -361,8 +372,10 @@ class SwarmEngine:
             self.admission.release()
             self._wake.set()
 
-    def _start_call(self, index: int, number: int, *, hedge: bool = False) -> "_Call":
-        client = self.client
+    def _start_call(self, index: int, number: int, client: ProviderClient, *, hedge: bool = False) -> "_Call":
+        body = self.tasks[index].body
+        if client is not self.client and client.profile.model:  # the fallback may name the model differently
+            body = {**body, "model": client.profile.model}
         if hedge:
             self._hedges_sent += 1
             self.rate_limits.take(self._token_estimate(index))
@@ -370,10 +383,9 @@ class SwarmEngine:
 
         async def call() -> CallResult:
             async with asyncio.timeout(self.settings.timeout_s):
-                return await client.complete(self.tasks[index].body, stream=self.settings.stream,
-                                             deadlines=self._deadlines)
+                return await client.complete(body, stream=self.settings.stream, deadlines=self._deadlines)
 
-        return _Call(index, number, client.name, time.time(), time.monotonic(),
+        return _Call(index, number, client, time.time(), time.monotonic(),
                      asyncio.create_task(call(), name=f"call-{index}-{number}"))
 
     def _next_number(self, index: int) -> int:
@@ -396,7 +408,7 @@ class SwarmEngine:
 
     def _end_side_attempt(self, call: "_Call", outcome: str, error: CallError | None = None) -> None:
         """A hedged pair's other attempt: journaled and billed, but the task's state is not its to decide."""
-        attempt = Attempt(call.index, call.number, call.endpoint, call.started_at, call.latency_ms(), outcome,
+        attempt = Attempt(call.index, call.number, call.client.name, call.started_at, call.latency_ms(), outcome,
                           status=error.status if error else None, error=error)
         self.journal.record_attempt(attempt)
         self._emit(AttemptEnded(attempt))
@@ -413,7 +425,8 @@ class SwarmEngine:
                 self._adapt(grown, "slow start: +1" if self.adaptive.slow_start else "clean and busy: +1")
         attempt = Attempt(
             index, number, endpoint, started_at, latency_ms, "ok", status=200,
-            request_id=result.request_id, usage=result.usage, cost_usd=self._cost(result), ttft_ms=result.ttft_ms,
+            request_id=result.request_id, usage=result.usage, cost_usd=self._cost(result, endpoint),
+            ttft_ms=result.ttft_ms,
         )
         self.journal.record_success(attempt, result.body)
         self.states[index] = TaskState.SUCCEEDED
@@ -433,7 +446,9 @@ class SwarmEngine:
             elif error.status and error.status >= 500:
                 self.adaptive.on_server_error()
         round_attempts = self._round_attempts.get(index, 1)
-        retry = self._stop_reason is None and self.retry_policy.should_retry(error, round_attempts)
+        fails_over = (self.fallback is not None and endpoint == self.client.name and error.kind in ACCOUNT_ERRORS
+                      and round_attempts < self.retry_policy.max_attempts)
+        retry = self._stop_reason is None and (fails_over or self.retry_policy.should_retry(error, round_attempts))
         attempt = Attempt(
             index, number, endpoint, started_at, latency_ms, "retry" if retry else "failed",
             status=error.status, error=error, request_id=error.request_id,
@@ -444,7 +459,7 @@ class SwarmEngine:
             self._emit(TaskFailed(attempt))
             self._check_failure_rate()
             return
-        delay = self.retry_policy.delay_s(error, round_attempts)
+        delay = 0.0 if fails_over else self.retry_policy.delay_s(error, round_attempts)
         if error.is_rate_limit and error.retry_after_s and self.admission.close_gate(error.retry_after_s):
             self._emit(RateGateClosed(error.retry_after_s))
         self.journal.record_retry(attempt)
@@ -538,8 +553,24 @@ class SwarmEngine:
             self.states[index] = TaskState.CANCELLED
             self._emit(TaskCancelled(index))
 
-    def _cost(self, result: CallResult) -> float | None:
-        return self.price.cost(result.usage) if self.price else None
+    def _cost(self, result: CallResult, endpoint: str) -> float | None:
+        price = self._prices.get(endpoint)
+        return price.cost(result.usage) if price else None
+
+    def _route(self) -> ProviderClient:
+        if self.breaker is None or self.breaker.use_primary():
+            return self.client
+        return self.fallback
+
+    def _observe_endpoint(self, client: ProviderClient, error: CallError | None) -> None:
+        if self.breaker is None or client is not self.client:
+            return
+        was_primary = self.breaker.state == "closed"
+        reason = self.breaker.on_primary_result(error)
+        if reason is not None:
+            target = self.client.name if self.breaker.state == "closed" else self.fallback.name
+            self.journal.log_event("failover", {"to": target, "reason": reason, "from_primary": was_primary})
+            self._emit(EndpointSwitched(target, reason))
 
 
 def _ms_since(t0: float) -> float:
@@ -552,7 +583,7 @@ class _Call:
 
     index: int
     number: int
-    endpoint: str
+    client: ProviderClient
     started_at: float
     t0: float
     task: "asyncio.Task[CallResult]"

@@ -153,6 +153,14 @@ class RateLimitsLearned:
 
 
 @dataclass(frozen=True, slots=True)
+class EndpointSwitched:
+    """New attempts now go to `endpoint` (the fallback, or the primary again)."""
+
+    endpoint: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunStopping:
     """Dispatch stopped for a reason other than completion: abort, budget, error rate."""
 
@@ -170,5 +178,5 @@ class RunFinished:
 
 EngineEvent = (
     RunStarted | TaskQueued | AttemptStarted | AttemptEnded | TaskRetrying | TaskSucceeded | TaskFailed | TaskCancelled
-    | RunPaused | RunResumed | ConcurrencyChanged | RateGateClosed | RateLimitsLearned | RunStopping | RunFinished
+    | RunPaused | RunResumed | ConcurrencyChanged | RateGateClosed | RateLimitsLearned | EndpointSwitched | RunStopping | RunFinished
 )

@@ -1,0 +1,92 @@
+"""Circuit breaker between the primary endpoint and its fallback.
+
+Closed: every attempt goes to the primary. When server errors, timeouts and connection errors
+pass `threshold` (the article's 1%) of the primary's recent attempts — over a sliding window,
+once there are `min_sample` of them to judge — or `outage_run` of them come in a row (an
+outage should not wait for a sample), or at once on an auth / quota error, the breaker opens and new attempts go to the fallback. After a cool-down one probe goes to the
+primary (half-open): its success closes the breaker, its failure doubles the cool-down.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from enum import StrEnum
+from typing import Callable
+
+from ..providers.errors import CallError, ErrorClass
+
+ACCOUNT_ERRORS = frozenset({ErrorClass.AUTH, ErrorClass.QUOTA, ErrorClass.PERMISSION})
+"""Errors no retry on the same endpoint can fix: fail over at once."""
+
+
+class BreakerState(StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+class CircuitBreaker:
+    def __init__(self, *, threshold: float = 0.01, window: int = 300, min_sample: int = 100, outage_run: int = 5,
+                 cooldown_s: float = 10.0, max_cooldown_s: float = 120.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.threshold = threshold
+        self.min_sample = min_sample
+        self.outage_run = outage_run
+        self._bad_run = 0
+        self.base_cooldown_s = cooldown_s
+        self.max_cooldown_s = max_cooldown_s
+        self.state = BreakerState.CLOSED
+        self._outcomes: deque[bool] = deque(maxlen=window)
+        self._cooldown_s = cooldown_s
+        self._reopen_at = 0.0
+        self._probe_in_flight = False
+        self._clock = clock
+
+    def use_primary(self) -> bool:
+        """Where the next attempt goes; in half-open state, exactly one probe goes to the primary."""
+        if self.state is BreakerState.CLOSED:
+            return True
+        if self.state is BreakerState.OPEN and self._clock() >= self._reopen_at:
+            self.state = BreakerState.HALF_OPEN
+        if self.state is BreakerState.HALF_OPEN and not self._probe_in_flight:
+            self._probe_in_flight = True
+            return True
+        return False
+
+    def on_primary_result(self, error: CallError | None) -> str | None:
+        """Record an attempt on the primary; returns a reason when this switched endpoints."""
+        if self.state is not BreakerState.CLOSED:
+            self._probe_in_flight = False
+            if error is None:
+                self.state = BreakerState.CLOSED
+                self._outcomes.clear()
+                self._cooldown_s = self.base_cooldown_s
+                return "primary answered the probe: back to the primary"
+            self._cooldown_s = min(self.max_cooldown_s, self._cooldown_s * 2)
+            self._open()
+            return None
+        bad = error is not None and (error.kind in (ErrorClass.SERVER, ErrorClass.TIMEOUT, ErrorClass.CONNECTION))
+        if error is not None and error.kind in ACCOUNT_ERRORS:
+            self._open()
+            return f"{error.kind} on the primary: failing over at once"
+        self._outcomes.append(bad)
+        self._bad_run = self._bad_run + 1 if bad else 0
+        if self._bad_run >= self.outage_run:
+            self._open()
+            return f"{self._bad_run} failures in a row on the primary ({error.kind})"
+        if len(self._outcomes) >= self.min_sample:
+            share = sum(self._outcomes) / len(self._outcomes)
+            if share > self.threshold and bad:
+                self._open()
+                return f"{share:.1%} of the primary's last {len(self._outcomes)} attempts failed (threshold {self.threshold:.0%})"
+        return None
+
+    def force_open(self, reason: str) -> str:
+        self._open()
+        return reason
+
+    def _open(self) -> None:
+        self._bad_run = 0
+        self.state = BreakerState.OPEN
+        self._reopen_at = self._clock() + self._cooldown_s
