@@ -6,6 +6,8 @@ import asyncio
 import json
 from collections import Counter
 
+import pytest
+
 from swarm_tui.engine import TaskState
 from swarm_tui.engine.events import RateGateClosed, TaskRetrying
 
@@ -196,3 +198,30 @@ async def test_stalled_stream_is_retried_as_a_new_request(tmp_path, sim_factory)
         await session.aclose()
     assert finished.succeeded == 2
     assert [a["error_class"] for a in attempts_of(tmp_path / "run", 1)] == ["broken_stream", None]
+
+
+async def test_shared_context_hits_the_prefix_cache_and_cached_tokens_cost_less(tmp_path, sim):
+    from swarm_tui.engine import EngineSettings
+    from swarm_tui.jobs import load_job
+    from swarm_tui.locations import demo_job
+    from swarm_tui.pricing import PriceTable
+    from swarm_tui.providers.profile import ProviderProfile
+    from swarm_tui.providers.usage import Usage
+    from swarm_tui.session import RunPlan, SwarmSession
+
+    job = load_job(demo_job())
+    session = SwarmSession.open_new(job, RunPlan(ProviderProfile("custom", base_url=sim.base_url),
+                                                 EngineSettings(concurrency=10)), tmp_path / "run")
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 100
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    tokens = summary["tokens"]
+    assert tokens["cached"] > 0.5 * tokens["prompt"], "the shared context is served from the cache"
+    price = PriceTable.builtin().lookup("kimi-k2.5")
+    uncached = price.cost(Usage(prompt=tokens["prompt"], completion=tokens["completion"]))
+    assert summary["cost_usd"] == pytest.approx(
+        price.cost(Usage(prompt=tokens["prompt"], completion=tokens["completion"], cached=tokens["cached"])), abs=1e-6)
+    assert summary["cost_usd"] < uncached

@@ -16,9 +16,10 @@ Rate limits
     A refused request is not charged. See ``config.py`` for bucket capacity (``burst_s``).
 
 Prefix cache
-    ``PrefixCache``: keyed by a hash of every message but the last. When a request's prefix
-    was seen before and is at least ``cache_min_tokens`` long, ``cached_tokens`` is the
-    prefix's token count rounded down to a multiple of 64. A prefix enters the cache when a
+    ``PrefixCache``: keyed by hashes of the request's message prefixes (every message but the
+    last, cut at each message boundary). The longest prefix seen before that is at least
+    ``cache_min_tokens`` long gives ``cached_tokens``: its token count rounded down to a
+    multiple of 64. A prefix enters the cache when a
     request carrying it is admitted (past auth, validation, scripted faults and rate
     limits). Which of several concurrent requests misses is, as with a real cache, a matter
     of arrival order; every other decision is not.
@@ -382,23 +383,31 @@ class PrefixCache:
         self._max = max_entries
 
     def observe(self, messages: Sequence[Any]) -> int:
-        """Record this request's prefix; return its cached tokens (0 on a miss)."""
+        """Record this request's prefixes; return its cached tokens (0 on a miss).
+
+        Like a provider's cache, the longest prefix seen before counts, at message boundaries:
+        a shared context sent first hits even when a later, per-agent message differs.
+        """
         if len(messages) < 2:
             return 0
-        n = prefix_tokens(messages)
-        if n < self.min_tokens or n < 64:
-            return 0
-        canon = json.dumps(messages[:-1], sort_keys=True, separators=(",", ":"),
-                           ensure_ascii=False)
-        h = hashlib.sha256(canon.encode("utf-8")).digest()
         seen = self._seen
-        if h in seen:
-            seen.move_to_end(h)
-            return n - n % 64
-        seen[h] = None
-        if len(seen) > self._max:
-            seen.popitem(last=False)
-        return 0
+        hasher = hashlib.sha256()
+        tokens = 0
+        cached = 0
+        for message in messages[:-1]:
+            hasher.update(json.dumps(message, sort_keys=True, separators=(",", ":"),
+                                     ensure_ascii=False).encode("utf-8"))
+            tokens += _message_tokens(message)
+            h = hasher.copy().digest()
+            if h in seen:
+                seen.move_to_end(h)
+                if tokens >= self.min_tokens and tokens >= 64:
+                    cached = tokens - tokens % 64
+            else:
+                seen[h] = None
+                if len(seen) > self._max:
+                    seen.popitem(last=False)
+        return cached
 
     def clear(self) -> None:
         self._seen.clear()
