@@ -219,7 +219,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     job = load_job(args.job or demo_job(), model_override=args.model or profile.model)
     _check_key(profile)
     plan = RunPlan(profile, resolve_settings(args, profile), _sim_config(args, profile), config.prices)
-    _check_budget(plan, job.tasks[0].body.get("model"), config)
+    _check_budget(plan, job.model or (job.tasks[0].body.get("model") if job.tasks else None), config)
     run_dir = args.out or default_run_dir(job.name)
     session = SwarmSession.open_new(job, plan, run_dir)
     return _drive(session, args)

@@ -61,7 +61,8 @@ async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) ->
             pass
     live = stream.isatty()
     label = "SIMULATED" if session.simulated else session.client.base_url
-    print(f"swarm-tui: {len(session.tasks)} tasks, {session.job_name} -> {session.plan.profile.name} "
+    what = "plan -> fan-out -> aggregate" if session.pipeline and not session.tasks else f"{len(session.tasks)} tasks"
+    print(f"swarm-tui: {what}, {session.job_name} -> {session.plan.profile.name} "
           f"({label}), model {session.model}, run dir {session.run_dir}", file=stream)
     painter = asyncio.create_task(_paint(engine.stats, stream)) if live else None
     try:
@@ -107,4 +108,6 @@ def _print_summary(summary: dict, finished: RunFinished, session: SwarmSession, 
     elif finished.failed:
         lines.append(f"retry the failed tasks with: swarm-tui resume {session.run_dir} --retry-failed")
     lines.append(f"results: {session.run_dir}/results.jsonl  errors: {session.run_dir}/errors.jsonl")
+    if (session.run_dir / "aggregate.md").exists():
+        lines.append(f"aggregate: {session.run_dir}/aggregate.md")
     print("\n".join(lines), file=stream)

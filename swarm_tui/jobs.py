@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, Problem
+from .swarm.spec import SwarmSpec, parse_swarm_spec
 
 CHAT_COMPLETIONS_URLS = ("/v1/chat/completions", "/chat/completions")
 VALID_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
@@ -51,6 +52,29 @@ class Task:
 
 
 @dataclass(frozen=True)
+class TaskTemplate:
+    """How a TOML job turns a prompt into a request: shared context first, then the agent's system
+    prompt, then the task. Kept so that later rounds and planned sub-tasks are built the same way."""
+
+    model: str
+    context: str = ""
+    system: str = ""
+    request: dict[str, Any] = field(default_factory=dict)
+
+    def body(self, prompt: str, *, agent: int, total: int, memory: str = "") -> dict[str, Any]:
+        messages: list[dict[str, str]] = []
+        if self.context:
+            messages.append({"role": "system", "content": self.context})
+        if memory:
+            messages.append({"role": "system", "content": memory})
+        if self.system:
+            messages.append({"role": "system", "content": self.system.format(agent=agent, index=agent - 1,
+                                                                              total=total)})
+        messages.append({"role": "user", "content": prompt})
+        return {"model": self.model, "messages": messages, **self.request}
+
+
+@dataclass(frozen=True)
 class Job:
     name: str
     source: str
@@ -58,7 +82,10 @@ class Job:
     model: str | None = None
     """The model the job names (TOML); None when each body names its own (JSONL)."""
     options: dict[str, Any] = field(default_factory=dict)
-    """Swarm-level options from a TOML job (plan, aggregate, memory...), kept for later layers."""
+    """Other top-level tables of a TOML job, kept as written."""
+    template: TaskTemplate | None = None
+    swarm: SwarmSpec | None = None
+    """Plan → fan-out → aggregate and memory, for TOML jobs that ask for them."""
 
 
 def load_job(path: str | Path, *, model_override: str | None = None) -> Job:
@@ -233,31 +260,33 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
     context = _shared_context(doc, path, check)
     request = _request_params(doc, check)
 
-    prompts = _task_prompts(doc, check)
+    swarm = parse_swarm_spec(doc, lambda dotted, message: check.add(dotted, message))
+    planned = swarm is not None and swarm.plan is not None
+    if planned and ("tasks" in doc or "task" in doc):
+        check.add("plan", "a planned job gets its tasks from the planner: remove [tasks] / [[task]]")
+    prompts = [] if planned else _task_prompts(doc, check)
     tasks: list[Task] = []
+    if swarm is not None and swarm.workers.json:
+        request = {**request, "response_format": {"type": "json_object"}}
+    template = TaskTemplate(model=model or "", context=context, system=system, request=request)
+    if system:
+        _render(system, {"agent": 1, "index": 0, "total": 1}, check, "system")
     if prompts:
         total = len(prompts)
         for index, (custom_id, prompt, where, line) in enumerate(prompts):
             values = {"agent": index + 1, "index": index, "total": total}
-            messages: list[dict[str, str]] = []
-            if context:
-                messages.append({"role": "system", "content": context})
-            if system:
-                rendered = _render(system, values, check, "system")
-                if rendered is not None:
-                    messages.append({"role": "system", "content": rendered})
             rendered_prompt = _render(prompt, values, check, where, line)
-            if rendered_prompt is None:
+            if rendered_prompt is None or check.problems:
                 break
-            messages.append({"role": "user", "content": rendered_prompt})
-            body: dict[str, Any] = {"model": model, "messages": messages, **request}
-            tasks.append(Task(index=index, custom_id=custom_id, body=body))
+            tasks.append(Task(index, custom_id, template.body(rendered_prompt, agent=index + 1, total=total)))
 
     if check.problems:
         raise InputError(check.problems)
-    known = {"name", "model", "system", "context", "request", "tasks", "task"}
+    known = {"name", "model", "system", "context", "request", "tasks", "task", "goal", "plan", "workers",
+             "aggregate", "memory"}
     options = {k: v for k, v in doc.items() if k not in known}
-    return Job(name=name, source=str(path), tasks=tasks, model=model, options=options)
+    return Job(name=name, source=str(path), tasks=tasks, model=model, options=options, template=template,
+               swarm=swarm)
 
 
 def _shared_context(doc: dict[str, Any], path: Path, check: _TomlChecker) -> str:
@@ -303,7 +332,8 @@ def _task_prompts(doc: dict[str, Any], check: _TomlChecker) -> list[tuple[str, s
     tasks_table = doc.get("tasks")
     task_list = doc.get("task")
     if tasks_table is None and task_list is None:
-        check.add("tasks", "missing: add [tasks] with count and prompt, or [[task]] entries", line=1)
+        check.add("tasks", "missing: add [tasks] with count and prompt, [[task]] entries, or a goal and [plan]",
+                  line=1)
         return []
     prompts: list[tuple[str, str, str, int | None]] = []
     if tasks_table is not None:

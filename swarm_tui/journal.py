@@ -133,6 +133,14 @@ class Journal:
             )
         return journal
 
+    def add_tasks(self, tasks: Iterable[Task]) -> None:
+        with self._transaction():
+            self._db.executemany(
+                "INSERT OR IGNORE INTO tasks (idx, custom_id, body, state, updated_at) VALUES (?, ?, ?, ?, ?)",
+                ((t.index, t.custom_id, json.dumps(t.body, ensure_ascii=False), TaskState.QUEUED, time.time())
+                 for t in tasks),
+            )
+
     @classmethod
     def open(cls, run_dir: Path, *, readonly: bool = False) -> "Journal":
         path = Path(run_dir) / JOURNAL_NAME

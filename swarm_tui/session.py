@@ -13,19 +13,21 @@ import asyncio
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from .engine import EngineSettings, SwarmEngine, TaskState
 from .engine.events import RunFinished
-from .jobs import Job, Task
+from .jobs import Job, Task, TaskTemplate
 from .journal import Journal
-from .pricing import PriceTable
+from .pricing import PriceTable, summary_cost_fields
 from .providers.client import ProviderClient
 from .providers.profile import ProviderProfile
 from .sim import SimConfig, SimServer
+from .swarm.pipeline import SwarmPipeline, json_validator
+from .swarm.spec import SwarmSpec
 
 CONTROL_POLL_S = 0.5
 
@@ -60,7 +62,8 @@ def default_run_dir(job_name: str, root: Path = Path("runs")) -> Path:
 
 class SwarmSession:
     def __init__(self, run_dir: Path, journal: Journal, plan: RunPlan, tasks: list[Task],
-                 states: dict[int, TaskState], attempts_made: dict[int, int], job_name: str) -> None:
+                 states: dict[int, TaskState], attempts_made: dict[int, int], job_name: str,
+                 swarm: SwarmSpec | None = None, template: TaskTemplate | None = None) -> None:
         self.run_dir = run_dir
         self.journal = journal
         self.plan = plan
@@ -73,7 +76,8 @@ class SwarmSession:
         else:
             base_url = plan.profile.base_url
         self.client = ProviderClient(plan.profile, base_url, attempt_timeout_s=plan.settings.timeout_s)
-        model = plan.profile.model or (tasks[0].body.get("model") if tasks else None)
+        model = plan.profile.model or (tasks[0].body.get("model") if tasks else None) or (
+            template.model if template else None)
         price = plan.price_for(model)
         fallback_profile = plan.profile.fallback()
         self.fallback = None
@@ -85,8 +89,11 @@ class SwarmSession:
                                                                     fallback_profile.name.split("/")[0])
         self.engine = SwarmEngine(tasks, self.client, journal, plan.settings, price=price, states=states,
                                   attempts_made=attempts_made, simulated=self.simulated,
-                                  fallback=self.fallback, fallback_price=fallback_price)
+                                  fallback=self.fallback, fallback_price=fallback_price,
+                                  validator=json_validator if swarm and swarm.workers.json else None)
         self.model = model
+        self.swarm = swarm
+        self.pipeline = SwarmPipeline(self, swarm, template) if swarm and swarm.is_pipeline and template else None
         self._control_task: asyncio.Task[None] | None = None
 
     @property
@@ -98,12 +105,17 @@ class SwarmSession:
     @classmethod
     def open_new(cls, job: Job, plan: RunPlan, run_dir: Path) -> "SwarmSession":
         tasks = job.tasks
+        template = job.template
+        if template is not None and plan.profile.model:  # later rounds and planned tasks ask for it too
+            template = replace(template, model=plan.profile.model)
         journal = Journal.create(run_dir, tasks, {
             "job": {"name": job.name, "source": job.source, "options": job.options},
             "plan": _plan_to_meta(plan),
+            "swarm": job.swarm.to_meta() if job.swarm else None,
+            "template": asdict(template) if template else None,
         })
         journal.begin_session()
-        return cls(run_dir, journal, plan, tasks, {}, {}, job.name)
+        return cls(run_dir, journal, plan, tasks, {}, {}, job.name, job.swarm, template)
 
     @classmethod
     def open_existing(cls, run_dir: Path, *, profile: ProviderProfile | None = None,
@@ -122,7 +134,11 @@ class SwarmSession:
             tasks = [Task(t.index, t.custom_id, {**t.body, "model": profile.model}) for t in tasks]
         states = {r.index: r.state for r in rows}
         attempts = {r.index: r.attempts for r in rows}
-        return cls(run_dir, journal, plan, tasks, states, attempts, meta["job"]["name"])
+        swarm = SwarmSpec.from_meta(meta["swarm"]) if meta.get("swarm") else None
+        template = TaskTemplate(**meta["template"]) if meta.get("template") else None
+        if template is not None and profile is not None and profile.model:
+            template = replace(template, model=profile.model)
+        return cls(run_dir, journal, plan, tasks, states, attempts, meta["job"]["name"], swarm, template)
 
     # ----------------------------------------------------------------- running
 
@@ -130,7 +146,7 @@ class SwarmSession:
         """Run the engine to the end, serving attach commands meanwhile; then write the outputs."""
         self._control_task = asyncio.create_task(self._serve_control(), name="swarm-control")
         try:
-            finished = await self.engine.run()
+            finished = await (self.pipeline.run() if self.pipeline else self.engine.run())
         finally:
             self._control_task.cancel()
             self.finalize()
@@ -157,6 +173,9 @@ class SwarmSession:
                 engine.retry_failed(args.get("indices"))
             case "concurrency":
                 engine.set_concurrency(int(args["limit"]), "attached view")
+            case "flush_memory":
+                if self.pipeline is not None:
+                    self.pipeline.flush_memory()
 
     def finalize(self) -> dict[str, Any]:
         """Write results.jsonl, errors.jsonl and summary.json from the journal (atomically)."""
@@ -204,7 +223,7 @@ def summarize(journal: Journal, *, model: str | None, provider: str, simulated: 
     if totals["first_started"] is not None:
         makespan = round(totals["last_ended"] - totals["first_started"], 3)
     cost = totals["cost_usd"]
-    return {
+    summary = {
         "total": total,
         "succeeded": succeeded,
         "failed": failed,
@@ -221,6 +240,10 @@ def summarize(journal: Journal, *, model: str | None, provider: str, simulated: 
         "simulated": simulated,
         "failovers": [{"at": at, **(data or {})} for _, at, kind, data in journal.events() if kind == "failover"],
     }
+    summary.update(summary_cost_fields(journal, model=model, provider=provider, cost_usd=summary["cost_usd"],
+                                       makespan_s=makespan, finished=succeeded + failed,
+                                       unfinished=summary["unfinished"]))
+    return summary
 
 
 def _latency_summary(sorted_ms: list[float]) -> dict[str, float | None]:

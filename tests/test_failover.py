@@ -65,7 +65,7 @@ async def test_primary_going_down_mid_run_loses_no_task(tmp_path, sim_factory):
     assert finished.succeeded == 150 and finished.failed == 0
     assert switches and switches[0].endpoint == "custom/fallback"
     served = primary.stats()["successes"] + secondary.stats()["successes"]
-    assert served == 150 and secondary.stats()["successes"] >= 100
+    assert served == 150 and secondary.stats()["successes"] >= 80  # all but what the primary did before it went down
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["failovers"][0]["to"] == "custom/fallback"
     assert len(read_jsonl(tmp_path / "run" / "results.jsonl")) == 150

@@ -31,7 +31,8 @@ def test_every_sample_job_loads():
     jobs = sorted(bundled("sample_jobs").glob("*.toml")) + sorted(bundled("sample_jobs").glob("*.jsonl"))
     assert jobs
     for path in jobs:
-        assert load_job(path).tasks, path
+        job = load_job(path)
+        assert job.tasks or (job.swarm and job.swarm.plan), path
 
 
 def test_batch_jsonl_reports_every_broken_line(tmp_path):

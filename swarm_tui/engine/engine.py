@@ -38,6 +38,9 @@ from .events import (
     AttemptEnded,
     AttemptStarted,
     EndpointSwitched,
+    PhaseAttempt,
+    PhaseChanged,
+    TasksAdded,
     ConcurrencyChanged,
     EngineEvent,
     RateGateClosed,
@@ -63,6 +66,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Listener = Callable[[EngineEvent], None]
+Validator = Callable[[Task, CallResult], "str | None"]
+"""Checks a successful answer (e.g. that it is JSON); returns what is wrong with it, or None."""
 
 CONGESTED_LATENCY_SHARE = 0.25
 """A timeout counts as congestion when the median answer takes over this share of the timeout."""
@@ -115,6 +120,7 @@ class SwarmEngine:
         simulated: bool = False,
         fallback: ProviderClient | None = None,
         fallback_price: Price | None = None,
+        validator: Validator | None = None,
     ) -> None:
         self.tasks = {task.index: task for task in tasks}
         self.client = client
@@ -137,6 +143,8 @@ class SwarmEngine:
         self._reserved_cost: dict[int, float] = {}
         if settings.budget_usd is not None and price is None:
             raise ValueError("a budget needs the model's price (none is known for it)")
+        self.validator = validator
+        self._reasked: set[int] = set()
         self._hedges_sent = 0
         self._last_rate_limited = -1e9
         self.stats = RunStats()
@@ -244,6 +252,62 @@ class SwarmEngine:
             self._emit(TaskQueued(index, TaskState.FAILED))
         self._wake.set()
         return chosen
+
+    def add_tasks(self, tasks: Sequence[Task]) -> list[int]:
+        """Add tasks to the run (a plan's sub-tasks, a later round); journaled first."""
+        new = [t for t in tasks if t.index not in self.tasks]
+        if not new:
+            return []
+        self.journal.add_tasks(new)
+        for task in new:
+            self.tasks[task.index] = task
+            self.states[task.index] = TaskState.QUEUED
+            self._ready.append(task.index)
+        self._emit(TasksAdded(tuple(t.index for t in new), len(self.tasks)))
+        self._wake.set()
+        return [t.index for t in new]
+
+    def announce_phase(self, phase: str, detail: str = "") -> None:
+        self.journal.log_event("phase", {"phase": phase, "detail": detail})
+        self._emit(PhaseChanged(phase, detail))
+
+    async def call_direct(self, phase: str, index: int, body: dict) -> CallResult:
+        """One request outside the task grid (planner, warm-up, aggregator): the same admission,
+        retry policy and journal as any task, under a negative `index`. Raises the last failure."""
+        self.admission.reopen()
+        round_attempts = 0
+        while True:
+            tokens = self._token_estimate_of(body)
+            if not await self.admission.acquire(tokens):
+                raise RuntimeError(f"{phase} stopped: {self._stop_reason}")
+            number = self._next_number(index)
+            round_attempts += 1
+            started_at, t0 = time.time(), time.monotonic()
+            client = self._route()
+            try:
+                async with asyncio.timeout(self.settings.timeout_s):
+                    result = await client.complete(body, stream=self.settings.stream, deadlines=self._deadlines)
+            except Exception as exc:
+                error = client.classify(exc)
+                retry = self.retry_policy.should_retry(error, round_attempts)
+                attempt = Attempt(index, number, client.name, started_at, _ms_since(t0),
+                                  "retry" if retry else "failed", status=error.status, error=error)
+                self.journal.record_attempt(attempt)
+                self._emit(PhaseAttempt(phase, attempt))
+                if not retry:
+                    raise
+                if error.is_rate_limit and error.retry_after_s:
+                    self.admission.close_gate(error.retry_after_s)
+                await asyncio.sleep(self.retry_policy.delay_s(error, round_attempts))
+            else:
+                attempt = Attempt(index, number, client.name, started_at, _ms_since(t0), "ok", status=200,
+                                  request_id=result.request_id, usage=result.usage,
+                                  cost_usd=self._cost(result, client.name), ttft_ms=result.ttft_ms)
+                self.journal.record_attempt(attempt)
+                self._emit(PhaseAttempt(phase, attempt))
+                return result
+            finally:
+                self.admission.release()
 
     # ----------------------------------------------------------------- running
 
@@ -415,6 +479,10 @@ class SwarmEngine:
 
     def _on_success(self, index: int, number: int, started_at: float, latency_ms: float, result: CallResult, *,
                     endpoint: str) -> None:
+        problem = self.validator(self.tasks[index], result) if self.validator else None
+        if problem is not None:
+            self._on_invalid_answer(index, number, started_at, latency_ms, result, endpoint, problem)
+            return
         self.rate_limits.settle(self._reserved_tokens.pop(index, 0), result.usage.total)
         self._learn(result.rate_headers)
         if self.adaptive is not None:
@@ -431,6 +499,34 @@ class SwarmEngine:
         self.journal.record_success(attempt, result.body)
         self.states[index] = TaskState.SUCCEEDED
         self._emit(TaskSucceeded(attempt, result.content))
+
+    def _on_invalid_answer(self, index: int, number: int, started_at: float, latency_ms: float,
+                           result: CallResult, endpoint: str, problem: str) -> None:
+        """An answer that fails validation: asked once more with the problem, then a failure that
+        keeps the raw text (the answer was billed either way)."""
+        raw = result.content
+        reask = index not in self._reasked and self._stop_reason is None
+        error = CallError(ErrorClass.BAD_RESPONSE, f"{problem}; raw answer: {raw[:2000]}", 200,
+                          "invalid_json", request_id=result.request_id)
+        attempt = Attempt(index, number, endpoint, started_at, latency_ms, "retry" if reask else "failed",
+                          status=200, error=error, request_id=result.request_id, usage=result.usage,
+                          cost_usd=self._cost(result, endpoint), ttft_ms=result.ttft_ms)
+        if not reask:
+            self.journal.record_failure(attempt)
+            self.states[index] = TaskState.FAILED
+            self._emit(TaskFailed(attempt))
+            self._check_failure_rate()
+            return
+        self._reasked.add(index)
+        task = self.tasks[index]
+        messages = [*task.body.get("messages", []), {"role": "assistant", "content": raw},
+                    {"role": "user", "content": f"That answer could not be used: {problem}. "
+                                                "Answer again with valid JSON only, nothing else."}]
+        self.tasks[index] = Task(task.index, task.custom_id, {**task.body, "messages": messages})
+        self.journal.record_retry(attempt)
+        self.states[index] = TaskState.RETRYING
+        self._retry_timers[index] = asyncio.get_running_loop().call_later(0, self._requeue, index)
+        self._emit(TaskRetrying(attempt, 0.0))
 
     def _on_failure(self, index: int, number: int, started_at: float, latency_ms: float, error: CallError, *,
                     endpoint: str) -> None:
@@ -473,8 +569,7 @@ class SwarmEngine:
         if budget is None or self.price is None:
             return True
         body = self.tasks[index].body
-        worst = self.price.cost(Usage(prompt=self._prompt_estimate(index), completion=int(
-            body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_TOKENS)))
+        worst = self.price.cost(Usage(prompt=_prompt_estimate(body), completion=_answer_ceiling(body)))
         committed = self.stats.cost_usd + sum(self._reserved_cost.values())
         if committed + worst > budget:
             self.stop_dispatch(f"budget: ${committed:.4f} spent or reserved, the next task could cost "
@@ -513,15 +608,13 @@ class SwarmEngine:
         self._emit(ConcurrencyChanged(limit, reason))
 
     def _token_estimate(self, index: int) -> int:
-        """TPM reservation: prompt estimate (~4 bytes a token) + the answer's ceiling."""
-        body = self.tasks[index].body
+        return self._token_estimate_of(self.tasks[index].body)
+
+    def _token_estimate_of(self, body: dict) -> int:
+        """TPM reservation: prompt estimate + the answer's ceiling (0 when no TPM limit is known)."""
         if self.rate_limits.tokens is None:
             return 0
-        return self._prompt_estimate(index) + int(body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_TOKENS)
-
-    def _prompt_estimate(self, index: int) -> int:
-        """About 4 bytes of UTF-8 a token: enough to reserve budget, never used for billing."""
-        return len(json.dumps(self.tasks[index].body.get("messages", ()), ensure_ascii=False).encode()) // 4
+        return _prompt_estimate(body) + _answer_ceiling(body)
 
     def _requeue(self, index: int) -> None:
         self._retry_timers.pop(index, None)
@@ -571,6 +664,15 @@ class SwarmEngine:
             target = self.client.name if self.breaker.state == "closed" else self.fallback.name
             self.journal.log_event("failover", {"to": target, "reason": reason, "from_primary": was_primary})
             self._emit(EndpointSwitched(target, reason))
+
+
+def _prompt_estimate(body: dict) -> int:
+    """About 4 bytes of UTF-8 a token: enough to reserve budget, never used for billing."""
+    return len(json.dumps(body.get("messages", ()), ensure_ascii=False).encode()) // 4
+
+
+def _answer_ceiling(body: dict) -> int:
+    return int(body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_TOKENS)
 
 
 def _ms_since(t0: float) -> float:

@@ -161,6 +161,30 @@ class EndpointSwitched:
 
 
 @dataclass(frozen=True, slots=True)
+class TasksAdded:
+    """New tasks joined the run (a plan's sub-tasks, a later round); `total` is the new count."""
+
+    indices: tuple[int, ...]
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseChanged:
+    """The swarm moved to another step: planning, warm-up, fan-out (round r), aggregating, done."""
+
+    phase: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseAttempt:
+    """A call outside the task grid (planner, warm-up, aggregator): billed and journaled all the same."""
+
+    phase: str
+    attempt: Attempt
+
+
+@dataclass(frozen=True, slots=True)
 class RunStopping:
     """Dispatch stopped for a reason other than completion: abort, budget, error rate."""
 
@@ -178,5 +202,5 @@ class RunFinished:
 
 EngineEvent = (
     RunStarted | TaskQueued | AttemptStarted | AttemptEnded | TaskRetrying | TaskSucceeded | TaskFailed | TaskCancelled
-    | RunPaused | RunResumed | ConcurrencyChanged | RateGateClosed | RateLimitsLearned | EndpointSwitched | RunStopping | RunFinished
+    | RunPaused | RunResumed | ConcurrencyChanged | RateGateClosed | RateLimitsLearned | EndpointSwitched | TasksAdded | PhaseChanged | PhaseAttempt | RunStopping | RunFinished
 )

@@ -11,6 +11,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from ..pricing import cost_per_minute, projected_total
 from ..providers.errors import ErrorClass
 from ..providers.usage import Usage
 from .events import (
@@ -18,11 +19,13 @@ from .events import (
     AttemptEnded,
     AttemptStarted,
     EngineEvent,
+    PhaseAttempt,
     RunStarted,
     TaskCancelled,
     TaskFailed,
     TaskQueued,
     TaskRetrying,
+    TasksAdded,
     TaskState,
     TaskSucceeded,
 )
@@ -61,6 +64,12 @@ class RunStats:
                 self.hedged += hedge
             case AttemptEnded(attempt=attempt):
                 self._attempt_ended(attempt)
+            case PhaseAttempt(attempt=attempt):
+                self.sent += 1
+                self.in_flight += 1  # balanced by _attempt_ended
+                self._attempt_ended(attempt)
+            case TasksAdded(total=total):
+                self.total = total
             case TaskSucceeded(attempt=attempt):
                 self._attempt_ended(attempt)
                 self.succeeded += 1
@@ -139,3 +148,14 @@ class RunStats:
     @property
     def cost_known(self) -> bool:
         return self.unpriced_attempts == 0
+
+    @property
+    def cost_per_min_usd(self) -> float | None:
+        """Spend rate since the run started; None when a price is unknown."""
+        return cost_per_minute(self.cost_usd if self.cost_known else None, self.elapsed_s)
+
+    @property
+    def projected_cost_usd(self) -> float | None:
+        """What the whole run will cost if the remaining tasks cost what the finished ones did."""
+        remaining = self.total - self.done - self.cancelled
+        return projected_total(self.cost_usd if self.cost_known else None, self.done, remaining)

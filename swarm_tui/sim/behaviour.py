@@ -37,9 +37,9 @@ Answers
     up to the drawn length (uniform in ``output_tokens``), cut at ``max_tokens`` /
     ``max_completion_tokens`` with ``finish_reason`` "length".
 
-Scripted faults (markers in the last user message)
+Scripted faults (markers in a user message: the first one carrying a marker)
     ``[[sim:CODE]]``      every request carrying it gets CODE;
-    ``[[sim:CODExN]]``    only the first N times that exact body is seen, then it is answered.
+    ``[[sim:CODExN]]``    only the first N requests carrying that message, then it is answered.
     CODE is one of:
       ``400``   context_length_exceeded (invalid_request_error, OpenAI's wording)
       ``401``   invalid_api_key
@@ -52,6 +52,8 @@ Scripted faults (markers in the last user message)
       ``hang``  no answer for ``hang_s`` (then 504)
       ``stall`` a stream that sends some chunks then stalls for ``hang_s`` (a plain
                 request carrying it hangs)
+      ``badjson`` a JSON answer wrapped in prose and a code fence, and cut short
+      ``prose``   a plain-text answer even when JSON was asked for
     e.g. ``[[sim:500x2]]``, ``[[sim:429x1]]``, ``[[sim:hangx1]]``, ``[[sim:quota]]``.
 """
 
@@ -416,7 +418,7 @@ class PrefixCache:
 # --------------------------------------------------------------------------------------
 # scripted faults
 
-_MARKER = re.compile(r"\[\[sim:(\d{3}|hang|stall|quota)(?:x(\d+))?\]\]", re.IGNORECASE)
+_MARKER = re.compile(r"\[\[sim:(\d{3}|hang|stall|quota|badjson|prose)(?:x(\d+))?\]\]", re.IGNORECASE)
 
 
 @dataclass(slots=True, frozen=True)
@@ -430,6 +432,20 @@ class Marker:
     @property
     def status(self) -> int | None:
         return int(self.code) if self.code.isdigit() else None
+
+
+def marker_message(messages: Sequence[Any]) -> str:
+    """The first user message carrying a ``[[sim:...]]`` marker ('' when none does).
+
+    Counting ``xN`` per this message, not per body, means a re-ask that appends to the
+    conversation is still the same scripted task: ``[[sim:prosex1]]`` answers prose once.
+    """
+    for m in messages:
+        if isinstance(m, dict) and m.get("role") == "user":
+            text = content_text(m.get("content"))
+            if "[[sim:" in text.lower():
+                return text
+    return ""
 
 
 def find_marker(text: str) -> Marker | None:
@@ -505,6 +521,41 @@ def build_answer(prompt: str, target_tokens: int, u_filler: float,
         content = raw.decode("utf-8", "ignore")
         return content, estimate_tokens(content), "length"
     return content, n, "stop"
+
+
+_PLAN_REQUEST = re.compile(r"Split the goal into (\d+) sub-tasks")
+_GOAL = re.compile(r"Goal:\s*(.+)")
+
+
+def planned_subtasks(prompt: str) -> int | None:
+    """How many sub-tasks a planner request (swarm_tui.swarm.planner's wording) asks for."""
+    m = _PLAN_REQUEST.search(prompt)
+    return int(m.group(1)) if m else None
+
+
+def wants_json(body: dict) -> bool:
+    fmt = body.get("response_format")
+    return isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
+
+
+def build_json_answer(prompt: str, u: float, plan_size: int | None, broken: bool) -> str:
+    """A JSON answer: a plan (`{"subtasks": [...]}`) for a planner request, else an object
+    naming the request. `broken` wraps it in prose and a fence and cuts it short, as models do."""
+    if plan_size:
+        goal_match = _GOAL.search(prompt)
+        goal = (goal_match.group(1) if goal_match else prompt).strip()[:80]
+        angles = ("prior work", "data sources", "risks", "costs", "open questions", "metrics", "alternatives",
+                  "edge cases", "timeline", "stakeholders")
+        value: Any = {"subtasks": [f"Sub-task {i + 1} of {plan_size}: study the {angles[i % len(angles)]} of "
+                                   f"{goal}" for i in range(plan_size)]}
+    else:
+        words = _filler(u, 120).split()
+        value = {"answer": _PREFIX + prompt[:200], "confidence": round(0.5 + u / 2, 2),
+                 "findings": [" ".join(words[i:i + 5]) for i in range(0, min(len(words), 15), 5)]}
+    text = json.dumps(value, ensure_ascii=False)
+    if broken:
+        text = "Here is the JSON you asked for:\n```json\n" + text[: max(10, int(len(text) * 0.7))]
+    return text
 
 
 _PIECE = re.compile(r"\s*\S+|\s+$")

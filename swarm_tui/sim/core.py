@@ -30,8 +30,13 @@ from .behaviour import (
     PrefixCache,
     RateLimiter,
     build_answer,
+    build_json_answer,
+    estimate_tokens,
+    planned_subtasks,
+    wants_json,
     draw,
     find_marker,
+    marker_message,
     last_user_text,
     openai_duration,
     prompt_tokens,
@@ -117,6 +122,7 @@ class Simulator:
         self.limiter = RateLimiter(cfg.rpm, cfg.tpm, cfg.burst_s, self._clock)
         self.cache = PrefixCache(cfg.cache_min_tokens)
         self.seen = Occurrences()
+        self.marker_seen = Occurrences()
         self.stats_ = _Stats()
 
     def reset(self) -> None:
@@ -268,12 +274,17 @@ class Simulator:
                 cfg.context_window, p_tokens, max_tokens or 0), headers, prompt=prompt, key=key)
 
         # -- scripted faults
-        marker = find_marker(prompt)
-        hang = stall = False
-        if marker is not None and marker.applies(n):
+        marker_text = marker_message(messages)
+        marker = find_marker(marker_text) if marker_text else None
+        hang = stall = broken_json = prose = False
+        if marker is not None and marker.applies(self.marker_seen.next(marker_text)):
             self.stats_.scripted += 1
             code = marker.code
-            if code == "hang" or (code == "stall" and not stream):
+            if code == "badjson":
+                broken_json = True
+            elif code == "prose":
+                prose = True
+            elif code == "hang" or (code == "stall" and not stream):
                 hang = True
             elif code == "stall":
                 stall = True
@@ -328,8 +339,16 @@ class Simulator:
 
         # -- the answer
         lo, hi = cfg.output_tokens
-        content, c_tokens, finish = build_answer(prompt, d.answer_tokens(lo, hi), d.u_filler,
-                                                 max_tokens)
+        plan_size = planned_subtasks(prompt)
+        if not prose and (plan_size or broken_json or wants_json(body)):
+            content = build_json_answer(prompt, d.u_filler, plan_size, broken_json)
+            c_tokens, finish = estimate_tokens(content), "stop"
+            if max_tokens is not None and c_tokens > max_tokens:
+                content = content.encode("utf-8")[:max_tokens * 4].decode("utf-8", "ignore")
+                c_tokens, finish = estimate_tokens(content), "length"
+        else:
+            content, c_tokens, finish = build_answer(prompt, d.answer_tokens(lo, hi), d.u_filler,
+                                                     max_tokens)
         usage = {
             "prompt_tokens": p_tokens,
             "completion_tokens": c_tokens,

@@ -1,0 +1,125 @@
+"""Getting JSON out of what a model actually wrote.
+
+Models wrap JSON in code fences, put prose before and after it, and run out of tokens in the
+middle of it (the article's error 4). `extract_json` tries, in order: the text as it is; the
+inside of a ```json fence; the first balanced `{...}` or `[...]` in the text; and finally a
+repair of a truncated ending (close the open string, drop a dangling key or comma, close the
+open brackets). When all fail it raises `JsonExtractionError`, which keeps the raw text so
+nothing the model wrote is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)(?:```|$)", re.DOTALL)
+
+
+class JsonExtractionError(ValueError):
+    def __init__(self, message: str, raw: str) -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
+def extract_json(text: str) -> Any:
+    """The JSON value in `text`; raises `JsonExtractionError` (with `.raw`) when there is none."""
+    if text is None:
+        raise JsonExtractionError("no text", "")
+    candidates = [text.strip()]
+    candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
+    first_error = None
+    for candidate in candidates:
+        if not candidate:
+            continue
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError as exc:
+            first_error = first_error or exc
+        start = _first_bracket(candidate)
+        if start is None:
+            continue
+        balanced = _balanced_span(candidate, start)
+        if balanced is not None:
+            try:
+                return json.loads(_strip_trailing_commas(balanced))
+            except json.JSONDecodeError:
+                pass
+        repaired = repair_truncated(candidate[start:])
+        if repaired is not None:
+            try:
+                return json.loads(repaired)
+            except json.JSONDecodeError:
+                pass
+    where = f" ({first_error.msg} at line {first_error.lineno} column {first_error.colno})" if first_error else ""
+    raise JsonExtractionError(f"no JSON value could be read from the answer{where}", text)
+
+
+def _first_bracket(text: str) -> int | None:
+    positions = [p for p in (text.find("{"), text.find("[")) if p >= 0]
+    return min(positions) if positions else None
+
+
+def _balanced_span(text: str, start: int) -> str | None:
+    """The text from `start` to its matching closing bracket, honouring strings."""
+    depth = 0
+    in_string = escaped = False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i + 1]
+    return None
+
+
+def _strip_trailing_commas(text: str) -> str:
+    return re.sub(r",(\s*[}\]])", r"\1", text)
+
+
+def repair_truncated(text: str) -> str | None:
+    """Close what a cut-off JSON text left open; None when it does not start like JSON."""
+    text = text.rstrip()
+    if not text or text[0] not in "[{":
+        return None
+    stack: list[str] = []
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            stack.append("]" if ch == "[" else "}")
+        elif ch in "]}":
+            if stack:
+                stack.pop()
+    if in_string:
+        text += '"'
+    text = text.rstrip()
+    # a dangling separator or a key waiting for its value cannot be completed: drop it
+    for _ in range(3):
+        stripped = re.sub(r'(,\s*|,?\s*"[^"\\]*"\s*:\s*)$', "", text)
+        if stripped == text:
+            break
+        text = stripped.rstrip()
+    if text.endswith(":"):
+        text += " null"
+    return _strip_trailing_commas(text + "".join(reversed(stack)))

@@ -1,0 +1,186 @@
+"""Swarm layers: robust JSON, planner, workers with JSON answers, rolling memory, aggregator."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from swarm_tui.engine import EngineSettings
+from swarm_tui.jobs import load_job
+from swarm_tui.locations import bundled
+from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.swarm.aggregator import chunk
+from swarm_tui.swarm.json_repair import JsonExtractionError, extract_json, repair_truncated
+from swarm_tui.swarm.memory import RollingMemory, estimate_tokens
+from swarm_tui.swarm.planner import PlanError, parse_plan
+
+from .conftest import read_jsonl, run_cli
+from .helpers import attempts_of
+
+
+@pytest.mark.parametrize("text, value", [
+    ('{"a": 1}', {"a": 1}),
+    ('Sure! Here it is:\n```json\n{"a": [1, 2]}\n```\nAnything else?', {"a": [1, 2]}),
+    ('The answer is ["x", "y",] as requested.', ["x", "y"]),
+    ('{"subtasks": ["one", "two", "thr', {"subtasks": ["one", "two", "thr"]}),
+    ('{"a": 1, "b":', {"a": 1}),
+    ('```json\n{"a": {"b": [1, 2', {"a": {"b": [1, 2]}}),
+    ('{"quote": "a \\"}\\" b"}', {"quote": 'a "}" b'}),
+])
+def test_extract_json_reads_what_models_write(text, value):
+    assert extract_json(text) == value
+
+
+def test_extract_json_failure_keeps_the_raw_text():
+    with pytest.raises(JsonExtractionError) as caught:
+        extract_json("I could not do that, sorry.")
+    assert caught.value.raw == "I could not do that, sorry."
+    assert repair_truncated("plain words") is None
+
+
+def test_parse_plan_accepts_common_shapes_and_caps_the_count():
+    assert parse_plan('{"subtasks": ["a", "b", "c"]}', 2) == ["a", "b"]
+    assert parse_plan('["a", {"task": "b"}, {"description": "c"}]', 5) == ["a", "b", "c"]
+    assert parse_plan('{"plan": ["x"]}', 5) == ["x"]
+    with pytest.raises(PlanError) as caught:
+        parse_plan('{"subtasks": []}', 3)
+    assert caught.value.raw == '{"subtasks": []}'
+
+
+def test_rolling_memory_keeps_a_window_and_fits_the_budget():
+    memory = RollingMemory(window=3)
+    for r in range(1, 6):
+        memory.add(r, f"summary of round {r} " + "detail " * 50)
+    assert [s.round for s in memory.summaries()] == [3, 4, 5]
+    full = memory.render(10_000)
+    assert "Round 3:" in full and "Round 5:" in full
+    tight = memory.render(120)
+    assert estimate_tokens(tight) <= 120 and "Round 5:" in tight and "Round 3:" not in tight
+    assert memory.flush() == 3 and memory.render(10_000) == ""
+
+
+def test_chunk_keeps_each_group_within_budget():
+    items = ["x" * 400] * 10  # ~100 tokens each
+    groups = chunk(items, 250)
+    assert [len(g) for g in groups] == [2, 2, 2, 2, 2]
+    assert sum(groups, []) == items
+
+
+def test_research_sample_job_runs_headless_and_leaves_an_aggregate(tmp_path, sim):
+    job = bundled("sample_jobs") / "research-swarm.toml"
+    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    aggregate = json.loads((tmp_path / "run" / "aggregate.json").read_text())
+    assert len(aggregate["sources"]) == 12
+    assert (tmp_path / "run" / "aggregate.md").read_text().startswith("# Decide whether")
+    results = read_jsonl(tmp_path / "run" / "results.jsonl")
+    assert [r["custom_id"] for r in results] == [f"agent-{i:02d}" for i in range(1, 13)]
+    # each worker got its own sub-task from the plan, after the shared context
+    contents = [json.loads(r["response"]["body"]["choices"][0]["message"]["content"])["answer"] for r in results]
+    assert all(f"Sub-task {i} of 12" in c for i, c in enumerate(contents, 1))
+    stats = sim.stats()
+    assert stats["requests"] == 1 + 1 + 12 + 1  # plan, warm-up, workers, aggregate
+    assert stats["cache_hits"] >= 12
+    assert "aggregate:" in result.stderr
+
+
+def _session(tmp_path, base_url, toml_text, **settings) -> SwarmSession:
+    path = tmp_path / "job.toml"
+    path.write_text(toml_text)
+    return SwarmSession.open_new(load_job(path), RunPlan(ProviderProfile("custom", base_url=base_url),
+                                                         EngineSettings(**settings)), tmp_path / "run")
+
+
+async def test_worker_json_is_asked_again_once_then_fails_keeping_the_raw_text(tmp_path, sim):
+    session = _session(tmp_path, sim.base_url, """
+model = "sim-1"
+[workers]
+json = true
+[[task]]
+id = "fine"
+prompt = "answer in JSON"
+[[task]]
+id = "prose-once"
+prompt = "answer in JSON [[sim:prosex1]]"
+[[task]]
+id = "never-json"
+prompt = "answer in JSON [[sim:prose]]"
+""")
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert (finished.succeeded, finished.failed) == (2, 1)
+    assert [a["outcome"] for a in attempts_of(tmp_path / "run", 1)] == ["retry", "ok"]
+    assert [a["outcome"] for a in attempts_of(tmp_path / "run", 2)] == ["retry", "failed"]
+    error = read_jsonl(tmp_path / "run" / "errors.jsonl")[0]
+    assert error["custom_id"] == "never-json" and error["error"]["code"] == "invalid_json"
+    assert "raw answer: Sim answer to: That answer could not be used" in error["error"]["message"]
+
+
+async def test_planner_answer_cut_short_is_repaired(tmp_path, sim):
+    session = _session(tmp_path, sim.base_url, """
+model = "sim-1"
+goal = "map the territory [[sim:badjson]]"
+[plan]
+agents = 6
+""")
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    plan = session.journal  # closed; read the plan from the results instead
+    results = read_jsonl(tmp_path / "run" / "results.jsonl")
+    assert 1 <= len(results) <= 6 and finished.failed == 0
+    assert "Sub-task 1 of 6" in results[0]["response"]["body"]["choices"][0]["message"]["content"]
+    del plan
+
+
+async def test_rounds_carry_memory_and_the_plan_survives_a_resume(tmp_path, sim):
+    toml = """
+model = "sim-1"
+goal = "iterate"
+[plan]
+agents = 3
+[aggregate]
+chunk_tokens = 200
+[memory]
+rounds = 2
+window = 5
+"""
+    session = _session(tmp_path, sim.base_url, toml, concurrency=1)
+    phases = []
+    from swarm_tui.engine.events import PhaseChanged
+
+    session.engine.subscribe(lambda e: isinstance(e, PhaseChanged) and phases.append(e.phase))
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 6
+    assert phases.count("fan-out") == 2 and "planning" in phases and phases[-1] == "done"
+    results = read_jsonl(tmp_path / "run" / "results.jsonl")
+    assert [r["custom_id"] for r in results] == ["r1-agent-1", "r1-agent-2", "r1-agent-3",
+                                                 "r2-agent-1", "r2-agent-2", "r2-agent-3"]
+    assert (tmp_path / "run" / "aggregate-round-1.json").exists() and (tmp_path / "run" / "aggregate.json").exists()
+    aggregate = json.loads((tmp_path / "run" / "aggregate-round-1.json").read_text())
+    assert aggregate["levels"] >= 1, "answers past chunk_tokens were reduced in chunks first"
+
+    from swarm_tui.journal import Journal
+
+    journal = Journal.open(tmp_path / "run", readonly=True)
+    round2 = [row for row in journal.tasks() if row.custom_id.startswith("r2-")]
+    memory_messages = [m["content"] for m in round2[0].body["messages"] if m["content"].startswith("Memory of")]
+    assert memory_messages and "Round 1:" in memory_messages[0]
+    journal.close()
+
+    sim.reset()
+    resumed = SwarmSession.open_existing(tmp_path / "run")
+    try:
+        again = await resumed.run()
+    finally:
+        await resumed.aclose()
+    assert again.succeeded == 6
+    assert sim.stats()["requests"] == 0, "nothing is asked again: plan, workers and aggregates are journaled"
