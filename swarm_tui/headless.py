@@ -23,7 +23,7 @@ REFRESH_S = 0.25
 def exit_code(finished: RunFinished) -> int:
     if finished.aborted:
         return EXIT_ABORTED
-    if finished.failed or finished.cancelled:
+    if finished.failed or finished.cancelled or finished.stop_reason:
         return EXIT_FAILED
     return EXIT_OK
 

@@ -184,3 +184,12 @@ window = 5
         await resumed.aclose()
     assert again.succeeded == 6
     assert sim.stats()["requests"] == 0, "nothing is asked again: plan, workers and aggregates are journaled"
+
+
+def test_a_planner_that_fails_for_good_ends_the_run_with_exit_1_and_no_traceback(tmp_path, sim):
+    path = tmp_path / "job.toml"
+    path.write_text('model = "sim-1"\ngoal = "unreachable [[sim:401]]"\n[plan]\nagents = 3\n')
+    result = run_cli("run", str(path), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / "run"))
+    assert result.returncode == 1
+    assert "stopped: planning failed: auth" in result.stderr
+    assert "Traceback" not in result.stderr

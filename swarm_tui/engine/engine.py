@@ -67,6 +67,11 @@ log = logging.getLogger(__name__)
 
 Listener = Callable[[EngineEvent], None]
 Validator = Callable[[Task, CallResult], "str | None"]
+
+
+class RunStopped(Exception):
+    """Raised by `call_direct` when the run was stopped (abort, budget) before the call could go out."""
+
 """Checks a successful answer (e.g. that it is JSON); returns what is wrong with it, or None."""
 
 CONGESTED_LATENCY_SHARE = 0.25
@@ -274,12 +279,11 @@ class SwarmEngine:
     async def call_direct(self, phase: str, index: int, body: dict) -> CallResult:
         """One request outside the task grid (planner, warm-up, aggregator): the same admission,
         retry policy and journal as any task, under a negative `index`. Raises the last failure."""
-        self.admission.reopen()
         round_attempts = 0
         while True:
             tokens = self._token_estimate_of(body)
             if not await self.admission.acquire(tokens):
-                raise RuntimeError(f"{phase} stopped: {self._stop_reason}")
+                raise RunStopped(self._stop_reason or "stopped")
             number = self._next_number(index)
             round_attempts += 1
             started_at, t0 = time.time(), time.monotonic()
@@ -336,17 +340,17 @@ class SwarmEngine:
             self._running = False
         if self._stop_reason is not None:
             self._cancel_waiting()
-        finished = RunFinished(
-            succeeded=self.count(TaskState.SUCCEEDED),
-            failed=self.count(TaskState.FAILED),
-            cancelled=len(self.tasks) - self.count(TaskState.SUCCEEDED) - self.count(TaskState.FAILED),
-            aborted=self._aborted,
-            stop_reason=self._stop_reason,
-        )
+        finished = self.outcome()
         self.journal.log_event("finished", {"succeeded": finished.succeeded, "failed": finished.failed,
                                             "unfinished": finished.cancelled, "reason": self._stop_reason})
         self._emit(finished)
         return finished
+
+    def outcome(self) -> RunFinished:
+        """Where the run stands now, as the event `run()` ends with."""
+        succeeded, failed = self.count(TaskState.SUCCEEDED), self.count(TaskState.FAILED)
+        return RunFinished(succeeded=succeeded, failed=failed, cancelled=len(self.tasks) - succeeded - failed,
+                           aborted=self._aborted, stop_reason=self._stop_reason)
 
     async def _dispatch(self) -> None:
         while self._stop_reason is None:

@@ -12,12 +12,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..engine.engine import RunStopped
 from ..engine.events import RunFinished
 from ..jobs import Task, TaskTemplate
 from .aggregator import Aggregate, aggregate
 from .json_repair import JsonExtractionError, extract_json
 from .memory import RollingMemory, estimate_tokens
-from .planner import make_plan
+from .planner import PlanError, make_plan
 from .spec import SwarmSpec
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class SwarmPipeline:
             "plan": None, "warmed": False, "rounds_done": [], "memory": []}
         self.memory = RollingMemory.from_meta(spec.memory.window, self.state["memory"])
         self.last_aggregate: Aggregate | None = None
+        self._phase = "plan"
 
     def flush_memory(self) -> int:
         """Forget the earlier rounds (a key in the TUI); later rounds start from the shared context only."""
@@ -56,13 +58,29 @@ class SwarmPipeline:
         return count
 
     async def run(self) -> RunFinished:
+        try:
+            return await self._run()
+        except RunStopped:  # aborted (or out of budget) during planning, warm-up or aggregation
+            pass
+        except PlanError as exc:
+            self.engine.stop_dispatch(f"the plan could not be read: {exc} (raw answer in the journal)")
+        except Exception as exc:  # a planner / aggregator call that failed for good
+            error = self.engine.client.classify(exc)
+            self.engine.stop_dispatch(f"{self._phase} failed: {error.kind}: {error.message}")
+        outcome = self.engine.outcome()
+        self.journal.log_event("finished", {"reason": outcome.stop_reason, "phase": self._phase})
+        return outcome
+
+    async def _run(self) -> RunFinished:
         spec, engine = self.spec, self.engine
         if spec.plan is not None and self.state["plan"] is None:
+            self._phase = "planning"
             engine.announce_phase("planning", f"{spec.plan.agents} sub-tasks for: {spec.goal[:60]}")
             self.state["plan"] = await make_plan(engine, spec, self.template.model, self.template.context)
             self._save()
             self.journal.log_event("plan", {"subtasks": self.state["plan"]})
         if spec.workers.warmup and not self.state["warmed"] and self.template.context:
+            self._phase = "warm-up"
             engine.announce_phase("warm-up", "priming the provider's prefix cache with the shared context")
             await engine.call_direct("warm-up", WARMUP_INDEX, self.template.body("Reply with OK.", agent=0, total=1)
                                      | {"max_tokens": 4})
@@ -82,6 +100,7 @@ class SwarmPipeline:
             outputs = self._outputs(indices)
             summary = ""
             if spec.aggregate is not None and outputs:
+                self._phase = "aggregation"
                 engine.announce_phase("aggregating", f"{len(outputs)} answers")
                 self.last_aggregate = await aggregate(engine, spec, self.template.model, outputs, round_number,
                                                       self.template.context)
