@@ -1,0 +1,592 @@
+"""The swarm-tui console: the app, its factory, and the entry points the CLI calls.
+
+How the engine and the screen share one event loop without the screen slowing the swarm:
+
+* the run source (`LiveRun`: the engine of a `SwarmSession`; `AttachedRun`: a journal another
+  process writes) runs as the app's worker (`run_worker(source.run())`);
+* its listener only appends each event to a list: no widget is touched from the engine;
+* one timer (`REFRESH_HZ`, 10 Hz) empties that list and applies it inside `batch_update()`:
+  grid rows whose agents changed, new error-log rows; the panels' figures at 4 Hz, the
+  sparkline at 1 Hz. A burst of a thousand events costs one repaint.
+
+Steering (keys, command palette, detail screen, error log) calls the source, then drains at
+once so the grid shows the change without waiting for the next tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter, deque
+from pathlib import Path
+from typing import Callable, ClassVar
+
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.events import Resize
+from textual.widgets import Footer, Sparkline
+from textual.worker import Worker, WorkerState
+
+from ..config import Config, load_config
+from ..engine import TaskState
+from ..engine.events import (
+    AttemptEnded,
+    AttemptStarted,
+    EndpointSwitched,
+    EngineEvent,
+    RateGateClosed,
+    RateLimitsLearned,
+    RunFinished,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    RunStopping,
+    TaskCancelled,
+    TaskFailed,
+    TaskQueued,
+    TaskRetrying,
+    TaskSucceeded,
+)
+from ..session import SwarmSession
+from . import format as fmt
+from .commands import SwarmCommands
+from .detail import AgentDetailScreen
+from .dialogs import ConfirmScreen, HelpScreen
+from .errorlog import ErrorLog, Failure
+from .grid import AgentGrid
+from .panels import ProviderBar, RunPanel, StatsFigures, StatsFooter
+from .provider import ProviderScreen
+from .source import LiveRun, RunSource
+from .themes import (DEFAULT_THEME, THEME_ORDER, bundled_themes, load_theme_file, looks_like_path,
+                     swarm_variable_defaults)
+
+REFRESH_HZ = 10
+CONCURRENCY = Binding.Group("Limit", compact=True)
+KEY_HELP = {
+    "retry-failed": "retry every failed agent (they restart at once)",
+    "retry-agent": "retry the failed agent under the grid cursor",
+    "pause": "pause dispatch (in-flight calls finish) / resume",
+    "abort": "abort the run (asks first); the journal stays resumable",
+    "concurrency-up": "raise the concurrency limit",
+    "concurrency-down": "lower the concurrency limit",
+    "theme": "next theme: swarm-dark, swarm-light, swarm-high-contrast",
+    "heat": "latency heat view: colour agents by latency",
+    "provider": "provider pane: profiles, edit, save, test connection",
+    "help": "this help",
+    "quit": "quit (a run in flight is aborted after you confirm)",
+}
+PANELS_EVERY_S = 0.25
+"""The figures and the legend repaint at 4 Hz: readable, and half the cost of the grid's 10 Hz."""
+SPARK_SECONDS = 120
+SIDE_PANEL_MIN = 40
+RESERVED_ROWS = 1 + 3 + 1 + 7
+"""Provider bar, stats footer, key footer, and the least the error log keeps."""
+
+
+def concurrency_step(limit: int, direction: int) -> int:
+    """The next limit for `+`/`-` on a ladder: 1-10 by 1, to 50 by 5, to 200 by 10, then by 50."""
+    if direction > 0:
+        for band_end, step in ((10, 1), (50, 5), (200, 10)):
+            if limit < band_end:
+                return (limit // step + 1) * step
+        return (limit // 50 + 1) * 50
+    for band_start, step in ((200, 50), (50, 10), (10, 5)):
+        if limit > band_start:
+            return max(band_start, -(-limit // step) * step - step)
+    return max(1, limit - 1)
+
+
+class SwarmApp(App[int]):
+    """Watch and steer one swarm run. The result (`run_async()`'s value) is the exit code."""
+
+    TITLE = "swarm-tui"
+    CSS_PATH = "app.tcss"
+    COMMANDS = App.COMMANDS | {SwarmCommands}
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "retry_failed", "Retry", id="retry-failed", tooltip="retry every failed agent"),
+        Binding("R", "retry_cursor", "Retry agent", id="retry-agent", show=False),
+        Binding("p", "toggle_pause", "Pause", id="pause", tooltip="pause / resume dispatch"),
+        Binding("a", "abort", "Abort", id="abort"),
+        Binding("plus,equals_sign", "concurrency(1)", "More", id="concurrency-up", key_display="+",
+                group=CONCURRENCY),
+        Binding("minus", "concurrency(-1)", "Less", id="concurrency-down", key_display="-", group=CONCURRENCY),
+        Binding("t", "cycle_theme", "Theme", id="theme"),
+        Binding("h", "toggle_heat", "Heat view", id="heat", show=False),
+        Binding("e", "provider", "Provider", id="provider"),
+        Binding("question_mark", "help", "Help", id="help", key_display="?"),
+        Binding("q", "quit", "Quit", id="quit"),
+    ]
+
+    def __init__(self, source: RunSource, *, config: Config | None = None, theme: str | None = None,
+                 start: bool = True, clock: Callable[[], float] | None = None, refresh_hz: float = REFRESH_HZ) -> None:
+        super().__init__()
+        self.source = source
+        self.config = config if config is not None else load_config()
+        self.currency = self.config.currency
+        self.currency_rate = fmt.currency_rate(self.config.currency, self.config.currency_rate)
+        self._start = start
+        self._clock = clock or time.monotonic
+        if clock is not None:  # a frozen clock (snapshot tests): elapsed, rates and ETA hold still
+            source.stats.clock = clock
+            source.stats.started_at = clock()
+        self._refresh_hz = refresh_hz
+        self._events: list[EngineEvent] = []
+        self._quitting = False
+        self._enabled_keys: tuple[bool | None, ...] = ()
+        self._worker: Worker | None = None
+        self.phase = "STARTING"
+        self.phase_detail = ""
+        self.rate_limits: tuple[int | None, int | None] = (None, None)
+        self._spark: deque[float] = deque(maxlen=SPARK_SECONDS)
+        self._spark_bucket: list[float] = []
+        self._last_second = float("-inf")
+        self._panels_at = float("-inf")
+        self._theme_cycle = self._register_themes(theme or self.config.theme or DEFAULT_THEME)
+
+    # ----------------------------------------------------------------- themes
+
+    def _register_themes(self, wanted: str) -> list[str]:
+        bundled = bundled_themes()
+        self._theme_defaults = swarm_variable_defaults()
+        for theme in bundled:
+            self.register_theme(theme)
+        cycle = [t.name for t in bundled if t.name in THEME_ORDER]
+        if looks_like_path(wanted):
+            user = load_theme_file(Path(wanted).expanduser())
+            self.register_theme(user)
+            cycle.append(user.name)
+            wanted = user.name
+        elif wanted not in cycle and wanted in self.available_themes:
+            cycle.append(wanted)
+        self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
+        return cycle
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        """swarm-dark's `swarm-*` colours: any theme (a Textual one, a partial user file) works."""
+        return getattr(self, "_theme_defaults", {})
+
+    # ----------------------------------------------------------------- layout
+
+    def compose(self) -> ComposeResult:
+        source = self.source
+        yield ProviderBar(id="provider-bar")
+        with Horizontal(id="top"):
+            yield AgentGrid([t.index for t in source.tasks], source.states, id="grid")
+            yield RunPanel(id="run-panel")
+        yield ErrorLog(id="error-log")
+        yield StatsFooter(id="stats")
+        yield Footer(id="keys")
+
+    def on_mount(self) -> None:
+        self.grid = self.query_one(AgentGrid)
+        self.error_log = self.query_one(ErrorLog)
+        self.run_panel = self.query_one(RunPanel)
+        self.figures = self.query_one(StatsFigures)
+        self.sparkline = self.query_one(Sparkline)
+        self._events.extend(getattr(self.source, "history", ()))  # a resumed run's earlier sessions
+        self.source.subscribe(self._events.append)
+        self._fit_grid()
+        self.grid.focus()
+        self.set_interval(1 / self._refresh_hz, self._drain, name="drain")
+        if self._start:
+            self._start_run()
+        else:
+            self._settle_phase()
+        self._drain()
+
+    def on_resize(self, event: Resize) -> None:
+        if hasattr(self, "grid"):  # a first resize arrives before mount
+            self._fit_grid(event.size.width, event.size.height)
+
+    def _fit_grid(self, width: int | None = None, height: int | None = None) -> None:
+        """The grid gets what the side panel and the error log's minimum leave."""
+        width = self.size.width if width is None else width
+        height = self.size.height if height is None else height
+        self.grid.fit(width - SIDE_PANEL_MIN, height - RESERVED_ROWS)
+
+    def _settle_phase(self) -> None:
+        """The phase of a run nobody has started here: what its states say."""
+        counts = Counter(self.source.states.values())
+        unfinished = sum(n for state, n in counts.items() if not state.is_final)
+        failed = counts[TaskState.FAILED]
+        self.phase = "DONE" if not (failed or unfinished) else "FINISHED" if not unfinished else "NOT STARTED"
+        self.phase_detail = f"{counts[TaskState.SUCCEEDED]} done, {failed} failed" + (
+            f", {unfinished} unfinished" if unfinished else "")
+
+    # ----------------------------------------------------------------- the engine as a worker
+
+    def _start_run(self) -> None:
+        self.phase, self.phase_detail = "STARTING", ""
+        self._worker = self.run_worker(self.source.run(), name="swarm run", group="engine", exclusive=True,
+                                       exit_on_error=False)
+
+    @on(Worker.StateChanged)
+    def _worker_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group != "engine" or not event.worker.is_finished:
+            return
+        if event.state is WorkerState.ERROR:
+            error = event.worker.error
+            self.phase, self.phase_detail = "CRASHED", f"{type(error).__name__}: {error}"
+            self.notify(f"The run stopped on an error: {type(error).__name__}: {error}. The journal is intact: "
+                        f"swarm-tui resume {self.source.run_dir}", severity="error", timeout=30, markup=False)
+        self._drain()
+        if self._quitting:
+            self.exit(self.source.exit_code())
+
+    # ----------------------------------------------------------------- draining events (the one timer)
+
+    def _drain(self) -> None:
+        """Apply the events buffered since the last tick: the only place engine news reaches widgets."""
+        if not self._events and not self._tick_due():
+            return
+        events = self._events.copy()  # the listener holds `self._events.append`: keep the list
+        self._events.clear()
+        changed: set[int] = set()
+        failures: list[Failure] = []
+        grid = self.grid
+        phase_before = (self.phase, self.phase_detail)
+        for event in events:
+            match event:
+                case TaskSucceeded(attempt=attempt):
+                    changed.add(attempt.index)
+                    grid.set_latency(attempt.index, attempt.latency_ms)
+                    self._spark_bucket.append(attempt.latency_ms)
+                case TaskRetrying(attempt=attempt, delay_s=delay):
+                    changed.add(attempt.index)
+                    failures.append(Failure.retrying(attempt, delay))
+                case TaskFailed(attempt=attempt):
+                    changed.add(attempt.index)
+                    failures.append(Failure.final(attempt))
+                case AttemptEnded(attempt=attempt) if attempt.error is not None:
+                    failures.append(Failure.side(attempt))
+                case EndpointSwitched(endpoint=endpoint, reason=reason):
+                    self.phase_detail = f"now sending to {endpoint}: {reason}"
+                    self.notify(f"New attempts go to {endpoint}: {reason}", title="Endpoint switched",
+                                severity="warning", timeout=8, markup=False)
+                case AttemptStarted(index=index) | TaskQueued(index=index) | TaskCancelled(index=index):
+                    changed.add(index)
+                case RunStarted():
+                    self.phase, self.phase_detail = "RUNNING", ""
+                case RunPaused():
+                    self.phase, self.phase_detail = "PAUSED", "in-flight calls finish; p resumes"
+                case RunResumed():
+                    self.phase, self.phase_detail = "RUNNING", ""
+                case RateLimitsLearned(rpm=rpm, tpm=tpm):
+                    self.rate_limits = (rpm, tpm)
+                case RateGateClosed(seconds=seconds):
+                    self.phase_detail = f"provider asked to wait {seconds:.1f}s (429)"
+                case RunStopping(reason=reason):
+                    self.phase, self.phase_detail = "STOPPING", reason
+                case RunFinished() as finished:
+                    self._finished(finished)
+        with self.batch_update():
+            if len(self.source.states) != grid.count:  # tasks joined the run (a planner's sub-tasks)
+                grid.set_indices(sorted(self.source.states))
+            if changed:
+                grid.update_cells(changed)
+                screen = self.screen
+                if isinstance(screen, AgentDetailScreen) and screen.index in changed:
+                    screen.agent_changed()
+            self.error_log.add_failures(failures)
+            self._tick_second()
+            now = self._clock()
+            if now - self._panels_at >= PANELS_EVERY_S or (self.phase, self.phase_detail) != phase_before:
+                self._panels_at = now
+                self._update_panels()
+            self._refresh_bindings_if_changed()
+
+    def _finished(self, finished: RunFinished) -> None:
+        unfinished = finished.cancelled
+        if finished.aborted:
+            self.phase = "ABORTED"
+        elif finished.failed or unfinished:
+            self.phase = "FINISHED"
+        else:
+            self.phase = "DONE"
+        parts = [f"{finished.succeeded} done", f"{finished.failed} failed"]
+        if unfinished:
+            parts.append(f"{unfinished} unfinished")
+        self.phase_detail = ", ".join(parts)
+        if self.source.attached or self._quitting:
+            return
+        if finished.failed:
+            hint = "r retries the failed agents"
+        elif unfinished:
+            hint = "p resumes the unfinished agents"
+        else:
+            hint = "q quits"
+        self.notify(f"Run {'aborted' if finished.aborted else 'finished'}: {self.phase_detail}. {hint}.",
+                    title=self.phase, severity="warning" if finished.failed or unfinished else "information",
+                    timeout=8, markup=False)
+
+    def _tick_due(self) -> bool:
+        return self._clock() - self._last_second >= 1.0
+
+    def _tick_second(self) -> None:
+        """Once a second: the sparkline, heat bounds, and figures that move with time alone."""
+        if not self._tick_due():
+            return
+        self._last_second = self._clock()
+        if self._spark_bucket:
+            self._spark.append(max(self._spark_bucket))
+            self._spark_bucket = []
+            self.sparkline.data = list(self._spark)
+        if self.grid.heat:
+            lat = self.source.stats.latencies_ms
+            if lat:
+                self.grid.set_heat_bounds([lat[int(q * (len(lat) - 1))] for q in (0.2, 0.4, 0.6, 0.8)])
+
+    def _update_panels(self) -> None:
+        source = self.source
+        self.query_one(ProviderBar).update_from(source)
+        phase, detail = self.phase, self.phase_detail
+        if source.attached:
+            liveness = source.liveness()
+            if not source.running and phase in ("RUNNING", "PAUSED", "STARTING"):
+                phase = "NOT RUNNING"
+            detail = liveness if not detail or phase == "NOT RUNNING" else f"{detail} · {liveness}"
+        self.run_panel.update_from(source, self.grid, phase, detail, self.rate_limits)
+        self.figures.update_from(source, self.currency, self.currency_rate)
+
+    # ----------------------------------------------------------------- which keys make sense now
+
+    STEERING_ACTIONS: ClassVar[tuple[tuple[str, tuple[object, ...]], ...]] = (
+        ("retry_failed", ()), ("retry_cursor", ()), ("toggle_pause", ()), ("abort", ()), ("concurrency", (1,)))
+
+    def _refresh_bindings_if_changed(self) -> None:
+        """Refresh the keys' enabled state only when it changed: a refresh rebuilds the footer."""
+        enabled = tuple(self.check_action(action, parameters) for action, parameters in self.STEERING_ACTIONS)
+        if enabled != self._enabled_keys:
+            self._enabled_keys = enabled
+            self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        source = self.source
+        if not hasattr(self, "grid"):
+            return True
+        match action:
+            case "retry_failed":
+                if source.attached and not source.can_steer and self._any_failed():
+                    return True  # nobody runs it: the action says how to resume and retry
+                return True if source.can_steer and self._any_failed() else None
+            case "retry_cursor":
+                index = self.grid.cursor_index
+                return True if source.can_steer and source.states.get(index) is TaskState.FAILED else None
+            case "toggle_pause":
+                if not source.can_steer:
+                    return None
+                return True if source.running or (not source.attached and self._any_unfinished()) else None
+            case "abort":
+                return True if source.can_steer and source.running else None
+            case "concurrency":
+                return True if source.can_steer else None
+        return True
+
+    def _any_failed(self) -> bool:
+        return self.source.stats.failed > 0
+
+    def _any_unfinished(self) -> bool:
+        stats = self.source.stats
+        return stats.succeeded + stats.failed < len(self.source.tasks)
+
+    # ----------------------------------------------------------------- actions
+
+    def retry_agents(self, indices: list[int] | None) -> list[int]:
+        """Queue failed agents again (all when `indices` is None); restart the engine if it ended."""
+        source = self.source
+        if not source.can_steer:
+            self.notify("Nobody is running this journal: resume it with "
+                        f"`swarm-tui resume {source.run_dir} --retry-failed`.", severity="warning", markup=False)
+            return []
+        queued = source.retry(indices)
+        if not queued:
+            if indices:
+                states = ", ".join(f"agent {i + 1} is {source.states.get(i, TaskState.QUEUED).value}"
+                                   for i in indices[:3])
+                self.notify(f"Nothing to retry: {states}.", markup=False)
+            else:
+                self.notify("Nothing to retry: no agent has failed.", markup=False)
+            return []
+        if not source.attached and not source.running:
+            self._start_run()
+        what = f"agent {queued[0] + 1}" if len(queued) == 1 else f"{len(queued)} failed agents"
+        verb = "asked the running engine to retry" if source.attached else "retrying"
+        self.notify(f"{verb.capitalize()} {what}.", timeout=3, markup=False)
+        self._drain()
+        return queued
+
+    def action_retry_failed(self) -> None:
+        self.retry_agents(None)
+
+    def action_retry_cursor(self) -> None:
+        index = self.grid.cursor_index
+        if index is not None:
+            self.retry_agents([index])
+
+    def action_toggle_pause(self) -> None:
+        source = self.source
+        if not source.running:
+            if not source.attached and self._any_unfinished():
+                self.notify("Resuming the unfinished agents.", timeout=3)
+                self._start_run()
+            return
+        if source.paused:
+            source.resume()
+            if source.attached:
+                self.notify("Asked the running engine to resume.", timeout=3)
+        else:
+            source.pause()
+            self.notify("Paused: nothing new is sent; in-flight calls finish. p resumes." if not source.attached
+                        else "Asked the running engine to pause.", timeout=4)
+        self._drain()
+
+    def action_abort(self) -> None:
+        source = self.source
+        where = "the run in another process" if source.attached else "the run"
+        body = (f"In-flight calls are cancelled and nothing new is sent. Finished agents are kept; the journal stays "
+                f"resumable:\n  swarm-tui resume {source.run_dir}")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                source.abort("aborted by user")
+                self.notify("Aborting: cancelling in-flight calls…" if not source.attached
+                            else "Asked the running engine to abort.", timeout=4)
+                self._drain()
+
+        self.push_screen(ConfirmScreen(f"Abort {where}?", body, yes="Abort"), answered)
+
+    def action_concurrency(self, direction: int) -> None:
+        source = self.source
+        limit = source.set_concurrency(concurrency_step(source.ceiling, direction), "user")
+        self.notify(f"Concurrency limit: {limit}" + (" (asked the running engine)" if source.attached else ""),
+                    timeout=2)
+        self._drain()
+
+    def action_cycle_theme(self) -> None:
+        cycle = self._theme_cycle or [self.theme]
+        position = cycle.index(self.theme) if self.theme in cycle else -1
+        self.theme = cycle[(position + 1) % len(cycle)]
+        self.notify(f"Theme: {self.theme}", timeout=2)
+
+    def action_toggle_heat(self) -> None:
+        self.grid.heat = not self.grid.heat
+        self.notify("Latency heat view: done agents coloured from fastest to slowest fifth; h again for states."
+                    if self.grid.heat else "State view.", timeout=3)
+        self._last_second = float("-inf")
+        self._tick_second()
+        self._update_panels()
+
+    def action_provider(self) -> None:
+        self.push_screen(ProviderScreen(self.config, self.source))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.key_help(), str(self.source.run_dir)))
+
+    def key_help(self) -> list[tuple[str, str]]:
+        """(key as bound now, what it does): the keymap may have moved keys, so ask the bindings."""
+        bound: dict[str, Binding] = {}
+        for active in self.active_bindings.values():
+            if active.binding.id:
+                bound.setdefault(active.binding.id, active.binding)
+        keys: list[tuple[str, str]] = []
+        for binding in self.BINDINGS:
+            assert isinstance(binding, Binding)
+            key = self.get_key_display(bound.get(binding.id or "", binding))
+            keys.append((key, KEY_HELP.get(binding.id or "", binding.description)))
+        keys[1:1] = [("enter", "open the agent under the cursor; on an error-log row: retry it")]
+        keys.append(("ctrl+p", "command palette: every action by name; 'agent 42' opens one"))
+        return keys
+
+    def open_agent(self, index: int) -> None:
+        self.grid.move_to(index)
+        self.push_screen(AgentDetailScreen(self.source, index))
+
+    def follow_cursor(self, index: int) -> None:
+        self.grid.move_to(index)
+
+    async def action_quit(self) -> None:
+        source = self.source
+        if self._quitting or source.attached or not source.running:
+            self.exit(source.exit_code())
+            return
+        stats = source.stats
+        waiting = stats.total - stats.done - stats.in_flight
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                return
+            if not source.running:
+                self.exit(source.exit_code())
+                return
+            self._quitting = True
+            source.abort("aborted by user (quit)")
+            self.notify("Stopping: cancelling in-flight calls, then quitting…", timeout=10)
+
+        self.push_screen(ConfirmScreen(
+            "A run is in flight. Quit?",
+            f"{stats.in_flight} calls in flight and {max(0, waiting)} agents waiting will be stopped; finished agents "
+            f"are kept. The journal stays resumable:\n  swarm-tui resume {source.run_dir}",
+            yes="Quit"), answered)
+
+    # ----------------------------------------------------------------- messages from widgets
+
+    @on(AgentGrid.Opened)
+    def _open_detail(self, event: AgentGrid.Opened) -> None:
+        self.push_screen(AgentDetailScreen(self.source, event.index))
+
+    @on(AgentGrid.CursorMoved)
+    def _cursor_moved(self, event: AgentGrid.CursorMoved) -> None:
+        self._update_panels()
+        self._refresh_bindings_if_changed()
+
+    @on(ErrorLog.RetryRequested)
+    def _retry_from_log(self, event: ErrorLog.RetryRequested) -> None:
+        self.grid.move_to(event.index)
+        self.retry_agents([event.index])
+
+
+# --------------------------------------------------------------------------- factory and entry points
+
+
+def make_app(source: RunSource | SwarmSession, *, config: Config | None = None, theme: str | None = None,
+             start: bool = True, clock: Callable[[], float] | None = None,
+             refresh_hz: float = REFRESH_HZ) -> SwarmApp:
+    """The app for a session (run here) or a run source (e.g. `AttachedRun`). Tests pass a
+    session on a seeded simulator, a config on a temporary path, and a frozen clock."""
+    if isinstance(source, SwarmSession):
+        source = LiveRun(source)
+    return SwarmApp(source, config=config, theme=theme, start=start, clock=clock, refresh_hz=refresh_hz)
+
+
+def run_tui(session: SwarmSession, theme: str | None = None) -> int:
+    """`swarm-tui run` / `resume`: run the session in the TUI; the exit code of the run."""
+
+    async def main() -> int:
+        app = make_app(session, theme=theme)
+        try:
+            code = await app.run_async()
+        finally:
+            await session.aclose()
+        return 1 if code is None else code
+
+    return asyncio.run(main())
+
+
+def run_attached(run_dir: Path, theme: str | None = None) -> int:
+    """`swarm-tui attach RUN_DIR`: the same screen for a run another process drives."""
+    from ..attach import AttachedRun
+
+    source = AttachedRun(run_dir)
+
+    async def main() -> int:
+        app = make_app(source, theme=theme)
+        try:
+            code = await app.run_async()
+        finally:
+            await source.aclose()
+        return 0 if code is None else code
+
+    return asyncio.run(main())

@@ -1,0 +1,179 @@
+"""One agent in full: what it was asked, what it answered, and every attempt it took.
+
+Everything shown comes from the journal (the source of truth), re-read when the app says the
+agent changed, so a retry started from here is seen through to its end. Provider text
+(prompts, answers, error messages) is shown literally, never as markup.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Collapsible, Footer, Static
+
+from ..engine import TaskState
+from . import format as fmt
+from .grid import STATE_LABELS
+
+if TYPE_CHECKING:
+    from .app import SwarmApp
+    from .source import RunSource
+
+
+def answer_of(result: dict[str, Any] | None) -> tuple[str, dict[str, Any] | None]:
+    """(the answer's text, the raw chat.completion body) of a journaled result."""
+    if not result or not result.get("ok"):
+        return "", None
+    body = result.get("response") or {}
+    try:
+        content = body["choices"][0]["message"].get("content") or ""
+    except (KeyError, IndexError, TypeError, AttributeError):
+        content = ""
+    return content, body
+
+
+def messages_text(body: dict[str, Any]) -> Text:
+    """The request's messages, each under its role; content exactly as sent."""
+    text = Text()
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if not isinstance(content, str):
+            content = json.dumps(content, ensure_ascii=False, indent=2)
+        text.append(f"{message.get('role', '?')}: ", "bold")
+        text.append(content.strip() + "\n")
+    return text
+
+
+ATTEMPT_HEADER = " #  started   outcome   st  ms      error          in/out/cached      cost"
+
+
+class AgentDetailScreen(Screen[None]):
+    """Enter on a grid cell opens this; `r` retries the agent, ←/→ step through agents."""
+
+    DEFAULT_CSS = """
+    AgentDetailScreen { background: $background; }
+    AgentDetailScreen #detail-title { height: 1; background: $panel; padding: 0 1; text-style: bold; }
+    AgentDetailScreen VerticalScroll { padding: 0 1; }
+    AgentDetailScreen .section { color: $primary; text-style: bold; margin-top: 1; }
+    AgentDetailScreen #detail-error { color: $error; }
+    AgentDetailScreen Collapsible { padding: 0; border: none; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back", id="detail.back"),
+        Binding("r", "retry_agent", "Retry this agent", id="detail.retry"),
+        Binding("left,comma", "step(-1)", "Prev", id="detail.prev"),
+        Binding("right,full_stop", "step(1)", "Next", id="detail.next"),
+    ]
+
+    def __init__(self, source: "RunSource", index: int) -> None:
+        super().__init__()
+        self.source = source
+        self.index = index
+        self._tasks = {task.index: task for task in source.tasks}
+        self._order = sorted(self._tasks)
+        self._shown: tuple | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="detail-title", markup=False)
+        with VerticalScroll():
+            yield Static("Attempts", classes="section")
+            yield Static(id="detail-attempts", markup=False)
+            yield Static("", id="detail-error", markup=False)
+            yield Static("Answer", classes="section", id="answer-title")
+            yield Static(id="detail-answer", markup=False)
+            with Collapsible(title="Raw response (chat.completion JSON)", id="detail-raw"):
+                yield Static(id="detail-raw-json", markup=False)
+            yield Static("Prompt (messages as sent)", classes="section")
+            yield Static(id="detail-prompt", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_detail()
+
+    # ----------------------------------------------------------------- data
+
+    def agent_changed(self) -> None:
+        """The app saw an event about this agent: re-read it from the journal."""
+        self.refresh_detail()
+
+    def refresh_detail(self) -> None:
+        index = self.index
+        task = self._tasks[index]
+        state = self.source.states.get(index, TaskState.QUEUED)
+        attempts = self.source.attempts_of(index)
+        key = (index, state, len(attempts))
+        if key == self._shown:
+            return
+        self._shown = key
+        title = f"Agent {task.agent} · {task.custom_id} · {STATE_LABELS[state].upper()} · {len(attempts)} attempt" \
+                f"{'' if len(attempts) == 1 else 's'}"
+        if state is TaskState.FAILED and self.source.can_steer:
+            title += " · r retries it"
+        self.query_one("#detail-title", Static).update(Text(title))
+        self._fill_attempts(attempts)
+        result = self.source.result_of(index)
+        content, body = answer_of(result)
+        error = (result or {}).get("error") if result and not result.get("ok") else None
+        final = self.query_one("#detail-error", Static)
+        final.display = bool(error)
+        if error:
+            final.update(Text(f"Final error: {error.get('type')} {error.get('status') or ''}: {error.get('message')}"))
+        pretty = fmt.pretty_json(content) if content else None
+        answer = self.query_one("#detail-answer", Static)
+        self.query_one("#answer-title", Static).update("Answer (JSON, pretty-printed)" if pretty else "Answer")
+        answer.update(Text(pretty or content or ("(no answer yet)" if not state.is_final else "(no answer)")))
+        raw = self.query_one("#detail-raw", Collapsible)
+        raw.display = body is not None
+        if body is not None:
+            self.query_one("#detail-raw-json", Static).update(Text(json.dumps(body, indent=2, ensure_ascii=False)))
+        self.query_one("#detail-prompt", Static).update(messages_text(task.body))
+        self.refresh_bindings()
+
+    def _fill_attempts(self, attempts: list[dict[str, Any]]) -> None:
+        """A fixed-width table (76 columns: fits 80x24), each attempt's message on its own line."""
+        text = Text(no_wrap=False)
+        text.append(ATTEMPT_HEADER + "\n", "bold")
+        for row in attempts:
+            tokens = f"{fmt.si(row['prompt_tokens']).strip()}/{fmt.si(row['completion_tokens']).strip()}/" \
+                     f"{fmt.si(row['cached_tokens']).strip()}"
+            cost = row.get("cost_usd")
+            billed = row["prompt_tokens"] + row["completion_tokens"]
+            cost_text = f"${cost:.5f}" if cost is not None else ("unknown" if billed else "-")
+            text.append(f"{row['number']:>2}  {fmt.clock_time(row['started_at'])}  {row['outcome']:<9}"
+                        f"{row['status'] or '-':>3} {fmt.ms(row['latency_ms'], 6):<8} "
+                        f"{(row.get('error_class') or ''):<15}{tokens:>14} {cost_text:>9}\n")
+            if row.get("error_message"):
+                text.append(f"    {row['error_message']}\n", "italic")
+        if not attempts:
+            text.append("(no attempt yet)")
+        text.rstrip()
+        self.query_one("#detail-attempts", Static).update(text)
+
+    # ----------------------------------------------------------------- keys
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "retry_agent":
+            failed = self.source.states.get(self.index) is TaskState.FAILED
+            return True if failed and self.source.can_steer else None
+        return True
+
+    def action_retry_agent(self) -> None:
+        app: SwarmApp = self.app  # type: ignore[assignment]
+        app.retry_agents([self.index])
+        self.refresh_detail()
+
+    def action_step(self, delta: int) -> None:
+        position = self._order.index(self.index) + delta
+        if 0 <= position < len(self._order):
+            self.index = self._order[position]
+            self._shown = None
+            self.refresh_detail()
+            app: SwarmApp = self.app  # type: ignore[assignment]
+            app.follow_cursor(self.index)

@@ -1,0 +1,153 @@
+"""The error log: one row per failed attempt, newest at the bottom; Enter retries that agent.
+
+A `DataTable` rather than a `Log`/`RichLog`: each failure is a record with fields (time,
+agent, class, status, what happens next, message) that line up in columns at any width, and
+the rows must be selectable, since Enter on a row retries that agent. Rows are appended and
+never updated (`update_cell` would repaint the whole table), and the table keeps at most
+`MAX_ROWS`: past that, it is rebuilt from its newest rows in one go (`remove_row` is linear).
+
+Provider text is untrusted: every cell is a `rich.text.Text`, never markup, so an error
+message with `[brackets]` shows as written.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import DataTable
+
+from ..engine.events import Attempt
+from .format import clock_time, one_line
+
+MAX_ROWS = 500
+COLUMNS = (("time", 8), ("agent", 5), ("error", 14), ("st", 3), ("next", 13))
+PRUNE_SLACK = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One failed attempt, as the log shows it, with what happens next."""
+
+    attempt: Attempt
+    next_step: str
+    gave_up: bool = False
+
+    @classmethod
+    def retrying(cls, attempt: Attempt, delay_s: float) -> "Failure":
+        """NaN delay: a retry is coming but its delay is unknown (an attached view)."""
+        return cls(attempt, "retrying" if math.isnan(delay_s) else f"retry in {delay_s:.1f}s")
+
+    @classmethod
+    def final(cls, attempt: Attempt) -> "Failure":
+        return cls(attempt, "gave up", gave_up=True)
+
+    @classmethod
+    def side(cls, attempt: Attempt) -> "Failure":
+        """A hedged pair's call that failed: the other call decides the task."""
+        return cls(attempt, "other call on")
+
+    @property
+    def index(self) -> int:
+        return self.attempt.index
+
+    def cells(self, message_width: int = 300) -> tuple[Text, ...]:
+        a = self.attempt
+        error = a.error
+        kind = str(error.kind) if error else a.outcome
+        message = one_line(error.message if error else "", max(4, message_width))
+        ended = a.started_at + a.latency_ms / 1000.0
+        return (
+            Text(clock_time(ended)),
+            Text(f"#{a.index + 1}", justify="right"),
+            Text(kind),
+            Text(str(a.status) if a.status else "-", justify="right"),
+            Text(self.next_step, style="bold" if self.gave_up else ""),
+            Text(message),
+        )
+
+
+class ErrorLog(DataTable):
+    """Failed attempts; Enter (or a click on a selected row) asks to retry that agent."""
+
+    DEFAULT_CSS = """
+    ErrorLog { height: 1fr; min-height: 3; background: $surface; scrollbar-size-vertical: 1; }
+    ErrorLog > .datatable--header { background: $panel; color: $text-muted; text-style: bold; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "Retry agent", id="errorlog.retry"),
+    ]
+
+    class RetryRequested(Message):
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True, show_row_labels=False)
+        self._entries: deque[Failure] = deque()
+        self._agent_of: dict[object, int] = {}
+        self._next_key = 0
+        self.failures_seen = 0
+
+    def on_mount(self) -> None:
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        for label, width in COLUMNS:
+            self.add_column(label, width=width)
+        self.add_column("message", width=self._message_width)
+
+    @property
+    def _message_width(self) -> int:
+        """What is left of the width for the message: no horizontal scrolling, the full text is
+        in the agent's detail."""
+        fixed = sum(width + 2 * self.cell_padding for _, width in COLUMNS) + 2 * self.cell_padding
+        return max(10, self.size.width - fixed - self.styles.scrollbar_size_vertical)
+
+    def on_resize(self) -> None:
+        width = self._message_width
+        columns = list(self.columns.values())
+        if columns and columns[-1].width != width:
+            entries = list(self._entries)
+            self._entries.clear()
+            self._agent_of.clear()
+            self.clear(columns=True)
+            self._add_columns()
+            self._append(entries, follow=True)
+
+    def add_failures(self, failures: list[Failure]) -> None:
+        if not failures:
+            return
+        self.failures_seen += len(failures)
+        follow = self.row_count == 0 or self.cursor_row >= self.row_count - 1
+        if len(self._entries) + len(failures) > MAX_ROWS + PRUNE_SLACK:
+            keep = (list(self._entries) + failures)[-MAX_ROWS:]
+            self._entries.clear()
+            self._agent_of.clear()
+            self.clear()
+            failures = keep
+        self._append(failures, follow)
+
+    def _append(self, failures: list[Failure], follow: bool) -> None:
+        width = self._message_width
+        for failure in failures:
+            key = str(self._next_key)
+            self._next_key += 1
+            self._entries.append(failure)
+            self._agent_of[key] = failure.index
+            self.add_row(*failure.cells(width), key=key)
+        if follow and self.row_count:
+            self.move_cursor(row=self.row_count - 1, animate=False, scroll=True)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        index = self._agent_of.get(event.row_key.value)
+        if index is not None:
+            self.post_message(self.RetryRequested(index))

@@ -1,0 +1,144 @@
+"""Fixed-width formatting of the figures the TUI shows. Pure functions, no Textual.
+
+Every formatter returns a string of a known maximum width for any input, so that a field
+never grows or shrinks as its value changes (no layout jitter in the footer).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+CURRENCY_SYMBOLS = {"USD": "$", "CNY": "¥", "JPY": "¥", "EUR": "€", "GBP": "£", "KRW": "₩", "INR": "₹"}
+DEFAULT_RATES = {"USD": 1.0, "CNY": 7.3}
+"""Display rates when the config names none: CNY at the official ¥7.3 = $1 (a relay billing
+¥1 = $1 sets `currency_rate = 1.0` in the config's [defaults])."""
+
+
+def si(n: float | int | None, width: int = 5) -> str:
+    """A count in at most `width` (>= 5) characters, right-aligned: 999, 1.2k, 12.3k, 123k, 1.2M."""
+    if n is None:
+        return "-".rjust(width)
+    n = float(n)
+    for limit, div, suffix in ((1e3, 1, ""), (1e6, 1e3, "k"), (1e9, 1e6, "M"), (float("inf"), 1e9, "G")):
+        if abs(n) < limit:
+            value = n / div
+            if suffix and abs(value) < 100:
+                text = f"{value:.1f}{suffix}"
+            else:
+                text = f"{value:.0f}{suffix}"
+            if len(text) > width and suffix:
+                text = f"{value:.0f}{suffix}"
+            return text.rjust(width)
+    return "huge".rjust(width)  # pragma: no cover
+
+
+def ms(value: float | None, width: int = 6) -> str:
+    """Milliseconds, switching to seconds above 10 s: `   412`, ` 12.3s`."""
+    if value is None:
+        return "-".rjust(width)
+    if value < 10_000:
+        return f"{value:.0f}".rjust(width)
+    if value < 1_000_000:
+        return f"{value / 1000:.1f}s".rjust(width)
+    return f"{value / 60_000:.0f}m".rjust(width)
+
+
+def duration(seconds: float | None) -> str:
+    """`mm:ss`, or `h:mm:ss` past an hour; `--:--` when unknown. At most 8 characters for a day."""
+    if seconds is None:
+        return "--:--"
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    if hours >= 100:
+        return f"{hours // 24}d{hours % 24:02d}h"
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
+
+
+def rate(value: float, width: int = 6) -> str:
+    """A per-second rate: ` 412.3`, `  1.2k`."""
+    if value < 1000:
+        return f"{value:.1f}".rjust(width)
+    return si(value, width)
+
+
+def currency_rate(currency: str, configured: float | None) -> float | None:
+    """USD → display currency; None when unknown (only USD is shown then)."""
+    if configured is not None:
+        return configured
+    return DEFAULT_RATES.get(currency.upper())
+
+
+def usd(value: float, width: int = 9) -> str:
+    if value < 10:
+        text = f"${value:.4f}"
+    elif value < 10_000:
+        text = f"${value:.2f}"
+    else:
+        text = f"${si(value, 5).strip()}"
+    return text.ljust(width)
+
+
+def money(value: float, currency: str, rate_: float | None, width: int = 10) -> str:
+    """The cost in the display currency (`≈¥0.19`), blank when it is USD or the rate is unknown."""
+    if rate_ is None or currency.upper() == "USD":
+        return "".ljust(width)
+    symbol = CURRENCY_SYMBOLS.get(currency.upper(), currency.upper() + " ")
+    amount = value * rate_
+    text = f"{amount:.2f}" if amount < 10_000 else si(amount, 5).strip()
+    return f"≈{symbol}{text}".ljust(width)
+
+
+def clock_time(epoch: float) -> str:
+    """Local wall-clock time of an epoch timestamp, `HH:MM:SS`."""
+    return time.strftime("%H:%M:%S", time.localtime(epoch))
+
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n(.*?)(?:\n```|$)", re.DOTALL)
+
+
+def pretty_json(text: str) -> str | None:
+    """`text` pretty-printed when it is JSON (also inside a ``` fence, or with a truncated
+    ending that closing brackets repair); None when it is not JSON at all."""
+    candidates = [text.strip()]
+    fenced = _FENCE.search(text)
+    if fenced:
+        candidates.insert(0, fenced.group(1).strip())
+    for candidate in candidates:
+        if not candidate or candidate[0] not in "[{":
+            continue
+        for attempt in (candidate, _close_brackets(candidate)):
+            try:
+                return json.dumps(json.loads(attempt), indent=2, ensure_ascii=False)
+            except (ValueError, TypeError):
+                continue
+    return None
+
+
+def _close_brackets(text: str) -> str:
+    """Close the strings, arrays and objects a truncated JSON answer left open."""
+    stack: list[str] = []
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            stack.append("]" if char == "[" else "}")
+        elif char in "]}" and stack:
+            stack.pop()
+    closing = ('"' if in_string else "") + "".join(reversed(stack))
+    return text.rstrip().rstrip(",") + closing
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Provider text on one line (newlines shown as ⏎), cut at `limit` characters."""
+    flat = " ⏎ ".join(part.strip() for part in text.splitlines() if part.strip()) if "\n" in text else text
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

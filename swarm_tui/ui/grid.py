@@ -1,0 +1,326 @@
+"""The agent grid: every agent of the swarm as one coloured cell, in one line-drawn widget.
+
+Why one widget and not a widget per agent: 100 `Static`s cost 6-10x the CPU of one widget
+that draws itself line by line, and thousands of agents would not be possible at all. The
+grid draws each row of cells as one `Strip`, caches it, and redraws only the rows whose
+agents changed (`update_cells`), so an event costs a dict lookup until the next paint.
+
+Colours come from component classes (`agent-grid--succeeded` ...) whose CSS uses the theme's
+`$swarm-*` variables, so a theme recolours the grid. Layout:
+
+* up to 100 agents: 10 columns (a 10x10 square for the demo), numbered cells;
+* more: as many columns as fit; numbered cells while all rows fit on screen, otherwise
+  compact one-character cells (a glyph per state, so states stay distinct without colour);
+  the grid scrolls when even that does not fit.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import ClassVar, Mapping, Sequence
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from ..engine import TaskState
+
+STATES: tuple[TaskState, ...] = (TaskState.QUEUED, TaskState.RUNNING, TaskState.RETRYING, TaskState.SUCCEEDED,
+                                 TaskState.FAILED, TaskState.CANCELLED)
+STATE_LABELS = {TaskState.QUEUED: "queued", TaskState.RUNNING: "running", TaskState.RETRYING: "retrying",
+                TaskState.SUCCEEDED: "done", TaskState.FAILED: "failed", TaskState.CANCELLED: "cancelled"}
+GLYPHS = {TaskState.QUEUED: ".", TaskState.RUNNING: ">", TaskState.RETRYING: "~", TaskState.SUCCEEDED: "o",
+          TaskState.FAILED: "x", TaskState.CANCELLED: "-"}
+"""Compact cells: ASCII, so that no terminal (CJK ambiguous-width ones included) widens them."""
+HEAT_LEVELS = 5
+NUMBERED_MAX = 100
+"""Up to this many agents the grid is a fixed 10-column square."""
+
+
+def state_class(state: TaskState) -> str:
+    return f"agent-grid--{state.value}"
+
+
+class AgentGrid(ScrollView, can_focus=True):
+    """Agents as cells coloured by state (or by latency, in the heat view), with a cursor."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        *(state_class(s) for s in STATES),
+        *(f"agent-grid--heat-{n}" for n in range(1, HEAT_LEVELS + 1)),
+        "agent-grid--cursor",
+    }
+
+    DEFAULT_CSS = """
+    AgentGrid {
+        width: auto;
+        height: auto;
+        scrollbar-size-vertical: 1;
+        overflow-x: hidden;
+        background: $surface;
+    }
+    AgentGrid > .agent-grid--queued { background: $swarm-queued; color: auto 85%; }
+    AgentGrid > .agent-grid--running { background: $swarm-running; color: auto 95%; }
+    AgentGrid > .agent-grid--retrying { background: $swarm-retrying; color: auto 95%; }
+    AgentGrid > .agent-grid--succeeded { background: $swarm-succeeded; color: auto 95%; }
+    AgentGrid > .agent-grid--failed { background: $swarm-failed; color: auto 95%; text-style: bold; }
+    AgentGrid > .agent-grid--cancelled { background: $swarm-cancelled; color: auto 85%; }
+    AgentGrid > .agent-grid--heat-1 { background: $swarm-heat-1; color: auto 95%; }
+    AgentGrid > .agent-grid--heat-2 { background: $swarm-heat-2; color: auto 95%; }
+    AgentGrid > .agent-grid--heat-3 { background: $swarm-heat-3; color: auto 95%; }
+    AgentGrid > .agent-grid--heat-4 { background: $swarm-heat-4; color: auto 95%; }
+    AgentGrid > .agent-grid--heat-5 { background: $swarm-heat-5; color: auto 95%; }
+    AgentGrid > .agent-grid--cursor { text-style: reverse bold; }
+    AgentGrid:blur > .agent-grid--cursor { text-style: bold underline; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("left", "move(-1, 0)", "left", show=False),
+        Binding("right", "move(1, 0)", "right", show=False),
+        Binding("up", "move(0, -1)", "up", show=False),
+        Binding("down", "move(0, 1)", "down", show=False),
+        Binding("home", "jump('first')", "first", show=False),
+        Binding("end", "jump('last')", "last", show=False),
+        Binding("pageup", "move(0, -10)", "page up", show=False),
+        Binding("pagedown", "move(0, 10)", "page down", show=False),
+        Binding("enter", "open", "Detail", id="grid.open", show=False),
+    ]
+
+    cursor: reactive[int] = reactive(0, always_update=False, layout=False)
+    """Position (not task index) of the cell under the cursor."""
+    heat: reactive[bool] = reactive(False)
+
+    class Opened(Message):
+        """Enter (or a double click) on an agent's cell."""
+
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+
+    class CursorMoved(Message):
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+
+    def __init__(self, indices: Sequence[int], states: Mapping[int, TaskState], *, name: str | None = None,
+                 id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._states = states
+        self._set_indices(indices)
+        self._latency: dict[int, float] = {}
+        self._heat_bounds: list[float] = []
+        self._rows: dict[int, Strip] = {}
+        self._styles: dict[object, Style] | None = None
+        """Cell styles from the component classes, until the styles (theme) change."""
+        self.columns = min(10, max(1, len(self._indices)))
+        self.cell_width = self._digits
+        self.row_gap = 0
+        self.compact = False
+        self._fit_to = (80, 10)
+        self._apply_layout()
+
+    # ----------------------------------------------------------------- layout
+
+    def _set_indices(self, indices: Sequence[int]) -> None:
+        self._indices = list(indices)
+        self._position = {index: pos for pos, index in enumerate(self._indices)}
+        self._digits = len(str(max(self._indices) + 1)) if self._indices else 1
+
+    def set_indices(self, indices: Sequence[int]) -> None:
+        """The agents changed (tasks joined the run): lay the grid out again."""
+        self._set_indices(indices)
+        self.cursor = min(self.cursor, max(0, self.count - 1))
+        self._apply_layout()
+
+    @property
+    def count(self) -> int:
+        return len(self._indices)
+
+    @property
+    def rows(self) -> int:
+        return -(-self.count // self.columns) if self.count else 0
+
+    @property
+    def pitch(self) -> int:
+        """Screen columns from one cell to the next (cell + one gap)."""
+        return self.cell_width + 1
+
+    def fit(self, width: int, height: int) -> None:
+        """Lay the cells out for at most `width` x `height` cells of screen (the app decides)."""
+        if (width, height) != self._fit_to:
+            self._fit_to = (max(8, width), max(3, height))
+            self._apply_layout()
+
+    def _apply_layout(self) -> None:
+        width, height = self._fit_to
+        n, digits = self.count, self._digits
+        if n <= NUMBERED_MAX:
+            self.compact = False
+            self.columns = min(10, max(1, n))
+            pad = 1 if self.columns * (digits + 3) - 1 <= width - 1 else 0
+            self.cell_width = digits + 2 * pad
+            rows = self.rows
+            self.row_gap = 1 if pad and 2 * rows - 1 <= height else 0
+        else:
+            self.row_gap = 0
+            usable = width - 1  # the vertical scrollbar
+            numbered_cols = max(1, (usable + 1) // (digits + 1))
+            if -(-n // numbered_cols) <= height:
+                self.compact, self.cell_width, self.columns = False, digits, numbered_cols
+            else:
+                self.compact, self.cell_width, self.columns = True, 1, max(1, (usable + 1) // 2)
+        lines = self.rows * (1 + self.row_gap) - self.row_gap
+        self.virtual_size = Size(self.columns * self.pitch - 1, max(1, lines))
+        self.styles.max_height = height
+        self._rows.clear()
+        self.refresh(layout=True)
+
+    def _row_line(self, row: int) -> int:
+        return row * (1 + self.row_gap)
+
+    # ----------------------------------------------------------------- data
+
+    def update_cells(self, indices: set[int] | list[int]) -> None:
+        """Agents whose state (or latency) changed: redraw their rows on the next paint."""
+        rows = {self._position[i] // self.columns for i in indices if i in self._position}
+        for row in rows:
+            if self._rows.pop(row, None) is not None:
+                self.refresh_line(self._row_line(row))
+
+    def set_latency(self, index: int, latency_ms: float) -> None:
+        self._latency[index] = latency_ms
+
+    def set_heat_bounds(self, bounds: list[float]) -> None:
+        """Latency quantiles splitting the heat levels; a redraw of the whole grid in heat view."""
+        if bounds != self._heat_bounds:
+            self._heat_bounds = bounds
+            if self.heat:
+                self.invalidate()
+
+    def invalidate(self) -> None:
+        self._rows.clear()
+        self.refresh()
+
+    def watch_heat(self) -> None:
+        self.invalidate()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._rows.clear()
+        self._styles = None
+
+    @property
+    def cursor_index(self) -> int | None:
+        return self._indices[self.cursor] if self._indices else None
+
+    def move_to(self, index: int) -> None:
+        if index in self._position:
+            self.cursor = self._position[index]
+
+    # ----------------------------------------------------------------- drawing
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        line = y + scroll_y
+        width = self.size.width
+        base = self._cell_styles()["base"]
+        row, gap = divmod(line, 1 + self.row_gap)
+        if gap or row >= self.rows:
+            return Strip.blank(width, base)
+        strip = self._rows.get(row)
+        if strip is None:
+            strip = self._rows[row] = self._render_row(row, base)
+        return strip.crop_extend(scroll_x, scroll_x + width, base)
+
+    def _render_row(self, row: int, base: Style) -> Strip:
+        styles = self._cell_styles()
+        cursor_style = styles["cursor"]
+        segments: list[Segment] = []
+        gap = Segment(" ", base)
+        start = row * self.columns
+        width = self.cell_width
+        for pos in range(start, min(start + self.columns, self.count)):
+            index = self._indices[pos]
+            state = self._states.get(index, TaskState.QUEUED)
+            style = styles[state]
+            if self.heat and (latency := self._latency.get(index)) is not None and self._heat_bounds:
+                style = styles[f"heat-{1 + bisect_right(self._heat_bounds, latency)}"]
+            if pos == self.cursor:
+                style = style + cursor_style
+            text = GLYPHS[state] if self.compact else str(index + 1).center(width) if width > self._digits \
+                else str(index + 1).rjust(width)
+            if pos > start:
+                segments.append(gap)
+            segments.append(Segment(text, style))
+        return Strip(segments).simplify()
+
+    def _cell_styles(self) -> dict[object, Style]:
+        if self._styles is None:
+            styles: dict[object, Style] = {s: self.get_component_rich_style(state_class(s)) for s in STATES}
+            for n in range(1, HEAT_LEVELS + 1):
+                styles[f"heat-{n}"] = self.get_component_rich_style(f"agent-grid--heat-{n}")
+            styles["cursor"] = self.get_component_rich_style("agent-grid--cursor", partial=True)
+            styles["base"] = self.rich_style
+            self._styles = styles
+        return self._styles
+
+    def state_style(self, state: TaskState) -> Style:
+        """The cell style of a state, for legends drawn by other widgets."""
+        return self._cell_styles()[state]
+
+    def heat_style(self, level: int) -> Style:
+        return self._cell_styles()[f"heat-{level}"]
+
+    # ----------------------------------------------------------------- cursor
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        for pos in (old, new):
+            row = pos // self.columns
+            if self._rows.pop(row, None) is not None:
+                self.refresh_line(self._row_line(row))
+        row = new // self.columns
+        col = new % self.columns
+        self.scroll_to_region(Region(col * self.pitch, self._row_line(row), self.cell_width, 1), animate=False,
+                              immediate=True)
+        if self._indices:
+            self.post_message(self.CursorMoved(self._indices[new]))
+
+    def validate_cursor(self, cursor: int) -> int:
+        return max(0, min(cursor, self.count - 1)) if self.count else 0
+
+    def action_move(self, dx: int, dy: int) -> None:
+        if dx:
+            self.cursor += dx
+        elif dy:
+            target = self.cursor + dy * self.columns
+            if 0 <= target < self.count or abs(dy) > 1:
+                self.cursor = target
+
+    def action_jump(self, where: str) -> None:
+        self.cursor = 0 if where == "first" else self.count - 1
+
+    def action_open(self) -> None:
+        if self._indices:
+            self.post_message(self.Opened(self._indices[self.cursor]))
+
+    def _position_at(self, x: int, y: int) -> int | None:
+        scroll_x, scroll_y = self.scroll_offset
+        col, within = divmod(x + scroll_x, self.pitch)
+        row, gap = divmod(y + scroll_y, 1 + self.row_gap)
+        if within >= self.cell_width or gap or col >= self.columns:
+            return None
+        pos = row * self.columns + col
+        return pos if pos < self.count else None
+
+    def on_click(self, event: events.Click) -> None:
+        pos = self._position_at(event.x, event.y)
+        if pos is None:
+            return
+        self.cursor = pos
+        if event.chain >= 2:
+            self.action_open()

@@ -1,0 +1,271 @@
+"""The small panels around the grid: provider bar (top), run panel (beside the grid) and the
+stats footer (bottom). Each draws itself from the run source when the app's timer asks
+(`update_from`), and repaints only when its text actually changed.
+
+The footer's fields have fixed widths (see `format.py`), so figures never shift as they
+grow; it repaints without a layout pass.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets import Sparkline
+
+from ..engine import TaskState
+from ..providers.profile import key_status
+from . import format as fmt
+from .grid import STATE_LABELS, STATES
+
+if TYPE_CHECKING:
+    from .grid import AgentGrid
+    from .source import RunSource
+
+
+class TextPanel(Widget):
+    """A few lines of styled text, drawn with the line API from strips cached per change.
+
+    Cheaper than a `Static` for text that changes ten times a second: the `Text` is split
+    into lines and rendered to segments once per change, with none of the markup, wrapping
+    and visual conversion a `Static` does on every repaint.
+    """
+
+    DEFAULT_CSS = """
+    TextPanel { height: auto; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._text = Text()
+        self._key: tuple | None = None
+        self._strips: list[Strip] | None = None
+        self._base: Style | None = None
+
+    def show(self, text: Text) -> None:
+        key = (text.plain, tuple(text.spans))
+        if key != self._key:
+            height_changed = self._key is None or text.plain.count("\n") != self._text.plain.count("\n")
+            self._key = key
+            self._text = text
+            self._strips = None
+            self.refresh(layout=height_changed)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips = None
+        self._base = None
+
+    @property
+    def base_style(self) -> Style:
+        if self._base is None:
+            self._base = self.rich_style
+        return self._base
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        return len(self._text.plain.rstrip("\n").split("\n")) if self._text.plain else 1
+
+    def render_line(self, y: int) -> Strip:
+        if self._strips is None:
+            base = self.base_style
+            console = self.app.console
+            strips = []
+            for line in self._text.split("\n", allow_blank=True):
+                line.stylize_before(base)
+                line.no_wrap, line.overflow = True, "ellipsis"
+                strips.append(Strip(line.render(console)))
+            self._strips = strips
+        width = self.size.width
+        base = self.base_style
+        if y >= len(self._strips):
+            return Strip.blank(width, base)
+        strip = self._strips[y]
+        if strip.cell_length > width:
+            return strip.crop(0, width - 1).extend_cell_length(width - 1) + Strip([Segment("…", base)])
+        return strip.extend_cell_length(width, base)
+
+
+class ProviderBar(TextPanel):
+    """One line: where the requests go. Says SIMULATED in plain words for the simulator."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"provider-bar--simulated", "provider-bar--attached",
+                                             "provider-bar--dim", "provider-bar--bad"}
+
+    DEFAULT_CSS = """
+    ProviderBar { height: 1; background: $panel; color: $foreground; padding: 0 1; }
+    ProviderBar > .provider-bar--simulated { color: $background; background: $swarm-simulated; text-style: bold; }
+    ProviderBar > .provider-bar--attached { color: $background; background: $swarm-attached; text-style: bold; }
+    ProviderBar > .provider-bar--dim { color: $text-muted; }
+    ProviderBar > .provider-bar--bad { color: $error; text-style: bold; }
+    """
+
+    def update_from(self, source: "RunSource") -> None:
+        dim = self.get_component_rich_style("provider-bar--dim", partial=True)
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if source.attached:
+            text.append(" ATTACHED ", self.get_component_rich_style("provider-bar--attached", partial=True))
+            text.append(" ")
+        profile = source.profile
+        text.append(profile.name, "bold")
+        text.append(" │ ", dim)
+        if source.simulated:
+            text.append(" SIMULATED ", self.get_component_rich_style("provider-bar--simulated", partial=True))
+        else:
+            text.append(source.base_url)
+        text.append(" │ model ", dim)
+        text.append(source.model or "(as in each request)")
+        if source.simulated:
+            text.append(" │ embedded simulator: no key, no network, not a real model", dim)
+        else:
+            env = profile.api_key_env or "OPENAI_API_KEY"
+            status = key_status(profile)
+            text.append(" │ key ", dim)
+            text.append(f"{env} {status}",
+                        self.get_component_rich_style("provider-bar--bad", partial=True) if status == "missing" else "")
+        text.append(" │ e: provider pane", dim)
+        self.show(text)
+
+
+class RunPanel(TextPanel):
+    """Beside the grid: run state, the legend with a count per state, the agent under the cursor."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"run-panel--title", "run-panel--dim", "run-panel--bad",
+                                             "run-panel--paused"}
+
+    DEFAULT_CSS = """
+    RunPanel { width: 1fr; height: auto; padding: 0 1; }
+    RunPanel > .run-panel--title { color: $primary; text-style: bold; }
+    RunPanel > .run-panel--dim { color: $text-muted; }
+    RunPanel > .run-panel--bad { color: $error; text-style: bold; }
+    RunPanel > .run-panel--paused { color: $warning; text-style: bold; }
+    """
+
+    def update_from(self, source: "RunSource", grid: "AgentGrid", phase: str, detail: str,
+                    rate_limits: tuple[int | None, int | None] = (None, None)) -> None:
+        style = self.get_component_rich_style
+        dim = style("run-panel--dim", partial=True)
+        bad = style("run-panel--bad", partial=True)
+        stats = source.stats
+        text = Text(no_wrap=True, overflow="ellipsis")
+        phase_style = "run-panel--paused" if phase in ("PAUSED", "STOPPING") else (
+            "run-panel--bad" if phase in ("ABORTED", "CRASHED", "NOT RUNNING") else "run-panel--title")
+        text.append(phase, style(phase_style, partial=True))
+        text.append(f" {detail}\n" if detail else "\n", dim)
+        run_name = source.run_dir.name
+        text.append(f"run {run_name}\n" if source.job_name in run_name else f"{source.job_name} · run {run_name}\n",
+                    dim)
+        counts = Counter(source.states.values())
+        digits = len(str(len(source.states)))
+        for pair in (STATES[i:i + 2] for i in range(0, len(STATES), 2)):
+            for n, state in enumerate(pair):
+                if n:
+                    text.append(" ")
+                if grid.heat and state is TaskState.SUCCEEDED:
+                    for level in range(1, 6):
+                        text.append(" ", grid.heat_style(level))
+                    text.append(f"{counts[state]:>{digits}} {'done':<9}")
+                    continue
+                text.append("  ", grid.state_style(state))
+                label = STATE_LABELS[state] if n else f"{STATE_LABELS[state]:<9}"
+                text.append(f" {counts[state]:>{digits}} {label}",
+                            bad if state is TaskState.FAILED and counts[state] else "")
+            text.append("\n")
+        text.append("limit ", dim)
+        text.append(f"{source.limit}")
+        if source.ceiling != source.limit:
+            text.append(f" of {source.ceiling}", dim)
+        rpm, tpm = rate_limits
+        text.append("  rpm ", dim)
+        text.append(fmt.si(rpm, 5).strip() if rpm else "-")
+        text.append(" tpm ", dim)
+        text.append(fmt.si(tpm, 5).strip() if tpm else "-")
+        text.append("\ncalls ", dim)
+        text.append(f"{stats.sent}")
+        text.append(" sent, ", dim)
+        text.append(f"{stats.retried}")
+        text.append(" retried\n", dim)
+        for label, value in (("429s ", stats.rate_limited), ("  5xx ", stats.server_errors),
+                             ("  timeouts ", stats.timeouts)):
+            text.append(label, dim)
+            text.append(f"{value}", bad if value else "")
+        text.append("\n")
+        index = grid.cursor_index
+        if index is not None:
+            state = source.states.get(index, TaskState.QUEUED)
+            text.append(f"▸ agent {index + 1}: {STATE_LABELS[state]}", "bold")
+            text.append("  enter: detail" + ("  R: retry" if state is TaskState.FAILED else ""), dim)
+        self.show(text)
+
+
+class StatsFigures(TextPanel):
+    """The footer's figures: three lines of fixed-width fields."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"stats-figures--label", "stats-figures--bad", "stats-figures--unknown"}
+
+    DEFAULT_CSS = """
+    StatsFigures { width: 72; height: 3; padding: 0 1; }
+    StatsFigures > .stats-figures--label { color: $text-muted; }
+    StatsFigures > .stats-figures--bad { color: $error; text-style: bold; }
+    StatsFigures > .stats-figures--unknown { color: $warning; }
+    """
+
+    def update_from(self, source: "RunSource", currency: str, rate: float | None) -> None:
+        stats = source.stats
+        label: Style = self.get_component_rich_style("stats-figures--label", partial=True)
+        bad: Style = self.get_component_rich_style("stats-figures--bad", partial=True)
+        text = Text(no_wrap=True, overflow="crop")
+
+        def field(name: str, value: str, style: Style | str = "") -> None:
+            text.append(name, label)
+            text.append(value, style)
+
+        if stats.cost_known:
+            field("cost ", fmt.usd(stats.cost_usd, 9))
+            field("", fmt.money(stats.cost_usd, currency, rate, 11))
+        else:
+            text.append("price unknown".ljust(25), self.get_component_rich_style("stats-figures--unknown",
+                                                                                  partial=True))
+        usage = stats.usage
+        field("tok in ", fmt.si(usage.prompt))
+        field(" out ", fmt.si(usage.completion))
+        field(" cached ", fmt.si(usage.cached))
+        text.append("\n")
+        field("p50 ", fmt.ms(stats.percentile(0.5), 5))
+        field(" p95 ", fmt.ms(stats.percentile(0.95), 5))
+        field(" p99 ", fmt.ms(stats.percentile(0.99), 5))
+        field(" ms", "")
+        req_s, tok_s = stats.rates()
+        field("   ", fmt.rate(req_s))
+        field(" req/s ", fmt.rate(tok_s))
+        field(" tok/s", "")
+        text.append("\n")
+        in_flight = f"{stats.in_flight:>4}" if source.in_flight_known else "   ?"
+        field("in flight ", f"{in_flight}/{source.limit:<4}")
+        field(" done ", f"{stats.succeeded:>5}")
+        field(" failed ", f"{stats.failed:>4}", bad if stats.failed else "")
+        field(" of ", f"{stats.total:<5}")
+        field(" ", fmt.duration(stats.elapsed_s).rjust(7))
+        field(" ETA ", fmt.duration(source.eta_s()))
+        self.show(text)
+
+
+class StatsFooter(Horizontal):
+    """Cost, tokens, latency, throughput, progress and time; a latency sparkline to the right."""
+
+    DEFAULT_CSS = """
+    StatsFooter { height: 3; background: $panel; }
+    StatsFooter > Sparkline { width: 1fr; height: 3; min-width: 4; margin-right: 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield StatsFigures(id="figures")
+        spark = Sparkline([], id="latency-spark", summary_function=max)
+        spark.tooltip = "latency of successful calls, one bar per second (max)"
+        yield spark

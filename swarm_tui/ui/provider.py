@@ -1,0 +1,196 @@
+"""The provider pane: choose a profile, see and edit where requests go, save it, test it.
+
+A profile holds the *name* of the env var with the key; the pane shows whether it is set,
+never the key. Saving writes the config file with tomli-w (`Config.save_profile`); a saved
+profile is used by the next run (`swarm-tui run --provider NAME`); the current run keeps its
+endpoint. "Test connection" sends one `max_tokens=1` call and shows its latency.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select, Static
+
+from ..config import Config
+from ..providers.probe import probe_profile
+from ..providers.profile import ProviderProfile, key_status
+
+if TYPE_CHECKING:
+    from .source import RunSource
+
+TEXT_FIELDS = ("base_url", "model", "api_key_env", "fallback_base_url", "fallback_model")
+NUMBER_FIELDS = {"concurrency": int, "rpm": int, "tpm": int, "timeout": float}
+PLACEHOLDERS = {"base_url": "empty: the embedded simulator", "model": "empty: as each request says",
+                "api_key_env": "OPENAI_API_KEY", "concurrency": "50", "rpm": "learned from headers",
+                "tpm": "learned from headers", "timeout": "60", "fallback_base_url": "none",
+                "fallback_model": "same model"}
+LABELS = {"base_url": "base URL", "model": "model", "api_key_env": "key env var", "concurrency": "concurrency",
+          "rpm": "RPM", "tpm": "TPM", "timeout": "timeout s", "fallback_base_url": "fallback URL",
+          "fallback_model": "fallback model"}
+
+
+def profile_from_form(name: str, values: dict[str, str], base: ProviderProfile) -> ProviderProfile:
+    """The profile the form describes; raises ValueError naming the field when a value is wrong."""
+    changes: dict[str, Any] = {}
+    for key in TEXT_FIELDS:
+        changes[key] = values.get(key, "").strip() or (None if key != "base_url" else "")
+    for key, kind in NUMBER_FIELDS.items():
+        raw = values.get(key, "").strip()
+        try:
+            changes[key] = kind(raw) if raw else None
+        except ValueError:
+            raise ValueError(f"{LABELS[key]}: not a number: {raw!r}") from None
+    profile = replace(base, name=name.strip(), **changes)
+    if not profile.name:
+        raise ValueError("name: a profile needs a name")
+    problem = profile.problem()
+    if problem:
+        raise ValueError(f"{LABELS.get(problem[0], problem[0])}: {problem[1]}")
+    return profile
+
+
+class ProviderScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    ProviderScreen { align: center middle; }
+    ProviderScreen > Vertical {
+        width: 78; max-width: 100%; height: auto; max-height: 100%;
+        border: thick $primary; background: $surface; padding: 0 1;
+    }
+    ProviderScreen #provider-title { text-style: bold; color: $primary; }
+    ProviderScreen VerticalScroll { height: auto; max-height: 18; }
+    ProviderScreen .row { height: 1; margin-bottom: 0; }
+    ProviderScreen .row Label { width: 15; color: $text-muted; }
+    ProviderScreen .row Input { width: 1fr; }
+    ProviderScreen #simulated { color: $background; background: $swarm-simulated; text-style: bold; padding: 0 1; }
+    ProviderScreen #key-status { height: 1; color: $text-muted; }
+    ProviderScreen #probe-result { height: auto; min-height: 1; }
+    ProviderScreen #buttons { height: 1; margin-top: 1; }
+    ProviderScreen Button { min-width: 10; margin-right: 1; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Close", id="provider.close"),
+        Binding("ctrl+s", "save", "Save", id="provider.save"),
+        Binding("ctrl+t", "probe", "Test connection", id="provider.test"),
+    ]
+
+    def __init__(self, config: Config, source: "RunSource") -> None:
+        super().__init__()
+        self.config = config
+        self.source = source
+        current = source.profile.name
+        self._profiles = dict(config.profiles)
+        if current not in self._profiles:  # an ad hoc --base-url profile of this run
+            self._profiles[current] = source.profile
+        self._selected = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text("Provider profiles   (Esc closes · ctrl+s saves · ctrl+t tests)"),
+                         id="provider-title")
+            yield Select([(name, name) for name in sorted(self._profiles)], value=self._selected, allow_blank=False,
+                         compact=True, id="profile-select")
+            yield Static("SIMULATED: the embedded simulator — no key, no network, not a real model.",
+                         id="simulated")
+            with VerticalScroll():
+                with Horizontal(classes="row"):
+                    yield Label("name")
+                    yield Input(id="f-name", compact=True)
+                for key in (*TEXT_FIELDS[:3], *NUMBER_FIELDS, *TEXT_FIELDS[3:]):
+                    with Horizontal(classes="row"):
+                        yield Label(LABELS[key])
+                        yield Input(id=f"f-{key}", compact=True, placeholder=PLACEHOLDERS[key],
+                                    type="integer" if NUMBER_FIELDS.get(key) is int else (
+                                        "number" if key in NUMBER_FIELDS else "text"))
+                yield Static(id="key-status", markup=False)
+            yield Static(id="probe-result", markup=False)
+            with Horizontal(id="buttons"):
+                yield Button("Test connection", id="probe", compact=True, variant="primary")
+                yield Button("Save", id="save", compact=True, variant="success")
+                yield Button("Close", id="close", compact=True)
+
+    def on_mount(self) -> None:
+        self._load(self._selected)
+
+    def _load(self, name: str) -> None:
+        profile = self._profiles[name]
+        self._selected = name
+        self.query_one("#f-name", Input).value = profile.name
+        for key in (*TEXT_FIELDS, *NUMBER_FIELDS):
+            value = getattr(profile, key)
+            self.query_one(f"#f-{key}", Input).value = "" if value is None else str(value)
+        self.query_one("#simulated").display = profile.is_simulator
+        self._show_key_status(profile)
+        note = "the profile of this run" if name == self.source.profile.name else ""
+        self.query_one("#probe-result", Static).update(Text(note))
+
+    def _show_key_status(self, profile: ProviderProfile) -> None:
+        env = profile.api_key_env or "OPENAI_API_KEY"
+        self.query_one("#key-status", Static).update(Text(f"key: ${env} {key_status(profile)} "
+                                                          "(never shown, never saved)"))
+
+    def _form_profile(self) -> ProviderProfile:
+        values = {key: self.query_one(f"#f-{key}", Input).value for key in (*TEXT_FIELDS, *NUMBER_FIELDS)}
+        return profile_from_form(self.query_one("#f-name", Input).value, values, self._profiles[self._selected])
+
+    @on(Select.Changed, "#profile-select")
+    def _profile_chosen(self, event: Select.Changed) -> None:
+        if isinstance(event.value, str) and event.value != self._selected:
+            self._load(event.value)
+
+    @on(Input.Changed, "#f-api_key_env")
+    def _key_env_changed(self, event: Input.Changed) -> None:
+        profile = self._profiles[self._selected]
+        self._show_key_status(replace(profile, api_key_env=event.value.strip() or None))
+
+    @on(Button.Pressed)
+    def _button(self, event: Button.Pressed) -> None:
+        match event.button.id:
+            case "probe":
+                self.action_probe()
+            case "save":
+                self.action_save()
+            case "close":
+                self.app.pop_screen()
+
+    def action_save(self) -> None:
+        result = self.query_one("#probe-result", Static)
+        try:
+            profile = self._form_profile()
+            self.config.save_profile(profile)
+        except (ValueError, OSError) as exc:
+            result.update(Text(f"not saved: {exc}"))
+            return
+        except Exception as exc:  # InputError and friends: say it, never crash the run
+            result.update(Text(f"not saved: {exc}"))
+            return
+        self._profiles[profile.name] = profile
+        select = self.query_one("#profile-select", Select)
+        select.set_options([(name, name) for name in sorted(self._profiles)])
+        select.value = profile.name
+        self._selected = profile.name
+        result.update(Text(f"saved profile {profile.name!r} to {self.config.path} "
+                           f"(use it: swarm-tui run --provider {profile.name})"))
+
+    def action_probe(self) -> None:
+        try:
+            profile = self._form_profile()
+        except ValueError as exc:
+            self.query_one("#probe-result", Static).update(Text(f"cannot test: {exc}"))
+            return
+        self.query_one("#probe-result", Static).update(Text(f"testing {profile.name}…"))
+        self._probe(profile)
+
+    @work(exclusive=True, group="probe")
+    async def _probe(self, profile: ProviderProfile) -> None:
+        result = await probe_profile(profile)
+        label = "SIMULATED · " if profile.is_simulator else ""
+        self.query_one("#probe-result", Static).update(Text(label + result.describe()))

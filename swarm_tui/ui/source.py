@@ -1,0 +1,171 @@
+"""What the TUI drives: a run source. No Textual here.
+
+The screen is the same whether this process runs the swarm (`LiveRun`, a `SwarmSession`)
+or watches one that another process runs (`swarm_tui.attach.AttachedRun`, read from the
+journal). Both emit the engine's events to subscribers, keep a `RunStats`, and accept the
+same steering calls; the app never asks which one it has, except to word a message.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+
+from ..attach import replay_history
+from ..engine import EngineSettings, RunStats, TaskState
+from ..engine.events import EngineEvent
+from ..jobs import Task
+from ..providers.profile import ProviderProfile
+from ..session import SwarmSession
+
+EXIT_OK, EXIT_FAILED, EXIT_ABORTED = 0, 1, 130
+
+
+class RunSource(Protocol):
+    attached: bool
+    run_dir: Path
+    job_name: str
+    tasks: Sequence[Task]
+    profile: ProviderProfile
+    settings: EngineSettings
+    model: str | None
+    simulated: bool
+    base_url: str
+    stats: RunStats
+
+    @property
+    def states(self) -> Mapping[int, TaskState]: ...
+    @property
+    def running(self) -> bool: ...
+    @property
+    def can_steer(self) -> bool: ...
+    @property
+    def paused(self) -> bool: ...
+    @property
+    def limit(self) -> int: ...
+    @property
+    def ceiling(self) -> int: ...
+    @property
+    def in_flight_known(self) -> bool: ...
+
+    def subscribe(self, listener: Callable[[EngineEvent], None]) -> None: ...
+    async def run(self) -> Any: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+    def abort(self, reason: str = ...) -> None: ...
+    def set_concurrency(self, limit: int, reason: str = ...) -> int: ...
+    def retry(self, indices: Iterable[int] | None = None) -> list[int]: ...
+    def eta_s(self) -> float | None: ...
+    def liveness(self) -> str: ...
+    def attempts_of(self, index: int) -> list[dict[str, Any]]: ...
+    def result_of(self, index: int) -> dict[str, Any] | None: ...
+    def exit_code(self) -> int: ...
+    async def aclose(self) -> None: ...
+
+
+class LiveRun:
+    """This process runs the swarm: a `SwarmSession` whose engine runs as the app's worker."""
+
+    attached = False
+    in_flight_known = True
+    can_steer = True
+
+    def __init__(self, session: SwarmSession) -> None:
+        self.session = session
+        self.engine = session.engine
+        self.run_dir = session.run_dir
+        self.job_name = session.job_name
+        self.tasks = session.tasks
+        self.profile = session.plan.profile
+        self.settings = session.plan.settings
+        self.model = session.model
+        self.simulated = session.simulated
+        self.base_url = "embedded simulator" if session.simulated else session.client.base_url
+        self.stats = self.engine.stats
+        self.history: list[EngineEvent] = []
+        """What earlier sessions of a resumed run did, as events (the screen shows them first)."""
+        if self.stats.sent == 0 and session.journal.attempts_since(0)[:1]:
+            # A resumed run: count what earlier sessions did, so the footer agrees with the grid.
+            self.history = replay_history(session.journal, self.stats, self.engine.states)
+        if not self.stats.total:
+            self.stats.total = len(self.tasks)
+        self._done_before = self.stats.done
+
+    @property
+    def states(self) -> Mapping[int, TaskState]:
+        return self.engine.states
+
+    @property
+    def running(self) -> bool:
+        return self.engine.running
+
+    @property
+    def paused(self) -> bool:
+        return self.engine.paused
+
+    @property
+    def limit(self) -> int:
+        return self.engine.admission.limit
+
+    @property
+    def ceiling(self) -> int:
+        """The user's limit; the adaptive controller works under it."""
+        adaptive = getattr(self.engine, "adaptive", None)
+        return adaptive.ceiling if adaptive is not None else self.limit
+
+    def subscribe(self, listener: Callable[[EngineEvent], None]) -> None:
+        self.engine.subscribe(listener)
+
+    async def run(self) -> Any:
+        self._done_before = self.stats.done
+        return await self.session.run()
+
+    def pause(self) -> None:
+        self.engine.pause()
+
+    def resume(self) -> None:
+        self.engine.resume()
+
+    def abort(self, reason: str = "aborted by user") -> None:
+        self.engine.abort(reason)
+
+    def set_concurrency(self, limit: int, reason: str = "user") -> int:
+        return self.engine.set_concurrency(limit, reason)
+
+    def retry(self, indices: Iterable[int] | None = None) -> list[int]:
+        return self.engine.retry_failed(indices)
+
+    def eta_s(self) -> float | None:
+        """Remaining tasks at this session's pace (a resumed run's earlier work does not count)."""
+        stats = self.stats
+        if not self.engine.running:
+            return None
+        remaining = stats.total - stats.done - stats.cancelled
+        done_now = stats.done - self._done_before
+        if remaining <= 0:
+            return 0.0
+        if done_now <= 0:
+            return None
+        return remaining * stats.elapsed_s / done_now
+
+    def liveness(self) -> str:
+        return f"this process (pid {os.getpid()})"
+
+    def attempts_of(self, index: int) -> list[dict[str, Any]]:
+        return self.session.journal.attempts_of(index)
+
+    def result_of(self, index: int) -> dict[str, Any] | None:
+        return self.session.journal.result_of(index)
+
+    def exit_code(self) -> int:
+        """0 every task succeeded; 130 the user aborted (work left); 1 failed or unfinished work."""
+        states = self.engine.states
+        if all(s is TaskState.SUCCEEDED for s in states.values()):
+            return EXIT_OK
+        if self.engine.aborted:
+            return EXIT_ABORTED
+        return EXIT_FAILED
+
+    async def aclose(self) -> None:
+        await self.session.aclose()

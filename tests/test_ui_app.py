@@ -1,0 +1,241 @@
+"""The TUI driven like a user would (Textual's Pilot), on a real simulator over loopback HTTP.
+
+Each test runs a real `SwarmSession` (journal, engine, provider client) as the app's worker
+and presses keys; the assertions read the engine, the journal and the widgets.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from textual.pilot import Pilot
+
+from swarm_tui.config import Config
+from swarm_tui.engine import TaskState
+from swarm_tui.session import SwarmSession
+from swarm_tui.ui.app import SwarmApp, concurrency_step, make_app
+from swarm_tui.ui.detail import AgentDetailScreen
+from swarm_tui.ui.dialogs import ConfirmScreen, HelpScreen
+from swarm_tui.ui.errorlog import ErrorLog
+from swarm_tui.ui.provider import ProviderScreen
+
+from .conftest import read_jsonl
+from .helpers import open_session
+
+FLAKY = " [[sim:500x1]]"
+"""The simulator answers 500 the first time it sees a body carrying this, then succeeds."""
+
+
+async def wait_for(pilot: Pilot, condition, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def app_for(session: SwarmSession, tmp_path) -> SwarmApp:
+    return make_app(session, config=Config(path=tmp_path / "config.toml"))
+
+
+def counts(session: SwarmSession) -> Counter:
+    return Counter(session.engine.states.values())
+
+
+async def test_r_reruns_the_failed_agents_and_they_end_done(tmp_path, sim):
+    prompts = [f"task {i}" + (FLAKY if i % 4 == 0 else "") for i in range(24)]
+    session = open_session(tmp_path, sim.base_url, prompts, max_attempts=1, concurrency=8)
+    app = app_for(session, tmp_path)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: app.phase == "FINISHED", what="the first round to end")
+            assert counts(session)[TaskState.FAILED] == 6
+            log = app.query_one(ErrorLog)
+            assert log.row_count == 6
+            assert {str(log.get_row_at(i)[4]) for i in range(6)} == {"gave up"}
+            assert app.check_action("retry_failed", ()) is True
+
+            await pilot.press("r")
+            await wait_for(pilot, lambda: app.phase == "DONE", what="the retried agents to finish")
+            assert counts(session) == Counter({TaskState.SUCCEEDED: 24})
+            assert app.check_action("retry_failed", ()) is None, "nothing left to retry: r is disabled"
+            await pilot.press("q")
+        assert app.return_value == 0
+    finally:
+        await session.aclose()
+    ids = Counter(line["custom_id"] for line in read_jsonl(tmp_path / "run" / "results.jsonl"))
+    assert len(ids) == 24 and set(ids.values()) == {1}
+    assert read_jsonl(tmp_path / "run" / "errors.jsonl") == []
+
+
+async def test_enter_on_an_error_row_and_r_in_the_detail_retry_one_agent(tmp_path, sim):
+    prompts = [f"task {i}" + (FLAKY if i in (3, 7) else "") for i in range(12)]
+    session = open_session(tmp_path, sim.base_url, prompts, max_attempts=1, concurrency=4)
+    app = app_for(session, tmp_path)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: app.phase == "FINISHED")
+            log = app.query_one(ErrorLog)
+            log.focus()
+            log.move_cursor(row=[str(log.get_row_at(i)[1]) for i in range(2)].index("#4"))
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: session.engine.states[3] is TaskState.SUCCEEDED, what="agent 4 retried")
+            assert session.engine.states[7] is TaskState.FAILED, "only the selected agent was retried"
+
+            app.grid.focus()
+            app.grid.move_to(7)
+            await pilot.press("enter")
+            await pilot.pause(0.1)
+            detail = app.screen
+            assert isinstance(detail, AgentDetailScreen) and detail.index == 7
+            assert "FAILED" in str(detail.query_one("#detail-title").content)
+            await pilot.press("r")
+            await wait_for(pilot, lambda: session.engine.states[7] is TaskState.SUCCEEDED, what="agent 8 retried")
+            await wait_for(pilot, lambda: "DONE" in str(detail.query_one("#detail-title").content),
+                           what="the detail screen to show the retry's outcome")
+            attempts = str(detail.query_one("#detail-attempts").content)
+            assert " 1  " in attempts and " 2  " in attempts and "server_error" in attempts, "both attempts listed"
+            await pilot.press("escape")
+            await pilot.press("q")
+        assert app.return_value == 0
+    finally:
+        await session.aclose()
+
+
+async def test_pause_stops_dispatch_and_resume_finishes(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=150.0, latency_sigma=0.0)
+    session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(40)], concurrency=4)
+    app = app_for(session, tmp_path)
+    stats = session.engine.stats
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: stats.sent >= 4, what="the first calls")
+            await pilot.press("p")
+            assert session.engine.paused and app.phase == "PAUSED"
+            sent = stats.sent
+            await wait_for(pilot, lambda: stats.in_flight == 0, what="in-flight calls to finish")
+            await pilot.pause(0.5)
+            assert stats.sent == sent, "nothing new was sent while paused"
+            assert counts(session)[TaskState.QUEUED] == 40 - stats.succeeded
+            await pilot.press("p")
+            assert not session.engine.paused
+            await wait_for(pilot, lambda: app.phase == "DONE", what="the run to finish")
+            await pilot.press("q")
+        assert app.return_value == 0
+    finally:
+        await session.aclose()
+
+
+async def test_abort_leaves_a_journal_that_resume_finishes(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=200.0, latency_sigma=0.0)
+    prompts = [f"task {i}" for i in range(60)]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=5)
+    app = app_for(session, tmp_path)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: session.engine.stats.succeeded >= 5, what="some agents done")
+            await pilot.press("a")
+            await pilot.pause(0.1)
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("y")
+            await wait_for(pilot, lambda: app.phase == "ABORTED", what="the abort to land")
+            done = counts(session)[TaskState.SUCCEEDED]
+            assert 5 <= done < 60 and counts(session)[TaskState.CANCELLED] == 60 - done
+            assert app.check_action("abort", ()) is None, "nothing to abort any more"
+            await pilot.press("q")
+        assert app.return_value == 130
+    finally:
+        await session.aclose()
+
+    resumed = SwarmSession.open_existing(tmp_path / "run")
+    try:
+        finished = await resumed.run()
+    finally:
+        await resumed.aclose()
+    assert (finished.succeeded, finished.failed, finished.cancelled) == (60, 0, 0)
+    ids = Counter(line["custom_id"] for line in read_jsonl(tmp_path / "run" / "results.jsonl"))
+    assert len(ids) == 60 and set(ids.values()) == {1}
+
+
+async def test_quit_during_a_run_asks_then_aborts_with_130(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=300.0, latency_sigma=0.0)
+    session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(30)], concurrency=3)
+    app = app_for(session, tmp_path)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: session.engine.stats.sent >= 3)
+            await pilot.press("q")
+            await pilot.pause(0.1)
+            assert isinstance(app.screen, ConfirmScreen), "quitting a live run asks first"
+            await pilot.press("n")
+            assert session.engine.running, "n keeps the run going"
+            await pilot.press("q", "y")
+            await wait_for(pilot, lambda: not app.is_running, what="the app to exit")
+        assert app.return_value == 130
+        assert not session.engine.running
+    finally:
+        await session.aclose()
+    resumed = SwarmSession.open_existing(tmp_path / "run")
+    try:
+        states = Counter(resumed.engine.states.values())
+    finally:
+        await resumed.aclose()
+    assert states[TaskState.SUCCEEDED] < 30 and states[TaskState.QUEUED] == 30 - states[TaskState.SUCCEEDED]
+
+
+async def test_keys_steer_concurrency_theme_heat_help_and_provider(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=500.0, latency_sigma=0.0)
+    session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(200)], concurrency=20)
+    app = app_for(session, tmp_path)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: session.engine.running)
+            await pilot.press("plus")
+            assert app.source.ceiling == concurrency_step(20, 1) == 25
+            await pilot.press("minus", "minus")
+            assert app.source.ceiling == 15
+            theme = app.theme
+            await pilot.press("t")
+            assert app.theme != theme and app.theme in ("swarm-light", "swarm-high-contrast", "swarm-dark")
+            await pilot.press("h")
+            assert app.grid.heat
+            await pilot.press("question_mark")
+            await pilot.pause(0.1)
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape", "e")
+            await pilot.pause(0.1)
+            assert isinstance(app.screen, ProviderScreen)
+            await pilot.press("escape")
+            session.engine.abort()
+            await wait_for(pilot, lambda: not session.engine.running)
+            await pilot.press("q")
+        assert app.return_value == 130
+    finally:
+        await session.aclose()
+
+
+def test_concurrency_steps():
+    ups = [concurrency_step(n, 1) for n in (1, 9, 10, 12, 45, 50, 190, 200, 230)]
+    assert ups == [2, 10, 15, 15, 50, 60, 200, 250, 250]
+    downs = [concurrency_step(n, -1) for n in (1, 2, 10, 12, 50, 51, 60, 200, 230, 250)]
+    assert downs == [1, 1, 9, 10, 45, 50, 50, 190, 200, 200]
+
+
+async def test_p_after_an_abort_resumes_the_unfinished_agents_in_place(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=100.0, latency_sigma=0.0)
+    session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(40)], concurrency=4)
+    app = app_for(session, tmp_path)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: session.engine.stats.succeeded >= 4)
+            await pilot.press("a", "y")
+            await wait_for(pilot, lambda: app.phase == "ABORTED")
+            assert app.check_action("toggle_pause", ()) is True, "p resumes what the abort left"
+            await pilot.press("p")
+            await wait_for(pilot, lambda: app.phase == "DONE", what="the resumed run to finish")
+            await pilot.press("q")
+        assert app.return_value == 0
+    finally:
+        await session.aclose()
+    assert len(read_jsonl(tmp_path / "run" / "results.jsonl")) == 40
