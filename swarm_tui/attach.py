@@ -34,6 +34,8 @@ from .engine.events import (
     AttemptStarted,
     ConcurrencyChanged,
     EngineEvent,
+    PhaseAttempt,
+    PhaseChanged,
     RateLimitsLearned,
     RunFinished,
     RunPaused,
@@ -60,7 +62,15 @@ HEARTBEAT_STALE_S = 3.0
 TASK_OUTCOMES = frozenset({"ok", "retry", "failed", "cancelled"})
 """Attempt outcomes that decide their task's state; others (a hedged pair's loser) do not."""
 UNKNOWN_DELAY_S = math.nan
-"""`TaskRetrying.delay_s` of a replayed retry: the journal does not record the backoff."""
+"""`TaskRetrying.delay_s` of a replayed retry from a journal written before `retry_in_s` existed."""
+
+
+def phase_of_index(index: int) -> str:
+    """Which swarm step a negative journal index belongs to (see swarm_tui.swarm)."""
+    from .swarm.pipeline import WARMUP_INDEX
+    from .swarm.planner import PLAN_INDEX
+
+    return {PLAN_INDEX: "plan", WARMUP_INDEX: "warm-up"}.get(index, "aggregate")
 
 Listener = Callable[[EngineEvent], None]
 
@@ -82,7 +92,7 @@ def attempt_from_row(row: Mapping[str, Any]) -> Attempt:
                   row.get("reasoning_tokens") or 0)
     return Attempt(row["idx"], row["number"], row["endpoint"], row["started_at"], row["latency_ms"], row["outcome"],
                    status=row.get("status"), error=error, request_id=row.get("request_id"), usage=usage,
-                   cost_usd=row.get("cost_usd"), ttft_ms=row.get("ttft_ms"))
+                   cost_usd=row.get("cost_usd"), ttft_ms=row.get("ttft_ms"), retry_in_s=row.get("retry_in_s"))
 
 
 class JournalFollower:
@@ -185,6 +195,9 @@ class JournalFollower:
 
     def _attempt(self, attempt: Attempt) -> int:
         i = attempt.index
+        if i < 0:  # the planner, warm-up or aggregator: billed, but no cell of the grid
+            ended = attempt.started_at + attempt.latency_ms / 1000.0
+            return self._deliver(PhaseAttempt(phase_of_index(i), attempt), ended)
         if i not in self.view:
             return 0
         count = 0
@@ -210,7 +223,7 @@ class JournalFollower:
                 event: EngineEvent = TaskSucceeded(attempt, "")
             case "retry":
                 self.view[i] = TaskState.RETRYING
-                event = TaskRetrying(attempt, UNKNOWN_DELAY_S)
+                event = TaskRetrying(attempt, UNKNOWN_DELAY_S if attempt.retry_in_s is None else attempt.retry_in_s)
             case "failed":
                 self.view[i] = TaskState.FAILED
                 event = TaskFailed(attempt)
@@ -237,6 +250,8 @@ class JournalFollower:
             case "paused":
                 self.paused = True
                 return self._deliver(RunPaused(), at)
+            case "phase":
+                return self._deliver(PhaseChanged(data.get("phase", ""), data.get("detail", "")), at)
             case "resumed":
                 self.paused = False
                 return self._deliver(RunResumed(), at)
@@ -348,6 +363,7 @@ class AttachedRun:
         self.run_dir = Path(run_dir)
         self.journal = Journal.open(self.run_dir, readonly=True)
         meta = self.journal.meta()
+        self.journal_meta = meta
         self.plan = _plan_from_meta(meta["plan"])
         self.job_name = meta.get("job", {}).get("name", self.run_dir.name)
         rows = self.journal.tasks()
@@ -477,6 +493,16 @@ class AttachedRun:
         limit = max(1, limit)
         self._send("concurrency", {"limit": limit})
         return limit
+
+    @property
+    def has_memory(self) -> bool:
+        swarm = self.journal_meta.get("swarm") or {}
+        return (swarm.get("memory") or {}).get("rounds", 1) > 1
+
+    def flush_memory(self) -> int | None:
+        """Ask the running session to flush its rolling memory (how many rounds is not known here)."""
+        self._send("flush_memory")
+        return None
 
     def retry(self, indices: Iterable[int] | None = None) -> list[int]:
         """Ask the running engine to requeue failed tasks; returns those asked for."""

@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS attempts (
     latency_ms REAL NOT NULL,
     ttft_ms REAL,
     outcome TEXT NOT NULL,
+    retry_in_s REAL,
     status INTEGER,
     error_class TEXT,
     error_code TEXT,
@@ -305,8 +306,9 @@ class Journal:
                                      ((time.time(), row[0]) for row in rows))
         return [(command, json.loads(args) if args else {}) for _, command, args in rows]
 
-    def heartbeat(self) -> None:
-        self.set_meta("heartbeat", {"at": time.time(), "pid": os.getpid(), "session": self.session})
+    def heartbeat(self, **state: Any) -> None:
+        """Say who drives the run and what is in flight now (attempts are journaled when they end)."""
+        self.set_meta("heartbeat", {"at": time.time(), "pid": os.getpid(), "session": self.session, **state})
 
     # ----------------------------------------------------------------- internals
 
@@ -317,10 +319,11 @@ class Journal:
         error: CallError | None = a.error
         usage: Usage = a.usage
         self._db.execute(
-            "INSERT INTO attempts (idx, number, session, endpoint, started_at, latency_ms, ttft_ms, outcome, status, "
-            "error_class, error_code, error_message, request_id, prompt_tokens, completion_tokens, cached_tokens, "
-            "reasoning_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (a.index, a.number, self.session, a.endpoint, a.started_at, a.latency_ms, a.ttft_ms, a.outcome, a.status,
+            "INSERT INTO attempts (idx, number, session, endpoint, started_at, latency_ms, ttft_ms, outcome, retry_in_s, "
+            "status, error_class, error_code, error_message, request_id, prompt_tokens, completion_tokens, "
+            "cached_tokens, reasoning_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (a.index, a.number, self.session, a.endpoint, a.started_at, a.latency_ms, a.ttft_ms, a.outcome,
+             a.retry_in_s, a.status,
              error.kind if error else None, error.code if error else None, error.message if error else None,
              a.request_id, usage.prompt, usage.completion, usage.cached, usage.reasoning, a.cost_usd),
         )

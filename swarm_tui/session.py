@@ -155,7 +155,9 @@ class SwarmSession:
     async def _serve_control(self) -> None:
         """Apply commands that `attach` (another process) put in the journal; beat a heartbeat."""
         while True:
-            self.journal.heartbeat()
+            engine = self.engine
+            self.journal.heartbeat(in_flight=sorted(engine.in_flight_indices()), limit=engine.admission.limit,
+                                   paused=engine.paused)
             for command, args in self.journal.take_commands():
                 self.apply_command(command, args)
             await asyncio.sleep(CONTROL_POLL_S)

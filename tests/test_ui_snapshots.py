@@ -68,7 +68,8 @@ def finished_run(tmp_path_factory) -> Path:
     db = sqlite3.connect(root / "swarm-100-demo" / "journal.sqlite")
     with db:
         db.execute("UPDATE attempts SET started_at = ? + idx * 0.05 + number * 2.0, "
-                   "latency_ms = 180 + (idx * 37) % 900, ttft_ms = NULL", (FROZEN,))
+                   "latency_ms = 180 + (idx * 37) % 900, ttft_ms = NULL, "
+                   "retry_in_s = CASE WHEN outcome = 'retry' THEN 0.5 + number ELSE NULL END", (FROZEN,))
         db.execute("UPDATE events SET at = ? + id * 0.01", (FROZEN,))
         db.execute("UPDATE meta SET value = '{\"at\": 1700000010.0, \"pid\": 1, \"session\": 1}' "
                    "WHERE key = 'heartbeat'")

@@ -18,6 +18,7 @@ The engine imports nothing from Textual: the TUI subscribes to its events like a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -198,6 +199,9 @@ class SwarmEngine:
     @property
     def aborted(self) -> bool:
         return self._aborted
+
+    def in_flight_indices(self) -> list[int]:
+        return list(self._in_flight)
 
     def count(self, state: TaskState) -> int:
         return sum(1 for s in self.states.values() if s is state)
@@ -522,6 +526,7 @@ class SwarmEngine:
             self._check_failure_rate()
             return
         self._reasked.add(index)
+        attempt = dataclasses.replace(attempt, retry_in_s=0.0)
         task = self.tasks[index]
         messages = [*task.body.get("messages", []), {"role": "assistant", "content": raw},
                     {"role": "user", "content": f"That answer could not be used: {problem}. "
@@ -560,6 +565,7 @@ class SwarmEngine:
             self._check_failure_rate()
             return
         delay = 0.0 if fails_over else self.retry_policy.delay_s(error, round_attempts)
+        attempt = dataclasses.replace(attempt, retry_in_s=round(delay, 3))
         if error.is_rate_limit and error.retry_after_s and self.admission.close_gate(error.retry_after_s):
             self._emit(RateGateClosed(error.retry_after_s))
         self.journal.record_retry(attempt)

@@ -46,6 +46,8 @@ class Attempt:
     usage: Usage = Usage()
     cost_usd: float | None = None
     ttft_ms: float | None = None
+    retry_in_s: float | None = None
+    """For a retried attempt: the backoff before the next one."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -185,10 +185,10 @@ class AdaptiveConcurrency:
 
     INITIAL = 4
 
-    def __init__(self, ceiling: int, *, floor: int = 1, decrease: float = 0.7, min_window_s: float = 0.5,
+    def __init__(self, ceiling: int, *, floor: int | None = None, decrease: float = 0.7, min_window_s: float = 0.5,
                  clock: Clock = time.monotonic) -> None:
         self.ceiling = ceiling
-        self.floor = min(floor, ceiling)
+        self.floor = min(floor if floor is not None else self.default_floor(ceiling), ceiling)
         self.limit = min(ceiling, self.INITIAL)
         self.slow_start = True
         self.decrease = decrease
@@ -198,6 +198,12 @@ class AdaptiveConcurrency:
         self._last_decrease = -1e9
         self._clean_busy = 0
         self._growth_paused_until = 0.0
+
+    @staticmethod
+    def default_floor(ceiling: int) -> int:
+        """A tenth of the ceiling: a burst of 503s should slow the swarm, not reduce it to one call
+        at a time (the article's own rule only goes from 50 to 20)."""
+        return max(1, ceiling // 10)
 
     def observe_latency(self, latency_s: float) -> None:
         """A window is about one round trip: no second decrease for the same congestion."""
@@ -240,7 +246,7 @@ class AdaptiveConcurrency:
     def set_ceiling(self, ceiling: int) -> None:
         """The user moved the limit (`+`/`-`): that is the new ceiling and the new limit."""
         self.ceiling = max(1, ceiling)
-        self.floor = min(self.floor, self.ceiling)
+        self.floor = self.default_floor(self.ceiling)
         self.limit = self.ceiling
         self.slow_start = False
         self._clean_busy = 0

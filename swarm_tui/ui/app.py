@@ -35,6 +35,7 @@ from ..engine.events import (
     AttemptEnded,
     AttemptStarted,
     EndpointSwitched,
+    PhaseChanged,
     EngineEvent,
     RateGateClosed,
     RateLimitsLearned,
@@ -52,6 +53,7 @@ from ..engine.events import (
 from ..session import SwarmSession
 from . import format as fmt
 from .commands import SwarmCommands
+from .aggregate import AggregateScreen
 from .detail import AgentDetailScreen
 from .dialogs import ConfirmScreen, HelpScreen
 from .errorlog import ErrorLog, Failure
@@ -74,6 +76,8 @@ KEY_HELP = {
     "theme": "next theme: swarm-dark, swarm-light, swarm-high-contrast",
     "heat": "latency heat view: colour agents by latency",
     "provider": "provider pane: profiles, edit, save, test connection",
+    "aggregate": "the aggregate: what the swarm's aggregator wrote (aggregate.md)",
+    "flush-memory": "flush the swarm's rolling memory: later rounds start from the shared context only",
     "help": "this help",
     "quit": "quit (a run in flight is aborted after you confirm)",
 }
@@ -116,6 +120,8 @@ class SwarmApp(App[int]):
         Binding("t", "cycle_theme", "Theme", id="theme"),
         Binding("h", "toggle_heat", "Heat view", id="heat", show=False),
         Binding("e", "provider", "Provider", id="provider"),
+        Binding("g", "aggregate", "Aggregate", id="aggregate", tooltip="what the aggregator wrote"),
+        Binding("m", "flush_memory", "Flush memory", id="flush-memory", show=False),
         Binding("question_mark", "help", "Help", id="help", key_display="?"),
         Binding("q", "quit", "Quit", id="quit"),
     ]
@@ -278,6 +284,11 @@ class SwarmApp(App[int]):
                     self.rate_limits = (rpm, tpm)
                 case RateGateClosed(seconds=seconds):
                     self.phase_detail = f"provider asked to wait {seconds:.1f}s (429)"
+                case PhaseChanged(phase=phase, detail=detail):
+                    self.phase, self.phase_detail = phase.upper(), detail
+                    if phase == "done" and (self.source.run_dir / "aggregate.md").exists():
+                        self.notify("The aggregate is written: press g to read it", title="Aggregate",
+                                    timeout=10, markup=False)
                 case RunStopping(reason=reason):
                     self.phase, self.phase_detail = "STOPPING", reason
                 case RunFinished() as finished:
@@ -383,6 +394,10 @@ class SwarmApp(App[int]):
                 return True if source.can_steer and source.running else None
             case "concurrency":
                 return True if source.can_steer else None
+            case "aggregate":  # hidden, not dimmed, until there is one: most runs never have one
+                return (source.run_dir / "aggregate.md").exists()
+            case "flush_memory":
+                return True if source.can_steer and source.has_memory else None
         return True
 
     def _any_failed(self) -> bool:
@@ -481,6 +496,15 @@ class SwarmApp(App[int]):
 
     def action_provider(self) -> None:
         self.push_screen(ProviderScreen(self.config, self.source))
+
+    def action_aggregate(self) -> None:
+        self.push_screen(AggregateScreen(self.source.run_dir))
+
+    def action_flush_memory(self) -> None:
+        flushed = self.source.flush_memory()
+        what = "asked the run to flush" if flushed is None else f"flushed {flushed} rounds of"
+        self.notify(f"{what} the rolling memory; the next round starts from the shared context",
+                    title="Memory", markup=False)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.key_help(), str(self.source.run_dir)))
