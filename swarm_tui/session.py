@@ -67,7 +67,6 @@ class SwarmSession:
         self.run_dir = run_dir
         self.journal = journal
         self.plan = plan
-        self.tasks = tasks
         self.job_name = job_name
         self.sim: SimServer | None = None
         if plan.profile.is_simulator:
@@ -95,6 +94,12 @@ class SwarmSession:
         self.swarm = swarm
         self.pipeline = SwarmPipeline(self, swarm, template) if swarm and swarm.is_pipeline and template else None
         self._control_task: asyncio.Task[None] | None = None
+
+    @property
+    def tasks(self) -> list[Task]:
+        """Every task of the run so far, in order (a planned swarm has none until the planner answers)."""
+        tasks = self.engine.tasks
+        return [tasks[i] for i in sorted(tasks)]
 
     @property
     def simulated(self) -> bool:

@@ -239,3 +239,37 @@ async def test_p_after_an_abort_resumes_the_unfinished_agents_in_place(tmp_path,
     finally:
         await session.aclose()
     assert len(read_jsonl(tmp_path / "run" / "results.jsonl")) == 40
+
+
+async def test_a_planned_swarm_shows_its_plan_as_agents_then_its_aggregate(tmp_path, sim):
+    from swarm_tui.engine import EngineSettings
+    from swarm_tui.jobs import load_job
+    from swarm_tui.locations import bundled
+    from swarm_tui.providers.profile import ProviderProfile
+    from swarm_tui.session import RunPlan
+    from swarm_tui.ui.aggregate import AggregateScreen
+
+    job = load_job(bundled("sample_jobs") / "research-swarm.toml")
+    session = SwarmSession.open_new(job, RunPlan(ProviderProfile("custom", base_url=sim.base_url),
+                                                 EngineSettings()), tmp_path / "run")
+    app = app_for(session, tmp_path)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            assert app.grid.count == 0  # nothing to show until the planner answers
+            assert app.check_action("aggregate", ()) is False
+            await wait_for(pilot, lambda: app.phase == "DONE", what="the swarm to end")
+            assert app.phase_detail == "aggregate written"
+            assert app.grid.count == 12
+            assert "Sub-task 3 of 12" in session.tasks[2].prompt
+            await pilot.press("down", "right", "enter")  # the detail of a planned agent opens
+            await pilot.pause(0.1)
+            assert isinstance(app.screen, AgentDetailScreen) and app.screen.index == 11
+            await pilot.press("escape")
+            assert app.check_action("aggregate", ()) is True
+            await pilot.press("g")
+            await pilot.pause(0.1)
+            assert isinstance(app.screen, AggregateScreen)
+            await pilot.press("escape")
+    finally:
+        await session.aclose()
+    assert (tmp_path / "run" / "aggregate.md").exists()

@@ -141,6 +141,7 @@ class SwarmApp(App[int]):
         self._refresh_hz = refresh_hz
         self._events: list[EngineEvent] = []
         self._quitting = False
+        self._aggregate_ready = (source.run_dir / "aggregate.md").exists()
         self._enabled_keys: tuple[bool | None, ...] = ()
         self._worker: Worker | None = None
         self.phase = "STARTING"
@@ -287,6 +288,7 @@ class SwarmApp(App[int]):
                 case PhaseChanged(phase=phase, detail=detail):
                     self.phase, self.phase_detail = phase.upper(), detail
                     if phase == "done" and (self.source.run_dir / "aggregate.md").exists():
+                        self._aggregate_ready = True
                         self.notify("The aggregate is written: press g to read it", title="Aggregate",
                                     timeout=10, markup=False)
                 case RunStopping(reason=reason):
@@ -365,7 +367,8 @@ class SwarmApp(App[int]):
     # ----------------------------------------------------------------- which keys make sense now
 
     STEERING_ACTIONS: ClassVar[tuple[tuple[str, tuple[object, ...]], ...]] = (
-        ("retry_failed", ()), ("retry_cursor", ()), ("toggle_pause", ()), ("abort", ()), ("concurrency", (1,)))
+        ("retry_failed", ()), ("retry_cursor", ()), ("toggle_pause", ()), ("abort", ()), ("concurrency", (1,)),
+        ("aggregate", ()), ("flush_memory", ()))
 
     def _refresh_bindings_if_changed(self) -> None:
         """Refresh the keys' enabled state only when it changed: a refresh rebuilds the footer."""
@@ -395,7 +398,7 @@ class SwarmApp(App[int]):
             case "concurrency":
                 return True if source.can_steer else None
             case "aggregate":  # hidden, not dimmed, until there is one: most runs never have one
-                return (source.run_dir / "aggregate.md").exists()
+                return self._aggregate_ready
             case "flush_memory":
                 return True if source.can_steer and source.has_memory else None
         return True

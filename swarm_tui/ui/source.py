@@ -79,7 +79,6 @@ class LiveRun:
         self.engine = session.engine
         self.run_dir = session.run_dir
         self.job_name = session.job_name
-        self.tasks = session.tasks
         self.profile = session.plan.profile
         self.settings = session.plan.settings
         self.model = session.model
@@ -138,6 +137,11 @@ class LiveRun:
 
     def retry(self, indices: Iterable[int] | None = None) -> list[int]:
         return self.engine.retry_failed(indices)
+
+    @property
+    def tasks(self) -> list[Task]:
+        """The run's tasks so far: a planned swarm gains its agents when the planner answers."""
+        return self.session.tasks
 
     @property
     def has_memory(self) -> bool:
