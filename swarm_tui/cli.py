@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     providers.add_argument("action", nargs="?", choices=["list", "test"], default="list")
     providers.add_argument("name", nargs="?", help="the profile to test")
     providers.set_defaults(handler=cmd_providers)
+    _add_cost_commands(commands)
     return parser
 
 
@@ -318,3 +319,182 @@ def cmd_providers(args: argparse.Namespace) -> int:
     result = asyncio.run(probe_profile(config.profile(args.name)))
     print(result.describe())
     return 0 if result.ok else 1
+
+
+# --------------------------------------------------------------------------- cost: estimate, shadow
+# (issue 5; kept apart so that the rest of this file can change without touching it)
+
+
+def _add_cost_commands(commands) -> None:
+    est = commands.add_parser(
+        "estimate", help="project a workload's monthly cost per model and provider",
+        description="Project the monthly cost of a workload per model and provider, side by side "
+                    "(e.g. the source article's 100 agents x 50 tasks/day x 2,048 output tokens x 30 days).")
+    est.add_argument("--agents", type=_positive_int, help="sub-agents (default 100)")
+    est.add_argument("--tasks-per-day", type=_positive_float, metavar="N", help="tasks per agent a day (default 50)")
+    est.add_argument("--input-tokens", type=_non_negative_float, metavar="N",
+                     help="prompt tokens per task, cached ones included (default 0: output only, as the article)")
+    est.add_argument("--output-tokens", type=_non_negative_float, metavar="N", help="output tokens per task (default 2048)")
+    est.add_argument("--cached-share", type=_rate, metavar="P", help="share of input served from the prompt cache (default 0)")
+    est.add_argument("--days", type=_positive_float, help="days in the period (default 30)")
+    which = est.add_mutually_exclusive_group()
+    which.add_argument("--model", action="append", metavar="MODEL", help="a model to price (repeatable)")
+    which.add_argument("--all-models", action="store_true", help="every model of the price table (the default)")
+    est.add_argument("--provider", action="append", metavar="NAME",
+                     help="only these providers' rows (repeatable; e.g. official, holysheep, relay-avg)")
+    est.add_argument("--currency", help="display currency (default: the config's, CNY)")
+    est.add_argument("--rate", type=_positive_float, help="units of the display currency per $1 (e.g. 7.3)")
+    est.add_argument("--from-run", type=Path, metavar="RUN_DIR", help="take the per-task tokens a run measured")
+    est.add_argument("--json", action="store_true", help="machine-readable output")
+    est.set_defaults(handler=cmd_estimate)
+
+    sh = commands.add_parser(
+        "shadow", help="mirror a share of traffic to a candidate endpoint: ADOPT (exit 0) or ROLLBACK (exit 1)",
+        description="Send a workload to the primary endpoint and mirror a share of it to the secondary; "
+                    "compare latency, errors, cost and answers; ADOPT (exit 0) or ROLLBACK (exit 1).")
+    sh.add_argument("--primary", required=True, help="a provider profile name or a base URL")
+    sh.add_argument("--secondary", required=True, help="a provider profile name or a base URL (the candidate)")
+    sh.add_argument("--model", help="the model asked of both (default: each profile's)")
+    sh.add_argument("--secondary-model", help="the model asked of the secondary, if named differently there")
+    sh.add_argument("--primary-key-env", help="env var holding the primary's key (base URL; default OPENAI_API_KEY)")
+    sh.add_argument("--secondary-key-env", help="env var holding the secondary's key (base URL; default OPENAI_API_KEY)")
+    sh.add_argument("--rate", type=_share, default=0.1, help="share of requests mirrored to the secondary (default 0.1)")
+    sh.add_argument("--duration", type=_positive_float, default=600.0, metavar="S", help="seconds of traffic (default 600)")
+    sh.add_argument("--threshold", type=_positive_float, default=2.0,
+                    help="ROLLBACK when secondary p95 / primary p95 exceeds this (default 2.0)")
+    sh.add_argument("--max-error-excess", type=_rate, default=0.01, metavar="P",
+                    help="ROLLBACK when the secondary's error rate exceeds the primary's by more (default 0.01)")
+    sh.add_argument("--job", type=Path, help="a .jsonl or .toml job to send (default: a built-in probe workload)")
+    sh.add_argument("--rps", type=_positive_float, default=2.0, help="requests a second to the primary (default 2)")
+    sh.add_argument("--stream", action="store_true", help="stream answers (time to first token is measured)")
+    sh.add_argument("--timeout", type=_positive_float, default=30.0, metavar="S", help="limit of one request (default 30)")
+    sh.add_argument("--max-tokens", type=_positive_int, default=64, help="max_tokens of probe requests (default 64)")
+    sh.add_argument("--out", type=Path, help="where shadow.json goes (default runs/<timestamp>-shadow)")
+    sh.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    sh.add_argument("--currency", help="display currency (default: the config's)")
+    sh.add_argument("--currency-rate", type=_positive_float, metavar="RATE", help="units of the display currency per $1")
+    sh.set_defaults(handler=cmd_shadow)
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError("must be a share in (0, 1], e.g. 0.1 for 10%")
+    return value
+
+
+def _display_currency(config: Config, code: str | None, rate: float | None, rate_flag: str):
+    from .currency import from_config, resolve_currency
+
+    if code is None and rate is None:
+        return from_config(config)
+    if code is None and rate is not None:
+        code = config.currency
+    return resolve_currency(code, rate, source="command line", code_field="--currency", rate_field=rate_flag)
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    import json
+
+    from .estimate import Scenario, build_estimate, format_table, measure_run, scenario_from_run
+    from .pricing import PriceTable
+
+    config = load_config()
+    table = PriceTable.builtin(config.prices, billing=config.billing, source=config.path)
+    currency = _display_currency(config, args.currency, args.rate, "--rate")
+    base = Scenario(**{k: v for k, v in {
+        "agents": args.agents, "tasks_per_day": args.tasks_per_day, "days": args.days,
+        "input_tokens": args.input_tokens, "output_tokens": args.output_tokens, "cached_share": args.cached_share,
+    }.items() if v is not None})
+    models = args.model
+    if args.from_run is not None:
+        measured = measure_run(args.from_run)
+        scenario = scenario_from_run(measured, base, input_tokens=args.input_tokens,
+                                     output_tokens=args.output_tokens, cached_share=args.cached_share)
+        if not models and not args.all_models and table.canonical(measured.model):
+            models = [measured.model]
+    else:
+        scenario = base
+    estimate = build_estimate(scenario, models=models, providers=args.provider, table=table, currency=currency)
+    if args.from_run is not None and measured.simulated:
+        estimate.notes.append("the run was SIMULATED: its token counts come from the simulator")
+    if args.json:
+        print(json.dumps(estimate.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(format_table(estimate))
+    return 0
+
+
+def cmd_shadow(args: argparse.Namespace) -> int:
+    import json
+    import signal
+    import time
+
+    from .shadow import (ShadowConfig, ShadowRun, endpoint_profile, format_report, progress_line,
+                         write_report)
+
+    config = load_config()
+    primary = endpoint_profile(args.primary, config, label="primary", model=args.model,
+                               api_key_env=args.primary_key_env)
+    secondary = endpoint_profile(args.secondary, config, label="secondary",
+                                 model=args.secondary_model or args.model, api_key_env=args.secondary_key_env)
+    _check_key(primary)
+    _check_key(secondary)
+    bodies = None
+    if args.job is not None:
+        job = load_job(args.job, model_override=args.model)
+        bodies = [task.body for task in job.tasks]
+    shadow_config = ShadowConfig(
+        primary=primary, secondary=secondary, model=args.model, secondary_model=args.secondary_model,
+        rate=args.rate, duration_s=args.duration, threshold=args.threshold, max_error_excess=args.max_error_excess,
+        rps=args.rps, bodies=bodies, workload=str(args.job) if args.job else "probe", stream=args.stream,
+        timeout_s=args.timeout, max_tokens=args.max_tokens, prices=config.prices, billing=config.billing,
+        currency=_display_currency(config, args.currency, args.currency_rate, "--currency-rate"),
+    )
+    live = sys.stderr.isatty()
+    last_line = [0.0]
+
+    def on_update(report) -> None:
+        if report.finished:
+            if live:
+                sys.stderr.write("\r\033[K")
+            return
+        now = time.monotonic()
+        if live:
+            sys.stderr.write("\r\033[K" + progress_line(report))
+            sys.stderr.flush()
+        elif now - last_line[0] >= 5.0:
+            last_line[0] = now
+            print(progress_line(report), file=sys.stderr)
+
+    run = ShadowRun(shadow_config, on_update)
+    out_dir = args.out or default_run_dir("shadow")
+    print(f"swarm-tui shadow: {run.endpoints[0].profile.name} <- all traffic, {run.endpoints[1].profile.name} <- "
+          f"{args.rate:.0%} mirrored, {args.duration:g}s at {args.rps:g} req/s ({shadow_config.workload}); "
+          f"report: {out_dir / 'shadow.json'}", file=sys.stderr)
+
+    async def drive():
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, run.stop)
+            except (NotImplementedError, RuntimeError):
+                pass
+        return await run.run()
+
+    report = asyncio.run(drive())
+    path = write_report(report, out_dir)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(format_report(report))
+        print(f"report: {path}")
+    return report.exit_code
+

@@ -48,6 +48,8 @@ class Config:
     currency_rate: float | None = None
     prices: dict[str, Any] = field(default_factory=dict)
     """User price overrides, `[prices."provider/model"]` tables (see pricing)."""
+    billing: dict[str, Any] = field(default_factory=dict)
+    """What a provider bills per $1 in a local currency, `[billing.<provider>] CNY = 1.0` (see currency)."""
 
     def profile(self, name: str) -> ProviderProfile:
         try:
@@ -83,9 +85,27 @@ def load_config(path: Path | None = None) -> Config:
     config.currency = defaults.get("currency", config.currency)
     config.currency_rate = defaults.get("currency_rate", config.currency_rate)
     config.prices = doc.get("prices") or {}
+    config.billing = doc.get("billing") or {}
+    _check_money(config)
     if config.default_provider not in config.profiles:
         raise InputError.single(path, "defaults.provider", f"no profile named {config.default_provider!r}")
     return config
+
+
+def _check_money(config: Config) -> None:
+    """Bad currency or price settings fail here (exit 2, naming the field), not mid-run."""
+    from .currency import resolve_currency
+    from .pricing import PriceTable
+
+    if not isinstance(config.currency, str):
+        raise InputError.single(config.path, "defaults.currency", f"must be a currency code such as \"CNY\", not {config.currency!r}")
+    resolve_currency(config.currency, config.currency_rate, source=str(config.path),
+                     code_field="defaults.currency", rate_field="defaults.currency_rate")
+    if not isinstance(config.prices, dict):
+        raise InputError.single(config.path, "prices", 'must be tables: [prices."provider/model"]')
+    if not isinstance(config.billing, dict):
+        raise InputError.single(config.path, "billing", "must be tables: [billing.<provider>] CNY = 1.0")
+    PriceTable.builtin(config.prices, billing=config.billing, source=config.path)
 
 
 def _read(path: Path) -> dict[str, Any]:

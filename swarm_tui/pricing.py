@@ -1,57 +1,376 @@
 """Prices and the cost of what was billed.
 
-Cost is computed per attempt from normalised usage, so failed-but-billed attempts count:
-cached prompt tokens at the cached rate, the rest of the prompt at the input rate, and
-completion tokens (reasoning included) at the output rate. A model without a known price
-costs `None` ("price unknown"), never $0.
+Cost is computed per attempt from normalised usage, so failed-but-billed and hedged attempts
+count: cached prompt tokens at the cached rate, the rest of the prompt at the input rate, and
+completion tokens at the output rate. Reasoning tokens are output: OpenAI (and the providers
+copying its usage object) already count them inside `completion_tokens`, so they are not added
+again, unless a provider reports more reasoning tokens than completion tokens, which shows it
+counts them apart. A model without a known price costs `None` ("price unknown"), never $0.
+
+The built-in table (`prices.toml`, dated and sourced) holds the models' official list prices
+and the source article's relay prices; users override or add rows in their config
+(`[prices."provider/model"]`). Lookups are by provider (a profile name) and model; a provider
+the table does not name pays the official price.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+import math
+import re
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable, Iterable
 
+from .errors import InputError
 from .providers.usage import Usage
 
 PER_TOKENS = 1_000_000
+OFFICIAL = "official"
+"""The provider name of the model makers' list prices (also written `*`)."""
+
+PRICE_FIELDS = ("input", "cached_input", "output")
+ENTRY_FIELDS = frozenset({*PRICE_FIELDS, "source", "as_of"})
+_DATE_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4})$")
+
+
+@dataclass(frozen=True, slots=True)
+class CostParts:
+    """One usage priced, split by what the tokens were billed as (USD)."""
+
+    input_usd: float = 0.0
+    cached_input_usd: float = 0.0
+    output_usd: float = 0.0
+    cached_savings_usd: float = 0.0
+    """What the cached tokens would have cost more at the full input rate."""
+
+    @property
+    def total_usd(self) -> float:
+        return self.input_usd + self.cached_input_usd + self.output_usd
+
+    def __add__(self, other: "CostParts") -> "CostParts":
+        return CostParts(self.input_usd + other.input_usd, self.cached_input_usd + other.cached_input_usd,
+                         self.output_usd + other.output_usd, self.cached_savings_usd + other.cached_savings_usd)
 
 
 @dataclass(frozen=True, slots=True)
 class Price:
+    """USD per 1M tokens."""
+
     input: float
     cached_input: float
     output: float
     source: str = ""
+    as_of: str = ""
 
     def cost(self, usage: Usage) -> float:
         uncached = max(0, usage.prompt - usage.cached)
-        return (uncached * self.input + usage.cached * self.cached_input + usage.completion * self.output) / PER_TOKENS
+        return (uncached * self.input + usage.cached * self.cached_input
+                + billable_output(usage) * self.output) / PER_TOKENS
+
+    def breakdown(self, usage: Usage) -> CostParts:
+        uncached = max(0, usage.prompt - usage.cached)
+        return CostParts(
+            input_usd=uncached * self.input / PER_TOKENS,
+            cached_input_usd=usage.cached * self.cached_input / PER_TOKENS,
+            output_usd=billable_output(usage) * self.output / PER_TOKENS,
+            cached_savings_usd=usage.cached * (self.input - self.cached_input) / PER_TOKENS,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"input": self.input, "cached_input": self.cached_input, "output": self.output,
+                "unit": "USD per 1M tokens", "source": self.source, "as_of": self.as_of}
+
+
+def billable_output(usage: Usage) -> int:
+    """Output tokens to bill: completion tokens, which include reasoning (OpenAI's convention);
+    reasoning is added only when it exceeds the completion count (a provider counting it apart)."""
+    if usage.reasoning > usage.completion:
+        return usage.completion + usage.reasoning
+    return usage.completion
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """One row of the table: a model at a provider."""
+
+    provider: str
+    model: str
+    price: Price
 
 
 class PriceTable:
-    def __init__(self, entries: dict[str, Price]) -> None:
-        self._entries = entries
+    def __init__(self, entries: dict[str, Price], *, aliases: dict[str, str] | None = None,
+                 billing: dict[str, dict[str, float]] | None = None, updated: str = "") -> None:
+        self._entries: dict[tuple[str, str], Price] = {}
+        for key, price in entries.items():
+            provider, model = _split_key(key)
+            self._entries[(provider, model)] = price
+        self._aliases = {k.lower(): v.lower() for k, v in (aliases or {}).items()}
+        self._billing = {_provider_key(p): {c.upper(): float(r) for c, r in rates.items()}
+                         for p, rates in (billing or {}).items()}
+        self.updated = updated
 
     @classmethod
-    def builtin(cls, overrides: dict[str, Any] | None = None) -> "PriceTable":
-        doc = tomllib.loads(resources.files(__package__).joinpath("prices.toml").read_text(encoding="utf-8"))
-        doc.pop("meta", None)
-        doc.update(overrides or {})
-        entries = {}
-        for key, row in doc.items():
-            entries[key.lower()] = Price(
-                input=float(row["input"]), cached_input=float(row.get("cached_input", row["input"])),
-                output=float(row["output"]), source=str(row.get("source", "")),
-            )
-        return cls(entries)
+    def builtin(cls, overrides: dict[str, Any] | None = None, *, billing: dict[str, Any] | None = None,
+                source: str | Path = "config [prices]") -> "PriceTable":
+        """The built-in table with the user's `[prices."provider/model"]` rows applied on top.
 
-    def lookup(self, model: str | None, provider: str = "*") -> Price | None:
+        An override may give only some fields of a row the table has (e.g. just `output`);
+        a new row needs `input` and `output` (`cached_input` defaults to `input`).
+        Bad rows raise `InputError` naming `source` and the field.
+        """
+        doc = _builtin_doc()
+        table = cls({}, aliases=doc.get("aliases"), updated=str(doc.get("meta", {}).get("updated", "")))
+        for key, row in doc.items():
+            if "/" in key:
+                table._entries[_split_key(key)] = _price_from_row(row, key, "prices.toml")
+        for provider, rates in (doc.get("billing") or {}).items():
+            table._billing[_provider_key(provider)] = {c.upper(): float(v) for c, v in rates.items() if c != "source"}
+        for key, row in (overrides or {}).items():
+            table._apply_override(str(key), row, str(source))
+        for provider, rates in (billing or {}).items():
+            if not isinstance(rates, dict):
+                raise InputError.single(source, f"billing.{provider}", "must be a table of CURRENCY = rate")
+            for code, rate in rates.items():
+                if code == "source":
+                    continue
+                if not _is_number(rate) or rate <= 0:
+                    raise InputError.single(source, f"billing.{provider}.{code}", f"must be a positive number, not {rate!r}")
+                table._billing.setdefault(_provider_key(provider), {})[str(code).upper()] = float(rate)
+        return table
+
+    def _apply_override(self, key: str, row: Any, source: str) -> None:
+        where = f'prices."{key}"'
+        if not isinstance(row, dict):
+            raise InputError.single(source, where, "must be a table with input, cached_input and output (USD per 1M tokens)")
+        unknown = set(row) - ENTRY_FIELDS
+        if unknown:
+            raise InputError.single(source, f"{where}.{sorted(unknown)[0]}",
+                                    f"unknown field (known: {', '.join(sorted(ENTRY_FIELDS))})")
+        for name in PRICE_FIELDS:
+            if name in row and (not _is_number(row[name]) or row[name] < 0):
+                raise InputError.single(source, f"{where}.{name}",
+                                        f"must be a number >= 0 (USD per 1M tokens), not {row[name]!r}")
+        provider, model = _split_key(key)
+        model = self.canonical(model) or model
+        existing = self._entries.get((provider, model))
+        if existing is None:
+            missing = [name for name in ("input", "output") if name not in row]
+            if missing:
+                raise InputError.single(source, f"{where}.{missing[0]}",
+                                        "missing (a new price needs input and output, USD per 1M tokens)")
+            existing = Price(float(row["input"]), float(row["input"]), float(row["output"]))
+        self._entries[(provider, model)] = Price(
+            input=float(row.get("input", existing.input)),
+            cached_input=float(row.get("cached_input", existing.cached_input)),
+            output=float(row.get("output", existing.output)),
+            source=str(row.get("source", f"your config ({source})")),
+            as_of=str(row.get("as_of", "")),
+        )
+
+    # ----------------------------------------------------------------- queries
+
+    def canonical(self, model: str | None) -> str | None:
+        """The table's name for `model` (alias, date suffix and vendor prefix resolved), or None."""
         if not model:
             return None
-        model = model.lower()
-        return self._entries.get(f"{provider.lower()}/{model}") or self._entries.get(f"*/{model}")
+        known = {m for _, m in self._entries}
+        for name in _name_variants(model.lower()):
+            name = self._aliases.get(name, name)
+            if name in known:
+                return name
+        return None
+
+    def lookup(self, model: str | None, provider: str = "*") -> Price | None:
+        """The price of `model` at `provider` (a profile name); the official one when the
+        provider has no row of its own; None when the model is in no row (price unknown)."""
+        model = self.canonical(model)
+        if model is None:
+            return None
+        provider = _provider_key(provider.split("/")[0]) if provider else OFFICIAL
+        return self._entries.get((provider, model)) or self._entries.get((OFFICIAL, model))
+
+    def offers(self, model: str) -> list[Offer]:
+        """Every provider with a row for `model`, cheapest output first."""
+        canon = self.canonical(model)
+        rows = [Offer(p, m, price) for (p, m), price in self._entries.items() if m == canon]
+        return sorted(rows, key=lambda o: (o.price.output, o.price.input, o.provider))
 
     def models(self) -> list[str]:
-        return sorted({key.split("/", 1)[1] for key in self._entries})
+        return sorted({m for _, m in self._entries})
+
+    def providers(self) -> list[str]:
+        return sorted({p for p, _ in self._entries})
+
+    def entries(self) -> list[Offer]:
+        return [Offer(p, m, price) for (p, m), price in sorted(self._entries.items())]
+
+    def billing_rate(self, provider: str | None, currency: str) -> float | None:
+        """What `provider` charges in `currency` per $1 of list price, when it says (¥1 = $1)."""
+        if not provider:
+            return None
+        return self._billing.get(_provider_key(provider.split("/")[0]), {}).get(currency.upper())
+
+
+@functools.cache
+def _builtin_text() -> str:
+    return resources.files(__package__).joinpath("prices.toml").read_text(encoding="utf-8")
+
+
+def _builtin_doc() -> dict[str, Any]:
+    return copy.deepcopy(_parsed_builtin())
+
+
+@functools.cache
+def _parsed_builtin() -> dict[str, Any]:
+    return tomllib.loads(_builtin_text())
+
+
+def _price_from_row(row: dict[str, Any], key: str, source: str) -> Price:
+    try:
+        return Price(input=float(row["input"]), cached_input=float(row.get("cached_input", row["input"])),
+                     output=float(row["output"]), source=str(row.get("source", "")), as_of=str(row.get("as_of", "")))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError.single(source, key, f"bad price row: {exc}") from None
+
+
+def _split_key(key: str) -> tuple[str, str]:
+    """`"provider/model"` (a bare model is the official price) → (provider, model), lower case."""
+    key = key.strip().lower()
+    if "/" not in key:
+        return OFFICIAL, key
+    provider, model = key.split("/", 1)
+    return _provider_key(provider), model
+
+
+def _provider_key(provider: str) -> str:
+    provider = provider.strip().lower()
+    return OFFICIAL if provider in ("", "*") else provider
+
+
+def _name_variants(model: str) -> list[str]:
+    """`openai/gpt-4.1-2025-04-14` → itself, without the vendor, without the date, without both."""
+    names = [model]
+    if "/" in model:
+        names.append(model.rsplit("/", 1)[1])
+    for name in list(names):
+        stripped = _DATE_SUFFIX.sub("", name)
+        if stripped != name:
+            names.append(stripped)
+    return list(dict.fromkeys(names))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# --------------------------------------------------------------------------- run-level figures
+
+
+def cost_per_minute(cost_usd: float | None, elapsed_s: float | None) -> float | None:
+    """Spend rate; None when the cost is unknown or no time has passed."""
+    if cost_usd is None or not elapsed_s or elapsed_s <= 0:
+        return None
+    return cost_usd * 60.0 / elapsed_s
+
+
+def projected_total(cost_usd: float | None, finished: int, remaining: int) -> float | None:
+    """The cost when the remaining tasks cost what the finished ones did on average (retries
+    and failures included); None before the first task finished or when the price is unknown."""
+    if cost_usd is None:
+        return None
+    if remaining <= 0:
+        return cost_usd
+    if finished <= 0:
+        return None
+    return cost_usd + cost_usd / finished * remaining
+
+
+def run_cost_details(attempts: Iterable[dict[str, Any]], price_for: Callable[[str], Price | None]) -> dict[str, Any]:
+    """Break a run's billed attempts (journal rows) down by token kind, endpoint and outcome.
+
+    `price_for(endpoint)` gives each endpoint's price. Attempts are billed whatever their
+    outcome; `overhead_usd` is what attempts that did not deliver their task's result cost
+    (retried, failed, hedges lost, cancelled).
+    """
+    parts = CostParts()
+    by_endpoint: dict[str, dict[str, Any]] = {}
+    overhead = 0.0
+    unpriced = 0
+    for row in attempts:
+        endpoint = row.get("endpoint") or "?"
+        usage = Usage(prompt=row.get("prompt_tokens") or 0, completion=row.get("completion_tokens") or 0,
+                      cached=row.get("cached_tokens") or 0, reasoning=row.get("reasoning_tokens") or 0)
+        slot = by_endpoint.setdefault(endpoint, {"attempts": 0, "cost_usd": 0.0, "prompt": 0, "cached": 0,
+                                                 "completion": 0})
+        slot["attempts"] += 1
+        slot["prompt"] += usage.prompt
+        slot["cached"] += usage.cached
+        slot["completion"] += usage.completion
+        cost = row.get("cost_usd")
+        price = price_for(endpoint)
+        if cost is None:
+            if usage.total:
+                unpriced += 1
+            continue
+        slot["cost_usd"] += cost
+        if row.get("outcome") != "ok":
+            overhead += cost
+        if price is not None:
+            parts = parts + price.breakdown(usage)
+    for endpoint, slot in by_endpoint.items():
+        slot["cost_usd"] = round(slot["cost_usd"], 6)
+        price = price_for(endpoint)
+        slot["price"] = price.to_dict() if price else None
+    return {
+        "input_usd": round(parts.input_usd, 6),
+        "cached_input_usd": round(parts.cached_input_usd, 6),
+        "output_usd": round(parts.output_usd, 6),
+        "cached_savings_usd": round(parts.cached_savings_usd, 6),
+        "overhead_usd": round(overhead, 6),
+        "unpriced_attempts": unpriced,
+        "by_endpoint": by_endpoint,
+    }
+
+
+def summary_cost_fields(journal: Any, *, model: str | None, provider: str, cost_usd: float | None,
+                        makespan_s: float | None, finished: int, unfinished: int) -> dict[str, Any]:
+    """The cost fields of `summary.json`, from a journal (read-only use): spend rate, projected
+    total, the cost in the display currency, and where the money went (`run_cost_details`)."""
+    from .currency import configured_currency
+
+    meta = journal.meta()
+    plan = meta.get("plan") or {}
+    prices = plan.get("prices") or {}
+    fallback_model = (plan.get("profile") or {}).get("fallback_model")
+    try:
+        table = PriceTable.builtin(prices)
+    except InputError:
+        table = PriceTable.builtin()
+
+    @functools.cache
+    def price_for(endpoint: str) -> Price | None:
+        is_fallback = endpoint.endswith("/fallback")
+        return table.lookup((fallback_model or model) if is_fallback else model, endpoint.split("/")[0])
+
+    currency = configured_currency(provider=provider, prices=prices)
+    details = run_cost_details(journal.attempts_since(0), price_for)
+    details["currency"] = {**currency.to_dict(), "amount": _round(currency.amount(cost_usd))}
+    per_min = cost_per_minute(cost_usd, makespan_s)
+    return {
+        "cost_per_min_usd": _round(per_min),
+        "cost_projected_usd": _round(projected_total(cost_usd, finished, unfinished)),
+        "cost_display": currency.format(cost_usd) if cost_usd is not None else f"price unknown for model {model!r}",
+        "cost_breakdown": details,
+    }
+
+
+def _round(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(value, digits)

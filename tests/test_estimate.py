@@ -1,0 +1,135 @@
+"""`swarm-tui estimate`: the article's ROI scenario, side-by-side rows, currencies, --from-run, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from swarm_tui.cli import main
+from swarm_tui.currency import resolve_currency
+from swarm_tui.estimate import Scenario, build_estimate, format_table, measure_run, scenario_from_run
+
+from .conftest import run_cli
+from .helpers import open_session
+
+ARTICLE = ["--agents", "100", "--tasks-per-day", "50", "--output-tokens", "2048", "--days", "30"]
+
+
+def _row(lines: list[str], *words: str) -> str:
+    matches = [line for line in lines if all(w in line.split() for w in words)]
+    assert len(matches) == 1, (words, lines)
+    return matches[0]
+
+
+def test_the_articles_scenario_is_307_2m_output_tokens_and_2457_60_for_gpt_4_1():
+    result = run_cli("estimate", *ARTICLE, "--model", "gpt-4.1")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "Tokens: 0 input (0 cached) + 307.2M output" in result.stdout
+    relay = _row(lines, "gpt-4.1", "holysheep")
+    assert "8.00" in relay.split() and "307.2M" in relay.split() and "$2,457.60" in relay.split()
+    assert "$1,044.48 (29.8%)" in relay  # against the other relays' average
+    average = _row(lines, "gpt-4.1", "relay-avg")
+    assert "$3,502.08" in average.split() and "(priciest)" in average
+    # CNY (the config default): the relay bills ¥1 = $1, the official rate is ¥7.3 = $1
+    assert "¥2,457.60*" in relay.split()
+    assert "¥17,940.48" in _row(lines, "gpt-4.1", "official").split()
+
+
+def test_the_estimate_in_process_gives_exact_figures():
+    estimate = build_estimate(Scenario(agents=100, tasks_per_day=50, output_tokens=2048, days=30),
+                              models=["gpt-4.1"], currency=resolve_currency("USD"))
+    assert estimate.usage.completion == 307_200_000 and estimate.usage.prompt == 0
+    by_provider = {row.provider: row for row in estimate.rows}
+    assert by_provider["holysheep"].cost_usd == pytest.approx(2457.60)
+    assert by_provider["relay-avg"].cost_usd == pytest.approx(3502.08)
+    assert by_provider["holysheep"].saving_usd == pytest.approx(1044.48)
+    assert by_provider["relay-avg"].priciest and by_provider["relay-avg"].saving_usd == 0
+    assert estimate.rows[0].cost_usd <= estimate.rows[-1].cost_usd  # cheapest first
+    assert "cost CNY" not in format_table(estimate)  # USD only
+
+
+def test_all_models_as_json_put_every_provider_side_by_side():
+    result = run_cli("estimate", *ARTICLE, "--all-models", "--json", "--currency", "JPY", "--rate", "150")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["tokens"]["output"] == 307_200_000
+    rows = {(r["model"], r["provider"]): r for r in data["rows"]}
+    expected = {"gpt-4.1": (8.00, 11.40), "claude-sonnet-4.5": (15.00, 21.00),
+                "gemini-2.5-flash": (2.50, 3.75), "deepseek-v3.2": (0.42, 0.65)}
+    for model, (relay, average) in expected.items():
+        cheap, dear = rows[(model, "holysheep")], rows[(model, "relay-avg")]
+        assert cheap["cost_usd"] == pytest.approx(307.2 * relay, abs=0.01)
+        assert dear["cost_usd"] == pytest.approx(307.2 * average, abs=0.01)
+        assert cheap["saving_usd"] == pytest.approx(dear["cost_usd"] - cheap["cost_usd"], abs=0.01)
+        assert cheap["display"]["amount"] == pytest.approx(307.2 * relay * 150, abs=0.01)
+        assert (model, "official") in rows
+    assert data["priciest"] == {"model": "claude-sonnet-4.5", "provider": "relay-avg", "cost_usd": 6451.2}
+    assert data["cheapest"]["model"] == "deepseek-v3.2"
+
+
+def test_cached_input_is_cheaper_than_uncached_input():
+    base = Scenario(input_tokens=4000, output_tokens=500)
+    cold = build_estimate(base, models=["deepseek-v3.2"], providers=["official"]).rows[0]
+    warm = build_estimate(Scenario(input_tokens=4000, output_tokens=500, cached_share=0.75),
+                          models=["deepseek-v3.2"], providers=["official"]).rows[0]
+    tasks = 100 * 50 * 30
+    assert cold.cost_usd == pytest.approx(tasks * (4000 * 0.28 + 500 * 0.42) / 1e6)
+    assert warm.cost_usd == pytest.approx(tasks * (1000 * 0.28 + 3000 * 0.028 + 500 * 0.42) / 1e6)
+
+
+async def test_from_run_takes_the_per_task_tokens_a_run_measured(tmp_path, sim):
+    session = open_session(tmp_path, sim.base_url, [f"task {i} " + "word " * (i * 10) for i in range(12)])
+    try:
+        await session.run()
+    finally:
+        await session.aclose()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    measured = measure_run(tmp_path / "run")
+    assert measured.finished_tasks == 12
+    assert measured.input_tokens == pytest.approx(summary["tokens"]["prompt"] / 12)
+    assert measured.output_tokens == pytest.approx(summary["tokens"]["completion"] / 12)
+    scenario = scenario_from_run(measured, Scenario(agents=10), output_tokens=1000)
+    assert scenario.agents == 10 and scenario.output_tokens == 1000  # an explicit flag wins
+    assert scenario.input_tokens == pytest.approx(measured.input_tokens)
+
+    result = run_cli("estimate", "--from-run", str(tmp_path / "run"), "--model", "gpt-4.1", "--agents", "10",
+                     "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["scenario"]["measured_from"] == str(tmp_path / "run")
+    assert data["tokens"]["input"] == round(10 * 50 * 30 * summary["tokens"]["prompt"] / 12)
+    assert data["tokens"]["output"] == round(10 * 50 * 30 * summary["tokens"]["completion"] / 12)
+
+    (tmp_path / "run" / "journal.sqlite").rename(tmp_path / "moved.sqlite")  # summary.json alone will do
+    assert measure_run(tmp_path / "run").output_tokens == pytest.approx(measured.output_tokens)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "gpt-9"], "known models: claude-sonnet-4.5, deepseek-v3.2"),
+    (["--cached-share", "1.5"], "--cached-share"),
+    (["--agents", "0"], "--agents"),
+    (["--output-tokens", "-5"], "--output-tokens"),
+    (["--model", "gpt-4.1", "--all-models"], "not allowed with"),
+    (["--currency", "XYZ"], "no reference rate for XYZ"),
+    (["--provider", "nobody"], "known: holysheep, official, relay-avg"),
+    (["--from-run", "/nonexistent/run"], "not a run directory"),
+])
+def test_bad_input_exits_2_with_a_clear_message(argv, message, capsys):
+    try:
+        code = main(["estimate", *argv])
+    except SystemExit as exc:  # argparse's own checks
+        code = exc.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_live_runs_usage_gives_the_per_task_tokens():
+    from swarm_tui.estimate import scenario_from_usage
+    from swarm_tui.providers.usage import Usage
+
+    scenario = scenario_from_usage(Usage(prompt=4000, completion=1000, cached=3000), 10, Scenario(agents=5))
+    assert (scenario.agents, scenario.input_tokens, scenario.output_tokens, scenario.cached_share) == (5, 400, 100, 0.75)
+    with pytest.raises(Exception, match="no finished task"):
+        scenario_from_usage(Usage(), 0)

@@ -1,0 +1,195 @@
+"""The price table, cost accounting, the display currency and the cost fields of summary.json."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from importlib import resources
+
+import pytest
+
+from swarm_tui.config import load_config
+from swarm_tui.currency import display_currency, format_usd, from_config, resolve_currency
+from swarm_tui.engine.events import Attempt, RunStarted, TaskSucceeded
+from swarm_tui.engine.stats import RunStats
+from swarm_tui.errors import InputError
+from swarm_tui.pricing import PriceTable, billable_output, cost_per_minute, projected_total
+from swarm_tui.providers.usage import Usage
+
+from .conftest import run_cli
+
+ARTICLE_OUTPUT = {  # model: (relay, other relays' average), USD per 1M output tokens
+    "gpt-4.1": (8.00, 11.40),
+    "claude-sonnet-4.5": (15.00, 21.00),
+    "gemini-2.5-flash": (2.50, 3.75),
+    "deepseek-v3.2": (0.42, 0.65),
+}
+
+
+def test_the_table_has_the_articles_relay_prices_and_the_official_ones_dated_and_sourced():
+    table = PriceTable.builtin()
+    for model, (relay, average) in ARTICLE_OUTPUT.items():
+        assert table.lookup(model, "holysheep").output == relay
+        assert table.lookup(model, "relay-avg").output == average
+        official = table.lookup(model, "official")
+        assert official is not None and official.cached_input < official.input
+        assert official.source.startswith("https://") and official.as_of
+    assert table.lookup("gpt-4.1").output == 8.00 and table.lookup("gpt-4.1").input == 2.00
+    assert table.lookup("claude-sonnet-4.5").input == 3.00
+    assert table.billing_rate("holysheep", "CNY") == 1.0  # the article's ¥1 = $1
+    assert table.billing_rate("official", "CNY") is None
+    doc = tomllib.loads(resources.files("swarm_tui").joinpath("prices.toml").read_text(encoding="utf-8"))
+    assert doc["meta"]["updated"] == table.updated and table.updated
+    assert all(row.get("source") for key, row in doc.items() if "/" in key)
+
+
+def test_a_model_without_a_price_is_unknown_never_zero():
+    table = PriceTable.builtin()
+    assert table.lookup("sim-1") is None
+    assert table.lookup(None) is None
+    assert resolve_currency("CNY").format(None) == "price unknown"
+    assert format_usd(None) == "price unknown"
+
+
+def test_names_resolve_through_aliases_dates_and_vendor_prefixes_and_unknown_providers_pay_official():
+    table = PriceTable.builtin()
+    assert table.canonical("gpt-4.1-2025-04-14") == "gpt-4.1"
+    assert table.canonical("openai/gpt-4.1") == "gpt-4.1"
+    assert table.canonical("claude-sonnet-4-5-20250929") == "claude-sonnet-4.5"
+    assert table.canonical("deepseek-chat") == "deepseek-v3.2"
+    assert table.canonical("gpt-4.1-mini") == "gpt-4.1-mini"  # not folded into gpt-4.1
+    assert table.lookup("gpt-4.1", "my-own-profile") == table.lookup("gpt-4.1", "official")
+    assert table.lookup("gpt-4.1", "relay-avg/fallback") == table.lookup("gpt-4.1", "relay-avg")
+
+
+def test_cached_tokens_cost_the_cached_rate_and_reasoning_is_not_billed_twice():
+    price = PriceTable.builtin().lookup("gpt-4.1")  # 2.00 / 0.50 / 8.00
+    usage = Usage(prompt=1_000_000, completion=1_000_000, cached=600_000)
+    assert price.cost(usage) == pytest.approx(0.4 * 2.00 + 0.6 * 0.50 + 8.00)
+    parts = price.breakdown(usage)
+    assert parts.total_usd == pytest.approx(price.cost(usage))
+    assert parts.cached_savings_usd == pytest.approx(0.6 * 1.50)
+    # OpenAI counts reasoning inside completion_tokens: 300 of the 1M output are reasoning
+    with_reasoning = Usage(prompt=1_000_000, completion=1_000_000, cached=600_000, reasoning=300_000)
+    assert price.cost(with_reasoning) == pytest.approx(price.cost(usage))
+    # a provider reporting more reasoning than completion tokens counts them apart: bill both
+    apart = Usage(completion=100, reasoning=400)
+    assert billable_output(apart) == 500
+
+
+def test_config_overrides_prices_and_bad_rows_fail_with_the_field(tmp_path, monkeypatch):
+    path = tmp_path / "config" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        '[defaults]\ncurrency = "JPY"\ncurrency_rate = 150\n\n'
+        '[prices."holysheep/kimi-k2.5"]\ninput = 0.5\ncached_input = 0.05\noutput = 2.5\n\n'
+        '[prices."official/gpt-4.1"]\noutput = 7.0\n\n'
+        '[prices."myrelay/my-model"]\ninput = 1\noutput = 2\n\n'
+        '[billing.myrelay]\nJPY = 100\n', encoding="utf-8")
+    config = load_config(path)
+    table = PriceTable.builtin(config.prices, billing=config.billing)
+    assert table.lookup("kimi-k2.5", "holysheep").output == 2.5
+    assert table.lookup("kimi-k2.5", "official").output == 3.00  # untouched
+    gpt = table.lookup("gpt-4.1")
+    assert (gpt.input, gpt.cached_input, gpt.output) == (2.00, 0.50, 7.0)  # only output overridden
+    assert table.lookup("my-model", "myrelay").cached_input == 1.0  # defaults to input
+    currency = from_config(config)
+    assert (currency.code, currency.rate) == ("JPY", 150)
+    assert display_currency(config, "myrelay").rate == 100
+    assert currency.format(12.34) == "$12.34 ≈ ¥1,851"
+
+    path.write_text('[prices."x/new-model"]\ninput = 1.0\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r'prices\."x/new-model"\.output: missing'):
+        load_config(path)
+    path.write_text('[prices."x/new-model"]\ninput = -1\noutput = 1\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"input: must be a number >= 0"):
+        load_config(path)
+    path.write_text('[defaults]\ncurrency = "XYZ"\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"defaults.currency_rate: no reference rate for XYZ"):
+        load_config(path)
+    monkeypatch.setenv("SWARM_TUI_CONFIG", str(path))
+    result = run_cli("estimate")
+    assert result.returncode == 2 and "defaults.currency_rate" in result.stderr
+
+
+def test_money_is_shown_in_usd_and_the_display_currency():
+    assert resolve_currency("CNY", 7.3).format(12.34) == "$12.34 ≈ ¥90.08"
+    assert resolve_currency("CNY", 1.0).format(2457.6) == "$2,457.60 ≈ ¥2,457.60"
+    assert resolve_currency("USD").format(2457.6) == "$2,457.60"
+    assert resolve_currency("EUR", 0.9).format(0.0123) == "$0.0123 ≈ €0.0111"
+    assert resolve_currency("JPY").rate == 150.0
+    assert resolve_currency("XYZ", 3).format(1) == "$1.00 ≈ XYZ 3.00"
+    with pytest.raises(InputError, match="no reference rate for XYZ"):
+        resolve_currency("XYZ")
+    with pytest.raises(InputError, match="positive number"):
+        resolve_currency("CNY", 0)
+    billed = resolve_currency("CNY", 7.3).for_provider(PriceTable.builtin(), "holysheep")
+    assert billed.rate == 1.0 and billed.rate_text() == "¥1 = $1" and "holysheep" in billed.basis
+
+
+def test_run_stats_give_cost_per_minute_and_a_projected_total():
+    now = [0.0]
+    stats = RunStats(clock=lambda: now[0])
+    stats.observe(RunStarted(total=10, pending=10, concurrency=5, provider="p", simulated=True))
+    assert stats.cost_per_min_usd is None and stats.projected_cost_usd is None
+    for i in range(4):
+        now[0] = 30.0 * (i + 1)
+        stats.observe(TaskSucceeded(Attempt(i, 1, "p", 0.0, 100.0, "ok", cost_usd=0.25), content=""))
+    assert stats.cost_usd == pytest.approx(1.0)
+    assert stats.cost_per_min_usd == pytest.approx(0.5)  # $1 in 120 s
+    assert stats.projected_cost_usd == pytest.approx(2.5)  # 4 of 10 tasks cost $1
+    assert cost_per_minute(None, 60) is None and projected_total(None, 1, 1) is None
+    assert projected_total(3.0, 0, 5) is None and projected_total(3.0, 5, 0) == 3.0
+
+
+SHARED = "You are sub-agent of a swarm. Shared context follows. " + "The quick brown fox jumps over the lazy dog. " * 40
+
+
+def _cached_job(path, n: int, model: str):
+    lines = [json.dumps({"custom_id": f"t{i}", "method": "POST", "url": "/v1/chat/completions",
+                         "body": {"model": model, "max_tokens": 64,
+                                  "messages": [{"role": "system", "content": SHARED},
+                                               {"role": "user", "content": f"task {i}"}]}})
+             for i in range(n)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_runs_summary_prices_cached_tokens_below_full_input(tmp_path, sim):
+    config = tmp_path / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[defaults]\ncurrency = "CNY"\ncurrency_rate = 7.3\n', encoding="utf-8")
+    job = _cached_job(tmp_path / "job.jsonl", 30, "gpt-4.1")
+    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--concurrency", "1",
+                     "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    tokens = summary["tokens"]
+    assert tokens["cached"] > 0.5 * tokens["prompt"], "the shared prefix was served from the cache"
+    price = PriceTable.builtin().lookup("gpt-4.1")
+    billed = Usage(prompt=tokens["prompt"], completion=tokens["completion"], cached=tokens["cached"])
+    full_input = Usage(prompt=tokens["prompt"], completion=tokens["completion"])
+    assert summary["cost_usd"] == pytest.approx(price.cost(billed), abs=1e-6)
+    assert summary["cost_usd"] < price.cost(full_input)
+    parts = summary["cost_breakdown"]
+    assert parts["cached_input_usd"] == pytest.approx(tokens["cached"] * 0.50 / 1e6, abs=1e-6)
+    assert parts["cached_input_usd"] < tokens["cached"] * 2.00 / 1e6
+    assert parts["cached_savings_usd"] == pytest.approx(tokens["cached"] * 1.50 / 1e6, abs=1e-6)
+    assert parts["input_usd"] + parts["cached_input_usd"] + parts["output_usd"] == pytest.approx(
+        summary["cost_usd"], abs=1e-5)
+    assert parts["by_endpoint"]["custom"]["price"]["output"] == 8.00
+    assert summary["cost_per_min_usd"] == pytest.approx(summary["cost_usd"] * 60 / summary["makespan_s"], rel=1e-3)
+    assert summary["cost_projected_usd"] == pytest.approx(summary["cost_usd"])
+    assert summary["cost_display"].startswith("$") and "≈ ¥" in summary["cost_display"]
+    assert parts["currency"]["rate"] == 7.3
+    assert parts["currency"]["amount"] == pytest.approx(summary["cost_usd"] * 7.3, abs=1e-6)
+
+
+def test_a_run_on_a_model_without_a_price_says_so_in_its_summary(tmp_path, sim):
+    job = _cached_job(tmp_path / "job.jsonl", 3, "sim-1")
+    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["cost_usd"] is None and summary["cost_per_min_usd"] is None
+    assert "price unknown" in summary["cost_display"] and "$0" not in summary["cost_display"]
+    assert "price unknown" in result.stderr
