@@ -371,6 +371,7 @@ def _add_cost_commands(commands) -> None:
     sh.add_argument("--max-tokens", type=_positive_int, default=64, help="max_tokens of probe requests (default 64)")
     sh.add_argument("--out", type=Path, help="where shadow.json goes (default runs/<timestamp>-shadow)")
     sh.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    sh.add_argument("--headless", action="store_true", help="no live view: progress on stderr (the default when not on a terminal)")
     sh.add_argument("--currency", help="display currency (default: the config's)")
     sh.add_argument("--currency-rate", type=_positive_float, metavar="RATE", help="units of the display currency per $1")
     sh.set_defaults(handler=cmd_shadow)
@@ -489,7 +490,12 @@ def cmd_shadow(args: argparse.Namespace) -> int:
                 pass
         return await run.run()
 
-    report = asyncio.run(drive())
+    if not args.headless and _tui_available():
+        from .ui.shadow_view import ShadowApp
+
+        report = ShadowApp(run).run() or run.snapshot()
+    else:
+        report = asyncio.run(drive())
     path = write_report(report, out_dir)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))

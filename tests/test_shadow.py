@@ -3,6 +3,8 @@ candidate, ADOPT on an equal one, answers compared, keys never shown."""
 
 from __future__ import annotations
 
+import asyncio
+
 import json
 import signal
 import subprocess
@@ -174,3 +176,27 @@ def test_the_rules_behind_the_verdict():
     assert endpoint_name("https://api.moonshot.cn/v1") == "moonshot"
     assert endpoint_name("http://127.0.0.1:8001/v1") == "127.0.0.1:8001"
     assert safe_url("https://user:pw@host.example/v1?key=abc") == "https://host.example/v1"
+
+
+async def test_the_live_view_shows_both_endpoints_and_returns_the_verdict(sim_factory):
+    from textual.widgets import Static
+
+    from swarm_tui.shadow import ShadowRun
+    from swarm_tui.ui.shadow_view import ShadowApp
+
+    primary, secondary = _sims(sim_factory, 20.0)
+    config = ShadowConfig(primary=ProviderProfile("a", base_url=primary.base_url),
+                          secondary=ProviderProfile("b", base_url=secondary.base_url),
+                          model="sim-1", rate=0.5, duration_s=1.0, rps=40, update_interval_s=0.2)
+    app = ShadowApp(ShadowRun(config))
+    async with app.run_test(size=(100, 30)) as pilot:
+        deadline = asyncio.get_running_loop().time() + 10
+        while app._final is None:
+            assert asyncio.get_running_loop().time() < deadline, "the shadow run did not finish"
+            await pilot.pause(0.1)
+        await pilot.pause(0.3)
+        text = str(app.query_one("#shadow-report", Static).render())
+        assert "primary a" in text and "secondary b (shadow)" in text and "latency p95" in text
+        assert "verdict: ADOPT" in str(app.query_one("#shadow-verdict", Static).render())
+        await pilot.press("q")
+    assert app.return_value is not None and app.return_value.verdict == "ADOPT"

@@ -273,3 +273,21 @@ async def test_a_planned_swarm_shows_its_plan_as_agents_then_its_aggregate(tmp_p
     finally:
         await session.aclose()
     assert (tmp_path / "run" / "aggregate.md").exists()
+
+
+async def test_dollar_opens_the_cost_projection_of_this_runs_tokens(tmp_path, sim):
+    from swarm_tui.ui.estimate import EstimateScreen
+
+    session = open_session(tmp_path, sim.base_url, [f"t{i}" for i in range(10)], prices={
+        "custom/sim-1": {"input": 1.0, "cached_input": 0.5, "output": 2.0}})
+    app = app_for(session, tmp_path)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.phase == "DONE", what="the run to end")
+            await pilot.press("dollar_sign")
+            await pilot.pause(0.1)
+            assert isinstance(app.screen, EstimateScreen)
+            table = str(app.screen.query_one("#estimate-table").render())
+            assert "gpt-4.1" in table and "150,000 tasks" in table
+    finally:
+        await session.aclose()

@@ -36,11 +36,12 @@ def test_fixed_width_fields_keep_their_width_whatever_the_value():
 
 
 def test_display_currency_defaults_to_the_official_cny_rate_and_is_configurable():
-    assert fmt.currency_rate("CNY", None) == 7.3
-    assert fmt.currency_rate("CNY", 1.0) == 1.0  # a relay billing ¥1 = $1
-    assert fmt.currency_rate("EUR", None) is None
-    assert fmt.money(1.0, "CNY", 7.3).strip() == "≈¥7.30"
-    assert fmt.money(1.0, "USD", 1.0).strip() == ""
+    from swarm_tui.currency import USD, resolve_currency
+
+    assert fmt.money(1.0, resolve_currency("CNY")).strip() == "≈¥7.30"  # the official ¥7.3 = $1
+    assert fmt.money(1.0, resolve_currency("CNY", 1.0)).strip() == "≈¥1.00"  # a relay billing ¥1 = $1
+    assert fmt.money(1.0, USD).strip() == ""
+    assert len(fmt.money(123456.0, resolve_currency("CNY"), 11)) == 11
 
 
 def test_pretty_json_finds_json_in_fences_and_repairs_truncated_endings():

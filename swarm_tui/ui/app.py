@@ -53,7 +53,10 @@ from ..engine.events import (
 from ..session import SwarmSession
 from . import format as fmt
 from .commands import SwarmCommands
+from ..currency import USD, DisplayCurrency, display_currency
+from ..errors import InputError
 from .aggregate import AggregateScreen
+from .estimate import EstimateScreen
 from .detail import AgentDetailScreen
 from .dialogs import ConfirmScreen, HelpScreen
 from .errorlog import ErrorLog, Failure
@@ -77,6 +80,7 @@ KEY_HELP = {
     "heat": "latency heat view: colour agents by latency",
     "provider": "provider pane: profiles, edit, save, test connection",
     "aggregate": "the aggregate: what the swarm's aggregator wrote (aggregate.md)",
+    "estimate": "monthly cost projection of this run's tokens per task, on every priced model",
     "flush-memory": "flush the swarm's rolling memory: later rounds start from the shared context only",
     "help": "this help",
     "quit": "quit (a run in flight is aborted after you confirm)",
@@ -87,6 +91,15 @@ SPARK_SECONDS = 120
 SIDE_PANEL_MIN = 40
 RESERVED_ROWS = 1 + 3 + 1 + 7
 """Provider bar, stats footer, key footer, and the least the error log keeps."""
+
+
+def display_currency_or_usd(config: Config, provider: str) -> DisplayCurrency:
+    """The footer's currency: the config's, at the provider's billing rate (¥1 = $1 at a relay);
+    a display preference the config gets wrong never stops the console (USD then)."""
+    try:
+        return display_currency(config, provider)
+    except InputError:
+        return USD
 
 
 def concurrency_step(limit: int, direction: int) -> int:
@@ -121,6 +134,7 @@ class SwarmApp(App[int]):
         Binding("h", "toggle_heat", "Heat view", id="heat", show=False),
         Binding("e", "provider", "Provider", id="provider"),
         Binding("g", "aggregate", "Aggregate", id="aggregate", tooltip="what the aggregator wrote"),
+        Binding("dollar_sign", "estimate", "Cost projection", id="estimate", key_display="$", show=False),
         Binding("m", "flush_memory", "Flush memory", id="flush-memory", show=False),
         Binding("question_mark", "help", "Help", id="help", key_display="?"),
         Binding("q", "quit", "Quit", id="quit"),
@@ -131,8 +145,7 @@ class SwarmApp(App[int]):
         super().__init__()
         self.source = source
         self.config = config if config is not None else load_config()
-        self.currency = self.config.currency
-        self.currency_rate = fmt.currency_rate(self.config.currency, self.config.currency_rate)
+        self.currency = display_currency_or_usd(self.config, source.profile.name)
         self._start = start
         self._clock = clock or time.monotonic
         if clock is not None:  # a frozen clock (snapshot tests): elapsed, rates and ETA hold still
@@ -362,7 +375,7 @@ class SwarmApp(App[int]):
                 phase = "NOT RUNNING"
             detail = liveness if not detail or phase == "NOT RUNNING" else f"{detail} · {liveness}"
         self.run_panel.update_from(source, self.grid, phase, detail, self.rate_limits)
-        self.figures.update_from(source, self.currency, self.currency_rate)
+        self.figures.update_from(source, self.currency)
 
     # ----------------------------------------------------------------- which keys make sense now
 
@@ -499,6 +512,9 @@ class SwarmApp(App[int]):
 
     def action_provider(self) -> None:
         self.push_screen(ProviderScreen(self.config, self.source))
+
+    def action_estimate(self) -> None:
+        self.push_screen(EstimateScreen(self.source.stats, self.config, self.currency))
 
     def action_aggregate(self) -> None:
         self.push_screen(AggregateScreen(self.source.run_dir))

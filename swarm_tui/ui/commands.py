@@ -24,6 +24,9 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("cycle_theme", "Next theme", "swarm-dark, swarm-light, swarm-high-contrast... (t)"),
     ("toggle_heat", "Toggle the latency heat view", "colour agents by latency instead of state (h)"),
     ("provider", "Provider pane", "profiles: edit, save, test connection (e)"),
+    ("estimate", "Cost projection", "this run's tokens per task priced per month on every model ($)"),
+    ("aggregate", "Aggregate", "what the swarm's aggregator wrote (g)"),
+    ("flush_memory", "Flush the rolling memory", "later rounds start from the shared context only (m)"),
     ("help", "Help", "keys, panes, monitoring over SSH (?)"),
     ("quit", "Quit", "leave; a run in flight is aborted, the journal stays resumable (q)"),
 )

@@ -10,10 +10,7 @@ import json
 import re
 import time
 
-CURRENCY_SYMBOLS = {"USD": "$", "CNY": "¥", "JPY": "¥", "EUR": "€", "GBP": "£", "KRW": "₩", "INR": "₹"}
-DEFAULT_RATES = {"USD": 1.0, "CNY": 7.3}
-"""Display rates when the config names none: CNY at the official ¥7.3 = $1 (a relay billing
-¥1 = $1 sets `currency_rate = 1.0` in the config's [defaults])."""
+from ..currency import DisplayCurrency
 
 
 def si(n: float | int | None, width: int = 5) -> str:
@@ -63,13 +60,6 @@ def rate(value: float, width: int = 6) -> str:
     return si(value, width)
 
 
-def currency_rate(currency: str, configured: float | None) -> float | None:
-    """USD → display currency; None when unknown (only USD is shown then)."""
-    if configured is not None:
-        return configured
-    return DEFAULT_RATES.get(currency.upper())
-
-
 def usd(value: float, width: int = 9) -> str:
     if value < 10:
         text = f"${value:.4f}"
@@ -80,14 +70,13 @@ def usd(value: float, width: int = 9) -> str:
     return text.ljust(width)
 
 
-def money(value: float, currency: str, rate_: float | None, width: int = 10) -> str:
+def money(value: float, currency: DisplayCurrency, width: int = 10) -> str:
     """The cost in the display currency (`≈¥0.19`), blank when it is USD or the rate is unknown."""
-    if rate_ is None or currency.upper() == "USD":
+    amount = currency.amount(value)
+    if amount is None or not currency.shows_local:
         return "".ljust(width)
-    symbol = CURRENCY_SYMBOLS.get(currency.upper(), currency.upper() + " ")
-    amount = value * rate_
     text = f"{amount:.2f}" if amount < 10_000 else si(amount, 5).strip()
-    return f"≈{symbol}{text}".ljust(width)
+    return f"≈{currency.symbol}{text}".ljust(width)
 
 
 def clock_time(epoch: float) -> str:

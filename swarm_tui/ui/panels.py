@@ -26,6 +26,7 @@ from . import format as fmt
 from .grid import STATE_LABELS, STATES
 
 if TYPE_CHECKING:
+    from ..currency import DisplayCurrency
     from .grid import AgentGrid
     from .source import RunSource
 
@@ -216,7 +217,7 @@ class StatsFigures(TextPanel):
     StatsFigures > .stats-figures--unknown { color: $warning; }
     """
 
-    def update_from(self, source: "RunSource", currency: str, rate: float | None) -> None:
+    def update_from(self, source: "RunSource", currency: "DisplayCurrency") -> None:
         stats = source.stats
         label: Style = self.get_component_rich_style("stats-figures--label", partial=True)
         bad: Style = self.get_component_rich_style("stats-figures--bad", partial=True)
@@ -228,7 +229,7 @@ class StatsFigures(TextPanel):
 
         if stats.cost_known:
             field("cost ", fmt.usd(stats.cost_usd, 9))
-            field("", fmt.money(stats.cost_usd, currency, rate, 11))
+            field("", fmt.money(stats.cost_usd, currency, 11))
         else:
             text.append("price unknown".ljust(25), self.get_component_rich_style("stats-figures--unknown",
                                                                                   partial=True))
