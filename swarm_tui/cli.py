@@ -101,6 +101,10 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     e.add_argument("--budget", type=_positive_float, metavar="USD", help="stop dispatch before the cost would pass this")
     e.add_argument("--fail-on-error", type=_rate, metavar="RATE", help="stop dispatch when this share of finished tasks failed")
     e.add_argument("--headless", action="store_true", help="no UI: a progress line on stderr")
+    e.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="run the swarm's engines on Ray actors: a local Ray without ADDRESS, else 'auto' or "
+                        "ray://host:port (needs swarm-tui[ray])")
+    e.add_argument("--ray-actors", type=_positive_int, metavar="N", help="with --ray: worker actors (default: one per node)")
     e.add_argument("--theme", help="TUI theme name or a theme file")
     s = p.add_argument_group("embedded simulator (provider sim)")
     s.add_argument("--sim-latency-ms", type=float, help="median latency of the simulator")
@@ -221,8 +225,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_key(profile)
     plan = RunPlan(profile, resolve_settings(args, profile), _sim_config(args, profile), config.prices)
     _check_budget(plan, job.model or (job.tasks[0].body.get("model") if job.tasks else None), config)
+    ray = _ray_options(args, job.swarm)
     run_dir = args.out or default_run_dir(job.name)
-    session = SwarmSession.open_new(job, plan, run_dir)
+    session = SwarmSession.open_new(job, plan, run_dir, ray=ray)
     return _drive(session, args)
 
 
@@ -241,9 +246,31 @@ def cmd_resume(args: argparse.Namespace) -> int:
     effective = profile or stored.profile
     _check_key(effective)
     settings = resolve_settings(args, effective, stored.settings)
+    from .swarm.spec import SwarmSpec
+
+    journal = Journal.open(args.run_dir, readonly=True)
+    swarm_meta = journal.meta().get("swarm")
+    journal.close()
+    ray = _ray_options(args, SwarmSpec.from_meta(swarm_meta) if swarm_meta else None)
     session = SwarmSession.open_existing(args.run_dir, profile=profile, settings=settings,
-                                         retry_failed=args.retry_failed)
+                                         retry_failed=args.retry_failed, ray=ray)
     return _drive(session, args)
+
+
+def _ray_options(args: argparse.Namespace, swarm):
+    """`--ray [ADDRESS]`: checked before anything is written or sent (exit 2 when it cannot work)."""
+    if args.ray is None:
+        if args.ray_actors:
+            raise InputError.single("--ray-actors", "ray", "--ray-actors needs --ray")
+        return None
+    from .distributed import require_ray
+    from .session import RayOptions
+
+    require_ray()
+    if swarm is not None and swarm.is_pipeline:
+        raise InputError.single("--ray", "job", "plan/aggregate swarms do not run on Ray yet; "
+                                "run the job without --ray, or give its tasks as a list")
+    return RayOptions(address=args.ray, actors=args.ray_actors)
 
 
 def _drive(session: SwarmSession, args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 
 from .engine import EngineSettings, SwarmEngine, TaskState
 from .engine.events import RunFinished
+from .errors import InputError
 from .jobs import Job, Task, TaskTemplate
 from .journal import Journal
 from .pricing import PriceTable, summary_cost_fields
@@ -49,6 +50,15 @@ class RunPlan:
         return PriceTable.builtin(self.prices).lookup(model, self.profile.name)
 
 
+@dataclass(frozen=True)
+class RayOptions:
+    """`--ray [ADDRESS]`: run the swarm's engines on Ray actors (None/"local": a local Ray)."""
+
+    address: str | None = None
+    actors: int | None = None
+    """How many worker actors (default: one per alive node)."""
+
+
 def default_run_dir(job_name: str, root: Path = Path("runs")) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in job_name)[:60] or "job"
@@ -63,7 +73,8 @@ def default_run_dir(job_name: str, root: Path = Path("runs")) -> Path:
 class SwarmSession:
     def __init__(self, run_dir: Path, journal: Journal, plan: RunPlan, tasks: list[Task],
                  states: dict[int, TaskState], attempts_made: dict[int, int], job_name: str,
-                 swarm: SwarmSpec | None = None, template: TaskTemplate | None = None) -> None:
+                 swarm: SwarmSpec | None = None, template: TaskTemplate | None = None,
+                 ray: "RayOptions | None" = None) -> None:
         self.run_dir = run_dir
         self.journal = journal
         self.plan = plan
@@ -86,10 +97,21 @@ class SwarmSession:
                                            attempt_timeout_s=plan.settings.timeout_s)
             fallback_price = PriceTable.builtin(plan.prices).lookup(fallback_profile.model or model,
                                                                     fallback_profile.name.split("/")[0])
-        self.engine = SwarmEngine(tasks, self.client, journal, plan.settings, price=price, states=states,
-                                  attempts_made=attempts_made, simulated=self.simulated,
-                                  fallback=self.fallback, fallback_price=fallback_price,
-                                  validator=json_validator if swarm and swarm.workers.json else None)
+        validator = json_validator if swarm and swarm.workers.json else None
+        if ray is not None:  # the same swarm, its engines on Ray actors (swarm_tui.distributed)
+            if swarm is not None and swarm.is_pipeline:
+                raise InputError.single("--ray", "job", "plan/aggregate swarms do not run on Ray yet; "
+                                        "run the job without --ray, or give its tasks as a list")
+            from .distributed.driver import RayEngine
+
+            self.engine = RayEngine(tasks, self.client, journal, plan.settings, profile=plan.profile,
+                                    base_url=base_url, address=ray.address, actors=ray.actors, price=price,
+                                    states=states, attempts_made=attempts_made, simulated=self.simulated,
+                                    fallback_price=fallback_price, validator=validator)
+        else:
+            self.engine = SwarmEngine(tasks, self.client, journal, plan.settings, price=price, states=states,
+                                      attempts_made=attempts_made, simulated=self.simulated,
+                                      fallback=self.fallback, fallback_price=fallback_price, validator=validator)
         self.model = model
         self.swarm = swarm
         self.pipeline = SwarmPipeline(self, swarm, template) if swarm and swarm.is_pipeline and template else None
@@ -108,7 +130,7 @@ class SwarmSession:
     # ----------------------------------------------------------------- opening
 
     @classmethod
-    def open_new(cls, job: Job, plan: RunPlan, run_dir: Path) -> "SwarmSession":
+    def open_new(cls, job: Job, plan: RunPlan, run_dir: Path, *, ray: "RayOptions | None" = None) -> "SwarmSession":
         tasks = job.tasks
         template = job.template
         if template is not None and plan.profile.model:  # later rounds and planned tasks ask for it too
@@ -120,11 +142,12 @@ class SwarmSession:
             "template": asdict(template) if template else None,
         })
         journal.begin_session()
-        return cls(run_dir, journal, plan, tasks, {}, {}, job.name, job.swarm, template)
+        return cls(run_dir, journal, plan, tasks, {}, {}, job.name, job.swarm, template, ray)
 
     @classmethod
     def open_existing(cls, run_dir: Path, *, profile: ProviderProfile | None = None,
-                      settings: EngineSettings | None = None, retry_failed: bool = False) -> "SwarmSession":
+                      settings: EngineSettings | None = None, retry_failed: bool = False,
+                      ray: "RayOptions | None" = None) -> "SwarmSession":
         journal = Journal.open(run_dir)
         meta = journal.meta()
         stored = _plan_from_meta(meta["plan"])
@@ -143,7 +166,7 @@ class SwarmSession:
         template = TaskTemplate(**meta["template"]) if meta.get("template") else None
         if template is not None and profile is not None and profile.model:
             template = replace(template, model=profile.model)
-        return cls(run_dir, journal, plan, tasks, states, attempts, meta["job"]["name"], swarm, template)
+        return cls(run_dir, journal, plan, tasks, states, attempts, meta["job"]["name"], swarm, template, ray)
 
     # ----------------------------------------------------------------- running
 
@@ -189,6 +212,9 @@ class SwarmSession:
         return write_outputs(self.run_dir, self.journal, self.model, self.plan.profile.name, self.simulated)
 
     async def aclose(self) -> None:
+        engine_close = getattr(self.engine, "aclose", None)  # a distributed engine's actors
+        if engine_close is not None:
+            await engine_close()
         await self.client.aclose()
         if self.fallback is not None:
             await self.fallback.aclose()

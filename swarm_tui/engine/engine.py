@@ -127,7 +127,11 @@ class SwarmEngine:
         fallback: ProviderClient | None = None,
         fallback_price: Price | None = None,
         validator: Validator | None = None,
+        admission: AdmissionController | None = None,
     ) -> None:
+        """`admission`: an admission controller to use instead of a private one (its
+        `rate_limits` become the engine's); a distributed run injects one whose RPM/TPM budget and
+        Retry-After gate are shared by every engine of the swarm (`swarm_tui.distributed`)."""
         self.tasks = {task.index: task for task in tasks}
         self.client = client
         self.fallback = fallback
@@ -140,8 +144,12 @@ class SwarmEngine:
         self.price = price
         self.simulated = simulated
         self.retry_policy = RetryPolicy(max_attempts=settings.max_attempts)
-        self.rate_limits = RateLimits(settings.rpm, settings.tpm)
-        self.admission = AdmissionController(settings.concurrency, rate_limits=self.rate_limits)
+        if admission is None:
+            self.rate_limits = RateLimits(settings.rpm, settings.tpm)
+            self.admission = AdmissionController(settings.concurrency, rate_limits=self.rate_limits)
+        else:
+            self.admission = admission
+            self.rate_limits = admission.rate_limits
         self.adaptive = AdaptiveConcurrency(settings.concurrency) if settings.adaptive else None
         if self.adaptive is not None:
             self.admission.set_limit(self.adaptive.limit)
@@ -275,6 +283,14 @@ class SwarmEngine:
         self._emit(TasksAdded(tuple(t.index for t in new), len(self.tasks)))
         self._wake.set()
         return [t.index for t in new]
+
+    def note_congestion(self, reason: str) -> None:
+        """Congestion the provider showed to someone else sharing its budget (another shard of a
+        distributed swarm): back the adaptive limit off as for a 429 of our own."""
+        if self.adaptive is not None:
+            shrunk = self.adaptive.on_congestion()
+            if shrunk is not None:
+                self._adapt(shrunk, reason)
 
     def announce_phase(self, phase: str, detail: str = "") -> None:
         self.journal.log_event("phase", {"phase": phase, "detail": detail})
@@ -495,7 +511,7 @@ class SwarmEngine:
         self._learn(result.rate_headers)
         if self.adaptive is not None:
             self.adaptive.observe_latency(latency_ms / 1000)
-            busy = self.admission.in_flight >= self.admission.limit
+            busy = self.admission.in_flight >= self.admission.limit or bool(self._ready)  # work is waiting
             grown = self.adaptive.on_success(busy)
             if grown is not None:
                 self._adapt(grown, "slow start: +1" if self.adaptive.slow_start else "clean and busy: +1")

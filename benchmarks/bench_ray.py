@@ -1,0 +1,105 @@
+"""Scale-out on Ray: tasks/s of one swarm with 1 and 2 worker actors on the zero-latency simulator.
+
+Also the single-process engine on the same simulator, as the baseline, and one rate-limited
+run that shows the shared budget: 2 actors against an RPM limit send at the limit in total.
+
+The simulator runs in its own process (it must not share the driver's GIL); Ray is a local
+instance with `--cpus` CPUs. On a 2-core machine the driver, the simulator, the raylet and
+the actors all share two cores, so 2 actors cannot double anything here: the figures say what
+the distribution costs per task, and that the budget holds, not what a cluster would reach.
+
+Usage:  python benchmarks/bench_ray.py [--tasks 3000] [--concurrency 50] [--cpus 2] [--rpm 6000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import ray  # noqa: E402
+
+from swarm_tui.engine import EngineSettings  # noqa: E402
+from swarm_tui.jobs import load_job  # noqa: E402
+from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
+from swarm_tui.session import RayOptions, RunPlan, SwarmSession  # noqa: E402
+from swarm_tui.sim import SimConfig, SimServer  # noqa: E402
+
+
+def write_job(path: Path, n: int) -> Path:
+    with path.open("w") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"custom_id": f"t-{i:05d}", "method": "POST", "url": "/v1/chat/completions",
+                                 "body": {"model": "sim-1", "max_tokens": 16,
+                                          "messages": [{"role": "user", "content": f"bench {i}"}]}}) + "\n")
+    return path
+
+
+async def one_run(base_url: str, n: int, concurrency: int, actors: int | None, rpm: int | None,
+                  backend: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        job = load_job(write_job(tmp / "job.jsonl", n))
+        profile = ProviderProfile(name="custom", base_url=base_url, backend=backend)
+        plan = RunPlan(profile, EngineSettings(concurrency=concurrency, rpm=rpm, adaptive=rpm is not None))
+        session = SwarmSession.open_new(job, plan, tmp / "run",
+                                        ray=RayOptions(actors=actors) if actors else None)
+        if actors:  # actors up and connected before the clock starts (their start is not the swarm's speed)
+            session.engine._ensure_actors()
+            await asyncio.gather(*(a.ping.remote() for a in session.engine.actors))
+        t0 = time.perf_counter()
+        try:
+            finished = await session.run()
+        finally:
+            await session.aclose()
+        elapsed = time.perf_counter() - t0
+        summary = json.loads((tmp / "run" / "summary.json").read_text())
+    return {"actors": actors or 0, "tasks": n, "succeeded": finished.succeeded, "seconds": round(elapsed, 2),
+            "tasks_per_s": round(n / elapsed, 1), "rate_limited": summary["requests"]["rate_limited"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", type=int, default=3000)
+    ap.add_argument("--concurrency", type=int, default=50)
+    ap.add_argument("--cpus", type=int, default=2)
+    ap.add_argument("--rpm", type=int, default=6000, help="the rate-limited run's limit (0: skip it)")
+    ap.add_argument("--backend", choices=["httpx", "aiohttp"], default="aiohttp")
+    args = ap.parse_args()
+    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+    fast = SimServer(SimConfig(latency_ms=0, latency_sigma=0)).start(mode="process")
+    rows = []
+    try:
+        for actors in (None, 1, 2):
+            rows.append(asyncio.run(one_run(fast.base_url, args.tasks, args.concurrency, actors, None, args.backend)))
+            print(rows[-1], flush=True)
+        if args.rpm:
+            limited = SimServer(SimConfig(latency_ms=0, latency_sigma=0, rpm=args.rpm)).start(mode="process")
+            try:
+                n = max(args.rpm // 60 * 8, 200)
+                row = asyncio.run(one_run(limited.base_url, n, args.concurrency, 2, args.rpm, args.backend))
+                row["limit_per_s"] = round(args.rpm / 60, 1)
+                rows.append(row)
+                print(row, flush=True)
+            finally:
+                limited.stop()
+    finally:
+        fast.stop()
+        ray.shutdown()
+    print()
+    print(f"{'engine':<26}{'tasks':>7}{'seconds':>9}{'tasks/s':>9}{'429s':>6}")
+    for r in rows:
+        name = "single process" if not r["actors"] else f"Ray, {r['actors']} actor(s)"
+        if "limit_per_s" in r:
+            name += f", {r['limit_per_s']:g}/s limit"
+        print(f"{name:<26}{r['tasks']:>7}{r['seconds']:>9}{r['tasks_per_s']:>9}{r['rate_limited']:>6}")
+
+
+if __name__ == "__main__":
+    main()

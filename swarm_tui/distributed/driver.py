@@ -1,0 +1,545 @@
+"""The driver of a distributed swarm: `RayEngine`, driven by the TUI and headless runs as `SwarmEngine` is.
+
+It shards the unfinished tasks over `SwarmWorker` actors, each running the project's own
+engine, and consumes their streams of journal records and events in order: each record is
+committed to the run's `Journal` first, then the events that followed it go to the listeners
+(RunStats, the progress line, the TUI). So the driver's journal stays the one source of truth,
+and `resume` after a driver crash sends only what it does not show as finished.
+
+An actor lost mid-run (killed, node gone) ends its stream with a Ray error: its tasks the
+journal does not show as finished are put back in the queue and handed to a surviving actor
+(or a new one), with their attempt numbering continued; attempts that were in flight on it
+are journaled as cancelled (they may have been billed).
+
+Keys: the profile carries only the *name* of the key's env var. The actor reads the key from
+its own environment; when the driver has the variable set, it passes it to the actors through
+Ray's `runtime_env` (`forward_keys=False` leaves it to the nodes' environment). Never in a
+shard's payload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import time
+from dataclasses import replace
+from typing import Any, Callable, Iterable, Sequence
+
+import ray
+from ray.exceptions import RayError
+
+from ..engine import EngineSettings, TaskState
+from ..engine.events import (
+    Attempt,
+    AttemptEnded,
+    AttemptStarted,
+    ConcurrencyChanged,
+    EngineEvent,
+    PhaseChanged,
+    RateLimitsLearned,
+    RunFinished,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    RunStopping,
+    TaskCancelled,
+    TaskFailed,
+    TaskQueued,
+    TaskRetrying,
+    TasksAdded,
+    TaskSucceeded,
+)
+from ..engine.stats import RunStats
+from ..errors import InputError
+from ..jobs import Task
+from ..pricing import Price
+from ..providers.client import ProviderClient
+from ..providers.profile import ProviderProfile
+from .limiter import RateLimiter
+from .sink import EVENT, JOURNAL
+from .worker import DONE, ShardSpec, SwarmWorker
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[EngineEvent], None]
+from ..engine.engine import FAIL_RATE_MIN_SAMPLE  # noqa: E402  (the same rule as one engine)
+MAX_BROKEN_SHARDS = 3
+_SKIPPED_EVENTS = (RunStarted, RunFinished, TasksAdded, RunStopping, RunPaused, RunResumed)
+"""A shard's own run-level events: the driver announces the swarm's instead."""
+_SKIPPED_LOG_KINDS = {"run", "finished", "stopping", "paused", "resumed"}
+
+
+def connect(address: str | None) -> None:
+    """`ray.init` once: a new local cluster for None/"local", else the given address ("auto", ray://...)."""
+    if ray.is_initialized():
+        return
+    kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
+    try:
+        if address in (None, "", "local"):
+            ray.init(include_dashboard=False, **kwargs)
+        else:
+            ray.init(address=address, **kwargs)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise InputError.single("--ray", "address", f"cannot connect to Ray at {address!r}: {exc}") from None
+
+
+def key_env(profile: ProviderProfile) -> dict[str, str]:
+    """The key env vars the actors need, from the driver's environment (for `runtime_env` only)."""
+    names = {profile.api_key_env or "OPENAI_API_KEY"}
+    fallback = profile.fallback()
+    if fallback is not None:
+        names.add(fallback.api_key_env or "OPENAI_API_KEY")
+    return {name: os.environ[name] for name in sorted(names) if os.environ.get(name)}
+
+
+class _DriverAdmission:
+    """What the UI and the heartbeat read of admission: the swarm's limit and pause state."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.paused = False
+        self.closed = False
+        self.in_flight = 0
+        self.gate_remaining_s = 0.0
+
+
+class _Shard:
+    def __init__(self, shard_id: int, actor, indices: list[int], concurrency: int) -> None:
+        self.shard_id = shard_id
+        self.actor = actor
+        self.indices = indices
+        self.concurrency = concurrency
+        self.limit = concurrency
+        self.task: asyncio.Task[None] | None = None
+        self.lease_calls = 0
+        self.actor_no = 0
+
+
+class RayEngine:
+    """`SwarmEngine`'s interface, with the work done by engines on Ray actors."""
+
+    def __init__(self, tasks: Sequence[Task], client: ProviderClient, journal, settings: EngineSettings, *,
+                 profile: ProviderProfile, base_url: str, address: str | None = None, actors: int | None = None,
+                 price: Price | None = None, states: dict[int, TaskState] | None = None,
+                 attempts_made: dict[int, int] | None = None, simulated: bool = False,
+                 fallback_price: Price | None = None, validator=None, forward_keys: bool = True) -> None:
+        connect(address)
+        self.tasks = {t.index: t for t in tasks}
+        self.client = client
+        self.journal = journal
+        self.settings = settings
+        self.price = price
+        self.fallback_price = fallback_price
+        self.simulated = simulated
+        self.validator = validator
+        self.profile = profile
+        self.base_url = base_url
+        self.forward_keys = forward_keys
+        self.stats = RunStats()
+        self.states: dict[int, TaskState] = {i: TaskState.QUEUED for i in self.tasks}
+        if states:
+            self.states.update(states)
+        self._attempts: dict[int, int] = dict(attempts_made or {})
+        self._listeners: list[Listener] = [self.stats.observe]
+        self.admission = _DriverAdmission(settings.concurrency)
+        self.n_actors = actors or max(1, len([n for n in ray.nodes() if n.get("Alive")]))
+        self.limiter = None
+        self.actors: list = []
+        self._dead: set[int] = set()
+        self._broken_shards = 0
+        """Shards that failed (actor alive) since the last success: see `_lost`."""
+        self._shards: dict[int, _Shard] = {}
+        self._next_shard = 0
+        self._in_flight: dict[int, tuple[int, str, float, float]] = {}
+        self._running = False
+        self._aborted = False
+        self._stop_reason: str | None = None
+        self._learned: tuple[int | None, int | None] = (settings.rpm, settings.tpm)
+        self._wake = asyncio.Event()
+        self.actors_lost = 0
+
+    # ----------------------------------------------------------------- observing
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def _emit(self, event: EngineEvent) -> None:
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:
+                log.exception("engine listener %r failed on %r", listener, event)
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def paused(self) -> bool:
+        return self.admission.paused
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
+
+    def in_flight_indices(self) -> list[int]:
+        return list(self._in_flight)
+
+    def count(self, state: TaskState) -> int:
+        return sum(1 for s in self.states.values() if s is state)
+
+    def outcome(self) -> RunFinished:
+        succeeded, failed = self.count(TaskState.SUCCEEDED), self.count(TaskState.FAILED)
+        return RunFinished(succeeded=succeeded, failed=failed, cancelled=len(self.tasks) - succeeded - failed,
+                           aborted=self._aborted, stop_reason=self._stop_reason)
+
+    # ----------------------------------------------------------------- steering
+
+    def pause(self) -> None:
+        if not self.admission.paused:
+            self.admission.paused = True
+            self._broadcast("pause")
+            self.journal.log_event("paused")
+            self._emit(RunPaused())
+
+    def resume(self) -> None:
+        if self.admission.paused:
+            self.admission.paused = False
+            self._broadcast("resume")
+            self.journal.log_event("resumed")
+            self._emit(RunResumed())
+
+    def set_concurrency(self, limit: int, reason: str = "user") -> int:
+        """The swarm's ceiling, split over the running shards."""
+        limit = max(1, limit)
+        self.admission.limit = limit
+        running = [s for s in self._shards.values() if s.task is not None and not s.task.done()]
+        share = max(1, math.ceil(limit / max(1, len(running))))
+        for shard in running:
+            shard.concurrency = shard.limit = share
+            shard.actor.set_concurrency.remote(share, reason)
+        self.journal.log_event("concurrency", {"limit": limit, "reason": reason})
+        self._emit(ConcurrencyChanged(limit, reason))
+        return limit
+
+    def abort(self, reason: str = "aborted by user") -> None:
+        if self._aborted:
+            return
+        self._aborted = True
+        self._stop(reason)
+        self._broadcast("abort", reason)
+
+    def stop_dispatch(self, reason: str) -> None:
+        if self._stop_reason is None:
+            self._stop(reason)
+            self._broadcast("stop_dispatch", reason)
+
+    def retry_failed(self, indices: Iterable[int] | None = None) -> list[int]:
+        chosen = [i for i in (self.tasks if indices is None else indices) if self.states.get(i) is TaskState.FAILED]
+        if not chosen:
+            return []
+        if not self._running:
+            self._stop_reason = None
+            self._aborted = False
+        self.journal.requeue(chosen)
+        for index in chosen:
+            self.states[index] = TaskState.QUEUED
+            self._emit(TaskQueued(index, TaskState.FAILED))
+        if self._running and self._stop_reason is None:
+            self._dispatch(chosen)
+        return chosen
+
+    def add_tasks(self, tasks: Sequence[Task]) -> list[int]:
+        new = [t for t in tasks if t.index not in self.tasks]
+        if not new:
+            return []
+        self.journal.add_tasks(new)
+        for task in new:
+            self.tasks[task.index] = task
+            self.states[task.index] = TaskState.QUEUED
+        self._emit(TasksAdded(tuple(t.index for t in new), len(self.tasks)))
+        if self._running and self._stop_reason is None:
+            self._dispatch([t.index for t in new])
+        return [t.index for t in new]
+
+    def announce_phase(self, phase: str, detail: str = "") -> None:
+        self.journal.log_event("phase", {"phase": phase, "detail": detail})
+        self._emit(PhaseChanged(phase, detail))
+
+    async def call_direct(self, phase: str, index: int, body: dict):
+        raise NotImplementedError("planner and aggregator steps do not run on Ray yet")
+
+    # ----------------------------------------------------------------- running
+
+    async def run(self) -> RunFinished:
+        if self._running:
+            raise RuntimeError("the engine is already running")
+        self._running = True
+        self._aborted = False
+        self._stop_reason = None
+        self.admission.closed = False
+        pending = [i for i in sorted(self.tasks) if not self.states[i].is_final]
+        for index in pending:
+            if self.states[index] is TaskState.CANCELLED:
+                self._emit(TaskQueued(index, TaskState.CANCELLED))
+            self.states[index] = TaskState.QUEUED
+        self._ensure_actors()
+        self.journal.log_event("run", {"pending": len(pending), "concurrency": self.admission.limit,
+                                       "ray_actors": len(self._alive())})
+        self._emit(RunStarted(len(self.tasks), len(pending), self.admission.limit, self.client.name, self.simulated))
+        if self.settings.rpm or self.settings.tpm:
+            self._emit(RateLimitsLearned(self.settings.rpm, self.settings.tpm))
+        try:
+            if pending:
+                self._dispatch(pending, spread=True)
+            while True:
+                running = [s.task for s in self._shards.values() if s.task is not None and not s.task.done()]
+                if not running:
+                    break
+                self._wake.clear()
+                wake = asyncio.create_task(self._wake.wait())
+                await asyncio.wait({*running, wake}, return_when=asyncio.FIRST_COMPLETED)
+                wake.cancel()
+        finally:
+            self._running = False
+        left = [i for i in sorted(self.tasks) if not self.states[i].is_final
+                and self.states[i] is not TaskState.CANCELLED]
+        if left:  # stopped (or a shard ended oddly): unfinished work, kept for resume
+            self.journal.record_cancelled(left)
+            for index in left:
+                self.states[index] = TaskState.CANCELLED
+                self._emit(TaskCancelled(index))
+        finished = self.outcome()
+        self.journal.log_event("finished", {"succeeded": finished.succeeded, "failed": finished.failed,
+                                            "unfinished": finished.cancelled, "reason": self._stop_reason})
+        self._emit(finished)
+        return finished
+
+    async def aclose(self) -> None:
+        """Kill the actors and the limiter (the run's journal is untouched)."""
+        for actor in self.actors:
+            try:
+                ray.kill(actor)
+            except Exception:
+                pass
+        if self.limiter is not None:
+            try:
+                ray.kill(self.limiter)
+            except Exception:
+                pass
+        self.actors, self.limiter = [], None
+
+    def limiter_stats(self) -> dict[str, Any]:
+        return ray.get(self.limiter.stats.remote()) if self.limiter is not None else {}
+
+    # ----------------------------------------------------------------- internals
+
+    def _alive(self) -> list[int]:
+        return [i for i in range(len(self.actors)) if i not in self._dead]
+
+    def _ensure_actors(self) -> None:
+        if self.limiter is None:
+            self.limiter = RateLimiter.remote(self.settings.rpm, self.settings.tpm)
+        while len(self._alive()) < self.n_actors:
+            self._new_actor()
+
+    def _new_actor(self) -> int:
+        options: dict[str, Any] = {"scheduling_strategy": "SPREAD"}
+        env = key_env(self.profile) if self.forward_keys else {}
+        if env:
+            options["runtime_env"] = {"env_vars": env}
+        actor = SwarmWorker.options(**options).remote(self.profile, self.base_url, self.settings.timeout_s,
+                                                      self.limiter)
+        if self.admission.paused:
+            actor.pause.remote()
+        self.actors.append(actor)
+        return len(self.actors) - 1
+
+    def _dispatch(self, indices: list[int], *, spread: bool = False) -> None:
+        """Hand tasks to actors: over all of them at the start, else to the least busy one."""
+        if not indices:
+            return
+        alive = self._alive()
+        if not alive:
+            alive = [self._new_actor()]
+        if spread:
+            n = len(alive)
+            share = max(1, math.ceil(self.admission.limit / n))
+            for k, actor_no in enumerate(alive):
+                chunk = indices[k::n]
+                if chunk:
+                    self._start_shard(actor_no, chunk, share)
+            return
+        load = {a: 0 for a in alive}
+        for shard in self._shards.values():
+            if shard.task is not None and not shard.task.done() and shard.actor_no in load:
+                load[shard.actor_no] += len(shard.indices)
+        actor_no = min(load, key=load.get)
+        share = max(1, math.ceil(self.admission.limit / len(alive)))
+        self._start_shard(actor_no, indices, share)
+
+    def _start_shard(self, actor_no: int, indices: list[int], concurrency: int) -> None:
+        shard_id = self._next_shard
+        self._next_shard += 1
+        shard = _Shard(shard_id, self.actors[actor_no], list(indices), concurrency)
+        shard.actor_no = actor_no
+        self._shards[shard_id] = shard
+        settings = replace(self.settings, concurrency=concurrency, budget_usd=None, fail_on_error=None)
+        spec = ShardSpec(shard_id, [self.tasks[i] for i in indices], settings,
+                         {i: self._attempts[i] for i in indices if i in self._attempts}, self.price,
+                         self.fallback_price, self.simulated, self.validator)
+        shard.task = asyncio.create_task(self._consume(shard, spec), name=f"shard-{shard_id}")
+        self._wake.set()
+
+    async def _consume(self, shard: _Shard, spec: ShardSpec) -> None:
+        try:
+            async for ref in shard.actor.run_shard.remote(spec):
+                self._apply(shard, await ref)
+        except RayError as exc:
+            self._lost(shard, exc)
+            return
+        except asyncio.CancelledError:
+            raise
+        leftover = [i for i in shard.indices if not self.states[i].is_final
+                    and self.states[i] is not TaskState.CANCELLED]
+        if leftover and self._stop_reason is None:  # should not happen; never lose a task
+            self._requeue(leftover, "shard ended without them")
+
+    def _apply(self, shard: _Shard, batch: list[tuple]) -> None:
+        journal = self.journal
+        for item in batch:
+            kind = item[0]
+            if kind == JOURNAL:
+                _, method, args = item
+                if method == "log_event":
+                    if args[0] not in _SKIPPED_LOG_KINDS:
+                        journal.log_event(args[0], args[1])
+                elif method == "record_cancelled":
+                    indices, attempts = args
+                    journal.record_cancelled(indices, attempts)
+                    for index in indices:
+                        if not self.states[index].is_final:
+                            self.states[index] = TaskState.CANCELLED
+                elif method in ("record_success", "record_failure", "record_retry", "record_attempt"):
+                    attempt: Attempt = args[0]
+                    getattr(journal, method)(*args)
+                    self._attempts[attempt.index] = max(self._attempts.get(attempt.index, 0), attempt.number)
+                    if method == "record_success":
+                        self.states[attempt.index] = TaskState.SUCCEEDED
+                        self._broken_shards = 0
+                    elif method == "record_failure":
+                        self.states[attempt.index] = TaskState.FAILED
+                    elif method == "record_retry":
+                        self.states[attempt.index] = TaskState.RETRYING
+                # requeue: the driver journals retries itself
+            elif kind == EVENT:
+                self._relay(shard, item[1])
+            elif kind == DONE:
+                shard.lease_calls = item[2]
+
+    def _relay(self, shard: _Shard, event: EngineEvent) -> None:
+        if isinstance(event, _SKIPPED_EVENTS):
+            return
+        if isinstance(event, AttemptStarted):
+            self.states[event.index] = TaskState.RUNNING
+            self._attempts[event.index] = max(self._attempts.get(event.index, 0), event.number)
+            self._in_flight[event.index] = (event.number, event.endpoint, time.time(), time.monotonic())
+        elif isinstance(event, (TaskSucceeded, TaskFailed, TaskRetrying, TaskCancelled)):
+            self._in_flight.pop(event.index, None)
+        elif isinstance(event, ConcurrencyChanged):
+            shard.limit = event.limit
+            running = [s for s in self._shards.values() if s.task is not None and not s.task.done()]
+            total = sum(s.limit for s in running) or event.limit
+            event = ConcurrencyChanged(total, event.reason)
+        elif isinstance(event, RateLimitsLearned):
+            if (event.rpm, event.tpm) == self._learned:
+                return
+            self._learned = (event.rpm, event.tpm)
+        self.admission.in_flight = len(self._in_flight)
+        self._emit(event)
+        if isinstance(event, (TaskSucceeded, TaskFailed, TaskRetrying, AttemptEnded)):
+            self._check_guards()
+
+    def _lost(self, shard: _Shard, exc: BaseException) -> None:
+        """An actor died (or its shard broke): nothing it had not reported as finished is lost."""
+        actor_no = shard.actor_no
+        dead = not isinstance(exc, ray.exceptions.RayTaskError)
+        if dead:
+            self._dead.add(actor_no)
+            self.actors_lost += 1
+        else:
+            # the actor lives but its shard broke (e.g. the limiter actor is gone): re-queueing on the
+            # same actor would fail the same way, over and over; after a few failures with no
+            # progress in between, stop and leave a resumable journal instead
+            self._broken_shards += 1
+            if self._broken_shards >= MAX_BROKEN_SHARDS:
+                self.stop_dispatch(f"{self._broken_shards} shards failed in a row without progress "
+                                   f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
+                                   "fix the cluster and resume")
+        left = [i for i in shard.indices if not self.states[i].is_final]
+        log.warning("ray shard %d on actor %d lost (%s): %d unfinished tasks re-queued", shard.shard_id, actor_no,
+                    type(exc).__name__, len(left))
+        self.journal.log_event("actor_lost", {"shard": shard.shard_id, "actor": actor_no, "error": type(exc).__name__,
+                                              "requeued": len(left)})
+        if self._stop_reason is not None:
+            self._cancel(left)
+        else:
+            self._requeue(left, "actor lost")
+
+    def _cancel(self, indices: list[int]) -> None:
+        attempts = self._lost_attempts(indices)
+        self.journal.record_cancelled(indices, [a for a in attempts.values()])
+        for index in indices:
+            if self.states[index] is not TaskState.CANCELLED:
+                self.states[index] = TaskState.CANCELLED
+                self._emit(TaskCancelled(index, attempts.get(index)))
+
+    def _requeue(self, indices: list[int], why: str) -> None:
+        attempts = self._lost_attempts(indices)
+        self.journal.record_cancelled(indices, list(attempts.values()))  # unfinished on disk until done anew
+        for index in indices:
+            previous = self.states[index]
+            if index in attempts:
+                self._emit(TaskCancelled(index, attempts[index]))
+                previous = TaskState.CANCELLED
+            elif previous is not TaskState.CANCELLED:
+                self._emit(TaskCancelled(index))
+                previous = TaskState.CANCELLED
+            self.states[index] = TaskState.QUEUED
+            self._emit(TaskQueued(index, previous))
+        self._dispatch(indices)
+
+    def _lost_attempts(self, indices: list[int]) -> dict[int, Attempt]:
+        out = {}
+        for index in indices:
+            flight = self._in_flight.pop(index, None)
+            if flight is not None:
+                number, endpoint, started_at, t0 = flight
+                out[index] = Attempt(index, number, endpoint, started_at, (time.monotonic() - t0) * 1000, "cancelled")
+        self.admission.in_flight = len(self._in_flight)
+        return out
+
+    def _check_guards(self) -> None:
+        budget = self.settings.budget_usd
+        if budget is not None and self.stats.cost_usd >= budget:
+            self.stop_dispatch(f"budget: ${self.stats.cost_usd:.4f} spent, budget ${budget:.2f}")
+        limit = self.settings.fail_on_error
+        if limit is not None:
+            failed = self.count(TaskState.FAILED)
+            finished = failed + self.count(TaskState.SUCCEEDED)
+            if finished >= min(FAIL_RATE_MIN_SAMPLE, len(self.tasks)) and failed / finished > limit:
+                self.stop_dispatch(f"final-failure rate {failed / finished:.1%} passed --fail-on-error {limit:.1%}")
+
+    def _stop(self, reason: str) -> None:
+        if self._stop_reason is not None:
+            return
+        self._stop_reason = reason
+        self.admission.closed = True
+        self.journal.log_event("stopping", {"reason": reason})
+        self._emit(RunStopping(reason))
+
+    def _broadcast(self, method: str, *args: Any) -> None:
+        for actor_no in self._alive():
+            getattr(self.actors[actor_no], method).remote(*args)

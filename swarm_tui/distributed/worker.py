@@ -1,0 +1,175 @@
+"""A shard worker: an async Ray actor running the project's own `SwarmEngine` on the tasks it is handed.
+
+The engine is the same one a single-process run uses; only what it is given differs:
+
+* its journal is a `ForwardingJournal`: every write goes, in order with the engine's events,
+  into an outbox that `run_shard` streams back to the driver in small batches (a Ray streaming
+  generator), where the real journal is written;
+* its admission is a `LeasedAdmission`: RPM/TPM budget leased from the swarm's limiter actor,
+  the Retry-After gate shared, the in-flight limit this shard's share of the user's ceiling;
+* congestion (429/503/timeouts) it sees is reported to the limiter, and congestion another
+  shard saw slows this one's adaptive limit too.
+
+The key is read here, from this process's environment (set on the node, or by the driver
+through Ray's `runtime_env`): it never travels in a shard's payload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+
+from ..engine import EngineSettings, SwarmEngine
+from ..engine.events import EngineEvent, TaskFailed, TaskRetrying
+from ..jobs import Task
+from ..pricing import Price
+from ..providers.client import ProviderClient
+from ..providers.profile import ProviderProfile
+from .admission import LeasedAdmission, SharedRateLimits
+from .sink import ForwardingJournal, Outbox
+
+log = logging.getLogger(__name__)
+
+BATCH_S = 0.02
+"""How long a shard gathers outcomes before it sends them (events reach the driver this late, at most)."""
+SYNC_S = 0.25
+"""How often a shard asks the limiter about the swarm (gate, limits learned elsewhere, congestion)."""
+DONE = "done"
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """What a shard is handed: tasks and how to run them. No key, no key material."""
+
+    shard_id: int
+    tasks: list[Task]
+    settings: EngineSettings
+    attempts_made: dict[int, int] = field(default_factory=dict)
+    price: Price | None = None
+    fallback_price: Price | None = None
+    simulated: bool = False
+    validator: Any = None
+
+
+@ray.remote(max_restarts=0, max_concurrency=1000)
+class SwarmWorker:
+    def __init__(self, profile: ProviderProfile, base_url: str, attempt_timeout_s: float, limiter) -> None:
+        self.profile = profile
+        self.base_url = base_url
+        self.attempt_timeout_s = attempt_timeout_s
+        self.limiter = limiter
+        self.client: ProviderClient | None = None
+        self.fallback: ProviderClient | None = None
+        self.engines: dict[int, SwarmEngine] = {}
+        self.paused = False
+
+    def _clients(self) -> tuple[ProviderClient, ProviderClient | None]:
+        if self.client is None:
+            self.client = ProviderClient(self.profile, self.base_url, attempt_timeout_s=self.attempt_timeout_s)
+            fallback = self.profile.fallback()
+            if fallback is not None:
+                self.fallback = ProviderClient(fallback, fallback.base_url, attempt_timeout_s=self.attempt_timeout_s)
+        return self.client, self.fallback
+
+    async def ping(self) -> int:
+        return os.getpid()
+
+    async def run_shard(self, spec: ShardSpec):
+        """Run the shard to its end, yielding batches of journal records and events as they happen."""
+        client, fallback = self._clients()
+        outbox = Outbox()
+        limits = SharedRateLimits(spec.settings.rpm, spec.settings.tpm, on_learned=self._report_learned)
+        admission = LeasedAdmission(spec.settings.concurrency, rate_limits=limits, lease=self._lease,
+                                    close_shared_gate=self._report_gate)
+        engine = SwarmEngine(spec.tasks, client, ForwardingJournal(outbox), spec.settings, price=spec.price,
+                             attempts_made=spec.attempts_made, simulated=spec.simulated, fallback=fallback,
+                             fallback_price=spec.fallback_price, validator=spec.validator, admission=admission)
+        engine.subscribe(outbox.event)
+        engine.subscribe(lambda event: self._watch_congestion(event, admission))
+        self.engines[spec.shard_id] = engine
+        if self.paused:  # the swarm is paused: a shard handed out meanwhile waits too
+            engine.pause()
+        sync = asyncio.create_task(self._sync(engine, admission))
+        run = asyncio.create_task(engine.run(), name=f"shard-{spec.shard_id}")
+        try:
+            while True:
+                if outbox.items:
+                    yield outbox.drain()
+                    continue
+                if run.done():
+                    break
+                ready = asyncio.create_task(outbox.ready.wait())
+                await asyncio.wait({ready, run}, return_when=asyncio.FIRST_COMPLETED)
+                ready.cancel()
+                await asyncio.sleep(BATCH_S)
+            yield [(DONE, run.result(), admission.lease_calls)]
+        finally:
+            sync.cancel()
+            if not run.done():  # the driver went away: stop sending
+                engine.abort("driver gone")
+            self.engines.pop(spec.shard_id, None)
+
+    # ----------------------------------------------------------------- steering (all shards here)
+
+    async def pause(self) -> None:
+        self.paused = True
+        for engine in self.engines.values():
+            engine.pause()
+
+    async def resume(self) -> None:
+        self.paused = False
+        for engine in self.engines.values():
+            engine.resume()
+
+    async def set_concurrency(self, limit: int, reason: str) -> None:
+        for engine in self.engines.values():
+            engine.set_concurrency(limit, reason)
+
+    async def stop_dispatch(self, reason: str) -> None:
+        for engine in self.engines.values():
+            engine.stop_dispatch(reason)
+
+    async def abort(self, reason: str) -> None:
+        for engine in self.engines.values():
+            engine.abort(reason)
+
+    async def close(self) -> None:
+        for c in (self.client, self.fallback):
+            if c is not None:
+                await c.aclose()
+        self.client = self.fallback = None
+
+    # ----------------------------------------------------------------- the shared budget
+
+    async def _lease(self, requests: int, tokens_each: int, **pending: int):
+        return await self.limiter.lease.remote(requests, tokens_each, **pending)
+
+    def _report_gate(self, seconds: float) -> None:
+        self.limiter.close_gate.remote(seconds)
+
+    def _report_learned(self, rpm: int | None, tpm: int | None) -> None:
+        self.limiter.learn.remote(rpm, tpm)
+
+    def _watch_congestion(self, event: EngineEvent, admission: LeasedAdmission) -> None:
+        if isinstance(event, (TaskRetrying, TaskFailed)) and event.attempt.error is not None \
+                and event.attempt.error.is_congestion:
+            admission.congestion_seen += 1
+            self.limiter.note_congestion.remote()
+
+    async def _sync(self, engine: SwarmEngine, admission: LeasedAdmission) -> None:
+        while True:
+            try:
+                grant = await self.limiter.state.remote()
+            except Exception:  # the limiter is gone: keep what we know; the driver will notice
+                log.warning("rate limiter unreachable", exc_info=True)
+                return
+            admission.apply(grant)
+            if grant.congestion > admission.congestion_seen:
+                admission.congestion_seen = grant.congestion
+                engine.note_congestion("congestion on another shard: decrease")
+            await asyncio.sleep(SYNC_S)

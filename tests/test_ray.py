@@ -1,0 +1,151 @@
+"""Scale-out on Ray: a local 2-CPU Ray, 2 worker actors, the simulator on loopback.
+
+One Ray for the whole module (starting one costs seconds); each test makes its own actors
+through `RayEngine`, and they are killed when its session closes.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from swarm_tui.distributed import driver as driver_module  # noqa: E402
+from swarm_tui.engine import EngineSettings  # noqa: E402
+from swarm_tui.engine.events import TaskQueued, TaskSucceeded  # noqa: E402
+from swarm_tui.jobs import load_job  # noqa: E402
+from swarm_tui.journal import Journal  # noqa: E402
+from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
+from swarm_tui.session import RayOptions, RunPlan, SwarmSession  # noqa: E402
+
+from .conftest import read_jsonl, run_cli, write_batch  # noqa: E402
+
+KEY = "sk-ray-test-SECRET-9876543210abcdef"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def ray_session(tmp_path: Path, base_url: str, prompts: list[str], *, actors: int = 2, name: str = "run",
+                api_key_env: str | None = None, **settings) -> SwarmSession:
+    job = load_job(write_batch(tmp_path / f"{name}.jsonl", prompts))
+    profile = ProviderProfile(name="custom", base_url=base_url, api_key_env=api_key_env)
+    plan = RunPlan(profile, EngineSettings(**{"concurrency": 50, **settings}))
+    return SwarmSession.open_new(job, plan, tmp_path / name, ray=RayOptions(actors=actors))
+
+
+def custom_ids(run_dir: Path) -> Counter:
+    seen = Counter(line["custom_id"] for line in read_jsonl(run_dir / "results.jsonl"))
+    seen.update(line["custom_id"] for line in read_jsonl(run_dir / "errors.jsonl"))
+    return seen
+
+
+def attempt_starts(run_dir: Path) -> list[float]:
+    journal = Journal.open(run_dir, readonly=True)
+    try:
+        return sorted(a["started_at"] for a in journal.attempts_since(0))
+    finally:
+        journal.close()
+
+
+async def test_1000_tasks_on_two_actors_exactly_once_with_the_rpm_respected_in_total(tmp_path, sim_factory):
+    rpm = 6000  # 100 requests/s for the whole swarm: 1,000 tasks in about 10 s
+    sim = sim_factory(latency_ms=20, rpm=rpm, seed=5)
+    session = ray_session(tmp_path, sim.base_url, [f"ray task {i}" for i in range(1000)], rpm=rpm)
+    try:
+        finished = await session.run()
+        limiter = session.engine.limiter_stats()
+    finally:
+        await session.aclose()
+    assert (finished.succeeded, finished.failed, finished.cancelled) == (1000, 0, 0)
+    assert custom_ids(tmp_path / "run") == Counter(f"task-{i:04d}" for i in range(1000))
+    stats = sim.stats()
+    assert stats["duplicate_successes"] == 0
+    assert stats["rate_limited"] <= 0.01 * stats["requests"], stats["by_status"]
+    # the swarm as a whole sent at the limit (not 2x it, and not far under it): past the first
+    # second's burst (a full bucket, as the simulator's own), sends / time is within 5% of rpm/60
+    starts = attempt_starts(tmp_path / "run")
+    burst = rpm / 60 * 1.0
+    rate = (len(starts) - burst) / (starts[-1] - starts[0])
+    assert abs(rate - rpm / 60) <= 0.05 * rpm / 60, f"{rate:.1f}/s against a limit of {rpm / 60:.0f}/s"
+    # both actors worked, under one budget: every request sent was leased from the limiter
+    assert {shard.actor_no for shard in session.engine._shards.values()} == {0, 1}
+    assert limiter["leased_requests"] >= stats["requests"]
+
+
+async def test_an_actor_killed_mid_run_loses_no_task(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=30, rpm=6000, seed=9)
+    prompts = [f"kill test {i}" for i in range(400)]
+    session = ray_session(tmp_path, sim.base_url, prompts, rpm=6000)
+    engine = session.engine
+    done, requeued, killed = [0], [], []
+
+    def on_event(event) -> None:
+        if isinstance(event, TaskSucceeded):
+            done[0] += 1
+            if done[0] == 100 and not killed:
+                killed.append(engine.actors[0])
+                ray.kill(engine.actors[0])
+        elif isinstance(event, TaskQueued):
+            requeued.append(event.index)
+
+    engine.subscribe(on_event)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert killed and engine.actors_lost == 1
+    assert requeued, "the dead actor's unfinished tasks came back to the queue"
+    assert (finished.succeeded, finished.failed, finished.cancelled) == (400, 0, 0)
+    assert custom_ids(tmp_path / "run") == Counter(f"task-{i:04d}" for i in range(400))
+    assert set(sim.stats()["successes_by_prompt"]) == set(prompts)
+    journal = Journal.open(tmp_path / "run", readonly=True)
+    try:
+        assert any(kind == "actor_lost" for _, _, kind, _ in journal.events())
+    finally:
+        journal.close()
+
+
+async def test_keys_reach_actors_through_runtime_env_never_in_payloads(tmp_path, sim_factory, monkeypatch):
+    sim = sim_factory(require_key=KEY)
+    monkeypatch.setenv("RAY_RELAY_KEY", KEY)  # set after ray.init: only runtime_env can carry it
+    specs = []
+    real_spec = driver_module.ShardSpec
+
+    def recording_spec(*args, **kwargs):
+        spec = real_spec(*args, **kwargs)
+        specs.append(spec)
+        return spec
+
+    monkeypatch.setattr(driver_module, "ShardSpec", recording_spec)
+    session = ray_session(tmp_path, sim.base_url, [f"key task {i}" for i in range(20)], api_key_env="RAY_RELAY_KEY")
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 20, "the actors had the key (from runtime_env)"
+    assert specs and all(KEY.encode() not in pickle.dumps(spec) for spec in specs)
+    for path in (tmp_path / "run").rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+
+
+def test_cli_run_and_resume_on_an_existing_cluster(tmp_path, sim):
+    job = write_batch(tmp_path / "job.jsonl", [f"cli task {i}" for i in range(30)])
+    run_dir = tmp_path / "run"
+    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir),
+                     "--ray", "auto", "--ray-actors", "2", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert custom_ids(run_dir) == Counter(f"task-{i:04d}" for i in range(30))
+    sim.reset()
+    again = run_cli("resume", str(run_dir), "--headless", "--ray", "auto", timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert sim.stats()["requests"] == 0, "resume sends only unfinished tasks"
