@@ -11,6 +11,7 @@ import re
 import time
 
 from ..currency import DisplayCurrency
+from ..swarm.json_repair import JsonExtractionError, extract_json
 
 
 def si(n: float | int | None, width: int = 5) -> str:
@@ -88,43 +89,14 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*\n(.*?)(?:\n```|$)", re.DOTALL)
 
 
 def pretty_json(text: str) -> str | None:
-    """`text` pretty-printed when it is JSON (also inside a ``` fence, or with a truncated
-    ending that closing brackets repair); None when it is not JSON at all."""
-    candidates = [text.strip()]
-    fenced = _FENCE.search(text)
-    if fenced:
-        candidates.insert(0, fenced.group(1).strip())
-    for candidate in candidates:
-        if not candidate or candidate[0] not in "[{":
-            continue
-        for attempt in (candidate, _close_brackets(candidate)):
-            try:
-                return json.dumps(json.loads(attempt), indent=2, ensure_ascii=False)
-            except (ValueError, TypeError):
-                continue
-    return None
-
-
-def _close_brackets(text: str) -> str:
-    """Close the strings, arrays and objects a truncated JSON answer left open."""
-    stack: list[str] = []
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            stack.append("]" if char == "[" else "}")
-        elif char in "]}" and stack:
-            stack.pop()
-    closing = ('"' if in_string else "") + "".join(reversed(stack))
-    return text.rstrip().rstrip(",") + closing
+    """`text` pretty-printed when it is JSON (also inside a ``` fence, or with a truncated ending
+    that `extract_json` repairs); None when it is prose, even prose with a bracket in it."""
+    if not (text.strip()[:1] in ("[", "{") or _FENCE.search(text)):
+        return None
+    try:
+        return json.dumps(extract_json(text), indent=2, ensure_ascii=False)
+    except JsonExtractionError:
+        return None
 
 
 def one_line(text: str, limit: int = 300) -> str:
