@@ -423,15 +423,16 @@ class SwarmEngine:
                     if self._may_hedge():
                         calls.append(self._start_call(index, self._next_number(index), self._route(), hedge=True))
                     continue
-                finished = next(c for c in calls if c.task in done)
+                # a success wins over a failure that ended in the same instant
+                finished = next((c for c in calls if c.task in done and c.task.exception() is None),
+                                next(c for c in calls if c.task in done))
                 others = [c for c in calls if c is not finished and not c.task.done()]
                 error = None if finished.task.exception() is None else finished.client.classify(
                     finished.task.exception())
                 self._observe_endpoint(finished.client, error)
                 if error is None:
-                    for loser in others:
-                        loser.task.cancel()
-                        self._end_side_attempt(loser, "hedge_lost")
+                    for loser in (c for c in calls if c is not finished):
+                        self._end_loser(loser)
                     self._on_success(index, finished.number, finished.started_at, finished.latency_ms(),
                                      finished.task.result(), endpoint=finished.client.name)
                     return
@@ -439,6 +440,9 @@ class SwarmEngine:
                     self._end_side_attempt(finished, "hedge_failed", error)
                     calls = others
                     continue
+                for sibling in calls:  # both failed in the same instant: the other one is journaled too
+                    if sibling is not finished and not sibling.task.cancelled():
+                        self._end_side_attempt(sibling, "hedge_failed", sibling.client.classify(sibling.task.exception()))
                 self._on_failure(index, finished.number, finished.started_at, finished.latency_ms(), error,
                                  endpoint=finished.client.name)
                 return
@@ -494,10 +498,24 @@ class SwarmEngine:
             return False
         return time.monotonic() - self._last_rate_limited > HEDGE_QUIET_AFTER_429_S
 
-    def _end_side_attempt(self, call: "_Call", outcome: str, error: CallError | None = None) -> None:
+    def _end_loser(self, call: "_Call") -> None:
+        """The other call of a hedged pair whose winner succeeded: cancelled if still running; if it
+        had finished too, what it cost is journaled all the same."""
+        if not call.task.done():
+            call.task.cancel()
+            self._end_side_attempt(call, "hedge_lost")
+        elif call.task.cancelled() or call.task.exception() is not None:
+            return  # its failure was journaled when it happened (hedge_failed)
+        else:
+            result = call.task.result()
+            self._end_side_attempt(call, "hedge_lost", usage=result.usage, cost_usd=self._cost(result, call.client.name))
+
+    def _end_side_attempt(self, call: "_Call", outcome: str, error: CallError | None = None, *,
+                          usage: Usage = Usage(), cost_usd: float | None = None) -> None:
         """A hedged pair's other attempt: journaled and billed, but the task's state is not its to decide."""
         attempt = Attempt(call.index, call.number, call.client.name, call.started_at, call.latency_ms(), outcome,
-                          status=error.status if error else None, error=error)
+                          status=error.status if error else (200 if usage.total else None), error=error,
+                          usage=usage, cost_usd=cost_usd)
         self.journal.record_attempt(attempt)
         self._emit(AttemptEnded(attempt))
 
