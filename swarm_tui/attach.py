@@ -358,13 +358,13 @@ class AttachedRun:
     attached = True
 
     def __init__(self, run_dir: Path, *, clock: Callable[[], float] = time.time) -> None:
-        from .session import _plan_from_meta  # the stored plan, without starting anything
+        from .session import plan_from_meta  # the stored plan, without starting anything
 
         self.run_dir = Path(run_dir)
         self.journal = Journal.open(self.run_dir, readonly=True)
         meta = self.journal.meta()
         self.journal_meta = meta
-        self.plan = _plan_from_meta(meta["plan"])
+        self.plan = plan_from_meta(meta["plan"])
         self.job_name = meta.get("job", {}).get("name", self.run_dir.name)
         rows = self.journal.tasks()
         self.tasks = [Task(r.index, r.custom_id, r.body) for r in rows]

@@ -238,10 +238,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if profile is not None:
         _check_key(profile)
     from .journal import Journal
-    from .session import _plan_from_meta
+    from .session import plan_from_meta
 
     journal = Journal.open(args.run_dir, readonly=True)
-    stored = _plan_from_meta(journal.meta()["plan"])
+    stored = plan_from_meta(journal.meta()["plan"])
     journal.close()
     effective = profile or stored.profile
     _check_key(effective)

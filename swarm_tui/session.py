@@ -137,7 +137,7 @@ class SwarmSession:
             template = replace(template, model=plan.profile.model)
         journal = Journal.create(run_dir, tasks, {
             "job": {"name": job.name, "source": job.source, "options": job.options},
-            "plan": _plan_to_meta(plan),
+            "plan": plan_to_meta(plan),
             "swarm": job.swarm.to_meta() if job.swarm else None,
             "template": asdict(template) if template else None,
         })
@@ -150,7 +150,7 @@ class SwarmSession:
                       ray: "RayOptions | None" = None) -> "SwarmSession":
         journal = Journal.open(run_dir)
         meta = journal.meta()
-        stored = _plan_from_meta(meta["plan"])
+        stored = plan_from_meta(meta["plan"])
         plan = RunPlan(profile or stored.profile, settings or stored.settings, stored.sim, stored.prices)
         rows = journal.tasks()
         if retry_failed:
@@ -311,7 +311,7 @@ class _atomic:
 # --------------------------------------------------------------------------- plan <-> journal meta
 
 
-def _plan_to_meta(plan: RunPlan) -> dict[str, Any]:
+def plan_to_meta(plan: RunPlan) -> dict[str, Any]:
     return {
         "profile": {"name": plan.profile.name, **plan.profile.to_toml()},
         "settings": asdict(plan.settings),
@@ -321,7 +321,7 @@ def _plan_to_meta(plan: RunPlan) -> dict[str, Any]:
     }
 
 
-def _plan_from_meta(meta: dict[str, Any]) -> RunPlan:
+def plan_from_meta(meta: dict[str, Any]) -> RunPlan:
     profile_data = dict(meta["profile"])
     profile = ProviderProfile(name=profile_data.pop("name"), **profile_data)
     sim = SimConfig(**meta["sim"]) if meta.get("sim") else None
