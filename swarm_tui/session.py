@@ -27,7 +27,7 @@ from .pricing import PriceTable, summary_cost_fields
 from .providers.client import ProviderClient
 from .providers.profile import ProviderProfile
 from .sim import SimConfig, SimServer
-from .swarm.pipeline import SwarmPipeline, json_validator
+from .swarm.pipeline import SwarmPipeline, drop_memory, json_validator
 from .swarm.spec import SwarmSpec
 
 CONTROL_POLL_S = 0.5
@@ -111,7 +111,8 @@ class SwarmSession:
         else:
             self.engine = SwarmEngine(tasks, self.client, journal, plan.settings, price=price, states=states,
                                       attempts_made=attempts_made, simulated=self.simulated,
-                                      fallback=self.fallback, fallback_price=fallback_price, validator=validator)
+                                      fallback=self.fallback, fallback_price=fallback_price, validator=validator,
+                                      trimmer=drop_memory if swarm and swarm.memory.rounds > 1 else None)
         self.model = model
         self.swarm = swarm
         self.pipeline = SwarmPipeline(self, swarm, template) if swarm and swarm.is_pipeline and template else None

@@ -193,3 +193,33 @@ def test_a_planner_that_fails_for_good_ends_the_run_with_exit_1_and_no_traceback
     assert result.returncode == 1
     assert "stopped: planning failed: auth" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+async def test_a_request_past_the_context_length_is_retried_once_without_its_memory(tmp_path, sim_factory):
+    from swarm_tui.engine import EngineSettings, SwarmEngine
+    from swarm_tui.jobs import Task
+    from swarm_tui.journal import Journal
+    from swarm_tui.providers.client import ProviderClient
+    from swarm_tui.swarm.memory import RollingMemory
+    from swarm_tui.swarm.pipeline import drop_memory
+
+    sim = sim_factory(context_window=1000)
+    memory = RollingMemory()
+    memory.add(1, "a long summary of round one " * 200)  # ~1,400 tokens: past the window with it
+    with_memory = {"model": "sim-1", "max_tokens": 100, "messages": [
+        {"role": "system", "content": memory.render(10_000)}, {"role": "user", "content": "round two task"}]}
+    no_memory = {"model": "sim-1", "max_tokens": 100, "messages": [{"role": "user", "content": "plain task"}]}
+    tasks = [Task(0, "with-memory", with_memory), Task(1, "too-long-anyway", {
+        "model": "sim-1", "max_tokens": 100, "messages": [{"role": "user", "content": "x " * 3000}]}),
+        Task(2, "fits", no_memory)]
+    journal = Journal.create(tmp_path / "run", tasks, {})
+    client = ProviderClient(ProviderProfile("custom", base_url=sim.base_url), sim.base_url)
+    engine = SwarmEngine(tasks, client, journal, EngineSettings(), trimmer=drop_memory)
+    try:
+        finished = await engine.run()
+    finally:
+        await client.aclose()
+        journal.close()
+    assert (finished.succeeded, finished.failed) == (2, 1)
+    assert [a["error_class"] for a in attempts_of(tmp_path / "run", 0)] == ["context_length", None]
+    assert [a["error_class"] for a in attempts_of(tmp_path / "run", 1)] == ["context_length"]  # nothing to drop

@@ -70,6 +70,11 @@ Listener = Callable[[EngineEvent], None]
 Validator = Callable[[Task, CallResult], "str | None"]
 
 
+Trimmer = Callable[[Task], "Task | None"]
+"""Shortens a request that passed the model's context length (e.g. drops the rolling memory);
+None when there is nothing to drop."""
+
+
 class RunStopped(Exception):
     """Raised by `call_direct` when the run was stopped (abort, budget) before the call could go out."""
 
@@ -127,6 +132,7 @@ class SwarmEngine:
         fallback: ProviderClient | None = None,
         fallback_price: Price | None = None,
         validator: Validator | None = None,
+        trimmer: Trimmer | None = None,
         admission: AdmissionController | None = None,
     ) -> None:
         """`admission`: an admission controller to use instead of a private one (its
@@ -158,6 +164,8 @@ class SwarmEngine:
         if settings.budget_usd is not None and price is None:
             raise ValueError("a budget needs the model's price (none is known for it)")
         self.validator = validator
+        self.trimmer = trimmer
+        self._trimmed: set[int] = set()
         self._reasked: set[int] = set()
         self._hedges_sent = 0
         self._last_rate_limited = -1e9
@@ -585,9 +593,11 @@ class SwarmEngine:
             elif error.status and error.status >= 500:
                 self.adaptive.on_server_error()
         round_attempts = self._round_attempts.get(index, 1)
+        trimmed = self._trim_once(index, error)
         fails_over = (self.fallback is not None and endpoint == self.client.name and error.kind in ACCOUNT_ERRORS
                       and round_attempts < self.retry_policy.max_attempts)
-        retry = self._stop_reason is None and (fails_over or self.retry_policy.should_retry(error, round_attempts))
+        retry = self._stop_reason is None and (trimmed or fails_over
+                                               or self.retry_policy.should_retry(error, round_attempts))
         attempt = Attempt(
             index, number, endpoint, started_at, latency_ms, "retry" if retry else "failed",
             status=error.status, error=error, request_id=error.request_id,
@@ -598,7 +608,7 @@ class SwarmEngine:
             self._emit(TaskFailed(attempt))
             self._check_failure_rate()
             return
-        delay = 0.0 if fails_over else self.retry_policy.delay_s(error, round_attempts)
+        delay = 0.0 if fails_over or trimmed else self.retry_policy.delay_s(error, round_attempts)
         attempt = dataclasses.replace(attempt, retry_in_s=round(delay, 3))
         if error.is_rate_limit and error.retry_after_s and self.admission.close_gate(error.retry_after_s):
             self._emit(RateGateClosed(error.retry_after_s))
@@ -606,6 +616,18 @@ class SwarmEngine:
         self.states[index] = TaskState.RETRYING
         self._retry_timers[index] = asyncio.get_running_loop().call_later(delay, self._requeue, index)
         self._emit(TaskRetrying(attempt, delay))
+
+    def _trim_once(self, index: int, error: CallError) -> bool:
+        """Context length exceeded: never retried as is, but shortened once when a trimmer can."""
+        if error.kind is not ErrorClass.CONTEXT_LENGTH or self.trimmer is None or index in self._trimmed:
+            return False
+        shorter = self.trimmer(self.tasks[index])
+        if shorter is None:
+            return False
+        self._trimmed.add(index)
+        self.tasks[index] = shorter
+        self.journal.log_event("trimmed", {"index": index, "custom_id": shorter.custom_id})
+        return True
 
     def _within_budget(self, index: int) -> bool:
         """Reserve this task's worst-case cost, or stop dispatch if that would pass the budget."""

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+MEMORY_HEADER = "Memory of the swarm's previous rounds"
+"""How the memory message starts: the engine's trimmer finds it by this."""
+
 
 def estimate_tokens(text: str) -> int:
     """About 4 bytes of UTF-8 a token: a budget, not a bill."""
@@ -46,7 +49,7 @@ class RollingMemory:
         """The memory as one message of at most `budget_tokens` (empty when there is none)."""
         if not self._rounds or budget_tokens <= 0:
             return ""
-        header = "Memory of the swarm's previous rounds (most recent last):"
+        header = f"{MEMORY_HEADER} (most recent last):"
         parts = [f"Round {s.round}: {s.text.strip()}" for s in self._rounds]
         while parts:
             text = "\n\n".join([header, *parts])

@@ -17,7 +17,7 @@ from ..engine.events import RunFinished
 from ..jobs import Task, TaskTemplate
 from .aggregator import Aggregate, aggregate
 from .json_repair import JsonExtractionError, extract_json
-from .memory import RollingMemory, estimate_tokens
+from .memory import MEMORY_HEADER, RollingMemory, estimate_tokens
 from .planner import PlanError, make_plan
 from .spec import SwarmSpec
 
@@ -26,6 +26,16 @@ if TYPE_CHECKING:
 
 WARMUP_INDEX = -3
 STATE_KEY = "swarm_state"
+
+
+def drop_memory(task: Task) -> Task | None:
+    """Engine trimmer: the request without its rolling-memory message (None when it has none)."""
+    messages = task.body.get("messages", [])
+    kept = [m for m in messages if not (m.get("role") == "system" and str(m.get("content", "")).startswith(
+        MEMORY_HEADER))]
+    if len(kept) == len(messages):
+        return None
+    return Task(task.index, task.custom_id, {**task.body, "messages": kept})
 
 
 def json_validator(task: Task, result) -> str | None:
