@@ -48,6 +48,8 @@ class Config:
     currency_rate: float | None = None
     prices: dict[str, Any] = field(default_factory=dict)
     """User price overrides, `[prices."provider/model"]` tables (see pricing)."""
+    keys: dict[str, str] = field(default_factory=dict)
+    """The TUI's keymap overrides, `[keys] binding-id = "key"` (ids: `?` in the TUI lists them)."""
     billing: dict[str, Any] = field(default_factory=dict)
     """What a provider bills per $1 in a local currency, `[billing.<provider>] CNY = 1.0` (see currency)."""
 
@@ -85,6 +87,10 @@ def load_config(path: Path | None = None) -> Config:
     config.currency = defaults.get("currency", config.currency)
     config.currency_rate = defaults.get("currency_rate", config.currency_rate)
     config.prices = doc.get("prices") or {}
+    keys = doc.get("keys") or {}
+    if not isinstance(keys, dict) or not all(isinstance(v, str) and v for v in keys.values()):
+        raise InputError.single(path, "keys", 'must be a table of binding-id = "key" (e.g. retry-failed = "ctrl+r")')
+    config.keys = dict(keys)
     config.billing = doc.get("billing") or {}
     _check_money(config)
     if config.default_provider not in config.profiles:

@@ -291,3 +291,20 @@ async def test_dollar_opens_the_cost_projection_of_this_runs_tokens(tmp_path, si
             assert "gpt-4.1" in table and "150,000 tasks" in table
     finally:
         await session.aclose()
+
+
+async def test_keys_from_the_config_remap_bindings_by_id(tmp_path, sim):
+    session = open_session(tmp_path, sim.base_url, [f"t{i}" for i in range(5)])
+    app = make_app(session, config=Config(path=tmp_path / "config.toml", keys={"help": "f1", "nonsense": "x"}))
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: app.phase == "DONE", what="the run to end")
+            assert ("f1", "this help") in app.key_help()  # the help lists keys as bound now
+            await pilot.press("question_mark")
+            await pilot.pause(0.1)
+            assert not isinstance(app.screen, HelpScreen), "? no longer opens help"
+            await pilot.press("f1")
+            await pilot.pause(0.1)
+            assert isinstance(app.screen, HelpScreen)
+    finally:
+        await session.aclose()

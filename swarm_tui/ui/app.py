@@ -201,6 +201,7 @@ class SwarmApp(App[int]):
         yield Footer(id="keys")
 
     def on_mount(self) -> None:
+        self._apply_keymap()
         self.grid = self.query_one(AgentGrid)
         self.error_log = self.query_one(ErrorLog)
         self.run_panel = self.query_one(RunPanel)
@@ -216,6 +217,18 @@ class SwarmApp(App[int]):
         else:
             self._settle_phase()
         self._drain()
+
+    def _apply_keymap(self) -> None:
+        """The config's `[keys]` (binding id -> key); an id no binding has is named, not ignored."""
+        keys = self.config.keys
+        if not keys:
+            return
+        known = {b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id}
+        unknown = sorted(set(keys) - known)
+        if unknown:
+            self.notify(f"{self.config.path}: [keys] has no binding {', '.join(unknown)} "
+                        f"(known: {', '.join(sorted(known))})", severity="warning", timeout=15, markup=False)
+        self.set_keymap({k: v for k, v in keys.items() if k in known})
 
     def on_resize(self, event: Resize) -> None:
         if hasattr(self, "grid"):  # a first resize arrives before mount
