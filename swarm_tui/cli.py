@@ -225,7 +225,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_key(profile)
     plan = RunPlan(profile, resolve_settings(args, profile), _sim_config(args, profile), config.prices)
     _check_budget(plan, job.model or (job.tasks[0].body.get("model") if job.tasks else None), config)
-    ray = _ray_options(args, job.swarm)
+    ray = _ray_options(args)
     run_dir = args.out or default_run_dir(job.name)
     session = SwarmSession.open_new(job, plan, run_dir, ray=ray)
     return _drive(session, args)
@@ -246,18 +246,13 @@ def cmd_resume(args: argparse.Namespace) -> int:
     effective = profile or stored.profile
     _check_key(effective)
     settings = resolve_settings(args, effective, stored.settings)
-    from .swarm.spec import SwarmSpec
-
-    journal = Journal.open(args.run_dir, readonly=True)
-    swarm_meta = journal.meta().get("swarm")
-    journal.close()
-    ray = _ray_options(args, SwarmSpec.from_meta(swarm_meta) if swarm_meta else None)
+    ray = _ray_options(args)
     session = SwarmSession.open_existing(args.run_dir, profile=profile, settings=settings,
                                          retry_failed=args.retry_failed, ray=ray)
     return _drive(session, args)
 
 
-def _ray_options(args: argparse.Namespace, swarm):
+def _ray_options(args: argparse.Namespace):
     """`--ray [ADDRESS]`: checked before anything is written or sent (exit 2 when it cannot work)."""
     if args.ray is None:
         if args.ray_actors:
@@ -267,9 +262,6 @@ def _ray_options(args: argparse.Namespace, swarm):
     from .session import RayOptions
 
     require_ray()
-    if swarm is not None and swarm.is_pipeline:
-        raise InputError.single("--ray", "job", "plan/aggregate swarms do not run on Ray yet; "
-                                "run the job without --ray, or give its tasks as a list")
     return RayOptions(address=args.ray, actors=args.ray_actors)
 
 

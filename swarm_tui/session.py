@@ -99,9 +99,6 @@ class SwarmSession:
                                                                     fallback_profile.name.split("/")[0])
         validator = json_validator if swarm and swarm.workers.json else None
         if ray is not None:  # the same swarm, its engines on Ray actors (swarm_tui.distributed)
-            if swarm is not None and swarm.is_pipeline:
-                raise InputError.single("--ray", "job", "plan/aggregate swarms do not run on Ray yet; "
-                                        "run the job without --ray, or give its tasks as a list")
             from .distributed.driver import RayEngine
 
             self.engine = RayEngine(tasks, self.client, journal, plan.settings, profile=plan.profile,

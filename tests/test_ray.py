@@ -6,6 +6,7 @@ through `RayEngine`, and they are killed when its session closes.
 
 from __future__ import annotations
 
+import json
 import pickle
 from collections import Counter
 from pathlib import Path
@@ -149,3 +150,16 @@ def test_cli_run_and_resume_on_an_existing_cluster(tmp_path, sim):
     again = run_cli("resume", str(run_dir), "--headless", "--ray", "auto", timeout=120)
     assert again.returncode == 0, again.stderr
     assert sim.stats()["requests"] == 0, "resume sends only unfinished tasks"
+
+
+def test_a_planned_swarm_runs_its_workers_on_actors_and_its_planner_and_aggregator_on_the_driver(tmp_path, sim):
+    from swarm_tui.locations import bundled
+
+    job = bundled("sample_jobs") / "research-swarm.toml"
+    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / "run"),
+                     "--ray", "auto", "--ray-actors", "2", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert custom_ids(tmp_path / "run") == Counter(f"agent-{i:02d}" for i in range(1, 13))
+    aggregate = json.loads((tmp_path / "run" / "aggregate.json").read_text())
+    assert len(aggregate["sources"]) == 12
+    assert sim.stats()["requests"] == 1 + 1 + 12 + 1  # plan, warm-up, workers, aggregate

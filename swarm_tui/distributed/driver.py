@@ -150,6 +150,8 @@ class RayEngine:
         self._dead: set[int] = set()
         self._broken_shards = 0
         """Shards that failed (actor alive) since the last success: see `_lost`."""
+        self._direct = None
+        """A local engine for the swarm's planner / aggregator calls (see `call_direct`)."""
         self._shards: dict[int, _Shard] = {}
         self._next_shard = 0
         self._in_flight: dict[int, tuple[int, str, float, float]] = {}
@@ -230,6 +232,8 @@ class RayEngine:
         self._aborted = True
         self._stop(reason)
         self._broadcast("abort", reason)
+        if self._direct is not None:  # a planner / aggregator call waiting for admission stops too
+            self._direct.abort(reason)
 
     def stop_dispatch(self, reason: str) -> None:
         if self._stop_reason is None:
@@ -269,7 +273,18 @@ class RayEngine:
         self._emit(PhaseChanged(phase, detail))
 
     async def call_direct(self, phase: str, index: int, body: dict):
-        raise NotImplementedError("planner and aggregator steps do not run on Ray yet")
+        """The planner, warm-up and aggregator calls run here, on the driver, through a local engine's
+        admission, retries and journal: they come before or after the fan-out, never while shards
+        send, so no other caller shares the provider's budget at that moment."""
+        if self._direct is None:
+            from ..engine.engine import SwarmEngine
+
+            self._direct = SwarmEngine([], self.client, self.journal, self.settings, price=self.price,
+                                       simulated=self.simulated)
+            self._direct.subscribe(self._emit)
+            if self._aborted:
+                self._direct.abort()
+        return await self._direct.call_direct(phase, index, body)
 
     # ----------------------------------------------------------------- running
 
