@@ -20,7 +20,6 @@ from typing import Any
 
 from .engine import EngineSettings, SwarmEngine, TaskState
 from .engine.events import RunFinished
-from .errors import InputError
 from .jobs import Job, Task, TaskTemplate
 from .journal import Journal
 from .pricing import PriceTable, summary_cost_fields

@@ -187,7 +187,6 @@ async def test_streaming_assembles_the_answer_and_measures_ttft(tmp_path, sim_fa
 
 
 async def test_stalled_stream_is_retried_as_a_new_request(tmp_path, sim_factory):
-    from swarm_tui.engine import EngineSettings  # noqa: F401  (settings passed through open_session)
 
     sim = sim_factory(latency_ms=5, chunk_delay_ms=1, hang_s=30)
     session = open_session(tmp_path, sim.base_url, ["fine", "stalls once [[sim:stallx1]]"], stream=True,

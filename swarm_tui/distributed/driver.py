@@ -25,7 +25,7 @@ import math
 import os
 import time
 from dataclasses import replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import ray
 from ray.exceptions import RayError
@@ -57,13 +57,13 @@ from ..jobs import Task
 from ..pricing import Price
 from ..providers.client import ProviderClient
 from ..providers.profile import ProviderProfile
+from ..engine.observable import Listener, ObservableEngine
 from .limiter import RateLimiter
 from .sink import EVENT, JOURNAL
 from .worker import DONE, ShardSpec, SwarmWorker
 
 log = logging.getLogger(__name__)
 
-Listener = Callable[[EngineEvent], None]
 from ..engine.engine import FAIL_RATE_MIN_SAMPLE  # noqa: E402  (the same rule as one engine)
 MAX_BROKEN_SHARDS = 3
 _SKIPPED_EVENTS = (RunStarted, RunFinished, TasksAdded, RunStopping, RunPaused, RunResumed)
@@ -117,7 +117,7 @@ class _Shard:
         self.actor_no = 0
 
 
-class RayEngine:
+class RayEngine(ObservableEngine):
     """`SwarmEngine`'s interface, with the work done by engines on Ray actors."""
 
     def __init__(self, tasks: Sequence[Task], client: ProviderClient, journal, settings: EngineSettings, *,
@@ -161,41 +161,6 @@ class RayEngine:
         self._learned: tuple[int | None, int | None] = (settings.rpm, settings.tpm)
         self._wake = asyncio.Event()
         self.actors_lost = 0
-
-    # ----------------------------------------------------------------- observing
-
-    def subscribe(self, listener: Listener) -> None:
-        self._listeners.append(listener)
-
-    def _emit(self, event: EngineEvent) -> None:
-        for listener in self._listeners:
-            try:
-                listener(event)
-            except Exception:
-                log.exception("engine listener %r failed on %r", listener, event)
-
-    @property
-    def running(self) -> bool:
-        return self._running
-
-    @property
-    def paused(self) -> bool:
-        return self.admission.paused
-
-    @property
-    def aborted(self) -> bool:
-        return self._aborted
-
-    def in_flight_indices(self) -> list[int]:
-        return list(self._in_flight)
-
-    def count(self, state: TaskState) -> int:
-        return sum(1 for s in self.states.values() if s is state)
-
-    def outcome(self) -> RunFinished:
-        succeeded, failed = self.count(TaskState.SUCCEEDED), self.count(TaskState.FAILED)
-        return RunFinished(succeeded=succeeded, failed=failed, cancelled=len(self.tasks) - succeeded - failed,
-                           aborted=self._aborted, stop_reason=self._stop_reason)
 
     # ----------------------------------------------------------------- steering
 

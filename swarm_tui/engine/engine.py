@@ -33,6 +33,7 @@ from ..providers.errors import CallError, ErrorClass
 from ..providers.usage import Usage
 from .admission import AdmissionController
 from .failover import ACCOUNT_ERRORS, CircuitBreaker
+from .observable import Listener, ObservableEngine
 from .pacing import AdaptiveConcurrency, RateLimits
 from .events import (
     Attempt,
@@ -43,7 +44,6 @@ from .events import (
     PhaseChanged,
     TasksAdded,
     ConcurrencyChanged,
-    EngineEvent,
     RateGateClosed,
     RateLimitsLearned,
     RunFinished,
@@ -66,7 +66,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Listener = Callable[[EngineEvent], None]
 Validator = Callable[[Task, CallResult], "str | None"]
 
 
@@ -117,7 +116,7 @@ class EngineSettings:
     """Stop dispatch when the share of finished tasks that failed passes it."""
 
 
-class SwarmEngine:
+class SwarmEngine(ObservableEngine):
     def __init__(
         self,
         tasks: Sequence[Task],
@@ -191,36 +190,6 @@ class SwarmEngine:
             if not state.is_final:
                 self.states[index] = TaskState.QUEUED
                 self._ready.append(index)
-
-    # ----------------------------------------------------------------- observing
-
-    def subscribe(self, listener: Listener) -> None:
-        self._listeners.append(listener)
-
-    def _emit(self, event: EngineEvent) -> None:
-        for listener in self._listeners:
-            try:
-                listener(event)
-            except Exception:  # a broken listener must not stop the swarm
-                log.exception("engine listener %r failed on %r", listener, event)
-
-    @property
-    def running(self) -> bool:
-        return self._running
-
-    @property
-    def paused(self) -> bool:
-        return self.admission.paused
-
-    @property
-    def aborted(self) -> bool:
-        return self._aborted
-
-    def in_flight_indices(self) -> list[int]:
-        return list(self._in_flight)
-
-    def count(self, state: TaskState) -> int:
-        return sum(1 for s in self.states.values() if s is state)
 
     # ----------------------------------------------------------------- steering
 
@@ -373,12 +342,6 @@ class SwarmEngine:
                                             "unfinished": finished.cancelled, "reason": self._stop_reason})
         self._emit(finished)
         return finished
-
-    def outcome(self) -> RunFinished:
-        """Where the run stands now, as the event `run()` ends with."""
-        succeeded, failed = self.count(TaskState.SUCCEEDED), self.count(TaskState.FAILED)
-        return RunFinished(succeeded=succeeded, failed=failed, cancelled=len(self.tasks) - succeeded - failed,
-                           aborted=self._aborted, stop_reason=self._stop_reason)
 
     async def _dispatch(self) -> None:
         while self._stop_reason is None:

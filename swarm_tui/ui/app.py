@@ -51,7 +51,6 @@ from ..engine.events import (
     TaskSucceeded,
 )
 from ..session import SwarmSession
-from . import format as fmt
 from .commands import SwarmCommands
 from ..currency import USD, DisplayCurrency, display_currency
 from ..errors import InputError

@@ -1,0 +1,65 @@
+"""What every engine shows its listeners and steering code, in one place.
+
+`SwarmEngine` (one process) and `swarm_tui.distributed.RayEngine` (shards on Ray actors) keep
+the same state — `tasks`, `states`, `admission`, an in-flight map, a stop reason — and share
+these read-outs and the listener plumbing, so the TUI, `attach` and headless runs cannot tell
+them apart.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from .events import EngineEvent, RunFinished, TaskState
+
+log = logging.getLogger("swarm_tui.engine")
+
+Listener = Callable[[EngineEvent], None]
+
+
+class ObservableEngine:
+    """Mixin: the subclass sets `tasks`, `states`, `admission`, `_listeners`, `_in_flight`,
+    `_running`, `_aborted` and `_stop_reason`."""
+
+    tasks: dict[int, Any]
+    states: dict[int, TaskState]
+    _listeners: list[Listener]
+    _in_flight: dict[int, Any]
+    _running: bool
+    _aborted: bool
+    _stop_reason: str | None
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def _emit(self, event: EngineEvent) -> None:
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:  # a broken listener must not stop the swarm
+                log.exception("engine listener %r failed on %r", listener, event)
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def paused(self) -> bool:
+        return self.admission.paused  # type: ignore[attr-defined]
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
+
+    def in_flight_indices(self) -> list[int]:
+        return list(self._in_flight)
+
+    def count(self, state: TaskState) -> int:
+        return sum(1 for s in self.states.values() if s is state)
+
+    def outcome(self) -> RunFinished:
+        """Where the run stands now, as the event `run()` ends with."""
+        succeeded, failed = self.count(TaskState.SUCCEEDED), self.count(TaskState.FAILED)
+        return RunFinished(succeeded=succeeded, failed=failed, cancelled=len(self.tasks) - succeeded - failed,
+                           aborted=self._aborted, stop_reason=self._stop_reason)
