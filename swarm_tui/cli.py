@@ -329,7 +329,8 @@ def cmd_providers(args: argparse.Namespace) -> int:
             default = " (default)" if name == config.default_provider else ""
             url = "embedded simulator (SIMULATED)" if profile.is_simulator else profile.base_url
             key = profile.api_key_env or "OPENAI_API_KEY"
-            print(f"{name}{default}: {url}  model={profile.model}  key {key}: {key_status(profile)}")
+            model = profile.model or "(the job's)"
+            print(f"{name}{default}: {url}  model {model}  key {key}: {key_status(profile)}")
         return 0
     if not args.name:
         raise InputError.single("providers test", "name", "which profile? e.g. `swarm-tui providers test sim`")
