@@ -20,6 +20,7 @@ from typing import Any
 
 from .engine import EngineSettings, SwarmEngine, TaskState
 from .engine.events import RunFinished
+from .engine.stats import latency_summary
 from .jobs import Job, Task, TaskTemplate
 from .journal import Journal
 from .pricing import PriceTable, summary_cost_fields
@@ -259,7 +260,7 @@ def summarize(journal: Journal, *, model: str | None, provider: str, simulated: 
         "failed": failed,
         "unfinished": total - succeeded - failed,
         "makespan_s": makespan,
-        "latency_ms": _latency_summary(latencies),
+        "latency_ms": latency_summary(latencies),
         "tokens": {"prompt": totals["prompt"], "completion": totals["completion"], "cached": totals["cached"],
                    "reasoning": totals["reasoning"]},
         "cost_usd": round(cost, 6) if cost is not None and not totals["unpriced"] else None,
@@ -274,16 +275,6 @@ def summarize(journal: Journal, *, model: str | None, provider: str, simulated: 
                                        makespan_s=makespan, finished=succeeded + failed,
                                        unfinished=summary["unfinished"]))
     return summary
-
-
-def _latency_summary(sorted_ms: list[float]) -> dict[str, float | None]:
-    if not sorted_ms:
-        return {"p50": None, "p95": None, "p99": None, "mean": None}
-
-    def pick(q: float) -> float:
-        return round(sorted_ms[min(len(sorted_ms) - 1, int(round(q * (len(sorted_ms) - 1))))], 1)
-
-    return {"p50": pick(0.5), "p95": pick(0.95), "p99": pick(0.99), "mean": round(sum(sorted_ms) / len(sorted_ms), 1)}
 
 
 class _atomic:

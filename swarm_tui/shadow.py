@@ -34,6 +34,8 @@ from typing import Any, Callable
 from urllib.parse import urlparse, urlunparse
 
 from .currency import USD, DisplayCurrency
+from .engine.stats import latency_summary
+from .swarm.json_repair import json_answer
 from .errors import InputError
 from .pricing import Price, PriceTable
 from .providers.client import ProviderClient, StreamDeadlines
@@ -169,16 +171,6 @@ def safe_url(url: str) -> str:
 # --------------------------------------------------------------------------- measurement
 
 
-def _percentiles(sorted_ms: list[float]) -> dict[str, float | None]:
-    if not sorted_ms:
-        return {"p50": None, "p95": None, "p99": None, "mean": None}
-
-    def pick(q: float) -> float:
-        return round(sorted_ms[min(len(sorted_ms) - 1, int(round(q * (len(sorted_ms) - 1))))], 1)
-
-    return {"p50": pick(0.5), "p95": pick(0.95), "p99": pick(0.99), "mean": round(sum(sorted_ms) / len(sorted_ms), 1)}
-
-
 @dataclass
 class EndpointReport:
     label: str
@@ -235,27 +227,14 @@ class _EndpointStats:
             simulated=self.profile.is_simulator, requests=self.sent, in_flight=self.in_flight,
             succeeded=len(self.latencies), errors=dict(self.errors),
             error_rate=round(sum(self.errors.values()) / finished, 4) if finished else None,
-            latency_ms=_percentiles(self.latencies),
-            ttft_ms=_percentiles(self.ttfts) if streaming else None,
+            latency_ms=latency_summary(self.latencies),
+            ttft_ms=latency_summary(self.ttfts) if streaming else None,
             tokens={"prompt": self.usage.prompt, "completion": self.usage.completion, "cached": self.usage.cached},
             cost_usd=round(cost, 6) if cost is not None else None,
             cost_display=self.currency.format(cost) if cost is not None else (
                 f"price unknown for model {self.model!r}" if self.model else "price unknown"),
             price=self.price.to_dict() if self.price else None,
         )
-
-
-def extract_json(text: str) -> Any:
-    """The JSON value in an answer (bare, or inside a ``` fence); raises ValueError when none."""
-    text = text.strip()
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    fence = re.search(r"```(?:json|JSON)?\s*\n?(.*?)(?:```|$)", text, re.DOTALL)
-    if fence:
-        return json.loads(fence.group(1).strip())
-    raise ValueError("no JSON")
 
 
 @dataclass
@@ -270,7 +249,7 @@ class Agreement:
         self.compared += 1
         self.exact += primary.strip() == secondary.strip()
         try:
-            a, b = extract_json(primary), extract_json(secondary)
+            a, b = json_answer(primary), json_answer(secondary)
         except ValueError:
             pass
         else:
@@ -602,7 +581,7 @@ class ShadowRun:
                       "timeout_s": config.timeout_s, "workload": config.workload,
                       "currency": config.currency.to_dict()},
             primary=primary, secondary=secondary,
-            paired={"pairs": secondary.requests, "primary_latency_ms": _percentiles(self._paired_primary),
+            paired={"pairs": secondary.requests, "primary_latency_ms": latency_summary(self._paired_primary),
                     "secondary_latency_ms": secondary.latency_ms},
             agreement=self._agreement.to_dict(),
             p95_ratio=ratio, error_excess=excess, verdict=verdict, reasons=reasons, notes=notes,

@@ -15,6 +15,7 @@ import pytest
 
 from swarm_tui.cli import main
 from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.swarm.json_repair import json_answer
 from swarm_tui.shadow import (
     ADOPT,
     ROLLBACK,
@@ -23,7 +24,6 @@ from swarm_tui.shadow import (
     ShadowRun,
     decide,
     endpoint_name,
-    extract_json,
     mirrored,
     run_shadow,
     safe_url,
@@ -169,9 +169,9 @@ def test_the_rules_behind_the_verdict():
     assert decide(ep(100), ep(100, errors=1), threshold=2.0, max_error_excess=0.01)[0] == ADOPT  # one error alone
     assert decide(ep(100), ep(100, requests=3, errors=3), threshold=2.0, max_error_excess=0.01)[0] == ROLLBACK
 
-    assert extract_json('```json\n{"a": [1, 2]}\n```') == {"a": [1, 2]}
+    assert json_answer('```json\n{"a": [1, 2]}\n```') == {"a": [1, 2]}
     with pytest.raises(ValueError):
-        extract_json("not json")
+        json_answer("not json")
     assert endpoint_name("https://api.holysheep.ai/v1") == "holysheep"
     assert endpoint_name("https://api.moonshot.cn/v1") == "moonshot"
     assert endpoint_name("http://127.0.0.1:8001/v1") == "127.0.0.1:8001"

@@ -33,6 +33,21 @@ from .events import (
 RATE_WINDOW_S = 10.0
 
 
+def nearest_rank(sorted_values: list[float], q: float) -> float | None:
+    """The q-quantile of already sorted values (nearest rank); None when there are none."""
+    if not sorted_values:
+        return None
+    return sorted_values[min(len(sorted_values) - 1, int(round(q * (len(sorted_values) - 1))))]
+
+
+def latency_summary(sorted_ms: list[float]) -> dict[str, float | None]:
+    """p50/p95/p99/mean in ms, rounded to 0.1: the shape summary.json and shadow.json use."""
+    if not sorted_ms:
+        return {"p50": None, "p95": None, "p99": None, "mean": None}
+    return {**{f"p{round(q * 100)}": round(nearest_rank(sorted_ms, q), 1) for q in (0.5, 0.95, 0.99)},
+            "mean": round(sum(sorted_ms) / len(sorted_ms), 1)}
+
+
 @dataclass
 class RunStats:
     total: int = 0
@@ -125,10 +140,7 @@ class RunStats:
         return self.clock() - self.started_at
 
     def percentile(self, q: float) -> float | None:
-        lat = self.latencies_ms
-        if not lat:
-            return None
-        return lat[min(len(lat) - 1, int(round(q * (len(lat) - 1))))]
+        return nearest_rank(self.latencies_ms, q)
 
     def rates(self) -> tuple[float, float]:
         """(requests/s, tokens/s) over the last few seconds."""

@@ -56,6 +56,14 @@ def extract_json(text: str) -> Any:
     raise JsonExtractionError(f"no JSON value could be read from the answer{where}", text)
 
 
+def json_answer(text: str) -> Any:
+    """The JSON value of an answer that *is* JSON (it starts with `{` / `[`, or holds a code fence),
+    read as robustly as `extract_json`; prose that merely contains a bracket is not JSON."""
+    if not (text.strip()[:1] in ("[", "{") or _FENCE.search(text)):
+        raise JsonExtractionError("the answer is prose, not JSON", text)
+    return extract_json(text)
+
+
 def _first_bracket(text: str) -> int | None:
     positions = [p for p in (text.find("{"), text.find("[")) if p >= 0]
     return min(positions) if positions else None

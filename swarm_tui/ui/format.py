@@ -7,11 +7,10 @@ never grows or shrinks as its value changes (no layout jitter in the footer).
 from __future__ import annotations
 
 import json
-import re
 import time
 
 from ..currency import DisplayCurrency
-from ..swarm.json_repair import JsonExtractionError, extract_json
+from ..swarm.json_repair import JsonExtractionError, json_answer
 
 
 def si(n: float | int | None, width: int = 5) -> str:
@@ -85,16 +84,11 @@ def clock_time(epoch: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(epoch))
 
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n(.*?)(?:\n```|$)", re.DOTALL)
-
-
 def pretty_json(text: str) -> str | None:
     """`text` pretty-printed when it is JSON (also inside a ``` fence, or with a truncated ending
     that `extract_json` repairs); None when it is prose, even prose with a bracket in it."""
-    if not (text.strip()[:1] in ("[", "{") or _FENCE.search(text)):
-        return None
     try:
-        return json.dumps(extract_json(text), indent=2, ensure_ascii=False)
+        return json.dumps(json_answer(text), indent=2, ensure_ascii=False)
     except JsonExtractionError:
         return None
 
