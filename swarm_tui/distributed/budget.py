@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from ..engine.pacing import Clock, RateLimits
+from ..engine.pacing import Clock, RateLimits, RetryAfterGate
 
 LEASE_WINDOW_S = 0.05
 """A lease holds at most this many seconds of the provider's rate (at least one request), so
@@ -46,14 +46,14 @@ class SharedBudget:
     def __init__(self, rpm: int | None = None, tpm: int | None = None, clock: Clock = time.monotonic) -> None:
         self._clock = clock
         self.limits = RateLimits(rpm, tpm, clock=clock)
-        self._gate_until = 0.0
+        self.gate = RetryAfterGate(clock)
         self.congestion = 0
         self.leased_requests = 0
         self.lease_calls = 0
 
     @property
     def gate_remaining_s(self) -> float:
-        return max(0.0, self._gate_until - self._clock())
+        return self.gate.remaining_s
 
     @property
     def metered(self) -> bool:
@@ -101,11 +101,7 @@ class SharedBudget:
 
     def close_gate(self, seconds: float) -> bool:
         """A 429 said to wait: every shard holds dispatch until then. True when this extended it."""
-        until = self._clock() + seconds
-        if until <= self._gate_until:
-            return False
-        self._gate_until = until
-        return True
+        return self.gate.close(seconds)
 
     def note_congestion(self) -> int:
         self.congestion += 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from .pacing import RateLimits
+from .pacing import RateLimits, RetryAfterGate
 
 
 class AdmissionController:
@@ -23,14 +23,14 @@ class AdmissionController:
         self.paused = False
         self.closed = False
         """Set when the run stops: `acquire` then returns False at once."""
-        self._gate_until = 0.0
+        self.gate = RetryAfterGate(clock)
         self._clock = clock
         self.rate_limits = rate_limits or RateLimits(clock=clock)
         self._changed = asyncio.Event()
 
     @property
     def gate_remaining_s(self) -> float:
-        return max(0.0, self._gate_until - self._clock())
+        return self.gate.remaining_s
 
     async def acquire(self, tokens: int = 0) -> bool:
         """Wait for a slot and take it with `tokens` of TPM budget (True), or return False once
@@ -39,7 +39,7 @@ class AdmissionController:
             if self.closed:
                 return False
             if not self.paused and self.in_flight < self.limit:
-                wait = max(self._gate_until - self._clock(), self.rate_limits.wait_s(tokens))
+                wait = max(self.gate.remaining_s, self.rate_limits.wait_s(tokens))
                 if wait <= 0:
                     self.in_flight += 1
                     self.rate_limits.take(tokens)
@@ -71,11 +71,7 @@ class AdmissionController:
 
     def close_gate(self, seconds: float) -> bool:
         """Hold every dispatch for `seconds`; True when this extended the gate."""
-        until = self._clock() + seconds
-        if until <= self._gate_until:
-            return False
-        self._gate_until = until
-        return True
+        return self.gate.close(seconds)
 
     def close(self) -> None:
         self.closed = True

@@ -91,6 +91,27 @@ class TokenBucket:
         self.capacity = capacity
 
 
+class RetryAfterGate:
+    """A provider said "wait" (429 + Retry-After): nothing goes out before the gate reopens.
+    One per provider — per process in `AdmissionController`, per swarm in the Ray limiter."""
+
+    def __init__(self, clock: Clock = time.monotonic) -> None:
+        self._clock = clock
+        self._until = 0.0
+
+    @property
+    def remaining_s(self) -> float:
+        return max(0.0, self._until - self._clock())
+
+    def close(self, seconds: float) -> bool:
+        """Hold dispatch for `seconds` from now; True when this extended the gate."""
+        until = self._clock() + seconds
+        if until <= self._until:
+            return False
+        self._until = until
+        return True
+
+
 @dataclass(frozen=True, slots=True)
 class LearnedLimits:
     rpm: int | None
