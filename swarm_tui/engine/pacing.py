@@ -135,21 +135,20 @@ class RateLimits:
 
     def _set(self, rpm: int | None, tpm: int | None) -> None:
         if rpm and rpm != self.rpm:
-            rate = rpm / 60.0
-            capacity = max(1.0, rate * self.BURST_S)
-            if self.requests is None:
-                self.requests = TokenBucket(rate, capacity, self._clock)
-            else:
-                self.requests.set_rate(rate, capacity)
+            self.requests = self._paced(self.requests, rpm)
             self.rpm = rpm
         if tpm and tpm != self.tpm:
-            rate = tpm / 60.0
-            capacity = max(1.0, rate * self.BURST_S)
-            if self.tokens is None:
-                self.tokens = TokenBucket(rate, capacity, self._clock)
-            else:
-                self.tokens.set_rate(rate, capacity)
+            self.tokens = self._paced(self.tokens, tpm)
             self.tpm = tpm
+
+    def _paced(self, bucket: TokenBucket | None, per_minute: int) -> TokenBucket:
+        """A bucket refilling at `per_minute` / 60 a second, holding BURST_S seconds of it."""
+        rate = per_minute / 60.0
+        capacity = max(1.0, rate * self.BURST_S)
+        if bucket is None:
+            return TokenBucket(rate, capacity, self._clock)
+        bucket.set_rate(rate, capacity)
+        return bucket
 
     def wait_s(self, tokens: int) -> float:
         waits = [0.0]
