@@ -69,9 +69,10 @@ def _first_bracket(text: str) -> int | None:
     return min(positions) if positions else None
 
 
-def _balanced_span(text: str, start: int) -> str | None:
-    """The text from `start` to its matching closing bracket, honouring strings."""
-    depth = 0
+def _scan(text: str, start: int = 0) -> tuple[int | None, list[str], bool]:
+    """Walk JSON-ish text from `start`, honouring strings: (index of the bracket that closes the
+    first one, or None), the closers still owed, and whether it ends inside a string."""
+    owed: list[str] = []
     in_string = escaped = False
     for i in range(start, len(text)):
         ch = text[i]
@@ -85,12 +86,18 @@ def _balanced_span(text: str, start: int) -> str | None:
         elif ch == '"':
             in_string = True
         elif ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-            if depth == 0:
-                return text[start:i + 1]
-    return None
+            owed.append("]" if ch == "[" else "}")
+        elif ch in "]}" and owed:
+            owed.pop()
+            if not owed:
+                return i, owed, False
+    return None, owed, in_string
+
+
+def _balanced_span(text: str, start: int) -> str | None:
+    """The text from `start` to its matching closing bracket, honouring strings."""
+    end, _, _ = _scan(text, start)
+    return None if end is None else text[start:end + 1]
 
 
 def _strip_trailing_commas(text: str) -> str:
@@ -102,23 +109,7 @@ def repair_truncated(text: str) -> str | None:
     text = text.rstrip()
     if not text or text[0] not in "[{":
         return None
-    stack: list[str] = []
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            stack.append("]" if ch == "[" else "}")
-        elif ch in "]}":
-            if stack:
-                stack.pop()
+    _, stack, in_string = _scan(text)
     if in_string:
         text += '"'
     text = text.rstrip()
