@@ -1,6 +1,7 @@
-"""`swarm-tui shadow`: mirror a share of live traffic to a candidate endpoint and decide whether
-to adopt it, the way the source article does before it migrates (10% for 600 s, roll back past
-2x P95).
+"""`swarm-tui shadow`: judge the endpoint that carries the traffic against a baseline that a share
+of it is mirrored to, the way the source article does when it migrates: `--primary` is the relay
+it moved to (all traffic), `--secondary` the official endpoint (10% mirrored for 600 s); "118 ms
+vs 184 ms P95, under the 2x rollback threshold -> adopt".
 
 Every request of the workload (a job file, or a built-in probe workload at a steady rate) goes
 to the primary; a `rate` share of them, spread evenly, is sent to the secondary at the same
@@ -10,9 +11,11 @@ p95 / p99 latency, time to first token when streaming, errors by class, tokens a
 secondary's is shadow cost, reported apart). For every mirrored pair that both answered: exact
 agreement, JSON equality (code fences tolerated) and the length ratio.
 
-Verdict: ROLLBACK when the secondary's p95 latency is more than `threshold` times the primary's,
-when its error rate is more than `max_error_excess` above the primary's (with at least two
-errors: one error alone never decides), or when it answered nothing; otherwise ADOPT.
+Verdict: the primary is judged, the secondary is its baseline. ROLLBACK (go back to the
+secondary) when the primary's p95 latency is more than `threshold` times the secondary's, when
+the primary's error rate is more than `max_error_excess` above the secondary's (with at least two
+errors: one error alone never decides), or when the primary answered nothing; otherwise ADOPT
+(keep the primary).
 
 `run_shadow(config, on_update=...)` is the core, for the CLI and the TUI alike: `on_update`
 receives a `ShadowReport` snapshot a few times a second and the final one at the end;
@@ -44,11 +47,12 @@ from .providers.usage import Usage
 
 ADOPT, ROLLBACK = "ADOPT", "ROLLBACK"
 PENDING = "PENDING"
-"""The verdict of a live snapshot before the secondary has answered anything."""
+"""The verdict of a live snapshot before both endpoints have finished a request."""
 EXIT_ADOPT, EXIT_ROLLBACK, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 SIM_MODEL = "sim-1"
 MIN_CONFIDENT_SAMPLES = 20
-"""Below this many successful secondary answers the report flags its verdict as indicative."""
+"""Below this many successful answers from the secondary (the baseline, which gets only the mirrored
+share) the report flags its verdict as indicative."""
 
 PROBE_PROMPTS = (
     'Reply with exactly this JSON and nothing else: {"status": "ok", "check": 7}',
@@ -69,7 +73,9 @@ PROBE_PROMPTS = (
 @dataclass
 class ShadowConfig:
     primary: ProviderProfile
+    """The endpoint judged: it carries all the traffic (the one migrated to)."""
     secondary: ProviderProfile
+    """The baseline: gets the mirrored share; a ROLLBACK goes back to it."""
     model: str | None = None
     """The model asked of the primary (and of the secondary unless `secondary_model`); None keeps
     the model each job body names."""
@@ -77,8 +83,9 @@ class ShadowConfig:
     rate: float = 0.1
     duration_s: float = 600.0
     threshold: float = 2.0
+    """ROLLBACK when the primary's p95 is more than this many times the secondary's."""
     max_error_excess: float = 0.01
-    """ROLLBACK when the secondary's error rate exceeds the primary's by more than this (0.01 = 1 point)."""
+    """ROLLBACK when the primary's error rate exceeds the secondary's by more than this (0.01 = 1 point)."""
     rps: float = 2.0
     """Requests a second sent to the primary (steady, open loop)."""
     bodies: list[dict[str, Any]] | None = None
@@ -292,6 +299,8 @@ class ShadowReport:
     verdict: str
     reasons: list[str]
     notes: list[str]
+    judgement: dict[str, Any]
+    """Which endpoint was judged against which, on what figures, and what each verdict means."""
 
     @property
     def exit_code(self) -> int:
@@ -313,35 +322,70 @@ class ShadowReport:
 
 def decide(primary: EndpointReport, secondary: EndpointReport, *, threshold: float,
            max_error_excess: float) -> tuple[str, float | None, float | None, list[str], list[str]]:
-    """(verdict, p95 ratio, error-rate excess, reasons, notes) from the two endpoints' figures."""
+    """(verdict, p95 ratio, error-rate excess, reasons, notes): the primary (the endpoint that carries
+    the traffic) judged against the secondary (the mirrored baseline, where a ROLLBACK goes back to).
+
+    ratio = primary p95 / secondary p95; excess = primary error rate - secondary error rate."""
     reasons: list[str] = []
     notes: list[str] = []
     rollback = False
     p1, p2 = primary.latency_ms["p95"], secondary.latency_ms["p95"]
-    ratio = round(p2 / p1, 3) if p1 and p2 is not None else None
-    if secondary.succeeded == 0:
+    ratio = round(p1 / p2, 3) if p1 is not None and p2 else None
+    if primary.succeeded == 0:
         rollback = True
-        reasons.append(f"the secondary answered none of its {secondary.requests} request(s)")
+        reasons.append(f"the primary answered none of its {primary.requests} request(s)")
     elif ratio is None:
-        notes.append("no p95 ratio: the primary answered nothing")
-    elif ratio > threshold:
-        rollback = True
-        reasons.append(f"p95 {p2:.0f} ms vs {p1:.0f} ms: ratio {ratio:.2f} > threshold {threshold:g}")
+        notes.append(f"no p95 ratio: the secondary (the baseline) answered none of its {secondary.requests} "
+                     "request(s), so the primary's latency is not judged")
     else:
-        reasons.append(f"p95 {p2:.0f} ms vs {p1:.0f} ms: ratio {ratio:.2f} <= threshold {threshold:g}")
-    e1, e2 = primary.error_rate or 0.0, secondary.error_rate
-    excess = round(e2 - e1, 4) if e2 is not None else None
+        rollback = ratio > threshold
+        reasons.append(f"primary p95 {p1:.0f} ms vs secondary p95 {p2:.0f} ms: ratio {ratio:.2f} "
+                       f"{'>' if rollback else '<='} threshold {threshold:g}")
+    e1, e2 = primary.error_rate, secondary.error_rate or 0.0
+    excess = round(e1 - e2, 4) if e1 is not None else None
     if excess is not None:
-        if excess > max_error_excess and secondary.failed >= 2:
+        if excess > max_error_excess and primary.failed >= 2:
             rollback = True
-            reasons.append(f"error rate {e2:.1%} vs {e1:.1%}: {excess * 100:.1f} points above the primary "
-                           f"(limit {max_error_excess * 100:g})")
+            reasons.append(f"primary error rate {e1:.1%} vs secondary {e2:.1%}: {excess * 100:.1f} points above "
+                           f"the secondary's (limit {max_error_excess * 100:g})")
         else:
-            reasons.append(f"error rate {e2:.1%} vs {e1:.1%}")
+            reasons.append(f"primary error rate {e1:.1%} vs secondary {e2:.1%}")
     if 0 < secondary.succeeded < MIN_CONFIDENT_SAMPLES:
-        notes.append(f"only {secondary.succeeded} successful secondary answer(s): the verdict is indicative; "
-                     "raise --duration, --rps or --rate for more")
+        notes.append(f"only {secondary.succeeded} successful answer(s) from the secondary (the baseline): the verdict "
+                     "is indicative; raise --duration, --rps or --rate for more")
     return (ROLLBACK if rollback else ADOPT), ratio, excess, reasons, notes
+
+
+def verdict_meaning(verdict: str, primary_name: str, secondary_name: str) -> str:
+    """What a verdict asks you to do, in plain words."""
+    if verdict == ADOPT:
+        return f"keep the primary {primary_name}"
+    if verdict == ROLLBACK:
+        return f"go back to the secondary {secondary_name}"
+    return "waiting for both endpoints' first answers"
+
+
+def judgement(primary: EndpointReport, secondary: EndpointReport, *, ratio: float | None, excess: float | None,
+              threshold: float, max_error_excess: float) -> dict[str, Any]:
+    """The `judgement` block of shadow.json: which endpoint is judged against which, and on what figures."""
+    return {
+        "judged": "primary",
+        "baseline": "secondary",
+        "judged_endpoint": primary.name,
+        "baseline_endpoint": secondary.name,
+        "primary_p95_ms": primary.latency_ms["p95"],
+        "secondary_p95_ms": secondary.latency_ms["p95"],
+        "p95_ratio": ratio,
+        "p95_ratio_is": "primary p95 / secondary p95",
+        "threshold": threshold,
+        "primary_error_rate": primary.error_rate,
+        "secondary_error_rate": secondary.error_rate,
+        "error_excess": excess,
+        "error_excess_is": "primary error rate - secondary error rate",
+        "max_error_excess": max_error_excess,
+        "adopt_means": verdict_meaning(ADOPT, primary.name, secondary.name),
+        "rollback_means": verdict_meaning(ROLLBACK, primary.name, secondary.name),
+    }
 
 
 # --------------------------------------------------------------------------- the run
@@ -567,8 +611,9 @@ class ShadowRun:
         primary, secondary = reports
         verdict, ratio, excess, reasons, notes = decide(primary, secondary, threshold=config.threshold,
                                                         max_error_excess=config.max_error_excess)
-        if not self._finished and secondary.succeeded + secondary.failed == 0:
-            verdict = PENDING  # nothing to judge yet
+        if not self._finished and (primary.succeeded + primary.failed == 0
+                                   or secondary.succeeded + secondary.failed == 0):
+            verdict = PENDING  # nothing to judge yet (or no baseline yet)
         if self._stopped_early:
             notes.append("stopped early: the verdict covers the traffic sent until then")
         now = self._ended if self._ended is not None else time.monotonic()
@@ -585,6 +630,8 @@ class ShadowRun:
                     "secondary_latency_ms": secondary.latency_ms},
             agreement=self._agreement.to_dict(),
             p95_ratio=ratio, error_excess=excess, verdict=verdict, reasons=reasons, notes=notes,
+            judgement=judgement(primary, secondary, ratio=ratio, excess=excess, threshold=config.threshold,
+                                max_error_excess=config.max_error_excess),
         )
 
 
@@ -605,8 +652,9 @@ def progress_line(report: ShadowReport) -> str:
         return f"{r.requests} req p95 {f'{p95:.0f}ms' if p95 is not None else '-'} err {err}"
 
     ratio = f"{report.p95_ratio:.2f}" if report.p95_ratio is not None else "-"
-    return (f"shadow {report.elapsed_s:5.1f}s/{report.settings['duration_s']:g}s  primary {side(p)}  "
-            f"secondary {side(s)}  ratio {ratio}  -> {report.verdict}")
+    return (f"shadow {report.elapsed_s:5.1f}s/{report.settings['duration_s']:g}s  primary (judged) {side(p)}  "
+            f"secondary (baseline) {side(s)}  p95 ratio {ratio} (max {report.settings['threshold']:g})  "
+            f"-> {report.verdict}")
 
 
 def format_report(report: ShadowReport) -> str:
@@ -622,7 +670,7 @@ def format_report(report: ShadowReport) -> str:
         return f"{r.failed} ({r.error_rate:.1%})" + (f": {detail}" if detail else "")
 
     rows = [
-        ("", f"primary {p.name}", f"secondary {s.name} (shadow)"),
+        ("", f"primary {p.name} (judged)", f"secondary {s.name} (baseline)"),
         ("endpoint", p.base_url + (" SIMULATED" if p.simulated else ""), s.base_url + (" SIMULATED" if s.simulated else "")),
         ("model", str(p.model), str(s.model)),
         ("requests", str(p.requests), f"{s.requests} ({s.requests / p.requests:.0%} mirrored)" if p.requests else "0"),
@@ -654,7 +702,16 @@ def format_report(report: ShadowReport) -> str:
     paired = report.paired["primary_latency_ms"]["p95"]
     if paired is not None:
         lines.append(f"primary p95 on the mirrored requests only: {paired:.0f} ms")
-    lines.append(f"verdict: {report.verdict} ({'; '.join(report.reasons)})")
+    settings = report.settings
+    points = settings["max_error_excess"] * 100
+    lines.append(f"judged: the primary {p.name} (all traffic) against the secondary {s.name} (the baseline, "
+                 f"{settings['rate']:.0%} mirrored)")
+    lines.append(f"rule: ROLLBACK (exit 1, go back to the secondary) when primary p95 / secondary p95 > "
+                 f"{settings['threshold']:g} or the primary's error rate is more than {points:g} "
+                 f"point{'' if points == 1 else 's'} above the secondary's; else ADOPT (exit 0, keep the primary)")
+    meaning = verdict_meaning(report.verdict, p.name, s.name)
+    reasons = f" ({'; '.join(report.reasons)})" if report.reasons else ""
+    lines.append(f"verdict: {report.verdict}: {meaning}{reasons}")
     for note in report.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)

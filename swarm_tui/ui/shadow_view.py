@@ -1,4 +1,5 @@
-"""The live view of `swarm-tui shadow`: primary and candidate side by side while traffic flows.
+"""The live view of `swarm-tui shadow`: the primary (judged, all traffic) and the secondary (its
+mirrored baseline) side by side while traffic flows.
 
 `ShadowRun` (no Textual) does the work as this app's worker and hands a snapshot to
 `on_update`; the callback only keeps the latest one, and a 4 Hz timer renders it. `s` stops
@@ -15,7 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import ScrollableContainer
 from textual.widgets import Footer, ProgressBar, Static
 
-from ..shadow import ADOPT, ShadowReport, ShadowRun, format_report
+from ..shadow import ADOPT, PENDING, ShadowReport, ShadowRun, format_report, verdict_meaning
 
 REFRESH_S = 0.25
 
@@ -47,8 +48,9 @@ class ShadowApp(App[ShadowReport | None]):
     def compose(self) -> ComposeResult:
         primary, secondary = (ep.profile.name for ep in self.shadow.endpoints)
         rate = self.shadow.config.rate
-        yield Static(Text(f"shadow: {primary} takes all traffic, {secondary} gets {rate:.0%} mirrored "
-                          f"(its cost is kept apart)"), id="shadow-head")
+        yield Static(Text(f"shadow: judging the primary {primary} (all traffic) against the secondary {secondary} "
+                          f"(the baseline, {rate:.0%} mirrored, its cost kept apart); "
+                          f"ROLLBACK = go back to {secondary}"), id="shadow-head")
         yield ProgressBar(total=self.shadow.config.duration_s, show_eta=True, id="shadow-progress")
         yield Static("verdict: PENDING", id="shadow-verdict", markup=False)
         with ScrollableContainer():
@@ -75,9 +77,11 @@ class ShadowApp(App[ShadowReport | None]):
         with self.batch_update():
             self.query_one(ProgressBar).update(progress=min(report.elapsed_s, self.shadow.config.duration_s))
             verdict = self.query_one("#shadow-verdict", Static)
-            ratio = f"p95 ratio {report.p95_ratio:.2f}" if report.p95_ratio is not None else "p95 ratio -"
-            verdict.update(f"verdict: {report.verdict}  ·  {ratio} (threshold {self.shadow.config.threshold:g})"
-                           + ("" if report.finished else "  ·  provisional"))
+            ratio = f"{report.p95_ratio:.2f}" if report.p95_ratio is not None else "-"
+            meaning = verdict_meaning(report.verdict, report.primary.name, report.secondary.name)
+            verdict.update(f"verdict: {report.verdict}: {meaning}  ·  p95 primary/secondary {ratio} "
+                           f"(threshold {self.shadow.config.threshold:g})"
+                           + ("" if report.finished or report.verdict == PENDING else "  ·  provisional"))
             verdict.set_class(report.finished and report.verdict == ADOPT, "adopt")
             verdict.set_class(report.finished and report.verdict != ADOPT, "rollback")
             self.query_one("#shadow-report", Static).update(Text(format_report(report), no_wrap=True))
