@@ -1,8 +1,11 @@
-"""Building sessions on a simulator for in-process engine tests."""
+"""Building sessions on a simulator for in-process engine tests, and waiting for a state."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
+from typing import Awaitable, Callable
 
 from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import load_job
@@ -29,3 +32,18 @@ def attempts_of(run_dir: Path, index: int) -> list[dict]:
         return journal.attempts_of(index)
     finally:
         journal.close()
+
+
+async def wait_until(condition: Callable[[], object], what: str, *, timeout: float = 10.0,
+                     step: Callable[[], Awaitable[object]] | None = None) -> None:
+    """Let the event loop run until `condition()` holds; fail saying `what` never happened.
+
+    The deadline only keeps a broken test from hanging: nothing is asserted about how long the
+    wait took. `step` is what to await between checks (a Textual pilot's `pause`, a journal
+    poll...); by default a 10 ms sleep.
+    """
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: still not the case after {timeout:g} s")
+        await (step() if step is not None else asyncio.sleep(0.01))

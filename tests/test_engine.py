@@ -9,10 +9,10 @@ from collections import Counter
 import pytest
 
 from swarm_tui.engine import TaskState
-from swarm_tui.engine.events import RateGateClosed, TaskRetrying
+from swarm_tui.engine.events import AttemptStarted, RateGateClosed, TaskRetrying
 
 from .conftest import read_jsonl
-from .helpers import attempts_of, open_session
+from .helpers import attempts_of, open_session, wait_until
 
 
 def answers_by_id(run_dir) -> dict[str, str]:
@@ -123,23 +123,27 @@ async def test_retry_failed_runs_failed_tasks_again(tmp_path, sim):
 
 async def test_pause_stops_dispatch_until_resumed(tmp_path, sim_factory):
     sim = sim_factory(latency_ms=30, latency_sigma=0.01)
-    session = open_session(tmp_path, sim.base_url, [f"t{i}" for i in range(60)], concurrency=5)
+    session = open_session(tmp_path, sim.base_url, [f"t{i}" for i in range(60)], concurrency=5,
+                           adaptive=False)
     engine = session.engine
+    started_while_paused = []
+    engine.subscribe(lambda e: isinstance(e, AttemptStarted) and engine.paused and started_while_paused.append(e))
     run = asyncio.create_task(session.run())
     try:
-        while engine.stats.succeeded < 10:
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: engine.stats.succeeded >= 10, "10 tasks to succeed")
         engine.pause()
-        await asyncio.sleep(0.15)  # in-flight calls (30 ms) drain
-        sent = engine.stats.sent
-        await asyncio.sleep(0.3)
-        assert engine.stats.sent == sent, "nothing dispatched while paused"
-        assert engine.stats.in_flight == 0
+        # every slot the in-flight calls free is one a working dispatcher would fill at once:
+        # reaching zero in flight with tasks still queued is only possible while nothing is sent
+        await wait_until(lambda: engine.stats.in_flight == 0, "the in-flight calls to drain while paused")
+        assert started_while_paused == [], "nothing dispatched while paused"
+        queued = Counter(engine.states.values())[TaskState.QUEUED]
+        assert queued == 60 - engine.stats.succeeded > 0
         engine.resume()
         finished = await asyncio.wait_for(run, 10)
     finally:
         await session.aclose()
     assert finished.succeeded == 60
+    assert started_while_paused == []
 
 
 async def test_abort_cancels_in_flight_and_the_journal_resumes(tmp_path, sim_factory):
@@ -149,8 +153,7 @@ async def test_abort_cancels_in_flight_and_the_journal_resumes(tmp_path, sim_fac
     prompts = [f"t{i}" for i in range(80)]
     session = open_session(tmp_path, sim.base_url, prompts, concurrency=10)
     run = asyncio.create_task(session.run())
-    while session.engine.stats.succeeded < 20:
-        await asyncio.sleep(0.01)
+    await wait_until(lambda: session.engine.stats.succeeded >= 20, "20 tasks to succeed")
     session.engine.abort()
     finished = await asyncio.wait_for(run, 5)
     await session.aclose()

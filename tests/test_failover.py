@@ -14,6 +14,7 @@ from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.session import RunPlan, SwarmSession
 
 from .conftest import read_jsonl, write_batch
+from .helpers import wait_until
 from .test_pacing import FakeClock
 
 SERVER_ERROR = CallError(ErrorClass.SERVER, "boom", 503)
@@ -56,8 +57,7 @@ async def test_primary_going_down_mid_run_loses_no_task(tmp_path, sim_factory):
     session.engine.subscribe(lambda e: isinstance(e, EndpointSwitched) and switches.append(e))
     run = asyncio.create_task(session.run())
     try:
-        while session.engine.stats.succeeded < 40:
-            await asyncio.sleep(0.005)
+        await wait_until(lambda: session.engine.stats.succeeded >= 40, "40 tasks to succeed on the primary")
         primary.update_config(down=True)
         finished = await asyncio.wait_for(run, 30)
     finally:

@@ -12,11 +12,12 @@ from collections import Counter
 from swarm_tui.attach import AttachedRun, JournalFollower
 from swarm_tui.config import Config
 from swarm_tui.engine import RunStats, TaskState
+from swarm_tui.engine.events import TaskSucceeded
 from swarm_tui.journal import Journal
 from swarm_tui.session import SwarmSession, summarize
 from swarm_tui.ui.app import make_app
 
-from .helpers import open_session
+from .helpers import open_session, wait_until
 from .test_ui_app import FLAKY, wait_for
 
 
@@ -45,12 +46,15 @@ async def test_a_replayed_journal_gives_the_same_figures_as_the_run(tmp_path, si
     try:
         first = await session.run()
         assert first.failed == 8
-        session.engine.set_concurrency(1)  # the retried eight take ~240 ms: the abort lands mid-way
+        session.engine.set_concurrency(1)  # the retried eight go one at a time: the abort lands mid-way
+        retried_ok = []
+        session.engine.subscribe(lambda e: isinstance(e, TaskSucceeded) and retried_ok.append(e.index))
         session.engine.retry_failed()
         runner = asyncio.create_task(session.run())
-        await asyncio.sleep(0.05)
+        await wait_until(lambda: len(retried_ok) >= 2, "two of the retried tasks to succeed")
         session.engine.abort()
-        await runner
+        finished = await runner
+        assert finished.aborted and 2 <= finished.succeeded - 32 < 8, "the abort landed mid-way"
     finally:
         await session.aclose()
     run_dir = tmp_path / "run"
@@ -85,16 +89,17 @@ async def test_following_a_live_run_polls_incrementally_and_steers_it(tmp_path, 
     attached = AttachedRun(tmp_path / "run")
     try:
         polls = 0
-        while attached.stats.succeeded < 8:
+
+        async def poll() -> None:
+            nonlocal polls
             attached.poll()
             polls += 1
             await asyncio.sleep(0.05)
+
+        await wait_until(lambda: attached.stats.succeeded >= 8, "the attached view to see 8 successes", step=poll)
         assert polls > 1 and attached.live
         attached.pause()
-        deadline = time.monotonic() + 5
-        while not session.engine.paused:
-            assert time.monotonic() < deadline, "the pause command never reached the engine"
-            await asyncio.sleep(0.05)
+        await wait_until(lambda: session.engine.paused, "the pause command to reach the engine")
         attached.poll()
         assert attached.paused, "the attached view learns of the pause from the journal"
         attached.set_concurrency(7)
