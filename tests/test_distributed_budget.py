@@ -8,6 +8,7 @@ from swarm_tui.distributed.admission import LeasedAdmission, SharedRateLimits
 from swarm_tui.distributed.budget import SharedBudget
 
 from .conftest import run_cli, write_batch
+from .helpers import wait_until
 
 
 class FakeClock:
@@ -29,6 +30,24 @@ def test_leases_never_grant_more_than_the_bucket_holds():
     assert sum(budget.lease(4).requests for _ in range(20)) == 10
 
 
+def test_leases_keep_the_swarm_within_capacity_plus_rate_times_time():
+    """Shards asking greedily at every 10 ms of a 20 s run: the swarm never gets more than the
+    bucket plus what refilled since, and gets nearly all of that (no budget is lost to leasing)."""
+    clock = FakeClock()
+    rpm = 6000  # 100/s, a bucket of 100
+    budget = SharedBudget(rpm=rpm, clock=clock)
+    start, granted = clock.now, 0
+    for step in range(1, 2001):
+        for _shard in range(3):
+            granted += budget.lease(50).requests
+        allowed = rpm / 60 * (1.0 + (clock.now - start))
+        assert granted <= allowed + 1e-9, f"at {clock.now - start:.2f} s: {granted} granted, {allowed:.0f} allowed"
+        clock.now += 0.01
+    elapsed = clock.now - start - 0.01
+    assert granted >= rpm / 60 * (1.0 + elapsed) - 3, "the shards got the whole budget, to a lease or so"
+    assert budget.leased_requests == granted
+
+
 def test_the_gate_closes_for_every_lease_and_unmetered_budgets_need_none():
     clock = FakeClock()
     budget = SharedBudget(clock=clock)
@@ -42,22 +61,48 @@ def test_the_gate_closes_for_every_lease_and_unmetered_budgets_need_none():
 
 
 async def test_leased_admission_takes_its_budget_from_the_shared_one():
-    budget = SharedBudget(rpm=600)
+    """Two shards, one bucket (600 rpm: 10 at once, then 10/s), on a clock that moves only when told."""
+    clock = FakeClock()
+    budget = SharedBudget(rpm=600, clock=clock)
+    refused = {"a": 0, "b": 0}
     gates = []
 
-    async def lease(requests, tokens_each, **pending):
-        return budget.lease(requests, tokens_each, **pending)
+    def shard(name: str) -> LeasedAdmission:
+        async def lease(requests, tokens_each, **pending):
+            grant = budget.lease(requests, tokens_each, **pending)
+            refused[name] += not grant.requests
+            return grant
 
-    a = LeasedAdmission(50, rate_limits=SharedRateLimits(600), lease=lease, close_shared_gate=gates.append)
-    b = LeasedAdmission(50, rate_limits=SharedRateLimits(600), lease=lease, close_shared_gate=gates.append)
-    admitted = 0
-    for adm in (a, b) * 10:
-        try:
-            async with asyncio.timeout(0.01):
-                admitted += await adm.acquire()
-        except TimeoutError:
-            pass
-    assert admitted <= 11, "two shards together stay within one bucket (10 + refill)"
+        return LeasedAdmission(50, rate_limits=SharedRateLimits(600), lease=lease, close_shared_gate=gates.append,
+                               clock=clock)
+
+    a, b = shard("a"), shard("b")
+    waiting = [asyncio.create_task(adm.acquire()) for adm in (a, b) * 15]  # 30 sends asked for
+
+    def admitted() -> int:
+        return sum(t.done() and t.result() for t in waiting)
+
+    async def both_refused_again(what: str) -> None:
+        """Until each shard has been refused once more (or, when leasing is broken, all 30 are in)."""
+        before = dict(refused)
+        await wait_until(lambda: all(refused[s] > before[s] for s in refused) or all(t.done() for t in waiting),
+                         f"both shards to be refused {what}")
+
+    try:
+        # a grant is used in the same step it is leased, so once both shards have been refused
+        # the bucket's 10 are in; with time frozen nothing refills, however often they ask again
+        await both_refused_again("once the bucket is spent")
+        assert admitted() == 10 and a.in_flight + b.in_flight == 10
+        await both_refused_again("on asking again, time standing still")
+        assert admitted() == 10, "two shards together stay within one bucket"
+
+        clock.now += 1.0  # one second refills the bucket: 10 more, for the two shards together
+        await both_refused_again("once the refill is spent")
+        assert admitted() == 20 and budget.leased_requests == 20
+    finally:
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
     a.close_gate(1.5)
     assert gates == [1.5]
 

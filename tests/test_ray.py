@@ -27,6 +27,8 @@ from .conftest import read_jsonl, run_cli, write_batch  # noqa: E402
 
 KEY = "sk-ray-test-SECRET-9876543210abcdef"
 
+pytestmark = pytest.mark.timeout(300)  # a local Ray on 2 cores, and CLI runs that start their own
+
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
@@ -49,14 +51,6 @@ def custom_ids(run_dir: Path) -> Counter:
     return seen
 
 
-def attempt_starts(run_dir: Path) -> list[float]:
-    journal = Journal.open(run_dir, readonly=True)
-    try:
-        return sorted(a["started_at"] for a in journal.attempts_since(0))
-    finally:
-        journal.close()
-
-
 async def test_1000_tasks_on_two_actors_exactly_once_with_the_rpm_respected_in_total(tmp_path, sim_factory):
     rpm = 6000  # 100 requests/s for the whole swarm: 1,000 tasks in about 10 s
     sim = sim_factory(latency_ms=20, rpm=rpm, seed=5)
@@ -71,15 +65,11 @@ async def test_1000_tasks_on_two_actors_exactly_once_with_the_rpm_respected_in_t
     stats = sim.stats()
     assert stats["duplicate_successes"] == 0
     assert stats["rate_limited"] <= 0.01 * stats["requests"], stats["by_status"]
-    # the swarm as a whole kept to the limit: past the first second's burst (a full bucket, as the
-    # simulator's own), sends / time is at most 5% over rpm/60 — and not far under it, though a
-    # loaded 2-core machine may starve the actors, so the lower bound is loose (on an idle one: ~99%)
-    starts = attempt_starts(tmp_path / "run")
-    burst = rpm / 60 * 1.0
-    rate = (len(starts) - burst) / (starts[-1] - starts[0])
-    assert 0.75 * rpm / 60 <= rate <= 1.05 * rpm / 60, f"{rate:.1f}/s against a limit of {rpm / 60:.0f}/s"
-    # both actors worked, under one budget: every request sent was leased from the limiter
+    # the swarm as a whole kept to the limit: both actors worked, under one budget metered at the
+    # run's rpm, and every request sent was leased from it. That leases never outrun the bucket
+    # (capacity + rate x time) is test_distributed_budget's, on a clock it moves itself.
     assert {shard.actor_no for shard in session.engine._shards.values()} == {0, 1}
+    assert limiter["rpm"] == rpm
     assert limiter["leased_requests"] >= stats["requests"]
 
 

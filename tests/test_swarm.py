@@ -14,7 +14,7 @@ from swarm_tui.session import RunPlan, SwarmSession
 from swarm_tui.swarm.aggregator import chunk
 from swarm_tui.swarm.json_repair import JsonExtractionError, extract_json, repair_truncated
 from swarm_tui.swarm.memory import RollingMemory, estimate_tokens
-from swarm_tui.swarm.planner import PlanError, parse_plan
+from swarm_tui.swarm.planner import PLAN_INDEX, PlanError, parse_plan
 
 from .conftest import read_jsonl, run_cli
 from .helpers import attempts_of
@@ -121,9 +121,11 @@ prompt = "answer in JSON [[sim:prose]]"
 
 
 async def test_planner_answer_cut_short_is_repaired(tmp_path, sim):
+    # the first answer only is broken (fenced, in prose, cut at 70%: 4 whole sub-tasks and the 5th
+    # cut mid-string); a re-ask would get the whole plan of 6, so the count tells the two apart
     session = _session(tmp_path, sim.base_url, """
 model = "sim-1"
-goal = "map the territory [[sim:badjson]]"
+goal = "map the territory [[sim:badjsonx1]]"
 [plan]
 agents = 6
 """)
@@ -131,11 +133,14 @@ agents = 6
         finished = await session.run()
     finally:
         await session.aclose()
-    plan = session.journal  # closed; read the plan from the results instead
+    assert [a["outcome"] for a in attempts_of(tmp_path / "run", PLAN_INDEX)] == ["ok"], "one planner call"
     results = read_jsonl(tmp_path / "run" / "results.jsonl")
-    assert 1 <= len(results) <= 6 and finished.failed == 0
-    assert "Sub-task 1 of 6" in results[0]["response"]["body"]["choices"][0]["message"]["content"]
-    del plan
+    assert (finished.succeeded, finished.failed) == (5, 0)
+    assert [r["custom_id"] for r in results] == [f"agent-{i}" for i in range(1, 6)]
+    parts = [session.tasks[i].prompt.split("Your part: ", 1)[1] for i in range(5)]
+    assert all(part.startswith(f"Sub-task {i} of 6: study the ") for i, part in enumerate(parts[:4], 1)), parts
+    assert parts[4] == "Sub-task 5 of", "the cut-off last string is kept as it was cut"
+    assert sim.stats()["requests"] == 1 + 5  # the plan, then one call per repaired sub-task
 
 
 async def test_rounds_carry_memory_and_the_plan_survives_a_resume(tmp_path, sim):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
+import subprocess
+import sys
 
 import pytest
 from textual.app import App, ComposeResult
@@ -21,6 +22,8 @@ from swarm_tui.ui.grid import AgentGrid
 from swarm_tui.ui.provider import profile_from_form
 from swarm_tui.ui.themes import bundled_themes, check_theme, load_theme_file, swarm_variable_defaults
 from swarm_tui.providers.profile import ProviderProfile
+
+from .helpers import wait_until
 
 # --------------------------------------------------------------------------- formatting
 
@@ -180,9 +183,9 @@ async def test_a_theme_change_recolours_the_cached_rows():
         grid = app.query_one(AgentGrid)
         dark = grid.render_line(0)
         app.theme = "swarm-light"
-        await pilot.pause(0.05)
-        light = grid.render_line(0)
-        assert dark.text == light.text and list(dark)[2].style != list(light)[2].style
+        await wait_until(lambda: list(grid.render_line(0))[2].style != list(dark)[2].style,
+                         "the cached rows to take the new theme's colours", step=lambda: pilot.pause(0.01))
+        assert grid.render_line(0).text == dark.text
 
 
 async def test_enter_on_a_cell_posts_opened_with_that_agent():
@@ -222,6 +225,11 @@ async def test_provider_text_is_shown_literally_never_as_markup():
         assert [log.get_row_at(i)[4].plain for i in range(3)] == ["gave up", "retry in 1.5s", "retrying"]
 
 
-def test_format_module_and_attach_are_plain_python():
-    source = Path(fmt.__file__).read_text()
-    assert "textual" not in source
+@pytest.mark.parametrize("module", ["swarm_tui.ui.format", "swarm_tui.attach"])
+def test_format_module_and_attach_are_plain_python(module):
+    """Each imported on its own, in a fresh interpreter: none of Textual comes with it."""
+    code = (f"import sys, {module}\n"
+            "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'textual')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    loaded = out.split(",") if out else []
+    assert not loaded, f"importing {module} loads {len(loaded)} Textual modules: {', '.join(loaded[:3])}, ..."
