@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import sys
 from dataclasses import replace
@@ -17,7 +18,7 @@ from . import __version__
 from .config import Config, load_config
 from .engine import EngineSettings
 from .errors import InputError
-from .headless import EXIT_BAD_INPUT, run_headless
+from .headless import EXIT_ABORTED, EXIT_BAD_INPUT, run_headless
 from .jobs import load_job
 from .locations import demo_job
 from .providers.profile import ProviderProfile, resolve_api_key
@@ -30,14 +31,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:  # bare `swarm-tui`: the demo swarm on the embedded simulator
         args = parser.parse_args(["run", *(argv if argv is not None else sys.argv[1:])])
+    from .journal import IncompleteRunError
+
     try:
         return args.handler(args)
     except InputError as exc:
         print(f"swarm-tui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (FileNotFoundError, FileExistsError) as exc:
+    except (FileNotFoundError, FileExistsError, IncompleteRunError) as exc:
         print(f"swarm-tui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:  # Ctrl-C before the run's own handler was installed (or after it ended)
+        print("\nswarm-tui: interrupted", file=sys.stderr)
+        return EXIT_ABORTED
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,6 +97,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     e.add_argument("--concurrency", type=_positive_int, help="in-flight cap (default 50)")
     e.add_argument("--max-attempts", type=_positive_int, help="attempts per task, the first included (default 4)")
     e.add_argument("--timeout", type=_positive_float, help="wall-clock limit of one attempt, seconds (default 60)")
+    e.add_argument("--max-retry-after", type=_positive_float, metavar="S",
+                   help="honour a provider's Retry-After up to this many seconds (default 60)")
     e.add_argument("--rpm", type=_positive_int, help="requests per minute the provider allows (else learned from headers)")
     e.add_argument("--tpm", type=_positive_int, help="tokens per minute the provider allows (else learned from headers)")
     e.add_argument("--stream", action="store_true", help="stream answers (time to first token is measured)")
@@ -107,9 +115,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     e.add_argument("--ray-actors", type=_positive_int, metavar="N", help="with --ray: worker actors (default: one per node)")
     e.add_argument("--theme", help="TUI theme name or a theme file")
     s = p.add_argument_group("embedded simulator (provider sim)")
-    s.add_argument("--sim-latency-ms", type=float, help="median latency of the simulator")
-    s.add_argument("--sim-error-rate", type=float, help="share of requests answered with a 5xx")
-    s.add_argument("--sim-hang-rate", type=float, help="share of requests that never answer")
+    s.add_argument("--sim-latency-ms", type=_non_negative_float, help="median latency of the simulator")
+    s.add_argument("--sim-error-rate", type=_rate, help="share of requests answered with a 5xx (0-1)")
+    s.add_argument("--sim-hang-rate", type=_rate, help="share of requests that never answer (0-1)")
     s.add_argument("--sim-seed", type=int, help="simulator seed")
 
 
@@ -122,15 +130,15 @@ def _positive_int(text: str) -> int:
 
 def _rate(text: str) -> float:
     value = float(text)
-    if not 0 <= value <= 1:
+    if not 0 <= value <= 1:  # also refuses nan
         raise argparse.ArgumentTypeError("must be between 0 and 1")
     return value
 
 
 def _positive_float(text: str) -> float:
     value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be greater than 0")
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError("must be a number greater than 0")
     return value
 
 
@@ -185,17 +193,25 @@ def resolve_settings(args: argparse.Namespace, profile: ProviderProfile,
         adaptive=base.adaptive and not args.no_adaptive,
         budget_usd=args.budget if args.budget is not None else base.budget_usd,
         fail_on_error=args.fail_on_error if args.fail_on_error is not None else base.fail_on_error,
+        max_retry_after_s=args.max_retry_after or base.max_retry_after_s,
     )
 
 
-def _sim_config(args: argparse.Namespace, profile: ProviderProfile):
+def _sim_config(args: argparse.Namespace, profile: ProviderProfile, stored=None):
+    """The embedded simulator's settings: the stored ones (a resume) or the demo's, with the
+    `--sim-*` flags applied; None when the run is not on the simulator."""
+    overrides = {"latency_ms": args.sim_latency_ms, "error_rate": args.sim_error_rate,
+                 "hang_rate": args.sim_hang_rate, "seed": args.sim_seed}
+    overrides = {k: v for k, v in overrides.items() if v is not None}
     if not profile.is_simulator:
+        if overrides:
+            flag = "--sim-" + next(iter(overrides)).replace("_", "-")
+            raise InputError.single(flag, "provider", f"the run's provider is {profile.name!r}, not the embedded "
+                                                      f"simulator: --sim-* options do not apply")
         return None
     from .session import DEMO_SIM
 
-    overrides = {"latency_ms": args.sim_latency_ms, "error_rate": args.sim_error_rate,
-                 "hang_rate": args.sim_hang_rate, "seed": args.sim_seed}
-    return replace(DEMO_SIM, **{k: v for k, v in overrides.items() if v is not None})
+    return replace(stored or DEMO_SIM, **overrides)
 
 
 def _check_budget(plan: RunPlan, model: str | None, config: Config) -> None:
@@ -246,9 +262,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
     effective = profile or stored.profile
     _check_key(effective)
     settings = resolve_settings(args, effective, stored.settings)
+    sim = _sim_config(args, effective, stored.sim)
     ray = _ray_options(args)
     session = SwarmSession.open_existing(args.run_dir, profile=profile, settings=settings,
-                                         retry_failed=args.retry_failed, ray=ray)
+                                         retry_failed=args.retry_failed, ray=ray, sim=sim)
     return _drive(session, args)
 
 
@@ -369,11 +386,15 @@ def _add_cost_commands(commands) -> None:
     est.set_defaults(handler=cmd_estimate)
 
     sh = commands.add_parser(
-        "shadow", help="mirror a share of traffic to a candidate endpoint: ADOPT (exit 0) or ROLLBACK (exit 1)",
-        description="Send a workload to the primary endpoint and mirror a share of it to the secondary; "
-                    "compare latency, errors, cost and answers; ADOPT (exit 0) or ROLLBACK (exit 1).")
-    sh.add_argument("--primary", required=True, help="a provider profile name or a base URL")
-    sh.add_argument("--secondary", required=True, help="a provider profile name or a base URL (the candidate)")
+        "shadow", help="judge the primary endpoint against a mirrored baseline: ADOPT (exit 0) or ROLLBACK (exit 1)",
+        description="Send a workload to the primary endpoint (the one migrated to, judged) and mirror a share "
+                    "of it to the secondary (the baseline); compare latency, errors, cost and answers. "
+                    "ADOPT (exit 0) keeps the primary; ROLLBACK (exit 1) goes back to the secondary.")
+    sh.add_argument("--primary", required=True,
+                    help="the endpoint judged, carrying all traffic: a provider profile name or a base URL")
+    sh.add_argument("--secondary", required=True,
+                    help="the baseline, getting the mirrored share (ROLLBACK goes back to it): "
+                         "a provider profile name or a base URL")
     sh.add_argument("--model", help="the model asked of both (default: each profile's)")
     sh.add_argument("--secondary-model", help="the model asked of the secondary, if named differently there")
     sh.add_argument("--primary-key-env", help="env var holding the primary's key (base URL; default OPENAI_API_KEY)")
@@ -381,9 +402,9 @@ def _add_cost_commands(commands) -> None:
     sh.add_argument("--rate", type=_share, default=0.1, help="share of requests mirrored to the secondary (default 0.1)")
     sh.add_argument("--duration", type=_positive_float, default=600.0, metavar="S", help="seconds of traffic (default 600)")
     sh.add_argument("--threshold", type=_positive_float, default=2.0,
-                    help="ROLLBACK when secondary p95 / primary p95 exceeds this (default 2.0)")
+                    help="ROLLBACK when primary p95 / secondary p95 exceeds this (default 2.0)")
     sh.add_argument("--max-error-excess", type=_rate, default=0.01, metavar="P",
-                    help="ROLLBACK when the secondary's error rate exceeds the primary's by more (default 0.01)")
+                    help="ROLLBACK when the primary's error rate exceeds the secondary's by more (default 0.01)")
     sh.add_argument("--job", type=Path, help="a .jsonl or .toml job to send (default: a built-in probe workload)")
     sh.add_argument("--rps", type=_positive_float, default=2.0, help="requests a second to the primary (default 2)")
     sh.add_argument("--stream", action="store_true", help="stream answers (time to first token is measured)")

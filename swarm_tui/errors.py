@@ -41,3 +41,13 @@ class InputError(Exception):
         if len(self.problems) > len(shown):
             lines.append(f"... and {len(self.problems) - len(shown)} more problems")
         return "\n".join(lines)
+
+
+class JournalWriteError(Exception):
+    """The run's journal could not be written (disk full, permission, the directory deleted):
+    the run must stop sending, since an answer that cannot be kept would be paid for and then
+    lost. `cause` says why in a user's words."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause

@@ -40,23 +40,44 @@ def format_cost(stats: RunStats) -> str:
     return f"${stats.cost_usd:.4f}" if stats.cost_known else "price unknown"
 
 
-def progress_line(stats: RunStats) -> str:
+def progress_line(stats: RunStats, waiting: str = "") -> str:
+    """The live line; `waiting` says why nothing is being sent now (a provider's Retry-After)."""
     req_s, tok_s = stats.rates()
     p95 = stats.percentile(0.95)
     return (
         f"{stats.succeeded}/{stats.total} done  {stats.failed} failed  {stats.in_flight} in flight  "
         f"{req_s:5.1f} req/s  p95 {p95 / 1000 if p95 else 0:5.2f}s  "
         f"tok {stats.usage.prompt:,}/{stats.usage.completion:,}  {format_cost(stats)}  "
-        f"ETA {format_duration(stats.eta_s())}"
+        f"ETA {format_duration(stats.eta_s())}" + (f"  {waiting}" if waiting else "")
     )
+
+
+def gate_wait(engine) -> str:
+    """"waiting 42s: the provider asked (Retry-After 999999s, capped at 60s)" while the gate is closed."""
+    remaining = engine.admission.gate_remaining_s
+    if remaining <= 0:
+        return ""
+    asked = getattr(engine, "last_retry_after_asked_s", None)
+    cap = f" (asked {asked:g}s, capped at {engine.settings.max_retry_after_s:g}s)" if asked else ""
+    return f"waiting {remaining:.0f}s: provider's Retry-After{cap}"
 
 
 async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) -> int:
     engine = session.engine
     loop = asyncio.get_running_loop()
+    interrupts = 0
+
+    def interrupted() -> None:  # a second Ctrl-C while in-flight calls wind down says so, no traceback
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1:
+            engine.abort()
+        elif interrupts == 2:
+            print("\nswarm-tui: stopping: cancelling the calls in flight and saving the journal...", file=stream)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, engine.abort)
+            loop.add_signal_handler(sig, interrupted)
         except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
             pass
     live = stream.isatty()
@@ -64,26 +85,28 @@ async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) ->
     what = "plan -> fan-out -> aggregate" if session.pipeline and not session.tasks else f"{len(session.tasks)} tasks"
     print(f"swarm-tui: {what}, {session.job_name} -> {session.plan.profile.name} "
           f"({label}), model {session.model}, run dir {session.run_dir}", file=stream)
-    painter = asyncio.create_task(_paint(engine.stats, stream)) if live else None
+    painter = asyncio.create_task(_paint(engine, stream)) if live else None
     try:
         finished = await session.run()
-    finally:
         if painter:
             painter.cancel()
             stream.write("\r\033[K")
+        summary = session.summary if session.summary is not None else session.finalize()
+        _print_summary(summary, finished, session, stream)
+    finally:
+        if painter:
+            painter.cancel()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
                 loop.remove_signal_handler(sig)
             except (NotImplementedError, RuntimeError):
                 pass
-    summary = session.finalize()
-    _print_summary(summary, finished, session, stream)
     return exit_code(finished)
 
 
-async def _paint(stats: RunStats, stream: TextIO) -> None:
+async def _paint(engine, stream: TextIO) -> None:
     while True:
-        stream.write("\r\033[K" + progress_line(stats))
+        stream.write("\r\033[K" + progress_line(engine.stats, gate_wait(engine)))
         stream.flush()
         await asyncio.sleep(REFRESH_S)
 
@@ -103,11 +126,15 @@ def _print_summary(summary: dict, finished: RunFinished, session: SwarmSession, 
     ]
     if finished.stop_reason:
         lines.append(f"stopped: {finished.stop_reason}")
-    if finished.aborted or finished.cancelled:
+    if session.output_error:
+        lines.append(f"results.jsonl and summary.json not written ({session.output_error}); the journal keeps "
+                     f"every result")
+    if finished.aborted or finished.cancelled or session.output_error:
         lines.append(f"resume with: swarm-tui resume {session.run_dir}")
     elif finished.failed:
         lines.append(f"retry the failed tasks with: swarm-tui resume {session.run_dir} --retry-failed")
-    lines.append(f"results: {session.run_dir}/results.jsonl  errors: {session.run_dir}/errors.jsonl")
+    if not session.output_error:
+        lines.append(f"results: {session.run_dir}/results.jsonl  errors: {session.run_dir}/errors.jsonl")
     if (session.run_dir / "aggregate.md").exists():
         lines.append(f"aggregate: {session.run_dir}/aggregate.md")
     print("\n".join(lines), file=stream)

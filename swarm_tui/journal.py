@@ -15,20 +15,21 @@ anyone is running the journal at all.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from .engine.events import Attempt, TaskState
+from .errors import JournalWriteError
 from .jobs import Task
 from .providers.errors import CallError, ErrorClass, error_body
 from .providers.usage import Usage
-
-JOURNAL_NAME = "journal.sqlite"
+from .rundir import JOURNAL_NAME, PRIVATE_FILE, describe_write_failure, temp_name
 SCHEMA_VERSION = 1
 
 SCHEMA = """
@@ -98,6 +99,10 @@ class TaskRow:
     attempts: int
 
 
+class IncompleteRunError(Exception):
+    """A journal file that does not hold a whole run (not made by swarm-tui, or damaged)."""
+
+
 class Journal:
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = Path(path)
@@ -110,32 +115,56 @@ class Journal:
             self._db.executescript(SCHEMA)
         self._db.execute("PRAGMA busy_timeout=5000")
         self.session = 0
+        self.broken: JournalWriteError | None = None
+        """Set by the first write that failed; every later write fails at once."""
+        self._failure_listeners: list[Callable[[JournalWriteError], None]] = []
+        stat = self.path.stat()
+        self._identity = (stat.st_dev, stat.st_ino)
 
     # ----------------------------------------------------------------- lifecycle
 
     @classmethod
     def create(cls, run_dir: Path, tasks: list[Task], meta: dict[str, Any]) -> "Journal":
-        """A new journal holding every task of the job (bodies included: resume needs no job file)."""
+        """A new journal holding every task of the job (bodies included: resume needs no job file).
+
+        Built under a temporary name and renamed into place, so that whenever the process dies
+        (Ctrl-C, SIGTERM, kill -9 during a large job's ~1 s of writing) the directory holds
+        either a complete run or no journal at all."""
         run_dir.mkdir(parents=True, exist_ok=True)
         path = run_dir / JOURNAL_NAME
         if path.exists():
             raise FileExistsError(f"{run_dir} already holds a run; use `swarm-tui resume {run_dir}`")
-        journal = cls(path)
+        tmp = run_dir / temp_name(JOURNAL_NAME)
+        tmp.unlink(missing_ok=True)
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
         now = time.time()
-        with journal._transaction():
-            journal._db.executemany(
-                "INSERT INTO tasks (idx, custom_id, body, state, updated_at) VALUES (?, ?, ?, ?, ?)",
-                ((t.index, t.custom_id, json.dumps(t.body, ensure_ascii=False), TaskState.QUEUED, now) for t in tasks),
-            )
-            journal._db.executemany(
-                "INSERT INTO meta (key, value) VALUES (?, ?)",
-                [(k, json.dumps(v, ensure_ascii=False)) for k, v in {**meta, "schema": SCHEMA_VERSION,
-                                                                      "created_at": now}.items()],
-            )
-        return journal
+        try:
+            db = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                db.execute("PRAGMA journal_mode=OFF")  # a new file that only the rename makes real
+                db.executescript(SCHEMA)
+                db.execute("BEGIN")
+                db.executemany(
+                    "INSERT INTO tasks (idx, custom_id, body, state, updated_at) VALUES (?, ?, ?, ?, ?)",
+                    ((t.index, t.custom_id, json.dumps(t.body, ensure_ascii=False), TaskState.QUEUED, now)
+                     for t in tasks),
+                )
+                db.executemany(
+                    "INSERT INTO meta (key, value) VALUES (?, ?)",
+                    [(k, json.dumps(v, ensure_ascii=False)) for k, v in {**meta, "schema": SCHEMA_VERSION,
+                                                                          "created_at": now}.items()],
+                )
+                db.execute("COMMIT")
+            finally:
+                db.close()
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return cls(path)
 
     def add_tasks(self, tasks: Iterable[Task]) -> None:
-        with self._transaction():
+        with self._writing():
             self._db.executemany(
                 "INSERT OR IGNORE INTO tasks (idx, custom_id, body, state, updated_at) VALUES (?, ?, ?, ?, ?)",
                 ((t.index, t.custom_id, json.dumps(t.body, ensure_ascii=False), TaskState.QUEUED, time.time())
@@ -144,10 +173,46 @@ class Journal:
 
     @classmethod
     def open(cls, run_dir: Path, *, readonly: bool = False) -> "Journal":
+        """An existing run's journal; IncompleteRunError when the file is not a whole run."""
         path = Path(run_dir) / JOURNAL_NAME
-        if not path.exists():
+        if not path.is_file():
             raise FileNotFoundError(f"no journal in {run_dir} (expected {path.name})")
-        return cls(path, readonly=readonly)
+        try:
+            journal = cls(path, readonly=readonly)
+            meta = journal.meta()
+        except sqlite3.DatabaseError as exc:
+            raise IncompleteRunError(f"{path} is not a swarm-tui journal ({exc})") from None
+        if "plan" not in meta or "job" not in meta:
+            journal.close()
+            raise IncompleteRunError(f"{path} does not hold a whole run (its creation was interrupted?); "
+                                     f"start it again with `swarm-tui run JOB --out` a new directory")
+        return journal
+
+    # ----------------------------------------------------------------- failure
+
+    def on_write_failure(self, listener: Callable[[JournalWriteError], None]) -> None:
+        """Call `listener` once, at the first write that fails (the engine stops dispatch there)."""
+        self._failure_listeners.append(listener)
+
+    def check_in_place(self) -> None:
+        """Fail (as a write would) when the journal's file was deleted, moved or replaced under
+        us: SQLite would go on writing into a file nobody can open again."""
+        if self.broken is not None:
+            return
+        try:
+            stat = self.path.stat()
+            same = (stat.st_dev, stat.st_ino) == self._identity
+        except OSError:
+            same = False
+        if not same:
+            self._break(JournalWriteError(f"the journal {self.path} was deleted, moved or replaced"))
+
+    def _break(self, error: JournalWriteError) -> None:
+        if self.broken is not None:
+            return
+        self.broken = error
+        for listener in self._failure_listeners:
+            listener(error)
 
     def begin_session(self) -> int:
         """Number this process's work on the journal (1 for the first run, 2 for its first resume...)."""
@@ -157,7 +222,8 @@ class Journal:
         return self.session
 
     def close(self) -> None:
-        self._db.close()
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
 
     # ----------------------------------------------------------------- reading
 
@@ -165,8 +231,9 @@ class Journal:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
 
     def set_meta(self, key: str, value: Any) -> None:
-        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                         (key, json.dumps(value, ensure_ascii=False)))
+        with self._writing():
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                             (key, json.dumps(value, ensure_ascii=False)))
 
     def tasks(self) -> list[TaskRow]:
         return [
@@ -223,6 +290,10 @@ class Journal:
         return {k: (v or 0) if k not in ("cost_usd", "first_started", "last_ended") else v
                 for k, v in zip(keys, row)}
 
+    def spent_usd(self) -> float:
+        """What every attempt journaled so far cost (all sessions): the budget's starting point."""
+        return self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM attempts").fetchone()[0]
+
     def success_latencies(self) -> list[float]:
         return [r[0] for r in self._db.execute("SELECT latency_ms FROM attempts WHERE outcome = 'ok' ORDER BY latency_ms")]
 
@@ -230,39 +301,42 @@ class Journal:
 
     def record_attempt(self, attempt: Attempt) -> None:
         """An attempt that changes no task state (a hedged pair's loser)."""
-        with self._transaction():
+        with self._writing():
             self._insert_attempt(attempt)
 
     def record_retry(self, attempt: Attempt) -> None:
-        with self._transaction():
+        with self._writing():
             self._insert_attempt(attempt)
             self._set_state(attempt.index, TaskState.RETRYING, attempt.number)
 
     def record_success(self, attempt: Attempt, response: dict[str, Any]) -> None:
-        with self._transaction():
+        with self._writing():
             self._insert_attempt(attempt)
             self._set_state(attempt.index, TaskState.SUCCEEDED, attempt.number)
             self._db.execute(
-                "INSERT OR REPLACE INTO results (idx, ok, request_id, response, error, finished_at) "
-                "VALUES (?, 1, ?, ?, NULL, ?)",
+                "INSERT INTO results (idx, ok, request_id, response, error, finished_at) VALUES (?, 1, ?, ?, NULL, ?) "
+                "ON CONFLICT (idx) DO UPDATE SET ok = 1, request_id = excluded.request_id, "
+                "response = excluded.response, error = NULL, finished_at = excluded.finished_at "
+                "WHERE results.ok = 0",
                 (attempt.index, attempt.request_id, json.dumps(response, ensure_ascii=False), time.time()),
             )
 
     def record_failure(self, attempt: Attempt) -> None:
         assert attempt.error is not None
-        with self._transaction():
+        with self._writing():
             self._insert_attempt(attempt)
             self._set_state(attempt.index, TaskState.FAILED, attempt.number)
-            self._db.execute(
-                "INSERT OR REPLACE INTO results (idx, ok, request_id, response, error, finished_at) "
-                "VALUES (?, 0, ?, NULL, ?, ?)",
+            self._db.execute(  # a success already journaled is never turned into a failure
+                "INSERT INTO results (idx, ok, request_id, response, error, finished_at) VALUES (?, 0, ?, NULL, ?, ?) "
+                "ON CONFLICT (idx) DO UPDATE SET request_id = excluded.request_id, error = excluded.error, "
+                "finished_at = excluded.finished_at WHERE results.ok = 0",
                 (attempt.index, attempt.request_id, json.dumps(error_body(attempt.error), ensure_ascii=False),
                  time.time()),
             )
 
     def record_cancelled(self, indices: Iterable[int], attempts: Iterable[Attempt] = ()) -> None:
         """Tasks stopped before they finished: they stay unfinished, so `resume` sends them."""
-        with self._transaction():
+        with self._writing():
             for attempt in attempts:
                 self._insert_attempt(attempt)
             now = time.time()
@@ -274,19 +348,20 @@ class Journal:
     def requeue(self, indices: Iterable[int]) -> None:
         """Failed tasks asked to run again: their error leaves errors.jsonl until they finish anew."""
         indices = list(indices)
-        with self._transaction():
+        with self._writing():
             now = time.time()
             self._db.executemany(
-                "UPDATE tasks SET state = ?, updated_at = ? WHERE idx = ?",
-                ((TaskState.QUEUED, now, i) for i in indices),
+                "UPDATE tasks SET state = ?, updated_at = ? WHERE idx = ? AND state != ?",
+                ((TaskState.QUEUED, now, i, TaskState.SUCCEEDED) for i in indices),
             )
             self._db.executemany("DELETE FROM results WHERE idx = ? AND ok = 0", ((i,) for i in indices))
 
     def log_event(self, kind: str, data: dict[str, Any] | None = None) -> None:
-        self._db.execute(
-            "INSERT INTO events (at, session, kind, data) VALUES (?, ?, ?, ?)",
-            (time.time(), self.session, kind, json.dumps(data, ensure_ascii=False) if data else None),
-        )
+        with self._writing():
+            self._db.execute(
+                "INSERT INTO events (at, session, kind, data) VALUES (?, ?, ?, ?)",
+                (time.time(), self.session, kind, json.dumps(data, ensure_ascii=False) if data else None),
+            )
 
     def events(self, since_id: int = 0) -> list[tuple[int, float, str, dict | None]]:
         return [(i, at, kind, json.loads(data) if data else None) for i, at, kind, data in self._db.execute(
@@ -295,11 +370,12 @@ class Journal:
     # ----------------------------------------------------------------- control queue (attach)
 
     def send_command(self, command: str, args: dict[str, Any] | None = None) -> None:
-        self._db.execute("INSERT INTO control (at, command, args) VALUES (?, ?, ?)",
-                         (time.time(), command, json.dumps(args) if args else None))
+        with self._writing():
+            self._db.execute("INSERT INTO control (at, command, args) VALUES (?, ?, ?)",
+                             (time.time(), command, json.dumps(args) if args else None))
 
     def take_commands(self) -> list[tuple[str, dict[str, Any]]]:
-        with self._transaction():
+        with self._writing():
             rows = self._db.execute("SELECT id, command, args FROM control WHERE taken_at IS NULL ORDER BY id").fetchall()
             if rows:
                 self._db.executemany("UPDATE control SET taken_at = ? WHERE id = ?",
@@ -312,8 +388,21 @@ class Journal:
 
     # ----------------------------------------------------------------- internals
 
-    def _transaction(self):
-        return _Transaction(self._db)
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One write transaction; a failure of the disk (full, read-only, gone) breaks the journal
+        for good and is raised as `JournalWriteError` naming its cause."""
+        if self.broken is not None:
+            raise self.broken
+        try:
+            with _Transaction(self._db):
+                yield
+        except (sqlite3.Error, OSError) as exc:
+            if isinstance(exc, sqlite3.IntegrityError | sqlite3.ProgrammingError | sqlite3.InterfaceError):
+                raise  # a bug, not the disk
+            self._break(JournalWriteError(describe_write_failure(exc, self.path)))
+            assert self.broken is not None
+            raise self.broken from exc
 
     def _insert_attempt(self, a: Attempt) -> None:
         error: CallError | None = a.error
@@ -329,8 +418,11 @@ class Journal:
         )
 
     def _set_state(self, index: int, state: TaskState, attempts: int) -> None:
-        self._db.execute("UPDATE tasks SET state = ?, attempts = ?, updated_at = ? WHERE idx = ?",
-                         (state, attempts, time.time(), index))
+        """A task's new state; a task that succeeded keeps its success (another attempt's late
+        failure, or a second process, never turns a paid answer into an error)."""
+        self._db.execute("UPDATE tasks SET state = ?, attempts = MAX(attempts, ?), updated_at = ? "
+                         "WHERE idx = ? AND state != ?",
+                         (state, attempts, time.time(), index, TaskState.SUCCEEDED))
 
 
 class _Transaction:
@@ -343,4 +435,13 @@ class _Transaction:
         self._db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        if exc_type is None:
+            try:
+                self._db.execute("COMMIT")
+                return
+            except sqlite3.Error:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                raise
+        with contextlib.suppress(sqlite3.Error):  # the failure being raised is the one to report
+            self._db.execute("ROLLBACK")

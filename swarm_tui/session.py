@@ -21,9 +21,11 @@ from typing import Any
 from .engine import EngineSettings, SwarmEngine, TaskState
 from .engine.events import RunFinished
 from .engine.stats import latency_summary
+from .errors import JournalWriteError
 from .jobs import Job, Task, TaskTemplate
 from .journal import Journal
 from .pricing import PriceTable, summary_cost_fields
+from .rundir import RunDirLock, describe_write_failure, open_private, prepare_new, temp_name
 from .providers.client import ProviderClient
 from .providers.profile import ProviderProfile
 from .sim import SimConfig, SimServer
@@ -74,9 +76,14 @@ class SwarmSession:
     def __init__(self, run_dir: Path, journal: Journal, plan: RunPlan, tasks: list[Task],
                  states: dict[int, TaskState], attempts_made: dict[int, int], job_name: str,
                  swarm: SwarmSpec | None = None, template: TaskTemplate | None = None,
-                 ray: "RayOptions | None" = None) -> None:
+                 ray: "RayOptions | None" = None, lock: RunDirLock | None = None) -> None:
         self.run_dir = run_dir
         self.journal = journal
+        self.lock = lock
+        self.output_error: str | None = None
+        """Why results.jsonl / summary.json could not be written at the end, if they could not."""
+        self.summary: dict[str, Any] | None = None
+        """summary.json's content, once `run()` has ended."""
         self.plan = plan
         self.job_name = job_name
         self.sim: SimServer | None = None
@@ -129,27 +136,48 @@ class SwarmSession:
 
     @classmethod
     def open_new(cls, job: Job, plan: RunPlan, run_dir: Path, *, ray: "RayOptions | None" = None) -> "SwarmSession":
+        """A new run in `run_dir` (new or empty; InputError otherwise), locked for this process."""
         tasks = job.tasks
         template = job.template
         if template is not None and plan.profile.model:  # later rounds and planned tasks ask for it too
             template = replace(template, model=plan.profile.model)
-        journal = Journal.create(run_dir, tasks, {
-            "job": {"name": job.name, "source": job.source, "options": job.options},
-            "plan": plan_to_meta(plan),
-            "swarm": job.swarm.to_meta() if job.swarm else None,
-            "template": asdict(template) if template else None,
-        })
-        journal.begin_session()
-        return cls(run_dir, journal, plan, tasks, {}, {}, job.name, job.swarm, template, ray)
+        prepare_new(run_dir)
+        lock = RunDirLock(run_dir).acquire()
+        try:
+            journal = Journal.create(run_dir, tasks, {
+                "job": {"name": job.name, "source": job.source, "options": job.options},
+                "plan": plan_to_meta(plan),
+                "swarm": job.swarm.to_meta() if job.swarm else None,
+                "template": asdict(template) if template else None,
+            })
+            journal.begin_session()
+            return cls(run_dir, journal, plan, tasks, {}, {}, job.name, job.swarm, template, ray, lock)
+        except BaseException:
+            lock.release()
+            raise
 
     @classmethod
     def open_existing(cls, run_dir: Path, *, profile: ProviderProfile | None = None,
                       settings: EngineSettings | None = None, retry_failed: bool = False,
-                      ray: "RayOptions | None" = None) -> "SwarmSession":
+                      ray: "RayOptions | None" = None, sim: SimConfig | None = None) -> "SwarmSession":
+        """Resume the run in `run_dir`; RunDirBusy (exit 2) when another live process writes it.
+        `sim`: the simulator's settings for this session, when the user changed them."""
+        Journal.open(run_dir, readonly=True).close()  # no (whole) journal: say so before taking the lock
+        lock = RunDirLock(run_dir).acquire()
+        try:
+            return cls._resume(run_dir, lock, profile, settings, retry_failed, ray, sim)
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def _resume(cls, run_dir: Path, lock: RunDirLock, profile: ProviderProfile | None,
+                settings: EngineSettings | None, retry_failed: bool, ray: "RayOptions | None",
+                sim: SimConfig | None) -> "SwarmSession":
         journal = Journal.open(run_dir)
         meta = journal.meta()
         stored = plan_from_meta(meta["plan"])
-        plan = RunPlan(profile or stored.profile, settings or stored.settings, stored.sim, stored.prices)
+        plan = RunPlan(profile or stored.profile, settings or stored.settings, sim or stored.sim, stored.prices)
         rows = journal.tasks()
         if retry_failed:
             journal.requeue([r.index for r in rows if r.state is TaskState.FAILED])
@@ -164,7 +192,7 @@ class SwarmSession:
         template = TaskTemplate(**meta["template"]) if meta.get("template") else None
         if template is not None and profile is not None and profile.model:
             template = replace(template, model=profile.model)
-        return cls(run_dir, journal, plan, tasks, states, attempts, meta["job"]["name"], swarm, template, ray)
+        return cls(run_dir, journal, plan, tasks, states, attempts, meta["job"]["name"], swarm, template, ray, lock)
 
     # ----------------------------------------------------------------- running
 
@@ -173,18 +201,26 @@ class SwarmSession:
         self._control_task = asyncio.create_task(self._serve_control(), name="swarm-control")
         try:
             finished = await (self.pipeline.run() if self.pipeline else self.engine.run())
+        except JournalWriteError:  # a planner's or aggregator's outcome could not be kept: the run stopped
+            finished = self.engine.outcome()
         finally:
             self._control_task.cancel()
-            self.finalize()
+            self.summary = self.finalize()
         return finished
 
     async def _serve_control(self) -> None:
-        """Apply commands that `attach` (another process) put in the journal; beat a heartbeat."""
+        """Apply commands that `attach` (another process) put in the journal; beat a heartbeat;
+        notice within a second that the journal was deleted or replaced under the run."""
         while True:
             engine = self.engine
-            self.journal.heartbeat(in_flight=sorted(engine.in_flight_indices()), limit=engine.admission.limit,
-                                   paused=engine.paused)
-            for command, args in self.journal.take_commands():
+            self.journal.check_in_place()
+            try:
+                self.journal.heartbeat(in_flight=sorted(engine.in_flight_indices()), limit=engine.admission.limit,
+                                       paused=engine.paused)
+                commands = self.journal.take_commands()
+            except JournalWriteError:
+                return  # the journal told the engine, which stopped the run
+            for command, args in commands:
                 self.apply_command(command, args)
             await asyncio.sleep(CONTROL_POLL_S)
 
@@ -206,8 +242,19 @@ class SwarmSession:
                     self.pipeline.flush_memory()
 
     def finalize(self) -> dict[str, Any]:
-        """Write results.jsonl, errors.jsonl and summary.json from the journal (atomically)."""
-        return write_outputs(self.run_dir, self.journal, self.model, self.plan.profile.name, self.simulated)
+        """Write results.jsonl, errors.jsonl and summary.json from the journal (atomically).
+
+        When they cannot be written (disk full, the directory gone) the summary is still
+        returned and `output_error` says why: the journal keeps everything, and a resume (or
+        the next finalize) writes them."""
+        try:
+            summary = write_outputs(self.run_dir, self.journal, self.model, self.plan.profile.name, self.simulated)
+            self.output_error = None
+            return summary
+        except OSError as exc:
+            self.output_error = describe_write_failure(exc, Path(exc.filename or self.run_dir))
+            return summarize(self.journal, model=self.model, provider=self.plan.profile.name,
+                             simulated=self.simulated)
 
     async def aclose(self) -> None:
         engine_close = getattr(self.engine, "aclose", None)  # a distributed engine's actors
@@ -219,6 +266,8 @@ class SwarmSession:
         if self.sim is not None:
             self.sim.stop()
         self.journal.close()
+        if self.lock is not None:
+            self.lock.release()
 
 
 # --------------------------------------------------------------------------- outputs
@@ -278,21 +327,25 @@ def summarize(journal: Journal, *, model: str | None, provider: str, simulated: 
 
 
 class _atomic:
-    """Write a file under a temporary name and move it into place: never half-written."""
+    """Write a file (0600) under a temporary name and move it into place: never half-written."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        self.tmp = path.with_name(temp_name(path.name))
 
     def __enter__(self):
-        self.fh = self.tmp.open("w", encoding="utf-8")
+        self.fh = open_private(self.tmp)
         return self.fh
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.fh.close()
-        if exc_type is None:
-            os.replace(self.tmp, self.path)
-        else:
+        try:
+            self.fh.close()
+            if exc_type is None:
+                os.replace(self.tmp, self.path)
+        except BaseException:
+            self.tmp.unlink(missing_ok=True)
+            raise
+        if exc_type is not None:
             self.tmp.unlink(missing_ok=True)
 
 

@@ -26,6 +26,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
+from ..errors import JournalWriteError
 from ..jobs import Task
 from ..pricing import Price
 from ..providers.client import CallResult, ProviderClient, StreamDeadlines
@@ -114,6 +115,9 @@ class EngineSettings:
     """Stop dispatch before spent + reserved-in-flight cost would pass it."""
     fail_on_error: float | None = None
     """Stop dispatch when the share of finished tasks that failed passes it."""
+    max_retry_after_s: float = 60.0
+    """A provider's Retry-After is honoured up to this (the OpenAI SDK's own cap): a header of
+    `999999` or `inf` must not hold a run for days."""
 
 
 class SwarmEngine(ObservableEngine):
@@ -184,7 +188,16 @@ class SwarmEngine(ObservableEngine):
         self._running = False
         self._stop_reason: str | None = None
         self._aborted = False
+        self.last_retry_after_asked_s: float | None = None
+        """The last Retry-After that was capped: what the provider asked for (shown while waiting)."""
+        self._fatal: str | None = None
+        """Why the run cannot go on (the journal cannot be written, an internal error)."""
+        self._spent_before_usd = 0.0
+        self._stats_cost_at_start = 0.0
         self._deadlines = StreamDeadlines(settings.first_token_timeout_s, settings.idle_timeout_s)
+        on_write_failure = getattr(journal, "on_write_failure", None)
+        if on_write_failure is not None:
+            on_write_failure(self._journal_failed)
         for index in sorted(self.tasks):
             state = self.states[index]
             if not state.is_final:
@@ -196,13 +209,13 @@ class SwarmEngine(ObservableEngine):
     def pause(self) -> None:
         if not self.admission.paused:
             self.admission.pause()
-            self.journal.log_event("paused")
+            self._log("paused")
             self._emit(RunPaused())
 
     def resume(self) -> None:
         if self.admission.paused:
             self.admission.resume()
-            self.journal.log_event("resumed")
+            self._log("resumed")
             self._emit(RunResumed())
 
     def set_concurrency(self, limit: int, reason: str = "user") -> int:
@@ -210,7 +223,7 @@ class SwarmEngine(ObservableEngine):
         limit = self.admission.set_limit(limit)
         if self.adaptive is not None:
             self.adaptive.set_ceiling(limit)
-        self.journal.log_event("concurrency", {"limit": limit, "reason": reason})
+        self._log("concurrency", {"limit": limit, "reason": reason})
         self._emit(ConcurrencyChanged(limit, reason))
         return limit
 
@@ -227,22 +240,42 @@ class SwarmEngine(ObservableEngine):
         """Send nothing new; let in-flight calls finish (budget and error-rate guards)."""
         self._stop(reason)
 
+    def fail_run(self, reason: str) -> None:
+        """The run cannot go on (its journal cannot be written): stop dispatch and cancel every
+        in-flight call at once, so that no more answers are paid for than can be kept. The run
+        ends with `reason` and is resumable (exit 1)."""
+        if self._fatal is not None:
+            return
+        self._fatal = reason
+        self._stop(reason)
+        for task in self._in_flight.values():
+            task.cancel()
+
+    @property
+    def fatal(self) -> str | None:
+        return self._fatal
+
+    def _journal_failed(self, error: JournalWriteError) -> None:
+        in_flight = len(self._in_flight)
+        self.fail_run(f"journal write failed, nothing more was sent: {error.cause}"
+                      + (f"; {in_flight} call{'s' if in_flight != 1 else ''} in flight cancelled" if in_flight else ""))
+
     def retry_failed(self, indices: Iterable[int] | None = None) -> list[int]:
         """Queue finally-failed tasks again, with a fresh attempt budget. Returns what was queued.
 
         While the engine runs they are picked up at once; otherwise the caller runs it again.
         """
         chosen = [i for i in (self.tasks if indices is None else indices) if self.states.get(i) is TaskState.FAILED]
-        if not chosen:
+        if not chosen or self._fatal is not None:
             return []
         if not self._running:
             self._stop_reason = None
             self._aborted = False
         self.journal.requeue(chosen)
+        self._ready.extendleft(reversed(chosen))  # the user asked for these now: ahead of untried work
         for index in chosen:
             self.states[index] = TaskState.QUEUED
             self._round_attempts.pop(index, None)
-            self._ready.append(index)
             self._emit(TaskQueued(index, TaskState.FAILED))
         self._wake.set()
         return chosen
@@ -270,7 +303,7 @@ class SwarmEngine(ObservableEngine):
                 self._adapt(shrunk, reason)
 
     def announce_phase(self, phase: str, detail: str = "") -> None:
-        self.journal.log_event("phase", {"phase": phase, "detail": detail})
+        self._log("phase", {"phase": phase, "detail": detail})
         self._emit(PhaseChanged(phase, detail))
 
     async def call_direct(self, phase: str, index: int, body: dict) -> CallResult:
@@ -297,6 +330,7 @@ class SwarmEngine(ObservableEngine):
                 self._emit(PhaseAttempt(phase, attempt))
                 if not retry:
                     raise
+                error = self._capped(error)
                 if error.is_rate_limit and error.retry_after_s:
                     self.admission.close_gate(error.retry_after_s)
                 await asyncio.sleep(self.retry_policy.delay_s(error, round_attempts))
@@ -316,16 +350,19 @@ class SwarmEngine(ObservableEngine):
         """Dispatch until every task is final (or dispatch is stopped); may be called again."""
         if self._running:
             raise RuntimeError("the engine is already running")
+        if self._fatal is not None:
+            return self.outcome()
         self._running = True
         self._aborted = False
         self._stop_reason = None
         self.admission.reopen()
+        self._open_ledger()
         for index in self._ready:
             if self.states[index] is TaskState.CANCELLED:  # left unfinished by an earlier stop
                 self.states[index] = TaskState.QUEUED
                 self._emit(TaskQueued(index, TaskState.CANCELLED))
         pending = len(self._ready)
-        self.journal.log_event("run", {"pending": pending, "concurrency": self.admission.limit})
+        self._log("run", {"pending": pending, "concurrency": self.admission.limit})
         self._emit(RunStarted(len(self.tasks), pending, self.admission.limit, self.client.name, self.simulated))
         if self.rate_limits.rpm or self.rate_limits.tpm:
             self._emit(RateLimitsLearned(self.rate_limits.rpm, self.rate_limits.tpm))
@@ -338,8 +375,8 @@ class SwarmEngine(ObservableEngine):
         if self._stop_reason is not None:
             self._cancel_waiting()
         finished = self.outcome()
-        self.journal.log_event("finished", {"succeeded": finished.succeeded, "failed": finished.failed,
-                                            "unfinished": finished.cancelled, "reason": self._stop_reason})
+        self._log("finished", {"succeeded": finished.succeeded, "failed": finished.failed,
+                               "unfinished": finished.cancelled, "reason": self._stop_reason})
         self._emit(finished)
         return finished
 
@@ -376,7 +413,17 @@ class SwarmEngine(ObservableEngine):
         client = self._route()
         self._emit(AttemptStarted(index, number, client.name))
         task = asyncio.create_task(self._attempt(index, number, client), name=f"attempt-{index}-{number}")
+        task.add_done_callback(self._attempt_done)
         self._in_flight[index] = task
+
+    def _attempt_done(self, task: "asyncio.Task[None]") -> None:
+        """An attempt's coroutine handles its own outcome; anything it raised is a bug that must
+        stop the run loudly rather than leave a task in limbo (and paid answers unkept)."""
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        log.error("attempt %s crashed", task.get_name(), exc_info=exc)
+        self.fail_run(f"internal error in {task.get_name()}: {type(exc).__name__}: {exc}")
 
     async def _attempt(self, index: int, number: int, client: ProviderClient) -> None:
         """Run one task's attempt to its outcome; with hedging, race a backup against a slow one."""
@@ -417,13 +464,13 @@ class SwarmEngine(ObservableEngine):
                 self._on_failure(index, finished.number, finished.started_at, finished.latency_ms(), error,
                                  endpoint=finished.client.name)
                 return
-        except asyncio.CancelledError:  # abort: every call of this task stops, the task stays unfinished
-            attempts = []
+        except (asyncio.CancelledError, JournalWriteError):  # abort, or a journal that cannot keep the outcome:
+            attempts = []                                    # every call of this task stops, the task stays unfinished
             for call in calls:
                 call.task.cancel()
                 attempts.append(Attempt(index, call.number, call.client.name, call.started_at, call.latency_ms(),
                                         "cancelled"))
-            self.journal.record_cancelled([index], attempts)
+            self._journal_quietly(self.journal.record_cancelled, [index], attempts)
             self.states[index] = TaskState.CANCELLED
             self._ready.append(index)  # unfinished work for the next run() or resume
             for extra in attempts[1:]:
@@ -544,6 +591,7 @@ class SwarmEngine(ObservableEngine):
 
     def _on_failure(self, index: int, number: int, started_at: float, latency_ms: float, error: CallError, *,
                     endpoint: str) -> None:
+        error = self._capped(error)
         self._reserved_tokens.pop(index, None)  # a refused request used no tokens, but keep them: pace down
         self._learn(error.rate_headers)
         if error.is_rate_limit:
@@ -574,7 +622,8 @@ class SwarmEngine(ObservableEngine):
         delay = 0.0 if fails_over or trimmed else self.retry_policy.delay_s(error, round_attempts)
         attempt = dataclasses.replace(attempt, retry_in_s=round(delay, 3))
         if error.is_rate_limit and error.retry_after_s and self.admission.close_gate(error.retry_after_s):
-            self._emit(RateGateClosed(error.retry_after_s))
+            self.last_retry_after_asked_s = error.retry_after_asked_s
+            self._emit(RateGateClosed(error.retry_after_s, asked_s=error.retry_after_asked_s))
         self.journal.record_retry(attempt)
         self.states[index] = TaskState.RETRYING
         self._retry_timers[index] = asyncio.get_running_loop().call_later(delay, self._requeue, index)
@@ -589,7 +638,7 @@ class SwarmEngine(ObservableEngine):
             return False
         self._trimmed.add(index)
         self.tasks[index] = shorter
-        self.journal.log_event("trimmed", {"index": index, "custom_id": shorter.custom_id})
+        self._log("trimmed", {"index": index, "custom_id": shorter.custom_id})
         return True
 
     def _within_budget(self, index: int) -> bool:
@@ -599,10 +648,10 @@ class SwarmEngine(ObservableEngine):
             return True
         body = self.tasks[index].body
         worst = self.price.cost(Usage(prompt=_prompt_estimate(body), completion=_answer_ceiling(body)))
-        committed = self.stats.cost_usd + sum(self._reserved_cost.values())
+        committed = self.spent_usd + sum(self._reserved_cost.values())
         if committed + worst > budget:
-            self.stop_dispatch(f"budget: ${committed:.4f} spent or reserved, the next task could cost "
-                               f"${worst:.4f}, budget ${budget:.2f}")
+            self.stop_dispatch(f"budget: ${committed:.4f} spent (this run, all sessions) or reserved, the next task "
+                               f"could cost ${worst:.4f}, budget ${budget:.2f}")
             return False
         self._reserved_cost[index] = worst
         return True
@@ -625,15 +674,46 @@ class SwarmEngine(ObservableEngine):
             return p50 is None or p50 / 1000 > CONGESTED_LATENCY_SHARE * self.settings.timeout_s
         return error.is_congestion
 
+    @property
+    def spent_usd(self) -> float:
+        """The run's one spend ledger: what the journal held when this session started (earlier
+        sessions of a resumed run) plus what this session has spent since."""
+        return self._spent_before_usd + self.stats.cost_usd - self._stats_cost_at_start
+
+    def _open_ledger(self) -> None:
+        spent = getattr(self.journal, "spent_usd", None)  # a shard's forwarding journal has no ledger
+        self._spent_before_usd = spent() if spent is not None else 0.0
+        self._stats_cost_at_start = self.stats.cost_usd
+
+    def _log(self, kind: str, data: dict | None = None) -> None:
+        """A journal event that changes no task: when the journal cannot take it, the failure
+        has already stopped the run (`_journal_failed`), so it is not raised again here."""
+        self._journal_quietly(self.journal.log_event, kind, data)
+
+    @staticmethod
+    def _journal_quietly(write, *args) -> None:
+        try:
+            write(*args)
+        except JournalWriteError:
+            pass
+
+    def _capped(self, error: CallError) -> CallError:
+        """A Retry-After longer than `max_retry_after_s` (or not finite) is honoured up to it."""
+        wait = error.retry_after_s
+        cap = self.settings.max_retry_after_s
+        if wait is None or wait <= cap:
+            return error
+        return dataclasses.replace(error, retry_after_s=cap, retry_after_asked_s=wait)
+
     def _learn(self, headers) -> None:
         learned = self.rate_limits.learn(headers)
         if learned is not None:
-            self.journal.log_event("rate_limits", {"rpm": learned.rpm, "tpm": learned.tpm})
+            self._log("rate_limits", {"rpm": learned.rpm, "tpm": learned.tpm})
             self._emit(RateLimitsLearned(learned.rpm, learned.tpm))
 
     def _adapt(self, limit: int, reason: str) -> None:
         self.admission.set_limit(limit)
-        self.journal.log_event("concurrency", {"limit": limit, "reason": reason})
+        self._log("concurrency", {"limit": limit, "reason": reason})
         self._emit(ConcurrencyChanged(limit, reason))
 
     def _token_estimate(self, index: int) -> int:
@@ -646,16 +726,17 @@ class SwarmEngine(ObservableEngine):
         return _prompt_estimate(body) + _answer_ceiling(body)
 
     def _requeue(self, index: int) -> None:
+        """A backoff has ended: the task goes ahead of tasks never tried (its wait was its turn)."""
         self._retry_timers.pop(index, None)
         self.states[index] = TaskState.QUEUED
-        self._ready.append(index)
+        self._ready.appendleft(index)
         self._wake.set()
 
     def _stop(self, reason: str) -> None:
         if self._stop_reason is not None:
             return
         self._stop_reason = reason
-        self.journal.log_event("stopping", {"reason": reason})
+        self._log("stopping", {"reason": reason})
         self._emit(RunStopping(reason))
         self._wake.set()
         self.admission.close()
@@ -670,7 +751,7 @@ class SwarmEngine(ObservableEngine):
         self._ready = deque(waiting)
         newly = [i for i in waiting if self.states[i] is not TaskState.CANCELLED]
         if newly:
-            self.journal.record_cancelled(newly)
+            self._journal_quietly(self.journal.record_cancelled, newly)
         for index in newly:
             self.states[index] = TaskState.CANCELLED
             self._emit(TaskCancelled(index))
@@ -691,7 +772,7 @@ class SwarmEngine(ObservableEngine):
         reason = self.breaker.on_primary_result(error)
         if reason is not None:
             target = self.client.name if self.breaker.state == "closed" else self.fallback.name
-            self.journal.log_event("failover", {"to": target, "reason": reason, "from_primary": was_primary})
+            self._log("failover", {"to": target, "reason": reason, "from_primary": was_primary})
             self._emit(EndpointSwitched(target, reason))
 
 

@@ -144,6 +144,8 @@ class RateGateClosed:
     """A provider said to wait (Retry-After): no task of it is dispatched until then."""
 
     seconds: float
+    asked_s: float | None = None
+    """What the provider asked for when it was more than the cap (`--max-retry-after`)."""
 
 
 @dataclass(frozen=True, slots=True)

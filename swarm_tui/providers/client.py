@@ -18,7 +18,7 @@ import httpx2
 import openai
 from openai.resources.chat.completions import AsyncCompletions
 
-from .errors import BrokenStreamError, CallError, classify
+from .errors import BadResponseError, BrokenStreamError, CallError, classify
 from .profile import ProviderProfile, resolve_api_key
 from .usage import Usage
 
@@ -26,6 +26,8 @@ CREATE_PARAMS = frozenset(inspect.signature(AsyncCompletions.create).parameters)
 """Body keys the SDK takes as arguments; any other key travels in `extra_body`."""
 
 CONNECT_TIMEOUT_S = 10.0
+BODY_EXCERPT_CHARS = 500
+"""How much of a body that is not a chat completion is kept in the attempt (for the detail view)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +62,10 @@ class ProviderClient:
         self.base_url = base_url.rstrip("/")
         api_key = resolve_api_key(profile, self.base_url)
         self._secrets = (api_key,)
-        http_client = openai.DefaultAioHttpClient() if profile.backend == "aiohttp" else None
+        # Never follow a redirect: httpx turns a POST into a GET on 302/303, and a 307 would send the
+        # prompts (and the key) to another origin. A 3xx fails the attempt as `redirect`.
+        http_client = (openai.DefaultAioHttpClient(follow_redirects=False) if profile.backend == "aiohttp"
+                       else openai.DefaultAsyncHttpx2Client(follow_redirects=False))
         self._client = openai.AsyncOpenAI(
             base_url=self.base_url,
             api_key=api_key,
@@ -86,11 +91,12 @@ class ProviderClient:
         if stream:
             return await self._complete_streaming(kwargs, deadlines or StreamDeadlines())
         raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
-        data = json.loads(raw.content)
+        request_id = raw.headers.get("x-request-id")
+        data = chat_completion_or_raise(raw.content, raw.headers.get("content-type"), raw.status_code, request_id)
         return CallResult(
             body=data,
             usage=Usage.from_response(data.get("usage")),
-            request_id=raw.headers.get("x-request-id") or data.get("id"),
+            request_id=request_id or data.get("id"),
             rate_headers=_rate_headers(raw.headers),
         )
 
@@ -147,6 +153,31 @@ class ProviderClient:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def chat_completion_or_raise(content: bytes, content_type: str | None, status: int,
+                             request_id: str | None = None) -> dict[str, Any]:
+    """The body of a successful status as a chat completion, or `BadResponseError` saying what it
+    is instead (not JSON, an HTML page, an array, no choices...), with the start of it kept."""
+
+    def bad(problem: str) -> BadResponseError:
+        text = " ".join(content[:BODY_EXCERPT_CHARS * 2].decode("utf-8", "replace").split())[:BODY_EXCERPT_CHARS]
+        return BadResponseError(f"HTTP {status} but not a chat completion: {problem} "
+                                f"(content-type {content_type or 'none'}); body: {text!r}", status, request_id)
+
+    try:
+        data = json.loads(content)
+    except ValueError:
+        raise bad("the body is not JSON") from None
+    if not isinstance(data, dict):
+        raise bad(f"a JSON {type(data).__name__}, not an object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise bad("no choices" if not choices else "choices is not a list")
+    first = choices[0]
+    if not isinstance(first, dict) or not isinstance(first.get("message"), dict):
+        raise bad("choices[0] has no message")
+    return data
 
 
 def _create_kwargs(body: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -33,14 +34,23 @@ class ErrorClass(StrEnum):
     TOO_LARGE = "request_too_large"
     BROKEN_STREAM = "broken_stream"
     BAD_RESPONSE = "bad_response"
+    """A 200 that is not a chat completion (no choices, not JSON, an HTML page): retried like a 5xx."""
+    REDIRECT = "redirect"
+    """A 3xx: a chat call never follows it (a POST turned into a GET, prompts sent elsewhere)."""
     UNEXPECTED = "unexpected"
 
 
 RETRYABLE = frozenset({
     ErrorClass.RATE_LIMIT, ErrorClass.SERVER, ErrorClass.TIMEOUT, ErrorClass.CONNECTION,
-    ErrorClass.CONFLICT, ErrorClass.BROKEN_STREAM,
+    ErrorClass.CONFLICT, ErrorClass.BROKEN_STREAM, ErrorClass.BAD_RESPONSE,
 })
 """Classes worth another attempt; everything else fails the task at once."""
+
+NEVER_RETRIED = frozenset({
+    ErrorClass.QUOTA, ErrorClass.REDIRECT, ErrorClass.AUTH, ErrorClass.PERMISSION, ErrorClass.CONTEXT_LENGTH,
+    ErrorClass.TOO_LARGE,
+})
+"""Classes no `x-should-retry: true` turns into a retry."""
 
 QUOTA_CODES = frozenset({"insufficient_quota", "exceeded_current_quota_error", "billing_hard_limit_reached"})
 CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
@@ -58,9 +68,15 @@ class CallError:
     request_id: str | None = None
     rate_headers: Mapping[str, str] = field(default_factory=dict)
     """`x-ratelimit-*` headers of the error response: a 429 tells how much budget is left."""
+    should_retry: bool | None = None
+    """The provider's own `x-should-retry` header, which wins over the class (as in the SDK)."""
+    retry_after_asked_s: float | None = None
+    """Set when `retry_after_s` was capped: what the provider asked for."""
 
     @property
     def retryable(self) -> bool:
+        if self.should_retry is not None:
+            return self.should_retry
         return self.kind in RETRYABLE
 
     @property
@@ -86,11 +102,23 @@ def classify(exc: BaseException, *, secrets: tuple[str, ...] = ()) -> CallError:
         return CallError(ErrorClass.BAD_RESPONSE, redact(str(exc), secrets))
     if isinstance(exc, BrokenStreamError):
         return CallError(ErrorClass.BROKEN_STREAM, redact(str(exc), secrets))
+    if isinstance(exc, BadResponseError):
+        return CallError(ErrorClass.BAD_RESPONSE, redact(str(exc), secrets), exc.status, "bad_response",
+                         request_id=exc.request_id)
     return CallError(ErrorClass.UNEXPECTED, redact(f"{type(exc).__name__}: {exc}", secrets))
 
 
 class BrokenStreamError(Exception):
     """A stream that ended without a finish reason, or stalled past its idle deadline."""
+
+
+class BadResponseError(Exception):
+    """A successful status whose body is not a chat completion; the message keeps its start."""
+
+    def __init__(self, message: str, status: int | None = None, request_id: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.request_id = request_id
 
 
 def _classify_status(exc: openai.APIStatusError, secrets: tuple[str, ...]) -> CallError:
@@ -125,28 +153,42 @@ def _classify_status(exc: openai.APIStatusError, secrets: tuple[str, ...]) -> Ca
         kind = ErrorClass.TIMEOUT
     elif status == 409:
         kind = ErrorClass.CONFLICT
+    elif 300 <= status < 400:
+        kind = ErrorClass.REDIRECT
+        location = exc.response.headers.get("location") or "(no Location header)"
+        message = (f"HTTP {status} redirect to {location}: not followed, a chat call is never sent anywhere but "
+                   f"the base URL (check it: a trailing /v1, http vs https?)")
     elif status >= 500:
         kind = ErrorClass.SERVER
     else:
         kind = ErrorClass.BAD_REQUEST
     retry_after = parse_retry_after(headers) if kind in RETRYABLE else None
     rate_headers = {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-ratelimit-")}
-    return CallError(kind, redact(message, secrets), status, code, retry_after, request_id, rate_headers)
+    should_retry = {"true": True, "false": False}.get((headers.get("x-should-retry") or "").strip().lower())
+    if should_retry and kind in NEVER_RETRIED:
+        should_retry = None  # a header cannot make an empty account, a redirect or a too-long prompt worth retrying
+    return CallError(kind, redact(message, secrets), status, code, retry_after, request_id, rate_headers,
+                     should_retry)
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds to wait from `retry-after-ms`, or `retry-after` (seconds or an HTTP date)."""
+    """Seconds to wait from `retry-after-ms`, or `retry-after` (seconds or an HTTP date).
+
+    Not capped here (the engine caps it, `--max-retry-after`); `inf` stays inf, `nan` is ignored."""
     value = headers.get("retry-after-ms")
     if value:
         try:
-            return max(0.0, float(value) / 1000.0)
+            seconds = float(value) / 1000.0
+            if not math.isnan(seconds):
+                return max(0.0, seconds)
         except ValueError:
             pass
     value = headers.get("retry-after")
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
+        return None if math.isnan(seconds) else max(0.0, seconds)
     except ValueError:
         pass
     try:

@@ -308,8 +308,9 @@ class SwarmApp(App[int]):
                     self.phase, self.phase_detail = "RUNNING", ""
                 case RateLimitsLearned(rpm=rpm, tpm=tpm):
                     self.rate_limits = (rpm, tpm)
-                case RateGateClosed(seconds=seconds):
-                    self.phase_detail = f"provider asked to wait {seconds:.1f}s (429)"
+                case RateGateClosed(seconds=seconds, asked_s=asked):
+                    capped = f" (it asked {asked:g}s; capped by --max-retry-after)" if asked else ""
+                    self.phase_detail = f"provider asked to wait: nothing sent for {seconds:.1f}s (429){capped}"
                 case PhaseChanged(phase=phase, detail=detail):
                     self.phase, self.phase_detail = phase.upper(), detail
                     if phase == "done" and (self.source.run_dir / "aggregate.md").exists():

@@ -1,0 +1,136 @@
+"""A small hostile OpenAI-compatible server on loopback, for the faults a real relay can show.
+
+Each request's fate is chosen by a marker in its last message, `[[hostile:NAME]]` (or
+`[[hostile:NAMExN]]`: only the first N requests carrying it, then a normal answer), so one job
+can mix them. Names:
+
+    nochoices    200 {"id": ..., "object": "chat.completion"} without `choices`
+    emptychoices 200 with `choices: []`
+    badjson      200 whose body is not JSON
+    plain        200 text/plain prose
+    array        200 with a JSON array
+    html         200 with an HTML page (a captive portal, a login page)
+    redirect302  302 to `other` (another server)
+    redirect307  307 to `other`
+    ra999999     429 with `retry-after: 999999`
+    rainf        429 with `retry-after: inf`
+    rams1e12     429 with `retry-after-ms: 1e12`
+    noretry      503 with `x-should-retry: false`
+    reset        the connection is closed without an answer
+
+Any other request gets a normal chat completion. `requests` counts what arrived, by path and
+method; `answered` counts the normal answers per prompt (what a user would pay for).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import uuid
+from collections import Counter
+
+from aiohttp import web
+
+_MARKER = re.compile(r"\[\[hostile:([a-z0-9]+?)(?:x(\d+))?\]\]")
+
+
+def completion(prompt: str, model: str = "hostile-1") -> dict:
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": 1, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": f"answer to {prompt[:40]}"},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+class HostileServer:
+    def __init__(self, *, other_url: str = "http://127.0.0.1:9/elsewhere") -> None:
+        self.other_url = other_url
+        self.requests: Counter[str] = Counter()
+        self.answered: Counter[str] = Counter()
+        self.seen: Counter[str] = Counter()
+        self._loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> "HostileServer":
+        self._thread.start()
+        if not self._started.wait(10):
+            raise RuntimeError("the hostile server did not start")
+        return self
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        runner = web.AppRunner(app)
+        self._loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        self._loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._started.set()
+        self._loop.run_forever()
+        self._loop.run_until_complete(runner.cleanup())
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.requests[f"{request.method} {request.path}"] += 1
+        if request.method != "POST" or not request.path.endswith("/chat/completions"):
+            return web.Response(status=200, text="<html><body>another server's page</body></html>",
+                                content_type="text/html")
+        body = await request.json()
+        prompt = str(body["messages"][-1]["content"])
+        fate = self._fate(prompt)
+        match fate:
+            case None:
+                self.answered[prompt] += 1
+                return web.json_response(completion(prompt, body.get("model", "hostile-1")))
+            case "nochoices":
+                return web.json_response({"id": "x", "object": "chat.completion", "created": 1})
+            case "emptychoices":
+                return web.json_response({"id": "x", "object": "chat.completion", "choices": []})
+            case "badjson":
+                return web.Response(status=200, text='{"id": "x", "choices": [', content_type="application/json")
+            case "plain":
+                return web.Response(status=200, text="Sure! Here is your answer.", content_type="text/plain")
+            case "array":
+                return web.json_response([completion(prompt)])
+            case "html":
+                return web.Response(status=200, text="<!doctype html><title>Sign in</title><p>Please log in",
+                                    content_type="text/html")
+            case "redirect302" | "redirect307":
+                raise (web.HTTPFound if fate == "redirect302" else web.HTTPTemporaryRedirect)(self.other_url)
+            case "ra999999" | "rainf" | "rams1e12":
+                header = {"ra999999": ("retry-after", "999999"), "rainf": ("retry-after", "inf"),
+                          "rams1e12": ("retry-after-ms", "1e12")}[fate]
+                return web.json_response({"error": {"message": "Rate limit reached", "type": "requests",
+                                                    "code": "rate_limit_exceeded"}}, status=429,
+                                         headers=dict([header]))
+            case "noretry":
+                return web.json_response({"error": {"message": "overloaded", "type": "server_error"}}, status=503,
+                                         headers={"x-should-retry": "false"})
+            case "reset":
+                assert request.transport is not None
+                request.transport.close()
+                return web.Response(status=500)
+        raise AssertionError(fate)
+
+    def _fate(self, prompt: str) -> str | None:
+        match = _MARKER.search(prompt)
+        if match is None:
+            return None
+        name, times = match.group(1), match.group(2)
+        key = match.group(0)
+        self.seen[key] += 1
+        if times is not None and self.seen[key] > int(times):
+            return None
+        return name
