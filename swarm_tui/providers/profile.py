@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 from urllib.parse import urlparse
@@ -61,13 +62,23 @@ class ProviderProfile:
         return profile
 
     def problem(self) -> tuple[str, str] | None:
-        """The first thing wrong with this profile, as (field, message)."""
+        """The first thing wrong with this profile, as (field, message).
+
+        A message never repeats a URL or key-env value: a user who pastes a key in the wrong
+        place must not see it echoed on screen, in a log or in a CI transcript.
+        """
+        for env_field in ("api_key_env", "fallback_api_key_env"):
+            value = getattr(self, env_field)
+            if value not in (None, ""):  # unset: OPENAI_API_KEY, as the SDK does
+                problem = env_name_problem(value)
+                if problem:
+                    return env_field, problem
         for url_field in ("base_url", "fallback_base_url"):
             url = getattr(self, url_field)
             if url:
-                parsed = urlparse(url)
-                if parsed.scheme not in ("http", "https") or not parsed.netloc:
-                    return url_field, f"not an http(s) URL: {url!r}"
+                problem = url_problem(url)
+                if problem:
+                    return url_field, problem
         for int_field in ("concurrency", "rpm", "tpm"):
             value = getattr(self, int_field)
             if value is not None and (not isinstance(value, int) or value < 1):
@@ -93,6 +104,62 @@ class ProviderProfile:
         )
 
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""What `api_key_env` may hold: the name of an environment variable, never a key."""
+
+
+def looks_like_key(value: str) -> bool:
+    """Whether `value` is probably a key rather than an env var's name.
+
+    Keys are `sk-...`, `sk-proj-...`, `xai-...` (a `-`: never in a name) or one long random run
+    of letters and digits (`gsk_...`, some `AIza...`, hex keys); names are words joined by `_`.
+    """
+    value = value.strip()
+    if value.startswith(("sk-", "sk_", "gsk_", "xai-", "AIza", "nvapi-", "pplx-", "Bearer ", "bearer ")):
+        return True
+    if ENV_NAME.fullmatch(value) is None:
+        return len(value) >= 16 and " " not in value
+    return any(len(part) >= 32 or (len(part) >= 20 and any(c.isdigit() for c in part))
+               for part in value.split("_"))
+
+
+def env_name_problem(value: object) -> str | None:
+    """What is wrong with `value` as a key env var's name, or None; never repeats the value."""
+    if isinstance(value, str) and ENV_NAME.fullmatch(value) and not looks_like_key(value):
+        return None
+    if isinstance(value, str) and looks_like_key(value):
+        return ("looks like an API key, not the name of an environment variable: put the key in one "
+                "(export RELAY_KEY=...) and give its name, e.g. RELAY_KEY (the value is not shown)")
+    return ("must be the name of an environment variable holding the key: letters, digits and _, "
+            "not starting with a digit, e.g. OPENAI_API_KEY (the value is not shown)")
+
+
+def has_credentials(url: str) -> bool:
+    """Whether `url` carries userinfo (`https://user:key@host`), where a key must never be."""
+    try:
+        return "@" in urlparse(url.strip()).netloc
+    except ValueError:
+        return "@" in url
+
+
+def url_problem(url: object) -> str | None:
+    """What is wrong with `url` as a base URL, or None; never repeats the URL, which may hold a key."""
+    if not isinstance(url, str):
+        return "not an http(s) URL: expected e.g. https://api.example.com/v1"
+    try:
+        parsed = urlparse(url.strip())
+        parsed.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError:
+        parsed = None
+    if has_credentials(url):
+        return ("must not carry credentials (user:key@host): put the key in an environment variable and "
+                "name it in api_key_env (the value is not shown)")
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
+        return ("not an http(s) URL: expected e.g. https://api.example.com/v1 "
+                "(the value is not shown, in case it holds a key)")
+    return None
+
+
 def is_loopback_url(url: str) -> bool:
     host = urlparse(url).hostname or ""
     if host == "localhost":
@@ -106,6 +173,9 @@ def is_loopback_url(url: str) -> bool:
 def resolve_api_key(profile: ProviderProfile, base_url: str) -> str:
     """The key for `profile`, read from its env var now; loopback servers need none."""
     env_name = profile.api_key_env or "OPENAI_API_KEY"
+    problem = env_name_problem(env_name)
+    if problem:  # a profile that skipped `problem()` (an old journal's): never echo what it holds
+        raise InputError.single(f"provider {profile.name!r}", "api_key_env", problem)
     key = os.environ.get(env_name, "")
     if key:
         return key
@@ -120,6 +190,8 @@ def resolve_api_key(profile: ProviderProfile, base_url: str) -> str:
 def key_status(profile: ProviderProfile) -> str:
     """`set`, `missing` or `not needed`, for the provider pane; never the key itself."""
     env_name = profile.api_key_env or "OPENAI_API_KEY"
+    if env_name_problem(env_name):
+        return "invalid name"
     if os.environ.get(env_name):
         return "set"
     if profile.is_simulator or (profile.base_url and is_loopback_url(profile.base_url)):

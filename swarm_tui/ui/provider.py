@@ -4,6 +4,11 @@ A profile holds the *name* of the env var with the key; the pane shows whether i
 never the key. Saving writes the config file with tomli-w (`Config.save_profile`); a saved
 profile is used by the next run (`swarm-tui run --provider NAME`); the current run keeps its
 endpoint. "Test connection" sends one `max_tokens=1` call and shows its latency.
+
+A value the profile refuses (`ProviderProfile.problem`: a key pasted where the env var's name
+belongs, a URL carrying credentials) is a field error: the field is marked, the message says
+what is expected without repeating the value, and nothing is saved. A key pasted into a key
+env var or URL field is masked at once, so it does not stay on screen.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from ..config import Config
 from ..providers.probe import probe_profile
-from ..providers.profile import ProviderProfile, key_status
+from ..providers.profile import (ProviderProfile, env_name_problem, has_credentials, key_status,
+                                 looks_like_key)
 
 if TYPE_CHECKING:
     from .source import RunSource
@@ -37,8 +43,26 @@ LABELS = {"base_url": "base URL", "model": "model", "api_key_env": "key env var"
           "fallback_model": "fallback model"}
 
 
+def holds_secret(input_id: str, value: str) -> bool:
+    """Whether the form field `input_id` (`f-<field>`) holds what looks like a key, to be masked."""
+    field = input_id.removeprefix("f-")
+    if field in ("api_key_env", "fallback_api_key_env"):
+        return looks_like_key(value)
+    if field in ("base_url", "fallback_base_url"):
+        return has_credentials(value)
+    return False
+
+
+class FieldError(ValueError):
+    """A form value that is wrong, with the field it belongs to (`field` is a profile field or `name`)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{LABELS.get(field, field)}: {message}")
+        self.field = field
+
+
 def profile_from_form(name: str, values: dict[str, str], base: ProviderProfile) -> ProviderProfile:
-    """The profile the form describes; raises ValueError naming the field when a value is wrong."""
+    """The profile the form describes; raises FieldError (a ValueError) naming the field when a value is wrong."""
     changes: dict[str, Any] = {}
     for key in TEXT_FIELDS:
         changes[key] = values.get(key, "").strip() or (None if key != "base_url" else "")
@@ -47,13 +71,13 @@ def profile_from_form(name: str, values: dict[str, str], base: ProviderProfile) 
         try:
             changes[key] = kind(raw) if raw else None
         except ValueError:
-            raise ValueError(f"{LABELS[key]}: not a number: {raw!r}") from None
+            raise FieldError(key, f"not a number: {raw!r}") from None
     profile = replace(base, name=name.strip(), **changes)
     if not profile.name:
-        raise ValueError("name: a profile needs a name")
+        raise FieldError("name", "a profile needs a name")
     problem = profile.problem()
     if problem:
-        raise ValueError(f"{LABELS.get(problem[0], problem[0])}: {problem[1]}")
+        raise FieldError(*problem)
     return profile
 
 
@@ -69,8 +93,10 @@ class ProviderScreen(ModalScreen[None]):
     ProviderScreen .row { height: 1; margin-bottom: 0; }
     ProviderScreen .row Label { width: 15; color: $text-muted; }
     ProviderScreen .row Input { width: 1fr; }
+    ProviderScreen .row Input.field-error { background: $error 30%; }
     ProviderScreen #simulated { color: $background; background: $swarm-simulated; text-style: bold; padding: 0 1; }
     ProviderScreen #key-status { height: 1; color: $text-muted; }
+    ProviderScreen #key-status.-bad { color: $error; }
     ProviderScreen #probe-result { height: auto; min-height: 1; }
     ProviderScreen #buttons { height: 1; margin-top: 1; }
     ProviderScreen Button { min-width: 10; margin-right: 1; }
@@ -134,8 +160,23 @@ class ProviderScreen(ModalScreen[None]):
 
     def _show_key_status(self, profile: ProviderProfile) -> None:
         env = profile.api_key_env or "OPENAI_API_KEY"
-        self.query_one("#key-status", Static).update(Text(f"key: ${env} {key_status(profile)} "
-                                                          "(never shown, never saved)"))
+        problem = env_name_problem(env)
+        status = self.query_one("#key-status", Static)
+        status.set_class(problem is not None, "-bad")
+        status.update(Text(f"key env var: {problem}" if problem  # never what was typed: it may be the key
+                           else f"key: ${env} {key_status(profile)} (never shown, never saved)"))
+
+    def _mark_field(self, field: str | None) -> None:
+        """Flag the form's field `field` as wrong (None: no field is wrong)."""
+        for input_ in self.query(".row Input").results(Input):
+            input_.set_class(input_.id == f"f-{field}", "field-error")
+
+    def _refuse(self, verb: str, exc: ValueError) -> None:
+        field = exc.field if isinstance(exc, FieldError) else None
+        self._mark_field(field)
+        if field is not None:
+            self.query_one(f"#f-{field}", Input).focus()
+        self.query_one("#probe-result", Static).update(Text(f"{verb}: {exc}"))
 
     def _form_profile(self) -> ProviderProfile:
         values = {key: self.query_one(f"#f-{key}", Input).value for key in (*TEXT_FIELDS, *NUMBER_FIELDS)}
@@ -151,6 +192,11 @@ class ProviderScreen(ModalScreen[None]):
         profile = self._profiles[self._selected]
         self._show_key_status(replace(profile, api_key_env=event.value.strip() or None))
 
+    @on(Input.Changed, ".row Input")
+    def _field_edited(self, event: Input.Changed) -> None:
+        event.input.remove_class("field-error")
+        event.input.password = holds_secret(event.input.id or "", event.value)  # a pasted key leaves the screen
+
     @on(Button.Pressed)
     def _button(self, event: Button.Pressed) -> None:
         match event.button.id:
@@ -165,11 +211,13 @@ class ProviderScreen(ModalScreen[None]):
         result = self.query_one("#probe-result", Static)
         try:
             profile = self._form_profile()
-            self.config.save_profile(profile)
-        except (ValueError, OSError) as exc:
-            result.update(Text(f"not saved: {exc}"))
+        except ValueError as exc:
+            self._refuse("not saved", exc)
             return
-        except Exception as exc:  # InputError and friends: say it, never crash the run
+        self._mark_field(None)
+        try:
+            self.config.save_profile(profile)
+        except Exception as exc:  # OSError, InputError and friends: say it, never crash the run
             result.update(Text(f"not saved: {exc}"))
             return
         self._profiles[profile.name] = profile
@@ -184,7 +232,7 @@ class ProviderScreen(ModalScreen[None]):
         try:
             profile = self._form_profile()
         except ValueError as exc:
-            self.query_one("#probe-result", Static).update(Text(f"cannot test: {exc}"))
+            self._refuse("cannot test", exc)
             return
         self.query_one("#probe-result", Static).update(Text(f"testing {profile.name}…"))
         self._probe(profile)
