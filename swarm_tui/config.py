@@ -4,11 +4,18 @@ Read with `tomllib`, written with `tomli-w`. Location: `$SWARM_TUI_CONFIG`, else
 `$XDG_CONFIG_HOME/swarm-tui/config.toml` (default `~/.config/swarm-tui/config.toml`).
 Two profiles are built in: `sim` (the embedded simulator, the default) and `openai`
 (`OPENAI_BASE_URL` or api.openai.com, key in `OPENAI_API_KEY`, as the SDK does).
+
+The file is private whatever the umask: written 0600 (through a temp file in the same
+directory and `os.replace`, so a crash never leaves half a file), in a directory made 0700.
+A profile whose `api_key_env` holds a key rather than a name fails to load (exit 2, naming the
+file and field, never the value), so nothing prints a key a user once saved by mistake.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,14 +68,79 @@ class Config:
             raise InputError.single(self.path, "provider", f"no profile named {name!r} (known: {known})") from None
 
     def save_profile(self, profile: ProviderProfile) -> None:
-        """Add or replace one profile in the file, keeping everything else the user wrote."""
+        """Add or replace one profile in the file, keeping everything else the user wrote.
+
+        A profile with a problem (a key where an env var's name belongs, a URL with
+        credentials...) is refused before the file is touched.
+        """
+        problem = profile.problem()
+        if problem:
+            raise InputError.single(self.path, f"providers.{profile.name}.{problem[0]}", problem[1])
         doc = _read(self.path) if self.path.exists() else {}
         doc.setdefault("providers", {})[profile.name] = profile.to_toml()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".toml.tmp")
-        tmp.write_text(tomli_w.dumps(doc), encoding="utf-8")
-        tmp.replace(self.path)
+        write_private(self.path, tomli_w.dumps(doc))
         self.profiles[profile.name] = profile
+
+
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+OWN_DIR_NAME = "swarm-tui"
+"""The default config directory's name: an existing one is ours to make private."""
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically, the file 0600 and a directory it needed 0700.
+
+    The temp file is created 0600 (`O_EXCL`, so never someone else's file or symlink) in the
+    target's directory, so `os.replace` is atomic; it is removed if anything fails.
+    """
+    target = Path(os.path.realpath(path))  # a symlinked config (dotfiles) is written through
+    _private_dir(target.parent)
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(tmp, flags, FILE_MODE)
+    try:
+        try:
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, FILE_MODE)  # the umask may have taken bits away; never adds any
+            data = text.encode("utf-8")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # make the rename durable; not every filesystem allows it
+        dir_fd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def _private_dir(directory: Path) -> None:
+    """Create `directory` (and missing parents) 0700; make an existing `swarm-tui` dir 0700.
+
+    A directory the user pointed `$SWARM_TUI_CONFIG` into (their home, /tmp...) is left as it
+    is: the file itself is 0600 either way.
+    """
+    missing = []
+    probe = directory
+    while not probe.exists():
+        missing.append(probe)
+        probe = probe.parent
+    directory.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    for created in missing:
+        os.chmod(created, DIR_MODE)
+    if not missing and directory.name == OWN_DIR_NAME and hasattr(os, "getuid"):
+        info = directory.stat()
+        if info.st_uid == os.getuid() and info.st_mode & 0o077:
+            os.chmod(directory, DIR_MODE)
 
 
 def load_config(path: Path | None = None) -> Config:
