@@ -92,7 +92,7 @@ async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) ->
             painter.cancel()
             stream.write("\r\033[K")
         summary = session.summary if session.summary is not None else session.finalize()
-        _print_summary(summary, finished, session, stream)
+        print_summary(summary, finished, session, stream)
     finally:
         if painter:
             painter.cancel()
@@ -111,7 +111,8 @@ async def _paint(engine, stream: TextIO) -> None:
         await asyncio.sleep(REFRESH_S)
 
 
-def _print_summary(summary: dict, finished: RunFinished, session: SwarmSession, stream: TextIO) -> None:
+def print_summary(summary: dict, finished: RunFinished, session: SwarmSession, stream: TextIO) -> None:
+    """Where the run stands, after it ended (headless) or after the TUI closed: counts, figures, what next."""
     lat = summary["latency_ms"]
     req = summary["requests"]
     tok = summary["tokens"]

@@ -323,3 +323,35 @@ async def test_the_budget_is_one_ledger_across_sessions(tmp_path, sim):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert second.stop_reason.startswith("budget")
     assert spent_first <= summary["cost_usd"] <= 0.1, "the resume spent as if nothing had been spent before"
+
+
+# --------------------------------------------------------------------------- a stop right after dispatch
+
+
+async def test_an_abort_right_after_dispatch_leaves_no_agent_running(tmp_path, sim):
+    """Attempts cancelled before their first step never run their own cleanup: the engine must
+    still count them as stopped (the screen once showed 'running' cells for good)."""
+    from swarm_tui.engine.events import AttemptStarted
+    from swarm_tui.engine import TaskState
+
+    session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(20)], concurrency=10,
+                           adaptive=False)
+    engine = session.engine
+    started = []
+
+    def on_event(event) -> None:
+        if isinstance(event, AttemptStarted):
+            started.append(event.index)
+            if len(started) == 5:
+                engine.abort("test: abort while dispatching")
+
+    engine.subscribe(on_event)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.aborted and finished.cancelled >= 15
+    assert not [i for i, s in engine.states.items() if s is TaskState.RUNNING]
+    assert engine.admission.in_flight == 0 and engine.stats.in_flight == 0
+    rows = journal_rows(tmp_path / "run", "SELECT COUNT(*) FROM tasks WHERE state = 'cancelled'")
+    assert rows[0][0] == finished.cancelled

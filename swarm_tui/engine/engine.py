@@ -412,13 +412,29 @@ class SwarmEngine(ObservableEngine):
         self.states[index] = TaskState.RUNNING
         client = self._route()
         self._emit(AttemptStarted(index, number, client.name))
+        started_at = time.time()
         task = asyncio.create_task(self._attempt(index, number, client), name=f"attempt-{index}-{number}")
-        task.add_done_callback(self._attempt_done)
+        task.add_done_callback(lambda done: self._attempt_done(done, index, number, client.name, started_at))
         self._in_flight[index] = task
 
-    def _attempt_done(self, task: "asyncio.Task[None]") -> None:
-        """An attempt's coroutine handles its own outcome; anything it raised is a bug that must
-        stop the run loudly rather than leave a task in limbo (and paid answers unkept)."""
+    def _attempt_done(self, task: "asyncio.Task[None]", index: int, number: int, endpoint: str,
+                      started_at: float) -> None:
+        """An attempt's coroutine handles its own outcome and leaves `_in_flight` when it ends.
+
+        Two things it cannot handle: being cancelled before its first step (an abort right after
+        dispatch: the coroutine body never runs, so its cleanup is done here: no call went out),
+        and raising (a bug, which must stop the run loudly rather than leave a task in limbo)."""
+        if self._in_flight.get(index) is task:
+            del self._in_flight[index]
+            self._reserved_cost.pop(index, None)
+            self._reserved_tokens.pop(index, None)
+            self.admission.release()
+            self._wake.set()
+            attempt = Attempt(index, number, endpoint, started_at, 0.0, "cancelled")
+            self._journal_quietly(self.journal.record_cancelled, [index], [attempt])
+            self.states[index] = TaskState.CANCELLED
+            self._ready.append(index)
+            self._emit(TaskCancelled(index, attempt))
         if task.cancelled() or task.exception() is None:
             return
         exc = task.exception()

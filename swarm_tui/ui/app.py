@@ -16,6 +16,7 @@ once so the grid shows the change without waiting for the next tick.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections import Counter, deque
 from pathlib import Path
@@ -54,6 +55,7 @@ from ..session import SwarmSession
 from .commands import SwarmCommands
 from ..currency import USD, DisplayCurrency, display_currency
 from ..errors import InputError
+from ..headless import print_summary
 from .aggregate import AggregateScreen
 from .estimate import EstimateScreen
 from .detail import AgentDetailScreen
@@ -351,6 +353,12 @@ class SwarmApp(App[int]):
         self.phase_detail = ", ".join(parts)
         if self.source.attached or self._quitting:
             return
+        fatal = getattr(getattr(self.source, "engine", None), "fatal", None)
+        if fatal:  # the journal cannot be written: nothing more can be done from here
+            self.phase = "STOPPED"
+            self.notify(f"{fatal}. Fix it, then: swarm-tui resume {self.source.run_dir}", title="Run stopped",
+                        severity="error", timeout=60, markup=False)
+            return
         if finished.failed:
             hint = "r retries the failed agents"
         elif unfinished:
@@ -624,6 +632,8 @@ def run_tui(session: SwarmSession, theme: str | None = None) -> int:
         app = make_app(session, theme=theme)
         try:
             code = await app.run_async()
+            if session.summary is not None or session.engine.tasks:  # the screen is gone: say where things stand
+                print_summary(session.summary or session.finalize(), session.engine.outcome(), session, sys.stderr)
         finally:
             await session.aclose()
         return 1 if code is None else code
