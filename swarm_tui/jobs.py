@@ -13,10 +13,13 @@ line and field, and a job with any problem raises `InputError` (the CLI exits 2)
 
 from __future__ import annotations
 
+import difflib
 import json
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +85,8 @@ class Job:
     model: str | None = None
     """The model the job names (TOML); None when each body names its own (JSONL)."""
     options: dict[str, Any] = field(default_factory=dict)
-    """Other top-level tables of a TOML job, kept as written."""
+    """Kept for the run's metadata; always empty now that an unknown top-level key of a TOML job is
+    an error (a typo such as `modle` must not be ignored while the job is sent)."""
     template: TaskTemplate | None = None
     swarm: SwarmSpec | None = None
     """Plan → fan-out → aggregate and memory, for TOML jobs that ask for them."""
@@ -93,11 +97,42 @@ def load_job(path: str | Path, *, model_override: str | None = None) -> Job:
     path = Path(path)
     if not path.exists():
         raise InputError.single(path, "job", "file not found")
-    if path.suffix == ".jsonl":
+    if path.is_dir():
+        raise InputError.single(path, "job", "is a directory, not a job file")
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
         return load_batch_jsonl(path, model_override=model_override)
-    if path.suffix == ".toml":
+    if suffix == ".toml":
         return load_swarm_toml(path, model_override=model_override)
     raise InputError.single(path, "job", f"unknown job format {path.suffix!r}: use .jsonl (OpenAI Batch) or .toml (swarm job)")
+
+
+def read_job_text(path: Path) -> str:
+    """The file's text, or `InputError` naming the line of the first byte that is not UTF-8.
+
+    A leading byte-order mark is dropped (editors on Windows write one)."""
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise InputError.single(path, "job", "is a directory, not a job file") from None
+    except OSError as exc:
+        raise InputError.single(path, "job", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InputError.single(path, "encoding", f"not UTF-8 text: byte 0x{data[exc.start]:02x} at column {column} "
+                                                  f"({exc.reason}); save the file as UTF-8", line=line) from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as a JSONL reader and a person count them: split on "\\n" only (a "\\r" before it is
+    dropped). `str.splitlines` also splits on U+2028, U+0085 and form feeds, which are legal
+    inside JSON and TOML strings: it would break a valid line in two and shift every later number."""
+    lines = text.split("\n")
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 # --------------------------------------------------------------------------- Batch JSONL
@@ -112,20 +147,20 @@ def load_batch_jsonl(path: Path, *, model_override: str | None = None) -> Job:
     def problem(line: int, field_name: str, message: str) -> None:
         problems.append(Problem(src, line, field_name, message))
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError.single(path, "file", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    text = read_job_text(path)
 
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    for lineno, raw in enumerate(split_lines(text), start=1):
         if len(problems) >= MAX_PROBLEMS:
             break
         if not raw.strip():
             continue
         try:
-            request = json.loads(raw)
+            request = json.loads(raw, parse_constant=_reject_constant)
         except json.JSONDecodeError as exc:
             problem(lineno, "json", f"{exc.msg} (column {exc.colno})")
+            continue
+        except ValueError as exc:
+            problem(lineno, "json", str(exc))
             continue
         if not isinstance(request, dict):
             problem(lineno, "line", "expected a JSON object")
@@ -164,6 +199,10 @@ def load_batch_jsonl(path: Path, *, model_override: str | None = None) -> Job:
     return Job(name=path.stem, source=src, tasks=tasks, model=model_override)
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (write a number)")
+
+
 def _body_problems(body: dict[str, Any], *, model_required: bool) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     model = body.get("model")
@@ -175,31 +214,204 @@ def _body_problems(body: dict[str, Any], *, model_required: bool) -> list[tuple[
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         found.append(("messages", "missing or empty list"))
-        return found
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            found.append((f"messages[{i}]", "expected an object"))
-            continue
-        role = message.get("role")
-        if role not in VALID_ROLES:
-            found.append((f"messages[{i}].role", f"unknown role {role!r}"))
-        if "content" not in message and "tool_calls" not in message:
-            found.append((f"messages[{i}].content", "missing"))
-    for int_field in ("max_tokens", "max_completion_tokens", "n"):
-        value = body.get(int_field)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            found.append((int_field, f"must be a positive integer, not {value!r}"))
-    if body.get("stream"):
-        found.append(("stream", "set streaming with --stream, not in the body"))
+    else:
+        for i, message in enumerate(messages):
+            found.extend(_message_problems(f"messages[{i}]", message))
+    found.extend(_param_problems(body))
     return found
+
+
+def _message_problems(where: str, message: Any) -> list[tuple[str, str]]:
+    """What the chat-completions API would refuse in one message before any token is billed."""
+    if not isinstance(message, dict):
+        return [(where, "expected an object")]
+    found: list[tuple[str, str]] = []
+    role = message.get("role")
+    if role not in VALID_ROLES:
+        found.append((f"{where}.role", f"unknown role {_shown(role)}"))
+    tool_calls = message.get("tool_calls")
+    if tool_calls is not None and not isinstance(tool_calls, list):
+        found.append((f"{where}.tool_calls", f"must be a list, not {_shown(tool_calls)}"))
+    content = message.get("content")
+    if content is None:
+        if not (role == "assistant" and (tool_calls or message.get("function_call"))):
+            found.append((f"{where}.content", "missing" if "content" not in message else
+                          "may be null only in an assistant message with tool_calls"))
+    elif isinstance(content, list):
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                found.append((f"{where}.content[{j}]",
+                              f"must be a content part object with a string type, not {_shown(part)}"))
+            elif part["type"] == "text" and not isinstance(part.get("text"), str):
+                found.append((f"{where}.content[{j}].text", f"must be a string, not {_shown(part.get('text'))}"))
+    elif not isinstance(content, str):
+        found.append((f"{where}.content", f"must be a string or a list of content parts, not {_shown(content)}"))
+    name = message.get("name")
+    if name is not None and not isinstance(name, str):
+        found.append((f"{where}.name", f"must be a string, not {_shown(name)}"))
+    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+        found.append((f"{where}.tool_call_id", "a tool message needs the string id of the call it answers"))
+    return found
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return _is_int(value)
+
+
+def _int_at_least(low: int) -> tuple[Any, str]:
+    return (lambda v: _is_int(v) and v >= low), ("a positive integer" if low == 1 else f"an integer >= {low}")
+
+
+def _int_between(low: int, high: int) -> tuple[Any, str]:
+    return (lambda v: _is_int(v) and low <= v <= high), f"an integer from {low} to {high}"
+
+
+def _number_between(low: float, high: float) -> tuple[Any, str]:
+    return (lambda v: _is_number(v) and low <= v <= high), f"a number from {low:g} to {high:g}"
+
+
+def _of_type(kind: type | tuple[type, ...], what: str) -> tuple[Any, str]:
+    return (lambda v: isinstance(v, kind)), what
+
+
+PARAM_CHECKS: dict[str, tuple[Any, str]] = {
+    "max_tokens": _int_at_least(1),
+    "max_completion_tokens": _int_at_least(1),
+    "n": _int_at_least(1),
+    "temperature": _number_between(0, 2),
+    "top_p": _number_between(0, 1),
+    "presence_penalty": _number_between(-2, 2),
+    "frequency_penalty": _number_between(-2, 2),
+    "seed": (_is_int, "an integer"),
+    "stop": ((lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(s, str) for s in v))),
+             "a string or a list of strings"),
+    "logprobs": _of_type(bool, "true or false"),
+    "top_logprobs": _int_between(0, 20),
+    "logit_bias": ((lambda v: isinstance(v, dict) and all(_is_number(b) for b in v.values())),
+                   "an object of token ids to numbers"),
+    "response_format": ((lambda v: isinstance(v, dict) and isinstance(v.get("type"), str)),
+                        "an object with a string type (text, json_object or json_schema)"),
+    "reasoning_effort": _of_type(str, "a string"),
+    "user": _of_type(str, "a string"),
+    "service_tier": _of_type(str, "a string"),
+    "tools": ((lambda v: isinstance(v, list) and all(isinstance(t, dict) for t in v)), "a list of tool objects"),
+    "tool_choice": _of_type((str, dict), "a string or an object"),
+    "parallel_tool_calls": _of_type(bool, "true or false"),
+    "store": _of_type(bool, "true or false"),
+    "metadata": _of_type(dict, "an object"),
+    "extra_body": _of_type(dict, "an object"),
+}
+"""Request parameters whose type the chat-completions API checks before any token is billed:
+(is the value acceptable, what it must be). A null means the provider's default, as in the API."""
+
+
+def _param_problems(params: dict[str, Any]) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for key, value in params.items():
+        if key in ("stream", "stream_options"):
+            if key == "stream_options" or value is not False:
+                found.append((key, "set streaming with --stream, not in the job"))
+            continue
+        check = PARAM_CHECKS.get(key)
+        if check is not None and value is not None and not check[0](value):
+            found.append((key, f"must be {check[1]}, not {_shown(value)}"))
+    return found
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A value in a message: its repr, cut short (a problem line stays one readable line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _unknown(key: str, known: set[str] | frozenset[str], what: str = "key") -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    if close:
+        return f"unknown {what}, did you mean {close[0]!r}?"
+    return f"unknown {what} (known: {', '.join(sorted(known))})"
 
 
 # --------------------------------------------------------------------------- TOML swarm job
 
-REQUEST_KEYS = {
+REQUEST_KEYS = frozenset({
     "max_tokens", "max_completion_tokens", "temperature", "top_p", "presence_penalty",
     "frequency_penalty", "seed", "stop", "response_format", "reasoning_effort", "extra_body",
-}
+})
+TOP_LEVEL_KEYS = frozenset({"name", "model", "system", "context", "request", "tasks", "task", "goal", "plan",
+                            "workers", "aggregate", "memory"})
+TASKS_KEYS = frozenset({"count", "prompt", "id"})
+TASK_ENTRY_KEYS = frozenset({"id", "prompt"})
+CONTEXT_KEYS = frozenset({"text", "file"})
+
+_KEY_PART = r"""(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')"""
+_DOTTED_KEY = rf"{_KEY_PART}(?:\s*\.\s*{_KEY_PART})*"
+_HEADER = re.compile(rf"^\s*\[\[?\s*({_DOTTED_KEY})\s*\]\]?\s*(?:#.*)?$")
+_ASSIGNMENT = re.compile(rf"^\s*({_DOTTED_KEY})\s*=")
+_FIELD_PART = re.compile(r"([^.\[\]]+)(?:\[(\d+)\])?")
+
+
+def _normal_key(written: str) -> str:
+    """`"a" . b` -> `a.b`: a dotted key as the parsed document names it."""
+    return ".".join(part.strip().strip("\"'") for part in re.findall(_KEY_PART, written))
+
+
+class _LineIndex:
+    """Where each table header and `key =` of a TOML text stands, found in one pass.
+
+    A field is then located with a couple of dict lookups, so validating a job stays linear in
+    its size (rescanning the text per field made a 2,000-task job take seconds). Lines inside a
+    multi-line string are skipped: a `[x]` or `k = v` in a shared context is text, not TOML.
+    """
+
+    def __init__(self, lines: list[str]) -> None:
+        self.root: dict[str, int] = {}
+        self.tables: dict[str, list[tuple[int, dict[str, int]]]] = {}
+        keys = self.root
+        open_string: str | None = None
+        for lineno, line in enumerate(lines, start=1):
+            if open_string is not None:
+                if line.count(open_string) % 2:
+                    open_string = None
+                continue
+            header = _HEADER.match(line)
+            if header:
+                keys = {}
+                self.tables.setdefault(_normal_key(header.group(1)), []).append((lineno, keys))
+                continue
+            assignment = _ASSIGNMENT.match(line)
+            if assignment:
+                keys.setdefault(_normal_key(assignment.group(1)), lineno)
+                value = line[assignment.end():]
+                for quotes in ('"""', "'''"):
+                    if value.count(quotes) % 2:
+                        open_string = quotes
+                        break
+
+    def line_of(self, dotted: str) -> int | None:
+        """Line of a problem field such as `request.max_tokens`, `task[3].prompt` or `modle`: the
+        key's own line when written, else its table's header, else None."""
+        parts = _FIELD_PART.findall(dotted)
+        for cut in range(len(parts), 0, -1):
+            entries = self.tables.get(".".join(name for name, _ in parts[:cut]))
+            position = int(parts[cut - 1][1] or 0)
+            if entries and position < len(entries):
+                header_line, keys = entries[position]
+                return self._key_line(keys, [name for name, _ in parts[cut:]]) or header_line
+        return self._key_line(self.root, [name for name, _ in parts])
+
+    @staticmethod
+    def _key_line(keys: dict[str, int], names: list[str]) -> int | None:
+        for cut in range(len(names), 0, -1):
+            line = keys.get(".".join(names[:cut]))
+            if line is not None:
+                return line
+        return None
 
 
 class _TomlChecker:
@@ -207,27 +419,25 @@ class _TomlChecker:
 
     def __init__(self, path: Path, text: str) -> None:
         self.path = path
-        self.lines = text.splitlines()
+        self.text = text
         self.problems: list[Problem] = []
 
+    @cached_property
+    def index(self) -> _LineIndex:
+        """Built on the first problem only: a valid job never pays for locating fields."""
+        return _LineIndex(split_lines(self.text))
+
     def line_of(self, dotted: str) -> int | None:
-        """Best-effort line of a dotted key: the `[table]` header, then `key =` within it."""
-        *tables, key = dotted.split(".")
-        start = 0
-        if tables:
-            header = re.compile(r"^\s*\[\[?\s*" + re.escape(".".join(tables)) + r"\s*\]\]?\s*$")
-            for i, line in enumerate(self.lines):
-                if header.match(line):
-                    start = i
-                    break
-        assignment = re.compile(r"^\s*" + re.escape(key) + r"\s*=")
-        for i in range(start, len(self.lines)):
-            if assignment.match(self.lines[i]):
-                return i + 1
-        return start + 1 if tables else None
+        return self.index.line_of(dotted)
 
     def add(self, dotted: str, message: str, line: int | None = None) -> None:
         self.problems.append(Problem(str(self.path), line or self.line_of(dotted), dotted, message))
+
+    def unknown_keys(self, table: dict[str, Any], known: frozenset[str], prefix: str = "",
+                     what: str = "key") -> None:
+        for key in table:
+            if key not in known:
+                self.add(f"{prefix}{key}", _unknown(key, known, what))
 
     def string(self, table: dict[str, Any], key: str, dotted: str, *, required: bool = False) -> str | None:
         value = table.get(key)
@@ -242,7 +452,7 @@ class _TomlChecker:
 
 
 def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
-    text = path.read_text(encoding="utf-8")
+    text = read_job_text(path)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -252,6 +462,7 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
         raise InputError([Problem(str(path), line, "toml", message)]) from None
 
     check = _TomlChecker(path, text)
+    check.unknown_keys(doc, TOP_LEVEL_KEYS)
     name = check.string(doc, "name", "name") or path.stem
     model = model_override or check.string(doc, "model", "model")
     if not model:
@@ -273,20 +484,16 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
         _render(system, {"agent": 1, "index": 0, "total": 1}, check, "system")
     if prompts:
         total = len(prompts)
-        for index, (custom_id, prompt, where, line) in enumerate(prompts):
+        for index, (custom_id, prompt, where) in enumerate(prompts):
             values = {"agent": index + 1, "index": index, "total": total}
-            rendered_prompt = _render(prompt, values, check, where, line)
+            rendered_prompt = _render(prompt, values, check, where)
             if rendered_prompt is None or check.problems:
                 break
             tasks.append(Task(index, custom_id, template.body(rendered_prompt, agent=index + 1, total=total)))
 
     if check.problems:
         raise InputError(check.problems)
-    known = {"name", "model", "system", "context", "request", "tasks", "task", "goal", "plan", "workers",
-             "aggregate", "memory"}
-    options = {k: v for k, v in doc.items() if k not in known}
-    return Job(name=name, source=str(path), tasks=tasks, model=model, options=options, template=template,
-               swarm=swarm)
+    return Job(name=name, source=str(path), tasks=tasks, model=model, template=template, swarm=swarm)
 
 
 def _shared_context(doc: dict[str, Any], path: Path, check: _TomlChecker) -> str:
@@ -298,6 +505,7 @@ def _shared_context(doc: dict[str, Any], path: Path, check: _TomlChecker) -> str
     if not isinstance(context, dict):
         check.add("context", "must be a string or a table with `text` or `file`")
         return ""
+    check.unknown_keys(context, CONTEXT_KEYS, "context.")
     text = check.string(context, "text", "context.text")
     file_name = check.string(context, "file", "context.file")
     if text and file_name:
@@ -306,9 +514,11 @@ def _shared_context(doc: dict[str, Any], path: Path, check: _TomlChecker) -> str
         context_path = (path.parent / file_name).resolve()
         try:
             return context_path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            check.add("context.file", f"{context_path} is not UTF-8 text ({exc.reason} at byte {exc.start})")
         except OSError as exc:
-            check.add("context.file", f"cannot read {context_path}: {exc.strerror}")
-            return ""
+            check.add("context.file", f"cannot read {context_path}: {exc.strerror or exc}")
+        return ""
     return text or ""
 
 
@@ -317,29 +527,27 @@ def _request_params(doc: dict[str, Any], check: _TomlChecker) -> dict[str, Any]:
     if not isinstance(request, dict):
         check.add("request", "must be a table")
         return {}
-    for key, value in request.items():
-        if key not in REQUEST_KEYS:
-            check.add(f"request.{key}", f"unknown request parameter (known: {', '.join(sorted(REQUEST_KEYS))})")
-        elif key in ("max_tokens", "max_completion_tokens") and (not isinstance(value, int) or value < 1):
-            check.add(f"request.{key}", f"must be a positive integer, not {value!r}")
-        elif key == "extra_body" and not isinstance(value, dict):
-            check.add("request.extra_body", "must be a table")
+    check.unknown_keys(request, REQUEST_KEYS, "request.", "request parameter")
+    known = {key: value for key, value in request.items() if key in REQUEST_KEYS}
+    for field_name, message in _param_problems(known):
+        check.add(f"request.{field_name}", message)
     return dict(request)
 
 
-def _task_prompts(doc: dict[str, Any], check: _TomlChecker) -> list[tuple[str, str, str, int | None]]:
-    """(custom_id, prompt template, field, line) for each task, from `[tasks]` count + template or `[[task]]`."""
+def _task_prompts(doc: dict[str, Any], check: _TomlChecker) -> list[tuple[str, str, str]]:
+    """(custom_id, prompt template, field) for each task, from `[tasks]` count + template or `[[task]]`."""
     tasks_table = doc.get("tasks")
     task_list = doc.get("task")
     if tasks_table is None and task_list is None:
         check.add("tasks", "missing: add [tasks] with count and prompt, [[task]] entries, or a goal and [plan]",
                   line=1)
         return []
-    prompts: list[tuple[str, str, str, int | None]] = []
+    prompts: list[tuple[str, str, str]] = []
     if tasks_table is not None:
         if not isinstance(tasks_table, dict):
             check.add("tasks", "must be a table with count and prompt")
             return []
+        check.unknown_keys(tasks_table, TASKS_KEYS, "tasks.")
         count = tasks_table.get("count")
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             check.add("tasks.count", f"must be a positive integer, not {count!r}")
@@ -353,7 +561,7 @@ def _task_prompts(doc: dict[str, Any], check: _TomlChecker) -> list[tuple[str, s
             custom_id = _render(id_template, values, check, "tasks.id")
             if custom_id is None:
                 return []
-            prompts.append((custom_id, prompt, "tasks.prompt", check.line_of("tasks.prompt")))
+            prompts.append((custom_id, prompt, "tasks.prompt"))
     if task_list is not None:
         if not isinstance(task_list, list):
             check.add("task", "must be an array of tables ([[task]])")
@@ -364,31 +572,25 @@ def _task_prompts(doc: dict[str, Any], check: _TomlChecker) -> list[tuple[str, s
             if not isinstance(entry, dict):
                 check.add(where, "must be a table")
                 continue
+            check.unknown_keys(entry, TASK_ENTRY_KEYS, f"{where}.")
             prompt = check.string(entry, "prompt", f"{where}.prompt")
             if prompt is None:
-                check.add(f"{where}.prompt", "missing", line=_nth_array_table_line(check, "task", i))
+                if "prompt" not in entry:
+                    check.add(f"{where}.prompt", "missing", line=check.line_of(where))
                 continue
             custom_id = entry.get("id", f"task-{len(prompts) + 1}")
             if not isinstance(custom_id, str) or not custom_id or custom_id in seen:
-                check.add(f"{where}.id", f"missing, empty or duplicate: {custom_id!r}",
-                          line=_nth_array_table_line(check, "task", i))
+                check.add(f"{where}.id", f"missing, empty or duplicate: {custom_id!r}")
                 continue
             seen.add(custom_id)
-            prompts.append((custom_id, prompt, f"{where}.prompt", _nth_array_table_line(check, "task", i)))
+            prompts.append((custom_id, prompt, f"{where}.prompt"))
     return prompts
 
 
-def _nth_array_table_line(check: _TomlChecker, name: str, n: int) -> int | None:
-    header = re.compile(r"^\s*\[\[\s*" + re.escape(name) + r"\s*\]\]\s*$")
-    hits = [i + 1 for i, line in enumerate(check.lines) if header.match(line)]
-    return hits[n] if n < len(hits) else None
-
-
-def _render(template: str, values: dict[str, int], check: _TomlChecker, dotted: str,
-            line: int | None = None) -> str | None:
+def _render(template: str, values: dict[str, int], check: _TomlChecker, dotted: str) -> str | None:
     try:
         return template.format(**values)
     except (KeyError, IndexError, ValueError) as exc:
         check.add(dotted, f"bad template {template!r}: unknown or malformed placeholder {exc!s} "
-                          f"(known: {{agent}}, {{index}}, {{total}}; write {{{{ }}}} for braces)", line)
+                          f"(known: {{agent}}, {{index}}, {{total}}; write {{{{ }}}} for braces)")
         return None
