@@ -8,46 +8,155 @@ defaults; the defaults therefore live in one place, the dataclass.
 
 The required key can also come from ``$SWARM_TUI_SIM_REQUIRE_KEY``, which is how process
 mode passes it, so it never shows in the process list.
+
+Each flag's ``type`` checks its range, so a bad value is refused by argparse itself (usage
+line, exit 2, the flag named) before anything starts. The type functions (``share``,
+``non_negative_float``, ``positive_float``, ``non_negative_int``, ``positive_int``,
+``port_number``, ``token_range``, ``model_list``) are public: other CLIs that take simulator
+settings (``swarm-tui run --sim-*``) reuse them.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
-from typing import Any
+from typing import Any, Callable
 
 from .config import SimConfig
 
 __all__ = ["add_arguments", "config_from_args", "config_to_argv", "DEFAULT_PORT",
-           "REQUIRE_KEY_ENV"]
+           "REQUIRE_KEY_ENV", "share", "non_negative_float", "positive_float", "non_negative_int",
+           "positive_int", "port_number", "token_range", "model_list"]
 
 DEFAULT_PORT = 8790
 REQUIRE_KEY_ENV = "SWARM_TUI_SIM_REQUIRE_KEY"
 
+# -- argparse types: each parses one flag value or raises ArgumentTypeError saying why ---------
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {text!r}")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def share(text: str) -> float:
+    """A share of requests: a number from 0 to 1 (0.05 = 5%)."""
+    value = _number(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a share between 0 and 1 (0.05 = 5%), not {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0 (a duration, a sigma)."""
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0 (for rate limits 0 means unlimited)."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, not {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, not {text}")
+    return value
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 0 for any free one."""
+    value = _integer(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, not {text}")
+    return value
+
+
+def token_range(text: str) -> str:
+    """``MIN:MAX`` token counts with 1 <= MIN <= MAX (kept as text: ``SimConfig`` parses it)."""
+    parts = text.replace(",", ":").split(":")
+    try:
+        low, high = (int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be MIN:MAX token counts, e.g. 16:120, not {text!r}") from None
+    if not 1 <= low <= high:
+        raise argparse.ArgumentTypeError(f"must be MIN:MAX with 1 <= MIN <= MAX, not {text!r}")
+    return f"{low}:{high}"
+
+
+def model_list(text: str) -> str:
+    """Comma-separated model ids, at least one."""
+    if not any(m.strip() for m in text.split(",")):
+        raise argparse.ArgumentTypeError("must name at least one model id (A,B)")
+    return text
+
+
+class _FaultShare(argparse.Action):
+    """``--error-rate`` and ``--hang-rate``: each a share, and together at most 1 (a request is
+    either answered with a 5xx, hung, or served). Checked by whichever of the two comes last."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        error = getattr(namespace, "sim_error_rate", None)
+        hang = getattr(namespace, "sim_hang_rate", None)
+        if error is not None and hang is not None and error + hang > 1.0:
+            raise argparse.ArgumentError(self, f"--error-rate {error:g} and --hang-rate {hang:g} add up to "
+                                               f"{error + hang:g}; together they must not exceed 1")
+
+
 # (flag, SimConfig field, type, metavar, help)
-_FLAGS: list[tuple[str, str, Any, str, str]] = [
-    ("--latency-ms", "latency_ms", float, "MS",
+_FLAGS: list[tuple[str, str, Callable[[str], Any], str, str]] = [
+    ("--latency-ms", "latency_ms", non_negative_float, "MS",
      "median latency (time to first token), lognormal; 0 answers at once (default 40)"),
-    ("--latency-sigma", "latency_sigma", float, "S", "sigma of the lognormal latency (default 0.5)"),
-    ("--rpm", "rpm", int, "N", "requests per minute before 429s (default: unlimited; 0 = unlimited)"),
-    ("--tpm", "tpm", int, "N",
+    ("--latency-sigma", "latency_sigma", non_negative_float, "S", "sigma of the lognormal latency (default 0.5)"),
+    ("--rpm", "rpm", non_negative_int, "N", "requests per minute before 429s (default: unlimited; 0 = unlimited)"),
+    ("--tpm", "tpm", non_negative_int, "N",
      "tokens per minute (prompt + max_tokens) before 429s (default: unlimited; 0 = unlimited)"),
-    ("--burst-s", "burst_s", float, "S", "seconds of traffic a rate-limit bucket holds (default 1)"),
-    ("--error-rate", "error_rate", float, "P", "share of requests answered 500/502/503 (default 0)"),
-    ("--hang-rate", "hang_rate", float, "P", "share of requests that never answer (default 0)"),
-    ("--hang-s", "hang_s", float, "S", "how long a hung request hangs before a 504 (default 600)"),
-    ("--stream-stall-rate", "stream_stall_rate", float, "P",
+    ("--burst-s", "burst_s", positive_float, "S", "seconds of traffic a rate-limit bucket holds (default 1)"),
+    ("--error-rate", "error_rate", share, "P", "share of requests answered 500/502/503 (default 0)"),
+    ("--hang-rate", "hang_rate", share, "P", "share of requests that never answer (default 0)"),
+    ("--hang-s", "hang_s", non_negative_float, "S", "how long a hung request hangs before a 504 (default 600)"),
+    ("--stream-stall-rate", "stream_stall_rate", share, "P",
      "share of streams that stall after a few chunks (default 0)"),
     ("--seed", "seed", int, "N", "seed of every random decision (default 0)"),
-    ("--context-window", "context_window", int, "N",
+    ("--context-window", "context_window", positive_int, "N",
      "prompt + max_tokens above this answer 400 context_length_exceeded (default 131072)"),
-    ("--cache-min-tokens", "cache_min_tokens", int, "N",
+    ("--cache-min-tokens", "cache_min_tokens", non_negative_int, "N",
      "shortest repeated prefix reported as cached_tokens (default 128)"),
-    ("--output-tokens", "output_tokens", str, "MIN:MAX", "answer length range in tokens (default 16:120)"),
-    ("--chunk-delay-ms", "chunk_delay_ms", float, "MS", "delay between streamed chunks (default 0)"),
+    ("--output-tokens", "output_tokens", token_range, "MIN:MAX", "answer length range in tokens (default 16:120)"),
+    ("--chunk-delay-ms", "chunk_delay_ms", non_negative_float, "MS", "delay between streamed chunks (default 0)"),
     ("--require-key", "require_key", str, "KEY",
      f"answer 401 unless 'Authorization: Bearer KEY' (or set ${REQUIRE_KEY_ENV})"),
-    ("--models", "models", str, "A,B", "model ids listed by /v1/models (default sim-1)"),
+    ("--models", "models", model_list, "A,B", "model ids listed by /v1/models (default sim-1)"),
 ]
 
 
@@ -56,11 +165,12 @@ def add_arguments(parser: argparse.ArgumentParser, *, host_port: bool = True) ->
     if host_port:
         parser.add_argument("--host", default="127.0.0.1",
                             help="address to listen on (default 127.0.0.1)")
-        parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+        parser.add_argument("--port", type=port_number, default=DEFAULT_PORT,
                             help=f"port to listen on, 0 for any free one (default {DEFAULT_PORT})")
     for flag, dest, typ, metavar, help_ in _FLAGS:
+        action = _FaultShare if dest in ("error_rate", "hang_rate") else "store"
         parser.add_argument(flag, dest=f"sim_{dest}", type=typ, default=None, metavar=metavar,
-                            help=help_)
+                            help=help_, action=action)
     parser.add_argument("--down", dest="sim_down", action="store_true", default=None,
                         help="answer every chat request 503 (an endpoint that is down)")
     parser.add_argument("--quiet", dest="sim_quiet", action="store_true", default=False,

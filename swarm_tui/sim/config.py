@@ -18,6 +18,7 @@ as OpenAI does.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -69,31 +70,43 @@ class SimConfig:
     # -- validation -------------------------------------------------------------------
 
     def validate(self) -> None:
-        """Raise ValueError naming the field when a value is out of range."""
+        """Raise ValueError naming the field when a value has the wrong type or is out of range.
+
+        Every field is checked, types included (a ``"0.5"`` string or a ``True`` is not a
+        number here, NaN and infinity are not durations): a config reaches the simulator only
+        through this method, whether built in Python, from flags or from a JSON patch."""
         for name in ("error_rate", "hang_rate", "stream_stall_rate"):
-            v = getattr(self, name)
+            v = _number(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {v!r}")
         if self.error_rate + self.hang_rate > 1.0:
-            raise ValueError("error_rate + hang_rate must not exceed 1")
+            raise ValueError(f"error_rate + hang_rate must not exceed 1, got {self.error_rate!r} + {self.hang_rate!r}")
         for name in ("latency_ms", "latency_sigma", "hang_s", "chunk_delay_ms"):
-            if getattr(self, name) < 0:
+            if _number(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        if self.burst_s <= 0:
+        if _number(self, "burst_s") <= 0:
             raise ValueError(f"burst_s must be > 0, got {self.burst_s!r}")
         for name in ("rpm", "tpm"):
             v = getattr(self, name)
-            if v is not None and v <= 0:
+            if v is not None and (not _is_int(v) or v <= 0):
                 raise ValueError(f"{name} must be a positive integer or None, got {v!r}")
-        if self.context_window < 1:
-            raise ValueError(f"context_window must be >= 1, got {self.context_window!r}")
-        if self.cache_min_tokens < 0:
-            raise ValueError(f"cache_min_tokens must be >= 0, got {self.cache_min_tokens!r}")
-        lo, hi = self.output_tokens
-        if not 1 <= lo <= hi:
-            raise ValueError(f"output_tokens must be (min, max) with 1 <= min <= max, got {self.output_tokens!r}")
-        if not self.models:
-            raise ValueError("models must name at least one model")
+        if not _is_int(self.seed):
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        if not _is_int(self.context_window) or self.context_window < 1:
+            raise ValueError(f"context_window must be an integer >= 1, got {self.context_window!r}")
+        if not _is_int(self.cache_min_tokens) or self.cache_min_tokens < 0:
+            raise ValueError(f"cache_min_tokens must be an integer >= 0, got {self.cache_min_tokens!r}")
+        bounds = self.output_tokens
+        if (not isinstance(bounds, tuple) or len(bounds) != 2 or not all(_is_int(b) for b in bounds)
+                or not 1 <= bounds[0] <= bounds[1]):
+            raise ValueError(f"output_tokens must be (min, max) with 1 <= min <= max, got {bounds!r}")
+        if self.require_key is not None and not isinstance(self.require_key, str):
+            raise ValueError("require_key must be a string or None")
+        if not isinstance(self.down, bool):
+            raise ValueError(f"down must be true or false, got {self.down!r}")
+        if (not isinstance(self.models, tuple) or not self.models
+                or not all(isinstance(m, str) and m for m in self.models)):
+            raise ValueError(f"models must be a tuple naming at least one model, got {self.models!r}")
 
     # -- conversions ------------------------------------------------------------------
 
@@ -120,6 +133,18 @@ class SimConfig:
         for key, raw in patch.items():
             values[key] = _coerce(key, raw)
         return SimConfig(**values)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(config: SimConfig, name: str) -> float:
+    """The field's value when it is a finite int or float, else ValueError naming the field."""
+    value = getattr(config, name)
+    if not (_is_int(value) or (isinstance(value, float) and math.isfinite(value))):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return value
 
 
 _FLOATS = {"latency_ms", "latency_sigma", "burst_s", "error_rate", "hang_rate", "hang_s",
@@ -164,6 +189,6 @@ def _coerce(key: str, raw: Any) -> Any:
             if isinstance(raw, str):
                 return tuple(m.strip() for m in raw.split(",") if m.strip())
             return tuple(str(m) for m in raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"bad value for {key}: {raw!r}") from None
     return raw  # pragma: no cover - every field is handled above
