@@ -47,6 +47,7 @@ def test_resume_of_a_schema_1_journal_finishes_the_run_exactly_once(tmp_path):
 
     result = run_cli("resume", str(run_dir), "--headless")
 
+    assert "Traceback" not in result.stderr, result.stderr
     # the failed task is finished work: a plain resume leaves it failed, so the run ends with a failure
     assert result.returncode == 1, result.stderr
     states_after, attempts_after = journal_view(run_dir / "journal.sqlite")

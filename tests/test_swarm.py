@@ -217,7 +217,7 @@ async def test_a_request_past_the_context_length_is_retried_once_without_its_mem
     tasks = [Task(0, "with-memory", with_memory), Task(1, "too-long-anyway", {
         "model": "sim-1", "max_tokens": 100, "messages": [{"role": "user", "content": "x " * 3000}]}),
         Task(2, "fits", no_memory)]
-    journal = Journal.create(tmp_path / "run", tasks, {})
+    journal = Journal.create(tmp_path / "run", tasks, {"job": {"name": "context"}, "plan": {}})  # a whole run
     client = ProviderClient(ProviderProfile("custom", base_url=sim.base_url), sim.base_url)
     engine = SwarmEngine(tasks, client, journal, EngineSettings(), trimmer=drop_memory)
     try:
