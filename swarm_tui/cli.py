@@ -211,7 +211,10 @@ def _sim_config(args: argparse.Namespace, profile: ProviderProfile, stored=None)
         return None
     from .session import DEMO_SIM
 
-    return replace(stored or DEMO_SIM, **overrides)
+    try:
+        return replace(stored or DEMO_SIM, **overrides)
+    except ValueError as exc:  # e.g. --sim-hang-rate 0.99 on top of the demo's 2% errors
+        raise InputError.single("--sim-*", "simulator", str(exc)) from None
 
 
 def _check_budget(plan: RunPlan, model: str | None, config: Config) -> None:

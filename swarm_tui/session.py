@@ -365,5 +365,5 @@ def plan_to_meta(plan: RunPlan) -> dict[str, Any]:
 def plan_from_meta(meta: dict[str, Any]) -> RunPlan:
     profile_data = dict(meta["profile"])
     profile = ProviderProfile(name=profile_data.pop("name"), **profile_data)
-    sim = SimConfig(**meta["sim"]) if meta.get("sim") else None
+    sim = SimConfig().patched(meta["sim"]) if meta.get("sim") else None  # JSON gave lists for its tuples
     return RunPlan(profile, EngineSettings(**meta["settings"]), sim, meta.get("prices") or {})

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 
 import pytest
 
@@ -301,17 +300,16 @@ def test_toml_fields_are_located_from_one_index(tmp_path, monkeypatch):
     assert f"{path}:{2 + 2 + 300 * 3 + 3}: task[300].modle: unknown key" in text
 
 
-def test_large_toml_job_loads_in_linear_time(tmp_path):
-    """4,000 [[task]] entries took ~14 s when each entry rescanned the file; now well under a second."""
+def test_a_large_toml_job_loads_and_names_the_right_line(tmp_path):
+    """4,000 [[task]] entries (~14 s when each entry rescanned the file). Linear time is guarded by
+    the index-built-once test above, not by a clock here; the benchmarks measure it."""
     path = tmp_path / "big.toml"
     for broken in (False, True):
         _big_toml(path, 4000, broken=broken)
-        started = time.perf_counter()
         if broken:
             assert f"{path}:{2 + 2 + 4000 * 3 + 3}: task[4000].promt:" in problems_of(path)
         else:
             assert len(load_job(path).tasks) == 4000
-        assert time.perf_counter() - started < 4.0
 
 
 # --------------------------------------------------------------------------- simulator settings

@@ -152,8 +152,10 @@ def test_cli_flags_round_trip():
     ns = parser.parse_args(["--rpm", "0", "--error-rate", "0.2"])
     got = config_from_args(ns)
     assert got.rpm is None and got.error_rate == 0.2 and got.latency_ms == 40.0
+    with pytest.raises(SystemExit):  # argparse refuses it, naming the flag
+        parser.parse_args(["--error-rate", "2"])
     with pytest.raises(ValueError, match="error_rate"):
-        config_from_args(parser.parse_args(["--error-rate", "2"]))
+        config_from_args(parser.parse_args(["--error-rate", "0.5"]), SimConfig(hang_rate=0.6))
 
 
 # -- over HTTP ------------------------------------------------------------------------------
