@@ -58,8 +58,8 @@ def test_configured_limits_win_over_headers():
 def test_aimd_grows_when_clean_and_busy_and_halves_once_per_window():
     clock = FakeClock()
     aimd = AdaptiveConcurrency(ceiling=20, clock=clock)
-    assert aimd.limit == 4  # slow start: +1 per clean busy completion up to the ceiling
-    assert [aimd.on_success(busy=True) for _ in range(16)][-1] == 20
+    assert aimd.limit == 5  # a quarter of the ceiling; slow start: +1 per clean busy completion
+    assert [aimd.on_success(busy=True) for _ in range(15)][-1] == 20
     assert aimd.on_congestion() == 14
     assert aimd.on_congestion() is None  # same window: one decrease
     clock.now += 1.0
@@ -145,3 +145,50 @@ async def test_fail_on_error_stops_dispatch(tmp_path, sim):
         await session.aclose()
     assert "fail-on-error" in finished.stop_reason
     assert finished.succeeded + finished.failed < 40
+
+
+def test_slow_start_reaches_the_ceiling_within_two_round_trips():
+    aimd = AdaptiveConcurrency(ceiling=50, clock=FakeClock())
+    for _ in range(2):  # a round trip: every slot in flight completes once
+        for _ in range(aimd.limit):
+            aimd.on_success(busy=True)
+    assert aimd.limit == 50
+
+
+def test_faults_that_are_not_congestion_leave_the_limit_alone():
+    """The demo's 500s and 502s, and 503s at a noise rate, must not strangle the swarm."""
+    clock = FakeClock()
+    aimd = AdaptiveConcurrency(ceiling=50, clock=clock)
+    for i in range(200):
+        clock.now += 0.01
+        if i % 10 == 0:
+            aimd.on_other_failure()  # 10% plain 5xx
+        elif i % 50 == 1:
+            assert aimd.on_overload() is None  # 2% "overloaded": noise
+        else:
+            aimd.on_success(busy=True)
+    assert aimd.limit == 50 and aimd.slow_start
+
+
+def test_sustained_overload_backs_off_but_not_below_the_articles_floor():
+    clock = FakeClock()
+    aimd = AdaptiveConcurrency(ceiling=50, clock=clock)
+    for _ in range(40):
+        aimd.on_success(busy=True)
+    limits = []
+    for _ in range(200):
+        clock.now += 1.0  # a new window each time
+        limits.append(aimd.on_overload())
+    assert not aimd.slow_start
+    assert min(x for x in limits if x is not None) == 20  # 40% of 50, as the article's 50 -> 20
+    assert aimd.limit == 20
+
+
+def test_a_rate_limit_backs_off_at_once_down_to_a_tenth():
+    clock = FakeClock()
+    aimd = AdaptiveConcurrency(ceiling=50, clock=clock)
+    assert aimd.on_congestion() == 9  # 13 x 0.7
+    for _ in range(20):
+        clock.now += 1.0
+        aimd.on_congestion()
+    assert aimd.limit == 5

@@ -157,7 +157,7 @@ class SwarmWorker:
 
     def _watch_congestion(self, event: EngineEvent, admission: LeasedAdmission) -> None:
         if isinstance(event, (TaskRetrying, TaskFailed)) and event.attempt.error is not None \
-                and event.attempt.error.is_congestion:
+                and event.attempt.error.is_rate_limited:
             admission.congestion_seen += 1
             self.limiter.note_congestion.remote()
 

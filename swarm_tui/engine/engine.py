@@ -613,12 +613,7 @@ class SwarmEngine(ObservableEngine):
         if error.is_rate_limit:
             self._last_rate_limited = time.monotonic()
         if self.adaptive is not None:
-            if self._is_congestion(error):
-                shrunk = self.adaptive.on_congestion()
-                if shrunk is not None:
-                    self._adapt(shrunk, f"{error.kind}{f' {error.status}' if error.status else ''}: decrease")
-            elif error.status and error.status >= 500:
-                self.adaptive.on_server_error()
+            self._adapt_to_failure(error)
         round_attempts = self._round_attempts.get(index, 1)
         trimmed = self._trim_once(index, error)
         fails_over = (self.fallback is not None and endpoint == self.client.name and error.kind in ACCOUNT_ERRORS
@@ -681,14 +676,25 @@ class SwarmEngine(ObservableEngine):
         if finished >= min(FAIL_RATE_MIN_SAMPLE, len(self.tasks)) and failed / finished > limit:
             self.stop_dispatch(f"final-failure rate {failed / finished:.1%} passed --fail-on-error {limit:.1%}")
 
-    def _is_congestion(self, error: CallError) -> bool:
-        """429s and 503s are. A timeout is only when answers have been slowing down overall: a lone
-        hung call among fast answers says nothing about load, and shrinking the limit for it would
-        leave the slots to the hung calls."""
-        if error.kind is ErrorClass.TIMEOUT:
-            p50 = self.stats.percentile(0.5)
-            return p50 is None or p50 / 1000 > CONGESTED_LATENCY_SHARE * self.settings.timeout_s
-        return error.is_congestion
+    def _adapt_to_failure(self, error: CallError) -> None:
+        """A rate limit backs the limit off; overload does when sustained; other failures (a 500,
+        a 502, a lone hung call among fast answers) leave it alone: they say nothing about load."""
+        assert self.adaptive is not None
+        if error.is_rate_limited:
+            shrunk = self.adaptive.on_congestion()
+        elif error.is_overload or (error.kind is ErrorClass.TIMEOUT and self._latency_congested()):
+            shrunk = self.adaptive.on_overload()
+        else:
+            self.adaptive.on_other_failure()
+            return
+        if shrunk is not None:
+            self._adapt(shrunk, f"{error.kind}{f' {error.status}' if error.status else ''}: decrease")
+
+    def _latency_congested(self) -> bool:
+        """A timeout is congestion only when answers have been slowing down overall: shrinking the
+        limit for a lone hung call would leave the slots to the hung calls."""
+        p50 = self.stats.percentile(0.5)
+        return p50 is None or p50 / 1000 > CONGESTED_LATENCY_SHARE * self.settings.timeout_s
 
     @property
     def spent_usd(self) -> float:
@@ -742,9 +748,9 @@ class SwarmEngine(ObservableEngine):
         return _prompt_estimate(body) + _answer_ceiling(body)
 
     def _requeue(self, index: int) -> None:
-        """A backoff has ended: the task goes ahead of tasks never tried (its wait was its turn)."""
+        """A backoff has ended: the task goes ahead of tasks never tried (its wait was its turn),
+        and stays `retrying` until it is in flight again."""
         self._retry_timers.pop(index, None)
-        self.states[index] = TaskState.QUEUED
         self._ready.appendleft(index)
         self._wake.set()
 

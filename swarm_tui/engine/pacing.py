@@ -7,18 +7,28 @@ Three mechanisms, each answering a different signal:
   reserves the prompt estimate + `max_tokens` at dispatch and gives back what `usage` shows
   was not used. Pacing at the known rate is what avoids 429s in the first place.
 * `AdaptiveConcurrency` — AIMD on the in-flight limit, for what headers do not say. It starts
-  small and slow-starts (+1 per clean busy completion, doubling per round trip) so the first
-  burst does not outrun limits nobody has told us yet; after the first congestion it grows +1
-  per window of clean, busy completions; ×`decrease` at most once per window on 429 / 503 /
-  timeouts; other 5xx only pause growth. Bounded by a floor and the configured ceiling.
+  at a quarter of the ceiling and slow-starts (+1 per clean busy completion: the limit doubles
+  per round trip, so the ceiling is reached within two) until the first real congestion signal;
+  then it grows +1 per window of clean, busy completions. What counts as congestion, as TCP
+  and the source article see it:
+    - a rate limit (429, or any answer with Retry-After): ×`decrease` at most once per window,
+      down to a tenth of the ceiling (an unknown limit is probed this way);
+    - overload (503 saying "overloaded", 529, timeouts while answers slow down overall) when it
+      is sustained (over `OVERLOAD_SHARE` of the recent attempts): ×`decrease` at most once
+      per window, never below 40% of the ceiling (the article's 50 -> 20);
+    - nothing else: a 500 or 502 is a fault of the server, not of our sending rate. It is
+      retried and counted by the circuit breaker, and leaves the limit alone.
+  Bounded by the floor and the configured ceiling.
 * The Retry-After gate lives in `AdmissionController`: one per provider, closed by any 429
   that says how long to wait.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -203,13 +213,19 @@ def _int(value: str | None) -> int | None:
 class AdaptiveConcurrency:
     """AIMD on the in-flight limit (see module docstring)."""
 
-    INITIAL = 4
+    MIN_INITIAL = 4
+    OVERLOAD_SHARE = 0.05
+    """Overload answers among the recent attempts above which they are congestion, not noise."""
+    OVERLOAD_WINDOW = 100
+    OVERLOAD_MIN_SAMPLE = 20
+    OVERLOAD_FLOOR_SHARE = 0.4
+    """Overload never takes the limit below this share of the ceiling (the article: 50 -> 20)."""
 
     def __init__(self, ceiling: int, *, floor: int | None = None, decrease: float = 0.7, min_window_s: float = 0.5,
                  clock: Clock = time.monotonic) -> None:
         self.ceiling = ceiling
         self.floor = min(floor if floor is not None else self.default_floor(ceiling), ceiling)
-        self.limit = min(ceiling, self.INITIAL)
+        self.limit = self.initial(ceiling)
         self.slow_start = True
         self.decrease = decrease
         self.min_window_s = min_window_s
@@ -217,13 +233,23 @@ class AdaptiveConcurrency:
         self._window_s = min_window_s
         self._last_decrease = -1e9
         self._clean_busy = 0
-        self._growth_paused_until = 0.0
+        self._recent_overload: deque[bool] = deque(maxlen=self.OVERLOAD_WINDOW)
+
+    @classmethod
+    def initial(cls, ceiling: int) -> int:
+        """A quarter of the ceiling: doubling per round trip, the ceiling is reached in two."""
+        return min(ceiling, max(cls.MIN_INITIAL, -(-ceiling // 4)))
 
     @staticmethod
     def default_floor(ceiling: int) -> int:
-        """A tenth of the ceiling: a burst of 503s should slow the swarm, not reduce it to one call
-        at a time (the article's own rule only goes from 50 to 20)."""
+        """A tenth of the ceiling: a storm of 429s should slow the swarm, not reduce it to one
+        call at a time."""
         return max(1, ceiling // 10)
+
+    @property
+    def overload_share(self) -> float:
+        recent = self._recent_overload
+        return sum(recent) / len(recent) if recent else 0.0
 
     def observe_latency(self, latency_s: float) -> None:
         """A window is about one round trip: no second decrease for the same congestion."""
@@ -231,7 +257,8 @@ class AdaptiveConcurrency:
 
     def on_success(self, busy: bool) -> int | None:
         """A clean completion; returns the new limit when it grew."""
-        if not busy or self.limit >= self.ceiling or self._clock() < self._growth_paused_until:
+        self._recent_overload.append(False)
+        if not busy or self.limit >= self.ceiling:
             return None
         if self.slow_start:
             self.limit += 1
@@ -244,24 +271,34 @@ class AdaptiveConcurrency:
         return self.limit
 
     def on_congestion(self) -> int | None:
-        """429 / 503 / timeout; returns the new limit when it shrank (at most once per window)."""
+        """A rate limit (429, Retry-After); returns the new limit when it shrank (at most once per window)."""
+        self._recent_overload.append(False)
+        return self._decrease(self.floor)
+
+    def on_overload(self) -> int | None:
+        """503 "overloaded" / 529 / a timeout on a congested latency curve: congestion only when
+        sustained; returns the new limit when it shrank."""
+        self._recent_overload.append(True)
+        if len(self._recent_overload) < self.OVERLOAD_MIN_SAMPLE or self.overload_share <= self.OVERLOAD_SHARE:
+            return None
+        return self._decrease(max(self.floor, math.ceil(self.ceiling * self.OVERLOAD_FLOOR_SHARE)))
+
+    def on_other_failure(self) -> None:
+        """A failure that says nothing about load (500, 502, a refused request): no change."""
+        self._recent_overload.append(False)
+
+    def _decrease(self, floor: int) -> int | None:
         now = self._clock()
         self.slow_start = False
         self._clean_busy = 0
-        self._growth_paused_until = now + self._window_s
         if now - self._last_decrease < self._window_s:
             return None
         self._last_decrease = now
-        new = max(self.floor, int(self.limit * self.decrease))
+        new = max(min(floor, self.limit), int(self.limit * self.decrease))
         if new == self.limit:
             return None
         self.limit = new
         return new
-
-    def on_server_error(self) -> None:
-        """Other 5xx: not congestion we caused, but no time to push harder either."""
-        self._clean_busy = 0
-        self._growth_paused_until = self._clock() + self._window_s
 
     def set_ceiling(self, ceiling: int) -> None:
         """The user moved the limit (`+`/`-`): that is the new ceiling and the new limit."""

@@ -52,6 +52,8 @@ NEVER_RETRIED = frozenset({
 })
 """Classes no `x-should-retry: true` turns into a retry."""
 
+OVERLOAD_WORDS = ("overload", "over capacity", "at capacity", "too busy", "server is busy")
+
 QUOTA_CODES = frozenset({"insufficient_quota", "exceeded_current_quota_error", "billing_hard_limit_reached"})
 CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
 
@@ -84,9 +86,23 @@ class CallError:
         return self.kind is ErrorClass.RATE_LIMIT
 
     @property
+    def is_rate_limited(self) -> bool:
+        """The provider says we send too much: a 429 rate limit, or any answer with Retry-After."""
+        return self.kind is ErrorClass.RATE_LIMIT or (self.retry_after_s is not None and self.kind in RETRYABLE)
+
+    @property
+    def is_overload(self) -> bool:
+        """The server says it is overloaded: 529, or a 503 in those words (a plain 503 or a 500 may
+        be any fault, and is not a reason to send less)."""
+        if self.status == 529:
+            return True
+        return self.status == 503 and any(word in self.message.lower() for word in OVERLOAD_WORDS)
+
+    @property
     def is_congestion(self) -> bool:
-        """A sign of sending too much: 429, 503 and timeouts shrink the concurrency limit."""
-        return self.kind in (ErrorClass.RATE_LIMIT, ErrorClass.TIMEOUT) or self.status == 503
+        """A sign of sending too much: a rate limit, overload, or a timeout (the engine decides
+        whether a timeout is congestion from the latency curve)."""
+        return self.is_rate_limited or self.is_overload or self.kind is ErrorClass.TIMEOUT
 
 
 def classify(exc: BaseException, *, secrets: tuple[str, ...] = ()) -> CallError:

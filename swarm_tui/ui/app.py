@@ -280,6 +280,7 @@ class SwarmApp(App[int]):
         self._events.clear()
         changed: set[int] = set()
         failures: list[Failure] = []
+        restarted: set[int] = set()
         grid = self.grid
         phase_before = (self.phase, self.phase_detail)
         for event in events:
@@ -290,7 +291,8 @@ class SwarmApp(App[int]):
                     self._spark_bucket.append(attempt.latency_ms)
                 case TaskRetrying(attempt=attempt, delay_s=delay):
                     changed.add(attempt.index)
-                    failures.append(Failure.retrying(attempt, delay))
+                    failures.append(Failure.retrying(attempt, delay, self._clock()))
+                    restarted.discard(attempt.index)  # only a start after this retry row is its retry
                 case TaskFailed(attempt=attempt):
                     changed.add(attempt.index)
                     failures.append(Failure.final(attempt))
@@ -300,7 +302,10 @@ class SwarmApp(App[int]):
                     self.phase_detail = f"now sending to {endpoint}: {reason}"
                     self.notify(f"New attempts go to {endpoint}: {reason}", title="Endpoint switched",
                                 severity="warning", timeout=8, markup=False)
-                case AttemptStarted(index=index) | TaskQueued(index=index) | TaskCancelled(index=index):
+                case AttemptStarted(index=index):
+                    changed.add(index)
+                    restarted.add(index)
+                case TaskQueued(index=index) | TaskCancelled(index=index):
                     changed.add(index)
                 case RunStarted():
                     self.phase, self.phase_detail = "RUNNING", ""
@@ -332,6 +337,8 @@ class SwarmApp(App[int]):
                 if isinstance(screen, AgentDetailScreen) and screen.index in changed:
                     screen.agent_changed()
             self.error_log.add_failures(failures)
+            for index in restarted:
+                self.error_log.agent_started(index)
             self._tick_second()
             now = self._clock()
             if now - self._panels_at >= PANELS_EVERY_S or (self.phase, self.phase_detail) != phase_before:
@@ -377,6 +384,7 @@ class SwarmApp(App[int]):
         if not self._tick_due():
             return
         self._last_second = self._clock()
+        self.error_log.tick(self._last_second)
         if self._spark_bucket:
             self._spark.append(max(self._spark_bucket))
             self._spark_bucket = []

@@ -3,7 +3,9 @@
 A `DataTable` rather than a `Log`/`RichLog`: each failure is a record with fields (time,
 agent, class, status, what happens next, message) that line up in columns at any width, and
 the rows must be selectable, since Enter on a row retries that agent. Rows are appended and
-never updated (`update_cell` would repaint the whole table), and the table keeps at most
+not rewritten, but for the "next" cell of a retry still to come: it counts down once a second
+and says "retried" when the agent is in flight again, so the log agrees with the grid (there
+are only as many such rows as agents waiting out a backoff). The table keeps at most
 `MAX_ROWS`: past that, it is rebuilt from its newest rows in one go (`remove_row` is linear).
 
 Provider text is untrusted: every cell is a `rich.text.Text`, never markup, so an error
@@ -37,11 +39,15 @@ class Failure:
     attempt: Attempt
     next_step: str
     gave_up: bool = False
+    retry_due: float | None = None
+    """When the retry is due (the app's clock), for the countdown; None when not a pending retry."""
 
     @classmethod
-    def retrying(cls, attempt: Attempt, delay_s: float) -> "Failure":
+    def retrying(cls, attempt: Attempt, delay_s: float, now: float | None = None) -> "Failure":
         """NaN delay: a retry is coming but its delay is unknown (an attached view)."""
-        return cls(attempt, "retrying" if math.isnan(delay_s) else f"retry in {delay_s:.1f}s")
+        if math.isnan(delay_s):
+            return cls(attempt, "retrying")
+        return cls(attempt, retry_countdown(delay_s), retry_due=None if now is None else now + delay_s)
 
     @classmethod
     def final(cls, attempt: Attempt) -> "Failure":
@@ -72,6 +78,10 @@ class Failure:
         )
 
 
+def retry_countdown(remaining_s: float) -> str:
+    return f"retry in {remaining_s:.1f}s" if remaining_s > 0 else "retry: next slot"
+
+
 class ErrorLog(DataTable):
     """Failed attempts; Enter (or a click on a selected row) asks to retry that agent."""
 
@@ -93,6 +103,8 @@ class ErrorLog(DataTable):
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True, show_row_labels=False)
         self._entries: deque[Failure] = deque()
         self._agent_of: dict[object, int] = {}
+        self._pending: dict[str, tuple[int, float]] = {}
+        """Rows whose retry is still to come: key -> (agent index, due time)."""
         self._next_key = 0
         self.failures_seen = 0
 
@@ -101,7 +113,7 @@ class ErrorLog(DataTable):
 
     def _add_columns(self) -> None:
         for label, width in COLUMNS:
-            self.add_column(label, width=width)
+            self.add_column(label, width=width, key=label)
         self.add_column("message", width=self._message_width)
 
     @property
@@ -118,6 +130,7 @@ class ErrorLog(DataTable):
             entries = list(self._entries)
             self._entries.clear()
             self._agent_of.clear()
+            self._pending.clear()
             self.clear(columns=True)
             self._add_columns()
             self._append(entries, follow=True)
@@ -131,9 +144,29 @@ class ErrorLog(DataTable):
             keep = (list(self._entries) + failures)[-MAX_ROWS:]
             self._entries.clear()
             self._agent_of.clear()
+            self._pending.clear()
             self.clear()
             failures = keep
         self._append(failures, follow)
+
+    def tick(self, now: float) -> None:
+        """Once a second: the countdowns of the retries still to come."""
+        for key, (_, due) in self._pending.items():
+            self._set_next(key, retry_countdown(due - now))
+
+    def agent_started(self, index: int) -> None:
+        """An agent is in flight again: its pending retry rows say so (and stop counting)."""
+        if not self._pending:
+            return
+        for key in [k for k, (i, _) in self._pending.items() if i == index]:
+            del self._pending[key]
+            self._set_next(key, "retried")
+
+    def _set_next(self, key: str, text: str) -> None:
+        try:
+            self.update_cell(key, "next", Text(text))
+        except Exception:  # the row was pruned meanwhile
+            self._pending.pop(key, None)
 
     def _append(self, failures: list[Failure], follow: bool) -> None:
         width = self._message_width
@@ -142,6 +175,8 @@ class ErrorLog(DataTable):
             self._next_key += 1
             self._entries.append(failure)
             self._agent_of[key] = failure.index
+            if failure.retry_due is not None:
+                self._pending[key] = (failure.index, failure.retry_due)
             self.add_row(*failure.cells(width), key=key)
         if follow and self.row_count:
             self.move_cursor(row=self.row_count - 1, animate=False, scroll=True)

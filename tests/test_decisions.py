@@ -1,0 +1,77 @@
+"""Decisions a user can trust: retries start when they say, ahead of tasks never tried."""
+
+from __future__ import annotations
+
+from swarm_tui.engine import TaskState
+from swarm_tui.engine.events import AttemptStarted, TaskFailed, TaskRetrying
+
+from .helpers import attempts_of, open_session
+
+
+async def test_a_task_whose_backoff_ended_goes_ahead_of_untried_tasks(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=100.0, latency_sigma=0.0)
+    prompts = ["first [[sim:500x1]]"] + [f"untried {i}" for i in range(1, 30)]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=1, adaptive=False)
+    order: list[int] = []
+    states_while_waiting: list[TaskState] = []
+    session.engine.subscribe(lambda e: order.append(e.index) if isinstance(e, AttemptStarted) else None)
+    session.engine.subscribe(lambda e: states_while_waiting.append(session.engine.states[0])
+                             if isinstance(e, AttemptStarted) and e.index != 0 else None)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 30
+    [failed, retried] = attempts_of(tmp_path / "run", 0)
+    due = failed["started_at"] + failed["latency_ms"] / 1000 + failed["retry_in_s"]
+    later = order.index(0, 1)  # the retry's place in the dispatch order
+    started_while_due = [a for a in order[1:later] if attempts_of(tmp_path / "run", a)[0]["started_at"] > due]
+    assert len(started_while_due) <= 1, f"untried tasks went first although the retry was due: {started_while_due}"
+    assert later < 29, "the retry waited behind the whole queue"
+    waiting = states_while_waiting[:later - 1]
+    assert waiting and all(s is TaskState.RETRYING for s in waiting), "a task waiting to retry shows as retrying"
+
+
+async def test_retry_failed_mid_run_dispatches_before_the_untried_queue(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=50.0, latency_sigma=0.0)
+    prompts = ["bad [[sim:400x1]]"] + [f"untried {i}" for i in range(1, 40)]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=1, adaptive=False)
+    engine = session.engine
+    order: list[int] = []
+
+    def on_event(event) -> None:
+        if isinstance(event, AttemptStarted):
+            order.append(event.index)
+        elif isinstance(event, TaskFailed) and event.attempt.index == 0:
+            assert engine.retry_failed([0]) == [0]  # the user pressed r at once
+
+    engine.subscribe(on_event)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 40
+    assert order.index(0, 1) <= 2, f"r put the agent at the back of the queue: {order[:10]}"
+
+
+async def test_retrying_count_matches_the_tasks_waiting_out_a_backoff(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=20.0, latency_sigma=0.0)
+    prompts = [f"flaky {i} [[sim:503x1]]" for i in range(5)] + [f"fine {i}" for i in range(20)]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=5, adaptive=False)
+    engine = session.engine
+    mismatches: list[tuple] = []
+
+    def on_event(event) -> None:
+        if isinstance(event, (TaskRetrying, AttemptStarted)):
+            waiting = set(engine._retry_timers) | {i for i in engine._ready if engine.states[i] is TaskState.RETRYING}
+            retrying = {i for i, s in engine.states.items() if s is TaskState.RETRYING}
+            if waiting != retrying:
+                mismatches.append((type(event).__name__, sorted(waiting), sorted(retrying)))
+
+    engine.subscribe(on_event)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 25
+    assert not mismatches, mismatches[:3]
