@@ -432,6 +432,10 @@ class AttachedRun:
         return self.follower.ceiling or self.limit
 
     @property
+    def straggler_s(self) -> float | None:
+        return None  # the engine's tail figures are not journaled until the run ends (summary.json)
+
+    @property
     def in_flight_known(self) -> bool:
         return self.follower.in_flight is not None
 

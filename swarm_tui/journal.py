@@ -290,6 +290,10 @@ class Journal:
         return {k: (v or 0) if k not in ("cost_usd", "first_started", "last_ended") else v
                 for k, v in zip(keys, row)}
 
+    def abandoned_attempts(self) -> int:
+        """Attempts the engine abandoned past the straggler deadline (and sent again), all sessions."""
+        return self._db.execute("SELECT COUNT(*) FROM attempts WHERE error_code = 'straggler'").fetchone()[0]
+
     def spent_usd(self) -> float:
         """What every attempt journaled so far cost (all sessions): the budget's starting point."""
         return self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM attempts").fetchone()[0]

@@ -248,13 +248,18 @@ class SwarmSession:
         returned and `output_error` says why: the journal keeps everything, and a resume (or
         the next finalize) writes them."""
         try:
-            summary = write_outputs(self.run_dir, self.journal, self.model, self.plan.profile.name, self.simulated)
+            summary = write_outputs(self.run_dir, self.journal, self.model, self.plan.profile.name, self.simulated,
+                                    deadlines=self._deadlines())
             self.output_error = None
             return summary
         except OSError as exc:
             self.output_error = describe_write_failure(exc, Path(exc.filename or self.run_dir))
             return summarize(self.journal, model=self.model, provider=self.plan.profile.name,
-                             simulated=self.simulated)
+                             simulated=self.simulated, deadlines=self._deadlines())
+
+    def _deadlines(self) -> dict[str, Any] | None:
+        tail = getattr(self.engine, "tail", None)  # a distributed engine's deadlines live on its shards
+        return tail.describe() if tail is not None else None
 
     async def aclose(self) -> None:
         engine_close = getattr(self.engine, "aclose", None)  # a distributed engine's actors
@@ -274,7 +279,7 @@ class SwarmSession:
 
 
 def write_outputs(run_dir: Path, journal: Journal, model: str | None, provider: str,
-                  simulated: bool) -> dict[str, Any]:
+                  simulated: bool, deadlines: dict[str, Any] | None = None) -> dict[str, Any]:
     with _atomic(run_dir / "results.jsonl") as results, _atomic(run_dir / "errors.jsonl") as errors:
         for custom_id, ok, request_id, response, error in journal.iter_results():
             line = {
@@ -285,14 +290,16 @@ def write_outputs(run_dir: Path, journal: Journal, model: str | None, provider: 
                 "error": None if ok else {"code": error.get("code"), "message": error.get("message")},
             }
             (results if ok else errors).write(json.dumps(line, ensure_ascii=False) + "\n")
-    summary = summarize(journal, model=model, provider=provider, simulated=simulated)
+    summary = summarize(journal, model=model, provider=provider, simulated=simulated, deadlines=deadlines)
     with _atomic(run_dir / "summary.json") as fh:
         json.dump(summary, fh, indent=2, ensure_ascii=False)
         fh.write("\n")
     return summary
 
 
-def summarize(journal: Journal, *, model: str | None, provider: str, simulated: bool) -> dict[str, Any]:
+def summarize(journal: Journal, *, model: str | None, provider: str, simulated: bool,
+              deadlines: dict[str, Any] | None = None) -> dict[str, Any]:
+    """summary.json; `deadlines`: the engine's tail deadlines as it ended (the rule and its figures)."""
     counts = journal.counts()
     totals = journal.attempt_totals()
     latencies = journal.success_latencies()
@@ -319,6 +326,7 @@ def summarize(journal: Journal, *, model: str | None, provider: str, simulated: 
         "model": model,
         "simulated": simulated,
         "failovers": [{"at": at, **(data or {})} for _, at, kind, data in journal.events() if kind == "failover"],
+        "deadlines": {**(deadlines or {}), "abandoned": journal.abandoned_attempts()},
     }
     summary.update(summary_cost_fields(journal, model=model, provider=provider, cost_usd=summary["cost_usd"],
                                        makespan_s=makespan, finished=succeeded + failed,

@@ -33,6 +33,7 @@ from ..providers.client import CallResult, ProviderClient, StreamDeadlines
 from ..providers.errors import CallError, ErrorClass
 from ..providers.usage import Usage
 from .admission import AdmissionController
+from .deadlines import RECHECK_S, STRAGGLER_FACTOR, TailDeadlines
 from .failover import ACCOUNT_ERRORS, CircuitBreaker
 from .observable import Listener, ObservableEngine
 from .pacing import AdaptiveConcurrency, RateLimits
@@ -86,10 +87,11 @@ CONGESTED_LATENCY_SHARE = 0.25
 FAIL_RATE_MIN_SAMPLE = 20
 """Finished tasks needed before --fail-on-error judges the rate (all of them in a smaller job)."""
 
-HEDGE_MIN_SAMPLES = 20
-HEDGE_MIN_DELAY_S = 0.2
 HEDGE_MAX_SHARE = 0.05
 HEDGE_QUIET_AFTER_429_S = 5.0
+
+STRAGGLER_CODE = "straggler"
+"""The code of a timeout the engine called itself: an attempt abandoned past the straggler deadline."""
 
 DEFAULT_MAX_TOKENS = 1024
 """What a request without max_tokens is assumed to reserve against TPM."""
@@ -195,6 +197,7 @@ class SwarmEngine(ObservableEngine):
         self._spent_before_usd = 0.0
         self._stats_cost_at_start = 0.0
         self._deadlines = StreamDeadlines(settings.first_token_timeout_s, settings.idle_timeout_s)
+        self.tail = TailDeadlines(settings.timeout_s, hedge_factor=settings.hedge_factor if settings.hedge else None)
         on_write_failure = getattr(journal, "on_write_failure", None)
         if on_write_failure is not None:
             on_write_failure(self._journal_failed)
@@ -442,20 +445,23 @@ class SwarmEngine(ObservableEngine):
         self.fail_run(f"internal error in {task.get_name()}: {type(exc).__name__}: {exc}")
 
     async def _attempt(self, index: int, number: int, client: ProviderClient) -> None:
-        """Run one task's attempt to its outcome; with hedging, race a backup against a slow one."""
+        """Run one task's attempt to its outcome. A call past the tail deadlines (`deadlines.py`)
+        gets a backup (`--hedge`, when the hedge budget allows) or is abandoned and sent again."""
         calls = [self._start_call(index, number, client)]
-        hedge_after = self._hedge_delay_s()
+        hedged = False
         try:
             while True:
                 running = [c.task for c in calls if not c.task.done()]
-                wait_s = None
-                if hedge_after is not None and len(calls) == 1:
-                    wait_s = max(0.0, calls[0].t0 + hedge_after - time.monotonic())
+                wait_s = self._tail_check_s(calls[0], hedged)
                 done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
-                if not done:  # the primary is slow: a backup, if the budget for them allows
-                    hedge_after = None
-                    if self._may_hedge():
+                if not done:
+                    action = self._tail_action(calls, hedged)
+                    if action == "hedge":
+                        hedged = True
                         calls.append(self._start_call(index, self._next_number(index), self._route(), hedge=True))
+                    elif action is not None:
+                        self._abandon(index, calls, action)
+                        return
                     continue
                 # a success wins over a failure that ended in the same instant
                 finished = next((c for c in calls if c.task in done and c.task.exception() is None),
@@ -507,9 +513,15 @@ class SwarmEngine(ObservableEngine):
             self.rate_limits.take(self._token_estimate(index))
             self._emit(AttemptStarted(index, number, client.name, hedge=True))
 
+        deadlines = self._deadlines
+        if self.settings.stream:
+            first_token_s = self.tail.first_token_s()
+            if first_token_s is not None and (deadlines.first_token_s is None or first_token_s < deadlines.first_token_s):
+                deadlines = StreamDeadlines(first_token_s, deadlines.idle_s)
+
         async def call() -> CallResult:
             async with asyncio.timeout(self.settings.timeout_s):
-                return await client.complete(body, stream=self.settings.stream, deadlines=self._deadlines)
+                return await client.complete(body, stream=self.settings.stream, deadlines=deadlines)
 
         return _Call(index, number, client, time.time(), time.monotonic(),
                      asyncio.create_task(call(), name=f"call-{index}-{number}"))
@@ -518,14 +530,46 @@ class SwarmEngine(ObservableEngine):
         self._attempt_numbers[index] = self._attempt_numbers.get(index, 0) + 1
         return self._attempt_numbers[index]
 
-    def _hedge_delay_s(self) -> float | None:
-        """When to send a backup: running p95 x k, once enough answers have been seen."""
-        if not self.settings.hedge or len(self.stats.latencies_ms) < HEDGE_MIN_SAMPLES:
+    def _tail_check_s(self, first: "_Call", hedged: bool) -> float | None:
+        """How long an attempt waits before it looks at its tail deadlines again."""
+        if self.settings.stream:  # a streamed call's deadlines are its first token and idle gaps
             return None
-        return max(HEDGE_MIN_DELAY_S, (self.stats.percentile(0.95) or 0) / 1000 * self.settings.hedge_factor)
+        elapsed = time.monotonic() - first.t0
+        due = [d for d in (self.tail.straggler_s(), None if hedged else self.tail.hedge_s()) if d is not None]
+        if not due:
+            return RECHECK_S  # no figures yet: a call that hangs now is judged once answers arrive
+        return max(0.0, min(min(due) - elapsed, RECHECK_S * 2))
+
+    def _tail_action(self, calls: list["_Call"], hedged: bool) -> str | None:
+        """'hedge', an abandon reason, or None (nothing due yet)."""
+        elapsed = time.monotonic() - calls[-1].t0  # the newest call: a backup gets its own time
+        hedge_s = None if hedged else self.tail.hedge_s()
+        if hedge_s is not None and time.monotonic() - calls[0].t0 >= hedge_s:
+            if self._may_hedge():
+                return "hedge"
+            return (f"no answer after {hedge_s:.1f}s (--hedge: {self.settings.hedge_factor:g} x p95); no backup "
+                    f"while the provider pushes back or the hedge budget is spent: abandoned and sent again")
+        straggler_s = self.tail.straggler_s()
+        if straggler_s is not None and elapsed >= straggler_s:
+            return (f"straggler: no answer after {elapsed:.1f}s, past the straggler deadline {straggler_s:.1f}s "
+                    f"({STRAGGLER_FACTOR:g} x p99 of recent answers); abandoned and sent again")
+        return None
+
+    def _abandon(self, index: int, calls: list["_Call"], reason: str) -> None:
+        """Cancel a straggling attempt's calls; it fails as a timeout (not congestion) and is sent again at once."""
+        self.tail.abandoned += 1
+        error = CallError(ErrorClass.TIMEOUT, reason, code=STRAGGLER_CODE)
+        main = calls[0]
+        for call in calls:
+            call.task.cancel()
+            if call is not main:
+                self._end_side_attempt(call, "hedge_failed", error)
+        self._observe_endpoint(main.client, error)
+        self._on_failure(index, main.number, main.started_at, main.latency_ms(), error, endpoint=main.client.name)
 
     def _may_hedge(self) -> bool:
-        """Backups stay under 5% of requests and are never sent while the provider is pushing back."""
+        """Backups stay under 5% of requests and are never sent while the provider is pushing back
+        (the straggler is then abandoned and sent again instead: one request either way)."""
         if self._hedges_sent + 1 > HEDGE_MAX_SHARE * max(self.stats.sent, 1):
             return False
         if self.admission.gate_remaining_s > 0 or self._stop_reason is not None:
@@ -561,6 +605,7 @@ class SwarmEngine(ObservableEngine):
             return
         self.rate_limits.settle(self._reserved_tokens.pop(index, 0), result.usage.total)
         self._learn(result.rate_headers)
+        self.tail.observe(latency_ms / 1000, None if result.ttft_ms is None else result.ttft_ms / 1000)
         if self.adaptive is not None:
             self.adaptive.observe_latency(latency_ms / 1000)
             busy = self.admission.in_flight >= self.admission.limit or bool(self._ready)  # work is waiting
@@ -630,7 +675,8 @@ class SwarmEngine(ObservableEngine):
             self._emit(TaskFailed(attempt))
             self._check_failure_rate()
             return
-        delay = 0.0 if fails_over or trimmed else self.retry_policy.delay_s(error, round_attempts)
+        straggler = error.code == STRAGGLER_CODE  # it has waited long enough already
+        delay = 0.0 if fails_over or trimmed or straggler else self.retry_policy.delay_s(error, round_attempts)
         attempt = dataclasses.replace(attempt, retry_in_s=round(delay, 3))
         if error.is_rate_limit and error.retry_after_s and self.admission.close_gate(error.retry_after_s):
             self.last_retry_after_asked_s = error.retry_after_asked_s
@@ -682,7 +728,8 @@ class SwarmEngine(ObservableEngine):
         assert self.adaptive is not None
         if error.is_rate_limited:
             shrunk = self.adaptive.on_congestion()
-        elif error.is_overload or (error.kind is ErrorClass.TIMEOUT and self._latency_congested()):
+        elif error.is_overload or (error.kind is ErrorClass.TIMEOUT and error.code != STRAGGLER_CODE
+                                   and self._latency_congested()):
             shrunk = self.adaptive.on_overload()
         else:
             self.adaptive.on_other_failure()

@@ -196,6 +196,9 @@ class RunPanel(TextPanel):
                              ("  timeouts ", stats.timeouts)):
             text.append(label, dim)
             text.append(f"{value}", bad if value else "")
+        straggler_s = source.straggler_s
+        if straggler_s is not None:  # the straggler deadline (README: the three deadlines)
+            text.append(f" · cut {straggler_s:.1f}s", dim)
         text.append("\n")
         index = grid.cursor_index
         if index is not None:

@@ -47,6 +47,8 @@ class RunSource(Protocol):
     @property
     def ceiling(self) -> int: ...
     @property
+    def straggler_s(self) -> float | None: ...
+    @property
     def in_flight_known(self) -> bool: ...
 
     def subscribe(self, listener: Callable[[EngineEvent], None]) -> None: ...
@@ -115,6 +117,12 @@ class LiveRun:
         """The user's limit; the adaptive controller works under it."""
         adaptive = getattr(self.engine, "adaptive", None)
         return adaptive.ceiling if adaptive is not None else self.limit
+
+    @property
+    def straggler_s(self) -> float | None:
+        """The straggler deadline now (None until enough answers; a Ray run keeps it on its shards)."""
+        tail = getattr(self.engine, "tail", None)
+        return tail.straggler_s() if tail is not None else None
 
     def subscribe(self, listener: Callable[[EngineEvent], None]) -> None:
         self.engine.subscribe(listener)

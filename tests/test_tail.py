@@ -1,0 +1,93 @@
+"""No tail: a hung call never holds a run for the whole timeout, with or without --hedge."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from swarm_tui.engine.deadlines import MIN_SAMPLES, STRAGGLER_FLOOR_S, TailDeadlines
+from swarm_tui.engine.events import ConcurrencyChanged
+
+from .helpers import attempts_of, open_session
+
+
+@pytest.mark.parametrize(("latencies", "timeout", "straggler"), [
+    ([0.2] * (MIN_SAMPLES - 1), 60.0, None),          # too few answers to judge yet
+    ([0.2] * MIN_SAMPLES, 60.0, STRAGGLER_FLOOR_S),   # 3 x 0.2 s is under the floor
+    ([0.5] * 19 + [0.9], 60.0, 2.7),                  # 3 x p99
+    ([20.0] * 50, 60.0, None),                        # genuinely slow: 3 x p99 passes the hard timeout
+    ([5.0] * 10 + [0.1] * 400, 60.0, STRAGGLER_FLOOR_S),  # only the last 200 answers count
+])
+def test_the_straggler_deadline_follows_the_recent_answers(latencies, timeout, straggler):
+    tail = TailDeadlines(timeout)
+    for latency in latencies:
+        tail.observe(latency)
+    assert tail.straggler_s() == (pytest.approx(straggler) if straggler else None)
+
+
+async def test_calls_that_hang_before_any_answer_are_abandoned_once_answers_arrive(tmp_path, sim_factory):
+    """The case seen on a foreign server: two calls hung in the run's first second, before any
+    latency statistics existed, and held the run for the whole timeout."""
+    sim = sim_factory(latency_ms=100.0, latency_sigma=0.2)
+    prompts = ["hangs [[sim:hangx1]]", "hangs too [[sim:hangx1]]"] + [f"fine {i}" for i in range(80)]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=10, timeout_s=60.0)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 82
+    for index in (0, 1):
+        first, second = attempts_of(tmp_path / "run", index)
+        assert (first["error_class"], first["error_code"]) == ("timeout", "straggler"), first
+        assert first["latency_ms"] < 10_000, "held for (nearly) the whole timeout"
+        assert second["outcome"] == "ok"
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["deadlines"]["abandoned"] == 2
+    assert summary["deadlines"]["straggler_s"] is not None and summary["requests"]["timeouts"] == 2
+
+
+async def test_an_abandoned_straggler_is_not_congestion(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=50.0, latency_sigma=0.2)
+    prompts = [f"task {i}" for i in range(40)] + [f"hangs {i} [[sim:hangx1]]" for i in range(3)]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=8, timeout_s=60.0)
+    shrunk = []
+    session.engine.subscribe(lambda e: shrunk.append(e.reason) if isinstance(e, ConcurrencyChanged)
+                             and "decrease" in e.reason else None)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 43
+    assert session.engine.tail.abandoned == 3 and not shrunk, shrunk
+
+
+async def test_genuinely_slow_answers_are_never_abandoned_early(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=1500.0, latency_sigma=0.15)
+    session = open_session(tmp_path, sim.base_url, [f"slow {i}" for i in range(60)], concurrency=30,
+                           adaptive=False, timeout_s=60.0)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 60
+    assert session.engine.tail.abandoned == 0
+    assert session.engine.stats.sent == 60, "an answer that was only slow was sent twice"
+
+
+async def test_with_hedge_a_straggler_is_abandoned_when_no_backup_may_be_sent(tmp_path, sim_factory):
+    """--hedge under pushback: one request either way, never the whole timeout."""
+    sim = sim_factory(latency_ms=100.0, latency_sigma=0.2)
+    prompts = [f"fine {i}" for i in range(40)] + ["hangs [[sim:hangx1]]"]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=5, adaptive=False, hedge=True,
+                           timeout_s=60.0)
+    engine = session.engine
+    engine._last_rate_limited = float("inf")  # the provider is pushing back for the whole run: no backups
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 41
+    first, second = attempts_of(tmp_path / "run", 40)
+    assert first["error_code"] == "straggler" and "no backup" in first["error_message"]
+    assert second["outcome"] == "ok" and engine._hedges_sent == 0
