@@ -112,10 +112,8 @@ CASES: dict[str, Case] = {
                            ErrorClass.SERVER, True, headers={"retry-after": "3"}, retry_after_s=3.0),
 }
 
-KNOWN_GAPS = {
-    "llama-cpp-context-size": "llama.cpp's exceed_context_size_error says 'context size', which classify() does "
-                              "not read as a context-length error yet (it falls to bad_request)",
-}
+KNOWN_GAPS: dict[str, str] = {}
+"""Cases classify() is known to get wrong (strict xfail: fixing one makes the test say so)."""
 
 
 @pytest.fixture

@@ -155,7 +155,8 @@ def _classify_status(exc: openai.APIStatusError, secrets: tuple[str, ...]) -> Ca
     elif status == 429:
         kind = ErrorClass.TOO_LARGE if "request too large" in lowered else ErrorClass.RATE_LIMIT
     elif status == 400 and (code in CONTEXT_CODES or "context length" in lowered or "context_length" in lowered
-                            or "maximum context" in lowered):
+                            or "maximum context" in lowered or "context size" in lowered
+                            or etype == "exceed_context_size_error"):  # llama.cpp's words
         kind = ErrorClass.CONTEXT_LENGTH
     elif status == 413:
         kind = ErrorClass.TOO_LARGE
