@@ -58,8 +58,8 @@ def test_configured_limits_win_over_headers():
 def test_aimd_grows_when_clean_and_busy_and_halves_once_per_window():
     clock = FakeClock()
     aimd = AdaptiveConcurrency(ceiling=20, clock=clock)
-    assert aimd.limit == 5  # a quarter of the ceiling; slow start: +1 per clean busy completion
-    assert [aimd.on_success(busy=True) for _ in range(15)][-1] == 20
+    assert aimd.limit == 10  # half the ceiling; slow start: +1 per clean busy completion
+    assert [aimd.on_success(busy=True) for _ in range(10)][-1] == 20
     assert aimd.on_congestion() == 14
     assert aimd.on_congestion() is None  # same window: one decrease
     clock.now += 1.0
@@ -73,8 +73,9 @@ def test_aimd_grows_when_clean_and_busy_and_halves_once_per_window():
 
 
 async def test_engine_learns_the_rpm_from_headers_and_avoids_429s(tmp_path, sim_factory):
-    sim = sim_factory(latency_ms=20, rpm=1200, burst_s=1.0)
-    session = open_session(tmp_path, sim.base_url, [f"paced {i}" for i in range(60)], concurrency=50)
+    sim = sim_factory(latency_ms=20, rpm=1200, burst_s=1.0)  # a burst of 20 requests
+    # the first burst (half the ceiling, 15) fits the provider's; from the first answer on, its headers pace
+    session = open_session(tmp_path, sim.base_url, [f"paced {i}" for i in range(60)], concurrency=30)
     learned = []
     session.engine.subscribe(lambda e: isinstance(e, RateLimitsLearned) and learned.append(e.rpm))
     try:
@@ -187,8 +188,36 @@ def test_sustained_overload_backs_off_but_not_below_the_articles_floor():
 def test_a_rate_limit_backs_off_at_once_down_to_a_tenth():
     clock = FakeClock()
     aimd = AdaptiveConcurrency(ceiling=50, clock=clock)
-    assert aimd.on_congestion() == 9  # 13 x 0.7
+    assert aimd.on_congestion() == 17  # 25 x 0.7
     for _ in range(20):
         clock.now += 1.0
         aimd.on_congestion()
     assert aimd.limit == 5
+
+
+def test_a_provider_that_states_no_limit_gets_an_estimated_rpm_probed_like_tcp():
+    clock = FakeClock()
+    limits = RateLimits(clock=clock)
+    for _ in range(40):  # 40 sent and answered in the last second, then a 429
+        limits.take(0)
+        limits.note_answer()
+        clock.now += 0.025
+    learned = limits.on_rate_limited(sent_at=clock.now)
+    assert learned is not None and learned.estimated and limits.estimated
+    assert 39 * 60 <= limits.rpm <= 40 * 60  # what got through in the last second
+    assert limits.wait_s(0) > 0, "no burst right after a 429: the provider's bucket is empty"
+    assert limits.on_rate_limited(sent_at=clock.now - 0.5) is None  # sent before the cut: same congestion
+    clock.now += 1.1
+    grown = limits.note_answer()  # a clean second: half the gap to where the 429 came (40/s sent)
+    assert grown is not None and limits.rpm > 40 * 60 * 0.99
+    clock.now += 0.2
+    cut = limits.on_rate_limited(sent_at=clock.now)
+    assert cut is not None and cut.rpm < grown.rpm
+    stated = limits.learn({"x-ratelimit-limit-requests": "3000"})
+    assert stated is not None and stated.rpm == 3000 and not limits.estimated
+    assert limits.on_rate_limited(sent_at=clock.now + 5) is None, "a stated limit is not estimated over"
+
+
+def test_a_configured_rpm_is_never_estimated_over():
+    limits = RateLimits(rpm=600, clock=FakeClock())
+    assert limits.on_rate_limited() is None and limits.rpm == 600

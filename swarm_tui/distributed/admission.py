@@ -34,6 +34,8 @@ class SharedRateLimits(RateLimits):
     limits are reported at once through `on_learned`.
     """
 
+    estimates = False  # the limiter paces a distributed swarm
+
     def __init__(self, rpm: int | None = None, tpm: int | None = None,
                  on_learned: Callable[[int | None, int | None], None] | None = None) -> None:
         super().__init__(rpm, tpm)
@@ -50,8 +52,8 @@ class SharedRateLimits(RateLimits):
         if self.tokens is not None and reserved > used:
             self.pending_settle += reserved - used
 
-    def learn(self, headers: Mapping[str, str]) -> LearnedLimits | None:
-        learned = super().learn(headers)
+    def learn(self, headers: Mapping[str, str], *, sent_since: int = 0, age_s: float = 0.0) -> LearnedLimits | None:
+        learned = super().learn(headers, sent_since=sent_since, age_s=age_s)
         if learned is not None and self.on_learned is not None:
             self.on_learned(learned.rpm, learned.tpm)
         return learned

@@ -173,6 +173,7 @@ class SwarmEngine(ObservableEngine):
         self._trimmed: set[int] = set()
         self._reasked: set[int] = set()
         self._hedges_sent = 0
+        self._sends = 0
         self._last_rate_limited = -1e9
         self.stats = RunStats()
         self.states: dict[int, TaskState] = {i: TaskState.QUEUED for i in self.tasks}
@@ -473,6 +474,7 @@ class SwarmEngine(ObservableEngine):
                 if error is None:
                     for loser in (c for c in calls if c is not finished):
                         self._end_loser(loser)
+                    self._learn(finished.task.result().rate_headers, finished)
                     self._on_success(index, finished.number, finished.started_at, finished.latency_ms(),
                                      finished.task.result(), endpoint=finished.client.name)
                     return
@@ -523,8 +525,9 @@ class SwarmEngine(ObservableEngine):
             async with asyncio.timeout(self.settings.timeout_s):
                 return await client.complete(body, stream=self.settings.stream, deadlines=deadlines)
 
+        self._sends += 1
         return _Call(index, number, client, time.time(), time.monotonic(),
-                     asyncio.create_task(call(), name=f"call-{index}-{number}"))
+                     asyncio.create_task(call(), name=f"call-{index}-{number}"), self._sends)
 
     def _next_number(self, index: int) -> int:
         self._attempt_numbers[index] = self._attempt_numbers.get(index, 0) + 1
@@ -604,7 +607,7 @@ class SwarmEngine(ObservableEngine):
             self._on_invalid_answer(index, number, started_at, latency_ms, result, endpoint, problem)
             return
         self.rate_limits.settle(self._reserved_tokens.pop(index, 0), result.usage.total)
-        self._learn(result.rate_headers)
+        self._announce_limits(self.rate_limits.note_answer())
         self.tail.observe(latency_ms / 1000, None if result.ttft_ms is None else result.ttft_ms / 1000)
         if self.adaptive is not None:
             self.adaptive.observe_latency(latency_ms / 1000)
@@ -657,6 +660,7 @@ class SwarmEngine(ObservableEngine):
         self._learn(error.rate_headers)
         if error.is_rate_limit:
             self._last_rate_limited = time.monotonic()
+            self._announce_limits(self.rate_limits.on_rate_limited(sent_at=time.monotonic() - latency_ms / 1000))
         if self.adaptive is not None:
             self._adapt_to_failure(error)
         round_attempts = self._round_attempts.get(index, 1)
@@ -774,10 +778,15 @@ class SwarmEngine(ObservableEngine):
             return error
         return dataclasses.replace(error, retry_after_s=cap, retry_after_asked_s=wait)
 
-    def _learn(self, headers) -> None:
-        learned = self.rate_limits.learn(headers)
+    def _learn(self, headers, call: "_Call | None" = None) -> None:
+        """Limits and what is left of them, from a response's headers (`call`: the request they answer)."""
+        sent_since = self._sends - call.send_seq if call is not None else 0
+        age_s = call.latency_ms() / 1000 if call is not None else 0.0
+        self._announce_limits(self.rate_limits.learn(headers, sent_since=sent_since, age_s=age_s))
+
+    def _announce_limits(self, learned) -> None:
         if learned is not None:
-            self._log("rate_limits", {"rpm": learned.rpm, "tpm": learned.tpm})
+            self._log("rate_limits", {"rpm": learned.rpm, "tpm": learned.tpm, "estimated": learned.estimated})
             self._emit(RateLimitsLearned(learned.rpm, learned.tpm))
 
     def _adapt(self, limit: int, reason: str) -> None:
@@ -868,6 +877,9 @@ class _Call:
     started_at: float
     t0: float
     task: "asyncio.Task[CallResult]"
+    send_seq: int = 0
+    """The engine's count of requests sent, this one included: the ones sent after it are
+    not in the rate-limit headers of its answer."""
 
     def latency_ms(self) -> float:
         return _ms_since(self.t0)

@@ -173,6 +173,8 @@ def add_arguments(parser: argparse.ArgumentParser, *, host_port: bool = True) ->
                             help=help_, action=action)
     parser.add_argument("--down", dest="sim_down", action="store_true", default=None,
                         help="answer every chat request 503 (an endpoint that is down)")
+    parser.add_argument("--no-rate-headers", dest="sim_rate_headers", action="store_false", default=None,
+                        help="send no x-ratelimit-* headers (the limit is found from 429s alone)")
     parser.add_argument("--quiet", dest="sim_quiet", action="store_true", default=False,
                         help="print only the listening line")
 
@@ -186,6 +188,8 @@ def config_from_args(ns: argparse.Namespace, base: SimConfig | None = None) -> S
             patch[dest] = value
     if getattr(ns, "sim_down", None):
         patch["down"] = True
+    if getattr(ns, "sim_rate_headers", None) is False:
+        patch["rate_headers"] = False
     if "require_key" not in patch and os.environ.get(REQUIRE_KEY_ENV):
         patch["require_key"] = os.environ[REQUIRE_KEY_ENV]
     return (base or SimConfig()).patched(patch)
@@ -210,4 +214,6 @@ def config_to_argv(cfg: SimConfig) -> list[str]:
         argv += [flag, repr(value) if isinstance(value, float) else str(value)]
     if cfg.down:
         argv.append("--down")
+    if not cfg.rate_headers:
+        argv.append("--no-rate-headers")
     return argv

@@ -61,6 +61,9 @@ class SimConfig:
     require_key: str | None = None
     #: when True every chat request gets 503 (an endpoint that is down; failover tests)
     down: bool = False
+    #: False: no ``x-ratelimit-*`` headers (many relays and local servers send none), so a
+    #: client must find the limit from 429s alone
+    rate_headers: bool = True
     #: model ids listed by GET /v1/models (any model name is accepted and echoed)
     models: tuple[str, ...] = field(default=("sim-1",))
 
@@ -102,8 +105,9 @@ class SimConfig:
             raise ValueError(f"output_tokens must be (min, max) with 1 <= min <= max, got {bounds!r}")
         if self.require_key is not None and not isinstance(self.require_key, str):
             raise ValueError("require_key must be a string or None")
-        if not isinstance(self.down, bool):
-            raise ValueError(f"down must be true or false, got {self.down!r}")
+        for flag in ("down", "rate_headers"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if (not isinstance(self.models, tuple) or not self.models
                 or not all(isinstance(m, str) and m for m in self.models)):
             raise ValueError(f"models must be a tuple naming at least one model, got {self.models!r}")
@@ -169,7 +173,7 @@ def _coerce(key: str, raw: Any) -> Any:
             if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
                 raise TypeError
             return int(raw)
-        if key == "down":
+        if key in ("down", "rate_headers"):
             if isinstance(raw, str):
                 return raw.strip().lower() in ("1", "true", "yes", "on")
             return bool(raw)

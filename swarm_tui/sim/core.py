@@ -207,7 +207,7 @@ class Simulator:
                category: str | None = None, delay_s: float = 0.0, prompt: str = "",
                key: str = "") -> Reply:
         status, body = status_body
-        if self.limiter.active:
+        if self.limiter.active and self.config.rate_headers:
             headers = {**self.limiter.headers(), **headers}
         return Reply(status, headers, body, delay_s, category=category, prompt=prompt, key=key)
 
@@ -319,7 +319,8 @@ class Simulator:
                 return self._error(errors.rate_limited(
                     adm.kind or "requests", model, adm.limit, adm.used, requested,
                     openai_duration(adm.wait_s)), h, "rate_limited", prompt=prompt, key=key)
-            headers.update(self.limiter.headers())
+            if cfg.rate_headers:
+                headers.update(self.limiter.headers())
 
         # -- random faults
         d = draw(cfg.seed, key, n)

@@ -1,0 +1,183 @@
+"""The engine's decisions, measured side by side in one run: the adaptive limit and the tail.
+
+Scenarios (the simulator runs in its own process so it does not share the GIL):
+
+  adaptive   the 100-agent demo (sample_jobs/swarm-100.toml on the demo simulator: 700 ms,
+             2% 5xx) and 1,000 tasks on a zero-latency simulator, each with the adaptive limit
+             and with the ceiling fixed (--no-adaptive). Goal: adaptive <= 1.10x fixed, the
+             ceiling reached within 2 round trips.
+  ratelimit  1,000 tasks at 3,000 RPM (200 ms), the limit not told: makespan / ideal, 429 share.
+  tail       1,000 tasks, 3,000 RPM not told, 200 ms, 1% 5xx, 1% of calls hang for good; swarm-tui
+             with no flags and with --hedge, against the article's orchestrator (15 s timeout).
+             Goal: no flags <= 1.15x ideal, --hedge <= 1.10x, < 2% 429s, every task once.
+  slow       every answer genuinely slow (20 s, timeout 60 s): nothing may be retried early.
+
+Usage:  python benchmarks/bench_decisions.py [--scenarios adaptive,ratelimit,tail,slow] [--repeat N]
+Ratios are against the baseline or the ideal measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from article_orchestrator import run_article  # noqa: E402
+from bench_engine import article_as_dict, bodies  # noqa: E402
+
+from swarm_tui.engine import EngineSettings  # noqa: E402
+from swarm_tui.engine.events import ConcurrencyChanged, RunStarted  # noqa: E402
+from swarm_tui.jobs import Job, Task, load_job  # noqa: E402
+from swarm_tui.locations import demo_job  # noqa: E402
+from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
+from swarm_tui.session import DEMO_SIM, RunPlan, SwarmSession  # noqa: E402
+from swarm_tui.sim import SimConfig, SimServer  # noqa: E402
+
+
+async def run_engine(base_url: str, tasks: list[Task], **settings) -> dict:
+    """One swarm-tui run, in process; what it did and how its limit moved."""
+    profile = ProviderProfile("bench", base_url=base_url)
+    marks: dict[str, float] = {}
+    limits: list[int] = []
+
+    def watch(event) -> None:
+        if isinstance(event, RunStarted):
+            marks["start"] = time.monotonic()
+            limits.append(event.concurrency)
+        elif isinstance(event, ConcurrencyChanged):
+            limits.append(event.limit)
+            if event.limit >= settings.get("concurrency", 50) and "ceiling" not in marks:
+                marks["ceiling"] = time.monotonic()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        session = SwarmSession.open_new(Job("bench", "bench", tasks), RunPlan(profile, EngineSettings(**settings)),
+                                        Path(tmp) / "run")
+        session.engine.subscribe(watch)
+        t0 = time.monotonic()
+        try:
+            finished = await session.run()
+        finally:
+            await session.aclose()
+        engine = session.engine
+    return {"ok": finished.succeeded, "makespan_s": time.monotonic() - t0, "sent": engine.stats.sent,
+            "min_limit": min(limits) if limits else None, "to_ceiling_s": marks.get("ceiling", float("nan")) - t0,
+            "abandoned": engine.tail.abandoned, "p50_s": (engine.stats.percentile(0.5) or 0) / 1000}
+
+
+def share_429(stats: dict) -> float:
+    return stats["rate_limited"] / max(1, stats["requests"])
+
+
+async def adaptive(repeat: int) -> None:
+    demo = load_job(demo_job())
+    zero = [Task(i, f"t{i}", b) for i, b in enumerate(bodies(1000, "zero"))]
+    for name, cfg, tasks in (("demo (swarm-100.toml, demo simulator)", DEMO_SIM, demo.tasks),
+                             ("1,000 tasks, zero latency", SimConfig(latency_ms=0.0, latency_sigma=0.0, seed=1), zero)):
+        print(f"\nadaptive: {name}")
+        ratios = []
+        with SimServer(cfg).start(mode="process") as sim:
+            for i in range(repeat):
+                row = {}
+                for label, flags in (("fixed", {"adaptive": False}), ("adaptive", {})):
+                    sim.reset()
+                    row[label] = await run_engine(sim.base_url, tasks, concurrency=50, **flags)
+                a, f = row["adaptive"], row["fixed"]
+                ratio = a["makespan_s"] / f["makespan_s"]
+                ratios.append(ratio)
+                rtts = a["to_ceiling_s"] / a["p50_s"] if a["p50_s"] else float("nan")
+                print(f"  run {i + 1}: fixed {f['makespan_s']:6.2f}s  adaptive {a['makespan_s']:6.2f}s  "
+                      f"ratio {ratio:5.2f}x  lowest limit {a['min_limit']}  ceiling after {a['to_ceiling_s']:.2f}s "
+                      f"(~{rtts:.1f} round trips of p50 {a['p50_s'] * 1000:.0f} ms)", flush=True)
+        print(f"  median ratio {statistics.median(ratios):.2f}x (goal <= 1.10x)")
+
+
+async def ratelimit(repeat: int, headers: bool) -> None:
+    n = 1000
+    cfg = SimConfig(latency_ms=200.0, latency_sigma=0.3, rpm=3000, seed=2, rate_headers=headers)
+    ideal = n / 50.0
+    print(f"\nratelimit: {n} tasks, 3,000 RPM not told, 200 ms, {_headers(headers)}; ideal {ideal:.0f}s")
+    with SimServer(cfg).start(mode="process") as sim:
+        for i in range(repeat):
+            sim.reset()
+            r = await run_engine(sim.base_url, [Task(j, f"t{j}", b) for j, b in enumerate(bodies(n, f"rl{i}"))])
+            stats = sim.stats()
+            print(f"  run {i + 1}: {r['makespan_s']:6.2f}s = {r['makespan_s'] / ideal:4.2f}x ideal  "
+                  f"429s {share_429(stats):5.1%}  ok {r['ok']}/{n}", flush=True)
+            await asyncio.sleep(2.0)
+
+
+def _headers(headers: bool) -> str:
+    return "x-ratelimit-* headers sent" if headers else "no x-ratelimit-* headers (a server the project never saw)"
+
+
+async def tail(repeat: int, headers: bool) -> None:
+    n = 1000
+    cfg = SimConfig(latency_ms=200.0, latency_sigma=0.3, rpm=3000, error_rate=0.01, hang_rate=0.01, hang_s=3600.0,
+                    seed=3, rate_headers=headers)
+    ideal = n / 50.0
+    print(f"\ntail: {n} tasks, 3,000 RPM not told, 200 ms, 1% 5xx, 1% hang for good, {_headers(headers)}; "
+          f"ideal {ideal:.0f}s")
+    worst = {}
+    with SimServer(cfg).start(mode="process") as sim:
+        for i in range(repeat):
+            for label in ("article orchestrator", "swarm-tui (no flags)", "swarm-tui --hedge"):
+                sim.reset()
+                work = bodies(n, f"{label}-{i}")
+                if label == "article orchestrator":
+                    r = article_as_dict(await run_article(sim.base_url, work))
+                    extra = ""
+                else:
+                    r = await run_engine(sim.base_url, [Task(j, f"t{j}", b) for j, b in enumerate(work)],
+                                         hedge=label.endswith("--hedge"))
+                    extra = f"  abandoned {r['abandoned']}"
+                stats = sim.stats()
+                ratio = r["makespan_s"] / ideal
+                worst[label] = max(worst.get(label, 0.0), ratio)
+                print(f"  run {i + 1} {label:<22} {r['makespan_s']:6.2f}s = {ratio:4.2f}x ideal  "
+                      f"429s {share_429(stats):5.1%}  ok {r['ok']}/{n}  duplicate answers "
+                      f"{stats['duplicate_successes']}{extra}", flush=True)
+                await asyncio.sleep(2.0)
+    print("  worst of the runs: " + ", ".join(f"{k} {v:.2f}x" for k, v in worst.items())
+          + " (goals: no flags <= 1.15x, --hedge <= 1.10x)")
+
+
+async def slow() -> None:
+    n = 100
+    cfg = SimConfig(latency_ms=20_000.0, latency_sigma=0.3, seed=5)
+    print(f"\nslow: {n} tasks, every answer ~20 s (sigma 0.3), timeout 60 s, 50 in flight")
+    with SimServer(cfg).start(mode="process") as sim:
+        r = await run_engine(sim.base_url, [Task(j, f"t{j}", b) for j, b in enumerate(bodies(n, "slow"))],
+                             adaptive=False)
+        stats = sim.stats()
+    print(f"  {r['makespan_s']:6.1f}s  ok {r['ok']}/{n}  requests {stats['requests']}  abandoned early "
+          f"{r['abandoned']} (goal 0)")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenarios", default="adaptive,ratelimit,tail,slow")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--headers", choices=["both", "yes", "no"], default="both",
+                        help="whether the simulator sends x-ratelimit-* headers (ratelimit, tail)")
+    args = parser.parse_args()
+    chosen = args.scenarios.split(",")
+    if "adaptive" in chosen:
+        await adaptive(args.repeat)
+    header_modes = {"both": (False, True), "yes": (True,), "no": (False,)}[args.headers]
+    if "ratelimit" in chosen:
+        for headers in header_modes:
+            await ratelimit(args.repeat, headers)
+    if "tail" in chosen:
+        for headers in header_modes:
+            await tail(args.repeat, headers)
+    if "slow" in chosen:
+        await slow()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
