@@ -38,10 +38,10 @@ def local_ray():
 
 
 def ray_session(tmp_path: Path, base_url: str, prompts: list[str], *, actors: int = 2, name: str = "run",
-                api_key_env: str | None = None, **settings) -> SwarmSession:
+                api_key_env: str | None = None, prices: dict | None = None, **settings) -> SwarmSession:
     job = load_job(write_batch(tmp_path / f"{name}.jsonl", prompts))
     profile = ProviderProfile(name="custom", base_url=base_url, api_key_env=api_key_env)
-    plan = RunPlan(profile, EngineSettings(**{"concurrency": 50, **settings}))
+    plan = RunPlan(profile, EngineSettings(**{"concurrency": 50, **settings}), prices=prices or {})
     return SwarmSession.open_new(job, plan, tmp_path / name, ray=RayOptions(actors=actors))
 
 
@@ -154,3 +154,28 @@ def test_a_planned_swarm_runs_its_workers_on_actors_and_its_planner_and_aggregat
     aggregate = json.loads((tmp_path / "run" / "aggregate.json").read_text())
     assert len(aggregate["sources"]) == 12
     assert sim.stats()["requests"] == 1 + 1 + 12 + 1  # plan, warm-up, workers, aggregate
+
+
+async def test_the_budget_is_one_ledger_across_shards_and_sessions(tmp_path, sim_factory):
+    """Each shard reserves against its part of the budget before it sends; a resume starts from
+    what the journal says was spent (issue 10: the shards used to run without the budget)."""
+    sim = sim_factory(latency_ms=20)
+    prices = {"custom/sim-1": {"input": 100.0, "cached_input": 100.0, "output": 100.0}}  # $ per 1M tokens
+    session = ray_session(tmp_path, sim.base_url, [f"budgeted {i}" for i in range(200)], prices=prices,
+                          concurrency=8, budget_usd=0.1)
+    try:
+        first = await session.run()
+    finally:
+        await session.aclose()
+    assert first.stop_reason and first.stop_reason.startswith("budget"), first
+    spent_first = json.loads((tmp_path / "run" / "summary.json").read_text())["cost_usd"]
+    assert 0 < spent_first <= 0.1
+    resumed = SwarmSession.open_existing(tmp_path / "run", settings=EngineSettings(concurrency=8, budget_usd=0.1),
+                                         ray=RayOptions(actors=2))
+    try:
+        await resumed.run()
+    finally:
+        await resumed.aclose()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert spent_first <= summary["cost_usd"] <= 0.1, "a resume on Ray spent as if nothing had been spent"
+    assert summary["unfinished"] > 0

@@ -115,6 +115,8 @@ class _Shard:
         self.task: asyncio.Task[None] | None = None
         self.lease_calls = 0
         self.actor_no = 0
+        self.allowance_usd: float | None = None
+        """The part of the run's budget this shard may spend or reserve (its engine's own budget)."""
 
 
 class RayEngine(ObservableEngine):
@@ -161,6 +163,8 @@ class RayEngine(ObservableEngine):
         self._learned: tuple[int | None, int | None] = (settings.rpm, settings.tpm)
         self._wake = asyncio.Event()
         self.actors_lost = 0
+        self._spent_before_usd = 0.0
+        self._stats_cost_at_start = 0.0
 
     # ----------------------------------------------------------------- steering
 
@@ -260,6 +264,8 @@ class RayEngine(ObservableEngine):
         self._aborted = False
         self._stop_reason = None
         self.admission.closed = False
+        self._spent_before_usd = self.journal.spent_usd()  # the one ledger: every session of the run
+        self._stats_cost_at_start = self.stats.cost_usd
         pending = [i for i in sorted(self.tasks) if not self.states[i].is_final]
         for index in pending:
             if self.states[index] is TaskState.CANCELLED:
@@ -344,13 +350,15 @@ class RayEngine(ObservableEngine):
         alive = self._alive()
         if not alive:
             alive = [self._new_actor()]
+        free = self._free_budget()
         if spread:
             n = len(alive)
             share = max(1, math.ceil(self.admission.limit / n))
             for k, actor_no in enumerate(alive):
                 chunk = indices[k::n]
                 if chunk:
-                    self._start_shard(actor_no, chunk, share)
+                    self._start_shard(actor_no, chunk, share,
+                                      None if free is None else free * len(chunk) / len(indices))
             return
         load = {a: 0 for a in alive}
         for shard in self._shards.values():
@@ -358,15 +366,16 @@ class RayEngine(ObservableEngine):
                 load[shard.actor_no] += len(shard.indices)
         actor_no = min(load, key=load.get)
         share = max(1, math.ceil(self.admission.limit / len(alive)))
-        self._start_shard(actor_no, indices, share)
+        self._start_shard(actor_no, indices, share, free)
 
-    def _start_shard(self, actor_no: int, indices: list[int], concurrency: int) -> None:
+    def _start_shard(self, actor_no: int, indices: list[int], concurrency: int, allowance_usd: float | None) -> None:
         shard_id = self._next_shard
         self._next_shard += 1
         shard = _Shard(shard_id, self.actors[actor_no], list(indices), concurrency)
         shard.actor_no = actor_no
         self._shards[shard_id] = shard
-        settings = replace(self.settings, concurrency=concurrency, budget_usd=None, fail_on_error=None)
+        shard.allowance_usd = allowance_usd
+        settings = replace(self.settings, concurrency=concurrency, budget_usd=shard.allowance_usd, fail_on_error=None)
         spec = ShardSpec(shard_id, [self.tasks[i] for i in indices], settings,
                          {i: self._attempts[i] for i in indices if i in self._attempts}, self.price,
                          self.fallback_price, self.simulated, self.validator)
@@ -420,6 +429,8 @@ class RayEngine(ObservableEngine):
                 shard.lease_calls = item[2]
 
     def _relay(self, shard: _Shard, event: EngineEvent) -> None:
+        if isinstance(event, RunStopping) and event.reason.startswith("budget"):
+            self.stop_dispatch(f"{event.reason} (a shard's part of the run's budget)")  # the swarm's guard
         if isinstance(event, _SKIPPED_EVENTS):
             return
         if isinstance(event, AttemptStarted):
@@ -501,10 +512,28 @@ class RayEngine(ObservableEngine):
         self.admission.in_flight = len(self._in_flight)
         return out
 
+    @property
+    def spent_usd(self) -> float:
+        """What the run has spent, all sessions: the journal's ledger when this session started
+        plus what the shards reported since."""
+        return self._spent_before_usd + self.stats.cost_usd - self._stats_cost_at_start
+
+    def _free_budget(self) -> float | None:
+        """The part of the budget no running shard holds, for new shards (by task count).
+
+        Each shard's engine reserves every attempt's worst case against its allowance before it
+        sends, so the shards together never pass the budget (a running shard's spend counts both
+        in the ledger and in its allowance until it ends: on the safe side)."""
+        budget = self.settings.budget_usd
+        if budget is None:
+            return None
+        held = sum(s.allowance_usd or 0.0 for s in self._shards.values() if s.task is not None and not s.task.done())
+        return max(0.0, budget - self.spent_usd - held)
+
     def _check_guards(self) -> None:
         budget = self.settings.budget_usd
-        if budget is not None and self.stats.cost_usd >= budget:
-            self.stop_dispatch(f"budget: ${self.stats.cost_usd:.4f} spent, budget ${budget:.2f}")
+        if budget is not None and self.spent_usd >= budget:
+            self.stop_dispatch(f"budget: ${self.spent_usd:.4f} spent (this run, all sessions), budget ${budget:.2f}")
         limit = self.settings.fail_on_error
         if limit is not None:
             failed = self.count(TaskState.FAILED)
