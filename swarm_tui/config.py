@@ -19,12 +19,15 @@ import secrets
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
 from .errors import InputError
 from .providers.profile import SIM_PROFILE_NAME, ProviderProfile
+
+if TYPE_CHECKING:
+    from .currency import DisplayCurrency
 
 
 def config_path() -> Path:
@@ -168,6 +171,23 @@ def load_config(path: Path | None = None) -> Config:
     if config.default_provider not in config.profiles:
         raise InputError.single(path, "defaults.provider", f"no profile named {config.default_provider!r}")
     return config
+
+
+def configured_currency(*, provider: str | None = None, prices: dict[str, Any] | None = None) -> "DisplayCurrency":
+    """`display_currency` of the user's config file (with `prices` instead of the config's own
+    overrides, e.g. those a run stored); USD when the file cannot be read. A run chooses it once,
+    when it opens, and passes it down: a summary written at the end of a run must not fail over
+    a display preference, nor export differently because the config changed meanwhile."""
+    from .currency import USD, from_config
+    from .pricing import PriceTable
+
+    try:
+        config = load_config()
+        table = PriceTable.builtin(config.prices if prices is None else prices, billing=config.billing,
+                                   source=config.path)
+        return from_config(config, provider=provider, table=table)
+    except (InputError, OSError, ValueError):
+        return USD
 
 
 def _check_money(config: Config) -> None:

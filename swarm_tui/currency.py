@@ -184,19 +184,3 @@ def display_currency(config: "Config", provider: str | None = None) -> DisplayCu
 
     table = PriceTable.builtin(config.prices, billing=config.billing, source=config.path)
     return from_config(config, provider=provider, table=table)
-
-
-def configured_currency(*, provider: str | None = None, prices: dict[str, Any] | None = None) -> DisplayCurrency:
-    """`display_currency` of the user's config file (with `prices` instead of the config's own
-    overrides, e.g. those a run stored); USD when the file cannot be read: a summary written at
-    the end of a run must not fail over a display preference."""
-    from .config import load_config
-    from .pricing import PriceTable
-
-    try:
-        config = load_config()
-        table = PriceTable.builtin(config.prices if prices is None else prices, billing=config.billing,
-                                   source=config.path)
-        return from_config(config, provider=provider, table=table)
-    except (InputError, OSError, ValueError):
-        return USD

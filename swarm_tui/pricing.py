@@ -23,10 +23,13 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .errors import InputError
 from .providers.usage import Usage
+
+if TYPE_CHECKING:
+    from .currency import DisplayCurrency
 
 PER_TOKENS = 1_000_000
 OFFICIAL = "official"
@@ -341,11 +344,11 @@ def run_cost_details(attempts: Iterable[dict[str, Any]], price_for: Callable[[st
 
 
 def summary_cost_fields(journal: Any, *, model: str | None, provider: str, cost_usd: float | None,
-                        makespan_s: float | None, finished: int, unfinished: int) -> dict[str, Any]:
+                        makespan_s: float | None, finished: int, unfinished: int,
+                        currency: "DisplayCurrency") -> dict[str, Any]:
     """The cost fields of `summary.json`, from a journal (read-only use): spend rate, projected
-    total, the cost in the display currency, and where the money went (`run_cost_details`)."""
-    from .currency import configured_currency
-
+    total, the cost in `currency` (chosen when the run opened), and where the money went
+    (`run_cost_details`)."""
     meta = journal.meta()
     plan = meta.get("plan") or {}
     prices = plan.get("prices") or {}
@@ -360,7 +363,6 @@ def summary_cost_fields(journal: Any, *, model: str | None, provider: str, cost_
         is_fallback = endpoint.endswith("/fallback")
         return table.lookup((fallback_model or model) if is_fallback else model, endpoint.split("/")[0])
 
-    currency = configured_currency(provider=provider, prices=prices)
     details = run_cost_details(journal.attempts_since(0), price_for)
     details["currency"] = {**currency.to_dict(), "amount": _round(currency.amount(cost_usd))}
     per_min = cost_per_minute(cost_usd, makespan_s)

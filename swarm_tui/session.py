@@ -21,6 +21,8 @@ from typing import Any
 from .engine import EngineSettings, SwarmEngine, TaskState
 from .engine.events import RunFinished
 from .engine.stats import latency_summary
+from .config import configured_currency
+from .currency import USD, DisplayCurrency
 from .errors import JournalWriteError
 from .jobs import Job, Task, TaskTemplate
 from .journal import Journal
@@ -84,6 +86,8 @@ class SwarmSession:
         """Why results.jsonl / summary.json could not be written at the end, if they could not."""
         self.summary: dict[str, Any] | None = None
         """summary.json's content, once `run()` has ended."""
+        self.currency = configured_currency(provider=plan.profile.name, prices=plan.prices)
+        """The display currency of summary.json, chosen now: the same run exports the same anywhere."""
         self.plan = plan
         self.job_name = job_name
         self.sim: SimServer | None = None
@@ -249,13 +253,13 @@ class SwarmSession:
         the next finalize) writes them."""
         try:
             summary = write_outputs(self.run_dir, self.journal, self.model, self.plan.profile.name, self.simulated,
-                                    deadlines=self._deadlines())
+                                    deadlines=self._deadlines(), currency=self.currency)
             self.output_error = None
             return summary
         except OSError as exc:
             self.output_error = describe_write_failure(exc, Path(exc.filename or self.run_dir))
             return summarize(self.journal, model=self.model, provider=self.plan.profile.name,
-                             simulated=self.simulated, deadlines=self._deadlines())
+                             simulated=self.simulated, deadlines=self._deadlines(), currency=self.currency)
 
     def _deadlines(self) -> dict[str, Any] | None:
         tail = getattr(self.engine, "tail", None)  # a distributed engine's deadlines live on its shards
@@ -279,7 +283,8 @@ class SwarmSession:
 
 
 def write_outputs(run_dir: Path, journal: Journal, model: str | None, provider: str,
-                  simulated: bool, deadlines: dict[str, Any] | None = None) -> dict[str, Any]:
+                  simulated: bool, deadlines: dict[str, Any] | None = None,
+                  currency: DisplayCurrency = USD) -> dict[str, Any]:
     with _atomic(run_dir / "results.jsonl") as results, _atomic(run_dir / "errors.jsonl") as errors:
         for custom_id, ok, request_id, response, error in journal.iter_results():
             line = {
@@ -290,7 +295,8 @@ def write_outputs(run_dir: Path, journal: Journal, model: str | None, provider: 
                 "error": None if ok else {"code": error.get("code"), "message": error.get("message")},
             }
             (results if ok else errors).write(json.dumps(line, ensure_ascii=False) + "\n")
-    summary = summarize(journal, model=model, provider=provider, simulated=simulated, deadlines=deadlines)
+    summary = summarize(journal, model=model, provider=provider, simulated=simulated, deadlines=deadlines,
+                        currency=currency)
     with _atomic(run_dir / "summary.json") as fh:
         json.dump(summary, fh, indent=2, ensure_ascii=False)
         fh.write("\n")
@@ -298,7 +304,7 @@ def write_outputs(run_dir: Path, journal: Journal, model: str | None, provider: 
 
 
 def summarize(journal: Journal, *, model: str | None, provider: str, simulated: bool,
-              deadlines: dict[str, Any] | None = None) -> dict[str, Any]:
+              deadlines: dict[str, Any] | None = None, currency: DisplayCurrency = USD) -> dict[str, Any]:
     """summary.json; `deadlines`: the engine's tail deadlines as it ended (the rule and its figures)."""
     counts = journal.counts()
     totals = journal.attempt_totals()
@@ -330,7 +336,7 @@ def summarize(journal: Journal, *, model: str | None, provider: str, simulated: 
     }
     summary.update(summary_cost_fields(journal, model=model, provider=provider, cost_usd=summary["cost_usd"],
                                        makespan_s=makespan, finished=succeeded + failed,
-                                       unfinished=summary["unfinished"]))
+                                       unfinished=summary["unfinished"], currency=currency))
     return summary
 
 
