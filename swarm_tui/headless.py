@@ -12,6 +12,7 @@ import signal
 import sys
 from typing import TextIO
 
+from .attach import replay_history
 from .engine.events import RunFinished
 from .engine.stats import RunStats
 from .session import SwarmSession
@@ -80,6 +81,9 @@ async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) ->
             loop.add_signal_handler(sig, interrupted)
         except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
             pass
+    if engine.stats.sent == 0 and session.journal.attempts_since(0)[:1]:
+        # a resumed run: count what earlier sessions did, so "126/400 done" reads as the TUI's does
+        replay_history(session.journal, engine.stats, engine.states)
     live = stream.isatty()
     label = "SIMULATED" if session.simulated else session.client.base_url
     what = "plan -> fan-out -> aggregate" if session.pipeline and not session.tasks else f"{len(session.tasks)} tasks"

@@ -355,3 +355,30 @@ async def test_an_abort_right_after_dispatch_leaves_no_agent_running(tmp_path, s
     assert engine.admission.in_flight == 0 and engine.stats.in_flight == 0
     rows = journal_rows(tmp_path / "run", "SELECT COUNT(*) FROM tasks WHERE state = 'cancelled'")
     assert rows[0][0] == finished.cancelled
+
+
+async def test_headless_resume_progress_counts_the_whole_run(tmp_path, sim):
+    """'0/400 done' when 126 were done: the progress line and summary count every session."""
+    import io
+
+    from swarm_tui.headless import progress_line, run_headless
+
+    session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(30)], concurrency=2, adaptive=False)
+    session.engine.subscribe(lambda e: session.engine.abort("test: stop early")
+                             if session.engine.stats.succeeded >= 10 else None)
+    try:
+        await session.run()
+    finally:
+        await session.aclose()
+    done_before = journal_rows(tmp_path / "run", "SELECT COUNT(*) FROM tasks WHERE state = 'succeeded'")[0][0]
+    assert 10 <= done_before < 30
+    resumed = SwarmSession.open_existing(tmp_path / "run")
+    first_lines: list[str] = []
+    resumed.engine.subscribe(lambda e: first_lines.append(progress_line(resumed.engine.stats))
+                             if not first_lines else None)
+    try:
+        code = await run_headless(resumed, stream=io.StringIO())
+    finally:
+        await resumed.aclose()
+    assert code == 0
+    assert first_lines[0].startswith(f"{done_before}/30 done"), first_lines[0]
