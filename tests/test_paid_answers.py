@@ -382,3 +382,16 @@ async def test_headless_resume_progress_counts_the_whole_run(tmp_path, sim):
         await resumed.aclose()
     assert code == 0
     assert first_lines[0].startswith(f"{done_before}/30 done"), first_lines[0]
+
+
+def test_temporary_files_of_a_killed_export_are_removed_by_the_next_writer(tmp_path, sim):
+    job = write_batch(tmp_path / "job.jsonl", ["a", "b"])
+    run_dir = tmp_path / "run"
+    assert run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir)).returncode == 0
+    leftovers = [run_dir / ".results.jsonl.999999.tmp", run_dir / ".summary.json.999998.tmp"]
+    for path in leftovers:
+        path.write_text("half an export")
+    result = run_cli("resume", str(run_dir), "--headless")
+    assert result.returncode == 0, result.stderr
+    assert not [p for p in leftovers if p.exists()]
+    assert len(read_jsonl(run_dir / "results.jsonl")) == 2
