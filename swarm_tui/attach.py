@@ -25,8 +25,9 @@ import heapq
 import math
 import os
 import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from .engine.events import (
     Attempt,
@@ -72,6 +73,7 @@ def phase_of_index(index: int) -> str:
 
     return {PLAN_INDEX: "plan", WARMUP_INDEX: "warm-up"}.get(index, "aggregate")
 
+
 Listener = Callable[[EngineEvent], None]
 
 
@@ -86,13 +88,34 @@ def attempt_from_row(row: Mapping[str, Any]) -> Attempt:
             kind = ErrorClass(row["error_class"])
         except ValueError:
             kind = ErrorClass.UNEXPECTED
-        error = CallError(kind, row.get("error_message") or "", row.get("status"), row.get("error_code"),
-                          request_id=row.get("request_id"))
-    usage = Usage(row.get("prompt_tokens") or 0, row.get("completion_tokens") or 0, row.get("cached_tokens") or 0,
-                  row.get("reasoning_tokens") or 0)
-    return Attempt(row["idx"], row["number"], row["endpoint"], row["started_at"], row["latency_ms"], row["outcome"],
-                   status=row.get("status"), error=error, request_id=row.get("request_id"), usage=usage,
-                   cost_usd=row.get("cost_usd"), ttft_ms=row.get("ttft_ms"), retry_in_s=row.get("retry_in_s"))
+        error = CallError(
+            kind,
+            row.get("error_message") or "",
+            row.get("status"),
+            row.get("error_code"),
+            request_id=row.get("request_id"),
+        )
+    usage = Usage(
+        row.get("prompt_tokens") or 0,
+        row.get("completion_tokens") or 0,
+        row.get("cached_tokens") or 0,
+        row.get("reasoning_tokens") or 0,
+    )
+    return Attempt(
+        row["idx"],
+        row["number"],
+        row["endpoint"],
+        row["started_at"],
+        row["latency_ms"],
+        row["outcome"],
+        status=row.get("status"),
+        error=error,
+        request_id=row.get("request_id"),
+        usage=usage,
+        cost_usd=row.get("cost_usd"),
+        ttft_ms=row.get("ttft_ms"),
+        retry_in_s=row.get("retry_in_s"),
+    )
 
 
 class JournalFollower:
@@ -107,8 +130,15 @@ class JournalFollower:
     observed "at the time it ended", so rates computed over a recent window stay right.
     """
 
-    def __init__(self, journal: Journal, indices: Iterable[int], *, provider: str = "", simulated: bool = False,
-                 timebase: Callable[[float], float] | None = None) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        indices: Iterable[int],
+        *,
+        provider: str = "",
+        simulated: bool = False,
+        timebase: Callable[[float], float] | None = None,
+    ) -> None:
         self.journal = journal
         self.view: dict[int, TaskState] = {i: TaskState.QUEUED for i in indices}
         self.provider = provider
@@ -166,12 +196,15 @@ class JournalFollower:
             pending = sum(1 for s in states.values() if not s.is_final)
             count += self._deliver(RunStarted(len(self.view), pending, limit, self.provider, self.simulated), first)
         # Attempts and run events in the order they happened: a resume's `run` comes before its attempts.
-        ended = sorted(((row["started_at"] + row["latency_ms"] / 1000.0, 1, row) for row in rows),
-                       key=lambda item: (item[0], item[2]["id"]))
+        ended = sorted(
+            ((row["started_at"] + row["latency_ms"] / 1000.0, 1, row) for row in rows),
+            key=lambda item: (item[0], item[2]["id"]),
+        )
         timeline = heapq.merge(
             ended,
             ((at, 0, (event_id, kind, data)) for event_id, at, kind, data in logged),
-            key=lambda item: (item[0], item[1]))
+            key=lambda item: (item[0], item[1]),
+        )
         for at, is_attempt, item in timeline:
             if is_attempt:
                 self._last_attempt_id = max(self._last_attempt_id, item["id"])
@@ -209,11 +242,11 @@ class JournalFollower:
         if self.in_flight is not None and i in self.in_flight and not side:
             self.in_flight.discard(i)  # its start was announced from the heartbeat
         else:
-            count += self._deliver(AttemptStarted(i, attempt.number, attempt.endpoint, hedge=side),
-                                   attempt.started_at)
+            count += self._deliver(AttemptStarted(i, attempt.number, attempt.endpoint, hedge=side), attempt.started_at)
         ended = attempt.started_at + attempt.latency_ms / 1000.0
-        self.first_started = attempt.started_at if self.first_started is None else min(self.first_started,
-                                                                                      attempt.started_at)
+        self.first_started = (
+            attempt.started_at if self.first_started is None else min(self.first_started, attempt.started_at)
+        )
         self.last_ended = ended if self.last_ended is None else max(self.last_ended, ended)
         if side:
             return count + self._deliver(AttemptEnded(attempt), ended)
@@ -245,8 +278,10 @@ class JournalFollower:
                     if state is TaskState.CANCELLED:
                         self.view[i] = TaskState.QUEUED
                         count += self._deliver(TaskQueued(i, TaskState.CANCELLED), at)
-                return count + self._deliver(RunStarted(len(self.view), data.get("pending", 0), self.limit or 0,
-                                                        self.provider, self.simulated), at)
+                return count + self._deliver(
+                    RunStarted(len(self.view), data.get("pending", 0), self.limit or 0, self.provider, self.simulated),
+                    at,
+                )
             case "paused":
                 self.paused = True
                 return self._deliver(RunPaused(), at)
@@ -270,8 +305,13 @@ class JournalFollower:
             case "finished":
                 self.stopped = True
                 reason = data.get("reason")
-                self.finished = RunFinished(data.get("succeeded", 0), data.get("failed", 0), data.get("unfinished", 0),
-                                            aborted=bool(reason and "abort" in reason), stop_reason=reason)
+                self.finished = RunFinished(
+                    data.get("succeeded", 0),
+                    data.get("failed", 0),
+                    data.get("unfinished", 0),
+                    aborted=bool(reason and "abort" in reason),
+                    stop_reason=reason,
+                )
                 return self._deliver(self.finished, at)
         return 0
 
@@ -374,8 +414,13 @@ class AttachedRun:
         self.simulated = self.profile.is_simulator
         self.base_url = "embedded simulator" if self.simulated else self.profile.base_url
         self._wall_clock = clock
-        self.follower = JournalFollower(self.journal, (t.index for t in self.tasks), provider=self.profile.name,
-                                        simulated=self.simulated, timebase=None)
+        self.follower = JournalFollower(
+            self.journal,
+            (t.index for t in self.tasks),
+            provider=self.profile.name,
+            simulated=self.simulated,
+            timebase=None,
+        )
         self.stats = RunStats(clock=self._stats_clock)
         self.follower.subscribe(self.stats.observe)
         self._commands: Journal | None = None

@@ -47,15 +47,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="swarm-tui", description="Run, watch and steer a swarm of LLM sub-agents.")
+    parser = argparse.ArgumentParser(prog="swarm-tui", description="Run, watch and steer a swarm of LLM sub-agents.")
     parser.add_argument("--version", action="version", version=f"swarm-tui {__version__}")
     parser.add_argument("--theme", default=argparse.SUPPRESS, help="TUI theme name or a theme file (bare swarm-tui)")
     parser.set_defaults(command=None)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = commands.add_parser("run", help="run a job (the TUI unless --headless)")
-    run.add_argument("job", nargs="?", type=Path, help="a .jsonl (OpenAI Batch) or .toml (swarm) job; default: the 100-agent demo")
+    run.add_argument(
+        "job", nargs="?", type=Path, help="a .jsonl (OpenAI Batch) or .toml (swarm) job; default: the 100-agent demo"
+    )
     run.add_argument("--out", type=Path, help="run directory (default: runs/<timestamp>-<job name>)")
     _add_run_options(run)
     run.set_defaults(handler=cmd_run)
@@ -97,22 +98,43 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     e.add_argument("--concurrency", type=_positive_int, help="in-flight cap (default 50)")
     e.add_argument("--max-attempts", type=_positive_int, help="attempts per task, the first included (default 4)")
     e.add_argument("--timeout", type=_positive_float, help="wall-clock limit of one attempt, seconds (default 60)")
-    e.add_argument("--max-retry-after", type=_positive_float, metavar="S",
-                   help="honour a provider's Retry-After up to this many seconds (default 60)")
-    e.add_argument("--rpm", type=_positive_int, help="requests per minute the provider allows (else learned from headers)")
-    e.add_argument("--tpm", type=_positive_int, help="tokens per minute the provider allows (else learned from headers)")
+    e.add_argument(
+        "--max-retry-after",
+        type=_positive_float,
+        metavar="S",
+        help="honour a provider's Retry-After up to this many seconds (default 60)",
+    )
+    e.add_argument(
+        "--rpm", type=_positive_int, help="requests per minute the provider allows (else learned from headers)"
+    )
+    e.add_argument(
+        "--tpm", type=_positive_int, help="tokens per minute the provider allows (else learned from headers)"
+    )
     e.add_argument("--stream", action="store_true", help="stream answers (time to first token is measured)")
     e.add_argument("--ttft-timeout", type=_positive_float, help="streaming: seconds to the first token (default 30)")
     e.add_argument("--idle-timeout", type=_positive_float, help="streaming: seconds between chunks (default 30)")
-    e.add_argument("--hedge", action="store_true", help="send a backup when an attempt runs past p95 x 3 (<= 5%% of requests)")
+    e.add_argument(
+        "--hedge", action="store_true", help="send a backup when an attempt runs past p95 x 3 (<= 5%% of requests)"
+    )
     e.add_argument("--no-adaptive", action="store_true", help="keep the in-flight limit fixed (no AIMD)")
-    e.add_argument("--budget", type=_positive_float, metavar="USD", help="stop dispatch before the cost would pass this")
-    e.add_argument("--fail-on-error", type=_rate, metavar="RATE", help="stop dispatch when this share of finished tasks failed")
+    e.add_argument(
+        "--budget", type=_positive_float, metavar="USD", help="stop dispatch before the cost would pass this"
+    )
+    e.add_argument(
+        "--fail-on-error", type=_rate, metavar="RATE", help="stop dispatch when this share of finished tasks failed"
+    )
     e.add_argument("--headless", action="store_true", help="no UI: a progress line on stderr")
-    e.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
-                   help="run the swarm's engines on Ray actors: a local Ray without ADDRESS, else 'auto' or "
-                        "ray://host:port (needs swarm-tui[ray])")
-    e.add_argument("--ray-actors", type=_positive_int, metavar="N", help="with --ray: worker actors (default: one per node)")
+    e.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="run the swarm's engines on Ray actors: a local Ray without ADDRESS, else 'auto' or "
+        "ray://host:port (needs swarm-tui[ray])",
+    )
+    e.add_argument(
+        "--ray-actors", type=_positive_int, metavar="N", help="with --ray: worker actors (default: one per node)"
+    )
     e.add_argument("--theme", help="TUI theme name or a theme file")
     s = p.add_argument_group("embedded simulator (provider sim)")
     s.add_argument("--sim-latency-ms", type=_non_negative_float, help="median latency of the simulator")
@@ -148,8 +170,9 @@ def _positive_float(text: str) -> float:
 def resolve_profile(args: argparse.Namespace, config: Config) -> ProviderProfile | None:
     """The profile the flags ask for; None when they ask for nothing (keep the stored one)."""
     if args.base_url:
-        profile = ProviderProfile(name="custom", base_url=args.base_url, model=args.model,
-                                  api_key_env=args.api_key_env or "OPENAI_API_KEY")
+        profile = ProviderProfile(
+            name="custom", base_url=args.base_url, model=args.model, api_key_env=args.api_key_env or "OPENAI_API_KEY"
+        )
         problem = profile.problem()
         if problem:
             raise InputError.single("--base-url", problem[0], problem[1])
@@ -161,9 +184,14 @@ def resolve_profile(args: argparse.Namespace, config: Config) -> ProviderProfile
 
 
 def _with_flag_overrides(profile: ProviderProfile, args: argparse.Namespace) -> ProviderProfile:
-    profile = profile.with_overrides(model=args.model, api_key_env=args.api_key_env, backend=args.backend,
-                                     fallback_base_url=args.fallback_base_url, fallback_model=args.fallback_model,
-                                     fallback_api_key_env=args.fallback_api_key_env)
+    profile = profile.with_overrides(
+        model=args.model,
+        api_key_env=args.api_key_env,
+        backend=args.backend,
+        fallback_base_url=args.fallback_base_url,
+        fallback_model=args.fallback_model,
+        fallback_api_key_env=args.fallback_api_key_env,
+    )
     problem = profile.problem()
     if problem:
         raise InputError.single(f"provider {profile.name!r}", problem[0], problem[1])
@@ -174,11 +202,15 @@ STREAM_DEADLINE_S = 30.0
 """Default time-to-first-token and idle-between-chunks deadlines of a streamed attempt."""
 
 
-def resolve_settings(args: argparse.Namespace, profile: ProviderProfile,
-                     stored: EngineSettings | None = None) -> EngineSettings:
-    base = stored or EngineSettings(concurrency=profile.concurrency or EngineSettings.concurrency,
-                                    timeout_s=profile.timeout or EngineSettings.timeout_s,
-                                    rpm=profile.rpm, tpm=profile.tpm)
+def resolve_settings(
+    args: argparse.Namespace, profile: ProviderProfile, stored: EngineSettings | None = None
+) -> EngineSettings:
+    base = stored or EngineSettings(
+        concurrency=profile.concurrency or EngineSettings.concurrency,
+        timeout_s=profile.timeout or EngineSettings.timeout_s,
+        rpm=profile.rpm,
+        tpm=profile.tpm,
+    )
     return replace(
         base,
         concurrency=args.concurrency or base.concurrency,
@@ -200,14 +232,21 @@ def resolve_settings(args: argparse.Namespace, profile: ProviderProfile,
 def _sim_config(args: argparse.Namespace, profile: ProviderProfile, stored=None):
     """The embedded simulator's settings: the stored ones (a resume) or the demo's, with the
     `--sim-*` flags applied; None when the run is not on the simulator."""
-    overrides = {"latency_ms": args.sim_latency_ms, "error_rate": args.sim_error_rate,
-                 "hang_rate": args.sim_hang_rate, "seed": args.sim_seed}
+    overrides = {
+        "latency_ms": args.sim_latency_ms,
+        "error_rate": args.sim_error_rate,
+        "hang_rate": args.sim_hang_rate,
+        "seed": args.sim_seed,
+    }
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if not profile.is_simulator:
         if overrides:
             flag = "--sim-" + next(iter(overrides)).replace("_", "-")
-            raise InputError.single(flag, "provider", f"the run's provider is {profile.name!r}, not the embedded "
-                                                      f"simulator: --sim-* options do not apply")
+            raise InputError.single(
+                flag,
+                "provider",
+                f"the run's provider is {profile.name!r}, not the embedded simulator: --sim-* options do not apply",
+            )
         return None
     from .session import DEMO_SIM
 
@@ -220,8 +259,11 @@ def _sim_config(args: argparse.Namespace, profile: ProviderProfile, stored=None)
 def _check_budget(plan: RunPlan, model: str | None, config: Config) -> None:
     if plan.settings.budget_usd is not None and plan.price_for(model) is None:
         raise InputError.single(
-            "--budget", "budget", f"no price is known for model {model!r} on provider {plan.profile.name!r}; "
-            f"add [prices.\"{plan.profile.name}/{model}\"] with input, cached_input and output to {config.path}")
+            "--budget",
+            "budget",
+            f"no price is known for model {model!r} on provider {plan.profile.name!r}; "
+            f'add [prices."{plan.profile.name}/{model}"] with input, cached_input and output to {config.path}',
+        )
 
 
 def _check_key(profile: ProviderProfile) -> None:
@@ -267,8 +309,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     settings = resolve_settings(args, effective, stored.settings)
     sim = _sim_config(args, effective, stored.sim)
     ray = _ray_options(args)
-    session = SwarmSession.open_existing(args.run_dir, profile=profile, settings=settings,
-                                         retry_failed=args.retry_failed, ray=ray, sim=sim)
+    session = SwarmSession.open_existing(
+        args.run_dir, profile=profile, settings=settings, retry_failed=args.retry_failed, ray=ray, sim=sim
+    )
     return _drive(session, args)
 
 
@@ -367,21 +410,35 @@ def cmd_providers(args: argparse.Namespace) -> int:
 
 def _add_cost_commands(commands) -> None:
     est = commands.add_parser(
-        "estimate", help="project a workload's monthly cost per model and provider",
+        "estimate",
+        help="project a workload's monthly cost per model and provider",
         description="Project the monthly cost of a workload per model and provider, side by side "
-                    "(e.g. the source article's 100 agents x 50 tasks/day x 2,048 output tokens x 30 days).")
+        "(e.g. the source article's 100 agents x 50 tasks/day x 2,048 output tokens x 30 days).",
+    )
     est.add_argument("--agents", type=_positive_int, help="sub-agents (default 100)")
     est.add_argument("--tasks-per-day", type=_positive_float, metavar="N", help="tasks per agent a day (default 50)")
-    est.add_argument("--input-tokens", type=_non_negative_float, metavar="N",
-                     help="prompt tokens per task, cached ones included (default 0: output only, as the article)")
-    est.add_argument("--output-tokens", type=_non_negative_float, metavar="N", help="output tokens per task (default 2048)")
-    est.add_argument("--cached-share", type=_rate, metavar="P", help="share of input served from the prompt cache (default 0)")
+    est.add_argument(
+        "--input-tokens",
+        type=_non_negative_float,
+        metavar="N",
+        help="prompt tokens per task, cached ones included (default 0: output only, as the article)",
+    )
+    est.add_argument(
+        "--output-tokens", type=_non_negative_float, metavar="N", help="output tokens per task (default 2048)"
+    )
+    est.add_argument(
+        "--cached-share", type=_rate, metavar="P", help="share of input served from the prompt cache (default 0)"
+    )
     est.add_argument("--days", type=_positive_float, help="days in the period (default 30)")
     which = est.add_mutually_exclusive_group()
     which.add_argument("--model", action="append", metavar="MODEL", help="a model to price (repeatable)")
     which.add_argument("--all-models", action="store_true", help="every model of the price table (the default)")
-    est.add_argument("--provider", action="append", metavar="NAME",
-                     help="only these providers' rows (repeatable; e.g. official, holysheep, relay-avg)")
+    est.add_argument(
+        "--provider",
+        action="append",
+        metavar="NAME",
+        help="only these providers' rows (repeatable; e.g. official, holysheep, relay-avg)",
+    )
     est.add_argument("--currency", help="display currency (default: the config's, CNY)")
     est.add_argument("--rate", type=_positive_float, help="units of the display currency per $1 (e.g. 7.3)")
     est.add_argument("--from-run", type=Path, metavar="RUN_DIR", help="take the per-task tokens a run measured")
@@ -389,35 +446,64 @@ def _add_cost_commands(commands) -> None:
     est.set_defaults(handler=cmd_estimate)
 
     sh = commands.add_parser(
-        "shadow", help="judge the primary endpoint against a mirrored baseline: ADOPT (exit 0) or ROLLBACK (exit 1)",
+        "shadow",
+        help="judge the primary endpoint against a mirrored baseline: ADOPT (exit 0) or ROLLBACK (exit 1)",
         description="Send a workload to the primary endpoint (the one migrated to, judged) and mirror a share "
-                    "of it to the secondary (the baseline); compare latency, errors, cost and answers. "
-                    "ADOPT (exit 0) keeps the primary; ROLLBACK (exit 1) goes back to the secondary.")
-    sh.add_argument("--primary", required=True,
-                    help="the endpoint judged, carrying all traffic: a provider profile name or a base URL")
-    sh.add_argument("--secondary", required=True,
-                    help="the baseline, getting the mirrored share (ROLLBACK goes back to it): "
-                         "a provider profile name or a base URL")
+        "of it to the secondary (the baseline); compare latency, errors, cost and answers. "
+        "ADOPT (exit 0) keeps the primary; ROLLBACK (exit 1) goes back to the secondary.",
+    )
+    sh.add_argument(
+        "--primary",
+        required=True,
+        help="the endpoint judged, carrying all traffic: a provider profile name or a base URL",
+    )
+    sh.add_argument(
+        "--secondary",
+        required=True,
+        help="the baseline, getting the mirrored share (ROLLBACK goes back to it): "
+        "a provider profile name or a base URL",
+    )
     sh.add_argument("--model", help="the model asked of both (default: each profile's)")
     sh.add_argument("--secondary-model", help="the model asked of the secondary, if named differently there")
     sh.add_argument("--primary-key-env", help="env var holding the primary's key (base URL; default OPENAI_API_KEY)")
-    sh.add_argument("--secondary-key-env", help="env var holding the secondary's key (base URL; default OPENAI_API_KEY)")
-    sh.add_argument("--rate", type=_share, default=0.1, help="share of requests mirrored to the secondary (default 0.1)")
-    sh.add_argument("--duration", type=_positive_float, default=600.0, metavar="S", help="seconds of traffic (default 600)")
-    sh.add_argument("--threshold", type=_positive_float, default=2.0,
-                    help="ROLLBACK when primary p95 / secondary p95 exceeds this (default 2.0)")
-    sh.add_argument("--max-error-excess", type=_rate, default=0.01, metavar="P",
-                    help="ROLLBACK when the primary's error rate exceeds the secondary's by more (default 0.01)")
+    sh.add_argument(
+        "--secondary-key-env", help="env var holding the secondary's key (base URL; default OPENAI_API_KEY)"
+    )
+    sh.add_argument(
+        "--rate", type=_share, default=0.1, help="share of requests mirrored to the secondary (default 0.1)"
+    )
+    sh.add_argument(
+        "--duration", type=_positive_float, default=600.0, metavar="S", help="seconds of traffic (default 600)"
+    )
+    sh.add_argument(
+        "--threshold",
+        type=_positive_float,
+        default=2.0,
+        help="ROLLBACK when primary p95 / secondary p95 exceeds this (default 2.0)",
+    )
+    sh.add_argument(
+        "--max-error-excess",
+        type=_rate,
+        default=0.01,
+        metavar="P",
+        help="ROLLBACK when the primary's error rate exceeds the secondary's by more (default 0.01)",
+    )
     sh.add_argument("--job", type=Path, help="a .jsonl or .toml job to send (default: a built-in probe workload)")
     sh.add_argument("--rps", type=_positive_float, default=2.0, help="requests a second to the primary (default 2)")
     sh.add_argument("--stream", action="store_true", help="stream answers (time to first token is measured)")
-    sh.add_argument("--timeout", type=_positive_float, default=30.0, metavar="S", help="limit of one request (default 30)")
+    sh.add_argument(
+        "--timeout", type=_positive_float, default=30.0, metavar="S", help="limit of one request (default 30)"
+    )
     sh.add_argument("--max-tokens", type=_positive_int, default=64, help="max_tokens of probe requests (default 64)")
     sh.add_argument("--out", type=Path, help="where shadow.json goes (default runs/<timestamp>-shadow)")
     sh.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
-    sh.add_argument("--headless", action="store_true", help="no live view: progress on stderr (the default when not on a terminal)")
+    sh.add_argument(
+        "--headless", action="store_true", help="no live view: progress on stderr (the default when not on a terminal)"
+    )
     sh.add_argument("--currency", help="display currency (default: the config's)")
-    sh.add_argument("--currency-rate", type=_positive_float, metavar="RATE", help="units of the display currency per $1")
+    sh.add_argument(
+        "--currency-rate", type=_positive_float, metavar="RATE", help="units of the display currency per $1"
+    )
     sh.set_defaults(handler=cmd_shadow)
 
 
@@ -454,15 +540,30 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     config = load_config()
     table = PriceTable.builtin(config.prices, billing=config.billing, source=config.path)
     currency = _display_currency(config, args.currency, args.rate, "--rate")
-    base = Scenario(**{k: v for k, v in {
-        "agents": args.agents, "tasks_per_day": args.tasks_per_day, "days": args.days,
-        "input_tokens": args.input_tokens, "output_tokens": args.output_tokens, "cached_share": args.cached_share,
-    }.items() if v is not None})
+    base = Scenario(
+        **{
+            k: v
+            for k, v in {
+                "agents": args.agents,
+                "tasks_per_day": args.tasks_per_day,
+                "days": args.days,
+                "input_tokens": args.input_tokens,
+                "output_tokens": args.output_tokens,
+                "cached_share": args.cached_share,
+            }.items()
+            if v is not None
+        }
+    )
     models = args.model
     if args.from_run is not None:
         measured = measure_run(args.from_run)
-        scenario = scenario_from_run(measured, base, input_tokens=args.input_tokens,
-                                     output_tokens=args.output_tokens, cached_share=args.cached_share)
+        scenario = scenario_from_run(
+            measured,
+            base,
+            input_tokens=args.input_tokens,
+            output_tokens=args.output_tokens,
+            cached_share=args.cached_share,
+        )
         if not models and not args.all_models and table.canonical(measured.model):
             models = [measured.model]
     else:
@@ -482,14 +583,19 @@ def cmd_shadow(args: argparse.Namespace) -> int:
     import signal
     import time
 
-    from .shadow import (ShadowConfig, ShadowRun, endpoint_profile, format_report, progress_line,
-                         write_report)
+    from .shadow import ShadowConfig, ShadowRun, endpoint_profile, format_report, progress_line, write_report
 
     config = load_config()
-    primary = endpoint_profile(args.primary, config, label="primary", model=args.model,
-                               api_key_env=args.primary_key_env)
-    secondary = endpoint_profile(args.secondary, config, label="secondary",
-                                 model=args.secondary_model or args.model, api_key_env=args.secondary_key_env)
+    primary = endpoint_profile(
+        args.primary, config, label="primary", model=args.model, api_key_env=args.primary_key_env
+    )
+    secondary = endpoint_profile(
+        args.secondary,
+        config,
+        label="secondary",
+        model=args.secondary_model or args.model,
+        api_key_env=args.secondary_key_env,
+    )
     _check_key(primary)
     _check_key(secondary)
     bodies = None
@@ -497,10 +603,22 @@ def cmd_shadow(args: argparse.Namespace) -> int:
         job = load_job(args.job, model_override=args.model)
         bodies = [task.body for task in job.tasks]
     shadow_config = ShadowConfig(
-        primary=primary, secondary=secondary, model=args.model, secondary_model=args.secondary_model,
-        rate=args.rate, duration_s=args.duration, threshold=args.threshold, max_error_excess=args.max_error_excess,
-        rps=args.rps, bodies=bodies, workload=str(args.job) if args.job else "probe", stream=args.stream,
-        timeout_s=args.timeout, max_tokens=args.max_tokens, prices=config.prices, billing=config.billing,
+        primary=primary,
+        secondary=secondary,
+        model=args.model,
+        secondary_model=args.secondary_model,
+        rate=args.rate,
+        duration_s=args.duration,
+        threshold=args.threshold,
+        max_error_excess=args.max_error_excess,
+        rps=args.rps,
+        bodies=bodies,
+        workload=str(args.job) if args.job else "probe",
+        stream=args.stream,
+        timeout_s=args.timeout,
+        max_tokens=args.max_tokens,
+        prices=config.prices,
+        billing=config.billing,
         currency=_display_currency(config, args.currency, args.currency_rate, "--currency-rate"),
     )
     live = sys.stderr.isatty()
@@ -521,9 +639,12 @@ def cmd_shadow(args: argparse.Namespace) -> int:
 
     run = ShadowRun(shadow_config, on_update)
     out_dir = args.out or default_run_dir("shadow")
-    print(f"swarm-tui shadow: {run.endpoints[0].profile.name} <- all traffic, {run.endpoints[1].profile.name} <- "
-          f"{args.rate:.0%} mirrored, {args.duration:g}s at {args.rps:g} req/s ({shadow_config.workload}); "
-          f"report: {out_dir / 'shadow.json'}", file=sys.stderr)
+    print(
+        f"swarm-tui shadow: {run.endpoints[0].profile.name} <- all traffic, {run.endpoints[1].profile.name} <- "
+        f"{args.rate:.0%} mirrored, {args.duration:g}s at {args.rps:g} req/s ({shadow_config.workload}); "
+        f"report: {out_dir / 'shadow.json'}",
+        file=sys.stderr,
+    )
 
     async def drive():
         loop = asyncio.get_running_loop()
@@ -547,4 +668,3 @@ def cmd_shadow(args: argparse.Namespace) -> int:
         print(format_report(report))
         print(f"report: {path}")
     return report.exit_code
-

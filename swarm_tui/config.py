@@ -42,8 +42,10 @@ def builtin_profiles() -> dict[str, ProviderProfile]:
     return {
         SIM_PROFILE_NAME: ProviderProfile(name=SIM_PROFILE_NAME),
         "openai": ProviderProfile(
-            name="openai", base_url=os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1",
-            model="gpt-4.1-mini", api_key_env="OPENAI_API_KEY",
+            name="openai",
+            base_url=os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1",
+            model="gpt-4.1-mini",
+            api_key_env="OPENAI_API_KEY",
         ),
     }
 
@@ -109,7 +111,7 @@ def write_private(path: Path, text: str) -> None:
             data = text.encode("utf-8")
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -173,7 +175,7 @@ def load_config(path: Path | None = None) -> Config:
     return config
 
 
-def configured_currency(*, provider: str | None = None, prices: dict[str, Any] | None = None) -> "DisplayCurrency":
+def configured_currency(*, provider: str | None = None, prices: dict[str, Any] | None = None) -> DisplayCurrency:
     """`display_currency` of the user's config file (with `prices` instead of the config's own
     overrides, e.g. those a run stored); USD when the file cannot be read. A run chooses it once,
     when it opens, and passes it down: a summary written at the end of a run must not fail over
@@ -183,8 +185,9 @@ def configured_currency(*, provider: str | None = None, prices: dict[str, Any] |
 
     try:
         config = load_config()
-        table = PriceTable.builtin(config.prices if prices is None else prices, billing=config.billing,
-                                   source=config.path)
+        table = PriceTable.builtin(
+            config.prices if prices is None else prices, billing=config.billing, source=config.path
+        )
         return from_config(config, provider=provider, table=table)
     except (InputError, OSError, ValueError):
         return USD
@@ -196,9 +199,16 @@ def _check_money(config: Config) -> None:
     from .pricing import PriceTable
 
     if not isinstance(config.currency, str):
-        raise InputError.single(config.path, "defaults.currency", f"must be a currency code such as \"CNY\", not {config.currency!r}")
-    resolve_currency(config.currency, config.currency_rate, source=str(config.path),
-                     code_field="defaults.currency", rate_field="defaults.currency_rate")
+        raise InputError.single(
+            config.path, "defaults.currency", f'must be a currency code such as "CNY", not {config.currency!r}'
+        )
+    resolve_currency(
+        config.currency,
+        config.currency_rate,
+        source=str(config.path),
+        code_field="defaults.currency",
+        rate_field="defaults.currency_rate",
+    )
     if not isinstance(config.prices, dict):
         raise InputError.single(config.path, "prices", 'must be tables: [prices."provider/model"]')
     if not isinstance(config.billing, dict):

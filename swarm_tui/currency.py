@@ -39,18 +39,21 @@ REFERENCE_RATES_AS_OF = "2026-11-30"
 """Reference rates are round figures for display, not market quotes: set `currency_rate` (or
 `--rate`) to what you actually pay. CNY is the source article's official ¥7.3 = $1."""
 
-CURRENCIES: dict[str, CurrencyInfo] = {c.code: c for c in (
-    CurrencyInfo("USD", "$", 2, 1.0),
-    CurrencyInfo("CNY", "¥", 2, 7.3),
-    CurrencyInfo("JPY", "¥", 0, 150.0),
-    CurrencyInfo("EUR", "€", 2, 0.92),
-    CurrencyInfo("GBP", "£", 2, 0.79),
-    CurrencyInfo("KRW", "₩", 0, 1400.0),
-    CurrencyInfo("INR", "₹", 2, 88.0),
-    CurrencyInfo("HKD", "HK$", 2, 7.8),
-    CurrencyInfo("TWD", "NT$", 0, 32.0),
-    CurrencyInfo("SGD", "S$", 2, 1.35),
-)}
+CURRENCIES: dict[str, CurrencyInfo] = {
+    c.code: c
+    for c in (
+        CurrencyInfo("USD", "$", 2, 1.0),
+        CurrencyInfo("CNY", "¥", 2, 7.3),
+        CurrencyInfo("JPY", "¥", 0, 150.0),
+        CurrencyInfo("EUR", "€", 2, 0.92),
+        CurrencyInfo("GBP", "£", 2, 0.79),
+        CurrencyInfo("KRW", "₩", 0, 1400.0),
+        CurrencyInfo("INR", "₹", 2, 88.0),
+        CurrencyInfo("HKD", "HK$", 2, 7.8),
+        CurrencyInfo("TWD", "NT$", 0, 32.0),
+        CurrencyInfo("SGD", "S$", 2, 1.35),
+    )
+}
 
 _CODE = re.compile(r"^[A-Za-z]{3}$")
 
@@ -99,7 +102,7 @@ class DisplayCurrency:
             return ""
         return f"{self.symbol}{self.rate:g} = $1"
 
-    def for_provider(self, table: "PriceTable | None", provider: str | None) -> "DisplayCurrency":
+    def for_provider(self, table: PriceTable | None, provider: str | None) -> DisplayCurrency:
         """This currency at the rate `provider` bills it at, when the price table says (¥1 = $1)."""
         if table is None or self.is_usd:
             return self
@@ -138,8 +141,14 @@ def format_amount(value: float, symbol: str, decimals: int = 2) -> str:
     return f"{sign}{symbol}{text}"
 
 
-def resolve_currency(code: str | None, rate: float | None = None, *, source: str = "currency",
-                     code_field: str = "--currency", rate_field: str = "--rate") -> DisplayCurrency:
+def resolve_currency(
+    code: str | None,
+    rate: float | None = None,
+    *,
+    source: str = "currency",
+    code_field: str = "--currency",
+    rate_field: str = "--rate",
+) -> DisplayCurrency:
     """A display currency from a code and an optional rate (units per $1); `InputError` when
     the code is malformed, or unknown without a rate, or the rate is not a positive number."""
     code = (code or "USD").strip().upper()
@@ -154,30 +163,38 @@ def resolve_currency(code: str | None, rate: float | None = None, *, source: str
         return USD
     if info is None and rate is None:
         known = ", ".join(sorted(CURRENCIES))
-        raise InputError.single(source, rate_field,
-                                f"no reference rate for {code}: give its rate ({code} per $1), or use one of {known}")
+        raise InputError.single(
+            source, rate_field, f"no reference rate for {code}: give its rate ({code} per $1), or use one of {known}"
+        )
     if rate is not None:
         basis = "your rate"
     else:
         basis = f"reference rate of {REFERENCE_RATES_AS_OF}"
     return DisplayCurrency(
-        code=code, rate=float(rate if rate is not None else info.reference_rate),  # type: ignore[union-attr]
-        symbol=info.symbol if info else f"{code} ", decimals=info.decimals if info else 2, basis=basis,
+        code=code,
+        rate=float(rate if rate is not None else info.reference_rate),  # type: ignore[union-attr]
+        symbol=info.symbol if info else f"{code} ",
+        decimals=info.decimals if info else 2,
+        basis=basis,
     )
 
 
-def from_config(config: "Config", *, provider: str | None = None,
-                table: "PriceTable | None" = None) -> DisplayCurrency:
+def from_config(config: Config, *, provider: str | None = None, table: PriceTable | None = None) -> DisplayCurrency:
     """The config's display currency (`[defaults] currency`, `currency_rate`), at `provider`'s
     billing rate when the price table has one."""
-    currency = resolve_currency(config.currency, config.currency_rate, source=str(config.path),
-                                code_field="defaults.currency", rate_field="defaults.currency_rate")
+    currency = resolve_currency(
+        config.currency,
+        config.currency_rate,
+        source=str(config.path),
+        code_field="defaults.currency",
+        rate_field="defaults.currency_rate",
+    )
     if config.currency_rate is not None:
         currency = replace(currency, basis="config")
     return currency.for_provider(table, provider) if provider else currency
 
 
-def display_currency(config: "Config", provider: str | None = None) -> DisplayCurrency:
+def display_currency(config: Config, provider: str | None = None) -> DisplayCurrency:
     """The currency to show a run on `provider` in: the config's, at the provider's billing rate
     (built-in `[billing]` plus the config's own) when there is one. What the TUI footer uses."""
     from .pricing import PriceTable

@@ -32,7 +32,7 @@ class InputError(Exception):
     problems: list[Problem] = field(default_factory=list)
 
     @classmethod
-    def single(cls, source: str | Path, field_name: str, message: str, line: int | None = None) -> "InputError":
+    def single(cls, source: str | Path, field_name: str, message: str, line: int | None = None) -> InputError:
         return cls([Problem(str(source), line, field_name, message)])
 
     def __str__(self) -> str:

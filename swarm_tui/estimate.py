@@ -26,7 +26,7 @@ from typing import Any
 
 from .currency import USD, DisplayCurrency, format_usd
 from .errors import InputError
-from .pricing import PriceTable, Price
+from .pricing import Price, PriceTable
 from .providers.usage import Usage
 
 SOURCE = "estimate"
@@ -75,13 +75,21 @@ class Scenario:
     def usage(self) -> Usage:
         """The whole period's tokens (rounded to whole tokens)."""
         prompt = round(self.tasks * self.input_tokens)
-        return Usage(prompt=prompt, completion=round(self.tasks * self.output_tokens),
-                     cached=round(prompt * self.cached_share))
+        return Usage(
+            prompt=prompt, completion=round(self.tasks * self.output_tokens), cached=round(prompt * self.cached_share)
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"agents": self.agents, "tasks_per_day": self.tasks_per_day, "days": self.days,
-                "input_tokens_per_task": self.input_tokens, "output_tokens_per_task": self.output_tokens,
-                "cached_share": self.cached_share, "tasks": self.tasks, "measured_from": self.measured_from}
+        return {
+            "agents": self.agents,
+            "tasks_per_day": self.tasks_per_day,
+            "days": self.days,
+            "input_tokens_per_task": self.input_tokens,
+            "output_tokens_per_task": self.output_tokens,
+            "cached_share": self.cached_share,
+            "tasks": self.tasks,
+            "measured_from": self.measured_from,
+        }
 
 
 @dataclass(frozen=True)
@@ -102,11 +110,17 @@ class EstimateRow:
         return self.currency.amount(self.cost_usd) if self.currency.shows_local else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "provider": self.provider, "price": self.price.to_dict(),
-                "cost_usd": round(self.cost_usd, 2), "cost_display": self.currency.format(self.cost_usd),
-                "display": {**self.currency.to_dict(), "amount": _r2(self.display_amount)},
-                "saving_usd": round(self.saving_usd, 2), "saving_share": round(self.saving_share, 4),
-                "priciest_of_model": self.priciest}
+        return {
+            "model": self.model,
+            "provider": self.provider,
+            "price": self.price.to_dict(),
+            "cost_usd": round(self.cost_usd, 2),
+            "cost_display": self.currency.format(self.cost_usd),
+            "display": {**self.currency.to_dict(), "amount": _r2(self.display_amount)},
+            "saving_usd": round(self.saving_usd, 2),
+            "saving_share": round(self.saving_share, 4),
+            "priciest_of_model": self.priciest,
+        }
 
 
 @dataclass(frozen=True)
@@ -133,16 +147,30 @@ class Estimate:
             "tokens": {"input": self.usage.prompt, "cached": self.usage.cached, "output": self.usage.completion},
             "currency": self.currency.to_dict(),
             "rows": [r.to_dict() for r in self.rows],
-            "cheapest": {"model": cheapest.model, "provider": cheapest.provider, "cost_usd": round(cheapest.cost_usd, 2),
-                         "saving_vs_priciest_usd": round(priciest.cost_usd - cheapest.cost_usd, 2)},
-            "priciest": {"model": priciest.model, "provider": priciest.provider, "cost_usd": round(priciest.cost_usd, 2)},
+            "cheapest": {
+                "model": cheapest.model,
+                "provider": cheapest.provider,
+                "cost_usd": round(cheapest.cost_usd, 2),
+                "saving_vs_priciest_usd": round(priciest.cost_usd - cheapest.cost_usd, 2),
+            },
+            "priciest": {
+                "model": priciest.model,
+                "provider": priciest.provider,
+                "cost_usd": round(priciest.cost_usd, 2),
+            },
             "prices_updated": self.prices_updated,
             "notes": self.notes,
         }
 
 
-def build_estimate(scenario: Scenario, *, models: list[str] | None = None, providers: list[str] | None = None,
-                   table: PriceTable | None = None, currency: DisplayCurrency = USD) -> Estimate:
+def build_estimate(
+    scenario: Scenario,
+    *,
+    models: list[str] | None = None,
+    providers: list[str] | None = None,
+    table: PriceTable | None = None,
+    currency: DisplayCurrency = USD,
+) -> Estimate:
     """Price `scenario` on every provider row of `models` (all models when None or empty)."""
     table = table or PriceTable.builtin()
     known = table.models()
@@ -151,8 +179,12 @@ def build_estimate(scenario: Scenario, *, models: list[str] | None = None, provi
         for name in models:
             canon = table.canonical(name)
             if canon is None:
-                raise InputError.single(SOURCE, "--model", f"no price for {name!r}; known models: {', '.join(known)} "
-                                        f'(add your own under [prices."provider/{name}"] in the config)')
+                raise InputError.single(
+                    SOURCE,
+                    "--model",
+                    f"no price for {name!r}; known models: {', '.join(known)} "
+                    f'(add your own under [prices."provider/{name}"] in the config)',
+                )
             if canon not in chosen:
                 chosen.append(canon)
     else:
@@ -164,7 +196,9 @@ def build_estimate(scenario: Scenario, *, models: list[str] | None = None, provi
         for p in providers:
             key = "official" if p.strip() in ("*", "") else p.strip().lower()
             if key not in known_providers:
-                raise InputError.single(SOURCE, "--provider", f"no prices for provider {p!r}; known: {', '.join(known_providers)}")
+                raise InputError.single(
+                    SOURCE, "--provider", f"no prices for provider {p!r}; known: {', '.join(known_providers)}"
+                )
             wanted.add(key)
     usage = scenario.usage()
     rows: list[EstimateRow] = []
@@ -175,12 +209,18 @@ def build_estimate(scenario: Scenario, *, models: list[str] | None = None, provi
         priced = sorted(((o, o.price.cost(usage)) for o in offers), key=lambda pair: (pair[1], pair[0].provider))
         top = max(cost for _, cost in priced)
         for offer, cost in priced:
-            rows.append(EstimateRow(
-                model=model, provider=offer.provider, price=offer.price, cost_usd=cost,
-                currency=currency.for_provider(table, offer.provider),
-                saving_usd=top - cost, saving_share=(top - cost) / top if top > 0 else 0.0,
-                priciest=len(priced) > 1 and cost == top,
-            ))
+            rows.append(
+                EstimateRow(
+                    model=model,
+                    provider=offer.provider,
+                    price=offer.price,
+                    cost_usd=cost,
+                    currency=currency.for_provider(table, offer.provider),
+                    saving_usd=top - cost,
+                    saving_share=(top - cost) / top if top > 0 else 0.0,
+                    priciest=len(priced) > 1 and cost == top,
+                )
+            )
     if not rows:
         raise InputError.single(SOURCE, "--provider", "no price-table row matches the chosen models and providers")
     notes = []
@@ -242,26 +282,42 @@ def measure_run(run_dir: str | Path) -> RunMeasurement:
         raise InputError.single(run_dir, "--from-run", "not a run directory (no journal.sqlite or summary.json)")
     if finished <= 0:
         raise InputError.single(run_dir, "--from-run", "the run has no finished task to measure tokens from")
-    return RunMeasurement(str(run_dir), finished, prompt / finished, completion / finished,
-                          cached / prompt if prompt else 0.0, model, provider, simulated)
+    return RunMeasurement(
+        str(run_dir),
+        finished,
+        prompt / finished,
+        completion / finished,
+        cached / prompt if prompt else 0.0,
+        model,
+        provider,
+        simulated,
+    )
 
 
-def scenario_from_usage(usage: Usage, finished_tasks: int, base: Scenario | None = None,
-                        measured_from: str = "this run") -> Scenario:
+def scenario_from_usage(
+    usage: Usage, finished_tasks: int, base: Scenario | None = None, measured_from: str = "this run"
+) -> Scenario:
     """`base` with the per-task tokens of `usage` billed over `finished_tasks` tasks: what the TUI
     uses to project a live run (`RunStats.usage`, `RunStats.done`)."""
     if finished_tasks <= 0:
         raise InputError.single(SOURCE, "tasks", "no finished task to measure tokens from yet")
-    return replace(base or Scenario(), input_tokens=usage.prompt / finished_tasks,
-                   output_tokens=usage.completion / finished_tasks,
-                   cached_share=usage.cached / usage.prompt if usage.prompt else 0.0, measured_from=measured_from)
+    return replace(
+        base or Scenario(),
+        input_tokens=usage.prompt / finished_tasks,
+        output_tokens=usage.completion / finished_tasks,
+        cached_share=usage.cached / usage.prompt if usage.prompt else 0.0,
+        measured_from=measured_from,
+    )
 
 
 def scenario_from_run(measured: RunMeasurement, base: Scenario | None = None, **explicit: Any) -> Scenario:
     """`base` (agents, tasks a day, days) with the run's per-task tokens, unless given in `explicit`."""
     base = base or Scenario()
-    values = {"input_tokens": measured.input_tokens, "output_tokens": measured.output_tokens,
-              "cached_share": measured.cached_share}
+    values = {
+        "input_tokens": measured.input_tokens,
+        "output_tokens": measured.output_tokens,
+        "cached_share": measured.cached_share,
+    }
     values.update({k: v for k, v in explicit.items() if v is not None})
     return replace(base, measured_from=measured.run_dir, **values)
 
@@ -295,8 +351,16 @@ def format_table(estimate: Estimate) -> str:
     table: list[list[str]] = []
     billed_notes: dict[str, str] = {}
     for row in estimate.rows:
-        cells = [row.model, row.provider, _price_text(row.price.input), _price_text(row.price.cached_input),
-                 _price_text(row.price.output), tokens_text(u.prompt), tokens_text(u.completion), format_usd(row.cost_usd)]
+        cells = [
+            row.model,
+            row.provider,
+            _price_text(row.price.input),
+            _price_text(row.price.cached_input),
+            _price_text(row.price.output),
+            tokens_text(u.prompt),
+            tokens_text(u.completion),
+            format_usd(row.cost_usd),
+        ]
         if show_local:
             local = row.currency.local(row.cost_usd)
             if row.currency.rate != cur.rate:
@@ -314,7 +378,9 @@ def format_table(estimate: Estimate) -> str:
     widths = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(headers)]
 
     def render(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
 
     lines.append("")
     lines.append(render(headers))
@@ -328,10 +394,12 @@ def format_table(estimate: Estimate) -> str:
     lines.append("")
     cheapest, priciest = estimate.cheapest, estimate.priciest
     if len({r.model for r in estimate.rows}) > 1 and priciest.cost_usd > cheapest.cost_usd:
-        lines.append(f"Cheapest: {cheapest.model} @ {cheapest.provider} {format_usd(cheapest.cost_usd)}, "
-                     f"{format_usd(priciest.cost_usd - cheapest.cost_usd)} "
-                     f"({(priciest.cost_usd - cheapest.cost_usd) / priciest.cost_usd:.1%}) less than the priciest, "
-                     f"{priciest.model} @ {priciest.provider} {format_usd(priciest.cost_usd)}")
+        lines.append(
+            f"Cheapest: {cheapest.model} @ {cheapest.provider} {format_usd(cheapest.cost_usd)}, "
+            f"{format_usd(priciest.cost_usd - cheapest.cost_usd)} "
+            f"({(priciest.cost_usd - cheapest.cost_usd) / priciest.cost_usd:.1%}) less than the priciest, "
+            f"{priciest.model} @ {priciest.provider} {format_usd(priciest.cost_usd)}"
+        )
     if show_local:
         basis = f"{cur.rate_text()} ({cur.basis})" if cur.basis else cur.rate_text()
         if billed_notes:
@@ -339,8 +407,10 @@ def format_table(estimate: Estimate) -> str:
             lines.append(f"{cur.code} at {basis}; * {bills} (price table [billing])")
         else:
             lines.append(f"{cur.code} at {basis}")
-    lines.append(f"Prices: USD per 1M tokens, built-in table updated {estimate.prices_updated or '?'} "
-                 "(official list prices and the source article's relay prices); override in your config [prices].")
+    lines.append(
+        f"Prices: USD per 1M tokens, built-in table updated {estimate.prices_updated or '?'} "
+        "(official list prices and the source article's relay prices); override in your config [prices]."
+    )
     for note in estimate.notes:
         lines.append(f"Note: {note}")
     return "\n".join(lines)

@@ -54,7 +54,7 @@ def progress_line(stats: RunStats, waiting: str = "") -> str:
 
 
 def gate_wait(engine) -> str:
-    """"waiting 42s: the provider asked (Retry-After 999999s, capped at 60s)" while the gate is closed."""
+    """ "waiting 42s: the provider asked (Retry-After 999999s, capped at 60s)" while the gate is closed."""
     remaining = engine.admission.gate_remaining_s
     if remaining <= 0:
         return ""
@@ -87,8 +87,11 @@ async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) ->
     live = stream.isatty()
     label = "SIMULATED" if session.simulated else session.client.base_url
     what = "plan -> fan-out -> aggregate" if session.pipeline and not session.tasks else f"{len(session.tasks)} tasks"
-    print(f"swarm-tui: {what}, {session.job_name} -> {session.plan.profile.name} "
-          f"({label}), model {session.model}, run dir {session.run_dir}", file=stream)
+    print(
+        f"swarm-tui: {what}, {session.job_name} -> {session.plan.profile.name} "
+        f"({label}), model {session.model}, run dir {session.run_dir}",
+        file=stream,
+    )
     painter = asyncio.create_task(_paint(engine, stream)) if live else None
     try:
         finished = await session.run()
@@ -132,8 +135,9 @@ def print_summary(summary: dict, finished: RunFinished, session: SwarmSession, s
     if finished.stop_reason:
         lines.append(f"stopped: {finished.stop_reason}")
     if session.output_error:
-        lines.append(f"results.jsonl and summary.json not written ({session.output_error}); the journal keeps "
-                     f"every result")
+        lines.append(
+            f"results.jsonl and summary.json not written ({session.output_error}); the journal keeps every result"
+        )
     if finished.aborted or finished.cancelled or session.output_error:
         lines.append(f"resume with: swarm-tui resume {session.run_dir}")
     elif finished.failed:

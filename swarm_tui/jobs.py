@@ -71,8 +71,9 @@ class TaskTemplate:
         if memory:
             messages.append({"role": "system", "content": memory})
         if self.system:
-            messages.append({"role": "system", "content": self.system.format(agent=agent, index=agent - 1,
-                                                                              total=total)})
+            messages.append(
+                {"role": "system", "content": self.system.format(agent=agent, index=agent - 1, total=total)}
+            )
         messages.append({"role": "user", "content": prompt})
         return {"model": self.model, "messages": messages, **self.request}
 
@@ -104,7 +105,9 @@ def load_job(path: str | Path, *, model_override: str | None = None) -> Job:
         return load_batch_jsonl(path, model_override=model_override)
     if suffix == ".toml":
         return load_swarm_toml(path, model_override=model_override)
-    raise InputError.single(path, "job", f"unknown job format {path.suffix!r}: use .jsonl (OpenAI Batch) or .toml (swarm job)")
+    raise InputError.single(
+        path, "job", f"unknown job format {path.suffix!r}: use .jsonl (OpenAI Batch) or .toml (swarm job)"
+    )
 
 
 def read_job_text(path: Path) -> str:
@@ -122,8 +125,12 @@ def read_job_text(path: Path) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise InputError.single(path, "encoding", f"not UTF-8 text: byte 0x{data[exc.start]:02x} at column {column} "
-                                                  f"({exc.reason}); save the file as UTF-8", line=line) from None
+        raise InputError.single(
+            path,
+            "encoding",
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} at column {column} ({exc.reason}); save the file as UTF-8",
+            line=line,
+        ) from None
     return text[1:] if text.startswith("\ufeff") else text
 
 
@@ -235,13 +242,20 @@ def _message_problems(where: str, message: Any) -> list[tuple[str, str]]:
     content = message.get("content")
     if content is None:
         if not (role == "assistant" and (tool_calls or message.get("function_call"))):
-            found.append((f"{where}.content", "missing" if "content" not in message else
-                          "may be null only in an assistant message with tool_calls"))
+            found.append(
+                (
+                    f"{where}.content",
+                    "missing"
+                    if "content" not in message
+                    else "may be null only in an assistant message with tool_calls",
+                )
+            )
     elif isinstance(content, list):
         for j, part in enumerate(content):
             if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                found.append((f"{where}.content[{j}]",
-                              f"must be a content part object with a string type, not {_shown(part)}"))
+                found.append(
+                    (f"{where}.content[{j}]", f"must be a content part object with a string type, not {_shown(part)}")
+                )
             elif part["type"] == "text" and not isinstance(part.get("text"), str):
                 found.append((f"{where}.content[{j}].text", f"must be a string, not {_shown(part.get('text'))}"))
     elif not isinstance(content, str):
@@ -289,14 +303,20 @@ PARAM_CHECKS: dict[str, tuple[Any, str]] = {
     "presence_penalty": _number_between(-2, 2),
     "frequency_penalty": _number_between(-2, 2),
     "seed": (_is_int, "an integer"),
-    "stop": ((lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(s, str) for s in v))),
-             "a string or a list of strings"),
+    "stop": (
+        (lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(s, str) for s in v))),
+        "a string or a list of strings",
+    ),
     "logprobs": _of_type(bool, "true or false"),
     "top_logprobs": _int_between(0, 20),
-    "logit_bias": ((lambda v: isinstance(v, dict) and all(_is_number(b) for b in v.values())),
-                   "an object of token ids to numbers"),
-    "response_format": ((lambda v: isinstance(v, dict) and isinstance(v.get("type"), str)),
-                        "an object with a string type (text, json_object or json_schema)"),
+    "logit_bias": (
+        (lambda v: isinstance(v, dict) and all(_is_number(b) for b in v.values())),
+        "an object of token ids to numbers",
+    ),
+    "response_format": (
+        (lambda v: isinstance(v, dict) and isinstance(v.get("type"), str)),
+        "an object with a string type (text, json_object or json_schema)",
+    ),
     "reasoning_effort": _of_type(str, "a string"),
     "user": _of_type(str, "a string"),
     "service_tier": _of_type(str, "a string"),
@@ -339,12 +359,24 @@ def _unknown(key: str, known: set[str] | frozenset[str], what: str = "key") -> s
 
 # --------------------------------------------------------------------------- TOML swarm job
 
-REQUEST_KEYS = frozenset({
-    "max_tokens", "max_completion_tokens", "temperature", "top_p", "presence_penalty",
-    "frequency_penalty", "seed", "stop", "response_format", "reasoning_effort", "extra_body",
-})
-TOP_LEVEL_KEYS = frozenset({"name", "model", "system", "context", "request", "tasks", "task", "goal", "plan",
-                            "workers", "aggregate", "memory"})
+REQUEST_KEYS = frozenset(
+    {
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "top_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "seed",
+        "stop",
+        "response_format",
+        "reasoning_effort",
+        "extra_body",
+    }
+)
+TOP_LEVEL_KEYS = frozenset(
+    {"name", "model", "system", "context", "request", "tasks", "task", "goal", "plan", "workers", "aggregate", "memory"}
+)
 TASKS_KEYS = frozenset({"count", "prompt", "id"})
 TASK_ENTRY_KEYS = frozenset({"id", "prompt"})
 CONTEXT_KEYS = frozenset({"text", "file"})
@@ -387,7 +419,7 @@ class _LineIndex:
             assignment = _ASSIGNMENT.match(line)
             if assignment:
                 keys.setdefault(_normal_key(assignment.group(1)), lineno)
-                value = line[assignment.end():]
+                value = line[assignment.end() :]
                 for quotes in ('"""', "'''"):
                     if value.count(quotes) % 2:
                         open_string = quotes
@@ -433,8 +465,7 @@ class _TomlChecker:
     def add(self, dotted: str, message: str, line: int | None = None) -> None:
         self.problems.append(Problem(str(self.path), line or self.line_of(dotted), dotted, message))
 
-    def unknown_keys(self, table: dict[str, Any], known: frozenset[str], prefix: str = "",
-                     what: str = "key") -> None:
+    def unknown_keys(self, table: dict[str, Any], known: frozenset[str], prefix: str = "", what: str = "key") -> None:
         for key in table:
             if key not in known:
                 self.add(f"{prefix}{key}", _unknown(key, known, what))
@@ -539,8 +570,7 @@ def _task_prompts(doc: dict[str, Any], check: _TomlChecker) -> list[tuple[str, s
     tasks_table = doc.get("tasks")
     task_list = doc.get("task")
     if tasks_table is None and task_list is None:
-        check.add("tasks", "missing: add [tasks] with count and prompt, [[task]] entries, or a goal and [plan]",
-                  line=1)
+        check.add("tasks", "missing: add [tasks] with count and prompt, [[task]] entries, or a goal and [plan]", line=1)
         return []
     prompts: list[tuple[str, str, str]] = []
     if tasks_table is not None:
@@ -591,6 +621,9 @@ def _render(template: str, values: dict[str, int], check: _TomlChecker, dotted: 
     try:
         return template.format(**values)
     except (KeyError, IndexError, ValueError) as exc:
-        check.add(dotted, f"bad template {template!r}: unknown or malformed placeholder {exc!s} "
-                          f"(known: {{agent}}, {{index}}, {{total}}; write {{{{ }}}} for braces)")
+        check.add(
+            dotted,
+            f"bad template {template!r}: unknown or malformed placeholder {exc!s} "
+            f"(known: {{agent}}, {{index}}, {{total}}; write {{{{ }}}} for braces)",
+        )
         return None

@@ -20,9 +20,10 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from .engine.events import Attempt, TaskState
 from .errors import JournalWriteError
@@ -30,6 +31,7 @@ from .jobs import Task
 from .providers.errors import CallError, ErrorClass, error_body
 from .providers.usage import Usage
 from .rundir import JOURNAL_NAME, PRIVATE_FILE, describe_write_failure, temp_name
+
 SCHEMA_VERSION = 1
 
 SCHEMA = """
@@ -124,7 +126,7 @@ class Journal:
     # ----------------------------------------------------------------- lifecycle
 
     @classmethod
-    def create(cls, run_dir: Path, tasks: list[Task], meta: dict[str, Any]) -> "Journal":
+    def create(cls, run_dir: Path, tasks: list[Task], meta: dict[str, Any]) -> Journal:
         """A new journal holding every task of the job (bodies included: resume needs no job file).
 
         Built under a temporary name and renamed into place, so that whenever the process dies
@@ -146,13 +148,17 @@ class Journal:
                 db.execute("BEGIN")
                 db.executemany(
                     "INSERT INTO tasks (idx, custom_id, body, state, updated_at) VALUES (?, ?, ?, ?, ?)",
-                    ((t.index, t.custom_id, json.dumps(t.body, ensure_ascii=False), TaskState.QUEUED, now)
-                     for t in tasks),
+                    (
+                        (t.index, t.custom_id, json.dumps(t.body, ensure_ascii=False), TaskState.QUEUED, now)
+                        for t in tasks
+                    ),
                 )
                 db.executemany(
                     "INSERT INTO meta (key, value) VALUES (?, ?)",
-                    [(k, json.dumps(v, ensure_ascii=False)) for k, v in {**meta, "schema": SCHEMA_VERSION,
-                                                                          "created_at": now}.items()],
+                    [
+                        (k, json.dumps(v, ensure_ascii=False))
+                        for k, v in {**meta, "schema": SCHEMA_VERSION, "created_at": now}.items()
+                    ],
                 )
                 db.execute("COMMIT")
             finally:
@@ -167,12 +173,14 @@ class Journal:
         with self._writing():
             self._db.executemany(
                 "INSERT OR IGNORE INTO tasks (idx, custom_id, body, state, updated_at) VALUES (?, ?, ?, ?, ?)",
-                ((t.index, t.custom_id, json.dumps(t.body, ensure_ascii=False), TaskState.QUEUED, time.time())
-                 for t in tasks),
+                (
+                    (t.index, t.custom_id, json.dumps(t.body, ensure_ascii=False), TaskState.QUEUED, time.time())
+                    for t in tasks
+                ),
             )
 
     @classmethod
-    def open(cls, run_dir: Path, *, readonly: bool = False) -> "Journal":
+    def open(cls, run_dir: Path, *, readonly: bool = False) -> Journal:
         """An existing run's journal; IncompleteRunError when the file is not a whole run."""
         path = Path(run_dir) / JOURNAL_NAME
         if not path.is_file():
@@ -184,8 +192,10 @@ class Journal:
             raise IncompleteRunError(f"{path} is not a swarm-tui journal ({exc})") from None
         if "plan" not in meta or "job" not in meta:
             journal.close()
-            raise IncompleteRunError(f"{path} does not hold a whole run (its creation was interrupted?); "
-                                     f"start it again with `swarm-tui run JOB --out` a new directory")
+            raise IncompleteRunError(
+                f"{path} does not hold a whole run (its creation was interrupted?); "
+                f"start it again with `swarm-tui run JOB --out` a new directory"
+            )
         return journal
 
     # ----------------------------------------------------------------- failure
@@ -232,14 +242,16 @@ class Journal:
 
     def set_meta(self, key: str, value: Any) -> None:
         with self._writing():
-            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                             (key, json.dumps(value, ensure_ascii=False)))
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value, ensure_ascii=False))
+            )
 
     def tasks(self) -> list[TaskRow]:
         return [
             TaskRow(idx, cid, json.loads(body), TaskState(state), attempts)
             for idx, cid, body, state, attempts in self._db.execute(
-                "SELECT idx, custom_id, body, state, attempts FROM tasks ORDER BY idx")
+                "SELECT idx, custom_id, body, state, attempts FROM tasks ORDER BY idx"
+            )
         ]
 
     def states(self) -> dict[int, TaskState]:
@@ -263,9 +275,12 @@ class Journal:
         if row is None:
             return None
         ok, request_id, response, error = row
-        return {"ok": bool(ok), "request_id": request_id,
-                "response": json.loads(response) if response else None,
-                "error": json.loads(error) if error else None}
+        return {
+            "ok": bool(ok),
+            "request_id": request_id,
+            "response": json.loads(response) if response else None,
+            "error": json.loads(error) if error else None,
+        }
 
     def iter_results(self) -> Iterator[tuple[str, bool, str | None, dict | None, dict | None]]:
         """(custom_id, ok, request_id, response body, error) for every finished task, in task order."""
@@ -273,8 +288,13 @@ class Journal:
             "SELECT t.custom_id, r.ok, r.request_id, r.response, r.error FROM results r "
             "JOIN tasks t ON t.idx = r.idx ORDER BY r.idx"
         ):
-            yield cid, bool(ok), request_id, json.loads(response) if response else None, (
-                json.loads(error) if error else None)
+            yield (
+                cid,
+                bool(ok),
+                request_id,
+                json.loads(response) if response else None,
+                (json.loads(error) if error else None),
+            )
 
     def attempt_totals(self) -> dict[str, Any]:
         row = self._db.execute(
@@ -285,10 +305,22 @@ class Journal:
             "MAX(started_at + latency_ms / 1000.0) FROM attempts",
             (ErrorClass.RATE_LIMIT, ErrorClass.SERVER, ErrorClass.TIMEOUT),
         ).fetchone()
-        keys = ("sent", "retried", "rate_limited", "server_errors", "timeouts", "prompt", "completion", "cached",
-                "reasoning", "cost_usd", "unpriced", "first_started", "last_ended")
-        return {k: (v or 0) if k not in ("cost_usd", "first_started", "last_ended") else v
-                for k, v in zip(keys, row)}
+        keys = (
+            "sent",
+            "retried",
+            "rate_limited",
+            "server_errors",
+            "timeouts",
+            "prompt",
+            "completion",
+            "cached",
+            "reasoning",
+            "cost_usd",
+            "unpriced",
+            "first_started",
+            "last_ended",
+        )
+        return {k: (v or 0) if k not in ("cost_usd", "first_started", "last_ended") else v for k, v in zip(keys, row)}
 
     def abandoned_attempts(self) -> int:
         """Attempts the engine abandoned past the straggler deadline (and sent again), all sessions."""
@@ -299,7 +331,9 @@ class Journal:
         return self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM attempts").fetchone()[0]
 
     def success_latencies(self) -> list[float]:
-        return [r[0] for r in self._db.execute("SELECT latency_ms FROM attempts WHERE outcome = 'ok' ORDER BY latency_ms")]
+        return [
+            r[0] for r in self._db.execute("SELECT latency_ms FROM attempts WHERE outcome = 'ok' ORDER BY latency_ms")
+        ]
 
     # ----------------------------------------------------------------- writing (one transaction each)
 
@@ -334,8 +368,12 @@ class Journal:
                 "INSERT INTO results (idx, ok, request_id, response, error, finished_at) VALUES (?, 0, ?, NULL, ?, ?) "
                 "ON CONFLICT (idx) DO UPDATE SET request_id = excluded.request_id, error = excluded.error, "
                 "finished_at = excluded.finished_at WHERE results.ok = 0",
-                (attempt.index, attempt.request_id, json.dumps(error_body(attempt.error), ensure_ascii=False),
-                 time.time()),
+                (
+                    attempt.index,
+                    attempt.request_id,
+                    json.dumps(error_body(attempt.error), ensure_ascii=False),
+                    time.time(),
+                ),
             )
 
     def record_cancelled(self, indices: Iterable[int], attempts: Iterable[Attempt] = ()) -> None:
@@ -368,22 +406,31 @@ class Journal:
             )
 
     def events(self, since_id: int = 0) -> list[tuple[int, float, str, dict | None]]:
-        return [(i, at, kind, json.loads(data) if data else None) for i, at, kind, data in self._db.execute(
-            "SELECT id, at, kind, data FROM events WHERE id > ? ORDER BY id", (since_id,))]
+        return [
+            (i, at, kind, json.loads(data) if data else None)
+            for i, at, kind, data in self._db.execute(
+                "SELECT id, at, kind, data FROM events WHERE id > ? ORDER BY id", (since_id,)
+            )
+        ]
 
     # ----------------------------------------------------------------- control queue (attach)
 
     def send_command(self, command: str, args: dict[str, Any] | None = None) -> None:
         with self._writing():
-            self._db.execute("INSERT INTO control (at, command, args) VALUES (?, ?, ?)",
-                             (time.time(), command, json.dumps(args) if args else None))
+            self._db.execute(
+                "INSERT INTO control (at, command, args) VALUES (?, ?, ?)",
+                (time.time(), command, json.dumps(args) if args else None),
+            )
 
     def take_commands(self) -> list[tuple[str, dict[str, Any]]]:
         with self._writing():
-            rows = self._db.execute("SELECT id, command, args FROM control WHERE taken_at IS NULL ORDER BY id").fetchall()
+            rows = self._db.execute(
+                "SELECT id, command, args FROM control WHERE taken_at IS NULL ORDER BY id"
+            ).fetchall()
             if rows:
-                self._db.executemany("UPDATE control SET taken_at = ? WHERE id = ?",
-                                     ((time.time(), row[0]) for row in rows))
+                self._db.executemany(
+                    "UPDATE control SET taken_at = ? WHERE id = ?", ((time.time(), row[0]) for row in rows)
+                )
         return [(command, json.loads(args) if args else {}) for _, command, args in rows]
 
     def heartbeat(self, **state: Any) -> None:
@@ -415,18 +462,36 @@ class Journal:
             "INSERT INTO attempts (idx, number, session, endpoint, started_at, latency_ms, ttft_ms, outcome, retry_in_s, "
             "status, error_class, error_code, error_message, request_id, prompt_tokens, completion_tokens, "
             "cached_tokens, reasoning_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (a.index, a.number, self.session, a.endpoint, a.started_at, a.latency_ms, a.ttft_ms, a.outcome,
-             a.retry_in_s, a.status,
-             error.kind if error else None, error.code if error else None, error.message if error else None,
-             a.request_id, usage.prompt, usage.completion, usage.cached, usage.reasoning, a.cost_usd),
+            (
+                a.index,
+                a.number,
+                self.session,
+                a.endpoint,
+                a.started_at,
+                a.latency_ms,
+                a.ttft_ms,
+                a.outcome,
+                a.retry_in_s,
+                a.status,
+                error.kind if error else None,
+                error.code if error else None,
+                error.message if error else None,
+                a.request_id,
+                usage.prompt,
+                usage.completion,
+                usage.cached,
+                usage.reasoning,
+                a.cost_usd,
+            ),
         )
 
     def _set_state(self, index: int, state: TaskState, attempts: int) -> None:
         """A task's new state; a task that succeeded keeps its success (another attempt's late
         failure, or a second process, never turns a paid answer into an error)."""
-        self._db.execute("UPDATE tasks SET state = ?, attempts = MAX(attempts, ?), updated_at = ? "
-                         "WHERE idx = ? AND state != ?",
-                         (state, attempts, time.time(), index, TaskState.SUCCEEDED))
+        self._db.execute(
+            "UPDATE tasks SET state = ?, attempts = MAX(attempts, ?), updated_at = ? WHERE idx = ? AND state != ?",
+            (state, attempts, time.time(), index, TaskState.SUCCEEDED),
+        )
 
 
 class _Transaction:

@@ -20,10 +20,11 @@ import functools
 import math
 import re
 import tomllib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from .errors import InputError
 from .providers.usage import Usage
@@ -54,9 +55,13 @@ class CostParts:
     def total_usd(self) -> float:
         return self.input_usd + self.cached_input_usd + self.output_usd
 
-    def __add__(self, other: "CostParts") -> "CostParts":
-        return CostParts(self.input_usd + other.input_usd, self.cached_input_usd + other.cached_input_usd,
-                         self.output_usd + other.output_usd, self.cached_savings_usd + other.cached_savings_usd)
+    def __add__(self, other: CostParts) -> CostParts:
+        return CostParts(
+            self.input_usd + other.input_usd,
+            self.cached_input_usd + other.cached_input_usd,
+            self.output_usd + other.output_usd,
+            self.cached_savings_usd + other.cached_savings_usd,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +76,9 @@ class Price:
 
     def cost(self, usage: Usage) -> float:
         uncached = max(0, usage.prompt - usage.cached)
-        return (uncached * self.input + usage.cached * self.cached_input
-                + billable_output(usage) * self.output) / PER_TOKENS
+        return (
+            uncached * self.input + usage.cached * self.cached_input + billable_output(usage) * self.output
+        ) / PER_TOKENS
 
     def breakdown(self, usage: Usage) -> CostParts:
         uncached = max(0, usage.prompt - usage.cached)
@@ -84,8 +90,14 @@ class Price:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"input": self.input, "cached_input": self.cached_input, "output": self.output,
-                "unit": "USD per 1M tokens", "source": self.source, "as_of": self.as_of}
+        return {
+            "input": self.input,
+            "cached_input": self.cached_input,
+            "output": self.output,
+            "unit": "USD per 1M tokens",
+            "source": self.source,
+            "as_of": self.as_of,
+        }
 
 
 def billable_output(usage: Usage) -> int:
@@ -109,20 +121,32 @@ class Offer:
 
 
 class PriceTable:
-    def __init__(self, entries: dict[str, Price], *, aliases: dict[str, str] | None = None,
-                 billing: dict[str, dict[str, float]] | None = None, updated: str = "") -> None:
+    def __init__(
+        self,
+        entries: dict[str, Price],
+        *,
+        aliases: dict[str, str] | None = None,
+        billing: dict[str, dict[str, float]] | None = None,
+        updated: str = "",
+    ) -> None:
         self._entries: dict[tuple[str, str], Price] = {}
         for key, price in entries.items():
             provider, model = _split_key(key)
             self._entries[(provider, model)] = price
         self._aliases = {k.lower(): v.lower() for k, v in (aliases or {}).items()}
-        self._billing = {_provider_key(p): {c.upper(): float(r) for c, r in rates.items()}
-                         for p, rates in (billing or {}).items()}
+        self._billing = {
+            _provider_key(p): {c.upper(): float(r) for c, r in rates.items()} for p, rates in (billing or {}).items()
+        }
         self.updated = updated
 
     @classmethod
-    def builtin(cls, overrides: dict[str, Any] | None = None, *, billing: dict[str, Any] | None = None,
-                source: str | Path = "config [prices]") -> "PriceTable":
+    def builtin(
+        cls,
+        overrides: dict[str, Any] | None = None,
+        *,
+        billing: dict[str, Any] | None = None,
+        source: str | Path = "config [prices]",
+    ) -> PriceTable:
         """The built-in table with the user's `[prices."provider/model"]` rows applied on top.
 
         An override may give only some fields of a row the table has (e.g. just `output`);
@@ -145,30 +169,37 @@ class PriceTable:
                 if code == "source":
                     continue
                 if not _is_number(rate) or rate <= 0:
-                    raise InputError.single(source, f"billing.{provider}.{code}", f"must be a positive number, not {rate!r}")
+                    raise InputError.single(
+                        source, f"billing.{provider}.{code}", f"must be a positive number, not {rate!r}"
+                    )
                 table._billing.setdefault(_provider_key(provider), {})[str(code).upper()] = float(rate)
         return table
 
     def _apply_override(self, key: str, row: Any, source: str) -> None:
         where = f'prices."{key}"'
         if not isinstance(row, dict):
-            raise InputError.single(source, where, "must be a table with input, cached_input and output (USD per 1M tokens)")
+            raise InputError.single(
+                source, where, "must be a table with input, cached_input and output (USD per 1M tokens)"
+            )
         unknown = set(row) - ENTRY_FIELDS
         if unknown:
-            raise InputError.single(source, f"{where}.{sorted(unknown)[0]}",
-                                    f"unknown field (known: {', '.join(sorted(ENTRY_FIELDS))})")
+            raise InputError.single(
+                source, f"{where}.{sorted(unknown)[0]}", f"unknown field (known: {', '.join(sorted(ENTRY_FIELDS))})"
+            )
         for name in PRICE_FIELDS:
             if name in row and (not _is_number(row[name]) or row[name] < 0):
-                raise InputError.single(source, f"{where}.{name}",
-                                        f"must be a number >= 0 (USD per 1M tokens), not {row[name]!r}")
+                raise InputError.single(
+                    source, f"{where}.{name}", f"must be a number >= 0 (USD per 1M tokens), not {row[name]!r}"
+                )
         provider, model = _split_key(key)
         model = self.canonical(model) or model
         existing = self._entries.get((provider, model))
         if existing is None:
             missing = [name for name in ("input", "output") if name not in row]
             if missing:
-                raise InputError.single(source, f"{where}.{missing[0]}",
-                                        "missing (a new price needs input and output, USD per 1M tokens)")
+                raise InputError.single(
+                    source, f"{where}.{missing[0]}", "missing (a new price needs input and output, USD per 1M tokens)"
+                )
             existing = Price(float(row["input"]), float(row["input"]), float(row["output"]))
         self._entries[(provider, model)] = Price(
             input=float(row.get("input", existing.input)),
@@ -238,8 +269,13 @@ def _parsed_builtin() -> dict[str, Any]:
 
 def _price_from_row(row: dict[str, Any], key: str, source: str) -> Price:
     try:
-        return Price(input=float(row["input"]), cached_input=float(row.get("cached_input", row["input"])),
-                     output=float(row["output"]), source=str(row.get("source", "")), as_of=str(row.get("as_of", "")))
+        return Price(
+            input=float(row["input"]),
+            cached_input=float(row.get("cached_input", row["input"])),
+            output=float(row["output"]),
+            source=str(row.get("source", "")),
+            as_of=str(row.get("as_of", "")),
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError.single(source, key, f"bad price row: {exc}") from None
 
@@ -309,10 +345,15 @@ def run_cost_details(attempts: Iterable[dict[str, Any]], price_for: Callable[[st
     unpriced = 0
     for row in attempts:
         endpoint = row.get("endpoint") or "?"
-        usage = Usage(prompt=row.get("prompt_tokens") or 0, completion=row.get("completion_tokens") or 0,
-                      cached=row.get("cached_tokens") or 0, reasoning=row.get("reasoning_tokens") or 0)
-        slot = by_endpoint.setdefault(endpoint, {"attempts": 0, "cost_usd": 0.0, "prompt": 0, "cached": 0,
-                                                 "completion": 0})
+        usage = Usage(
+            prompt=row.get("prompt_tokens") or 0,
+            completion=row.get("completion_tokens") or 0,
+            cached=row.get("cached_tokens") or 0,
+            reasoning=row.get("reasoning_tokens") or 0,
+        )
+        slot = by_endpoint.setdefault(
+            endpoint, {"attempts": 0, "cost_usd": 0.0, "prompt": 0, "cached": 0, "completion": 0}
+        )
         slot["attempts"] += 1
         slot["prompt"] += usage.prompt
         slot["cached"] += usage.cached
@@ -343,9 +384,17 @@ def run_cost_details(attempts: Iterable[dict[str, Any]], price_for: Callable[[st
     }
 
 
-def summary_cost_fields(journal: Any, *, model: str | None, provider: str, cost_usd: float | None,
-                        makespan_s: float | None, finished: int, unfinished: int,
-                        currency: "DisplayCurrency") -> dict[str, Any]:
+def summary_cost_fields(
+    journal: Any,
+    *,
+    model: str | None,
+    provider: str,
+    cost_usd: float | None,
+    makespan_s: float | None,
+    finished: int,
+    unfinished: int,
+    currency: DisplayCurrency,
+) -> dict[str, Any]:
     """The cost fields of `summary.json`, from a journal (read-only use): spend rate, projected
     total, the cost in `currency` (chosen when the run opened), and where the money went
     (`run_cost_details`)."""

@@ -65,9 +65,12 @@ def prepare_new(run_dir: Path, *, field: str = "--out") -> None:
             raise InputError.single(field, "run directory", f"{run_dir} cannot be read: {_os_reason(exc)}") from None
         if entries:
             shown = ", ".join(sorted(p.name for p in entries)[:3]) + (", ..." if len(entries) > 3 else "")
-            raise InputError.single(field, "run directory",
-                                    f"{run_dir} is not empty ({shown}) and holds no run; a new run goes into "
-                                    f"a new or empty directory, so that none of your files is overwritten")
+            raise InputError.single(
+                field,
+                "run directory",
+                f"{run_dir} is not empty ({shown}) and holds no run; a new run goes into "
+                f"a new or empty directory, so that none of your files is overwritten",
+            )
     try:
         run_dir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
         os.chmod(run_dir, PRIVATE_DIR)
@@ -85,24 +88,28 @@ class RunDirLock:
         self.path = run_dir / LOCK_NAME
         self._fd: int | None = None
 
-    def acquire(self) -> "RunDirLock":
+    def acquire(self) -> RunDirLock:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
         except OSError as exc:
-            raise InputError.single(self.path.parent, "run directory",
-                                    f"cannot take its lock: {_os_reason(exc)}") from None
+            raise InputError.single(
+                self.path.parent, "run directory", f"cannot take its lock: {_os_reason(exc)}"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise InputError.single(self.path.parent, "run directory",
-                                        f"cannot take its lock: {_os_reason(exc)}") from None
+                raise InputError.single(
+                    self.path.parent, "run directory", f"cannot take its lock: {_os_reason(exc)}"
+                ) from None
             raise RunDirBusy.single(
-                self.path.parent, "run directory",
+                self.path.parent,
+                "run directory",
                 f"in use by swarm-tui PID {holder}: one process writes a run at a time; watch or steer it with "
-                f"`swarm-tui attach {self.path.parent}`, or resume it once that process has ended") from None
+                f"`swarm-tui attach {self.path.parent}`, or resume it once that process has ended",
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd

@@ -18,18 +18,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from .config import configured_currency
+from .currency import USD, DisplayCurrency
 from .engine import EngineSettings, SwarmEngine, TaskState
 from .engine.events import RunFinished
 from .engine.stats import latency_summary
-from .config import configured_currency
-from .currency import USD, DisplayCurrency
 from .errors import JournalWriteError
 from .jobs import Job, Task, TaskTemplate
 from .journal import Journal
 from .pricing import PriceTable, summary_cost_fields
-from .rundir import RunDirLock, describe_write_failure, open_private, prepare_new, temp_name
 from .providers.client import ProviderClient
 from .providers.profile import ProviderProfile
+from .rundir import RunDirLock, describe_write_failure, open_private, prepare_new, temp_name
 from .sim import SimConfig, SimServer
 from .swarm.pipeline import SwarmPipeline, drop_memory, json_validator
 from .swarm.spec import SwarmSpec
@@ -75,10 +75,20 @@ def default_run_dir(job_name: str, root: Path = Path("runs")) -> Path:
 
 
 class SwarmSession:
-    def __init__(self, run_dir: Path, journal: Journal, plan: RunPlan, tasks: list[Task],
-                 states: dict[int, TaskState], attempts_made: dict[int, int], job_name: str,
-                 swarm: SwarmSpec | None = None, template: TaskTemplate | None = None,
-                 ray: "RayOptions | None" = None, lock: RunDirLock | None = None) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        journal: Journal,
+        plan: RunPlan,
+        tasks: list[Task],
+        states: dict[int, TaskState],
+        attempts_made: dict[int, int],
+        job_name: str,
+        swarm: SwarmSpec | None = None,
+        template: TaskTemplate | None = None,
+        ray: RayOptions | None = None,
+        lock: RunDirLock | None = None,
+    ) -> None:
         self.run_dir = run_dir
         self.journal = journal
         self.lock = lock
@@ -97,30 +107,57 @@ class SwarmSession:
         else:
             base_url = plan.profile.base_url
         self.client = ProviderClient(plan.profile, base_url, attempt_timeout_s=plan.settings.timeout_s)
-        model = plan.profile.model or (tasks[0].body.get("model") if tasks else None) or (
-            template.model if template else None)
+        model = (
+            plan.profile.model
+            or (tasks[0].body.get("model") if tasks else None)
+            or (template.model if template else None)
+        )
         price = plan.price_for(model)
         fallback_profile = plan.profile.fallback()
         self.fallback = None
         fallback_price = None
         if fallback_profile is not None:
-            self.fallback = ProviderClient(fallback_profile, fallback_profile.base_url,
-                                           attempt_timeout_s=plan.settings.timeout_s)
-            fallback_price = PriceTable.builtin(plan.prices).lookup(fallback_profile.model or model,
-                                                                    fallback_profile.name.split("/")[0])
+            self.fallback = ProviderClient(
+                fallback_profile, fallback_profile.base_url, attempt_timeout_s=plan.settings.timeout_s
+            )
+            fallback_price = PriceTable.builtin(plan.prices).lookup(
+                fallback_profile.model or model, fallback_profile.name.split("/")[0]
+            )
         validator = json_validator if swarm and swarm.workers.json else None
         if ray is not None:  # the same swarm, its engines on Ray actors (swarm_tui.distributed)
             from .distributed.driver import RayEngine
 
-            self.engine = RayEngine(tasks, self.client, journal, plan.settings, profile=plan.profile,
-                                    base_url=base_url, address=ray.address, actors=ray.actors, price=price,
-                                    states=states, attempts_made=attempts_made, simulated=self.simulated,
-                                    fallback_price=fallback_price, validator=validator)
+            self.engine = RayEngine(
+                tasks,
+                self.client,
+                journal,
+                plan.settings,
+                profile=plan.profile,
+                base_url=base_url,
+                address=ray.address,
+                actors=ray.actors,
+                price=price,
+                states=states,
+                attempts_made=attempts_made,
+                simulated=self.simulated,
+                fallback_price=fallback_price,
+                validator=validator,
+            )
         else:
-            self.engine = SwarmEngine(tasks, self.client, journal, plan.settings, price=price, states=states,
-                                      attempts_made=attempts_made, simulated=self.simulated,
-                                      fallback=self.fallback, fallback_price=fallback_price, validator=validator,
-                                      trimmer=drop_memory if swarm and swarm.memory.rounds > 1 else None)
+            self.engine = SwarmEngine(
+                tasks,
+                self.client,
+                journal,
+                plan.settings,
+                price=price,
+                states=states,
+                attempts_made=attempts_made,
+                simulated=self.simulated,
+                fallback=self.fallback,
+                fallback_price=fallback_price,
+                validator=validator,
+                trimmer=drop_memory if swarm and swarm.memory.rounds > 1 else None,
+            )
         self.model = model
         self.swarm = swarm
         self.pipeline = SwarmPipeline(self, swarm, template) if swarm and swarm.is_pipeline and template else None
@@ -139,7 +176,7 @@ class SwarmSession:
     # ----------------------------------------------------------------- opening
 
     @classmethod
-    def open_new(cls, job: Job, plan: RunPlan, run_dir: Path, *, ray: "RayOptions | None" = None) -> "SwarmSession":
+    def open_new(cls, job: Job, plan: RunPlan, run_dir: Path, *, ray: RayOptions | None = None) -> SwarmSession:
         """A new run in `run_dir` (new or empty; InputError otherwise), locked for this process."""
         tasks = job.tasks
         template = job.template
@@ -148,12 +185,16 @@ class SwarmSession:
         prepare_new(run_dir)
         lock = RunDirLock(run_dir).acquire()
         try:
-            journal = Journal.create(run_dir, tasks, {
-                "job": {"name": job.name, "source": job.source, "options": job.options},
-                "plan": plan_to_meta(plan),
-                "swarm": job.swarm.to_meta() if job.swarm else None,
-                "template": asdict(template) if template else None,
-            })
+            journal = Journal.create(
+                run_dir,
+                tasks,
+                {
+                    "job": {"name": job.name, "source": job.source, "options": job.options},
+                    "plan": plan_to_meta(plan),
+                    "swarm": job.swarm.to_meta() if job.swarm else None,
+                    "template": asdict(template) if template else None,
+                },
+            )
             journal.begin_session()
             return cls(run_dir, journal, plan, tasks, {}, {}, job.name, job.swarm, template, ray, lock)
         except BaseException:
@@ -161,9 +202,16 @@ class SwarmSession:
             raise
 
     @classmethod
-    def open_existing(cls, run_dir: Path, *, profile: ProviderProfile | None = None,
-                      settings: EngineSettings | None = None, retry_failed: bool = False,
-                      ray: "RayOptions | None" = None, sim: SimConfig | None = None) -> "SwarmSession":
+    def open_existing(
+        cls,
+        run_dir: Path,
+        *,
+        profile: ProviderProfile | None = None,
+        settings: EngineSettings | None = None,
+        retry_failed: bool = False,
+        ray: RayOptions | None = None,
+        sim: SimConfig | None = None,
+    ) -> SwarmSession:
         """Resume the run in `run_dir`; RunDirBusy (exit 2) when another live process writes it.
         `sim`: the simulator's settings for this session, when the user changed them."""
         Journal.open(run_dir, readonly=True).close()  # no (whole) journal: say so before taking the lock
@@ -175,9 +223,16 @@ class SwarmSession:
             raise
 
     @classmethod
-    def _resume(cls, run_dir: Path, lock: RunDirLock, profile: ProviderProfile | None,
-                settings: EngineSettings | None, retry_failed: bool, ray: "RayOptions | None",
-                sim: SimConfig | None) -> "SwarmSession":
+    def _resume(
+        cls,
+        run_dir: Path,
+        lock: RunDirLock,
+        profile: ProviderProfile | None,
+        settings: EngineSettings | None,
+        retry_failed: bool,
+        ray: RayOptions | None,
+        sim: SimConfig | None,
+    ) -> SwarmSession:
         journal = Journal.open(run_dir)
         meta = journal.meta()
         stored = plan_from_meta(meta["plan"])
@@ -219,8 +274,9 @@ class SwarmSession:
             engine = self.engine
             self.journal.check_in_place()
             try:
-                self.journal.heartbeat(in_flight=sorted(engine.in_flight_indices()), limit=engine.admission.limit,
-                                       paused=engine.paused)
+                self.journal.heartbeat(
+                    in_flight=sorted(engine.in_flight_indices()), limit=engine.admission.limit, paused=engine.paused
+                )
                 commands = self.journal.take_commands()
             except JournalWriteError:
                 return  # the journal told the engine, which stopped the run
@@ -252,14 +308,27 @@ class SwarmSession:
         returned and `output_error` says why: the journal keeps everything, and a resume (or
         the next finalize) writes them."""
         try:
-            summary = write_outputs(self.run_dir, self.journal, self.model, self.plan.profile.name, self.simulated,
-                                    deadlines=self._deadlines(), currency=self.currency)
+            summary = write_outputs(
+                self.run_dir,
+                self.journal,
+                self.model,
+                self.plan.profile.name,
+                self.simulated,
+                deadlines=self._deadlines(),
+                currency=self.currency,
+            )
             self.output_error = None
             return summary
         except OSError as exc:
             self.output_error = describe_write_failure(exc, Path(exc.filename or self.run_dir))
-            return summarize(self.journal, model=self.model, provider=self.plan.profile.name,
-                             simulated=self.simulated, deadlines=self._deadlines(), currency=self.currency)
+            return summarize(
+                self.journal,
+                model=self.model,
+                provider=self.plan.profile.name,
+                simulated=self.simulated,
+                deadlines=self._deadlines(),
+                currency=self.currency,
+            )
 
     def _deadlines(self) -> dict[str, Any] | None:
         tail = getattr(self.engine, "tail", None)  # a distributed engine's deadlines live on its shards
@@ -282,29 +351,44 @@ class SwarmSession:
 # --------------------------------------------------------------------------- outputs
 
 
-def write_outputs(run_dir: Path, journal: Journal, model: str | None, provider: str,
-                  simulated: bool, deadlines: dict[str, Any] | None = None,
-                  currency: DisplayCurrency = USD) -> dict[str, Any]:
+def write_outputs(
+    run_dir: Path,
+    journal: Journal,
+    model: str | None,
+    provider: str,
+    simulated: bool,
+    deadlines: dict[str, Any] | None = None,
+    currency: DisplayCurrency = USD,
+) -> dict[str, Any]:
     with _atomic(run_dir / "results.jsonl") as results, _atomic(run_dir / "errors.jsonl") as errors:
         for custom_id, ok, request_id, response, error in journal.iter_results():
             line = {
                 "id": f"batch_req_{request_id or custom_id}",
                 "custom_id": custom_id,
-                "response": {"status_code": 200, "request_id": request_id, "body": response} if ok else (
-                    {"status_code": error.get("status"), "request_id": request_id, "body": None}),
+                "response": {"status_code": 200, "request_id": request_id, "body": response}
+                if ok
+                else ({"status_code": error.get("status"), "request_id": request_id, "body": None}),
                 "error": None if ok else {"code": error.get("code"), "message": error.get("message")},
             }
             (results if ok else errors).write(json.dumps(line, ensure_ascii=False) + "\n")
-    summary = summarize(journal, model=model, provider=provider, simulated=simulated, deadlines=deadlines,
-                        currency=currency)
+    summary = summarize(
+        journal, model=model, provider=provider, simulated=simulated, deadlines=deadlines, currency=currency
+    )
     with _atomic(run_dir / "summary.json") as fh:
         json.dump(summary, fh, indent=2, ensure_ascii=False)
         fh.write("\n")
     return summary
 
 
-def summarize(journal: Journal, *, model: str | None, provider: str, simulated: bool,
-              deadlines: dict[str, Any] | None = None, currency: DisplayCurrency = USD) -> dict[str, Any]:
+def summarize(
+    journal: Journal,
+    *,
+    model: str | None,
+    provider: str,
+    simulated: bool,
+    deadlines: dict[str, Any] | None = None,
+    currency: DisplayCurrency = USD,
+) -> dict[str, Any]:
     """summary.json; `deadlines`: the engine's tail deadlines as it ended (the rule and its figures)."""
     counts = journal.counts()
     totals = journal.attempt_totals()
@@ -323,8 +407,12 @@ def summarize(journal: Journal, *, model: str | None, provider: str, simulated: 
         "unfinished": total - succeeded - failed,
         "makespan_s": makespan,
         "latency_ms": latency_summary(latencies),
-        "tokens": {"prompt": totals["prompt"], "completion": totals["completion"], "cached": totals["cached"],
-                   "reasoning": totals["reasoning"]},
+        "tokens": {
+            "prompt": totals["prompt"],
+            "completion": totals["completion"],
+            "cached": totals["cached"],
+            "reasoning": totals["reasoning"],
+        },
         "cost_usd": round(cost, 6) if cost is not None and not totals["unpriced"] else None,
         "cost_note": None if not totals["unpriced"] else f"price unknown for model {model!r}",
         "requests": {k: totals[k] for k in ("sent", "retried", "rate_limited", "server_errors", "timeouts")},
@@ -334,9 +422,18 @@ def summarize(journal: Journal, *, model: str | None, provider: str, simulated: 
         "failovers": [{"at": at, **(data or {})} for _, at, kind, data in journal.events() if kind == "failover"],
         "deadlines": {**(deadlines or {}), "abandoned": journal.abandoned_attempts()},
     }
-    summary.update(summary_cost_fields(journal, model=model, provider=provider, cost_usd=summary["cost_usd"],
-                                       makespan_s=makespan, finished=succeeded + failed,
-                                       unfinished=summary["unfinished"], currency=currency))
+    summary.update(
+        summary_cost_fields(
+            journal,
+            model=model,
+            provider=provider,
+            cost_usd=summary["cost_usd"],
+            makespan_s=makespan,
+            finished=succeeded + failed,
+            unfinished=summary["unfinished"],
+            currency=currency,
+        )
+    )
     return summary
 
 

@@ -31,19 +31,20 @@ import math
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 from .currency import USD, DisplayCurrency
 from .engine.stats import latency_summary
-from .swarm.json_repair import json_answer
 from .errors import InputError
 from .pricing import Price, PriceTable
 from .providers.client import ProviderClient, StreamDeadlines
 from .providers.profile import ProviderProfile, is_loopback_url
 from .providers.usage import Usage
+from .swarm.json_repair import json_answer
 
 ADOPT, ROLLBACK = "ADOPT", "ROLLBACK"
 PENDING = "PENDING"
@@ -107,8 +108,12 @@ class ShadowConfig:
         out = []
         if not 0 < self.rate <= 1:
             out.append(("--rate", f"must be a share in (0, 1], e.g. 0.1 for 10%, not {self.rate!r}"))
-        for name, value in (("--duration", self.duration_s), ("--threshold", self.threshold), ("--rps", self.rps),
-                            ("--timeout", self.timeout_s)):
+        for name, value in (
+            ("--duration", self.duration_s),
+            ("--threshold", self.threshold),
+            ("--rps", self.rps),
+            ("--timeout", self.timeout_s),
+        ):
             if not value > 0:
                 out.append((name, f"must be greater than 0, not {value!r}"))
         if not 0 <= self.max_error_excess <= 1:
@@ -116,8 +121,13 @@ class ShadowConfig:
         if self.bodies is not None and not self.bodies:
             out.append(("--job", "the job has no request"))
         if not out and self.expected_mirrored() < 1:
-            out.append(("--rate", f"{self.rate:g} of {self.expected_requests()} request(s) mirrors none to the "
-                                  "secondary: raise --rate, --duration or --rps"))
+            out.append(
+                (
+                    "--rate",
+                    f"{self.rate:g} of {self.expected_requests()} request(s) mirrors none to the "
+                    "secondary: raise --rate, --duration or --rps",
+                )
+            )
         return out
 
     def check(self) -> None:
@@ -138,12 +148,14 @@ def mirrored(i: int, rate: float) -> bool:
     return math.floor((i + 1) * rate + 1e-9) > math.floor(i * rate + 1e-9)
 
 
-def endpoint_profile(spec: str, config: Any, *, label: str, model: str | None = None,
-                     api_key_env: str | None = None) -> ProviderProfile:
+def endpoint_profile(
+    spec: str, config: Any, *, label: str, model: str | None = None, api_key_env: str | None = None
+) -> ProviderProfile:
     """`--primary`/`--secondary`: a profile name from the config, or a base URL."""
     if "://" in spec:
-        profile = ProviderProfile(name=endpoint_name(spec), base_url=spec, model=model,
-                                  api_key_env=api_key_env or "OPENAI_API_KEY")
+        profile = ProviderProfile(
+            name=endpoint_name(spec), base_url=spec, model=model, api_key_env=api_key_env or "OPENAI_API_KEY"
+        )
         problem = profile.problem()
         if problem:
             raise InputError.single(f"--{label}", problem[0], problem[1])
@@ -203,8 +215,15 @@ class EndpointReport:
 
 
 class _EndpointStats:
-    def __init__(self, label: str, profile: ProviderProfile, base_url: str, model: str | None,
-                 price: Price | None, currency: DisplayCurrency) -> None:
+    def __init__(
+        self,
+        label: str,
+        profile: ProviderProfile,
+        base_url: str,
+        model: str | None,
+        price: Price | None,
+        currency: DisplayCurrency,
+    ) -> None:
         self.label, self.profile, self.base_url, self.model = label, profile, base_url, model
         self.price, self.currency = price, currency
         self.sent = 0
@@ -230,16 +249,23 @@ class _EndpointStats:
         finished = len(self.latencies) + sum(self.errors.values())
         cost = self.cost if self.price is not None and not self.unpriced else None
         return EndpointReport(
-            label=self.label, name=self.profile.name, base_url=safe_url(self.base_url), model=self.model,
-            simulated=self.profile.is_simulator, requests=self.sent, in_flight=self.in_flight,
-            succeeded=len(self.latencies), errors=dict(self.errors),
+            label=self.label,
+            name=self.profile.name,
+            base_url=safe_url(self.base_url),
+            model=self.model,
+            simulated=self.profile.is_simulator,
+            requests=self.sent,
+            in_flight=self.in_flight,
+            succeeded=len(self.latencies),
+            errors=dict(self.errors),
             error_rate=round(sum(self.errors.values()) / finished, 4) if finished else None,
             latency_ms=latency_summary(self.latencies),
             ttft_ms=latency_summary(self.ttfts) if streaming else None,
             tokens={"prompt": self.usage.prompt, "completion": self.usage.completion, "cached": self.usage.cached},
             cost_usd=round(cost, 6) if cost is not None else None,
-            cost_display=self.currency.format(cost) if cost is not None else (
-                f"price unknown for model {self.model!r}" if self.model else "price unknown"),
+            cost_display=self.currency.format(cost)
+            if cost is not None
+            else (f"price unknown for model {self.model!r}" if self.model else "price unknown"),
             price=self.price.to_dict() if self.price else None,
         )
 
@@ -320,8 +346,9 @@ class ShadowReport:
         return data
 
 
-def decide(primary: EndpointReport, secondary: EndpointReport, *, threshold: float,
-           max_error_excess: float) -> tuple[str, float | None, float | None, list[str], list[str]]:
+def decide(
+    primary: EndpointReport, secondary: EndpointReport, *, threshold: float, max_error_excess: float
+) -> tuple[str, float | None, float | None, list[str], list[str]]:
     """(verdict, p95 ratio, error-rate excess, reasons, notes): the primary (the endpoint that carries
     the traffic) judged against the secondary (the mirrored baseline, where a ROLLBACK goes back to).
 
@@ -335,24 +362,32 @@ def decide(primary: EndpointReport, secondary: EndpointReport, *, threshold: flo
         rollback = True
         reasons.append(f"the primary answered none of its {primary.requests} request(s)")
     elif ratio is None:
-        notes.append(f"no p95 ratio: the secondary (the baseline) answered none of its {secondary.requests} "
-                     "request(s), so the primary's latency is not judged")
+        notes.append(
+            f"no p95 ratio: the secondary (the baseline) answered none of its {secondary.requests} "
+            "request(s), so the primary's latency is not judged"
+        )
     else:
         rollback = ratio > threshold
-        reasons.append(f"primary p95 {p1:.0f} ms vs secondary p95 {p2:.0f} ms: ratio {ratio:.2f} "
-                       f"{'>' if rollback else '<='} threshold {threshold:g}")
+        reasons.append(
+            f"primary p95 {p1:.0f} ms vs secondary p95 {p2:.0f} ms: ratio {ratio:.2f} "
+            f"{'>' if rollback else '<='} threshold {threshold:g}"
+        )
     e1, e2 = primary.error_rate, secondary.error_rate or 0.0
     excess = round(e1 - e2, 4) if e1 is not None else None
     if excess is not None:
         if excess > max_error_excess and primary.failed >= 2:
             rollback = True
-            reasons.append(f"primary error rate {e1:.1%} vs secondary {e2:.1%}: {excess * 100:.1f} points above "
-                           f"the secondary's (limit {max_error_excess * 100:g})")
+            reasons.append(
+                f"primary error rate {e1:.1%} vs secondary {e2:.1%}: {excess * 100:.1f} points above "
+                f"the secondary's (limit {max_error_excess * 100:g})"
+            )
         else:
             reasons.append(f"primary error rate {e1:.1%} vs secondary {e2:.1%}")
     if 0 < secondary.succeeded < MIN_CONFIDENT_SAMPLES:
-        notes.append(f"only {secondary.succeeded} successful answer(s) from the secondary (the baseline): the verdict "
-                     "is indicative; raise --duration, --rps or --rate for more")
+        notes.append(
+            f"only {secondary.succeeded} successful answer(s) from the secondary (the baseline): the verdict "
+            "is indicative; raise --duration, --rps or --rate for more"
+        )
     return (ROLLBACK if rollback else ADOPT), ratio, excess, reasons, notes
 
 
@@ -365,8 +400,15 @@ def verdict_meaning(verdict: str, primary_name: str, secondary_name: str) -> str
     return "waiting for both endpoints' first answers"
 
 
-def judgement(primary: EndpointReport, secondary: EndpointReport, *, ratio: float | None, excess: float | None,
-              threshold: float, max_error_excess: float) -> dict[str, Any]:
+def judgement(
+    primary: EndpointReport,
+    secondary: EndpointReport,
+    *,
+    ratio: float | None,
+    excess: float | None,
+    threshold: float,
+    max_error_excess: float,
+) -> dict[str, Any]:
     """The `judgement` block of shadow.json: which endpoint is judged against which, and on what figures."""
     return {
         "judged": "primary",
@@ -392,8 +434,9 @@ def judgement(primary: EndpointReport, secondary: EndpointReport, *, ratio: floa
 
 
 class _Endpoint:
-    def __init__(self, label: str, profile: ProviderProfile, model: str | None, price: Price | None,
-                 currency: DisplayCurrency) -> None:
+    def __init__(
+        self, label: str, profile: ProviderProfile, model: str | None, price: Price | None, currency: DisplayCurrency
+    ) -> None:
         self.label, self.profile, self.model = label, profile, model
         self.price, self.currency = price, currency
         self.sim = None
@@ -410,18 +453,33 @@ class ShadowRun:
         self.on_update = on_update
         self.table = PriceTable.builtin(config.prices, billing=config.billing)
         primary_model = config.model or config.primary.model or (SIM_MODEL if config.primary.is_simulator else None)
-        secondary_model = (config.secondary_model or config.model or config.secondary.model
-                           or (SIM_MODEL if config.secondary.is_simulator else None) or primary_model)
+        secondary_model = (
+            config.secondary_model
+            or config.model
+            or config.secondary.model
+            or (SIM_MODEL if config.secondary.is_simulator else None)
+            or primary_model
+        )
         if config.bodies is None:
             if primary_model is None:
-                raise InputError.single("--model", "model", f"the primary ({config.primary.name}) names no model: pass --model")
+                raise InputError.single(
+                    "--model", "model", f"the primary ({config.primary.name}) names no model: pass --model"
+                )
         self.endpoints = [
-            _Endpoint("primary", config.primary, primary_model,
-                      self.table.lookup(primary_model, config.primary.name),
-                      config.currency.for_provider(self.table, config.primary.name)),
-            _Endpoint("secondary", config.secondary, secondary_model,
-                      self.table.lookup(secondary_model, config.secondary.name),
-                      config.currency.for_provider(self.table, config.secondary.name)),
+            _Endpoint(
+                "primary",
+                config.primary,
+                primary_model,
+                self.table.lookup(primary_model, config.primary.name),
+                config.currency.for_provider(self.table, config.primary.name),
+            ),
+            _Endpoint(
+                "secondary",
+                config.secondary,
+                secondary_model,
+                self.table.lookup(secondary_model, config.secondary.name),
+                config.currency.for_provider(self.table, config.secondary.name),
+            ),
         ]
         self._stop = asyncio.Event()
         self._started_wall = time.time()
@@ -523,8 +581,9 @@ class ShadowRun:
                 self._pairs[i] = {}
             self._launch(self.endpoints[0], body, i, mirror, gate)
             if mirror:
-                self._launch(self.endpoints[1], {**body, "model": self.endpoints[1].model or body.get("model")},
-                             i, True, gate)
+                self._launch(
+                    self.endpoints[1], {**body, "model": self.endpoints[1].model or body.get("model")}, i, True, gate
+                )
             i += 1
 
     def _body(self, i: int) -> dict[str, Any]:
@@ -537,8 +596,10 @@ class ShadowRun:
         prompt = PROBE_PROMPTS[i % len(PROBE_PROMPTS)]
         return {
             "model": self.endpoints[0].model,
-            "messages": [{"role": "system", "content": f"swarm-tui shadow probe {self._run_id}#{i}. Answer briefly."},
-                         {"role": "user", "content": prompt}],
+            "messages": [
+                {"role": "system", "content": f"swarm-tui shadow probe {self._run_id}#{i}. Answer briefly."},
+                {"role": "user", "content": prompt},
+            ],
             "max_tokens": config.max_tokens,
             "temperature": 0,
         }
@@ -558,8 +619,9 @@ class ShadowRun:
         content: str | None = None
         try:
             async with asyncio.timeout(timeout):
-                result = await ep.client.complete(body, stream=self.config.stream,
-                                                  deadlines=StreamDeadlines(first_token_s=timeout, idle_s=timeout))
+                result = await ep.client.complete(
+                    body, stream=self.config.stream, deadlines=StreamDeadlines(first_token_s=timeout, idle_s=timeout)
+                )
         except asyncio.CancelledError:
             ep.stats.errors["cancelled"] += 1
             raise
@@ -605,33 +667,59 @@ class ShadowRun:
         streaming = config.stream
         reports = []
         for ep in self.endpoints:
-            stats = ep.stats or _EndpointStats(ep.label, ep.profile, ep.profile.base_url or "", ep.model,
-                                               ep.price, ep.currency)
+            stats = ep.stats or _EndpointStats(
+                ep.label, ep.profile, ep.profile.base_url or "", ep.model, ep.price, ep.currency
+            )
             reports.append(stats.report(streaming))
         primary, secondary = reports
-        verdict, ratio, excess, reasons, notes = decide(primary, secondary, threshold=config.threshold,
-                                                        max_error_excess=config.max_error_excess)
-        if not self._finished and (primary.succeeded + primary.failed == 0
-                                   or secondary.succeeded + secondary.failed == 0):
+        verdict, ratio, excess, reasons, notes = decide(
+            primary, secondary, threshold=config.threshold, max_error_excess=config.max_error_excess
+        )
+        if not self._finished and (
+            primary.succeeded + primary.failed == 0 or secondary.succeeded + secondary.failed == 0
+        ):
             verdict = PENDING  # nothing to judge yet (or no baseline yet)
         if self._stopped_early:
             notes.append("stopped early: the verdict covers the traffic sent until then")
         now = self._ended if self._ended is not None else time.monotonic()
         elapsed = round(now - self._t0, 3) if self._t0 is not None else 0.0
         return ShadowReport(
-            started_at=self._started_wall, elapsed_s=elapsed, finished=self._finished,
+            started_at=self._started_wall,
+            elapsed_s=elapsed,
+            finished=self._finished,
             stopped_early=self._stopped_early,
-            settings={"rate": config.rate, "duration_s": config.duration_s, "threshold": config.threshold,
-                      "max_error_excess": config.max_error_excess, "rps": config.rps, "stream": config.stream,
-                      "timeout_s": config.timeout_s, "workload": config.workload,
-                      "currency": config.currency.to_dict()},
-            primary=primary, secondary=secondary,
-            paired={"pairs": secondary.requests, "primary_latency_ms": latency_summary(self._paired_primary),
-                    "secondary_latency_ms": secondary.latency_ms},
+            settings={
+                "rate": config.rate,
+                "duration_s": config.duration_s,
+                "threshold": config.threshold,
+                "max_error_excess": config.max_error_excess,
+                "rps": config.rps,
+                "stream": config.stream,
+                "timeout_s": config.timeout_s,
+                "workload": config.workload,
+                "currency": config.currency.to_dict(),
+            },
+            primary=primary,
+            secondary=secondary,
+            paired={
+                "pairs": secondary.requests,
+                "primary_latency_ms": latency_summary(self._paired_primary),
+                "secondary_latency_ms": secondary.latency_ms,
+            },
             agreement=self._agreement.to_dict(),
-            p95_ratio=ratio, error_excess=excess, verdict=verdict, reasons=reasons, notes=notes,
-            judgement=judgement(primary, secondary, ratio=ratio, excess=excess, threshold=config.threshold,
-                                max_error_excess=config.max_error_excess),
+            p95_ratio=ratio,
+            error_excess=excess,
+            verdict=verdict,
+            reasons=reasons,
+            notes=notes,
+            judgement=judgement(
+                primary,
+                secondary,
+                ratio=ratio,
+                excess=excess,
+                threshold=config.threshold,
+                max_error_excess=config.max_error_excess,
+            ),
         )
 
 
@@ -652,9 +740,11 @@ def progress_line(report: ShadowReport) -> str:
         return f"{r.requests} req p95 {f'{p95:.0f}ms' if p95 is not None else '-'} err {err}"
 
     ratio = f"{report.p95_ratio:.2f}" if report.p95_ratio is not None else "-"
-    return (f"shadow {report.elapsed_s:5.1f}s/{report.settings['duration_s']:g}s  primary (judged) {side(p)}  "
-            f"secondary (baseline) {side(s)}  p95 ratio {ratio} (max {report.settings['threshold']:g})  "
-            f"-> {report.verdict}")
+    return (
+        f"shadow {report.elapsed_s:5.1f}s/{report.settings['duration_s']:g}s  primary (judged) {side(p)}  "
+        f"secondary (baseline) {side(s)}  p95 ratio {ratio} (max {report.settings['threshold']:g})  "
+        f"-> {report.verdict}"
+    )
 
 
 def format_report(report: ShadowReport) -> str:
@@ -671,7 +761,11 @@ def format_report(report: ShadowReport) -> str:
 
     rows = [
         ("", f"primary {p.name} (judged)", f"secondary {s.name} (baseline)"),
-        ("endpoint", p.base_url + (" SIMULATED" if p.simulated else ""), s.base_url + (" SIMULATED" if s.simulated else "")),
+        (
+            "endpoint",
+            p.base_url + (" SIMULATED" if p.simulated else ""),
+            s.base_url + (" SIMULATED" if s.simulated else ""),
+        ),
         ("model", str(p.model), str(s.model)),
         ("requests", str(p.requests), f"{s.requests} ({s.requests / p.requests:.0%} mirrored)" if p.requests else "0"),
         ("succeeded", str(p.succeeded), str(s.succeeded)),
@@ -681,11 +775,19 @@ def format_report(report: ShadowReport) -> str:
         ("latency p99", ms(p.latency_ms["p99"]), ms(s.latency_ms["p99"])),
     ]
     if p.ttft_ms is not None and s.ttft_ms is not None:
-        rows.append(("TTFT p50/p95", f"{ms(p.ttft_ms['p50'])} / {ms(p.ttft_ms['p95'])}",
-                     f"{ms(s.ttft_ms['p50'])} / {ms(s.ttft_ms['p95'])}"))
+        rows.append(
+            (
+                "TTFT p50/p95",
+                f"{ms(p.ttft_ms['p50'])} / {ms(p.ttft_ms['p95'])}",
+                f"{ms(s.ttft_ms['p50'])} / {ms(s.ttft_ms['p95'])}",
+            )
+        )
     rows += [
-        ("tokens in/out", f"{p.tokens['prompt']:,} / {p.tokens['completion']:,}",
-         f"{s.tokens['prompt']:,} / {s.tokens['completion']:,}"),
+        (
+            "tokens in/out",
+            f"{p.tokens['prompt']:,} / {p.tokens['completion']:,}",
+            f"{s.tokens['prompt']:,} / {s.tokens['completion']:,}",
+        ),
         ("cost", p.cost_display, s.cost_display + (" (shadow)" if s.cost_usd is not None else "")),
     ]
     w0 = max(len(r[0]) for r in rows)
@@ -693,10 +795,15 @@ def format_report(report: ShadowReport) -> str:
     lines = [f"{a.ljust(w0)}  {b.ljust(w1)}  {c}".rstrip() for a, b, c in rows]
     ag = report.agreement
     if ag["compared"]:
-        json_part = (f"JSON-equal {ag['json_equal']}/{ag['json_comparable']}" if ag["json_comparable"]
-                     else "JSON-equal n/a (no JSON answers)")
-        lines.append(f"agreement over {ag['compared']} answered pairs: exact {ag['exact_share']:.0%}, {json_part}, "
-                     f"length ratio median {ag['length_ratio']['median']}")
+        json_part = (
+            f"JSON-equal {ag['json_equal']}/{ag['json_comparable']}"
+            if ag["json_comparable"]
+            else "JSON-equal n/a (no JSON answers)"
+        )
+        lines.append(
+            f"agreement over {ag['compared']} answered pairs: exact {ag['exact_share']:.0%}, {json_part}, "
+            f"length ratio median {ag['length_ratio']['median']}"
+        )
     else:
         lines.append("agreement: no pair where both endpoints answered")
     paired = report.paired["primary_latency_ms"]["p95"]
@@ -704,11 +811,15 @@ def format_report(report: ShadowReport) -> str:
         lines.append(f"primary p95 on the mirrored requests only: {paired:.0f} ms")
     settings = report.settings
     points = settings["max_error_excess"] * 100
-    lines.append(f"judged: the primary {p.name} (all traffic) against the secondary {s.name} (the baseline, "
-                 f"{settings['rate']:.0%} mirrored)")
-    lines.append(f"rule: ROLLBACK (exit 1, go back to the secondary) when primary p95 / secondary p95 > "
-                 f"{settings['threshold']:g} or the primary's error rate is more than {points:g} "
-                 f"point{'' if points == 1 else 's'} above the secondary's; else ADOPT (exit 0, keep the primary)")
+    lines.append(
+        f"judged: the primary {p.name} (all traffic) against the secondary {s.name} (the baseline, "
+        f"{settings['rate']:.0%} mirrored)"
+    )
+    lines.append(
+        f"rule: ROLLBACK (exit 1, go back to the secondary) when primary p95 / secondary p95 > "
+        f"{settings['threshold']:g} or the primary's error rate is more than {points:g} "
+        f"point{'' if points == 1 else 's'} above the secondary's; else ADOPT (exit 0, keep the primary)"
+    )
     meaning = verdict_meaning(report.verdict, p.name, s.name)
     reasons = f" ({'; '.join(report.reasons)})" if report.reasons else ""
     lines.append(f"verdict: {report.verdict}: {meaning}{reasons}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from ..engine.admission import AdmissionController
 from ..engine.pacing import LearnedLimits, RateLimits
@@ -36,8 +36,12 @@ class SharedRateLimits(RateLimits):
 
     estimates = False  # the limiter paces a distributed swarm
 
-    def __init__(self, rpm: int | None = None, tpm: int | None = None,
-                 on_learned: Callable[[int | None, int | None], None] | None = None) -> None:
+    def __init__(
+        self,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        on_learned: Callable[[int | None, int | None], None] | None = None,
+    ) -> None:
         super().__init__(rpm, tpm)
         self.on_learned = on_learned
         self.pending_settle = 0
@@ -68,15 +72,25 @@ class SharedRateLimits(RateLimits):
         return super().learn(headers) if headers else None
 
     def take_pending(self) -> dict[str, int]:
-        out = {"settle_tokens": self.pending_settle, "debt_requests": self.debt_requests,
-               "debt_tokens": self.debt_tokens}
+        out = {
+            "settle_tokens": self.pending_settle,
+            "debt_requests": self.debt_requests,
+            "debt_tokens": self.debt_tokens,
+        }
         self.pending_settle = self.debt_requests = self.debt_tokens = 0
         return out
 
 
 class LeasedAdmission(AdmissionController):
-    def __init__(self, limit: int, *, rate_limits: SharedRateLimits, lease: LeaseFn,
-                 close_shared_gate: Callable[[float], None], clock=time.monotonic) -> None:
+    def __init__(
+        self,
+        limit: int,
+        *,
+        rate_limits: SharedRateLimits,
+        lease: LeaseFn,
+        close_shared_gate: Callable[[float], None],
+        clock=time.monotonic,
+    ) -> None:
         super().__init__(limit, rate_limits=rate_limits, clock=clock)
         self.shared_limits = rate_limits
         self._lease_fn = lease
@@ -97,8 +111,11 @@ class LeasedAdmission(AdmissionController):
             if not self.paused and self.in_flight < self.limit:
                 wait = self.gate_remaining_s
                 if wait <= 0:
-                    if self.metered is False and self.shared_limits.requests is None \
-                            and self.shared_limits.tokens is None:
+                    if (
+                        self.metered is False
+                        and self.shared_limits.requests is None
+                        and self.shared_limits.tokens is None
+                    ):
                         self.in_flight += 1
                         return True
                     if self._take_from_pool(tokens):

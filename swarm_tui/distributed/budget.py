@@ -15,8 +15,8 @@ learned from `x-ratelimit-*` headers, and a congestion counter the shards watch 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from ..engine.pacing import Clock, RateLimits, RetryAfterGate
 
@@ -59,8 +59,15 @@ class SharedBudget:
     def metered(self) -> bool:
         return self.limits.requests is not None or self.limits.tokens is not None
 
-    def lease(self, requests: int, tokens_each: int = 0, *, settle_tokens: int = 0, debt_requests: int = 0,
-              debt_tokens: int = 0) -> Grant:
+    def lease(
+        self,
+        requests: int,
+        tokens_each: int = 0,
+        *,
+        settle_tokens: int = 0,
+        debt_requests: int = 0,
+        debt_tokens: int = 0,
+    ) -> Grant:
         """Grant up to `requests` requests of `tokens_each` tokens, as many as the buckets hold now.
 
         `settle_tokens`: TPM reserved earlier that `usage` showed was not used (given back);
@@ -121,5 +128,4 @@ class SharedBudget:
         return self._grant(0, 0, gate, gate)
 
     def _grant(self, requests: int, tokens: int, wait_s: float, gate_s: float) -> Grant:
-        return Grant(requests, tokens, wait_s, gate_s, self.metered, self.limits.rpm, self.limits.tpm,
-                     self.congestion)
+        return Grant(requests, tokens, wait_s, gate_s, self.metered, self.limits.rpm, self.limits.tpm, self.congestion)

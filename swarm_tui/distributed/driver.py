@@ -24,8 +24,9 @@ import logging
 import math
 import os
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import ray
 from ray.exceptions import RayError
@@ -51,13 +52,13 @@ from ..engine.events import (
     TasksAdded,
     TaskSucceeded,
 )
+from ..engine.observable import Listener, ObservableEngine
 from ..engine.stats import RunStats
 from ..errors import InputError
 from ..jobs import Task
 from ..pricing import Price
 from ..providers.client import ProviderClient
 from ..providers.profile import ProviderProfile
-from ..engine.observable import Listener, ObservableEngine
 from .limiter import RateLimiter
 from .sink import EVENT, JOURNAL
 from .worker import DONE, ShardSpec, SwarmWorker
@@ -65,6 +66,7 @@ from .worker import DONE, ShardSpec, SwarmWorker
 log = logging.getLogger(__name__)
 
 from ..engine.engine import FAIL_RATE_MIN_SAMPLE  # noqa: E402  (the same rule as one engine)
+
 MAX_BROKEN_SHARDS = 3
 _SKIPPED_EVENTS = (RunStarted, RunFinished, TasksAdded, RunStopping, RunPaused, RunResumed)
 """A shard's own run-level events: the driver announces the swarm's instead."""
@@ -122,11 +124,25 @@ class _Shard:
 class RayEngine(ObservableEngine):
     """`SwarmEngine`'s interface, with the work done by engines on Ray actors."""
 
-    def __init__(self, tasks: Sequence[Task], client: ProviderClient, journal, settings: EngineSettings, *,
-                 profile: ProviderProfile, base_url: str, address: str | None = None, actors: int | None = None,
-                 price: Price | None = None, states: dict[int, TaskState] | None = None,
-                 attempts_made: dict[int, int] | None = None, simulated: bool = False,
-                 fallback_price: Price | None = None, validator=None, forward_keys: bool = True) -> None:
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        client: ProviderClient,
+        journal,
+        settings: EngineSettings,
+        *,
+        profile: ProviderProfile,
+        base_url: str,
+        address: str | None = None,
+        actors: int | None = None,
+        price: Price | None = None,
+        states: dict[int, TaskState] | None = None,
+        attempts_made: dict[int, int] | None = None,
+        simulated: bool = False,
+        fallback_price: Price | None = None,
+        validator=None,
+        forward_keys: bool = True,
+    ) -> None:
         connect(address)
         self.tasks = {t.index: t for t in tasks}
         self.client = client
@@ -248,8 +264,9 @@ class RayEngine(ObservableEngine):
         if self._direct is None:
             from ..engine.engine import SwarmEngine
 
-            self._direct = SwarmEngine([], self.client, self.journal, self.settings, price=self.price,
-                                       simulated=self.simulated)
+            self._direct = SwarmEngine(
+                [], self.client, self.journal, self.settings, price=self.price, simulated=self.simulated
+            )
             self._direct.subscribe(self._emit)
             if self._aborted:
                 self._direct.abort()
@@ -272,8 +289,9 @@ class RayEngine(ObservableEngine):
                 self._emit(TaskQueued(index, TaskState.CANCELLED))
             self.states[index] = TaskState.QUEUED
         self._ensure_actors()
-        self.journal.log_event("run", {"pending": len(pending), "concurrency": self.admission.limit,
-                                       "ray_actors": len(self._alive())})
+        self.journal.log_event(
+            "run", {"pending": len(pending), "concurrency": self.admission.limit, "ray_actors": len(self._alive())}
+        )
         self._emit(RunStarted(len(self.tasks), len(pending), self.admission.limit, self.client.name, self.simulated))
         if self.settings.rpm or self.settings.tpm:
             self._emit(RateLimitsLearned(self.settings.rpm, self.settings.tpm))
@@ -290,16 +308,24 @@ class RayEngine(ObservableEngine):
                 wake.cancel()
         finally:
             self._running = False
-        left = [i for i in sorted(self.tasks) if not self.states[i].is_final
-                and self.states[i] is not TaskState.CANCELLED]
+        left = [
+            i for i in sorted(self.tasks) if not self.states[i].is_final and self.states[i] is not TaskState.CANCELLED
+        ]
         if left:  # stopped (or a shard ended oddly): unfinished work, kept for resume
             self.journal.record_cancelled(left)
             for index in left:
                 self.states[index] = TaskState.CANCELLED
                 self._emit(TaskCancelled(index))
         finished = self.outcome()
-        self.journal.log_event("finished", {"succeeded": finished.succeeded, "failed": finished.failed,
-                                            "unfinished": finished.cancelled, "reason": self._stop_reason})
+        self.journal.log_event(
+            "finished",
+            {
+                "succeeded": finished.succeeded,
+                "failed": finished.failed,
+                "unfinished": finished.cancelled,
+                "reason": self._stop_reason,
+            },
+        )
         self._emit(finished)
         return finished
 
@@ -336,8 +362,9 @@ class RayEngine(ObservableEngine):
         env = key_env(self.profile) if self.forward_keys else {}
         if env:
             options["runtime_env"] = {"env_vars": env}
-        actor = SwarmWorker.options(**options).remote(self.profile, self.base_url, self.settings.timeout_s,
-                                                      self.limiter)
+        actor = SwarmWorker.options(**options).remote(
+            self.profile, self.base_url, self.settings.timeout_s, self.limiter
+        )
         if self.admission.paused:
             actor.pause.remote()
         self.actors.append(actor)
@@ -357,8 +384,9 @@ class RayEngine(ObservableEngine):
             for k, actor_no in enumerate(alive):
                 chunk = indices[k::n]
                 if chunk:
-                    self._start_shard(actor_no, chunk, share,
-                                      None if free is None else free * len(chunk) / len(indices))
+                    self._start_shard(
+                        actor_no, chunk, share, None if free is None else free * len(chunk) / len(indices)
+                    )
             return
         load = {a: 0 for a in alive}
         for shard in self._shards.values():
@@ -376,9 +404,16 @@ class RayEngine(ObservableEngine):
         self._shards[shard_id] = shard
         shard.allowance_usd = allowance_usd
         settings = replace(self.settings, concurrency=concurrency, budget_usd=shard.allowance_usd, fail_on_error=None)
-        spec = ShardSpec(shard_id, [self.tasks[i] for i in indices], settings,
-                         {i: self._attempts[i] for i in indices if i in self._attempts}, self.price,
-                         self.fallback_price, self.simulated, self.validator)
+        spec = ShardSpec(
+            shard_id,
+            [self.tasks[i] for i in indices],
+            settings,
+            {i: self._attempts[i] for i in indices if i in self._attempts},
+            self.price,
+            self.fallback_price,
+            self.simulated,
+            self.validator,
+        )
         shard.task = asyncio.create_task(self._consume(shard, spec), name=f"shard-{shard_id}")
         self._wake.set()
 
@@ -391,8 +426,9 @@ class RayEngine(ObservableEngine):
             return
         except asyncio.CancelledError:
             raise
-        leftover = [i for i in shard.indices if not self.states[i].is_final
-                    and self.states[i] is not TaskState.CANCELLED]
+        leftover = [
+            i for i in shard.indices if not self.states[i].is_final and self.states[i] is not TaskState.CANCELLED
+        ]
         if leftover and self._stop_reason is None:  # should not happen; never lose a task
             self._requeue(leftover, "shard ended without them")
 
@@ -466,14 +502,23 @@ class RayEngine(ObservableEngine):
             # progress in between, stop and leave a resumable journal instead
             self._broken_shards += 1
             if self._broken_shards >= MAX_BROKEN_SHARDS:
-                self.stop_dispatch(f"{self._broken_shards} shards failed in a row without progress "
-                                   f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
-                                   "fix the cluster and resume")
+                self.stop_dispatch(
+                    f"{self._broken_shards} shards failed in a row without progress "
+                    f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
+                    "fix the cluster and resume"
+                )
         left = [i for i in shard.indices if not self.states[i].is_final]
-        log.warning("ray shard %d on actor %d lost (%s): %d unfinished tasks re-queued", shard.shard_id, actor_no,
-                    type(exc).__name__, len(left))
-        self.journal.log_event("actor_lost", {"shard": shard.shard_id, "actor": actor_no, "error": type(exc).__name__,
-                                              "requeued": len(left)})
+        log.warning(
+            "ray shard %d on actor %d lost (%s): %d unfinished tasks re-queued",
+            shard.shard_id,
+            actor_no,
+            type(exc).__name__,
+            len(left),
+        )
+        self.journal.log_event(
+            "actor_lost",
+            {"shard": shard.shard_id, "actor": actor_no, "error": type(exc).__name__, "requeued": len(left)},
+        )
         if self._stop_reason is not None:
             self._cancel(left)
         else:

@@ -35,5 +35,10 @@ class RateLimiter:
 
     def stats(self) -> dict[str, Any]:
         b = self.budget
-        return {"lease_calls": b.lease_calls, "leased_requests": b.leased_requests, "congestion": b.congestion,
-                "rpm": b.limits.rpm, "tpm": b.limits.tpm}
+        return {
+            "lease_calls": b.lease_calls,
+            "leased_requests": b.leased_requests,
+            "congestion": b.congestion,
+            "rpm": b.limits.rpm,
+            "tpm": b.limits.tpm,
+        }

@@ -11,7 +11,8 @@ a result counts only once the driver has committed it.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterable, Protocol
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 from ..engine.events import Attempt, EngineEvent
 from ..jobs import Task

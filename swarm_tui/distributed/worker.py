@@ -84,11 +84,22 @@ class SwarmWorker:
         client, fallback = self._clients()
         outbox = Outbox()
         limits = SharedRateLimits(spec.settings.rpm, spec.settings.tpm, on_learned=self._report_learned)
-        admission = LeasedAdmission(spec.settings.concurrency, rate_limits=limits, lease=self._lease,
-                                    close_shared_gate=self._report_gate)
-        engine = SwarmEngine(spec.tasks, client, ForwardingJournal(outbox), spec.settings, price=spec.price,
-                             attempts_made=spec.attempts_made, simulated=spec.simulated, fallback=fallback,
-                             fallback_price=spec.fallback_price, validator=spec.validator, admission=admission)
+        admission = LeasedAdmission(
+            spec.settings.concurrency, rate_limits=limits, lease=self._lease, close_shared_gate=self._report_gate
+        )
+        engine = SwarmEngine(
+            spec.tasks,
+            client,
+            ForwardingJournal(outbox),
+            spec.settings,
+            price=spec.price,
+            attempts_made=spec.attempts_made,
+            simulated=spec.simulated,
+            fallback=fallback,
+            fallback_price=spec.fallback_price,
+            validator=spec.validator,
+            admission=admission,
+        )
         engine.subscribe(outbox.event)
         engine.subscribe(lambda event: self._watch_congestion(event, admission))
         self.engines[spec.shard_id] = engine
@@ -156,8 +167,11 @@ class SwarmWorker:
         self.limiter.learn.remote(rpm, tpm)
 
     def _watch_congestion(self, event: EngineEvent, admission: LeasedAdmission) -> None:
-        if isinstance(event, (TaskRetrying, TaskFailed)) and event.attempt.error is not None \
-                and event.attempt.error.is_rate_limited:
+        if (
+            isinstance(event, (TaskRetrying, TaskFailed))
+            and event.attempt.error is not None
+            and event.attempt.error.is_rate_limited
+        ):
             admission.congestion_seen += 1
             self.limiter.note_congestion.remote()
 

@@ -90,8 +90,8 @@ class TailDeadlines:
             "hard_timeout_s": self.hard_timeout_s,
             "straggler_s": _round(self.straggler_s()),
             "straggler_rule": f"{STRAGGLER_FACTOR:g} x p99 of the last {WINDOW} answers (p99 now "
-                              f"{_round(self.p99_s())} s), at least {STRAGGLER_FLOOR_S:g} s, below the hard "
-                              f"timeout; from {MIN_SAMPLES} answers on",
+            f"{_round(self.p99_s())} s), at least {STRAGGLER_FLOOR_S:g} s, below the hard "
+            f"timeout; from {MIN_SAMPLES} answers on",
             "first_token_s": _round(self.first_token_s()),
             "hedge_s": _round(self.hedge_s()),
             "abandoned": self.abandoned,

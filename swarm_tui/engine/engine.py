@@ -23,8 +23,9 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import JournalWriteError
 from ..jobs import Task
@@ -34,18 +35,14 @@ from ..providers.errors import CallError, ErrorClass
 from ..providers.usage import Usage
 from .admission import AdmissionController
 from .deadlines import RECHECK_S, STRAGGLER_FACTOR, TailDeadlines
-from .failover import ACCOUNT_ERRORS, CircuitBreaker
-from .observable import Listener, ObservableEngine
-from .pacing import AdaptiveConcurrency, RateLimits
 from .events import (
     Attempt,
     AttemptEnded,
     AttemptStarted,
+    ConcurrencyChanged,
     EndpointSwitched,
     PhaseAttempt,
     PhaseChanged,
-    TasksAdded,
-    ConcurrencyChanged,
     RateGateClosed,
     RateLimitsLearned,
     RunFinished,
@@ -57,9 +54,13 @@ from .events import (
     TaskFailed,
     TaskQueued,
     TaskRetrying,
+    TasksAdded,
     TaskState,
     TaskSucceeded,
 )
+from .failover import ACCOUNT_ERRORS, CircuitBreaker
+from .observable import Listener, ObservableEngine
+from .pacing import AdaptiveConcurrency, RateLimits
 from .retry import RetryPolicy
 from .stats import RunStats
 
@@ -78,6 +79,7 @@ None when there is nothing to drop."""
 
 class RunStopped(Exception):
     """Raised by `call_direct` when the run was stopped (abort, budget) before the call could go out."""
+
 
 """Checks a successful answer (e.g. that it is JSON); returns what is wrong with it, or None."""
 
@@ -127,7 +129,7 @@ class SwarmEngine(ObservableEngine):
         self,
         tasks: Sequence[Task],
         client: ProviderClient,
-        journal: "Journal",
+        journal: Journal,
         settings: EngineSettings = EngineSettings(),
         *,
         price: Price | None = None,
@@ -261,8 +263,10 @@ class SwarmEngine(ObservableEngine):
 
     def _journal_failed(self, error: JournalWriteError) -> None:
         in_flight = len(self._in_flight)
-        self.fail_run(f"journal write failed, nothing more was sent: {error.cause}"
-                      + (f"; {in_flight} call{'s' if in_flight != 1 else ''} in flight cancelled" if in_flight else ""))
+        self.fail_run(
+            f"journal write failed, nothing more was sent: {error.cause}"
+            + (f"; {in_flight} call{'s' if in_flight != 1 else ''} in flight cancelled" if in_flight else "")
+        )
 
     def retry_failed(self, indices: Iterable[int] | None = None) -> list[int]:
         """Queue finally-failed tasks again, with a fresh attempt budget. Returns what was queued.
@@ -328,8 +332,16 @@ class SwarmEngine(ObservableEngine):
             except Exception as exc:
                 error = client.classify(exc)
                 retry = self.retry_policy.should_retry(error, round_attempts)
-                attempt = Attempt(index, number, client.name, started_at, _ms_since(t0),
-                                  "retry" if retry else "failed", status=error.status, error=error)
+                attempt = Attempt(
+                    index,
+                    number,
+                    client.name,
+                    started_at,
+                    _ms_since(t0),
+                    "retry" if retry else "failed",
+                    status=error.status,
+                    error=error,
+                )
                 self.journal.record_attempt(attempt)
                 self._emit(PhaseAttempt(phase, attempt))
                 if not retry:
@@ -339,9 +351,19 @@ class SwarmEngine(ObservableEngine):
                     self.admission.close_gate(error.retry_after_s)
                 await asyncio.sleep(self.retry_policy.delay_s(error, round_attempts))
             else:
-                attempt = Attempt(index, number, client.name, started_at, _ms_since(t0), "ok", status=200,
-                                  request_id=result.request_id, usage=result.usage,
-                                  cost_usd=self._cost(result, client.name), ttft_ms=result.ttft_ms)
+                attempt = Attempt(
+                    index,
+                    number,
+                    client.name,
+                    started_at,
+                    _ms_since(t0),
+                    "ok",
+                    status=200,
+                    request_id=result.request_id,
+                    usage=result.usage,
+                    cost_usd=self._cost(result, client.name),
+                    ttft_ms=result.ttft_ms,
+                )
                 self.journal.record_attempt(attempt)
                 self._emit(PhaseAttempt(phase, attempt))
                 return result
@@ -379,8 +401,15 @@ class SwarmEngine(ObservableEngine):
         if self._stop_reason is not None:
             self._cancel_waiting()
         finished = self.outcome()
-        self._log("finished", {"succeeded": finished.succeeded, "failed": finished.failed,
-                               "unfinished": finished.cancelled, "reason": self._stop_reason})
+        self._log(
+            "finished",
+            {
+                "succeeded": finished.succeeded,
+                "failed": finished.failed,
+                "unfinished": finished.cancelled,
+                "reason": self._stop_reason,
+            },
+        )
         self._emit(finished)
         return finished
 
@@ -421,8 +450,9 @@ class SwarmEngine(ObservableEngine):
         task.add_done_callback(lambda done: self._attempt_done(done, index, number, client.name, started_at))
         self._in_flight[index] = task
 
-    def _attempt_done(self, task: "asyncio.Task[None]", index: int, number: int, endpoint: str,
-                      started_at: float) -> None:
+    def _attempt_done(
+        self, task: asyncio.Task[None], index: int, number: int, endpoint: str, started_at: float
+    ) -> None:
         """An attempt's coroutine handles its own outcome and leaves `_in_flight` when it ends.
 
         Two things it cannot handle: being cancelled before its first step (an abort right after
@@ -465,18 +495,27 @@ class SwarmEngine(ObservableEngine):
                         return
                     continue
                 # a success wins over a failure that ended in the same instant
-                finished = next((c for c in calls if c.task in done and c.task.exception() is None),
-                                next(c for c in calls if c.task in done))
+                finished = next(
+                    (c for c in calls if c.task in done and c.task.exception() is None),
+                    next(c for c in calls if c.task in done),
+                )
                 others = [c for c in calls if c is not finished and not c.task.done()]
-                error = None if finished.task.exception() is None else finished.client.classify(
-                    finished.task.exception())
+                error = (
+                    None if finished.task.exception() is None else finished.client.classify(finished.task.exception())
+                )
                 self._observe_endpoint(finished.client, error)
                 if error is None:
                     for loser in (c for c in calls if c is not finished):
                         self._end_loser(loser)
                     self._learn(finished.task.result().rate_headers, finished)
-                    self._on_success(index, finished.number, finished.started_at, finished.latency_ms(),
-                                     finished.task.result(), endpoint=finished.client.name)
+                    self._on_success(
+                        index,
+                        finished.number,
+                        finished.started_at,
+                        finished.latency_ms(),
+                        finished.task.result(),
+                        endpoint=finished.client.name,
+                    )
                     return
                 if others:  # a sibling is still running: this one's failure is not the task's
                     self._end_side_attempt(finished, "hedge_failed", error)
@@ -484,16 +523,25 @@ class SwarmEngine(ObservableEngine):
                     continue
                 for sibling in calls:  # both failed in the same instant: the other one is journaled too
                     if sibling is not finished and not sibling.task.cancelled():
-                        self._end_side_attempt(sibling, "hedge_failed", sibling.client.classify(sibling.task.exception()))
-                self._on_failure(index, finished.number, finished.started_at, finished.latency_ms(), error,
-                                 endpoint=finished.client.name)
+                        self._end_side_attempt(
+                            sibling, "hedge_failed", sibling.client.classify(sibling.task.exception())
+                        )
+                self._on_failure(
+                    index,
+                    finished.number,
+                    finished.started_at,
+                    finished.latency_ms(),
+                    error,
+                    endpoint=finished.client.name,
+                )
                 return
         except (asyncio.CancelledError, JournalWriteError):  # abort, or a journal that cannot keep the outcome:
-            attempts = []                                    # every call of this task stops, the task stays unfinished
+            attempts = []  # every call of this task stops, the task stays unfinished
             for call in calls:
                 call.task.cancel()
-                attempts.append(Attempt(index, call.number, call.client.name, call.started_at, call.latency_ms(),
-                                        "cancelled"))
+                attempts.append(
+                    Attempt(index, call.number, call.client.name, call.started_at, call.latency_ms(), "cancelled")
+                )
             self._journal_quietly(self.journal.record_cancelled, [index], attempts)
             self.states[index] = TaskState.CANCELLED
             self._ready.append(index)  # unfinished work for the next run() or resume
@@ -506,7 +554,7 @@ class SwarmEngine(ObservableEngine):
             self.admission.release()
             self._wake.set()
 
-    def _start_call(self, index: int, number: int, client: ProviderClient, *, hedge: bool = False) -> "_Call":
+    def _start_call(self, index: int, number: int, client: ProviderClient, *, hedge: bool = False) -> _Call:
         body = self.tasks[index].body
         if client is not self.client and client.profile.model:  # the fallback may name the model differently
             body = {**body, "model": client.profile.model}
@@ -518,7 +566,9 @@ class SwarmEngine(ObservableEngine):
         deadlines = self._deadlines
         if self.settings.stream:
             first_token_s = self.tail.first_token_s()
-            if first_token_s is not None and (deadlines.first_token_s is None or first_token_s < deadlines.first_token_s):
+            if first_token_s is not None and (
+                deadlines.first_token_s is None or first_token_s < deadlines.first_token_s
+            ):
                 deadlines = StreamDeadlines(first_token_s, deadlines.idle_s)
 
         async def call() -> CallResult:
@@ -526,14 +576,21 @@ class SwarmEngine(ObservableEngine):
                 return await client.complete(body, stream=self.settings.stream, deadlines=deadlines)
 
         self._sends += 1
-        return _Call(index, number, client, time.time(), time.monotonic(),
-                     asyncio.create_task(call(), name=f"call-{index}-{number}"), self._sends)
+        return _Call(
+            index,
+            number,
+            client,
+            time.time(),
+            time.monotonic(),
+            asyncio.create_task(call(), name=f"call-{index}-{number}"),
+            self._sends,
+        )
 
     def _next_number(self, index: int) -> int:
         self._attempt_numbers[index] = self._attempt_numbers.get(index, 0) + 1
         return self._attempt_numbers[index]
 
-    def _tail_check_s(self, first: "_Call", hedged: bool) -> float | None:
+    def _tail_check_s(self, first: _Call, hedged: bool) -> float | None:
         """How long an attempt waits before it looks at its tail deadlines again."""
         if self.settings.stream:  # a streamed call's deadlines are its first token and idle gaps
             return None
@@ -543,22 +600,26 @@ class SwarmEngine(ObservableEngine):
             return RECHECK_S  # no figures yet: a call that hangs now is judged once answers arrive
         return max(0.0, min(min(due) - elapsed, RECHECK_S * 2))
 
-    def _tail_action(self, calls: list["_Call"], hedged: bool) -> str | None:
+    def _tail_action(self, calls: list[_Call], hedged: bool) -> str | None:
         """'hedge', an abandon reason, or None (nothing due yet)."""
         elapsed = time.monotonic() - calls[-1].t0  # the newest call: a backup gets its own time
         hedge_s = None if hedged else self.tail.hedge_s()
         if hedge_s is not None and time.monotonic() - calls[0].t0 >= hedge_s:
             if self._may_hedge():
                 return "hedge"
-            return (f"no answer after {hedge_s:.1f}s (--hedge: {self.settings.hedge_factor:g} x p95); no backup "
-                    f"while the provider pushes back or the hedge budget is spent: abandoned and sent again")
+            return (
+                f"no answer after {hedge_s:.1f}s (--hedge: {self.settings.hedge_factor:g} x p95); no backup "
+                f"while the provider pushes back or the hedge budget is spent: abandoned and sent again"
+            )
         straggler_s = self.tail.straggler_s()
         if straggler_s is not None and elapsed >= straggler_s:
-            return (f"straggler: no answer after {elapsed:.1f}s, past the straggler deadline {straggler_s:.1f}s "
-                    f"({STRAGGLER_FACTOR:g} x p99 of recent answers); abandoned and sent again")
+            return (
+                f"straggler: no answer after {elapsed:.1f}s, past the straggler deadline {straggler_s:.1f}s "
+                f"({STRAGGLER_FACTOR:g} x p99 of recent answers); abandoned and sent again"
+            )
         return None
 
-    def _abandon(self, index: int, calls: list["_Call"], reason: str) -> None:
+    def _abandon(self, index: int, calls: list[_Call], reason: str) -> None:
         """Cancel a straggling attempt's calls; it fails as a timeout (not congestion) and is sent again at once."""
         self.tail.abandoned += 1
         error = CallError(ErrorClass.TIMEOUT, reason, code=STRAGGLER_CODE)
@@ -579,7 +640,7 @@ class SwarmEngine(ObservableEngine):
             return False
         return time.monotonic() - self._last_rate_limited > HEDGE_QUIET_AFTER_429_S
 
-    def _end_loser(self, call: "_Call") -> None:
+    def _end_loser(self, call: _Call) -> None:
         """The other call of a hedged pair whose winner succeeded: cancelled if still running; if it
         had finished too, what it cost is journaled all the same."""
         if not call.task.done():
@@ -589,19 +650,38 @@ class SwarmEngine(ObservableEngine):
             return  # its failure was journaled when it happened (hedge_failed)
         else:
             result = call.task.result()
-            self._end_side_attempt(call, "hedge_lost", usage=result.usage, cost_usd=self._cost(result, call.client.name))
+            self._end_side_attempt(
+                call, "hedge_lost", usage=result.usage, cost_usd=self._cost(result, call.client.name)
+            )
 
-    def _end_side_attempt(self, call: "_Call", outcome: str, error: CallError | None = None, *,
-                          usage: Usage = Usage(), cost_usd: float | None = None) -> None:
+    def _end_side_attempt(
+        self,
+        call: _Call,
+        outcome: str,
+        error: CallError | None = None,
+        *,
+        usage: Usage = Usage(),
+        cost_usd: float | None = None,
+    ) -> None:
         """A hedged pair's other attempt: journaled and billed, but the task's state is not its to decide."""
-        attempt = Attempt(call.index, call.number, call.client.name, call.started_at, call.latency_ms(), outcome,
-                          status=error.status if error else (200 if usage.total else None), error=error,
-                          usage=usage, cost_usd=cost_usd)
+        attempt = Attempt(
+            call.index,
+            call.number,
+            call.client.name,
+            call.started_at,
+            call.latency_ms(),
+            outcome,
+            status=error.status if error else (200 if usage.total else None),
+            error=error,
+            usage=usage,
+            cost_usd=cost_usd,
+        )
         self.journal.record_attempt(attempt)
         self._emit(AttemptEnded(attempt))
 
-    def _on_success(self, index: int, number: int, started_at: float, latency_ms: float, result: CallResult, *,
-                    endpoint: str) -> None:
+    def _on_success(
+        self, index: int, number: int, started_at: float, latency_ms: float, result: CallResult, *, endpoint: str
+    ) -> None:
         problem = self.validator(self.tasks[index], result) if self.validator else None
         if problem is not None:
             self._on_invalid_answer(index, number, started_at, latency_ms, result, endpoint, problem)
@@ -616,25 +696,57 @@ class SwarmEngine(ObservableEngine):
             if grown is not None:
                 self._adapt(grown, "slow start: +1" if self.adaptive.slow_start else "clean and busy: +1")
         attempt = Attempt(
-            index, number, endpoint, started_at, latency_ms, "ok", status=200,
-            request_id=result.request_id, usage=result.usage, cost_usd=self._cost(result, endpoint),
+            index,
+            number,
+            endpoint,
+            started_at,
+            latency_ms,
+            "ok",
+            status=200,
+            request_id=result.request_id,
+            usage=result.usage,
+            cost_usd=self._cost(result, endpoint),
             ttft_ms=result.ttft_ms,
         )
         self.journal.record_success(attempt, result.body)
         self.states[index] = TaskState.SUCCEEDED
         self._emit(TaskSucceeded(attempt, result.content))
 
-    def _on_invalid_answer(self, index: int, number: int, started_at: float, latency_ms: float,
-                           result: CallResult, endpoint: str, problem: str) -> None:
+    def _on_invalid_answer(
+        self,
+        index: int,
+        number: int,
+        started_at: float,
+        latency_ms: float,
+        result: CallResult,
+        endpoint: str,
+        problem: str,
+    ) -> None:
         """An answer that fails validation: asked once more with the problem, then a failure that
         keeps the raw text (the answer was billed either way)."""
         raw = result.content
         reask = index not in self._reasked and self._stop_reason is None
-        error = CallError(ErrorClass.BAD_RESPONSE, f"{problem}; raw answer: {raw[:2000]}", 200,
-                          "invalid_json", request_id=result.request_id)
-        attempt = Attempt(index, number, endpoint, started_at, latency_ms, "retry" if reask else "failed",
-                          status=200, error=error, request_id=result.request_id, usage=result.usage,
-                          cost_usd=self._cost(result, endpoint), ttft_ms=result.ttft_ms)
+        error = CallError(
+            ErrorClass.BAD_RESPONSE,
+            f"{problem}; raw answer: {raw[:2000]}",
+            200,
+            "invalid_json",
+            request_id=result.request_id,
+        )
+        attempt = Attempt(
+            index,
+            number,
+            endpoint,
+            started_at,
+            latency_ms,
+            "retry" if reask else "failed",
+            status=200,
+            error=error,
+            request_id=result.request_id,
+            usage=result.usage,
+            cost_usd=self._cost(result, endpoint),
+            ttft_ms=result.ttft_ms,
+        )
         if not reask:
             self.journal.record_failure(attempt)
             self.states[index] = TaskState.FAILED
@@ -644,17 +756,24 @@ class SwarmEngine(ObservableEngine):
         self._reasked.add(index)
         attempt = dataclasses.replace(attempt, retry_in_s=0.0)
         task = self.tasks[index]
-        messages = [*task.body.get("messages", []), {"role": "assistant", "content": raw},
-                    {"role": "user", "content": f"That answer could not be used: {problem}. "
-                                                "Answer again with valid JSON only, nothing else."}]
+        messages = [
+            *task.body.get("messages", []),
+            {"role": "assistant", "content": raw},
+            {
+                "role": "user",
+                "content": f"That answer could not be used: {problem}. "
+                "Answer again with valid JSON only, nothing else.",
+            },
+        ]
         self.tasks[index] = Task(task.index, task.custom_id, {**task.body, "messages": messages})
         self.journal.record_retry(attempt)
         self.states[index] = TaskState.RETRYING
         self._retry_timers[index] = asyncio.get_running_loop().call_later(0, self._requeue, index)
         self._emit(TaskRetrying(attempt, 0.0))
 
-    def _on_failure(self, index: int, number: int, started_at: float, latency_ms: float, error: CallError, *,
-                    endpoint: str) -> None:
+    def _on_failure(
+        self, index: int, number: int, started_at: float, latency_ms: float, error: CallError, *, endpoint: str
+    ) -> None:
         error = self._capped(error)
         self._reserved_tokens.pop(index, None)  # a refused request used no tokens, but keep them: pace down
         self._learn(error.rate_headers)
@@ -665,13 +784,25 @@ class SwarmEngine(ObservableEngine):
             self._adapt_to_failure(error)
         round_attempts = self._round_attempts.get(index, 1)
         trimmed = self._trim_once(index, error)
-        fails_over = (self.fallback is not None and endpoint == self.client.name and error.kind in ACCOUNT_ERRORS
-                      and round_attempts < self.retry_policy.max_attempts)
-        retry = self._stop_reason is None and (trimmed or fails_over
-                                               or self.retry_policy.should_retry(error, round_attempts))
+        fails_over = (
+            self.fallback is not None
+            and endpoint == self.client.name
+            and error.kind in ACCOUNT_ERRORS
+            and round_attempts < self.retry_policy.max_attempts
+        )
+        retry = self._stop_reason is None and (
+            trimmed or fails_over or self.retry_policy.should_retry(error, round_attempts)
+        )
         attempt = Attempt(
-            index, number, endpoint, started_at, latency_ms, "retry" if retry else "failed",
-            status=error.status, error=error, request_id=error.request_id,
+            index,
+            number,
+            endpoint,
+            started_at,
+            latency_ms,
+            "retry" if retry else "failed",
+            status=error.status,
+            error=error,
+            request_id=error.request_id,
         )
         if not retry:
             self.journal.record_failure(attempt)
@@ -711,8 +842,10 @@ class SwarmEngine(ObservableEngine):
         worst = self.price.cost(Usage(prompt=_prompt_estimate(body), completion=_answer_ceiling(body)))
         committed = self.spent_usd + sum(self._reserved_cost.values())
         if committed + worst > budget:
-            self.stop_dispatch(f"budget: ${committed:.4f} spent (this run, all sessions) or reserved, the next task "
-                               f"could cost ${worst:.4f}, budget ${budget:.2f}")
+            self.stop_dispatch(
+                f"budget: ${committed:.4f} spent (this run, all sessions) or reserved, the next task "
+                f"could cost ${worst:.4f}, budget ${budget:.2f}"
+            )
             return False
         self._reserved_cost[index] = worst
         return True
@@ -732,8 +865,9 @@ class SwarmEngine(ObservableEngine):
         assert self.adaptive is not None
         if error.is_rate_limited:
             shrunk = self.adaptive.on_congestion()
-        elif error.is_overload or (error.kind is ErrorClass.TIMEOUT and error.code != STRAGGLER_CODE
-                                   and self._latency_congested()):
+        elif error.is_overload or (
+            error.kind is ErrorClass.TIMEOUT and error.code != STRAGGLER_CODE and self._latency_congested()
+        ):
             shrunk = self.adaptive.on_overload()
         else:
             self.adaptive.on_other_failure()
@@ -778,7 +912,7 @@ class SwarmEngine(ObservableEngine):
             return error
         return dataclasses.replace(error, retry_after_s=cap, retry_after_asked_s=wait)
 
-    def _learn(self, headers, call: "_Call | None" = None) -> None:
+    def _learn(self, headers, call: _Call | None = None) -> None:
         """Limits and what is left of them, from a response's headers (`call`: the request they answer)."""
         sent_since = self._sends - call.send_seq if call is not None else 0
         age_s = call.latency_ms() / 1000 if call is not None else 0.0
@@ -876,7 +1010,7 @@ class _Call:
     client: ProviderClient
     started_at: float
     t0: float
-    task: "asyncio.Task[CallResult]"
+    task: asyncio.Task[CallResult]
     send_seq: int = 0
     """The engine's count of requests sent, this one included: the ones sent after it are
     not in the rate-limit headers of its answer."""

@@ -205,6 +205,23 @@ class RunFinished:
 
 
 EngineEvent = (
-    RunStarted | TaskQueued | AttemptStarted | AttemptEnded | TaskRetrying | TaskSucceeded | TaskFailed | TaskCancelled
-    | RunPaused | RunResumed | ConcurrencyChanged | RateGateClosed | RateLimitsLearned | EndpointSwitched | TasksAdded | PhaseChanged | PhaseAttempt | RunStopping | RunFinished
+    RunStarted
+    | TaskQueued
+    | AttemptStarted
+    | AttemptEnded
+    | TaskRetrying
+    | TaskSucceeded
+    | TaskFailed
+    | TaskCancelled
+    | RunPaused
+    | RunResumed
+    | ConcurrencyChanged
+    | RateGateClosed
+    | RateLimitsLearned
+    | EndpointSwitched
+    | TasksAdded
+    | PhaseChanged
+    | PhaseAttempt
+    | RunStopping
+    | RunFinished
 )

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Callable
 
 from ..providers.errors import CallError, ErrorClass
 
@@ -27,9 +27,17 @@ class BreakerState(StrEnum):
 
 
 class CircuitBreaker:
-    def __init__(self, *, threshold: float = 0.01, window: int = 300, min_sample: int = 100, outage_run: int = 5,
-                 cooldown_s: float = 10.0, max_cooldown_s: float = 120.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        threshold: float = 0.01,
+        window: int = 300,
+        min_sample: int = 100,
+        outage_run: int = 5,
+        cooldown_s: float = 10.0,
+        max_cooldown_s: float = 120.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.threshold = threshold
         self.min_sample = min_sample
         self.outage_run = outage_run

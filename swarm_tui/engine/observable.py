@@ -9,7 +9,8 @@ them apart.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .events import EngineEvent, RunFinished, TaskState
 
@@ -61,5 +62,10 @@ class ObservableEngine:
     def outcome(self) -> RunFinished:
         """Where the run stands now, as the event `run()` ends with."""
         succeeded, failed = self.count(TaskState.SUCCEEDED), self.count(TaskState.FAILED)
-        return RunFinished(succeeded=succeeded, failed=failed, cancelled=len(self.tasks) - succeeded - failed,
-                           aborted=self._aborted, stop_reason=self._stop_reason)
+        return RunFinished(
+            succeeded=succeeded,
+            failed=failed,
+            cancelled=len(self.tasks) - succeeded - failed,
+            aborted=self._aborted,
+            stop_reason=self._stop_reason,
+        )

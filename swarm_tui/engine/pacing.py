@@ -37,8 +37,8 @@ import math
 import re
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 Clock = Callable[[], float]
 
@@ -208,7 +208,11 @@ class RateLimits:
         now = self._clock()
         self._answered.append(now)
         self._forget(self._answered, now)
-        if not self.estimated or self.requests is None or now - max(self._last_cut, self._last_growth) < self.PROBE_WINDOW_S:
+        if (
+            not self.estimated
+            or self.requests is None
+            or now - max(self._last_cut, self._last_growth) < self.PROBE_WINDOW_S
+        ):
             return None
         self._last_growth = now
         rate = self.requests.rate
@@ -302,8 +306,15 @@ class AdaptiveConcurrency:
     OVERLOAD_FLOOR_SHARE = 0.4
     """Overload never takes the limit below this share of the ceiling (the article: 50 -> 20)."""
 
-    def __init__(self, ceiling: int, *, floor: int | None = None, decrease: float = 0.7, min_window_s: float = 0.5,
-                 clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self,
+        ceiling: int,
+        *,
+        floor: int | None = None,
+        decrease: float = 0.7,
+        min_window_s: float = 0.5,
+        clock: Clock = time.monotonic,
+    ) -> None:
         self.ceiling = ceiling
         self.floor = min(floor if floor is not None else self.default_floor(ceiling), ceiling)
         self.limit = self.initial(ceiling)

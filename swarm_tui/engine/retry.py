@@ -26,8 +26,9 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
-        object.__setattr__(self, "_wait", tenacity.wait_random_exponential(multiplier=self.multiplier,
-                                                                            max=self.max_backoff_s))
+        object.__setattr__(
+            self, "_wait", tenacity.wait_random_exponential(multiplier=self.multiplier, max=self.max_backoff_s)
+        )
 
     def should_retry(self, error: CallError, attempts_made: int) -> bool:
         """`attempts_made` counts the attempts of this round, the failed one included."""

@@ -44,8 +44,10 @@ def latency_summary(sorted_ms: list[float]) -> dict[str, float | None]:
     """p50/p95/p99/mean in ms, rounded to 0.1: the shape summary.json and shadow.json use."""
     if not sorted_ms:
         return {"p50": None, "p95": None, "p99": None, "mean": None}
-    return {**{f"p{round(q * 100)}": round(nearest_rank(sorted_ms, q), 1) for q in (0.5, 0.95, 0.99)},
-            "mean": round(sum(sorted_ms) / len(sorted_ms), 1)}
+    return {
+        **{f"p{round(q * 100)}": round(nearest_rank(sorted_ms, q), 1) for q in (0.5, 0.95, 0.99)},
+        "mean": round(sum(sorted_ms) / len(sorted_ms), 1),
+    }
 
 
 @dataclass

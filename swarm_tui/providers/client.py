@@ -64,8 +64,11 @@ class ProviderClient:
         self._secrets = (api_key,)
         # Never follow a redirect: httpx turns a POST into a GET on 302/303, and a 307 would send the
         # prompts (and the key) to another origin. A 3xx fails the attempt as `redirect`.
-        http_client = (openai.DefaultAioHttpClient(follow_redirects=False) if profile.backend == "aiohttp"
-                       else openai.DefaultAsyncHttpx2Client(follow_redirects=False))
+        http_client = (
+            openai.DefaultAioHttpClient(follow_redirects=False)
+            if profile.backend == "aiohttp"
+            else openai.DefaultAsyncHttpx2Client(follow_redirects=False)
+        )
         self._client = openai.AsyncOpenAI(
             base_url=self.base_url,
             api_key=api_key,
@@ -139,31 +142,45 @@ class ProviderClient:
         if finish_reason is None:
             raise BrokenStreamError("stream ended without a finish reason")
         body = {
-            "id": first.get("id"), "object": "chat.completion", "created": first.get("created"),
+            "id": first.get("id"),
+            "object": "chat.completion",
+            "created": first.get("created"),
             "model": first.get("model"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(pieces)},
-                         "finish_reason": finish_reason}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "".join(pieces)},
+                    "finish_reason": finish_reason,
+                }
+            ],
             "usage": usage_data,
         }
         return CallResult(
-            body=body, usage=Usage.from_response(usage_data),
+            body=body,
+            usage=Usage.from_response(usage_data),
             request_id=headers.get("x-request-id") or first.get("id"),
-            rate_headers=_rate_headers(headers), ttft_ms=ttft_ms,
+            rate_headers=_rate_headers(headers),
+            ttft_ms=ttft_ms,
         )
 
     async def aclose(self) -> None:
         await self._client.close()
 
 
-def chat_completion_or_raise(content: bytes, content_type: str | None, status: int,
-                             request_id: str | None = None) -> dict[str, Any]:
+def chat_completion_or_raise(
+    content: bytes, content_type: str | None, status: int, request_id: str | None = None
+) -> dict[str, Any]:
     """The body of a successful status as a chat completion, or `BadResponseError` saying what it
     is instead (not JSON, an HTML page, an array, no choices...), with the start of it kept."""
 
     def bad(problem: str) -> BadResponseError:
-        text = " ".join(content[:BODY_EXCERPT_CHARS * 2].decode("utf-8", "replace").split())[:BODY_EXCERPT_CHARS]
-        return BadResponseError(f"HTTP {status} but not a chat completion: {problem} "
-                                f"(content-type {content_type or 'none'}); body: {text!r}", status, request_id)
+        text = " ".join(content[: BODY_EXCERPT_CHARS * 2].decode("utf-8", "replace").split())[:BODY_EXCERPT_CHARS]
+        return BadResponseError(
+            f"HTTP {status} but not a chat completion: {problem} "
+            f"(content-type {content_type or 'none'}); body: {text!r}",
+            status,
+            request_id,
+        )
 
     try:
         data = json.loads(content)

@@ -12,9 +12,10 @@ import asyncio
 import email.utils
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Mapping
+from typing import Any
 
 import openai
 
@@ -40,16 +41,29 @@ class ErrorClass(StrEnum):
     UNEXPECTED = "unexpected"
 
 
-RETRYABLE = frozenset({
-    ErrorClass.RATE_LIMIT, ErrorClass.SERVER, ErrorClass.TIMEOUT, ErrorClass.CONNECTION,
-    ErrorClass.CONFLICT, ErrorClass.BROKEN_STREAM, ErrorClass.BAD_RESPONSE,
-})
+RETRYABLE = frozenset(
+    {
+        ErrorClass.RATE_LIMIT,
+        ErrorClass.SERVER,
+        ErrorClass.TIMEOUT,
+        ErrorClass.CONNECTION,
+        ErrorClass.CONFLICT,
+        ErrorClass.BROKEN_STREAM,
+        ErrorClass.BAD_RESPONSE,
+    }
+)
 """Classes worth another attempt; everything else fails the task at once."""
 
-NEVER_RETRIED = frozenset({
-    ErrorClass.QUOTA, ErrorClass.REDIRECT, ErrorClass.AUTH, ErrorClass.PERMISSION, ErrorClass.CONTEXT_LENGTH,
-    ErrorClass.TOO_LARGE,
-})
+NEVER_RETRIED = frozenset(
+    {
+        ErrorClass.QUOTA,
+        ErrorClass.REDIRECT,
+        ErrorClass.AUTH,
+        ErrorClass.PERMISSION,
+        ErrorClass.CONTEXT_LENGTH,
+        ErrorClass.TOO_LARGE,
+    }
+)
 """Classes no `x-should-retry: true` turns into a retry."""
 
 OVERLOAD_WORDS = ("overload", "over capacity", "at capacity", "too busy", "server is busy")
@@ -119,8 +133,9 @@ def classify(exc: BaseException, *, secrets: tuple[str, ...] = ()) -> CallError:
     if isinstance(exc, BrokenStreamError):
         return CallError(ErrorClass.BROKEN_STREAM, redact(str(exc), secrets))
     if isinstance(exc, BadResponseError):
-        return CallError(ErrorClass.BAD_RESPONSE, redact(str(exc), secrets), exc.status, "bad_response",
-                         request_id=exc.request_id)
+        return CallError(
+            ErrorClass.BAD_RESPONSE, redact(str(exc), secrets), exc.status, "bad_response", request_id=exc.request_id
+        )
     return CallError(ErrorClass.UNEXPECTED, redact(f"{type(exc).__name__}: {exc}", secrets))
 
 
@@ -154,9 +169,14 @@ def _classify_status(exc: openai.APIStatusError, secrets: tuple[str, ...]) -> Ca
         kind = ErrorClass.QUOTA
     elif status == 429:
         kind = ErrorClass.TOO_LARGE if "request too large" in lowered else ErrorClass.RATE_LIMIT
-    elif status == 400 and (code in CONTEXT_CODES or "context length" in lowered or "context_length" in lowered
-                            or "maximum context" in lowered or "context size" in lowered
-                            or etype == "exceed_context_size_error"):  # llama.cpp's words
+    elif status == 400 and (
+        code in CONTEXT_CODES
+        or "context length" in lowered
+        or "context_length" in lowered
+        or "maximum context" in lowered
+        or "context size" in lowered
+        or etype == "exceed_context_size_error"
+    ):  # llama.cpp's words
         kind = ErrorClass.CONTEXT_LENGTH
     elif status == 413:
         kind = ErrorClass.TOO_LARGE
@@ -173,8 +193,10 @@ def _classify_status(exc: openai.APIStatusError, secrets: tuple[str, ...]) -> Ca
     elif 300 <= status < 400:
         kind = ErrorClass.REDIRECT
         location = exc.response.headers.get("location") or "(no Location header)"
-        message = (f"HTTP {status} redirect to {location}: not followed, a chat call is never sent anywhere but "
-                   f"the base URL (check it: a trailing /v1, http vs https?)")
+        message = (
+            f"HTTP {status} redirect to {location}: not followed, a chat call is never sent anywhere but "
+            f"the base URL (check it: a trailing /v1, http vs https?)"
+        )
     elif status >= 500:
         kind = ErrorClass.SERVER
     else:
@@ -184,8 +206,7 @@ def _classify_status(exc: openai.APIStatusError, secrets: tuple[str, ...]) -> Ca
     should_retry = {"true": True, "false": False}.get((headers.get("x-should-retry") or "").strip().lower())
     if should_retry and kind in NEVER_RETRIED:
         should_retry = None  # a header cannot make an empty account, a redirect or a too-long prompt worth retrying
-    return CallError(kind, redact(message, secrets), status, code, retry_after, request_id, rate_headers,
-                     should_retry)
+    return CallError(kind, redact(message, secrets), status, code, retry_after, request_id, rate_headers, should_retry)
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -225,5 +246,9 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
 
 def error_body(error: CallError) -> dict[str, Any]:
     """The Batch API `error` object for errors.jsonl."""
-    return {"code": error.code or str(error.kind), "message": error.message, "status": error.status,
-            "type": str(error.kind)}
+    return {
+        "code": error.code or str(error.kind),
+        "message": error.message,
+        "status": error.status,
+        "type": str(error.kind),
+    }

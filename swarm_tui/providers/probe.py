@@ -26,8 +26,9 @@ class ProbeResult:
         return f"{self.profile}: FAILED ({self.base_url}): {self.detail}"
 
 
-async def probe_profile(profile: ProviderProfile, *, base_url: str | None = None,
-                        model: str | None = None) -> ProbeResult:
+async def probe_profile(
+    profile: ProviderProfile, *, base_url: str | None = None, model: str | None = None
+) -> ProbeResult:
     """Send one `max_tokens=1` chat call; for the simulator, to a simulator started for the probe."""
     sim = None
     if profile.is_simulator and base_url is None:
@@ -43,15 +44,26 @@ async def probe_profile(profile: ProviderProfile, *, base_url: str | None = None
         return ProbeResult(profile.name, base_url, False, None, str(exc))
     started = time.monotonic()
     try:
-        result = await client.complete({"model": model, "messages": [{"role": "user", "content": "ping"}],
-                                        "max_tokens": 1})
+        result = await client.complete(
+            {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
+        )
         latency = (time.monotonic() - started) * 1000
-        return ProbeResult(profile.name, base_url, True, latency,
-                           f"model {result.body.get('model', model)}, request {result.request_id}")
+        return ProbeResult(
+            profile.name,
+            base_url,
+            True,
+            latency,
+            f"model {result.body.get('model', model)}, request {result.request_id}",
+        )
     except Exception as exc:
         error = client.classify(exc)
-        return ProbeResult(profile.name, base_url, False, None,
-                           f"{error.kind}{f' {error.status}' if error.status else ''}: {error.message}")
+        return ProbeResult(
+            profile.name,
+            base_url,
+            False,
+            None,
+            f"{error.kind}{f' {error.status}' if error.status else ''}: {error.message}",
+        )
     finally:
         await client.aclose()
         if sim is not None:

@@ -47,12 +47,13 @@ class ProviderProfile:
         return {k: v for k, v in asdict(self).items() if k != "name" and v not in (None, "")}
 
     @classmethod
-    def from_toml(cls, name: str, table: dict[str, Any], *, source: str) -> "ProviderProfile":
+    def from_toml(cls, name: str, table: dict[str, Any], *, source: str) -> ProviderProfile:
         known = {f.name for f in fields(cls)} - {"name"}
         unknown = set(table) - known
         if unknown:
-            raise InputError.single(source, f"providers.{name}.{sorted(unknown)[0]}",
-                                    f"unknown setting (known: {', '.join(sorted(known))})")
+            raise InputError.single(
+                source, f"providers.{name}.{sorted(unknown)[0]}", f"unknown setting (known: {', '.join(sorted(known))})"
+            )
         if "api_key" in table:
             raise InputError.single(source, f"providers.{name}.api_key", "store the env var name in api_key_env")
         profile = cls(name=name, **table)
@@ -89,18 +90,21 @@ class ProviderProfile:
             return "backend", f"must be 'httpx' or 'aiohttp', not {self.backend!r}"
         return None
 
-    def with_overrides(self, **overrides: Any) -> "ProviderProfile":
+    def with_overrides(self, **overrides: Any) -> ProviderProfile:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
-    def fallback(self) -> "ProviderProfile | None":
+    def fallback(self) -> ProviderProfile | None:
         """The secondary endpoint as a profile of its own, if one is configured."""
         if not self.fallback_base_url:
             return None
         return ProviderProfile(
-            name=f"{self.name}/fallback", base_url=self.fallback_base_url,
+            name=f"{self.name}/fallback",
+            base_url=self.fallback_base_url,
             model=self.fallback_model or self.model,
             api_key_env=self.fallback_api_key_env or self.api_key_env,
-            concurrency=self.concurrency, timeout=self.timeout, backend=self.backend,
+            concurrency=self.concurrency,
+            timeout=self.timeout,
+            backend=self.backend,
         )
 
 
@@ -119,8 +123,7 @@ def looks_like_key(value: str) -> bool:
         return True
     if ENV_NAME.fullmatch(value) is None:
         return len(value) >= 16 and " " not in value
-    return any(len(part) >= 32 or (len(part) >= 20 and any(c.isdigit() for c in part))
-               for part in value.split("_"))
+    return any(len(part) >= 32 or (len(part) >= 20 and any(c.isdigit() for c in part)) for part in value.split("_"))
 
 
 def env_name_problem(value: object) -> str | None:
@@ -128,10 +131,14 @@ def env_name_problem(value: object) -> str | None:
     if isinstance(value, str) and ENV_NAME.fullmatch(value) and not looks_like_key(value):
         return None
     if isinstance(value, str) and looks_like_key(value):
-        return ("looks like an API key, not the name of an environment variable: put the key in one "
-                "(export RELAY_KEY=...) and give its name, e.g. RELAY_KEY (the value is not shown)")
-    return ("must be the name of an environment variable holding the key: letters, digits and _, "
-            "not starting with a digit, e.g. OPENAI_API_KEY (the value is not shown)")
+        return (
+            "looks like an API key, not the name of an environment variable: put the key in one "
+            "(export RELAY_KEY=...) and give its name, e.g. RELAY_KEY (the value is not shown)"
+        )
+    return (
+        "must be the name of an environment variable holding the key: letters, digits and _, "
+        "not starting with a digit, e.g. OPENAI_API_KEY (the value is not shown)"
+    )
 
 
 def has_credentials(url: str) -> bool:
@@ -152,11 +159,15 @@ def url_problem(url: object) -> str | None:
     except ValueError:
         parsed = None
     if has_credentials(url):
-        return ("must not carry credentials (user:key@host): put the key in an environment variable and "
-                "name it in api_key_env (the value is not shown)")
+        return (
+            "must not carry credentials (user:key@host): put the key in an environment variable and "
+            "name it in api_key_env (the value is not shown)"
+        )
     if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
-        return ("not an http(s) URL: expected e.g. https://api.example.com/v1 "
-                "(the value is not shown, in case it holds a key)")
+        return (
+            "not an http(s) URL: expected e.g. https://api.example.com/v1 "
+            "(the value is not shown, in case it holds a key)"
+        )
     return None
 
 
@@ -182,7 +193,8 @@ def resolve_api_key(profile: ProviderProfile, base_url: str) -> str:
     if profile.is_simulator or is_loopback_url(base_url):
         return NO_KEY_PLACEHOLDER
     raise InputError.single(
-        f"provider {profile.name!r}", "api_key_env",
+        f"provider {profile.name!r}",
+        "api_key_env",
         f"environment variable {env_name} is not set (it should hold the API key for {base_url})",
     )
 

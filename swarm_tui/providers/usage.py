@@ -24,19 +24,21 @@ class Usage:
         return self.prompt + self.completion
 
     @classmethod
-    def from_response(cls, usage: dict[str, Any] | None) -> "Usage":
+    def from_response(cls, usage: dict[str, Any] | None) -> Usage:
         if not usage:
             return cls()
         prompt = _int(usage.get("prompt_tokens"))
         completion = _int(usage.get("completion_tokens"))
         details = usage.get("prompt_tokens_details") or {}
-        cached = _int(details.get("cached_tokens")) or _int(usage.get("prompt_cache_hit_tokens")) or _int(
-            usage.get("cached_tokens")
+        cached = (
+            _int(details.get("cached_tokens"))
+            or _int(usage.get("prompt_cache_hit_tokens"))
+            or _int(usage.get("cached_tokens"))
         )
         reasoning = _int((usage.get("completion_tokens_details") or {}).get("reasoning_tokens"))
         return cls(prompt=prompt, completion=completion, cached=min(cached, prompt), reasoning=reasoning)
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt + other.prompt,
             self.completion + other.completion,

@@ -16,7 +16,8 @@ from .runner import serve_forever
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m swarm_tui.sim",
-        description="A simulated OpenAI-compatible chat-completions endpoint on loopback.")
+        description="A simulated OpenAI-compatible chat-completions endpoint on loopback.",
+    )
     add_arguments(parser)
     ns = parser.parse_args(argv)
     try:

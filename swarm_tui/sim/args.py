@@ -21,13 +21,26 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .config import SimConfig
 
-__all__ = ["add_arguments", "config_from_args", "config_to_argv", "DEFAULT_PORT",
-           "REQUIRE_KEY_ENV", "share", "non_negative_float", "positive_float", "non_negative_int",
-           "positive_int", "port_number", "token_range", "model_list"]
+__all__ = [
+    "add_arguments",
+    "config_from_args",
+    "config_to_argv",
+    "DEFAULT_PORT",
+    "REQUIRE_KEY_ENV",
+    "share",
+    "non_negative_float",
+    "positive_float",
+    "non_negative_int",
+    "positive_int",
+    "port_number",
+    "token_range",
+    "model_list",
+]
 
 DEFAULT_PORT = 8790
 REQUIRE_KEY_ENV = "SWARM_TUI_SIM_REQUIRE_KEY"
@@ -123,39 +136,77 @@ class _FaultShare(argparse.Action):
     """``--error-rate`` and ``--hang-rate``: each a share, and together at most 1 (a request is
     either answered with a 5xx, hung, or served). Checked by whichever of the two comes last."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         setattr(namespace, self.dest, values)
         error = getattr(namespace, "sim_error_rate", None)
         hang = getattr(namespace, "sim_hang_rate", None)
         if error is not None and hang is not None and error + hang > 1.0:
-            raise argparse.ArgumentError(self, f"--error-rate {error:g} and --hang-rate {hang:g} add up to "
-                                               f"{error + hang:g}; together they must not exceed 1")
+            raise argparse.ArgumentError(
+                self,
+                f"--error-rate {error:g} and --hang-rate {hang:g} add up to "
+                f"{error + hang:g}; together they must not exceed 1",
+            )
 
 
 # (flag, SimConfig field, type, metavar, help)
 _FLAGS: list[tuple[str, str, Callable[[str], Any], str, str]] = [
-    ("--latency-ms", "latency_ms", non_negative_float, "MS",
-     "median latency (time to first token), lognormal; 0 answers at once (default 40)"),
+    (
+        "--latency-ms",
+        "latency_ms",
+        non_negative_float,
+        "MS",
+        "median latency (time to first token), lognormal; 0 answers at once (default 40)",
+    ),
     ("--latency-sigma", "latency_sigma", non_negative_float, "S", "sigma of the lognormal latency (default 0.5)"),
     ("--rpm", "rpm", non_negative_int, "N", "requests per minute before 429s (default: unlimited; 0 = unlimited)"),
-    ("--tpm", "tpm", non_negative_int, "N",
-     "tokens per minute (prompt + max_tokens) before 429s (default: unlimited; 0 = unlimited)"),
+    (
+        "--tpm",
+        "tpm",
+        non_negative_int,
+        "N",
+        "tokens per minute (prompt + max_tokens) before 429s (default: unlimited; 0 = unlimited)",
+    ),
     ("--burst-s", "burst_s", positive_float, "S", "seconds of traffic a rate-limit bucket holds (default 1)"),
     ("--error-rate", "error_rate", share, "P", "share of requests answered 500/502/503 (default 0)"),
     ("--hang-rate", "hang_rate", share, "P", "share of requests that never answer (default 0)"),
     ("--hang-s", "hang_s", non_negative_float, "S", "how long a hung request hangs before a 504 (default 600)"),
-    ("--stream-stall-rate", "stream_stall_rate", share, "P",
-     "share of streams that stall after a few chunks (default 0)"),
+    (
+        "--stream-stall-rate",
+        "stream_stall_rate",
+        share,
+        "P",
+        "share of streams that stall after a few chunks (default 0)",
+    ),
     ("--seed", "seed", int, "N", "seed of every random decision (default 0)"),
-    ("--context-window", "context_window", positive_int, "N",
-     "prompt + max_tokens above this answer 400 context_length_exceeded (default 131072)"),
-    ("--cache-min-tokens", "cache_min_tokens", non_negative_int, "N",
-     "shortest repeated prefix reported as cached_tokens (default 128)"),
+    (
+        "--context-window",
+        "context_window",
+        positive_int,
+        "N",
+        "prompt + max_tokens above this answer 400 context_length_exceeded (default 131072)",
+    ),
+    (
+        "--cache-min-tokens",
+        "cache_min_tokens",
+        non_negative_int,
+        "N",
+        "shortest repeated prefix reported as cached_tokens (default 128)",
+    ),
     ("--output-tokens", "output_tokens", token_range, "MIN:MAX", "answer length range in tokens (default 16:120)"),
     ("--chunk-delay-ms", "chunk_delay_ms", non_negative_float, "MS", "delay between streamed chunks (default 0)"),
-    ("--require-key", "require_key", str, "KEY",
-     f"answer 401 unless 'Authorization: Bearer KEY' (or set ${REQUIRE_KEY_ENV})"),
+    (
+        "--require-key",
+        "require_key",
+        str,
+        "KEY",
+        f"answer 401 unless 'Authorization: Bearer KEY' (or set ${REQUIRE_KEY_ENV})",
+    ),
     ("--models", "models", model_list, "A,B", "model ids listed by /v1/models (default sim-1)"),
 ]
 
@@ -163,20 +214,35 @@ _FLAGS: list[tuple[str, str, Callable[[str], Any], str, str]] = [
 def add_arguments(parser: argparse.ArgumentParser, *, host_port: bool = True) -> None:
     """Add the simulator's flags to ``parser`` (``--host``/``--port`` unless told not to)."""
     if host_port:
-        parser.add_argument("--host", default="127.0.0.1",
-                            help="address to listen on (default 127.0.0.1)")
-        parser.add_argument("--port", type=port_number, default=DEFAULT_PORT,
-                            help=f"port to listen on, 0 for any free one (default {DEFAULT_PORT})")
+        parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+        parser.add_argument(
+            "--port",
+            type=port_number,
+            default=DEFAULT_PORT,
+            help=f"port to listen on, 0 for any free one (default {DEFAULT_PORT})",
+        )
     for flag, dest, typ, metavar, help_ in _FLAGS:
         action = _FaultShare if dest in ("error_rate", "hang_rate") else "store"
-        parser.add_argument(flag, dest=f"sim_{dest}", type=typ, default=None, metavar=metavar,
-                            help=help_, action=action)
-    parser.add_argument("--down", dest="sim_down", action="store_true", default=None,
-                        help="answer every chat request 503 (an endpoint that is down)")
-    parser.add_argument("--no-rate-headers", dest="sim_rate_headers", action="store_false", default=None,
-                        help="send no x-ratelimit-* headers (the limit is found from 429s alone)")
-    parser.add_argument("--quiet", dest="sim_quiet", action="store_true", default=False,
-                        help="print only the listening line")
+        parser.add_argument(
+            flag, dest=f"sim_{dest}", type=typ, default=None, metavar=metavar, help=help_, action=action
+        )
+    parser.add_argument(
+        "--down",
+        dest="sim_down",
+        action="store_true",
+        default=None,
+        help="answer every chat request 503 (an endpoint that is down)",
+    )
+    parser.add_argument(
+        "--no-rate-headers",
+        dest="sim_rate_headers",
+        action="store_false",
+        default=None,
+        help="send no x-ratelimit-* headers (the limit is found from 429s alone)",
+    )
+    parser.add_argument(
+        "--quiet", dest="sim_quiet", action="store_true", default=False, help="print only the listening line"
+    )
 
 
 def config_from_args(ns: argparse.Namespace, base: SimConfig | None = None) -> SimConfig:

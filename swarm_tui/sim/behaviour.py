@@ -66,8 +66,9 @@ import random
 import re
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 __all__ = [
     "estimate_tokens",
@@ -177,12 +178,12 @@ def request_rng(seed: int, key: str, occurrence: int) -> random.Random:
 class Draws:
     """Every random number a request needs, drawn once in a fixed order."""
 
-    u_fault: float       # < error_rate: 5xx; < error_rate + hang_rate: hang
-    u_stall: float       # < stream_stall_rate: a streamed answer stalls
-    u_status: float      # which 5xx
-    z_latency: float     # standard normal for the lognormal latency
-    u_length: float      # answer length within output_tokens
-    u_filler: float      # where the filler text starts
+    u_fault: float  # < error_rate: 5xx; < error_rate + hang_rate: hang
+    u_stall: float  # < stream_stall_rate: a streamed answer stalls
+    u_status: float  # which 5xx
+    z_latency: float  # standard normal for the lognormal latency
+    u_length: float  # answer length within output_tokens
+    u_filler: float  # where the filler text starts
 
     def latency_s(self, median_ms: float, sigma: float) -> float:
         if median_ms <= 0:
@@ -280,27 +281,26 @@ class TokenBucket:
 @dataclass(slots=True)
 class Admission:
     ok: bool
-    kind: str | None = None        # "requests" or "tokens" when refused
-    wait_s: float = 0.0            # when refused: how long until it would be admitted
-    too_large: bool = False        # a request costing more than the whole TPM limit
-    limit: int = 0                 # the refusing limit (per minute)
-    used: int = 0                  # what that minute's bucket has used, for the message
+    kind: str | None = None  # "requests" or "tokens" when refused
+    wait_s: float = 0.0  # when refused: how long until it would be admitted
+    too_large: bool = False  # a request costing more than the whole TPM limit
+    limit: int = 0  # the refusing limit (per minute)
+    used: int = 0  # what that minute's bucket has used, for the message
 
 
 class RateLimiter:
     """RPM and TPM buckets together; answers "admit now" or "retry after X seconds"."""
 
-    def __init__(self, rpm: int | None, tpm: int | None, burst_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rpm: int | None, tpm: int | None, burst_s: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.rpm = rpm
         self.tpm = tpm
         self.burst_s = burst_s
         self.clock = clock
         now = clock()
-        self.requests = (TokenBucket(rpm / 60.0, max(1.0, rpm / 60.0 * burst_s), now)
-                         if rpm else None)
-        self.tokens = (TokenBucket(tpm / 60.0, max(1.0, tpm / 60.0 * burst_s), now)
-                       if tpm else None)
+        self.requests = TokenBucket(rpm / 60.0, max(1.0, rpm / 60.0 * burst_s), now) if rpm else None
+        self.tokens = TokenBucket(tpm / 60.0, max(1.0, tpm / 60.0 * burst_s), now) if tpm else None
 
     @property
     def active(self) -> bool:
@@ -315,13 +315,11 @@ class RateLimiter:
         if rb is not None:
             w = rb.wait_time(1, now)
             if w > 0:
-                return Admission(False, "requests", w, False, self.rpm or 0,
-                                 _used(rb, self.rpm or 0))
+                return Admission(False, "requests", w, False, self.rpm or 0, _used(rb, self.rpm or 0))
         if tb is not None:
             w = tb.wait_time(tokens, now)
             if w > 0:
-                return Admission(False, "tokens", w, False, self.tpm or 0,
-                                 _used(tb, self.tpm or 0))
+                return Admission(False, "tokens", w, False, self.tpm or 0, _used(tb, self.tpm or 0))
         if rb is not None:
             rb.take(1, now)
         if tb is not None:
@@ -397,8 +395,9 @@ class PrefixCache:
         tokens = 0
         cached = 0
         for message in messages[:-1]:
-            hasher.update(json.dumps(message, sort_keys=True, separators=(",", ":"),
-                                     ensure_ascii=False).encode("utf-8"))
+            hasher.update(
+                json.dumps(message, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+            )
             tokens += _message_tokens(message)
             h = hasher.copy().digest()
             if h in seen:
@@ -423,8 +422,8 @@ _MARKER = re.compile(r"\[\[sim:(\d{3}|hang|stall|quota|badjson|prose)(?:x(\d+))?
 
 @dataclass(slots=True, frozen=True)
 class Marker:
-    code: str              # "500", "429", "quota", "hang", "stall", ...
-    times: int | None      # None: always; N: only the first N sightings of the body
+    code: str  # "500", "429", "quota", "hang", "stall", ...
+    times: int | None  # None: always; N: only the first N sightings of the body
 
     def applies(self, occurrence: int) -> bool:
         return self.times is None or occurrence < self.times
@@ -502,8 +501,7 @@ def _filler(u: float, nbytes: int) -> str:
     return out.rstrip()
 
 
-def build_answer(prompt: str, target_tokens: int, u_filler: float,
-                 max_tokens: int | None) -> tuple[str, int, str]:
+def build_answer(prompt: str, target_tokens: int, u_filler: float, max_tokens: int | None) -> tuple[str, int, str]:
     """The answer ``(content, completion_tokens, finish_reason)``.
 
     ``content`` starts with ``Sim answer to: <prompt[:200]>`` so every request's answer
@@ -517,7 +515,7 @@ def build_answer(prompt: str, target_tokens: int, u_filler: float,
     content = head + " " + _filler(u_filler, room) if room >= 2 else head
     n = estimate_tokens(content)
     if max_tokens is not None and n > max_tokens:
-        raw = content.encode("utf-8")[:max_tokens * 4]
+        raw = content.encode("utf-8")[: max_tokens * 4]
         content = raw.decode("utf-8", "ignore")
         return content, estimate_tokens(content), "length"
     return content, n, "stop"
@@ -544,14 +542,31 @@ def build_json_answer(prompt: str, u: float, plan_size: int | None, broken: bool
     if plan_size:
         goal_match = _GOAL.search(prompt)
         goal = (goal_match.group(1) if goal_match else prompt).strip()[:80]
-        angles = ("prior work", "data sources", "risks", "costs", "open questions", "metrics", "alternatives",
-                  "edge cases", "timeline", "stakeholders")
-        value: Any = {"subtasks": [f"Sub-task {i + 1} of {plan_size}: study the {angles[i % len(angles)]} of "
-                                   f"{goal}" for i in range(plan_size)]}
+        angles = (
+            "prior work",
+            "data sources",
+            "risks",
+            "costs",
+            "open questions",
+            "metrics",
+            "alternatives",
+            "edge cases",
+            "timeline",
+            "stakeholders",
+        )
+        value: Any = {
+            "subtasks": [
+                f"Sub-task {i + 1} of {plan_size}: study the {angles[i % len(angles)]} of {goal}"
+                for i in range(plan_size)
+            ]
+        }
     else:
         words = _filler(u, 120).split()
-        value = {"answer": _PREFIX + prompt[:200], "confidence": round(0.5 + u / 2, 2),
-                 "findings": [" ".join(words[i:i + 5]) for i in range(0, min(len(words), 15), 5)]}
+        value = {
+            "answer": _PREFIX + prompt[:200],
+            "confidence": round(0.5 + u / 2, 2),
+            "findings": [" ".join(words[i : i + 5]) for i in range(0, min(len(words), 15), 5)],
+        }
     text = json.dumps(value, ensure_ascii=False)
     if broken:
         text = "Here is the JSON you asked for:\n```json\n" + text[: max(10, int(len(text) * 0.7))]
@@ -564,4 +579,3 @@ _PIECE = re.compile(r"\s*\S+|\s+$")
 def split_pieces(content: str) -> list[str]:
     """Stream pieces (a word with its leading whitespace); they join back to ``content``."""
     return _PIECE.findall(content) or [content]
-

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["SimConfig"]
 
@@ -100,16 +101,23 @@ class SimConfig:
         if not _is_int(self.cache_min_tokens) or self.cache_min_tokens < 0:
             raise ValueError(f"cache_min_tokens must be an integer >= 0, got {self.cache_min_tokens!r}")
         bounds = self.output_tokens
-        if (not isinstance(bounds, tuple) or len(bounds) != 2 or not all(_is_int(b) for b in bounds)
-                or not 1 <= bounds[0] <= bounds[1]):
+        if (
+            not isinstance(bounds, tuple)
+            or len(bounds) != 2
+            or not all(_is_int(b) for b in bounds)
+            or not 1 <= bounds[0] <= bounds[1]
+        ):
             raise ValueError(f"output_tokens must be (min, max) with 1 <= min <= max, got {bounds!r}")
         if self.require_key is not None and not isinstance(self.require_key, str):
             raise ValueError("require_key must be a string or None")
         for flag in ("down", "rate_headers"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
-        if (not isinstance(self.models, tuple) or not self.models
-                or not all(isinstance(m, str) and m for m in self.models)):
+        if (
+            not isinstance(self.models, tuple)
+            or not self.models
+            or not all(isinstance(m, str) and m for m in self.models)
+        ):
             raise ValueError(f"models must be a tuple naming at least one model, got {self.models!r}")
 
     # -- conversions ------------------------------------------------------------------
@@ -123,7 +131,7 @@ class SimConfig:
             d["require_key"] = "***"
         return d
 
-    def patched(self, patch: Mapping[str, Any]) -> "SimConfig":
+    def patched(self, patch: Mapping[str, Any]) -> SimConfig:
         """A new validated config with ``patch`` applied; unknown fields raise ValueError.
 
         Accepts JSON-ish values: lists for tuples, "1:2"/"1,2" strings for ``output_tokens``,
@@ -151,8 +159,16 @@ def _number(config: SimConfig, name: str) -> float:
     return value
 
 
-_FLOATS = {"latency_ms", "latency_sigma", "burst_s", "error_rate", "hang_rate", "hang_s",
-           "stream_stall_rate", "chunk_delay_ms"}
+_FLOATS = {
+    "latency_ms",
+    "latency_sigma",
+    "burst_s",
+    "error_rate",
+    "hang_rate",
+    "hang_s",
+    "stream_stall_rate",
+    "chunk_delay_ms",
+}
 _INTS = {"seed", "context_window", "cache_min_tokens"}
 _OPT_INTS = {"rpm", "tpm"}
 

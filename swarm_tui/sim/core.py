@@ -31,17 +31,17 @@ from .behaviour import (
     RateLimiter,
     build_answer,
     build_json_answer,
-    estimate_tokens,
-    planned_subtasks,
-    wants_json,
     draw,
+    estimate_tokens,
     find_marker,
-    marker_message,
     last_user_text,
+    marker_message,
     openai_duration,
+    planned_subtasks,
     prompt_tokens,
     request_key,
     split_pieces,
+    wants_json,
 )
 from .config import SimConfig
 
@@ -155,8 +155,7 @@ class Simulator:
             "scripted": s.scripted,
             "in_flight": self.in_flight,
             "cache_hits": s.cache_hits,
-            "tokens": {"prompt": s.prompt_tokens, "completion": s.completion_tokens,
-                       "cached": s.cached_tokens},
+            "tokens": {"prompt": s.prompt_tokens, "completion": s.completion_tokens, "cached": s.cached_tokens},
             "duplicate_successes": s.duplicate_successes,
             "successes_by_prompt": dict(s.successes_by_prompt),
             "uptime_s": round(time.time() - self._started, 3),
@@ -173,8 +172,7 @@ class Simulator:
         s.by_status[k] = s.by_status.get(k, 0) + 1
         if st == 200:
             s.successes += 1
-            usage = (reply.stream.usage if reply.stream is not None
-                     else reply.body["usage"])  # type: ignore[index]
+            usage = reply.stream.usage if reply.stream is not None else reply.body["usage"]  # type: ignore[index]
             s.prompt_tokens += usage["prompt_tokens"]
             s.completion_tokens += usage["completion_tokens"]
             cached = usage["prompt_tokens_details"]["cached_tokens"]
@@ -203,9 +201,15 @@ class Simulator:
 
     # -- the decision ---------------------------------------------------------------------
 
-    def _error(self, status_body: tuple[int, dict], headers: dict[str, str],
-               category: str | None = None, delay_s: float = 0.0, prompt: str = "",
-               key: str = "") -> Reply:
+    def _error(
+        self,
+        status_body: tuple[int, dict],
+        headers: dict[str, str],
+        category: str | None = None,
+        delay_s: float = 0.0,
+        prompt: str = "",
+        key: str = "",
+    ) -> Reply:
         status, body = status_body
         if self.limiter.active and self.config.rate_headers:
             headers = {**self.limiter.headers(), **headers}
@@ -231,35 +235,43 @@ class Simulator:
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
-            return self._error(errors.bad_request(
-                "We could not parse the JSON body of your request. (HINT: This likely means "
-                "you aren't using your HTTP library correctly. The OpenAI API expects a JSON "
-                "payload, but what was sent was not valid JSON."), headers)
+            return self._error(
+                errors.bad_request(
+                    "We could not parse the JSON body of your request. (HINT: This likely means "
+                    "you aren't using your HTTP library correctly. The OpenAI API expects a JSON "
+                    "payload, but what was sent was not valid JSON."
+                ),
+                headers,
+            )
         if not isinstance(body, dict):
-            return self._error(errors.bad_request("The request body must be a JSON object."),
-                               headers)
+            return self._error(errors.bad_request("The request body must be a JSON object."), headers)
         model = body.get("model")
         if not isinstance(model, str) or not model:
-            return self._error(errors.bad_request(
-                "you must provide a model parameter", "model"), headers)
+            return self._error(errors.bad_request("you must provide a model parameter", "model"), headers)
         messages = body.get("messages")
         if messages is None:
-            return self._error(errors.bad_request(
-                "Missing required parameter: 'messages'.", "messages",
-                "missing_required_parameter"), headers)
+            return self._error(
+                errors.bad_request("Missing required parameter: 'messages'.", "messages", "missing_required_parameter"),
+                headers,
+            )
         if not isinstance(messages, list) or not messages:
-            return self._error(errors.bad_request(
-                "[] is too short - 'messages'", "messages"), headers)
+            return self._error(errors.bad_request("[] is too short - 'messages'", "messages"), headers)
         max_tokens = body.get("max_completion_tokens")
         mt_name = "max_completion_tokens"
         if max_tokens is None:
             max_tokens, mt_name = body.get("max_tokens"), "max_tokens"
-        if max_tokens is not None and (not isinstance(max_tokens, int)
-                                       or isinstance(max_tokens, bool) or max_tokens < 1):
-            return self._error(errors.bad_request(
-                f"Invalid '{mt_name}': integer below minimum value. Expected a value >= 1, "
-                f"but got {max_tokens!r} instead.", mt_name, "integer_below_min_value"),
-                headers)
+        if max_tokens is not None and (
+            not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+        ):
+            return self._error(
+                errors.bad_request(
+                    f"Invalid '{mt_name}': integer below minimum value. Expected a value >= 1, "
+                    f"but got {max_tokens!r} instead.",
+                    mt_name,
+                    "integer_below_min_value",
+                ),
+                headers,
+            )
         stream = body.get("stream") is True
         opts = body.get("stream_options")
         include_usage = stream and isinstance(opts, dict) and opts.get("include_usage") is True
@@ -270,8 +282,12 @@ class Simulator:
         p_tokens = prompt_tokens(messages)
 
         if p_tokens + (max_tokens or 0) > cfg.context_window:
-            return self._error(errors.context_length_exceeded(
-                cfg.context_window, p_tokens, max_tokens or 0), headers, prompt=prompt, key=key)
+            return self._error(
+                errors.context_length_exceeded(cfg.context_window, p_tokens, max_tokens or 0),
+                headers,
+                prompt=prompt,
+                key=key,
+            )
 
         # -- scripted faults
         marker_text = marker_message(messages)
@@ -289,20 +305,27 @@ class Simulator:
             elif code == "stall":
                 stall = True
             elif code == "quota":
-                return self._error(errors.insufficient_quota(), headers, "quota",
-                                   prompt=prompt, key=key)
+                return self._error(errors.insufficient_quota(), headers, "quota", prompt=prompt, key=key)
             elif code == "429":
                 w = _SCRIPTED_429_WAIT_S
                 h = dict(headers)
                 h["retry-after"] = str(max(1, math.ceil(w)))
                 h["retry-after-ms"] = str(max(1, math.ceil(w * 1000)))
-                return self._error(errors.rate_limited(
-                    "requests", model, cfg.rpm or 60, cfg.rpm or 60, 1, openai_duration(w)),
-                    h, "rate_limited", prompt=prompt, key=key)
+                return self._error(
+                    errors.rate_limited("requests", model, cfg.rpm or 60, cfg.rpm or 60, 1, openai_duration(w)),
+                    h,
+                    "rate_limited",
+                    prompt=prompt,
+                    key=key,
+                )
             else:
-                return self._error(errors.for_status(
-                    int(code), model, cfg.context_window, p_tokens, max_tokens or 0),
-                    headers, "scripted", prompt=prompt, key=key)
+                return self._error(
+                    errors.for_status(int(code), model, cfg.context_window, p_tokens, max_tokens or 0),
+                    headers,
+                    "scripted",
+                    prompt=prompt,
+                    key=key,
+                )
 
         # -- rate limits
         cost = p_tokens + (max_tokens if max_tokens is not None else cfg.output_tokens[1])
@@ -311,14 +334,21 @@ class Simulator:
             if not adm.ok:
                 h = dict(headers)
                 if adm.too_large:
-                    return self._error(errors.request_too_large(model, adm.limit, cost), h,
-                                       "rate_limited", prompt=prompt, key=key)
+                    return self._error(
+                        errors.request_too_large(model, adm.limit, cost), h, "rate_limited", prompt=prompt, key=key
+                    )
                 h["retry-after"] = str(max(1, math.ceil(adm.wait_s)))
                 h["retry-after-ms"] = str(max(1, math.ceil(adm.wait_s * 1000)))
                 requested = 1 if adm.kind == "requests" else cost
-                return self._error(errors.rate_limited(
-                    adm.kind or "requests", model, adm.limit, adm.used, requested,
-                    openai_duration(adm.wait_s)), h, "rate_limited", prompt=prompt, key=key)
+                return self._error(
+                    errors.rate_limited(
+                        adm.kind or "requests", model, adm.limit, adm.used, requested, openai_duration(adm.wait_s)
+                    ),
+                    h,
+                    "rate_limited",
+                    prompt=prompt,
+                    key=key,
+                )
             if cfg.rate_headers:
                 headers.update(self.limiter.headers())
 
@@ -328,15 +358,15 @@ class Simulator:
         cached = self.cache.observe(messages)
         if not (hang or stall):
             if d.u_fault < cfg.error_rate:
-                return self._error(errors.server_error(d.server_error_status()), headers,
-                                   delay_s=latency, prompt=prompt, key=key)
+                return self._error(
+                    errors.server_error(d.server_error_status()), headers, delay_s=latency, prompt=prompt, key=key
+                )
             if d.u_fault < cfg.error_rate + cfg.hang_rate:
                 hang = True
             elif stream and d.u_stall < cfg.stream_stall_rate:
                 stall = True
         if hang:
-            return Reply(504, headers, errors.server_error(504)[1], cfg.hang_s, hang=True,
-                         prompt=prompt, key=key)
+            return Reply(504, headers, errors.server_error(504)[1], cfg.hang_s, hang=True, prompt=prompt, key=key)
 
         # -- the answer
         lo, hi = cfg.output_tokens
@@ -345,43 +375,45 @@ class Simulator:
             content = build_json_answer(prompt, d.u_filler, plan_size, broken_json)
             c_tokens, finish = estimate_tokens(content), "stop"
             if max_tokens is not None and c_tokens > max_tokens:
-                content = content.encode("utf-8")[:max_tokens * 4].decode("utf-8", "ignore")
+                content = content.encode("utf-8")[: max_tokens * 4].decode("utf-8", "ignore")
                 c_tokens, finish = estimate_tokens(content), "length"
         else:
-            content, c_tokens, finish = build_answer(prompt, d.answer_tokens(lo, hi), d.u_filler,
-                                                     max_tokens)
+            content, c_tokens, finish = build_answer(prompt, d.answer_tokens(lo, hi), d.u_filler, max_tokens)
         usage = {
             "prompt_tokens": p_tokens,
             "completion_tokens": c_tokens,
             "total_tokens": p_tokens + c_tokens,
             "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
-            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
-                                          "accepted_prediction_tokens": 0,
-                                          "rejected_prediction_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": 0,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
         }
         completion_id = "chatcmpl-sim" + request_id[7:]
         created = int(time.time())
         if stream:
             pieces = split_pieces(content)
-            plan = StreamPlan(pieces, finish, usage, include_usage,
-                              max(1, len(pieces) // 3) if stall else None)
-            return Reply(200, headers, None, latency, stream=plan, prompt=prompt, key=key,
-                         meta=(completion_id, created, model))
+            plan = StreamPlan(pieces, finish, usage, include_usage, max(1, len(pieces) // 3) if stall else None)
+            return Reply(
+                200, headers, None, latency, stream=plan, prompt=prompt, key=key, meta=(completion_id, created, model)
+            )
         completion = {
             "id": completion_id,
             "object": "chat.completion",
             "created": created,
             "model": model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": content, "refusal": None,
-                            "annotations": []},
-                "logprobs": None,
-                "finish_reason": finish,
-            }],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content, "refusal": None, "annotations": []},
+                    "logprobs": None,
+                    "finish_reason": finish,
+                }
+            ],
             "usage": usage,
             "service_tier": "default",
             "system_fingerprint": "fp_swarm_sim",
         }
-        return Reply(200, headers, completion, latency, prompt=prompt, key=key,
-                     meta=(completion_id, created, model))
+        return Reply(200, headers, completion, latency, prompt=prompt, key=key, meta=(completion_id, created, model))

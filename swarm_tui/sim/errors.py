@@ -27,73 +27,85 @@ __all__ = [
 _RATE_DOCS = "Visit https://platform.openai.com/account/rate-limits to learn more."
 
 
-def error_body(message: str, type_: str, param: str | None = None,
-               code: str | None = None) -> dict[str, Any]:
+def error_body(message: str, type_: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
 def invalid_api_key(missing: bool) -> tuple[int, dict]:
     # The key itself is never echoed, not even masked: keys must not reach logs.
     if missing:
-        msg = ("You didn't provide an API key. You need to provide your API key in an "
-               "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
+        msg = (
+            "You didn't provide an API key. You need to provide your API key in an "
+            "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+        )
     else:
-        msg = ("Incorrect API key provided. You can find your API key at "
-               "https://platform.openai.com/account/api-keys.")
+        msg = "Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys."
     return 401, error_body(msg, "invalid_request_error", None, "invalid_api_key")
 
 
-def bad_request(message: str, param: str | None = None,
-                code: str | None = None) -> tuple[int, dict]:
+def bad_request(message: str, param: str | None = None, code: str | None = None) -> tuple[int, dict]:
     return 400, error_body(message, "invalid_request_error", param, code)
 
 
 def context_length_exceeded(window: int, prompt: int, completion: int) -> tuple[int, dict]:
     total = prompt + completion
     if completion:
-        msg = (f"This model's maximum context length is {window} tokens. However, you "
-               f"requested {total} tokens ({prompt} in the messages, {completion} in the "
-               f"completion). Please reduce the length of the messages or completion.")
+        msg = (
+            f"This model's maximum context length is {window} tokens. However, you "
+            f"requested {total} tokens ({prompt} in the messages, {completion} in the "
+            f"completion). Please reduce the length of the messages or completion."
+        )
     else:
-        msg = (f"This model's maximum context length is {window} tokens. However, your "
-               f"messages resulted in {prompt} tokens. Please reduce the length of the "
-               f"messages.")
+        msg = (
+            f"This model's maximum context length is {window} tokens. However, your "
+            f"messages resulted in {prompt} tokens. Please reduce the length of the "
+            f"messages."
+        )
     return 400, error_body(msg, "invalid_request_error", "messages", "context_length_exceeded")
 
 
 def model_not_found(model: str) -> tuple[int, dict]:
     return 404, error_body(
         f"The model `{model}` does not exist or you do not have access to it.",
-        "invalid_request_error", None, "model_not_found")
+        "invalid_request_error",
+        None,
+        "model_not_found",
+    )
 
 
 def permission_denied() -> tuple[int, dict]:
-    return 403, error_body("Country, region, or territory not supported",
-                           "request_forbidden", None, "unsupported_country_region_territory")
+    return 403, error_body(
+        "Country, region, or territory not supported", "request_forbidden", None, "unsupported_country_region_territory"
+    )
 
 
-def rate_limited(kind: str, model: str, limit: int, used: int, requested: int,
-                 wait_text: str) -> tuple[int, dict]:
+def rate_limited(kind: str, model: str, limit: int, used: int, requested: int, wait_text: str) -> tuple[int, dict]:
     """A 429 rate limit; ``kind`` is "requests" (RPM) or "tokens" (TPM)."""
     unit = "requests per min (RPM)" if kind == "requests" else "tokens per min (TPM)"
-    msg = (f"Rate limit reached for {model} in organization org-sim on {unit}: "
-           f"Limit {limit}, Used {used}, Requested {requested}. "
-           f"Please try again in {wait_text}. {_RATE_DOCS}")
+    msg = (
+        f"Rate limit reached for {model} in organization org-sim on {unit}: "
+        f"Limit {limit}, Used {used}, Requested {requested}. "
+        f"Please try again in {wait_text}. {_RATE_DOCS}"
+    )
     return 429, error_body(msg, kind, None, "rate_limit_exceeded")
 
 
 def request_too_large(model: str, limit: int, requested: int) -> tuple[int, dict]:
     """A 429 that waiting cannot cure: the request alone exceeds the TPM limit."""
-    msg = (f"Request too large for {model} in organization org-sim on tokens per min (TPM): "
-           f"Limit {limit}, Requested {requested}. The input or output tokens must be "
-           f"reduced in order to run successfully. {_RATE_DOCS}")
+    msg = (
+        f"Request too large for {model} in organization org-sim on tokens per min (TPM): "
+        f"Limit {limit}, Requested {requested}. The input or output tokens must be "
+        f"reduced in order to run successfully. {_RATE_DOCS}"
+    )
     return 429, error_body(msg, "tokens", None, "rate_limit_exceeded")
 
 
 def insufficient_quota() -> tuple[int, dict]:
-    msg = ("You exceeded your current quota, please check your plan and billing details. "
-           "For more information on this error, read the docs: "
-           "https://platform.openai.com/docs/guides/error-codes/api-errors.")
+    msg = (
+        "You exceeded your current quota, please check your plan and billing details. "
+        "For more information on this error, read the docs: "
+        "https://platform.openai.com/docs/guides/error-codes/api-errors."
+    )
     return 429, error_body(msg, "insufficient_quota", None, "insufficient_quota")
 
 
@@ -106,21 +118,18 @@ _SERVER_MESSAGES = {
 
 
 def server_error(status: int) -> tuple[int, dict]:
-    msg = _SERVER_MESSAGES.get(status, f"The server had an error ({status}) while "
-                                       f"processing your request.")
+    msg = _SERVER_MESSAGES.get(status, f"The server had an error ({status}) while processing your request.")
     return status, error_body(msg, "server_error", None, None)
 
 
 _CLIENT_MESSAGES = {
     408: ("Request timed out.", "invalid_request_error", None),
-    409: ("The request conflicts with the current state of the resource.",
-          "invalid_request_error", "conflict"),
+    409: ("The request conflicts with the current state of the resource.", "invalid_request_error", "conflict"),
     422: ("Unprocessable entity.", "invalid_request_error", None),
 }
 
 
-def for_status(status: int, model: str, window: int, prompt: int,
-               completion: int) -> tuple[int, dict]:
+def for_status(status: int, model: str, window: int, prompt: int, completion: int) -> tuple[int, dict]:
     """The canonical error of a scripted ``[[sim:STATUS]]`` marker."""
     if status == 400:
         return context_length_exceeded(window, max(prompt, window + 1 - completion), completion)
@@ -132,6 +141,5 @@ def for_status(status: int, model: str, window: int, prompt: int,
         return model_not_found(model)
     if status >= 500:
         return server_error(status)
-    msg, type_, code = _CLIENT_MESSAGES.get(
-        status, (f"Simulated error {status}.", "invalid_request_error", None))
+    msg, type_, code = _CLIENT_MESSAGES.get(status, (f"Simulated error {status}.", "invalid_request_error", None))
     return status, error_body(msg, type_, None, code)

@@ -52,8 +52,7 @@ class SimServer:
     ...     client = openai.OpenAI(base_url=sim.base_url, api_key="sk-sim")
     """
 
-    def __init__(self, config: SimConfig | None = None, host: str = "127.0.0.1",
-                 port: int = 0) -> None:
+    def __init__(self, config: SimConfig | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
         self.config = config or SimConfig()
         self.host = host
         self._requested_port = port
@@ -92,7 +91,7 @@ class SimServer:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def start(self, mode: str = "thread", timeout: float = 15.0) -> "SimServer":
+    def start(self, mode: str = "thread", timeout: float = 15.0) -> SimServer:
         """Start serving ("thread" or "process") and return self once it accepts requests."""
         if self._port is not None:
             raise RuntimeError("the simulator is already running")
@@ -108,8 +107,7 @@ class SimServer:
     def _start_thread(self, timeout: float) -> None:
         self._ready.clear()
         self._error = None
-        self._thread = threading.Thread(target=self._thread_main, name="swarm-tui-sim",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._thread_main, name="swarm-tui-sim", daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout):
             raise RuntimeError("the simulator thread did not start in time")
@@ -124,8 +122,7 @@ class SimServer:
         asyncio.set_event_loop(loop)
         try:
             try:
-                runner, port = loop.run_until_complete(
-                    start_site(self.config, self.host, self._requested_port))
+                runner, port = loop.run_until_complete(start_site(self.config, self.host, self._requested_port))
             except BaseException as e:  # report to start(), which raises
                 self._error = e
                 self._ready.set()
@@ -145,15 +142,23 @@ class SimServer:
             loop.close()
 
     def _start_process(self, timeout: float) -> None:
-        argv = [sys.executable, "-m", "swarm_tui.sim", "--host", self.host,
-                "--port", str(self._requested_port), "--quiet", *config_to_argv(self.config)]
+        argv = [
+            sys.executable,
+            "-m",
+            "swarm_tui.sim",
+            "--host",
+            self.host,
+            "--port",
+            str(self._requested_port),
+            "--quiet",
+            *config_to_argv(self.config),
+        ]
         env = dict(os.environ)
         env.pop(REQUIRE_KEY_ENV, None)
         if self.config.require_key is not None:
             env[REQUIRE_KEY_ENV] = self.config.require_key
         env["PYTHONUNBUFFERED"] = "1"
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                text=True, env=env)
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True, env=env)
         lines: queue.Queue[str | None] = queue.Queue()
 
         def read_first_line() -> None:
@@ -169,8 +174,9 @@ class SimServer:
         if m is None:
             proc.kill()
             proc.wait(5)
-            raise RuntimeError(f"the simulator process did not start (exit code "
-                               f"{proc.returncode}, first line {line!r})")
+            raise RuntimeError(
+                f"the simulator process did not start (exit code {proc.returncode}, first line {line!r})"
+            )
         self._proc = proc
         self._port = int(m.group(1).rsplit(":", 1)[1])
 
@@ -203,7 +209,7 @@ class SimServer:
         self._port = None
         self.mode = None
 
-    def __enter__(self) -> "SimServer":
+    def __enter__(self) -> SimServer:
         if self._port is None:
             self.start()
         return self
@@ -255,19 +261,22 @@ async def _serve(config: SimConfig, host: str, port: int, quiet: bool) -> None:
     print(listening_line(host, bound), flush=True)
     if not quiet:
         limits = ", ".join(f"{k} {v}" for k, v in (("rpm", config.rpm), ("tpm", config.tpm)) if v)
-        print(f"SIMULATED endpoint: latency {config.latency_ms:g} ms (sigma "
-              f"{config.latency_sigma:g}), errors {config.error_rate:g}, hangs "
-              f"{config.hang_rate:g}, seed {config.seed}"
-              + (f", {limits}" if limits else "") + ". Ctrl-C stops it.",
-              file=sys.stderr, flush=True)
+        print(
+            f"SIMULATED endpoint: latency {config.latency_ms:g} ms (sigma "
+            f"{config.latency_sigma:g}), errors {config.error_rate:g}, hangs "
+            f"{config.hang_rate:g}, seed {config.seed}" + (f", {limits}" if limits else "") + ". Ctrl-C stops it.",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         await stop.wait()
     finally:
         await runner.cleanup()
 
 
-def serve_forever(config: SimConfig | None = None, host: str = "127.0.0.1",
-                  port: int = DEFAULT_PORT, *, quiet: bool = False) -> None:
+def serve_forever(
+    config: SimConfig | None = None, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, quiet: bool = False
+) -> None:
     """Serve in the foreground until Ctrl-C / SIGTERM (``swarm-tui sim``)."""
     try:
         asyncio.run(_serve(config or SimConfig(), host, port, quiet))

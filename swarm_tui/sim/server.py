@@ -43,8 +43,7 @@ def _dumps(obj: Any) -> bytes:
 
 
 def _json(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(body=_dumps(obj), status=status, headers=headers,
-                        content_type=_JSON_CT)
+    return web.Response(body=_dumps(obj), status=status, headers=headers, content_type=_JSON_CT)
 
 
 async def _interruptible_sleep(app: web.Application, seconds: float) -> bool:
@@ -71,9 +70,18 @@ async def _chat(request: web.Request) -> web.StreamResponse:
         if reply.hang:
             sim.hung()
             if not await _interruptible_sleep(request.app, reply.delay_s):
-                return _json({"error": {"message": "The simulator is shutting down.",
-                                        "type": "server_error", "param": None, "code": None}},
-                             503, reply.headers)
+                return _json(
+                    {
+                        "error": {
+                            "message": "The simulator is shutting down.",
+                            "type": "server_error",
+                            "param": None,
+                            "code": None,
+                        }
+                    },
+                    503,
+                    reply.headers,
+                )
         elif reply.delay_s > 0:
             await asyncio.sleep(reply.delay_s)
         if reply.stream is not None:
@@ -135,8 +143,7 @@ async def _models(request: web.Request) -> web.Response:
     if key is not None and request.headers.get("Authorization") != "Bearer " + key:
         status, body = errors.invalid_api_key(not request.headers.get("Authorization"))
         return _json(body, status)
-    data = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "swarm-tui-sim"}
-            for m in sim.config.models]
+    data = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "swarm-tui-sim"} for m in sim.config.models]
     return _json({"object": "list", "data": data})
 
 
@@ -164,15 +171,22 @@ async def _post_config(request: web.Request) -> web.Response:
             raise ValueError("the body must be a JSON object of SimConfig fields")
         cfg = request.app[SIM_KEY].update_config(patch)
     except ValueError as e:
-        return _json({"error": {"message": str(e), "type": "invalid_request_error",
-                                "param": None, "code": None}}, 400)
+        return _json({"error": {"message": str(e), "type": "invalid_request_error", "param": None, "code": None}}, 400)
     return _json({"config": cfg.to_dict()})
 
 
 async def _not_found(request: web.Request) -> web.Response:
-    return _json({"error": {"message": f"Invalid URL ({request.method} {request.path})",
-                            "type": "invalid_request_error", "param": None, "code": None}},
-                 404)
+    return _json(
+        {
+            "error": {
+                "message": f"Invalid URL ({request.method} {request.path})",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+        },
+        404,
+    )
 
 
 async def _on_shutdown(app: web.Application) -> None:
@@ -201,13 +215,13 @@ def create_app(sim: Simulator | SimConfig | None = None) -> web.Application:
     return app
 
 
-async def start_site(sim: Simulator | SimConfig | None, host: str = "127.0.0.1",
-                     port: int = 0) -> tuple[web.AppRunner, int]:
+async def start_site(
+    sim: Simulator | SimConfig | None, host: str = "127.0.0.1", port: int = 0
+) -> tuple[web.AppRunner, int]:
     """Start serving in the running loop; return the runner (``await runner.cleanup()``
     to stop) and the bound port."""
     app = create_app(sim)
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True,
-                           shutdown_timeout=0.5)
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=2048)
     try:

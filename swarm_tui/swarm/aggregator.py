@@ -16,8 +16,10 @@ from .json_repair import JsonExtractionError, extract_json
 from .memory import estimate_tokens
 from .spec import SwarmSpec
 
-MAP_PROMPT = ("Summarise these workers' answers into one shorter text for the goal below. Keep every distinct "
-              "finding and every disagreement; drop repetition.")
+MAP_PROMPT = (
+    "Summarise these workers' answers into one shorter text for the goal below. Keep every distinct "
+    "finding and every disagreement; drop repetition."
+)
 
 
 def aggregate_index(round_number: int) -> int:
@@ -49,8 +51,9 @@ def chunk(items: list[str], budget_tokens: int) -> list[list[str]]:
     return groups
 
 
-async def aggregate(engine, spec: SwarmSpec, model: str, outputs: list[tuple[str, str]], round_number: int,
-                    context: str = "") -> Aggregate:
+async def aggregate(
+    engine, spec: SwarmSpec, model: str, outputs: list[tuple[str, str]], round_number: int, context: str = ""
+) -> Aggregate:
     assert spec.aggregate is not None
     settings = spec.aggregate
     index = aggregate_index(round_number)
@@ -62,14 +65,21 @@ async def aggregate(engine, spec: SwarmSpec, model: str, outputs: list[tuple[str
             break  # nothing shrinks any more: let the final call take what there is
         levels += 1
         engine.announce_phase("aggregating", f"map-reduce level {levels}: {len(items)} answers in {len(groups)} chunks")
-        results = await asyncio.gather(*[
-            engine.call_direct("aggregate", index, _body(model, spec.goal, MAP_PROMPT, group, settings.max_tokens,
-                                                         json_mode=False, context=context))
-            for group in groups])
+        results = await asyncio.gather(
+            *[
+                engine.call_direct(
+                    "aggregate",
+                    index,
+                    _body(model, spec.goal, MAP_PROMPT, group, settings.max_tokens, json_mode=False, context=context),
+                )
+                for group in groups
+            ]
+        )
         items = [f"[summary {n + 1} of level {levels}] {r.content.strip()}" for n, r in enumerate(results)]
     engine.announce_phase("aggregating", "final reduce")
-    body = _body(model, spec.goal, settings.prompt, items, settings.max_tokens, json_mode=settings.json,
-                 context=context)
+    body = _body(
+        model, spec.goal, settings.prompt, items, settings.max_tokens, json_mode=settings.json, context=context
+    )
     result = await engine.call_direct("aggregate", index, body)
     sources = [custom_id for custom_id, _ in outputs]
     if not settings.json:
@@ -77,9 +87,17 @@ async def aggregate(engine, spec: SwarmSpec, model: str, outputs: list[tuple[str
     try:
         return Aggregate(result.content, extract_json(result.content), sources, levels)
     except JsonExtractionError as exc:
-        retry = {**body, "messages": [*body["messages"], {"role": "assistant", "content": result.content},
-                                       {"role": "user", "content": f"That answer could not be read: {exc}. "
-                                                                   "Answer again with valid JSON only."}]}
+        retry = {
+            **body,
+            "messages": [
+                *body["messages"],
+                {"role": "assistant", "content": result.content},
+                {
+                    "role": "user",
+                    "content": f"That answer could not be read: {exc}. Answer again with valid JSON only.",
+                },
+            ],
+        }
     again = await engine.call_direct("aggregate", index, retry)
     try:
         return Aggregate(again.content, extract_json(again.content), sources, levels)
@@ -87,8 +105,9 @@ async def aggregate(engine, spec: SwarmSpec, model: str, outputs: list[tuple[str
         return Aggregate(again.content, None, sources, levels, parse_error=str(exc))
 
 
-def _body(model: str, goal: str, instruction: str, items: list[str], max_tokens: int, *, json_mode: bool,
-          context: str) -> dict[str, Any]:
+def _body(
+    model: str, goal: str, instruction: str, items: list[str], max_tokens: int, *, json_mode: bool, context: str
+) -> dict[str, Any]:
     messages = []
     if context:
         messages.append({"role": "system", "content": context})

@@ -97,7 +97,7 @@ def _scan(text: str, start: int = 0) -> tuple[int | None, list[str], bool]:
 def _balanced_span(text: str, start: int) -> str | None:
     """The text from `start` to its matching closing bracket, honouring strings."""
     end, _, _ = _scan(text, start)
-    return None if end is None else text[start:end + 1]
+    return None if end is None else text[start : end + 1]
 
 
 def _strip_trailing_commas(text: str) -> str:

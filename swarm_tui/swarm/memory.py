@@ -68,7 +68,7 @@ class RollingMemory:
         return [{"round": s.round, "text": s.text} for s in self._rounds]
 
     @classmethod
-    def from_meta(cls, window: int, data: list[dict]) -> "RollingMemory":
+    def from_meta(cls, window: int, data: list[dict]) -> RollingMemory:
         memory = cls(window)
         for item in data:
             memory.add(item["round"], item["text"])

@@ -31,8 +31,9 @@ STATE_KEY = "swarm_state"
 def drop_memory(task: Task) -> Task | None:
     """Engine trimmer: the request without its rolling-memory message (None when it has none)."""
     messages = task.body.get("messages", [])
-    kept = [m for m in messages if not (m.get("role") == "system" and str(m.get("content", "")).startswith(
-        MEMORY_HEADER))]
+    kept = [
+        m for m in messages if not (m.get("role") == "system" and str(m.get("content", "")).startswith(MEMORY_HEADER))
+    ]
     if len(kept) == len(messages):
         return None
     return Task(task.index, task.custom_id, {**task.body, "messages": kept})
@@ -48,14 +49,18 @@ def json_validator(task: Task, result) -> str | None:
 
 
 class SwarmPipeline:
-    def __init__(self, session: "SwarmSession", spec: SwarmSpec, template: TaskTemplate) -> None:
+    def __init__(self, session: SwarmSession, spec: SwarmSpec, template: TaskTemplate) -> None:
         self.session = session
         self.engine = session.engine
         self.journal = session.journal
         self.spec = spec
         self.template = template
         self.state: dict[str, Any] = self.journal.meta().get(STATE_KEY) or {
-            "plan": None, "warmed": False, "rounds_done": [], "memory": []}
+            "plan": None,
+            "warmed": False,
+            "rounds_done": [],
+            "memory": [],
+        }
         self.memory = RollingMemory.from_meta(spec.memory.window, self.state["memory"])
         self.last_aggregate: Aggregate | None = None
         self._phase = "plan"
@@ -92,8 +97,9 @@ class SwarmPipeline:
         if spec.workers.warmup and not self.state["warmed"] and self.template.context:
             self._phase = "warm-up"
             engine.announce_phase("warm-up", "priming the provider's prefix cache with the shared context")
-            await engine.call_direct("warm-up", WARMUP_INDEX, self.template.body("Reply with OK.", agent=0, total=1)
-                                     | {"max_tokens": 4})
+            await engine.call_direct(
+                "warm-up", WARMUP_INDEX, self.template.body("Reply with OK.", agent=0, total=1) | {"max_tokens": 4}
+            )
             self.state["warmed"] = True
             self._save()
         finished = None
@@ -102,8 +108,10 @@ class SwarmPipeline:
             if round_number in self.state["rounds_done"]:
                 continue
             indices = self._ensure_round_tasks(round_number)
-            engine.announce_phase("fan-out", f"round {round_number}/{rounds}: {len(indices)} agents"
-                                  if rounds > 1 else f"{len(indices)} agents")
+            engine.announce_phase(
+                "fan-out",
+                f"round {round_number}/{rounds}: {len(indices)} agents" if rounds > 1 else f"{len(indices)} agents",
+            )
             finished = await engine.run()
             if finished.aborted or finished.stop_reason:
                 return finished
@@ -112,8 +120,9 @@ class SwarmPipeline:
             if spec.aggregate is not None and outputs:
                 self._phase = "aggregation"
                 engine.announce_phase("aggregating", f"{len(outputs)} answers")
-                self.last_aggregate = await aggregate(engine, spec, self.template.model, outputs, round_number,
-                                                      self.template.context)
+                self.last_aggregate = await aggregate(
+                    engine, spec, self.template.model, outputs, round_number, self.template.context
+                )
                 self._write_aggregate(self.last_aggregate, round_number, final=round_number == rounds)
                 summary = self.last_aggregate.text
             else:
@@ -131,9 +140,13 @@ class SwarmPipeline:
         if self.state["plan"] is not None:
             total = len(self.state["plan"])
             width = len(str(total))
-            return [(f"agent-{i + 1:0{width}d}", self.spec.workers.prompt.format(
-                        subtask=subtask, goal=self.spec.goal, agent=i + 1, total=total))
-                    for i, subtask in enumerate(self.state["plan"])]
+            return [
+                (
+                    f"agent-{i + 1:0{width}d}",
+                    self.spec.workers.prompt.format(subtask=subtask, goal=self.spec.goal, agent=i + 1, total=total),
+                )
+                for i, subtask in enumerate(self.state["plan"])
+            ]
         # the job's own tasks are round 1; computed before any later round is added, then kept in the state
         return [(t.custom_id, t.prompt) for t in sorted(self.engine.tasks.values(), key=lambda t: t.index)]
 
@@ -160,8 +173,9 @@ class SwarmPipeline:
         """Tokens the memory may take so that the largest worker request stays within the context."""
         largest = max((estimate_tokens(p) for _, p in prompts), default=0)
         fixed = estimate_tokens(self.template.context) + estimate_tokens(self.template.system) + largest
-        answer = int(self.template.request.get("max_tokens") or self.template.request.get("max_completion_tokens")
-                     or 1024)
+        answer = int(
+            self.template.request.get("max_tokens") or self.template.request.get("max_completion_tokens") or 1024
+        )
         return self.spec.memory.context_tokens - fixed - answer - 64
 
     def _outputs(self, indices: list[int]) -> list[tuple[str, str]]:
@@ -180,11 +194,16 @@ class SwarmPipeline:
         stem = "aggregate" if final else f"aggregate-round-{round_number}"
         data = {"goal": self.spec.goal, "round": round_number, **asdict(result)}
         (run_dir / f"{stem}.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        body = result.text if result.parsed is None else "```json\n" + json.dumps(
-            result.parsed, indent=2, ensure_ascii=False) + "\n```"
+        body = (
+            result.text
+            if result.parsed is None
+            else "```json\n" + json.dumps(result.parsed, indent=2, ensure_ascii=False) + "\n```"
+        )
         (run_dir / f"{stem}.md").write_text(
             f"# {self.spec.goal}\n\nRound {round_number}, from {len(result.sources)} workers"
-            f"{f', {result.levels} map-reduce levels' if result.levels else ''}.\n\n{body}\n", encoding="utf-8")
+            f"{f', {result.levels} map-reduce levels' if result.levels else ''}.\n\n{body}\n",
+            encoding="utf-8",
+        )
         self.journal.log_event("aggregate", {"round": round_number, "file": f"{stem}.json"})
 
     def _save(self) -> None:

@@ -28,13 +28,23 @@ def planner_body(spec: SwarmSpec, model: str, context: str = "") -> dict[str, An
     messages = [{"role": "system", "content": spec.plan.system}]
     if context:
         messages.append({"role": "system", "content": context})
-    messages.append({"role": "user", "content": (
-        f"Goal: {spec.goal}\n\n"
-        f"Split the goal into {n} sub-tasks that independent workers can do in parallel, without seeing "
-        f"each other's work. Answer with JSON only, in this form: "
-        f'{{"subtasks": ["first sub-task", "second sub-task", ...]}} with exactly {n} strings.')})
-    return {"model": model, "messages": messages, "max_tokens": spec.plan.max_tokens,
-            "response_format": {"type": "json_object"}}
+    messages.append(
+        {
+            "role": "user",
+            "content": (
+                f"Goal: {spec.goal}\n\n"
+                f"Split the goal into {n} sub-tasks that independent workers can do in parallel, without seeing "
+                f"each other's work. Answer with JSON only, in this form: "
+                f'{{"subtasks": ["first sub-task", "second sub-task", ...]}} with exactly {n} strings.'
+            ),
+        }
+    )
+    return {
+        "model": model,
+        "messages": messages,
+        "max_tokens": spec.plan.max_tokens,
+        "response_format": {"type": "json_object"},
+    }
 
 
 def parse_plan(text: str, wanted: int) -> list[str]:
@@ -44,8 +54,11 @@ def parse_plan(text: str, wanted: int) -> list[str]:
     except JsonExtractionError as exc:
         raise PlanError(str(exc), text) from None
     if isinstance(value, dict):
-        value = value.get("subtasks") or value.get("tasks") or next(
-            (v for v in value.values() if isinstance(v, list)), None)
+        value = (
+            value.get("subtasks")
+            or value.get("tasks")
+            or next((v for v in value.values() if isinstance(v, list)), None)
+        )
     if not isinstance(value, list):
         raise PlanError('expected {"subtasks": [...]} or a JSON list of sub-tasks', text)
     subtasks = []
@@ -67,8 +80,13 @@ async def make_plan(engine, spec: SwarmSpec, model: str, context: str = "") -> l
     try:
         return parse_plan(result.content, spec.plan.agents)
     except PlanError as exc:
-        retry = {**body, "messages": [*body["messages"], {"role": "assistant", "content": result.content},
-                                       {"role": "user", "content": f"That plan could not be read: {exc}. "
-                                                                   "Answer again with the JSON only."}]}
+        retry = {
+            **body,
+            "messages": [
+                *body["messages"],
+                {"role": "assistant", "content": result.content},
+                {"role": "user", "content": f"That plan could not be read: {exc}. Answer again with the JSON only."},
+            ],
+        }
     result = await engine.call_direct("plan", PLAN_INDEX, retry)
     return parse_plan(result.content, spec.plan.agents)

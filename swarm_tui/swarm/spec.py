@@ -7,8 +7,9 @@ field like every other job problem.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 DEFAULT_WORKER_PROMPT = "Goal: {goal}\n\nYour part: {subtask}"
 DEFAULT_AGGREGATE_PROMPT = (
@@ -65,7 +66,7 @@ class SwarmSpec:
         return asdict(self)
 
     @classmethod
-    def from_meta(cls, data: dict[str, Any]) -> "SwarmSpec":
+    def from_meta(cls, data: dict[str, Any]) -> SwarmSpec:
         return cls(
             goal=data["goal"],
             plan=PlanSpec(**data["plan"]) if data.get("plan") else None,
@@ -114,5 +115,10 @@ def parse_swarm_spec(doc: dict[str, Any], add_problem: Callable[[str, str], None
         built[section] = cls(**values)
     if built["plan"] is not None and not goal:
         add_problem("goal", "a [plan] needs a goal to split")
-    return SwarmSpec(goal=goal, plan=built["plan"], workers=built["workers"] or WorkerSpec(),
-                     aggregate=built["aggregate"], memory=built["memory"] or MemorySpec())
+    return SwarmSpec(
+        goal=goal,
+        plan=built["plan"],
+        workers=built["workers"] or WorkerSpec(),
+        aggregate=built["aggregate"],
+        memory=built["memory"] or MemorySpec(),
+    )
