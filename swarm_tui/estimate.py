@@ -340,7 +340,8 @@ def format_table(estimate: Estimate) -> str:
     lines = [
         f"Monthly projection: {s.agents:,} agents x {_num(s.tasks_per_day)} tasks/day x {_num(s.days)} days"
         f" = {_num(s.tasks)} tasks",
-        f"Per task: {_num(s.input_tokens)} input tokens ({s.cached_share:.0%} cached) + {_num(s.output_tokens)} output tokens",
+        f"Per task: {_num(s.input_tokens)} input tokens ({s.cached_share:.0%} cached)"
+        f" + {_num(s.output_tokens)} output tokens",
         f"Tokens: {tokens_text(u.prompt)} input ({tokens_text(u.cached)} cached) + {tokens_text(u.completion)} output",
     ]
     show_local = cur.shows_local
@@ -379,14 +380,14 @@ def format_table(estimate: Estimate) -> str:
 
     def render(cells: list[str]) -> str:
         return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         ).rstrip()
 
     lines.append("")
     lines.append(render(headers))
     lines.append(render(["-" * w for w in widths]))
     previous = None
-    for row, cells in zip(estimate.rows, table):
+    for row, cells in zip(estimate.rows, table, strict=True):
         if previous is not None and row.model != previous:
             lines.append("")
         previous = row.model

@@ -583,7 +583,7 @@ def _task_prompts(doc: dict[str, Any], check: _TomlChecker) -> list[tuple[str, s
             check.add("tasks.count", f"must be a positive integer, not {count!r}")
             return []
         prompt = check.string(tasks_table, "prompt", "tasks.prompt", required=True)
-        id_template = check.string(tasks_table, "id", "tasks.id") or "agent-{agent:0%d}" % len(str(count))
+        id_template = check.string(tasks_table, "id", "tasks.id") or f"agent-{{agent:0{len(str(count))}}}"
         if prompt is None:
             return []
         for index in range(count):

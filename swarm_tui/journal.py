@@ -263,12 +263,12 @@ class Journal:
     def attempts_of(self, index: int) -> list[dict[str, Any]]:
         cursor = self._db.execute("SELECT * FROM attempts WHERE idx = ? ORDER BY id", (index,))
         names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row)) for row in cursor]
+        return [dict(zip(names, row, strict=True)) for row in cursor]
 
     def attempts_since(self, last_id: int) -> list[dict[str, Any]]:
         cursor = self._db.execute("SELECT * FROM attempts WHERE id > ? ORDER BY id", (last_id,))
         names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row)) for row in cursor]
+        return [dict(zip(names, row, strict=True)) for row in cursor]
 
     def result_of(self, index: int) -> dict[str, Any] | None:
         row = self._db.execute("SELECT ok, request_id, response, error FROM results WHERE idx = ?", (index,)).fetchone()
@@ -320,7 +320,8 @@ class Journal:
             "first_started",
             "last_ended",
         )
-        return {k: (v or 0) if k not in ("cost_usd", "first_started", "last_ended") else v for k, v in zip(keys, row)}
+        nullable = ("cost_usd", "first_started", "last_ended")
+        return {k: v if k in nullable else (v or 0) for k, v in zip(keys, row, strict=True)}
 
     def abandoned_attempts(self) -> int:
         """Attempts the engine abandoned past the straggler deadline (and sent again), all sessions."""
@@ -459,9 +460,10 @@ class Journal:
         error: CallError | None = a.error
         usage: Usage = a.usage
         self._db.execute(
-            "INSERT INTO attempts (idx, number, session, endpoint, started_at, latency_ms, ttft_ms, outcome, retry_in_s, "
-            "status, error_class, error_code, error_message, request_id, prompt_tokens, completion_tokens, "
-            "cached_tokens, reasoning_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO attempts (idx, number, session, endpoint, started_at, latency_ms, ttft_ms, outcome, "
+            "retry_in_s, status, error_class, error_code, error_message, request_id, prompt_tokens, "
+            "completion_tokens, cached_tokens, reasoning_tokens, cost_usd) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 a.index,
                 a.number,

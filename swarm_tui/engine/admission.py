@@ -1,9 +1,9 @@
 """Admission: may the next attempt be sent now?
 
 An attempt goes out when the run is not paused, the provider's Retry-After gate is open, an
-in-flight slot is free under the current limit, and the RPM/TPM buckets have room for it. The limit moves at run time (the user's
-`+`/`-`, or the adaptive controller). Only the engine's dispatcher waits here, so a single
-"something changed" event is enough to wake it.
+in-flight slot is free under the current limit, and the RPM/TPM buckets have room for it. The
+limit moves at run time (the user's `+`/`-`, or the adaptive controller). Only the engine's
+dispatcher waits here, so a single "something changed" event is enough to wake it.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Closed: every attempt goes to the primary. When server errors, timeouts and connection errors
 pass `threshold` (the article's 1%) of the primary's recent attempts — over a sliding window,
 once there are `min_sample` of them to judge — or `outage_run` of them come in a row (an
-outage should not wait for a sample), or at once on an auth / quota error, the breaker opens and new attempts go to the fallback. After a cool-down one probe goes to the
-primary (half-open): its success closes the breaker, its failure doubles the cool-down.
+outage should not wait for a sample), or at once on an auth / quota error, the breaker opens and
+new attempts go to the fallback. After a cool-down one probe goes to the primary (half-open): its
+success closes the breaker, its failure doubles the cool-down.
 """
 
 from __future__ import annotations
@@ -87,7 +88,10 @@ class CircuitBreaker:
             share = sum(self._outcomes) / len(self._outcomes)
             if share > self.threshold and bad:
                 self._open()
-                return f"{share:.1%} of the primary's last {len(self._outcomes)} attempts failed (threshold {self.threshold:.0%})"
+                return (
+                    f"{share:.1%} of the primary's last {len(self._outcomes)} attempts failed"
+                    f" (threshold {self.threshold:.0%})"
+                )
         return None
 
     def force_open(self, reason: str) -> str:
