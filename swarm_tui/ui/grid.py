@@ -23,6 +23,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
+from textual.color import Color
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
@@ -30,6 +31,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..engine import TaskState
+from .contrast import readable_on
 
 STATES: tuple[TaskState, ...] = (TaskState.QUEUED, TaskState.RUNNING, TaskState.RETRYING, TaskState.SUCCEEDED,
                                  TaskState.FAILED, TaskState.CANCELLED)
@@ -261,13 +263,22 @@ class AgentGrid(ScrollView, can_focus=True):
 
     def _cell_styles(self) -> dict[object, Style]:
         if self._styles is None:
-            styles: dict[object, Style] = {s: self.get_component_rich_style(state_class(s)) for s in STATES}
+            styles: dict[object, Style] = {s: self._cell_style(state_class(s)) for s in STATES}
             for n in range(1, HEAT_LEVELS + 1):
-                styles[f"heat-{n}"] = self.get_component_rich_style(f"agent-grid--heat-{n}")
+                styles[f"heat-{n}"] = self._cell_style(f"agent-grid--heat-{n}")
             styles["cursor"] = self.get_component_rich_style("agent-grid--cursor", partial=True)
             styles["base"] = self.rich_style
             self._styles = styles
         return self._styles
+
+    def _cell_style(self, component: str) -> Style:
+        """A cell's style, its number in black or white by WCAG contrast with the cell colour
+        (Textual's `auto` goes by brightness and leaves white on a mid green)."""
+        style = self.get_component_rich_style(component)
+        if style.bgcolor is None:
+            return style
+        background = Color.from_rich_color(style.bgcolor)
+        return style + Style(color=readable_on(background).rich_color)
 
     def state_style(self, state: TaskState) -> Style:
         """The cell style of a state, for legends drawn by other widgets."""

@@ -108,16 +108,16 @@ class ProviderBar(TextPanel):
     """
 
     def update_from(self, source: "RunSource") -> None:
-        dim = self.get_component_rich_style("provider-bar--dim", partial=True)
+        dim = self.get_component_rich_style("provider-bar--dim")
         text = Text(no_wrap=True, overflow="ellipsis")
         if source.attached:
-            text.append(" ATTACHED ", self.get_component_rich_style("provider-bar--attached", partial=True))
+            text.append(" ATTACHED ", self.get_component_rich_style("provider-bar--attached"))
             text.append(" ")
         profile = source.profile
         text.append(profile.name, "bold")
         text.append(" │ ", dim)
         if source.simulated:
-            text.append(" SIMULATED ", self.get_component_rich_style("provider-bar--simulated", partial=True))
+            text.append(" SIMULATED ", self.get_component_rich_style("provider-bar--simulated"))
         else:
             text.append(source.base_url)
         text.append(" │ model ", dim)
@@ -129,7 +129,7 @@ class ProviderBar(TextPanel):
             status = key_status(profile)
             text.append(" │ key ", dim)
             text.append(f"{env} {status}",
-                        self.get_component_rich_style("provider-bar--bad", partial=True) if status == "missing" else "")
+                        self.get_component_rich_style("provider-bar--bad") if status == "missing" else "")
         text.append(" │ e: provider pane", dim)
         self.show(text)
 
@@ -151,13 +151,13 @@ class RunPanel(TextPanel):
     def update_from(self, source: "RunSource", grid: "AgentGrid", phase: str, detail: str,
                     rate_limits: tuple[int | None, int | None] = (None, None)) -> None:
         style = self.get_component_rich_style
-        dim = style("run-panel--dim", partial=True)
-        bad = style("run-panel--bad", partial=True)
+        dim = style("run-panel--dim")
+        bad = style("run-panel--bad")
         stats = source.stats
         text = Text(no_wrap=True, overflow="ellipsis")
         phase_style = "run-panel--paused" if phase in ("PAUSED", "STOPPING") else (
             "run-panel--bad" if phase in ("ABORTED", "CRASHED", "NOT RUNNING") else "run-panel--title")
-        text.append(phase, style(phase_style, partial=True))
+        text.append(phase, style(phase_style))
         text.append(f" {detail}\n" if detail else "\n", dim)
         run_name = source.run_dir.name
         text.append(f"run {run_name}\n" if source.job_name in run_name else f"{source.job_name} · run {run_name}\n",
@@ -222,8 +222,8 @@ class StatsFigures(TextPanel):
 
     def update_from(self, source: "RunSource", currency: "DisplayCurrency") -> None:
         stats = source.stats
-        label: Style = self.get_component_rich_style("stats-figures--label", partial=True)
-        bad: Style = self.get_component_rich_style("stats-figures--bad", partial=True)
+        label: Style = self.get_component_rich_style("stats-figures--label")
+        bad: Style = self.get_component_rich_style("stats-figures--bad")
         text = Text(no_wrap=True, overflow="crop")
 
         def field(name: str, value: str, style: Style | str = "") -> None:
@@ -234,8 +234,7 @@ class StatsFigures(TextPanel):
             field("cost ", fmt.usd(stats.cost_usd, 9))
             field("", fmt.money(stats.cost_usd, currency, 11))
         else:
-            text.append("price unknown".ljust(25), self.get_component_rich_style("stats-figures--unknown",
-                                                                                  partial=True))
+            text.append("price unknown".ljust(25), self.get_component_rich_style("stats-figures--unknown"))
         usage = stats.usage
         field("tok in ", fmt.si(usage.prompt))
         field(" out ", fmt.si(usage.completion))

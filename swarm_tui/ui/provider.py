@@ -94,6 +94,7 @@ class ProviderScreen(ModalScreen[None]):
     ProviderScreen .row Label { width: 15; color: $text-muted; }
     ProviderScreen .row Input { width: 1fr; }
     ProviderScreen .row Input.field-error { background: $error 30%; }
+    ProviderScreen .row Input > .input--placeholder { color: $text-muted; }
     ProviderScreen #simulated { color: $background; background: $swarm-simulated; text-style: bold; padding: 0 1; }
     ProviderScreen #key-status { height: 1; color: $text-muted; }
     ProviderScreen #key-status.-bad { color: $error; }
