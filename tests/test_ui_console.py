@@ -11,6 +11,7 @@ from textual.widgets import Footer
 from swarm_tui.ui.contrast import AA_TEXT, contrast_ratio, readable_on
 from swarm_tui.ui.themes import bundled_themes
 
+from .helpers import wait_until
 from .test_ui_snapshots import app_on_run, finished_run  # noqa: F401  (fixtures)
 
 THEMES = [theme.name for theme in bundled_themes()]
@@ -102,3 +103,99 @@ async def test_every_text_on_screen_meets_aa_in_every_theme(app_on_run, theme, v
         await pilot.pause()
         assert app.screen.query(Footer) or view in ("help", "provider")
         assert low_contrast_text(app) == []
+
+
+def messages(app) -> list[str]:
+    return [notification.message for notification in app._notifications]
+
+
+async def test_latencies_carry_their_unit_past_ten_seconds(app_on_run):
+    app = app_on_run()
+    async with app.run_test(size=(80, 24)):
+        app.source.stats.latencies_ms[:] = sorted([480.0] * 98 + [11_000.0, 12_400.0])
+        app._update_panels()
+        figures = app.figures._text.plain
+        assert "p50  480ms" in figures and "p99  11.0s" in figures, figures
+        assert "s ms" not in figures
+
+
+async def test_keys_that_do_nothing_now_say_why(app_on_run):
+    """A done agent under the cursor, no aggregate, no rolling memory: g, m and R each explain."""
+    app = app_on_run()
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert app.source.states[0].value == "succeeded"
+        for key, expected in (("g", "No aggregate yet"), ("m", "No rolling memory"),
+                              ("R", "Agent 1 is done: R retries a failed agent")):
+            await pilot.press(key)
+            await wait_until(lambda: any(expected in m for m in messages(app)), f"{key} to say why",
+                             step=pilot.pause)
+
+
+async def test_plus_names_the_ceiling_and_the_panel_both_numbers(app_on_run):
+    app = app_on_run()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("plus")
+        await wait_until(lambda: any("Concurrency ceiling: " in m for m in messages(app)), "+ to notify",
+                         step=pilot.pause)
+        note = next(m for m in messages(app) if "Concurrency ceiling" in m)
+        assert f"ceiling: {app.source.ceiling}" in note and f"adaptive limit (now {app.source.limit})" in note
+        app._update_panels()
+        panel = app.run_panel._text.plain
+        assert f"limit {app.source.limit} · ceiling {app.source.ceiling}" in panel, panel
+
+
+async def test_the_heat_view_shows_its_scale_in_ms(app_on_run):
+    app = app_on_run()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("h")
+        await wait_until(lambda: "heat:" in app.run_panel._text.plain, "the heat scale", step=pilot.pause)
+        panel = app.run_panel._text.plain
+        bounds = app.grid.heat_bounds
+        assert len(bounds) == 4 and "fast → slow (ms)" in panel
+        assert all(f" {b:.0f} " in panel for b in bounds), panel
+        await pilot.press("h")
+        await wait_until(lambda: "heat:" not in app.run_panel._text.plain, "the scale to go", step=pilot.pause)
+
+
+async def test_the_palette_has_one_quit_and_screenshots_go_to_the_run_directory(app_on_run, tmp_path,
+                                                                                   monkeypatch):
+    from swarm_tui.ui.commands import COMMANDS
+
+    monkeypatch.setenv("HOME", str(tmp_path / "no-home"))  # no ~/Downloads
+    monkeypatch.setenv("XDG_DOWNLOAD_DIR", str(tmp_path / "no-home" / "Downloads"))
+    app = app_on_run()
+    async with app.run_test(size=(80, 24)) as pilot:
+        system = list(app.get_system_commands(app.screen))
+        titles = [c.title for c in system] + [name for action, name, _ in COMMANDS
+                                              if app.check_action(action.partition("(")[0], ())]
+        assert titles.count("Quit") == 1, titles
+        screenshot = next(c for c in system if c.title == "Screenshot")
+        screenshot.callback()
+        run_dir = app.source.run_dir.resolve()
+        await wait_until(lambda: list(run_dir.glob("*.svg")), "a screenshot in the run directory",
+                         step=pilot.pause)
+        saved = next(run_dir.glob("*.svg"))
+        await wait_until(lambda: any(saved.name in m for m in messages(app)), "where it was saved",
+                         step=pilot.pause)
+
+
+async def test_the_elapsed_clock_stops_when_the_run_is_done(tmp_path, sim):
+    from swarm_tui.config import Config
+    from swarm_tui.engine.events import TaskSucceeded
+    from swarm_tui.ui.app import make_app
+
+    from .helpers import open_session
+
+    now = [1000.0]
+    session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(10)], concurrency=4)
+    session.engine.subscribe(lambda e: isinstance(e, TaskSucceeded) and now.__setitem__(0, now[0] + 1.0))
+    app = make_app(session, config=Config(path=tmp_path / "config.toml"), clock=lambda: now[0])
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(lambda: app.phase == "DONE", "the run to finish", step=pilot.pause)
+            await wait_until(lambda: "00:10 ETA" in app.figures._text.plain, "10 s of run time", step=pilot.pause)
+            now[0] += 60  # a minute later, nothing running
+            app._drain()
+            assert "00:10 ETA" in app.figures._text.plain, app.figures._text.plain
+    finally:
+        await session.aclose()

@@ -20,13 +20,14 @@ import sys
 import time
 from collections import Counter, deque
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, Iterable
 
 from textual import on
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.events import Resize
+from textual.events import Key, Resize
+from textual.screen import Screen
 from textual.widgets import Footer, Sparkline
 from textual.worker import Worker, WorkerState
 
@@ -61,7 +62,7 @@ from .estimate import EstimateScreen
 from .detail import AgentDetailScreen
 from .dialogs import ConfirmScreen, HelpScreen
 from .errorlog import ErrorLog, Failure
-from .grid import AgentGrid
+from .grid import STATE_LABELS, AgentGrid
 from .panels import ProviderBar, RunPanel, StatsFigures, StatsFooter
 from .provider import ProviderScreen
 from .source import LiveRun, RunSource
@@ -75,8 +76,8 @@ KEY_HELP = {
     "retry-agent": "retry the failed agent under the grid cursor",
     "pause": "pause dispatch (in-flight calls finish) / resume",
     "abort": "abort the run (asks first); the journal stays resumable",
-    "concurrency-up": "raise the concurrency limit",
-    "concurrency-down": "lower the concurrency limit",
+    "concurrency-up": "raise the ceiling (the adaptive limit works under it)",
+    "concurrency-down": "lower the ceiling (the adaptive limit works under it)",
     "theme": "next theme: swarm-dark, swarm-light, swarm-high-contrast",
     "heat": "latency heat view: colour agents by latency",
     "provider": "provider pane: profiles, edit, save, test connection",
@@ -161,6 +162,8 @@ class SwarmApp(App[int]):
         self.phase = "STARTING"
         self.phase_detail = ""
         self.rate_limits: tuple[int | None, int | None] = (None, None)
+        self._ended_elapsed_s: float | None = None
+        """The run's elapsed time when it ended: the footer's clock stops there until it runs again."""
         self._spark: deque[float] = deque(maxlen=SPARK_SECONDS)
         self._spark_bucket: list[float] = []
         self._last_second = float("-inf")
@@ -184,6 +187,26 @@ class SwarmApp(App[int]):
             cycle.append(wanted)
         self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
         return cycle
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's palette commands, less its Quit (ours asks first during a run) and with a
+        Screenshot that saves into the run directory (Textual's needs ~/Downloads) and says where."""
+        for command in super().get_system_commands(screen):
+            if command.title == "Quit":
+                continue
+            if command.title == "Screenshot":
+                command = SystemCommand("Screenshot", f"Save an SVG of the screen into {self.source.run_dir}",
+                                        lambda: self.set_timer(0.1, self.save_screenshot_to_run))
+            yield command
+
+    def save_screenshot_to_run(self) -> Path | None:
+        try:
+            path = Path(self.save_screenshot(path=str(self.source.run_dir)))
+        except OSError as exc:
+            self.notify(f"Screenshot not saved: {exc}", severity="error", markup=False)
+            return None
+        self.notify(f"Screenshot saved: {path}", title="Screenshot", timeout=8, markup=False)
+        return path
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         """swarm-dark's `swarm-*` colours: any theme (a Textual one, a partial user file) works."""
@@ -309,6 +332,7 @@ class SwarmApp(App[int]):
                     changed.add(index)
                 case RunStarted():
                     self.phase, self.phase_detail = "RUNNING", ""
+                    self._ended_elapsed_s = None
                 case RunPaused():
                     self.phase, self.phase_detail = "PAUSED", "in-flight calls finish; p resumes"
                 case RunResumed():
@@ -347,6 +371,7 @@ class SwarmApp(App[int]):
             self._refresh_bindings_if_changed()
 
     def _finished(self, finished: RunFinished) -> None:
+        self._ended_elapsed_s = self.source.stats.elapsed_s
         unfinished = finished.cancelled
         if finished.aborted:
             self.phase = "ABORTED"
@@ -404,7 +429,7 @@ class SwarmApp(App[int]):
                 phase = "NOT RUNNING"
             detail = liveness if not detail or phase == "NOT RUNNING" else f"{detail} · {liveness}"
         self.run_panel.update_from(source, self.grid, phase, detail, self.rate_limits)
-        self.figures.update_from(source, self.currency)
+        self.figures.update_from(source, self.currency, self._ended_elapsed_s)
 
     # ----------------------------------------------------------------- which keys make sense now
 
@@ -444,6 +469,39 @@ class SwarmApp(App[int]):
             case "flush_memory":
                 return True if source.can_steer and source.has_memory else None
         return True
+
+    def why_not(self, action: str) -> str | None:
+        """Why a key whose action makes no sense now does nothing (None: no reason to give)."""
+        source = self.source
+        match action:
+            case "aggregate":
+                return (f"No aggregate yet: {source.run_dir / 'aggregate.md'} is written by a swarm job's "
+                        "aggregate step, once its last round is done.")
+            case "flush_memory":
+                if not source.can_steer:
+                    return "Nothing to flush: nobody is running this journal."
+                return ("No rolling memory to flush: this run has one round (a swarm job with "
+                        "memory rounds > 1 keeps one).")
+            case "retry_cursor":
+                index = self.grid.cursor_index
+                if index is None:
+                    return None
+                if not source.can_steer:
+                    return (f"Nobody is running this journal: swarm-tui resume {source.run_dir} --retry-failed "
+                            "retries the failed agents.")
+                label = STATE_LABELS[source.states.get(index, TaskState.QUEUED)]
+                return f"Agent {index + 1} is {label}: R retries a failed agent (r retries every failed one)."
+        return None
+
+    def on_key(self, event: Key) -> None:
+        """A key no binding took: if it is bound to an action that makes no sense now, say why
+        (a hidden or dimmed key otherwise does nothing visible)."""
+        for binding in self._bindings.key_to_bindings.get(event.key, []):
+            base, _, _ = binding.action.partition("(")
+            if self.check_action(base, ()) is not True and (reason := self.why_not(base)):
+                event.stop()
+                self.notify(reason, timeout=5, markup=False)
+                return
 
     def _any_failed(self) -> bool:
         return self.source.stats.failed > 0
@@ -520,9 +578,10 @@ class SwarmApp(App[int]):
 
     def action_concurrency(self, direction: int) -> None:
         source = self.source
-        limit = source.set_concurrency(concurrency_step(source.ceiling, direction), "user")
-        self.notify(f"Concurrency limit: {limit}" + (" (asked the running engine)" if source.attached else ""),
-                    timeout=2)
+        ceiling = source.set_concurrency(concurrency_step(source.ceiling, direction), "user")
+        asked = " (asked the running engine)" if source.attached else ""
+        self.notify(f"Concurrency ceiling: {ceiling}{asked}. The adaptive limit (now {source.limit}) moves under it: "
+                    "up while calls are clean, down on 429s and timeouts.", timeout=4, markup=False)
         self._drain()
 
     def action_cycle_theme(self) -> None:
@@ -533,7 +592,8 @@ class SwarmApp(App[int]):
 
     def action_toggle_heat(self) -> None:
         self.grid.heat = not self.grid.heat
-        self.notify("Latency heat view: done agents coloured from fastest to slowest fifth; h again for states."
+        self.notify("Latency heat view: done agents coloured from fastest to slowest fifth (the scale is beside "
+                    "the grid); h again for states."
                     if self.grid.heat else "State view.", timeout=3)
         self._last_second = float("-inf")
         self._tick_second()

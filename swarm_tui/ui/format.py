@@ -42,6 +42,17 @@ def ms(value: float | None, width: int = 6) -> str:
     return f"{value / 60_000:.0f}m".rjust(width)
 
 
+def latency(value: float | None, width: int = 6) -> str:
+    """A latency with its unit, so it reads right at any size: `  412ms`, ` 11.0s`, `   12m`."""
+    if value is None:
+        return "-".rjust(width)
+    if value < 10_000:
+        return f"{value:.0f}ms".rjust(width)
+    if value < 600_000:
+        return f"{value / 1000:.1f}s".rjust(width)
+    return f"{value / 60_000:.0f}m".rjust(width)
+
+
 def duration(seconds: float | None) -> str:
     """`mm:ss`, or `h:mm:ss` past an hour; `--:--` when unknown. At most 8 characters for a day."""
     if seconds is None:

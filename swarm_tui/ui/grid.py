@@ -204,6 +204,11 @@ class AgentGrid(ScrollView, can_focus=True):
             if self.heat:
                 self.invalidate()
 
+    @property
+    def heat_bounds(self) -> list[float]:
+        """The latencies (ms) between the heat levels: level 1 is below the first, 5 at or above the last."""
+        return list(self._heat_bounds)
+
     def invalidate(self) -> None:
         self._rows.clear()
         self.refresh()

@@ -178,10 +178,12 @@ class RunPanel(TextPanel):
                 text.append(f" {counts[state]:>{digits}} {label}",
                             bad if state is TaskState.FAILED and counts[state] else "")
             text.append("\n")
+        # Two numbers, two names: the adaptive limit (what may be in flight now) and the
+        # ceiling `+`/`-` set, under which the limit adapts.
         text.append("limit ", dim)
         text.append(f"{source.limit}")
-        if source.ceiling != source.limit:
-            text.append(f" of {source.ceiling}", dim)
+        text.append(" · ceiling ", dim)
+        text.append(f"{source.ceiling}")
         rpm, tpm = rate_limits
         text.append("  rpm ", dim)
         text.append(fmt.si(rpm, 5).strip() if rpm else "-")
@@ -200,12 +202,29 @@ class RunPanel(TextPanel):
         if straggler_s is not None:  # the straggler deadline (README: the three deadlines)
             text.append(f" · cut {straggler_s:.1f}s", dim)
         text.append("\n")
+        if grid.heat:
+            self._heat_scale(text, grid, dim)
         index = grid.cursor_index
         if index is not None:
             state = source.states.get(index, TaskState.QUEUED)
             text.append(f"▸ agent {index + 1}: {STATE_LABELS[state]}", "bold")
             text.append("  enter: detail" + ("  R: retry" if state is TaskState.FAILED else ""), dim)
         self.show(text)
+
+
+    @staticmethod
+    def _heat_scale(text: Text, grid: "AgentGrid", dim: Style) -> None:
+        """The heat view's key: its five colours, fast to slow, with the latencies between them."""
+        bounds = grid.heat_bounds
+        if not bounds:
+            text.append("heat: no finished call yet\n", dim)
+            return
+        text.append("heat: latency, fast → slow (ms)\n", dim)
+        for level in range(1, 6):
+            text.append("  ", grid.heat_style(level))
+            if level <= len(bounds):
+                text.append(f" {bounds[level - 1]:.0f} ")
+        text.append("\n")
 
 
 class StatsFigures(TextPanel):
@@ -220,7 +239,8 @@ class StatsFigures(TextPanel):
     StatsFigures > .stats-figures--unknown { color: $warning; }
     """
 
-    def update_from(self, source: "RunSource", currency: "DisplayCurrency") -> None:
+    def update_from(self, source: "RunSource", currency: "DisplayCurrency", elapsed_s: float | None = None) -> None:
+        """`elapsed_s`: the run's time when it has ended (the clock stops there); None while it runs."""
         stats = source.stats
         label: Style = self.get_component_rich_style("stats-figures--label")
         bad: Style = self.get_component_rich_style("stats-figures--bad")
@@ -240,10 +260,9 @@ class StatsFigures(TextPanel):
         field(" out ", fmt.si(usage.completion))
         field(" cached ", fmt.si(usage.cached))
         text.append("\n")
-        field("p50 ", fmt.ms(stats.percentile(0.5), 5))
-        field(" p95 ", fmt.ms(stats.percentile(0.95), 5))
-        field(" p99 ", fmt.ms(stats.percentile(0.99), 5))
-        field(" ms", "")
+        field("p50 ", fmt.latency(stats.percentile(0.5)))
+        field(" p95 ", fmt.latency(stats.percentile(0.95)))
+        field(" p99 ", fmt.latency(stats.percentile(0.99)))
         req_s, tok_s = stats.rates()
         field("   ", fmt.rate(req_s))
         field(" req/s ", fmt.rate(tok_s))
@@ -254,7 +273,7 @@ class StatsFigures(TextPanel):
         field(" done ", f"{stats.succeeded:>5}")
         field(" failed ", f"{stats.failed:>4}", bad if stats.failed else "")
         field(" of ", f"{stats.total:<5}")
-        field(" ", fmt.duration(stats.elapsed_s).rjust(7))
+        field(" ", fmt.duration(stats.elapsed_s if elapsed_s is None else elapsed_s).rjust(7))
         field(" ETA ", fmt.duration(source.eta_s()))
         self.show(text)
 
