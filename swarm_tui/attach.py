@@ -485,18 +485,18 @@ class AttachedRun:
         return self.follower.in_flight is not None
 
     def liveness(self) -> str:
-        """One line for the status panel: is anybody running this journal?"""
+        """Who drives this journal, in a few words (the status panel puts the phase before it,
+        and the resume command, when there is work left, on a line of its own)."""
         age = self.heartbeat_age_s
         beat = self.follower.heartbeat or {}
         if self.follower.finished is not None:
-            return "FINISHED (the run that wrote it has ended)"
+            return "the run that wrote it has ended"
         if age is None:
-            return "NO HEARTBEAT (never run, or run by an older swarm-tui)"
+            return "no heartbeat: never run, or run by an older swarm-tui"
         if self.live:
-            return f"LIVE · heartbeat {age:.1f}s ago · pid {beat.get('pid')}"
+            return f"live · pid {beat.get('pid')} · heartbeat {age:.1f}s ago"
         alive = process_alive(beat.get("pid"))
-        gone = "its process is gone" if alive is False else f"silent for {age:.0f}s"
-        return f"NOT RUNNING ({gone}): swarm-tui resume {self.run_dir}"
+        return "its process is gone" if alive is False else f"nobody running it: silent for {age:.0f}s"
 
     def eta_s(self) -> float | None:
         return self.stats.eta_s() if self.live else None

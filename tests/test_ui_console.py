@@ -199,3 +199,47 @@ async def test_the_elapsed_clock_stops_when_the_run_is_done(tmp_path, sim):
             assert "00:10 ETA" in app.figures._text.plain, app.figures._text.plain
     finally:
         await session.aclose()
+
+
+def panel_lines(app) -> list[str]:
+    panel = app.run_panel
+    return [panel.render_line(y).text for y in range(panel.size.height)]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+@pytest.mark.parametrize("writer", ["finished", "crashed"])
+async def test_an_attached_view_says_its_state_once_and_shows_the_resume_command(app_on_run, size, writer):
+    import sqlite3
+    from pathlib import Path
+
+    from swarm_tui.attach import AttachedRun
+    from swarm_tui.config import Config
+    from swarm_tui.ui.app import make_app
+
+    app_on_run()  # the finished run, copied into the working directory
+    run_dir = Path("swarm-100-demo")
+    if writer == "crashed":  # its writer died before saying it finished
+        db = sqlite3.connect(run_dir / "journal.sqlite")
+        with db:
+            db.execute("DELETE FROM events WHERE kind = 'finished'")
+            db.execute("UPDATE meta SET value = '{\"at\": 1700000010.0, \"pid\": 4194000, \"session\": 1}' "
+                       "WHERE key = 'heartbeat'")
+        db.close()
+    source = AttachedRun(run_dir)
+    app = make_app(source, config=Config(path=Path("config.toml")))
+    try:
+        async with app.run_test(size=size) as pilot:
+            await wait_until(lambda: app.source.stats.done == 100, "the journal to be replayed", step=pilot.pause)
+            app._update_panels()
+            await pilot.pause()
+            lines = panel_lines(app)
+            shown = " ".join(line.strip() for line in lines)
+            assert not [line for line in lines if line.rstrip().endswith("…")], "\n".join(lines)
+            phase = "FINISHED" if writer == "finished" else "NOT RUNNING"
+            assert shown.count(phase) == 1, lines
+            assert shown.startswith(f"{phase} 97 done, 3 failed"), lines
+            reason = "the run that wrote it has ended" if writer == "finished" else "its process is gone"
+            assert reason in shown
+            assert "resume: swarm-tui resume swarm-100-demo --retry-failed" in shown, lines
+    finally:
+        await source.aclose()

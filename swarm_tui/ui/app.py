@@ -270,7 +270,12 @@ class SwarmApp(App[int]):
         unfinished = sum(n for state, n in counts.items() if not state.is_final)
         failed = counts[TaskState.FAILED]
         self.phase = "DONE" if not (failed or unfinished) else "FINISHED" if not unfinished else "NOT STARTED"
-        self.phase_detail = f"{counts[TaskState.SUCCEEDED]} done, {failed} failed" + (
+        self.phase_detail = self._counts_detail()
+
+    def _counts_detail(self) -> str:
+        counts = Counter(self.source.states.values())
+        unfinished = sum(n for state, n in counts.items() if not state.is_final)
+        return f"{counts[TaskState.SUCCEEDED]} done, {counts[TaskState.FAILED]} failed" + (
             f", {unfinished} unfinished" if unfinished else "")
 
     # ----------------------------------------------------------------- the engine as a worker
@@ -423,12 +428,19 @@ class SwarmApp(App[int]):
         source = self.source
         self.query_one(ProviderBar).update_from(source)
         phase, detail = self.phase, self.phase_detail
-        if source.attached:
-            liveness = source.liveness()
+        notes: list[str] = []
+        if source.attached:  # who drives the journal, said once; how to go on, when nobody does
             if not source.running and phase in ("RUNNING", "PAUSED", "STARTING"):
-                phase = "NOT RUNNING"
-            detail = liveness if not detail or phase == "NOT RUNNING" else f"{detail} · {liveness}"
-        self.run_panel.update_from(source, self.grid, phase, detail, self.rate_limits)
+                phase, detail = "NOT RUNNING", self._counts_detail()
+            notes.append(source.liveness())
+            if not source.running:
+                states = source.states.values()
+                unfinished = any(not state.is_final for state in states)
+                failed = any(state is TaskState.FAILED for state in states)
+                if unfinished or failed:
+                    flag = " --retry-failed" if failed else ""
+                    notes.append(f"resume: swarm-tui resume {source.run_dir}{flag}")
+        self.run_panel.update_from(source, self.grid, phase, detail, self.rate_limits, notes)
         self.figures.update_from(source, self.currency, self._ended_elapsed_s)
 
     # ----------------------------------------------------------------- which keys make sense now

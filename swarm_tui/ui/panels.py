@@ -149,16 +149,23 @@ class RunPanel(TextPanel):
     """
 
     def update_from(self, source: "RunSource", grid: "AgentGrid", phase: str, detail: str,
-                    rate_limits: tuple[int | None, int | None] = (None, None)) -> None:
+                    rate_limits: tuple[int | None, int | None] = (None, None), notes: list[str] = ()) -> None:
+        """`notes`: lines under the phase (an attached view: who drives the run, how to resume it);
+        the phase, its detail and the notes wrap to the panel's width rather than lose their ends."""
         style = self.get_component_rich_style
         dim = style("run-panel--dim")
         bad = style("run-panel--bad")
         stats = source.stats
-        text = Text(no_wrap=True, overflow="ellipsis")
         phase_style = "run-panel--paused" if phase in ("PAUSED", "STOPPING") else (
             "run-panel--bad" if phase in ("ABORTED", "CRASHED", "NOT RUNNING") else "run-panel--title")
-        text.append(phase, style(phase_style))
-        text.append(f" {detail}\n" if detail else "\n", dim)
+        status = Text()
+        status.append(phase, style(phase_style))
+        status.append(f" {detail}" if detail else "", dim)
+        for note in notes:
+            status.append("\n" + note, dim)
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append_text(self._wrapped(status))
+        text.append("\n")
         run_name = source.run_dir.name
         text.append(f"run {run_name}\n" if source.job_name in run_name else f"{source.job_name} · run {run_name}\n",
                     dim)
@@ -180,15 +187,21 @@ class RunPanel(TextPanel):
             text.append("\n")
         # Two numbers, two names: the adaptive limit (what may be in flight now) and the
         # ceiling `+`/`-` set, under which the limit adapts.
-        text.append("limit ", dim)
-        text.append(f"{source.limit}")
-        text.append(" · ceiling ", dim)
-        text.append(f"{source.ceiling}")
+        limits = Text()
+        limits.append("limit ", dim)
+        limits.append(f"{source.limit}")
+        limits.append(" · ceiling ", dim)
+        limits.append(f"{source.ceiling}")
         rpm, tpm = rate_limits
-        text.append("  rpm ", dim)
-        text.append(fmt.si(rpm, 5).strip() if rpm else "-")
-        text.append(" tpm ", dim)
-        text.append(fmt.si(tpm, 5).strip() if tpm else "-")
+        rates = Text()
+        rates.append("rpm ", dim)
+        rates.append(fmt.si(rpm, 5).strip() if rpm else "-")
+        rates.append(" tpm ", dim)
+        rates.append(fmt.si(tpm, 5).strip() if tpm else "-")
+        width = self.content_size.width
+        text.append_text(limits)
+        text.append("\n" if 0 < width < limits.cell_len + 2 + rates.cell_len else "  ")
+        text.append_text(rates)
         text.append("\ncalls ", dim)
         text.append(f"{stats.sent}")
         text.append(" sent, ", dim)
@@ -211,6 +224,13 @@ class RunPanel(TextPanel):
             text.append("  enter: detail" + ("  R: retry" if state is TaskState.FAILED else ""), dim)
         self.show(text)
 
+
+    def _wrapped(self, text: Text) -> Text:
+        """`text` folded at word boundaries to the panel's width (as is before the first layout)."""
+        width = self.content_size.width
+        if width <= 0:
+            return text
+        return Text("\n").join(text.wrap(self.app.console, width, overflow="fold"))
 
     @staticmethod
     def _heat_scale(text: Text, grid: "AgentGrid", dim: Style) -> None:
