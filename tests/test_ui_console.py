@@ -243,3 +243,34 @@ async def test_an_attached_view_says_its_state_once_and_shows_the_resume_command
             assert "resume: swarm-tui resume swarm-100-demo --retry-failed" in shown, lines
     finally:
         await source.aclose()
+
+
+def screen_text(app) -> str:
+    update = app.screen._compositor.render_full_update()
+    return "\n".join("".join(segment.text for strip in line for segment in strip) for line in update.strips)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+async def test_every_column_of_the_cost_projection_can_be_read(app_on_run, size):
+    from textual.widgets import DataTable
+
+    app = app_on_run()
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("dollar_sign")
+        await wait_until(lambda: app.screen.query("#estimate-table"), "$ to open the projection", step=pilot.pause)
+        table = app.screen.query_one("#estimate-table", DataTable)
+        await wait_until(lambda: table.row_count, "the table's rows", step=pilot.pause)
+        seen = screen_text(app)
+        if size[0] >= 120:  # it all fits
+            assert "cost CNY" in seen and "saving vs priciest" in seen and "(priciest)" in seen, seen
+        for _ in range(40):  # → scrolls the columns; the model column stays
+            if "saving vs priciest" in screen_text(app):
+                break
+            await pilot.press("right")
+        seen = screen_text(app)
+        assert "saving vs priciest" in seen and "(priciest)" in seen and "claude-sonnet-4.5" in seen, seen
+        for _ in range(40):
+            if "cost CNY" in screen_text(app):
+                break
+            await pilot.press("left")
+        assert "cost CNY" in screen_text(app)

@@ -1,8 +1,12 @@
 """The cost projection screen (`$`): this run's per-task tokens, priced per month on every model.
 
-The same table as `swarm-tui estimate --from-run`, built from the live `RunStats` so it can be
-read mid-run: the article's scenario (100 agents x 50 tasks a day x 30 days) with the tokens
+The same projection as `swarm-tui estimate --from-run`, built from the live `RunStats` so it can
+be read mid-run: the article's scenario (100 agents x 50 tasks a day x 30 days) with the tokens
 this swarm actually spends per finished task.
+
+On screen the prices are a `DataTable`, not the command's text table: the model column stays
+put while ←/→ scroll the others, so every column (cost in the display currency, the saving)
+can be reached at 80 columns; the token columns, the same on every row, are stated once above.
 """
 
 from __future__ import annotations
@@ -12,26 +16,60 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import ScrollableContainer
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import DataTable, Footer, Static
 
 from ..config import Config
-from ..currency import DisplayCurrency
+from ..currency import DisplayCurrency, format_usd
 from ..engine import RunStats
 from ..errors import InputError
-from ..estimate import Scenario, build_estimate, format_table, scenario_from_usage
+from ..estimate import Estimate, Scenario, build_estimate, format_table, scenario_from_usage
 from ..pricing import PriceTable
 
 
-def projection_text(stats: RunStats, config: Config, currency: DisplayCurrency) -> str:
-    """The table, or why there is none yet."""
+def projection(stats: RunStats, config: Config, currency: DisplayCurrency) -> Estimate | str:
+    """The projection, or why there is none yet."""
     try:
         scenario = scenario_from_usage(stats.usage, stats.done, Scenario())
         table = PriceTable.builtin(config.prices, billing=config.billing, source=config.path)
-        return format_table(build_estimate(scenario, table=table, currency=currency))
+        return build_estimate(scenario, table=table, currency=currency)
     except InputError as exc:
         return f"No projection yet: {exc}"
+
+
+def price_text(value: float) -> str:
+    """USD per 1M tokens: `8.00`, `0.50`, `0.028`."""
+    return f"{value:.2f}" if value >= 0.1 or value == 0 else f"{value:.3g}"
+
+
+def table_rows(estimate: Estimate) -> tuple[list[str], list[list[str]]]:
+    """(headers, rows) of the on-screen table."""
+    local = estimate.currency.shows_local
+    headers = ["model", "provider", "in $/1M", "cached $/1M", "out $/1M", "cost USD"]
+    if local:
+        headers.append(f"cost {estimate.currency.code}")
+    headers.append("saving vs priciest")
+    rows = []
+    for row in estimate.rows:
+        cells = [row.model, row.provider, price_text(row.price.input), price_text(row.price.cached_input),
+                 price_text(row.price.output), format_usd(row.cost_usd)]
+        if local:
+            cells.append(row.currency.local(row.cost_usd) + ("*" if row.currency.rate != estimate.currency.rate
+                                                                else ""))
+        if row.priciest:
+            cells.append("- (priciest)")
+        elif row.saving_usd > 0:
+            cells.append(f"{format_usd(row.saving_usd)} ({row.saving_share:.1%})")
+        else:
+            cells.append("-")
+        rows.append(cells)
+    return headers, rows
+
+
+def summary_and_notes(text: str) -> tuple[str, str]:
+    """The lines `format_table` prints above its table (the scenario, the tokens) and below it."""
+    blocks = text.split("\n\n")
+    return blocks[0], blocks[-1] if len(blocks) > 2 else ""
 
 
 class EstimateScreen(Screen[None]):
@@ -41,17 +79,35 @@ class EstimateScreen(Screen[None]):
 
     DEFAULT_CSS = """
     EstimateScreen #estimate-title { background: $panel; padding: 0 1; text-style: bold; }
-    EstimateScreen ScrollableContainer { padding: 0 1; }
-    EstimateScreen #estimate-table { width: auto; }
+    EstimateScreen #estimate-summary { padding: 0 1; }
+    EstimateScreen #estimate-table { height: 1fr; margin: 1 1 0 1; }
+    EstimateScreen #estimate-notes { height: auto; max-height: 6; padding: 0 1; color: $text-muted; }
     """
 
     def __init__(self, stats: RunStats, config: Config, currency: DisplayCurrency) -> None:
         super().__init__()
-        self._text = projection_text(stats, config, currency)
+        self._estimate = projection(stats, config, currency)
 
     def compose(self) -> ComposeResult:
-        yield Static("Monthly cost projection · this run's tokens per task, 100 agents x 50 tasks/day x 30 days "
+        yield Static("Monthly cost projection · this run's tokens per task · ←/→ scroll the table "
                      "(swarm-tui estimate --help for other scenarios)", id="estimate-title", markup=False)
-        with ScrollableContainer():
-            yield Static(Text(self._text, no_wrap=True), id="estimate-table")
+        estimate = self._estimate
+        if isinstance(estimate, str):
+            yield Static(Text(estimate), id="estimate-summary")
+        else:
+            summary, notes = summary_and_notes(format_table(estimate))
+            yield Static(Text(summary), id="estimate-summary")
+            yield DataTable(id="estimate-table", cursor_type="row", zebra_stripes=True, fixed_columns=1)
+            yield Static(Text(notes), id="estimate-notes")
         yield Footer()
+
+    def on_mount(self) -> None:
+        if isinstance(self._estimate, str):
+            return
+        headers, rows = table_rows(self._estimate)
+        table = self.query_one(DataTable)
+        for n, header in enumerate(headers):
+            table.add_column(Text(header, justify="left" if n < 2 else "right"), key=header)
+        for cells in rows:
+            table.add_row(*(Text(cell, justify="left" if n < 2 else "right") for n, cell in enumerate(cells)))
+        table.focus()
