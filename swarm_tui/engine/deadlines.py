@@ -22,6 +22,7 @@ so a call that hung before any answer existed is judged as soon as enough answer
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 MIN_SAMPLES = 20
 WINDOW = 200
@@ -58,14 +59,15 @@ class TailDeadlines:
 
     def hedge_s(self) -> float | None:
         """Seconds after which `--hedge` sends a backup (or abandons, when it may not)."""
-        if self.hedge_factor is None:
+        factor = self.hedge_factor
+        if factor is None:
             return None
 
         def compute() -> float | None:
             p95 = _quantile(self._latencies, 0.95)
             if p95 is None:
                 return None
-            return min(self.hard_timeout_s, max(HEDGE_FLOOR_S, p95 * self.hedge_factor))
+            return min(self.hard_timeout_s, max(HEDGE_FLOOR_S, p95 * factor))
 
         return self._cached("hedge", compute)
 
@@ -79,7 +81,7 @@ class TailDeadlines:
         deadline = max(floor_s, p99 * STRAGGLER_FACTOR)
         return deadline if deadline < self.hard_timeout_s else None  # the hard timeout rules anyway
 
-    def _cached(self, key: str, compute) -> float | None:
+    def _cached(self, key: str, compute: Callable[[], float | None]) -> float | None:
         if key not in self._cache:
             self._cache[key] = compute()
         return self._cache[key]

@@ -65,7 +65,7 @@ from .retry import RetryPolicy
 from .stats import RunStats
 
 if TYPE_CHECKING:
-    from ..journal import Journal
+    from ..distributed.sink import JournalSink
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class SwarmEngine(ObservableEngine):
         self,
         tasks: Sequence[Task],
         client: ProviderClient,
-        journal: Journal,
+        journal: JournalSink,
         settings: EngineSettings = EngineSettings(),
         *,
         price: Price | None = None,
@@ -500,9 +500,8 @@ class SwarmEngine(ObservableEngine):
                     next(c for c in calls if c.task in done),
                 )
                 others = [c for c in calls if c is not finished and not c.task.done()]
-                error = (
-                    None if finished.task.exception() is None else finished.client.classify(finished.task.exception())
-                )
+                failure = finished.task.exception()
+                error = None if failure is None else finished.client.classify(failure)
                 self._observe_endpoint(finished.client, error)
                 if error is None:
                     for loser in (c for c in calls if c is not finished):
@@ -522,10 +521,12 @@ class SwarmEngine(ObservableEngine):
                     calls = others
                     continue
                 for sibling in calls:  # both failed in the same instant: the other one is journaled too
-                    if sibling is not finished and not sibling.task.cancelled():
-                        self._end_side_attempt(
-                            sibling, "hedge_failed", sibling.client.classify(sibling.task.exception())
-                        )
+                    if (
+                        sibling is not finished
+                        and not sibling.task.cancelled()
+                        and (sibling_failure := sibling.task.exception()) is not None
+                    ):
+                        self._end_side_attempt(sibling, "hedge_failed", sibling.client.classify(sibling_failure))
                 self._on_failure(
                     index,
                     finished.number,
@@ -973,12 +974,13 @@ class SwarmEngine(ObservableEngine):
         return price.cost(result.usage) if price else None
 
     def _route(self) -> ProviderClient:
-        if self.breaker is None or self.breaker.use_primary():
+        # a breaker exists exactly when there is a fallback
+        if self.fallback is None or self.breaker is None or self.breaker.use_primary():
             return self.client
         return self.fallback
 
     def _observe_endpoint(self, client: ProviderClient, error: CallError | None) -> None:
-        if self.breaker is None or client is not self.client:
+        if self.breaker is None or self.fallback is None or client is not self.client:
             return
         was_primary = self.breaker.state == "closed"
         reason = self.breaker.on_primary_result(error)

@@ -81,7 +81,7 @@ class CircuitBreaker:
             return f"{error.kind} on the primary: failing over at once"
         self._outcomes.append(bad)
         self._bad_run = self._bad_run + 1 if bad else 0
-        if self._bad_run >= self.outage_run:
+        if error is not None and self._bad_run >= self.outage_run:  # a run of failures ends on one
             self._open()
             return f"{self._bad_run} failures in a row on the primary ({error.kind})"
         if len(self._outcomes) >= self.min_sample:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..pricing import cost_per_minute, projected_total
@@ -37,6 +38,11 @@ def nearest_rank(sorted_values: list[float], q: float) -> float | None:
     """The q-quantile of already sorted values (nearest rank); None when there are none."""
     if not sorted_values:
         return None
+    return _rank(sorted_values, q)
+
+
+def _rank(sorted_values: list[float], q: float) -> float:
+    """`nearest_rank` of values known not to be empty."""
     return sorted_values[min(len(sorted_values) - 1, int(round(q * (len(sorted_values) - 1))))]
 
 
@@ -45,7 +51,7 @@ def latency_summary(sorted_ms: list[float]) -> dict[str, float | None]:
     if not sorted_ms:
         return {"p50": None, "p95": None, "p99": None, "mean": None}
     return {
-        **{f"p{round(q * 100)}": round(nearest_rank(sorted_ms, q), 1) for q in (0.5, 0.95, 0.99)},
+        **{f"p{round(q * 100)}": round(_rank(sorted_ms, q), 1) for q in (0.5, 0.95, 0.99)},
         "mean": round(sum(sorted_ms) / len(sorted_ms), 1),
     }
 
@@ -71,7 +77,7 @@ class RunStats:
     """Sorted latencies of successful attempts."""
     _recent: deque[tuple[float, int]] = field(default_factory=deque)
     """(time, tokens) of recent completions, for req/s and tok/s."""
-    clock: object = time.monotonic
+    clock: Callable[[], float] = time.monotonic
 
     def observe(self, event: EngineEvent) -> None:
         match event:
