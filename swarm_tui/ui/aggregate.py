@@ -35,6 +35,7 @@ class AggregateScreen(Screen[None]):
             if path.exists():
                 yield Markdown(path.read_text(encoding="utf-8"))
             else:
-                yield Static("No aggregate yet: it is written when the workers of the last round are done.",
-                             markup=False)
+                yield Static(
+                    "No aggregate yet: it is written when the workers of the last round are done.", markup=False
+                )
         yield Footer()

@@ -19,8 +19,9 @@ import asyncio
 import sys
 import time
 from collections import Counter, deque
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, ClassVar, Iterable
+from typing import ClassVar
 
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
@@ -32,13 +33,14 @@ from textual.widgets import Footer, Sparkline
 from textual.worker import Worker, WorkerState
 
 from ..config import Config, load_config
+from ..currency import USD, DisplayCurrency, display_currency
 from ..engine import TaskState
 from ..engine.events import (
     AttemptEnded,
     AttemptStarted,
     EndpointSwitched,
-    PhaseChanged,
     EngineEvent,
+    PhaseChanged,
     RateGateClosed,
     RateLimitsLearned,
     RunFinished,
@@ -52,22 +54,27 @@ from ..engine.events import (
     TaskRetrying,
     TaskSucceeded,
 )
-from ..session import SwarmSession
-from .commands import SwarmCommands
-from ..currency import USD, DisplayCurrency, display_currency
 from ..errors import InputError
 from ..headless import print_summary
+from ..session import SwarmSession
 from .aggregate import AggregateScreen
-from .estimate import EstimateScreen
+from .commands import SwarmCommands
 from .detail import AgentDetailScreen
 from .dialogs import ConfirmScreen, HelpScreen
 from .errorlog import ErrorLog, Failure
+from .estimate import EstimateScreen
 from .grid import STATE_LABELS, AgentGrid
 from .panels import ProviderBar, RunPanel, StatsFigures, StatsFooter
 from .provider import ProviderScreen
 from .source import LiveRun, RunSource
-from .themes import (DEFAULT_THEME, THEME_ORDER, bundled_themes, load_theme_file, looks_like_path,
-                     swarm_variable_defaults)
+from .themes import (
+    DEFAULT_THEME,
+    THEME_ORDER,
+    bundled_themes,
+    load_theme_file,
+    looks_like_path,
+    swarm_variable_defaults,
+)
 
 REFRESH_HZ = 10
 CONCURRENCY = Binding.Group("Limit", compact=True)
@@ -129,8 +136,7 @@ class SwarmApp(App[int]):
         Binding("R", "retry_cursor", "Retry agent", id="retry-agent", show=False),
         Binding("p", "toggle_pause", "Pause", id="pause", tooltip="pause / resume dispatch"),
         Binding("a", "abort", "Abort", id="abort"),
-        Binding("plus,equals_sign", "concurrency(1)", "More", id="concurrency-up", key_display="+",
-                group=CONCURRENCY),
+        Binding("plus,equals_sign", "concurrency(1)", "More", id="concurrency-up", key_display="+", group=CONCURRENCY),
         Binding("minus", "concurrency(-1)", "Less", id="concurrency-down", key_display="-", group=CONCURRENCY),
         Binding("t", "cycle_theme", "Theme", id="theme"),
         Binding("h", "toggle_heat", "Heat view", id="heat", show=False),
@@ -142,8 +148,16 @@ class SwarmApp(App[int]):
         Binding("q", "quit", "Quit", id="quit"),
     ]
 
-    def __init__(self, source: RunSource, *, config: Config | None = None, theme: str | None = None,
-                 start: bool = True, clock: Callable[[], float] | None = None, refresh_hz: float = REFRESH_HZ) -> None:
+    def __init__(
+        self,
+        source: RunSource,
+        *,
+        config: Config | None = None,
+        theme: str | None = None,
+        start: bool = True,
+        clock: Callable[[], float] | None = None,
+        refresh_hz: float = REFRESH_HZ,
+    ) -> None:
         super().__init__()
         self.source = source
         self.config = config if config is not None else load_config()
@@ -195,8 +209,11 @@ class SwarmApp(App[int]):
             if command.title == "Quit":
                 continue
             if command.title == "Screenshot":
-                command = SystemCommand("Screenshot", f"Save an SVG of the screen into {self.source.run_dir}",
-                                        lambda: self.set_timer(0.1, self.save_screenshot_to_run))
+                command = SystemCommand(
+                    "Screenshot",
+                    f"Save an SVG of the screen into {self.source.run_dir}",
+                    lambda: self.set_timer(0.1, self.save_screenshot_to_run),
+                )
             yield command
 
     def save_screenshot_to_run(self) -> Path | None:
@@ -250,8 +267,12 @@ class SwarmApp(App[int]):
         known = {b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id}
         unknown = sorted(set(keys) - known)
         if unknown:
-            self.notify(f"{self.config.path}: [keys] has no binding {', '.join(unknown)} "
-                        f"(known: {', '.join(sorted(known))})", severity="warning", timeout=15, markup=False)
+            self.notify(
+                f"{self.config.path}: [keys] has no binding {', '.join(unknown)} (known: {', '.join(sorted(known))})",
+                severity="warning",
+                timeout=15,
+                markup=False,
+            )
         self.set_keymap({k: v for k, v in keys.items() if k in known})
 
     def on_resize(self, event: Resize) -> None:
@@ -276,14 +297,16 @@ class SwarmApp(App[int]):
         counts = Counter(self.source.states.values())
         unfinished = sum(n for state, n in counts.items() if not state.is_final)
         return f"{counts[TaskState.SUCCEEDED]} done, {counts[TaskState.FAILED]} failed" + (
-            f", {unfinished} unfinished" if unfinished else "")
+            f", {unfinished} unfinished" if unfinished else ""
+        )
 
     # ----------------------------------------------------------------- the engine as a worker
 
     def _start_run(self) -> None:
         self.phase, self.phase_detail = "STARTING", ""
-        self._worker = self.run_worker(self.source.run(), name="swarm run", group="engine", exclusive=True,
-                                       exit_on_error=False)
+        self._worker = self.run_worker(
+            self.source.run(), name="swarm run", group="engine", exclusive=True, exit_on_error=False
+        )
 
     @on(Worker.StateChanged)
     def _worker_changed(self, event: Worker.StateChanged) -> None:
@@ -292,8 +315,13 @@ class SwarmApp(App[int]):
         if event.state is WorkerState.ERROR:
             error = event.worker.error
             self.phase, self.phase_detail = "CRASHED", f"{type(error).__name__}: {error}"
-            self.notify(f"The run stopped on an error: {type(error).__name__}: {error}. The journal is intact: "
-                        f"swarm-tui resume {self.source.run_dir}", severity="error", timeout=30, markup=False)
+            self.notify(
+                f"The run stopped on an error: {type(error).__name__}: {error}. The journal is intact: "
+                f"swarm-tui resume {self.source.run_dir}",
+                severity="error",
+                timeout=30,
+                markup=False,
+            )
         self._drain()
         if self._quitting:
             self.exit(self.source.exit_code())
@@ -328,8 +356,13 @@ class SwarmApp(App[int]):
                     failures.append(Failure.side(attempt))
                 case EndpointSwitched(endpoint=endpoint, reason=reason):
                     self.phase_detail = f"now sending to {endpoint}: {reason}"
-                    self.notify(f"New attempts go to {endpoint}: {reason}", title="Endpoint switched",
-                                severity="warning", timeout=8, markup=False)
+                    self.notify(
+                        f"New attempts go to {endpoint}: {reason}",
+                        title="Endpoint switched",
+                        severity="warning",
+                        timeout=8,
+                        markup=False,
+                    )
                 case AttemptStarted(index=index):
                     changed.add(index)
                     restarted.add(index)
@@ -351,8 +384,9 @@ class SwarmApp(App[int]):
                     self.phase, self.phase_detail = phase.upper(), detail
                     if phase == "done" and (self.source.run_dir / "aggregate.md").exists():
                         self._aggregate_ready = True
-                        self.notify("The aggregate is written: press g to read it", title="Aggregate",
-                                    timeout=10, markup=False)
+                        self.notify(
+                            "The aggregate is written: press g to read it", title="Aggregate", timeout=10, markup=False
+                        )
                 case RunStopping(reason=reason):
                     self.phase, self.phase_detail = "STOPPING", reason
                 case RunFinished() as finished:
@@ -393,8 +427,13 @@ class SwarmApp(App[int]):
         fatal = getattr(getattr(self.source, "engine", None), "fatal", None)
         if fatal:  # the journal cannot be written: nothing more can be done from here
             self.phase = "STOPPED"
-            self.notify(f"{fatal}. Fix it, then: swarm-tui resume {self.source.run_dir}", title="Run stopped",
-                        severity="error", timeout=60, markup=False)
+            self.notify(
+                f"{fatal}. Fix it, then: swarm-tui resume {self.source.run_dir}",
+                title="Run stopped",
+                severity="error",
+                timeout=60,
+                markup=False,
+            )
             return
         if finished.failed:
             hint = "r retries the failed agents"
@@ -402,9 +441,13 @@ class SwarmApp(App[int]):
             hint = "p resumes the unfinished agents"
         else:
             hint = "q quits"
-        self.notify(f"Run {'aborted' if finished.aborted else 'finished'}: {self.phase_detail}. {hint}.",
-                    title=self.phase, severity="warning" if finished.failed or unfinished else "information",
-                    timeout=8, markup=False)
+        self.notify(
+            f"Run {'aborted' if finished.aborted else 'finished'}: {self.phase_detail}. {hint}.",
+            title=self.phase,
+            severity="warning" if finished.failed or unfinished else "information",
+            timeout=8,
+            markup=False,
+        )
 
     def _tick_due(self) -> bool:
         return self._clock() - self._last_second >= 1.0
@@ -446,8 +489,14 @@ class SwarmApp(App[int]):
     # ----------------------------------------------------------------- which keys make sense now
 
     STEERING_ACTIONS: ClassVar[tuple[tuple[str, tuple[object, ...]], ...]] = (
-        ("retry_failed", ()), ("retry_cursor", ()), ("toggle_pause", ()), ("abort", ()), ("concurrency", (1,)),
-        ("aggregate", ()), ("flush_memory", ()))
+        ("retry_failed", ()),
+        ("retry_cursor", ()),
+        ("toggle_pause", ()),
+        ("abort", ()),
+        ("concurrency", (1,)),
+        ("aggregate", ()),
+        ("flush_memory", ()),
+    )
 
     def _refresh_bindings_if_changed(self) -> None:
         """Refresh the keys' enabled state only when it changed: a refresh rebuilds the footer."""
@@ -467,7 +516,8 @@ class SwarmApp(App[int]):
                 return True if source.can_steer and self._any_failed() else None
             case "retry_cursor":
                 index = self.grid.cursor_index
-                return True if source.can_steer and source.states.get(index) is TaskState.FAILED else None
+                failed = index is not None and source.states.get(index) is TaskState.FAILED
+                return True if source.can_steer and failed else None
             case "toggle_pause":
                 if not source.can_steer:
                     return None
@@ -487,20 +537,25 @@ class SwarmApp(App[int]):
         source = self.source
         match action:
             case "aggregate":
-                return (f"No aggregate yet: {source.run_dir / 'aggregate.md'} is written by a swarm job's "
-                        "aggregate step, once its last round is done.")
+                return (
+                    f"No aggregate yet: {source.run_dir / 'aggregate.md'} is written by a swarm job's "
+                    "aggregate step, once its last round is done."
+                )
             case "flush_memory":
                 if not source.can_steer:
                     return "Nothing to flush: nobody is running this journal."
-                return ("No rolling memory to flush: this run has one round (a swarm job with "
-                        "memory rounds > 1 keeps one).")
+                return (
+                    "No rolling memory to flush: this run has one round (a swarm job with memory rounds > 1 keeps one)."
+                )
             case "retry_cursor":
                 index = self.grid.cursor_index
                 if index is None:
                     return None
                 if not source.can_steer:
-                    return (f"Nobody is running this journal: swarm-tui resume {source.run_dir} --retry-failed "
-                            "retries the failed agents.")
+                    return (
+                        f"Nobody is running this journal: swarm-tui resume {source.run_dir} --retry-failed "
+                        "retries the failed agents."
+                    )
                 label = STATE_LABELS[source.states.get(index, TaskState.QUEUED)]
                 return f"Agent {index + 1} is {label}: R retries a failed agent (r retries every failed one)."
         return None
@@ -528,14 +583,18 @@ class SwarmApp(App[int]):
         """Queue failed agents again (all when `indices` is None); restart the engine if it ended."""
         source = self.source
         if not source.can_steer:
-            self.notify("Nobody is running this journal: resume it with "
-                        f"`swarm-tui resume {source.run_dir} --retry-failed`.", severity="warning", markup=False)
+            self.notify(
+                f"Nobody is running this journal: resume it with `swarm-tui resume {source.run_dir} --retry-failed`.",
+                severity="warning",
+                markup=False,
+            )
             return []
         queued = source.retry(indices)
         if not queued:
             if indices:
-                states = ", ".join(f"agent {i + 1} is {source.states.get(i, TaskState.QUEUED).value}"
-                                   for i in indices[:3])
+                states = ", ".join(
+                    f"agent {i + 1} is {source.states.get(i, TaskState.QUEUED).value}" for i in indices[:3]
+                )
                 self.notify(f"Nothing to retry: {states}.", markup=False)
             else:
                 self.notify("Nothing to retry: no agent has failed.", markup=False)
@@ -569,21 +628,31 @@ class SwarmApp(App[int]):
                 self.notify("Asked the running engine to resume.", timeout=3)
         else:
             source.pause()
-            self.notify("Paused: nothing new is sent; in-flight calls finish. p resumes." if not source.attached
-                        else "Asked the running engine to pause.", timeout=4)
+            self.notify(
+                "Paused: nothing new is sent; in-flight calls finish. p resumes."
+                if not source.attached
+                else "Asked the running engine to pause.",
+                timeout=4,
+            )
         self._drain()
 
     def action_abort(self) -> None:
         source = self.source
         where = "the run in another process" if source.attached else "the run"
-        body = (f"In-flight calls are cancelled and nothing new is sent. Finished agents are kept; the journal stays "
-                f"resumable:\n  swarm-tui resume {source.run_dir}")
+        body = (
+            f"In-flight calls are cancelled and nothing new is sent. Finished agents are kept; the journal stays "
+            f"resumable:\n  swarm-tui resume {source.run_dir}"
+        )
 
         def answered(yes: bool | None) -> None:
             if yes:
                 source.abort("aborted by user")
-                self.notify("Aborting: cancelling in-flight calls…" if not source.attached
-                            else "Asked the running engine to abort.", timeout=4)
+                self.notify(
+                    "Aborting: cancelling in-flight calls…"
+                    if not source.attached
+                    else "Asked the running engine to abort.",
+                    timeout=4,
+                )
                 self._drain()
 
         self.push_screen(ConfirmScreen(f"Abort {where}?", body, yes="Abort"), answered)
@@ -592,8 +661,12 @@ class SwarmApp(App[int]):
         source = self.source
         ceiling = source.set_concurrency(concurrency_step(source.ceiling, direction), "user")
         asked = " (asked the running engine)" if source.attached else ""
-        self.notify(f"Concurrency ceiling: {ceiling}{asked}. The adaptive limit (now {source.limit}) moves under it: "
-                    "up while calls are clean, down on 429s and timeouts.", timeout=4, markup=False)
+        self.notify(
+            f"Concurrency ceiling: {ceiling}{asked}. The adaptive limit (now {source.limit}) moves under it: "
+            "up while calls are clean, down on 429s and timeouts.",
+            timeout=4,
+            markup=False,
+        )
         self._drain()
 
     def action_cycle_theme(self) -> None:
@@ -604,9 +677,13 @@ class SwarmApp(App[int]):
 
     def action_toggle_heat(self) -> None:
         self.grid.heat = not self.grid.heat
-        self.notify("Latency heat view: done agents coloured from fastest to slowest fifth (the scale is beside "
-                    "the grid); h again for states."
-                    if self.grid.heat else "State view.", timeout=3)
+        self.notify(
+            "Latency heat view: done agents coloured from fastest to slowest fifth (the scale is beside "
+            "the grid); h again for states."
+            if self.grid.heat
+            else "State view.",
+            timeout=3,
+        )
         self._last_second = float("-inf")
         self._tick_second()
         self._update_panels()
@@ -623,8 +700,9 @@ class SwarmApp(App[int]):
     def action_flush_memory(self) -> None:
         flushed = self.source.flush_memory()
         what = "asked the run to flush" if flushed is None else f"flushed {flushed} rounds of"
-        self.notify(f"{what} the rolling memory; the next round starts from the shared context",
-                    title="Memory", markup=False)
+        self.notify(
+            f"{what} the rolling memory; the next round starts from the shared context", title="Memory", markup=False
+        )
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.key_help(), str(self.source.run_dir)))
@@ -669,11 +747,15 @@ class SwarmApp(App[int]):
             source.abort("aborted by user (quit)")
             self.notify("Stopping: cancelling in-flight calls, then quitting…", timeout=10)
 
-        self.push_screen(ConfirmScreen(
-            "A run is in flight. Quit?",
-            f"{stats.in_flight} calls in flight and {max(0, waiting)} agents waiting will be stopped; finished agents "
-            f"are kept. The journal stays resumable:\n  swarm-tui resume {source.run_dir}",
-            yes="Quit"), answered)
+        self.push_screen(
+            ConfirmScreen(
+                "A run is in flight. Quit?",
+                f"{stats.in_flight} calls in flight and {max(0, waiting)} agents waiting will be stopped; "
+                f"finished agents are kept. The journal stays resumable:\n  swarm-tui resume {source.run_dir}",
+                yes="Quit",
+            ),
+            answered,
+        )
 
     # ----------------------------------------------------------------- messages from widgets
 
@@ -695,14 +777,19 @@ class SwarmApp(App[int]):
 # --------------------------------------------------------------------------- factory and entry points
 
 
-def make_app(source: RunSource | SwarmSession, *, config: Config | None = None, theme: str | None = None,
-             start: bool = True, clock: Callable[[], float] | None = None,
-             refresh_hz: float = REFRESH_HZ) -> SwarmApp:
+def make_app(
+    source: RunSource | SwarmSession,
+    *,
+    config: Config | None = None,
+    theme: str | None = None,
+    start: bool = True,
+    clock: Callable[[], float] | None = None,
+    refresh_hz: float = REFRESH_HZ,
+) -> SwarmApp:
     """The app for a session (run here) or a run source (e.g. `AttachedRun`). Tests pass a
     session on a seeded simulator, a config on a temporary path, and a frozen clock."""
-    if isinstance(source, SwarmSession):
-        source = LiveRun(source)
-    return SwarmApp(source, config=config, theme=theme, start=start, clock=clock, refresh_hz=refresh_hz)
+    run_source = LiveRun(source) if isinstance(source, SwarmSession) else source
+    return SwarmApp(run_source, config=config, theme=theme, start=start, clock=clock, refresh_hz=refresh_hz)
 
 
 def run_tui(session: SwarmSession, theme: str | None = None) -> int:

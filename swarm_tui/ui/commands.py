@@ -34,7 +34,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 
 class SwarmCommands(Provider):
     @property
-    def _app(self) -> "SwarmApp":
+    def _app(self) -> SwarmApp:
         return self.app  # type: ignore[return-value]
 
     def _available(self):
@@ -59,5 +59,9 @@ class SwarmCommands(Provider):
         if len(words) >= 1 and words[-1].isdigit() and (len(words) == 1 or "agent".startswith(words[0])):
             number = int(words[-1])
             if any(task.agent == number for task in self._app.source.tasks):
-                yield Hit(1.0, f"Open agent {number}", partial(self._app.open_agent, number - 1),
-                          help="its prompt, answer and every attempt")
+                yield Hit(
+                    1.0,
+                    f"Open agent {number}",
+                    partial(self._app.open_agent, number - 1),
+                    help="its prompt, answer and every attempt",
+                )

@@ -72,7 +72,7 @@ class AgentDetailScreen(Screen[None]):
         Binding("right,full_stop", "step(1)", "Next", id="detail.next"),
     ]
 
-    def __init__(self, source: "RunSource", index: int) -> None:
+    def __init__(self, source: RunSource, index: int) -> None:
         super().__init__()
         self.source = source
         self.index = index
@@ -112,8 +112,10 @@ class AgentDetailScreen(Screen[None]):
         if key == self._shown:
             return
         self._shown = key
-        title = f"Agent {task.agent} · {task.custom_id} · {STATE_LABELS[state].upper()} · {len(attempts)} attempt" \
-                f"{'' if len(attempts) == 1 else 's'}"
+        title = (
+            f"Agent {task.agent} · {task.custom_id} · {STATE_LABELS[state].upper()} · {len(attempts)} attempt"
+            f"{'' if len(attempts) == 1 else 's'}"
+        )
         if state is TaskState.FAILED and self.source.can_steer:
             title += " · r retries it"
         self.query_one("#detail-title", Static).update(Text(title))
@@ -141,14 +143,18 @@ class AgentDetailScreen(Screen[None]):
         text = Text(no_wrap=False)
         text.append(ATTEMPT_HEADER + "\n", "bold")
         for row in attempts:
-            tokens = f"{fmt.si(row['prompt_tokens']).strip()}/{fmt.si(row['completion_tokens']).strip()}/" \
-                     f"{fmt.si(row['cached_tokens']).strip()}"
+            tokens = (
+                f"{fmt.si(row['prompt_tokens']).strip()}/{fmt.si(row['completion_tokens']).strip()}/"
+                f"{fmt.si(row['cached_tokens']).strip()}"
+            )
             cost = row.get("cost_usd")
             billed = row["prompt_tokens"] + row["completion_tokens"]
             cost_text = f"${cost:.5f}" if cost is not None else ("unknown" if billed else "-")
-            text.append(f"{row['number']:>2}  {fmt.clock_time(row['started_at'])}  {row['outcome']:<9}"
-                        f"{row['status'] or '-':>3} {fmt.ms(row['latency_ms'], 6):<8} "
-                        f"{(row.get('error_class') or ''):<15}{tokens:>14} {cost_text:>9}\n")
+            text.append(
+                f"{row['number']:>2}  {fmt.clock_time(row['started_at'])}  {row['outcome']:<9}"
+                f"{row['status'] or '-':>3} {fmt.ms(row['latency_ms'], 6):<8} "
+                f"{(row.get('error_class') or ''):<15}{tokens:>14} {cost_text:>9}\n"
+            )
             if row.get("error_message"):
                 text.append(f"    {row['error_message']}\n", "italic")
         if not attempts:

@@ -43,18 +43,18 @@ class Failure:
     """When the retry is due (the app's clock), for the countdown; None when not a pending retry."""
 
     @classmethod
-    def retrying(cls, attempt: Attempt, delay_s: float, now: float | None = None) -> "Failure":
+    def retrying(cls, attempt: Attempt, delay_s: float, now: float | None = None) -> Failure:
         """NaN delay: a retry is coming but its delay is unknown (an attached view)."""
         if math.isnan(delay_s):
             return cls(attempt, "retrying")
         return cls(attempt, retry_countdown(delay_s), retry_due=None if now is None else now + delay_s)
 
     @classmethod
-    def final(cls, attempt: Attempt) -> "Failure":
+    def final(cls, attempt: Attempt) -> Failure:
         return cls(attempt, "gave up", gave_up=True)
 
     @classmethod
-    def side(cls, attempt: Attempt) -> "Failure":
+    def side(cls, attempt: Attempt) -> Failure:
         """A hedged pair's call that failed: the other call decides the task."""
         return cls(attempt, "other call on")
 

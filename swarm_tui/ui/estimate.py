@@ -51,11 +51,18 @@ def table_rows(estimate: Estimate) -> tuple[list[str], list[list[str]]]:
     headers.append("saving vs priciest")
     rows = []
     for row in estimate.rows:
-        cells = [row.model, row.provider, price_text(row.price.input), price_text(row.price.cached_input),
-                 price_text(row.price.output), format_usd(row.cost_usd)]
+        cells = [
+            row.model,
+            row.provider,
+            price_text(row.price.input),
+            price_text(row.price.cached_input),
+            price_text(row.price.output),
+            format_usd(row.cost_usd),
+        ]
         if local:
-            cells.append(row.currency.local(row.cost_usd) + ("*" if row.currency.rate != estimate.currency.rate
-                                                                else ""))
+            cells.append(
+                row.currency.local(row.cost_usd) + ("*" if row.currency.rate != estimate.currency.rate else "")
+            )
         if row.priciest:
             cells.append("- (priciest)")
         elif row.saving_usd > 0:
@@ -89,8 +96,12 @@ class EstimateScreen(Screen[None]):
         self._estimate = projection(stats, config, currency)
 
     def compose(self) -> ComposeResult:
-        yield Static("Monthly cost projection · this run's tokens per task · ←/→ scroll the table "
-                     "(swarm-tui estimate --help for other scenarios)", id="estimate-title", markup=False)
+        yield Static(
+            "Monthly cost projection · this run's tokens per task · ←/→ scroll the table "
+            "(swarm-tui estimate --help for other scenarios)",
+            id="estimate-title",
+            markup=False,
+        )
         estimate = self._estimate
         if isinstance(estimate, str):
             yield Static(Text(estimate), id="estimate-summary")

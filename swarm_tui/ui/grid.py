@@ -17,7 +17,8 @@ Colours come from component classes (`agent-grid--succeeded` ...) whose CSS uses
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import ClassVar, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -33,12 +34,30 @@ from textual.strip import Strip
 from ..engine import TaskState
 from .contrast import readable_on
 
-STATES: tuple[TaskState, ...] = (TaskState.QUEUED, TaskState.RUNNING, TaskState.RETRYING, TaskState.SUCCEEDED,
-                                 TaskState.FAILED, TaskState.CANCELLED)
-STATE_LABELS = {TaskState.QUEUED: "queued", TaskState.RUNNING: "running", TaskState.RETRYING: "retrying",
-                TaskState.SUCCEEDED: "done", TaskState.FAILED: "failed", TaskState.CANCELLED: "cancelled"}
-GLYPHS = {TaskState.QUEUED: ".", TaskState.RUNNING: ">", TaskState.RETRYING: "~", TaskState.SUCCEEDED: "o",
-          TaskState.FAILED: "x", TaskState.CANCELLED: "-"}
+STATES: tuple[TaskState, ...] = (
+    TaskState.QUEUED,
+    TaskState.RUNNING,
+    TaskState.RETRYING,
+    TaskState.SUCCEEDED,
+    TaskState.FAILED,
+    TaskState.CANCELLED,
+)
+STATE_LABELS = {
+    TaskState.QUEUED: "queued",
+    TaskState.RUNNING: "running",
+    TaskState.RETRYING: "retrying",
+    TaskState.SUCCEEDED: "done",
+    TaskState.FAILED: "failed",
+    TaskState.CANCELLED: "cancelled",
+}
+GLYPHS = {
+    TaskState.QUEUED: ".",
+    TaskState.RUNNING: ">",
+    TaskState.RETRYING: "~",
+    TaskState.SUCCEEDED: "o",
+    TaskState.FAILED: "x",
+    TaskState.CANCELLED: "-",
+}
 """Compact cells: ASCII, so that no terminal (CJK ambiguous-width ones included) widens them."""
 HEAT_LEVELS = 5
 NUMBERED_MAX = 100
@@ -109,8 +128,15 @@ class AgentGrid(ScrollView, can_focus=True):
             super().__init__()
             self.index = index
 
-    def __init__(self, indices: Sequence[int], states: Mapping[int, TaskState], *, name: str | None = None,
-                 id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self,
+        indices: Sequence[int],
+        states: Mapping[int, TaskState],
+        *,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self._states = states
         self._set_indices(indices)
@@ -259,8 +285,13 @@ class AgentGrid(ScrollView, can_focus=True):
                 style = styles[f"heat-{1 + bisect_right(self._heat_bounds, latency)}"]
             if pos == self.cursor:
                 style = style + cursor_style
-            text = GLYPHS[state] if self.compact else str(index + 1).center(width) if width > self._digits \
+            text = (
+                GLYPHS[state]
+                if self.compact
+                else str(index + 1).center(width)
+                if width > self._digits
                 else str(index + 1).rjust(width)
+            )
             if pos > start:
                 segments.append(gap)
             segments.append(Segment(text, style))
@@ -301,8 +332,9 @@ class AgentGrid(ScrollView, can_focus=True):
                 self.refresh_line(self._row_line(row))
         row = new // self.columns
         col = new % self.columns
-        self.scroll_to_region(Region(col * self.pitch, self._row_line(row), self.cell_width, 1), animate=False,
-                              immediate=True)
+        self.scroll_to_region(
+            Region(col * self.pitch, self._row_line(row), self.cell_width, 1), animate=False, immediate=True
+        )
         if self._indices:
             self.post_message(self.CursorMoved(self._indices[new]))
 

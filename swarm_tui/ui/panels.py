@@ -9,6 +9,7 @@ grow; it repaints without a layout pass.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.segment import Segment
@@ -96,8 +97,12 @@ class TextPanel(Widget):
 class ProviderBar(TextPanel):
     """One line: where the requests go. Says SIMULATED in plain words for the simulator."""
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"provider-bar--simulated", "provider-bar--attached",
-                                             "provider-bar--dim", "provider-bar--bad"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "provider-bar--simulated",
+        "provider-bar--attached",
+        "provider-bar--dim",
+        "provider-bar--bad",
+    }
 
     DEFAULT_CSS = """
     ProviderBar { height: 1; background: $panel; color: $foreground; padding: 0 1; }
@@ -107,7 +112,7 @@ class ProviderBar(TextPanel):
     ProviderBar > .provider-bar--bad { color: $error; text-style: bold; }
     """
 
-    def update_from(self, source: "RunSource") -> None:
+    def update_from(self, source: RunSource) -> None:
         dim = self.get_component_rich_style("provider-bar--dim")
         text = Text(no_wrap=True, overflow="ellipsis")
         if source.attached:
@@ -128,8 +133,9 @@ class ProviderBar(TextPanel):
             env = profile.api_key_env or "OPENAI_API_KEY"
             status = key_status(profile)
             text.append(" │ key ", dim)
-            text.append(f"{env} {status}",
-                        self.get_component_rich_style("provider-bar--bad") if status == "missing" else "")
+            text.append(
+                f"{env} {status}", self.get_component_rich_style("provider-bar--bad") if status == "missing" else ""
+            )
         text.append(" │ e: provider pane", dim)
         self.show(text)
 
@@ -137,8 +143,12 @@ class ProviderBar(TextPanel):
 class RunPanel(TextPanel):
     """Beside the grid: run state, the legend with a count per state, the agent under the cursor."""
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"run-panel--title", "run-panel--dim", "run-panel--bad",
-                                             "run-panel--paused"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "run-panel--title",
+        "run-panel--dim",
+        "run-panel--bad",
+        "run-panel--paused",
+    }
 
     DEFAULT_CSS = """
     RunPanel { width: 1fr; height: auto; padding: 0 1; }
@@ -148,16 +158,26 @@ class RunPanel(TextPanel):
     RunPanel > .run-panel--paused { color: $warning; text-style: bold; }
     """
 
-    def update_from(self, source: "RunSource", grid: "AgentGrid", phase: str, detail: str,
-                    rate_limits: tuple[int | None, int | None] = (None, None), notes: list[str] = ()) -> None:
+    def update_from(
+        self,
+        source: RunSource,
+        grid: AgentGrid,
+        phase: str,
+        detail: str,
+        rate_limits: tuple[int | None, int | None] = (None, None),
+        notes: Sequence[str] = (),
+    ) -> None:
         """`notes`: lines under the phase (an attached view: who drives the run, how to resume it);
         the phase, its detail and the notes wrap to the panel's width rather than lose their ends."""
         style = self.get_component_rich_style
         dim = style("run-panel--dim")
         bad = style("run-panel--bad")
         stats = source.stats
-        phase_style = "run-panel--paused" if phase in ("PAUSED", "STOPPING") else (
-            "run-panel--bad" if phase in ("ABORTED", "CRASHED", "NOT RUNNING") else "run-panel--title")
+        phase_style = (
+            "run-panel--paused"
+            if phase in ("PAUSED", "STOPPING")
+            else ("run-panel--bad" if phase in ("ABORTED", "CRASHED", "NOT RUNNING") else "run-panel--title")
+        )
         status = Text()
         status.append(phase, style(phase_style))
         status.append(f" {detail}" if detail else "", dim)
@@ -167,11 +187,12 @@ class RunPanel(TextPanel):
         text.append_text(self._wrapped(status))
         text.append("\n")
         run_name = source.run_dir.name
-        text.append(f"run {run_name}\n" if source.job_name in run_name else f"{source.job_name} · run {run_name}\n",
-                    dim)
+        text.append(
+            f"run {run_name}\n" if source.job_name in run_name else f"{source.job_name} · run {run_name}\n", dim
+        )
         counts = Counter(source.states.values())
         digits = len(str(len(source.states)))
-        for pair in (STATES[i:i + 2] for i in range(0, len(STATES), 2)):
+        for pair in (STATES[i : i + 2] for i in range(0, len(STATES), 2)):
             for n, state in enumerate(pair):
                 if n:
                     text.append(" ")
@@ -182,8 +203,9 @@ class RunPanel(TextPanel):
                     continue
                 text.append("  ", grid.state_style(state))
                 label = STATE_LABELS[state] if n else f"{STATE_LABELS[state]:<9}"
-                text.append(f" {counts[state]:>{digits}} {label}",
-                            bad if state is TaskState.FAILED and counts[state] else "")
+                text.append(
+                    f" {counts[state]:>{digits}} {label}", bad if state is TaskState.FAILED and counts[state] else ""
+                )
             text.append("\n")
         # Two numbers, two names: the adaptive limit (what may be in flight now) and the
         # ceiling `+`/`-` set, under which the limit adapts.
@@ -207,8 +229,11 @@ class RunPanel(TextPanel):
         text.append(" sent, ", dim)
         text.append(f"{stats.retried}")
         text.append(" retried\n", dim)
-        for label, value in (("429s ", stats.rate_limited), ("  5xx ", stats.server_errors),
-                             ("  timeouts ", stats.timeouts)):
+        for label, value in (
+            ("429s ", stats.rate_limited),
+            ("  5xx ", stats.server_errors),
+            ("  timeouts ", stats.timeouts),
+        ):
             text.append(label, dim)
             text.append(f"{value}", bad if value else "")
         straggler_s = source.straggler_s
@@ -224,7 +249,6 @@ class RunPanel(TextPanel):
             text.append("  enter: detail" + ("  R: retry" if state is TaskState.FAILED else ""), dim)
         self.show(text)
 
-
     def _wrapped(self, text: Text) -> Text:
         """`text` folded at word boundaries to the panel's width (as is before the first layout)."""
         width = self.content_size.width
@@ -233,7 +257,7 @@ class RunPanel(TextPanel):
         return Text("\n").join(text.wrap(self.app.console, width, overflow="fold"))
 
     @staticmethod
-    def _heat_scale(text: Text, grid: "AgentGrid", dim: Style) -> None:
+    def _heat_scale(text: Text, grid: AgentGrid, dim: Style) -> None:
         """The heat view's key: its five colours, fast to slow, with the latencies between them."""
         bounds = grid.heat_bounds
         if not bounds:
@@ -259,7 +283,7 @@ class StatsFigures(TextPanel):
     StatsFigures > .stats-figures--unknown { color: $warning; }
     """
 
-    def update_from(self, source: "RunSource", currency: "DisplayCurrency", elapsed_s: float | None = None) -> None:
+    def update_from(self, source: RunSource, currency: DisplayCurrency, elapsed_s: float | None = None) -> None:
         """`elapsed_s`: the run's time when it has ended (the clock stops there); None while it runs."""
         stats = source.stats
         label: Style = self.get_component_rich_style("stats-figures--label")

@@ -26,21 +26,35 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from ..config import Config
 from ..providers.probe import probe_profile
-from ..providers.profile import (ProviderProfile, env_name_problem, has_credentials, key_status,
-                                 looks_like_key)
+from ..providers.profile import ProviderProfile, env_name_problem, has_credentials, key_status, looks_like_key
 
 if TYPE_CHECKING:
     from .source import RunSource
 
 TEXT_FIELDS = ("base_url", "model", "api_key_env", "fallback_base_url", "fallback_model")
 NUMBER_FIELDS = {"concurrency": int, "rpm": int, "tpm": int, "timeout": float}
-PLACEHOLDERS = {"base_url": "empty: the embedded simulator", "model": "empty: as each request says",
-                "api_key_env": "OPENAI_API_KEY", "concurrency": "50", "rpm": "learned from headers",
-                "tpm": "learned from headers", "timeout": "60", "fallback_base_url": "none",
-                "fallback_model": "same model"}
-LABELS = {"base_url": "base URL", "model": "model", "api_key_env": "key env var", "concurrency": "concurrency",
-          "rpm": "RPM", "tpm": "TPM", "timeout": "timeout s", "fallback_base_url": "fallback URL",
-          "fallback_model": "fallback model"}
+PLACEHOLDERS = {
+    "base_url": "empty: the embedded simulator",
+    "model": "empty: as each request says",
+    "api_key_env": "OPENAI_API_KEY",
+    "concurrency": "50",
+    "rpm": "learned from headers",
+    "tpm": "learned from headers",
+    "timeout": "60",
+    "fallback_base_url": "none",
+    "fallback_model": "same model",
+}
+LABELS = {
+    "base_url": "base URL",
+    "model": "model",
+    "api_key_env": "key env var",
+    "concurrency": "concurrency",
+    "rpm": "RPM",
+    "tpm": "TPM",
+    "timeout": "timeout s",
+    "fallback_base_url": "fallback URL",
+    "fallback_model": "fallback model",
+}
 
 
 def holds_secret(input_id: str, value: str) -> bool:
@@ -109,7 +123,7 @@ class ProviderScreen(ModalScreen[None]):
         Binding("ctrl+t", "probe", "Test connection", id="provider.test"),
     ]
 
-    def __init__(self, config: Config, source: "RunSource") -> None:
+    def __init__(self, config: Config, source: RunSource) -> None:
         super().__init__()
         self.config = config
         self.source = source
@@ -121,12 +135,15 @@ class ProviderScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Text("Provider profiles   (Esc closes · ctrl+s saves · ctrl+t tests)"),
-                         id="provider-title")
-            yield Select([(name, name) for name in sorted(self._profiles)], value=self._selected, allow_blank=False,
-                         compact=True, id="profile-select")
-            yield Static("SIMULATED: the embedded simulator — no key, no network, not a real model.",
-                         id="simulated")
+            yield Static(Text("Provider profiles   (Esc closes · ctrl+s saves · ctrl+t tests)"), id="provider-title")
+            yield Select(
+                [(name, name) for name in sorted(self._profiles)],
+                value=self._selected,
+                allow_blank=False,
+                compact=True,
+                id="profile-select",
+            )
+            yield Static("SIMULATED: the embedded simulator — no key, no network, not a real model.", id="simulated")
             with VerticalScroll():
                 with Horizontal(classes="row"):
                     yield Label("name")
@@ -134,9 +151,14 @@ class ProviderScreen(ModalScreen[None]):
                 for key in (*TEXT_FIELDS[:3], *NUMBER_FIELDS, *TEXT_FIELDS[3:]):
                     with Horizontal(classes="row"):
                         yield Label(LABELS[key])
-                        yield Input(id=f"f-{key}", compact=True, placeholder=PLACEHOLDERS[key],
-                                    type="integer" if NUMBER_FIELDS.get(key) is int else (
-                                        "number" if key in NUMBER_FIELDS else "text"))
+                        yield Input(
+                            id=f"f-{key}",
+                            compact=True,
+                            placeholder=PLACEHOLDERS[key],
+                            type="integer"
+                            if NUMBER_FIELDS.get(key) is int
+                            else ("number" if key in NUMBER_FIELDS else "text"),
+                        )
                 yield Static(id="key-status", markup=False)
             yield Static(id="probe-result", markup=False)
             with Horizontal(id="buttons"):
@@ -164,8 +186,13 @@ class ProviderScreen(ModalScreen[None]):
         problem = env_name_problem(env)
         status = self.query_one("#key-status", Static)
         status.set_class(problem is not None, "-bad")
-        status.update(Text(f"key env var: {problem}" if problem  # never what was typed: it may be the key
-                           else f"key: ${env} {key_status(profile)} (never shown, never saved)"))
+        status.update(
+            Text(
+                f"key env var: {problem}"
+                if problem  # never what was typed: it may be the key
+                else f"key: ${env} {key_status(profile)} (never shown, never saved)"
+            )
+        )
 
     def _mark_field(self, field: str | None) -> None:
         """Flag the form's field `field` as wrong (None: no field is wrong)."""
@@ -226,8 +253,12 @@ class ProviderScreen(ModalScreen[None]):
         select.set_options([(name, name) for name in sorted(self._profiles)])
         select.value = profile.name
         self._selected = profile.name
-        result.update(Text(f"saved profile {profile.name!r} to {self.config.path} "
-                           f"(use it: swarm-tui run --provider {profile.name})"))
+        result.update(
+            Text(
+                f"saved profile {profile.name!r} to {self.config.path} "
+                f"(use it: swarm-tui run --provider {profile.name})"
+            )
+        )
 
     def action_probe(self) -> None:
         try:

@@ -48,9 +48,14 @@ class ShadowApp(App[ShadowReport | None]):
     def compose(self) -> ComposeResult:
         primary, secondary = (ep.profile.name for ep in self.shadow.endpoints)
         rate = self.shadow.config.rate
-        yield Static(Text(f"shadow: judging the primary {primary} (all traffic) against the secondary {secondary} "
-                          f"(the baseline, {rate:.0%} mirrored, its cost kept apart); "
-                          f"ROLLBACK = go back to {secondary}"), id="shadow-head")
+        yield Static(
+            Text(
+                f"shadow: judging the primary {primary} (all traffic) against the secondary {secondary} "
+                f"(the baseline, {rate:.0%} mirrored, its cost kept apart); "
+                f"ROLLBACK = go back to {secondary}"
+            ),
+            id="shadow-head",
+        )
         yield ProgressBar(total=self.shadow.config.duration_s, show_eta=True, id="shadow-progress")
         yield Static("verdict: PENDING", id="shadow-verdict", markup=False)
         with ScrollableContainer():
@@ -79,9 +84,11 @@ class ShadowApp(App[ShadowReport | None]):
             verdict = self.query_one("#shadow-verdict", Static)
             ratio = f"{report.p95_ratio:.2f}" if report.p95_ratio is not None else "-"
             meaning = verdict_meaning(report.verdict, report.primary.name, report.secondary.name)
-            verdict.update(f"verdict: {report.verdict}: {meaning}  ·  p95 primary/secondary {ratio} "
-                           f"(threshold {self.shadow.config.threshold:g})"
-                           + ("" if report.finished or report.verdict == PENDING else "  ·  provisional"))
+            verdict.update(
+                f"verdict: {report.verdict}: {meaning}  ·  p95 primary/secondary {ratio} "
+                f"(threshold {self.shadow.config.threshold:g})"
+                + ("" if report.finished or report.verdict == PENDING else "  ·  provisional")
+            )
             verdict.set_class(report.finished and report.verdict == ADOPT, "adopt")
             verdict.set_class(report.finished and report.verdict != ADOPT, "rollback")
             self.query_one("#shadow-report", Static).update(Text(format_report(report), no_wrap=True))

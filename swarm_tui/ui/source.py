@@ -9,8 +9,9 @@ same steering calls; the app never asks which one it has, except to word a messa
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from ..attach import replay_history
 from ..engine import EngineSettings, RunStats, TaskState
@@ -26,7 +27,10 @@ class RunSource(Protocol):
     attached: bool
     run_dir: Path
     job_name: str
-    tasks: Sequence[Task]
+
+    @property
+    def tasks(self) -> Sequence[Task]: ...
+
     profile: ProviderProfile
     settings: EngineSettings
     model: str | None

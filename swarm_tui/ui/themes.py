@@ -90,5 +90,8 @@ def check_theme(name: str | None, known: set[str] | None = None) -> None:
     if looks_like_path(name):
         load_theme_file(Path(name).expanduser())
     elif name not in known:
-        raise InputError.single("--theme", "theme", f"no theme named {name!r} (known: {', '.join(sorted(known))}; "
-                                                    "or give a path to a .toml theme file)")
+        raise InputError.single(
+            "--theme",
+            "theme",
+            f"no theme named {name!r} (known: {', '.join(sorted(known))}; or give a path to a .toml theme file)",
+        )
