@@ -80,6 +80,10 @@ Listener = Callable[[EngineEvent], None]
 # --------------------------------------------------------------------------- rows -> events
 
 
+_TimelineItem = tuple[float, int, dict[str, Any] | tuple[int, str, dict | None]]
+"""(when, 0 for a run event / 1 for an attempt, the event (id, kind, data) or the attempt's row)."""
+
+
 def attempt_from_row(row: Mapping[str, Any]) -> Attempt:
     """An `attempts` row of the journal as the engine's `Attempt` record."""
     error = None
@@ -196,17 +200,18 @@ class JournalFollower:
             pending = sum(1 for s in states.values() if not s.is_final)
             count += self._deliver(RunStarted(len(self.view), pending, limit, self.provider, self.simulated), first)
         # Attempts and run events in the order they happened: a resume's `run` comes before its attempts.
-        ended = sorted(
+        by_end = sorted(
             ((row["started_at"] + row["latency_ms"] / 1000.0, 1, row) for row in rows),
             key=lambda item: (item[0], item[2]["id"]),
         )
+        ended: Iterable[_TimelineItem] = by_end
         timeline = heapq.merge(
             ended,
             ((at, 0, (event_id, kind, data)) for event_id, at, kind, data in logged),
             key=lambda item: (item[0], item[1]),
         )
-        for at, is_attempt, item in timeline:
-            if is_attempt:
+        for at, _, item in timeline:
+            if isinstance(item, dict):  # an attempt row (events are tuples)
                 self._last_attempt_id = max(self._last_attempt_id, item["id"])
                 count += self._attempt(attempt_from_row(item))
             else:
@@ -357,7 +362,7 @@ def replay_history(journal: Journal, stats: RunStats, states: Mapping[int, TaskS
     Replayed attempts do not count toward the recent-rate window (req/s, tok/s): they
     happened before this session started."""
     events: list[EngineEvent] = []
-    wall, now = time.time(), stats.clock()  # type: ignore[operator]
+    wall, now = time.time(), stats.clock()
     follower = JournalFollower(journal, states, timebase=lambda epoch: now - (wall - epoch))
     follower.subscribe(stats.observe)
     follower.subscribe(events.append)

@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import configured_currency
 from .currency import USD, DisplayCurrency
@@ -33,6 +33,9 @@ from .rundir import RunDirLock, describe_write_failure, open_private, prepare_ne
 from .sim import SimConfig, SimServer
 from .swarm.pipeline import SwarmPipeline, drop_memory, json_validator
 from .swarm.spec import SwarmSpec
+
+if TYPE_CHECKING:
+    from .distributed.driver import RayEngine
 
 CONTROL_POLL_S = 0.5
 
@@ -124,6 +127,7 @@ class SwarmSession:
                 fallback_profile.model or model, fallback_profile.name.split("/")[0]
             )
         validator = json_validator if swarm and swarm.workers.json else None
+        self.engine: SwarmEngine | RayEngine
         if ray is not None:  # the same swarm, its engines on Ray actors (swarm_tui.distributed)
             from .distributed.driver import RayEngine
 
@@ -362,13 +366,14 @@ def write_outputs(
 ) -> dict[str, Any]:
     with _atomic(run_dir / "results.jsonl") as results, _atomic(run_dir / "errors.jsonl") as errors:
         for custom_id, ok, request_id, response, error in journal.iter_results():
+            failure = error or {}  # a failed task's result always holds its error
             line = {
                 "id": f"batch_req_{request_id or custom_id}",
                 "custom_id": custom_id,
                 "response": {"status_code": 200, "request_id": request_id, "body": response}
                 if ok
-                else ({"status_code": error.get("status"), "request_id": request_id, "body": None}),
-                "error": None if ok else {"code": error.get("code"), "message": error.get("message")},
+                else ({"status_code": failure.get("status"), "request_id": request_id, "body": None}),
+                "error": None if ok else {"code": failure.get("code"), "message": failure.get("message")},
             }
             (results if ok else errors).write(json.dumps(line, ensure_ascii=False) + "\n")
     summary = summarize(
@@ -400,11 +405,13 @@ def summarize(
     if totals["first_started"] is not None:
         makespan = round(totals["last_ended"] - totals["first_started"], 3)
     cost = totals["cost_usd"]
+    cost_usd = round(cost, 6) if cost is not None and not totals["unpriced"] else None
+    unfinished = total - succeeded - failed
     summary = {
         "total": total,
         "succeeded": succeeded,
         "failed": failed,
-        "unfinished": total - succeeded - failed,
+        "unfinished": unfinished,
         "makespan_s": makespan,
         "latency_ms": latency_summary(latencies),
         "tokens": {
@@ -413,7 +420,7 @@ def summarize(
             "cached": totals["cached"],
             "reasoning": totals["reasoning"],
         },
-        "cost_usd": round(cost, 6) if cost is not None and not totals["unpriced"] else None,
+        "cost_usd": cost_usd,
         "cost_note": None if not totals["unpriced"] else f"price unknown for model {model!r}",
         "requests": {k: totals[k] for k in ("sent", "retried", "rate_limited", "server_errors", "timeouts")},
         "provider": provider,
@@ -427,10 +434,10 @@ def summarize(
             journal,
             model=model,
             provider=provider,
-            cost_usd=summary["cost_usd"],
+            cost_usd=cost_usd,
             makespan_s=makespan,
             finished=succeeded + failed,
-            unfinished=summary["unfinished"],
+            unfinished=unfinished,
             currency=currency,
         )
     )

@@ -26,12 +26,13 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 from ray.exceptions import RayError
 
 from ..engine import EngineSettings, TaskState
+from ..engine.engine import FAIL_RATE_MIN_SAMPLE  # the same rule as one engine
 from ..engine.events import (
     Attempt,
     AttemptEnded,
@@ -63,9 +64,10 @@ from .limiter import RateLimiter
 from .sink import EVENT, JOURNAL
 from .worker import DONE, ShardSpec, SwarmWorker
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from ..engine.engine import SwarmEngine
 
-from ..engine.engine import FAIL_RATE_MIN_SAMPLE  # noqa: E402  (the same rule as one engine)
+log = logging.getLogger(__name__)
 
 MAX_BROKEN_SHARDS = 3
 _SKIPPED_EVENTS = (RunStarted, RunFinished, TasksAdded, RunStopping, RunPaused, RunResumed)
@@ -168,7 +170,7 @@ class RayEngine(ObservableEngine):
         self._dead: set[int] = set()
         self._broken_shards = 0
         """Shards that failed (actor alive) since the last success: see `_lost`."""
-        self._direct = None
+        self._direct: SwarmEngine | None = None
         """A local engine for the swarm's planner / aggregator calls (see `call_direct`)."""
         self._shards: dict[int, _Shard] = {}
         self._next_shard = 0
@@ -353,7 +355,8 @@ class RayEngine(ObservableEngine):
 
     def _ensure_actors(self) -> None:
         if self.limiter is None:
-            self.limiter = RateLimiter.remote(self.settings.rpm, self.settings.tpm)
+            # ray.remote makes the actor class at run time; mypy sees the undecorated class
+            self.limiter = RateLimiter.remote(self.settings.rpm, self.settings.tpm)  # type: ignore[attr-defined]
         while len(self._alive()) < self.n_actors:
             self._new_actor()
 
@@ -362,7 +365,7 @@ class RayEngine(ObservableEngine):
         env = key_env(self.profile) if self.forward_keys else {}
         if env:
             options["runtime_env"] = {"env_vars": env}
-        actor = SwarmWorker.options(**options).remote(
+        actor = SwarmWorker.options(**options).remote(  # type: ignore[attr-defined]  # a ray actor class
             self.profile, self.base_url, self.settings.timeout_s, self.limiter
         )
         if self.admission.paused:
@@ -392,7 +395,7 @@ class RayEngine(ObservableEngine):
         for shard in self._shards.values():
             if shard.task is not None and not shard.task.done() and shard.actor_no in load:
                 load[shard.actor_no] += len(shard.indices)
-        actor_no = min(load, key=load.get)
+        actor_no = min(load, key=load.__getitem__)
         share = max(1, math.ceil(self.admission.limit / len(alive)))
         self._start_shard(actor_no, indices, share, free)
 

@@ -56,7 +56,8 @@ class ShardSpec:
     validator: Any = None
 
 
-@ray.remote(max_restarts=0, max_concurrency=1000)
+# ray's stubs type ray.remote's options for tasks only; max_concurrency is an actor option
+@ray.remote(max_restarts=0, max_concurrency=1000)  # type: ignore[call-overload]
 class SwarmWorker:
     def __init__(self, profile: ProviderProfile, base_url: str, attempt_timeout_s: float, limiter) -> None:
         self.profile = profile
