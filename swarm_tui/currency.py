@@ -31,7 +31,7 @@ class CurrencyInfo:
     code: str
     symbol: str
     decimals: int
-    reference_rate: float | None
+    reference_rate: float
     """Units per $1 used when the user names the currency but no rate."""
 
 
@@ -161,18 +161,19 @@ def resolve_currency(
         if rate not in (None, 1, 1.0):
             raise InputError.single(source, rate_field, "USD is the base currency: its rate is 1")
         return USD
-    if info is None and rate is None:
+    if rate is not None:
+        basis = "your rate"
+    elif info is not None:
+        rate = info.reference_rate
+        basis = f"reference rate of {REFERENCE_RATES_AS_OF}"
+    else:
         known = ", ".join(sorted(CURRENCIES))
         raise InputError.single(
             source, rate_field, f"no reference rate for {code}: give its rate ({code} per $1), or use one of {known}"
         )
-    if rate is not None:
-        basis = "your rate"
-    else:
-        basis = f"reference rate of {REFERENCE_RATES_AS_OF}"
     return DisplayCurrency(
         code=code,
-        rate=float(rate if rate is not None else info.reference_rate),  # type: ignore[union-attr]
+        rate=float(rate),
         symbol=info.symbol if info else f"{code} ",
         decimals=info.decimals if info else 2,
         basis=basis,

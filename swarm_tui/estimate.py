@@ -313,7 +313,7 @@ def scenario_from_usage(
 def scenario_from_run(measured: RunMeasurement, base: Scenario | None = None, **explicit: Any) -> Scenario:
     """`base` (agents, tasks a day, days) with the run's per-task tokens, unless given in `explicit`."""
     base = base or Scenario()
-    values = {
+    values: dict[str, Any] = {
         "input_tokens": measured.input_tokens,
         "output_tokens": measured.output_tokens,
         "cached_share": measured.cached_share,

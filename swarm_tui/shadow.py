@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse, urlunparse
 
 from .currency import USD, DisplayCurrency
@@ -45,6 +45,9 @@ from .providers.client import ProviderClient, StreamDeadlines
 from .providers.profile import ProviderProfile, is_loopback_url
 from .providers.usage import Usage
 from .swarm.json_repair import json_answer
+
+if TYPE_CHECKING:
+    from .sim import SimServer
 
 ADOPT, ROLLBACK = "ADOPT", "ROLLBACK"
 PENDING = "PENDING"
@@ -439,7 +442,7 @@ class _Endpoint:
     ) -> None:
         self.label, self.profile, self.model = label, profile, model
         self.price, self.currency = price, currency
-        self.sim = None
+        self.sim: SimServer | None = None
         self.client: ProviderClient | None = None
         self.stats: _EndpointStats | None = None
 
@@ -535,7 +538,7 @@ class ShadowRun:
                 from .sim import SimConfig, SimServer
 
                 sim_config = self.config.sim or SimConfig(latency_ms=40.0, latency_sigma=0.3, seed=7)
-                ep.sim = await asyncio.to_thread(lambda c=sim_config: SimServer(c).start(mode="thread"))
+                ep.sim = await asyncio.to_thread(SimServer(sim_config).start, mode="thread")
                 base_url = ep.sim.base_url
             else:
                 base_url = ep.profile.base_url

@@ -379,7 +379,7 @@ class PrefixCache:
 
     def __init__(self, min_tokens: int = 128, max_entries: int = 100_000) -> None:
         self.min_tokens = min_tokens
-        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seen: OrderedDict[bytes, None] = OrderedDict()
         self._max = max_entries
 
     def observe(self, messages: Sequence[Any]) -> int:

@@ -196,6 +196,7 @@ def _coerce(key: str, raw: Any) -> Any:
         if key == "require_key":
             return None if raw in (None, "") else str(raw)
         if key == "output_tokens":
+            parts: list[Any]
             if isinstance(raw, str):
                 parts = raw.replace(",", ":").replace("..", ":").split(":")
             elif isinstance(raw, (int, float)):

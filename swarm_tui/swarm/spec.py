@@ -107,7 +107,9 @@ def parse_swarm_spec(doc: dict[str, Any], add_problem: Callable[[str, str], None
             expected = types.get(key)
             if expected is None:
                 add_problem(f"{section}.{key}", f"unknown setting (known: {', '.join(types)})")
-            elif not isinstance(value, expected) or (expected is int and (isinstance(value, bool) or value < 1)):
+            elif not isinstance(value, expected) or (
+                expected is int and isinstance(value, int) and (isinstance(value, bool) or value < 1)
+            ):
                 what = "a positive integer" if expected is int else f"a {expected.__name__}"
                 add_problem(f"{section}.{key}", f"must be {what}, not {value!r}")
             else:
