@@ -221,3 +221,15 @@ def test_a_provider_that_states_no_limit_gets_an_estimated_rpm_probed_like_tcp()
 def test_a_configured_rpm_is_never_estimated_over():
     limits = RateLimits(rpm=600, clock=FakeClock())
     assert limits.on_rate_limited() is None and limits.rpm == 600
+
+
+def test_an_estimate_made_before_anything_was_answered_does_not_stall_the_run():
+    """A 429 on a small run's first request: nothing answered in the last second. A near-zero
+    estimate (1 RPM) once held such a run for a minute."""
+    clock = FakeClock()
+    limits = RateLimits(clock=clock)
+    limits.take(0)
+    limits.take(0)
+    learned = limits.on_rate_limited(sent_at=clock.now)
+    assert learned is not None and learned.rpm >= 60
+    assert limits.wait_s(0) <= 1.0

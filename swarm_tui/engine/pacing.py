@@ -146,6 +146,7 @@ class RateLimits:
     PROBE_WINDOW_S = 1.0
     PROBE_CUT = 0.85
     PROBE_GROWTH = 0.05
+    PROBE_FLOOR_PER_S = 1.0
     estimates = True
     """Estimate an RPM from 429s when none is stated (a distributed swarm's limiter paces instead)."""
 
@@ -236,10 +237,12 @@ class RateLimits:
         self._forget(self._answered, now)
         if self.estimated and self.requests is not None:
             self._ceiling_hint = max(self.requests.rate, 0.9 * self._ceiling_hint)
-            rate = self.requests.rate * self.PROBE_CUT
+            rate = max(self.PROBE_FLOOR_PER_S, self.requests.rate * self.PROBE_CUT)
         else:
             self._ceiling_hint = len(self._sent) / self.PROBE_WINDOW_S
-            rate = len(self._answered) / self.PROBE_WINDOW_S
+            # what got through lately; at least one a second: with nothing answered yet (a small
+            # run, a first burst) it knows nothing, and an estimate near zero would stall the run
+            rate = max(self.PROBE_FLOOR_PER_S, len(self._answered) / self.PROBE_WINDOW_S)
         learned = self._estimate(rate)
         assert self.requests is not None
         self.requests.level = min(self.requests.level, 0.0)  # the provider's bucket is empty now: no burst
