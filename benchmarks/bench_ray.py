@@ -42,12 +42,13 @@ def write_job(path: Path, n: int) -> Path:
 
 
 async def one_run(base_url: str, n: int, concurrency: int, actors: int | None, rpm: int | None,
-                  backend: str) -> dict:
+                  backend: str, *, adaptive: bool | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         job = load_job(write_job(tmp / "job.jsonl", n))
         profile = ProviderProfile(name="custom", base_url=base_url, backend=backend)
-        plan = RunPlan(profile, EngineSettings(concurrency=concurrency, rpm=rpm, adaptive=rpm is not None))
+        adaptive = rpm is not None if adaptive is None else adaptive
+        plan = RunPlan(profile, EngineSettings(concurrency=concurrency, rpm=rpm, adaptive=adaptive))
         session = SwarmSession.open_new(job, plan, tmp / "run",
                                         ray=RayOptions(actors=actors) if actors else None)
         if actors:  # actors up and connected before the clock starts (their start is not the swarm's speed)
@@ -71,15 +72,30 @@ def main() -> None:
     ap.add_argument("--cpus", type=int, default=2)
     ap.add_argument("--rpm", type=int, default=6000, help="the rate-limited run's limit (0: skip it)")
     ap.add_argument("--backend", choices=["httpx", "aiohttp"], default="aiohttp")
+    ap.add_argument("--untold-rpm", type=int, default=3000,
+                    help="a run of 1,000 tasks at 200 ms against this RPM, the limit NOT told (0: skip it)")
+    ap.add_argument("--only-untold", action="store_true", help="run only the untold-limit run")
     args = ap.parse_args()
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
     fast = SimServer(SimConfig(latency_ms=0, latency_sigma=0)).start(mode="process")
     rows = []
     try:
-        for actors in (None, 1, 2):
+        for actors in (() if args.only_untold else (None, 1, 2)):
             rows.append(asyncio.run(one_run(fast.base_url, args.tasks, args.concurrency, actors, None, args.backend)))
             print(rows[-1], flush=True)
-        if args.rpm:
+        if args.untold_rpm:
+            untold = SimServer(SimConfig(latency_ms=200, latency_sigma=0.3, rpm=args.untold_rpm)).start(mode="process")
+            try:
+                row = asyncio.run(one_run(untold.base_url, 1000, args.concurrency, 2, None, args.backend,
+                                          adaptive=True))
+                row["limit_per_s"] = round(args.untold_rpm / 60, 1)
+                row["untold"] = True
+                row["requests"] = untold.stats()["requests"]
+                rows.append(row)
+                print(row, flush=True)
+            finally:
+                untold.stop()
+        if args.rpm and not args.only_untold:
             limited = SimServer(SimConfig(latency_ms=0, latency_sigma=0, rpm=args.rpm)).start(mode="process")
             try:
                 n = max(args.rpm // 60 * 8, 200)
@@ -97,7 +113,7 @@ def main() -> None:
     for r in rows:
         name = "single process" if not r["actors"] else f"Ray, {r['actors']} actor(s)"
         if "limit_per_s" in r:
-            name += f", {r['limit_per_s']:g}/s limit"
+            name += f", {r['limit_per_s']:g}/s limit" + (" not told" if r.get("untold") else "")
         print(f"{name:<26}{r['tasks']:>7}{r['seconds']:>9}{r['tasks_per_s']:>9}{r['rate_limited']:>6}")
 
 

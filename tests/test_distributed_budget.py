@@ -117,3 +117,16 @@ def test_ray_flag_without_ray_installed_says_how_to_install_it(tmp_path, sim):
     assert result.returncode == 2, result.stderr
     assert "pip install 'swarm-tui[ray]'" in result.stderr
     assert not (tmp_path / "run").exists() and sim.stats()["requests"] == 0
+
+
+def test_a_limit_learned_mid_run_starts_empty_a_configured_one_full():
+    """Before a shard learned the limit, the swarm's first sends used the provider's burst: a
+    full bucket on top of that let 2% of a 1,000-task run's requests hit 429s on 2 actors."""
+    clock = FakeClock()
+    learned = SharedBudget(clock=clock)
+    learned.learn(rpm=3000, tpm=None)
+    assert learned.lease(10).requests == 0  # nothing now: the provider's burst is spent
+    clock.now += 0.2
+    assert learned.lease(10).requests > 0  # then the rate: 50/s
+    configured = SharedBudget(rpm=3000, clock=clock)
+    assert configured.lease(10).requests > 0  # told before anything was sent: the burst is there

@@ -121,7 +121,14 @@ class SharedBudget:
             merged.setdefault("x-ratelimit-limit-requests", str(rpm))
         if tpm:
             merged.setdefault("x-ratelimit-limit-tokens", str(tpm))
+        had = (self.limits.requests is not None, self.limits.tokens is not None)
         self.limits.learn(merged)
+        # A limit learned mid-run: the shards' first sends (before anyone knew it) have used the
+        # provider's burst, and no shard knows what the others sent, so a new bucket starts
+        # empty and fills at the rate (a full one let 2% of a 1,000-task run's requests hit 429s).
+        for known_before, bucket in zip(had, (self.limits.requests, self.limits.tokens), strict=True):
+            if bucket is not None and not known_before and not self.limits.configured_any:
+                bucket.level = min(bucket.level, 0.0)
 
     def state(self) -> Grant:
         gate = self.gate_remaining_s

@@ -167,6 +167,11 @@ class RateLimits:
         self._last_growth = -1e9
         self._set(rpm, tpm)
 
+    @property
+    def configured_any(self) -> bool:
+        """The user stated a limit (`--rpm`/`--tpm`, the profile): nothing was sent before it was known."""
+        return any(self.configured)
+
     def _set(self, rpm: int | None, tpm: int | None) -> None:
         if rpm and (rpm != self.rpm or self.estimated):
             self.requests = self._paced(self.requests, rpm)
