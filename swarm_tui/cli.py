@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 from . import __version__
+from .argtypes import non_negative_float, positive_float, positive_int, positive_share, share
 from .config import Config, load_config
 from .engine import EngineSettings
 from .errors import InputError
@@ -95,33 +95,29 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fallback-model", help="the model to ask the fallback for (default: the same)")
     g.add_argument("--fallback-api-key-env", help="the env var holding the fallback's key")
     e = p.add_argument_group("engine")
-    e.add_argument("--concurrency", type=_positive_int, help="in-flight cap (default 50)")
-    e.add_argument("--max-attempts", type=_positive_int, help="attempts per task, the first included (default 4)")
-    e.add_argument("--timeout", type=_positive_float, help="wall-clock limit of one attempt, seconds (default 60)")
+    e.add_argument("--concurrency", type=positive_int, help="in-flight cap (default 50)")
+    e.add_argument("--max-attempts", type=positive_int, help="attempts per task, the first included (default 4)")
+    e.add_argument("--timeout", type=positive_float, help="wall-clock limit of one attempt, seconds (default 60)")
     e.add_argument(
         "--max-retry-after",
-        type=_positive_float,
+        type=positive_float,
         metavar="S",
         help="honour a provider's Retry-After up to this many seconds (default 60)",
     )
     e.add_argument(
-        "--rpm", type=_positive_int, help="requests per minute the provider allows (else learned from headers)"
+        "--rpm", type=positive_int, help="requests per minute the provider allows (else learned from headers)"
     )
-    e.add_argument(
-        "--tpm", type=_positive_int, help="tokens per minute the provider allows (else learned from headers)"
-    )
+    e.add_argument("--tpm", type=positive_int, help="tokens per minute the provider allows (else learned from headers)")
     e.add_argument("--stream", action="store_true", help="stream answers (time to first token is measured)")
-    e.add_argument("--ttft-timeout", type=_positive_float, help="streaming: seconds to the first token (default 30)")
-    e.add_argument("--idle-timeout", type=_positive_float, help="streaming: seconds between chunks (default 30)")
+    e.add_argument("--ttft-timeout", type=positive_float, help="streaming: seconds to the first token (default 30)")
+    e.add_argument("--idle-timeout", type=positive_float, help="streaming: seconds between chunks (default 30)")
     e.add_argument(
         "--hedge", action="store_true", help="send a backup when an attempt runs past p95 x 3 (<= 5%% of requests)"
     )
     e.add_argument("--no-adaptive", action="store_true", help="keep the in-flight limit fixed (no AIMD)")
+    e.add_argument("--budget", type=positive_float, metavar="USD", help="stop dispatch before the cost would pass this")
     e.add_argument(
-        "--budget", type=_positive_float, metavar="USD", help="stop dispatch before the cost would pass this"
-    )
-    e.add_argument(
-        "--fail-on-error", type=_rate, metavar="RATE", help="stop dispatch when this share of finished tasks failed"
+        "--fail-on-error", type=share, metavar="RATE", help="stop dispatch when this share of finished tasks failed"
     )
     e.add_argument("--headless", action="store_true", help="no UI: a progress line on stderr")
     e.add_argument(
@@ -133,35 +129,14 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "ray://host:port (needs swarm-tui[ray])",
     )
     e.add_argument(
-        "--ray-actors", type=_positive_int, metavar="N", help="with --ray: worker actors (default: one per node)"
+        "--ray-actors", type=positive_int, metavar="N", help="with --ray: worker actors (default: one per node)"
     )
     e.add_argument("--theme", help="TUI theme name or a theme file")
     s = p.add_argument_group("embedded simulator (provider sim)")
-    s.add_argument("--sim-latency-ms", type=_non_negative_float, help="median latency of the simulator")
-    s.add_argument("--sim-error-rate", type=_rate, help="share of requests answered with a 5xx (0-1)")
-    s.add_argument("--sim-hang-rate", type=_rate, help="share of requests that never answer (0-1)")
+    s.add_argument("--sim-latency-ms", type=non_negative_float, help="median latency of the simulator")
+    s.add_argument("--sim-error-rate", type=share, help="share of requests answered with a 5xx (0-1)")
+    s.add_argument("--sim-hang-rate", type=share, help="share of requests that never answer (0-1)")
     s.add_argument("--sim-seed", type=int, help="simulator seed")
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _rate(text: str) -> float:
-    value = float(text)
-    if not 0 <= value <= 1:  # also refuses nan
-        raise argparse.ArgumentTypeError("must be between 0 and 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError("must be a number greater than 0")
-    return value
 
 
 # --------------------------------------------------------------------------- provider + settings
@@ -415,21 +390,21 @@ def _add_cost_commands(commands) -> None:
         description="Project the monthly cost of a workload per model and provider, side by side "
         "(e.g. the source article's 100 agents x 50 tasks/day x 2,048 output tokens x 30 days).",
     )
-    est.add_argument("--agents", type=_positive_int, help="sub-agents (default 100)")
-    est.add_argument("--tasks-per-day", type=_positive_float, metavar="N", help="tasks per agent a day (default 50)")
+    est.add_argument("--agents", type=positive_int, help="sub-agents (default 100)")
+    est.add_argument("--tasks-per-day", type=positive_float, metavar="N", help="tasks per agent a day (default 50)")
     est.add_argument(
         "--input-tokens",
-        type=_non_negative_float,
+        type=non_negative_float,
         metavar="N",
         help="prompt tokens per task, cached ones included (default 0: output only, as the article)",
     )
     est.add_argument(
-        "--output-tokens", type=_non_negative_float, metavar="N", help="output tokens per task (default 2048)"
+        "--output-tokens", type=non_negative_float, metavar="N", help="output tokens per task (default 2048)"
     )
     est.add_argument(
-        "--cached-share", type=_rate, metavar="P", help="share of input served from the prompt cache (default 0)"
+        "--cached-share", type=share, metavar="P", help="share of input served from the prompt cache (default 0)"
     )
-    est.add_argument("--days", type=_positive_float, help="days in the period (default 30)")
+    est.add_argument("--days", type=positive_float, help="days in the period (default 30)")
     which = est.add_mutually_exclusive_group()
     which.add_argument("--model", action="append", metavar="MODEL", help="a model to price (repeatable)")
     which.add_argument("--all-models", action="store_true", help="every model of the price table (the default)")
@@ -440,7 +415,7 @@ def _add_cost_commands(commands) -> None:
         help="only these providers' rows (repeatable; e.g. official, holysheep, relay-avg)",
     )
     est.add_argument("--currency", help="display currency (default: the config's, CNY)")
-    est.add_argument("--rate", type=_positive_float, help="units of the display currency per $1 (e.g. 7.3)")
+    est.add_argument("--rate", type=positive_float, help="units of the display currency per $1 (e.g. 7.3)")
     est.add_argument("--from-run", type=Path, metavar="RUN_DIR", help="take the per-task tokens a run measured")
     est.add_argument("--json", action="store_true", help="machine-readable output")
     est.set_defaults(handler=cmd_estimate)
@@ -470,55 +445,39 @@ def _add_cost_commands(commands) -> None:
         "--secondary-key-env", help="env var holding the secondary's key (base URL; default OPENAI_API_KEY)"
     )
     sh.add_argument(
-        "--rate", type=_share, default=0.1, help="share of requests mirrored to the secondary (default 0.1)"
+        "--rate", type=positive_share, default=0.1, help="share of requests mirrored to the secondary (default 0.1)"
     )
     sh.add_argument(
-        "--duration", type=_positive_float, default=600.0, metavar="S", help="seconds of traffic (default 600)"
+        "--duration", type=positive_float, default=600.0, metavar="S", help="seconds of traffic (default 600)"
     )
     sh.add_argument(
         "--threshold",
-        type=_positive_float,
+        type=positive_float,
         default=2.0,
         help="ROLLBACK when primary p95 / secondary p95 exceeds this (default 2.0)",
     )
     sh.add_argument(
         "--max-error-excess",
-        type=_rate,
+        type=share,
         default=0.01,
         metavar="P",
         help="ROLLBACK when the primary's error rate exceeds the secondary's by more (default 0.01)",
     )
     sh.add_argument("--job", type=Path, help="a .jsonl or .toml job to send (default: a built-in probe workload)")
-    sh.add_argument("--rps", type=_positive_float, default=2.0, help="requests a second to the primary (default 2)")
+    sh.add_argument("--rps", type=positive_float, default=2.0, help="requests a second to the primary (default 2)")
     sh.add_argument("--stream", action="store_true", help="stream answers (time to first token is measured)")
     sh.add_argument(
-        "--timeout", type=_positive_float, default=30.0, metavar="S", help="limit of one request (default 30)"
+        "--timeout", type=positive_float, default=30.0, metavar="S", help="limit of one request (default 30)"
     )
-    sh.add_argument("--max-tokens", type=_positive_int, default=64, help="max_tokens of probe requests (default 64)")
+    sh.add_argument("--max-tokens", type=positive_int, default=64, help="max_tokens of probe requests (default 64)")
     sh.add_argument("--out", type=Path, help="where shadow.json goes (default runs/<timestamp>-shadow)")
     sh.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     sh.add_argument(
         "--headless", action="store_true", help="no live view: progress on stderr (the default when not on a terminal)"
     )
     sh.add_argument("--currency", help="display currency (default: the config's)")
-    sh.add_argument(
-        "--currency-rate", type=_positive_float, metavar="RATE", help="units of the display currency per $1"
-    )
+    sh.add_argument("--currency-rate", type=positive_float, metavar="RATE", help="units of the display currency per $1")
     sh.set_defaults(handler=cmd_shadow)
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
-
-
-def _share(text: str) -> float:
-    value = float(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError("must be a share in (0, 1], e.g. 0.1 for 10%")
-    return value
 
 
 def _display_currency(config: Config, code: str | None, rate: float | None, rate_flag: str):

@@ -10,20 +10,20 @@ The required key can also come from ``$SWARM_TUI_SIM_REQUIRE_KEY``, which is how
 mode passes it, so it never shows in the process list.
 
 Each flag's ``type`` checks its range, so a bad value is refused by argparse itself (usage
-line, exit 2, the flag named) before anything starts. The type functions (``share``,
-``non_negative_float``, ``positive_float``, ``non_negative_int``, ``positive_int``,
-``port_number``, ``token_range``, ``model_list``) are public: other CLIs that take simulator
-settings (``swarm-tui run --sim-*``) reuse them.
+line, exit 2, the flag named) before anything starts. The generic ones (``share``,
+``non_negative_float``, ``positive_float``, ``non_negative_int``, ``positive_int``) live in
+``swarm_tui.argtypes`` with the main CLI's and are re-exported here; ``port_number``,
+``token_range`` and ``model_list`` are the simulator's own.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 from collections.abc import Callable
 from typing import Any
 
+from ..argtypes import integer, non_negative_float, non_negative_int, positive_float, positive_int, share
 from .config import SimConfig
 
 __all__ = [
@@ -48,66 +48,9 @@ REQUIRE_KEY_ENV = "SWARM_TUI_SIM_REQUIRE_KEY"
 # -- argparse types: each parses one flag value or raises ArgumentTypeError saying why ---------
 
 
-def _number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, not {text!r}")
-    return value
-
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-
-
-def share(text: str) -> float:
-    """A share of requests: a number from 0 to 1 (0.05 = 5%)."""
-    value = _number(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a share between 0 and 1 (0.05 = 5%), not {text}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    """A finite number >= 0 (a duration, a sigma)."""
-    value = _number(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, not {text}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """A finite number > 0."""
-    value = _number(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    """An integer >= 0 (for rate limits 0 means unlimited)."""
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, not {text}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """An integer >= 1."""
-    value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, not {text}")
-    return value
-
-
 def port_number(text: str) -> int:
     """A TCP port, 0 for any free one."""
-    value = _integer(text)
+    value = integer(text)
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, not {text}")
     return value

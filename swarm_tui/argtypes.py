@@ -1,0 +1,76 @@
+"""Argparse value types shared by every command line of the project (`swarm-tui`, its `sim`
+subcommand, `python -m swarm_tui.sim`): each parses one flag value or raises
+`ArgumentTypeError` saying why, so a bad value is refused by argparse itself (usage line,
+exit 2, the flag named) before anything starts. NaN and infinity are never numbers here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {text!r}")
+    return value
+
+
+def integer(text: str) -> int:
+    """Any integer."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def share(text: str) -> float:
+    """A share of requests: a number from 0 to 1 (0.05 = 5%)."""
+    value = _number(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a share between 0 and 1 (0.05 = 5%), not {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0 (a duration, a sigma)."""
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0 (for rate limits 0 means unlimited)."""
+    value = integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, not {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    value = integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, not {text}")
+    return value
+
+
+def positive_share(text: str) -> float:
+    """A share in (0, 1]: 0 would mean "none at all" where some is required (e.g. shadow's --rate)."""
+    value = _number(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a share in (0, 1], e.g. 0.1 for 10%, not {text}")
+    return value
