@@ -57,7 +57,7 @@ def prepare_new(run_dir: Path, *, field: str = "--out") -> None:
         raise InputError.single(field, "run directory", f"{run_dir} exists and is not a directory")
     if run_dir.is_dir():
         if (run_dir / JOURNAL_NAME).exists():
-            RunDirLock(run_dir).acquire().release()  # a live writer: RunDirBusy names its PID
+            RunDirLock(run_dir).ensure_free()  # a live writer: RunDirBusy names its PID
             raise FileExistsError(f"{run_dir} already holds a run; use `swarm-tui resume {run_dir}`")
         try:
             entries = [p for p in run_dir.iterdir() if not _is_leftover(p) and p.name != LOCK_NAME]
@@ -89,6 +89,20 @@ class RunDirLock:
         self._fd: int | None = None
 
     def acquire(self) -> RunDirLock:
+        """Take the lock for this process's life (RunDirBusy, naming the holder, when taken), write
+        our PID in it and remove what dead writers left."""
+        fd = self._lock()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        remove_leftovers(self.path.parent)
+        return self
+
+    def ensure_free(self) -> None:
+        """RunDirBusy when a live process writes the directory; otherwise nothing is changed."""
+        os.close(self._lock())  # closing drops the flock at once
+
+    def _lock(self) -> int:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
         except OSError as exc:
@@ -110,11 +124,7 @@ class RunDirLock:
                 f"in use by swarm-tui PID {holder}: one process writes a run at a time; watch or steer it with "
                 f"`swarm-tui attach {self.path.parent}`, or resume it once that process has ended",
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._fd = fd
-        remove_leftovers(self.path.parent)
-        return self
+        return fd
 
     def release(self) -> None:
         if self._fd is not None:

@@ -459,16 +459,8 @@ class SwarmEngine(ObservableEngine):
         dispatch: the coroutine body never runs, so its cleanup is done here: no call went out),
         and raising (a bug, which must stop the run loudly rather than leave a task in limbo)."""
         if self._in_flight.get(index) is task:
-            del self._in_flight[index]
-            self._reserved_cost.pop(index, None)
-            self._reserved_tokens.pop(index, None)
-            self.admission.release()
-            self._wake.set()
-            attempt = Attempt(index, number, endpoint, started_at, 0.0, "cancelled")
-            self._journal_quietly(self.journal.record_cancelled, [index], [attempt])
-            self.states[index] = TaskState.CANCELLED
-            self._ready.append(index)
-            self._emit(TaskCancelled(index, attempt))
+            self._leave_flight(index)
+            self._leave_unfinished(index, [Attempt(index, number, endpoint, started_at, 0.0, "cancelled")])
         if task.cancelled() or task.exception() is None:
             return
         exc = task.exception()
@@ -537,23 +529,32 @@ class SwarmEngine(ObservableEngine):
                 )
                 return
         except (asyncio.CancelledError, JournalWriteError):  # abort, or a journal that cannot keep the outcome:
-            attempts = []  # every call of this task stops, the task stays unfinished
-            for call in calls:
+            for call in calls:  # every call of this task stops, the task stays unfinished
                 call.task.cancel()
-                attempts.append(
-                    Attempt(index, call.number, call.client.name, call.started_at, call.latency_ms(), "cancelled")
-                )
-            self._journal_quietly(self.journal.record_cancelled, [index], attempts)
-            self.states[index] = TaskState.CANCELLED
-            self._ready.append(index)  # unfinished work for the next run() or resume
-            for extra in attempts[1:]:
-                self._emit(AttemptEnded(extra))
-            self._emit(TaskCancelled(index, attempts[0]))
+            self._leave_unfinished(
+                index,
+                [Attempt(index, c.number, c.client.name, c.started_at, c.latency_ms(), "cancelled") for c in calls],
+            )
         finally:
-            del self._in_flight[index]
-            self._reserved_cost.pop(index, None)
-            self.admission.release()
-            self._wake.set()
+            self._leave_flight(index)
+
+    def _leave_flight(self, index: int) -> None:
+        """An attempt is over, whatever its outcome: its slot and reservations go back."""
+        del self._in_flight[index]
+        self._reserved_cost.pop(index, None)
+        self._reserved_tokens.pop(index, None)
+        self.admission.release()
+        self._wake.set()
+
+    def _leave_unfinished(self, index: int, attempts: list[Attempt]) -> None:
+        """A task stopped mid-attempt (abort, a journal that cannot keep its outcome): its calls
+        are journaled as cancelled (when the journal can), and it waits for the next run() or resume."""
+        self._journal_quietly(self.journal.record_cancelled, [index], attempts)
+        self.states[index] = TaskState.CANCELLED
+        self._ready.append(index)
+        for extra in attempts[1:]:
+            self._emit(AttemptEnded(extra))
+        self._emit(TaskCancelled(index, attempts[0]))
 
     def _start_call(self, index: int, number: int, client: ProviderClient, *, hedge: bool = False) -> _Call:
         body = self.tasks[index].body
