@@ -333,6 +333,47 @@ def tokens_text(n: float) -> str:
     return str(n)  # pragma: no cover
 
 
+def table_cells(estimate: Estimate, *, tokens: bool = True) -> tuple[list[str], list[list[str]], dict[str, str]]:
+    """(headers, one row of cells per provider row, billing notes) of the projection table: what
+    `format_table` prints and the TUI's `$` screen shows (`tokens=False`: without the token
+    columns, which are the same on every row). A local cost at another rate than the display
+    currency's is marked `*`; the notes say which provider bills at which rate."""
+    cur = estimate.currency
+    u = estimate.usage
+    headers = ["model", "provider", "in $/1M", "cached $/1M", "out $/1M"]
+    headers += ["input tok", "output tok"] if tokens else []
+    headers.append("cost USD")
+    if cur.shows_local:
+        headers.append(f"cost {cur.code}")
+    headers.append("saving vs priciest")
+    rows: list[list[str]] = []
+    billed_notes: dict[str, str] = {}
+    for row in estimate.rows:
+        cells = [
+            row.model,
+            row.provider,
+            price_text(row.price.input),
+            price_text(row.price.cached_input),
+            price_text(row.price.output),
+        ]
+        cells += [tokens_text(u.prompt), tokens_text(u.completion)] if tokens else []
+        cells.append(format_usd(row.cost_usd))
+        if cur.shows_local:
+            local = row.currency.local(row.cost_usd)
+            if row.currency.rate != cur.rate:
+                local += "*"
+                billed_notes[row.provider] = row.currency.rate_text()
+            cells.append(local)
+        if row.priciest:
+            cells.append("- (priciest)")
+        elif row.saving_usd > 0:
+            cells.append(f"{format_usd(row.saving_usd)} ({row.saving_share:.1%})")
+        else:
+            cells.append("-")
+        rows.append(cells)
+    return headers, rows, billed_notes
+
+
 def format_table(estimate: Estimate) -> str:
     s = estimate.scenario
     u = estimate.usage
@@ -345,36 +386,7 @@ def format_table(estimate: Estimate) -> str:
         f"Tokens: {tokens_text(u.prompt)} input ({tokens_text(u.cached)} cached) + {tokens_text(u.completion)} output",
     ]
     show_local = cur.shows_local
-    headers = ["model", "provider", "in $/1M", "cached $/1M", "out $/1M", "input tok", "output tok", "cost USD"]
-    if show_local:
-        headers.append(f"cost {cur.code}")
-    headers.append("saving vs priciest")
-    table: list[list[str]] = []
-    billed_notes: dict[str, str] = {}
-    for row in estimate.rows:
-        cells = [
-            row.model,
-            row.provider,
-            _price_text(row.price.input),
-            _price_text(row.price.cached_input),
-            _price_text(row.price.output),
-            tokens_text(u.prompt),
-            tokens_text(u.completion),
-            format_usd(row.cost_usd),
-        ]
-        if show_local:
-            local = row.currency.local(row.cost_usd)
-            if row.currency.rate != cur.rate:
-                local += "*"
-                billed_notes[row.provider] = row.currency.rate_text()
-            cells.append(local)
-        if row.priciest:
-            cells.append("- (priciest)")
-        elif row.saving_usd > 0:
-            cells.append(f"{format_usd(row.saving_usd)} ({row.saving_share:.1%})")
-        else:
-            cells.append("-")
-        table.append(cells)
+    headers, table, billed_notes = table_cells(estimate)
     right = {2, 3, 4, 5, 6, 7, 8} if show_local else {2, 3, 4, 5, 6, 7}
     widths = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(headers)]
 
@@ -417,7 +429,7 @@ def format_table(estimate: Estimate) -> str:
     return "\n".join(lines)
 
 
-def _price_text(value: float) -> str:
+def price_text(value: float) -> str:
     """USD per 1M tokens: `8.00`, `0.50`, `0.028`, `0.0433`."""
     return f"{value:.2f}" if value >= 0.1 or value == 0 else f"{value:.3g}"
 

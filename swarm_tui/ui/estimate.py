@@ -20,10 +20,10 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from ..config import Config
-from ..currency import DisplayCurrency, format_usd
+from ..currency import DisplayCurrency
 from ..engine import RunStats
 from ..errors import InputError
-from ..estimate import Estimate, Scenario, build_estimate, format_table, scenario_from_usage
+from ..estimate import Estimate, Scenario, build_estimate, format_table, scenario_from_usage, table_cells
 from ..pricing import PriceTable
 
 
@@ -35,42 +35,6 @@ def projection(stats: RunStats, config: Config, currency: DisplayCurrency) -> Es
         return build_estimate(scenario, table=table, currency=currency)
     except InputError as exc:
         return f"No projection yet: {exc}"
-
-
-def price_text(value: float) -> str:
-    """USD per 1M tokens: `8.00`, `0.50`, `0.028`."""
-    return f"{value:.2f}" if value >= 0.1 or value == 0 else f"{value:.3g}"
-
-
-def table_rows(estimate: Estimate) -> tuple[list[str], list[list[str]]]:
-    """(headers, rows) of the on-screen table."""
-    local = estimate.currency.shows_local
-    headers = ["model", "provider", "in $/1M", "cached $/1M", "out $/1M", "cost USD"]
-    if local:
-        headers.append(f"cost {estimate.currency.code}")
-    headers.append("saving vs priciest")
-    rows = []
-    for row in estimate.rows:
-        cells = [
-            row.model,
-            row.provider,
-            price_text(row.price.input),
-            price_text(row.price.cached_input),
-            price_text(row.price.output),
-            format_usd(row.cost_usd),
-        ]
-        if local:
-            cells.append(
-                row.currency.local(row.cost_usd) + ("*" if row.currency.rate != estimate.currency.rate else "")
-            )
-        if row.priciest:
-            cells.append("- (priciest)")
-        elif row.saving_usd > 0:
-            cells.append(f"{format_usd(row.saving_usd)} ({row.saving_share:.1%})")
-        else:
-            cells.append("-")
-        rows.append(cells)
-    return headers, rows
 
 
 def summary_and_notes(text: str) -> tuple[str, str]:
@@ -115,7 +79,7 @@ class EstimateScreen(Screen[None]):
     def on_mount(self) -> None:
         if isinstance(self._estimate, str):
             return
-        headers, rows = table_rows(self._estimate)
+        headers, rows, _ = table_cells(self._estimate, tokens=False)  # token columns: stated above
         table = self.query_one(DataTable)
         for n, header in enumerate(headers):
             table.add_column(Text(header, justify="left" if n < 2 else "right"), key=header)

@@ -33,22 +33,20 @@ def si(n: float | int | None, width: int = 5) -> str:
 
 def ms(value: float | None, width: int = 6) -> str:
     """Milliseconds, switching to seconds above 10 s: `   412`, ` 12.3s`."""
-    if value is None:
-        return "-".rjust(width)
-    if value < 10_000:
-        return f"{value:.0f}".rjust(width)
-    if value < 1_000_000:
-        return f"{value / 1000:.1f}s".rjust(width)
-    return f"{value / 60_000:.0f}m".rjust(width)
+    return _milliseconds(value, width, unit="", minutes_from=1_000_000)
 
 
 def latency(value: float | None, width: int = 6) -> str:
     """A latency with its unit, so it reads right at any size: `  412ms`, ` 11.0s`, `   12m`."""
+    return _milliseconds(value, width, unit="ms", minutes_from=600_000)
+
+
+def _milliseconds(value: float | None, width: int, *, unit: str, minutes_from: float) -> str:
     if value is None:
         return "-".rjust(width)
     if value < 10_000:
-        return f"{value:.0f}ms".rjust(width)
-    if value < 600_000:
+        return f"{value:.0f}{unit}".rjust(width)
+    if value < minutes_from:
         return f"{value / 1000:.1f}s".rjust(width)
     return f"{value / 60_000:.0f}m".rjust(width)
 
