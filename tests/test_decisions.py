@@ -55,23 +55,29 @@ async def test_retry_failed_mid_run_dispatches_before_the_untried_queue(tmp_path
 
 
 async def test_retrying_count_matches_the_tasks_waiting_out_a_backoff(tmp_path, sim_factory):
-    sim = sim_factory(latency_ms=20.0, latency_sigma=0.0)
-    prompts = [f"flaky {i} [[sim:503x1]]" for i in range(5)] + [f"fine {i}" for i in range(20)]
-    session = open_session(tmp_path, sim.base_url, prompts, concurrency=5, adaptive=False)
+    """A task is "retrying" from its failed attempt until it is in flight again: the engine's
+    states (what the legend and the grid count) must say so at every event, including while a
+    task whose backoff ended waits for a slot. The expected set is derived from the events."""
+    sim = sim_factory(latency_ms=100.0, latency_sigma=0.0)
+    prompts = [f"flaky {i} [[sim:503x1]]" for i in range(5)] + [f"fine {i}" for i in range(30)]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=2, adaptive=False)
     engine = session.engine
+    waiting: set[int] = set()
     mismatches: list[tuple] = []
 
     def on_event(event) -> None:
-        if isinstance(event, (TaskRetrying, AttemptStarted)):
-            waiting = set(engine._retry_timers) | {i for i in engine._ready if engine.states[i] is TaskState.RETRYING}
-            retrying = {i for i, s in engine.states.items() if s is TaskState.RETRYING}
-            if waiting != retrying:
-                mismatches.append((type(event).__name__, sorted(waiting), sorted(retrying)))
+        if isinstance(event, TaskRetrying):
+            waiting.add(event.attempt.index)
+        elif isinstance(event, AttemptStarted):
+            waiting.discard(event.index)
+        retrying = {i for i, s in engine.states.items() if s is TaskState.RETRYING}
+        if retrying != waiting:
+            mismatches.append((type(event).__name__, sorted(waiting), sorted(retrying)))
 
     engine.subscribe(on_event)
     try:
         finished = await session.run()
     finally:
         await session.aclose()
-    assert finished.succeeded == 25
+    assert finished.succeeded == 35
     assert not mismatches, mismatches[:3]
