@@ -22,7 +22,9 @@ so a call that hung before any answer existed is judged as soon as enough answer
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from dataclasses import dataclass
+
+from .stats import nearest_rank
 
 MIN_SAMPLES = 20
 WINDOW = 200
@@ -33,13 +35,21 @@ RECHECK_S = 0.5
 """How often an attempt without a deadline yet (or with one that may move) looks again."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Figures:
+    p95_s: float | None
+    p99_s: float | None
+    ttft_p99_s: float | None
+
+
 class TailDeadlines:
     def __init__(self, hard_timeout_s: float, *, hedge_factor: float | None = None) -> None:
         self.hard_timeout_s = hard_timeout_s
         self.hedge_factor = hedge_factor
         self._latencies: deque[float] = deque(maxlen=WINDOW)
         self._first_tokens: deque[float] = deque(maxlen=WINDOW)
-        self._cache: dict[str, float | None] = {}
+        self._figures: _Figures | None = None
+        """The window's quantiles, sorted once per new answer, when first asked for."""
         self.abandoned = 0
 
     def observe(self, latency_s: float, ttft_s: float | None = None) -> None:
@@ -47,44 +57,40 @@ class TailDeadlines:
         self._latencies.append(latency_s)
         if ttft_s is not None:
             self._first_tokens.append(ttft_s)
-        self._cache.clear()
+        self._figures = None
 
     def straggler_s(self) -> float | None:
         """Seconds after which a call without an answer is abandoned; None until enough answers."""
-        return self._cached("straggler", lambda: self._deadline(self._latencies, STRAGGLER_FLOOR_S))
+        return self._deadline(self._now().p99_s)
 
     def first_token_s(self) -> float | None:
         """The same rule for a streamed call's first token."""
-        return self._cached("ttft", lambda: self._deadline(self._first_tokens, STRAGGLER_FLOOR_S))
+        return self._deadline(self._now().ttft_p99_s)
 
     def hedge_s(self) -> float | None:
         """Seconds after which `--hedge` sends a backup (or abandons, when it may not)."""
-        factor = self.hedge_factor
-        if factor is None:
+        p95 = self._now().p95_s
+        if self.hedge_factor is None or p95 is None:
             return None
-
-        def compute() -> float | None:
-            p95 = _quantile(self._latencies, 0.95)
-            if p95 is None:
-                return None
-            return min(self.hard_timeout_s, max(HEDGE_FLOOR_S, p95 * factor))
-
-        return self._cached("hedge", compute)
+        return min(self.hard_timeout_s, max(HEDGE_FLOOR_S, p95 * self.hedge_factor))
 
     def p99_s(self) -> float | None:
-        return _quantile(self._latencies, 0.99)
+        return self._now().p99_s
 
-    def _deadline(self, window: deque[float], floor_s: float) -> float | None:
-        p99 = _quantile(window, 0.99)
+    def _now(self) -> _Figures:
+        if self._figures is None:
+            latencies = _window(self._latencies)
+            first_tokens = _window(self._first_tokens)
+            self._figures = _Figures(
+                nearest_rank(latencies, 0.95), nearest_rank(latencies, 0.99), nearest_rank(first_tokens, 0.99)
+            )
+        return self._figures
+
+    def _deadline(self, p99: float | None) -> float | None:
         if p99 is None:
             return None
-        deadline = max(floor_s, p99 * STRAGGLER_FACTOR)
+        deadline = max(STRAGGLER_FLOOR_S, p99 * STRAGGLER_FACTOR)
         return deadline if deadline < self.hard_timeout_s else None  # the hard timeout rules anyway
-
-    def _cached(self, key: str, compute: Callable[[], float | None]) -> float | None:
-        if key not in self._cache:
-            self._cache[key] = compute()
-        return self._cache[key]
 
     def describe(self) -> dict:
         """The rule and its current figures, for summary.json and the run panel."""
@@ -100,11 +106,9 @@ class TailDeadlines:
         }
 
 
-def _quantile(values: deque[float], q: float) -> float | None:
-    if len(values) < MIN_SAMPLES:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+def _window(values: deque[float]) -> list[float]:
+    """The window, sorted; empty (no figures) until it holds MIN_SAMPLES answers."""
+    return sorted(values) if len(values) >= MIN_SAMPLES else []
 
 
 def _round(value: float | None) -> float | None:
