@@ -56,8 +56,8 @@ class SharedRateLimits(RateLimits):
         if self.tokens is not None and reserved > used:
             self.pending_settle += reserved - used
 
-    def learn(self, headers: Mapping[str, str], *, sent_since: int = 0, age_s: float = 0.0) -> LearnedLimits | None:
-        learned = super().learn(headers, sent_since=sent_since, age_s=age_s)
+    def learn(self, headers: Mapping[str, str], *, sent_since: int = 0) -> LearnedLimits | None:
+        learned = super().learn(headers, sent_since=sent_since)
         if learned is not None and self.on_learned is not None:
             self.on_learned(learned.rpm, learned.tpm)
         return learned

@@ -917,8 +917,7 @@ class SwarmEngine(ObservableEngine):
     def _learn(self, headers, call: _Call | None = None) -> None:
         """Limits and what is left of them, from a response's headers (`call`: the request they answer)."""
         sent_since = self._sends - call.send_seq if call is not None else 0
-        age_s = call.latency_ms() / 1000 if call is not None else 0.0
-        self._announce_limits(self.rate_limits.learn(headers, sent_since=sent_since, age_s=age_s))
+        self._announce_limits(self.rate_limits.learn(headers, sent_since=sent_since))
 
     def _announce_limits(self, learned) -> None:
         if learned is not None:
