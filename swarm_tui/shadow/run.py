@@ -1,0 +1,443 @@
+"""Running a shadow comparison: every request of the workload (a job file, or a built-in probe
+workload at a steady rate) goes to the primary; a `rate` share of them, spread evenly, is sent to
+the secondary at the same moment. Each request is sent once (no retries: the endpoints' own error
+rates are what is being measured), through one shared `ProviderClient` (`AsyncOpenAI`) per
+endpoint. Per endpoint: p50 / p95 / p99 latency, time to first token when streaming, errors by
+class, tokens and cost (the secondary's is shadow cost, reported apart). For every mirrored pair
+that both answered: exact agreement, JSON equality (code fences tolerated) and the length ratio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..currency import DisplayCurrency
+from ..engine.stats import latency_summary
+from ..errors import InputError
+from ..pricing import Price, PriceTable
+from ..providers.client import ProviderClient, StreamDeadlines
+from ..providers.profile import ProviderProfile
+from ..providers.usage import Usage
+from ..swarm.json_repair import json_answer
+from .config import ShadowConfig, mirrored
+from .report import safe_url
+from .verdict import PENDING, EndpointReport, ShadowReport, decide, judgement
+
+if TYPE_CHECKING:
+    from ..sim import SimServer
+
+SIM_MODEL = "sim-1"
+
+PROBE_PROMPTS = (
+    'Reply with exactly this JSON and nothing else: {"status": "ok", "check": 7}',
+    "In one sentence: what does a token-bucket rate limiter do?",
+    "Return only a JSON array of the first five prime numbers.",
+    "What is 17 * 23? Answer with the number only.",
+    "Name three common causes of HTTP 429 responses, comma separated.",
+    'Return only JSON: {"languages": ["Python", "Go"], "count": 2}',
+    "Summarise in ten words: retries need backoff with jitter.",
+    "Translate to English: 分散推論は遅くならない。",
+)
+"""The built-in workload: short, cheap, partly JSON so that answers can be compared structurally."""
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+class _EndpointStats:
+    def __init__(
+        self,
+        label: str,
+        profile: ProviderProfile,
+        base_url: str,
+        model: str | None,
+        price: Price | None,
+        currency: DisplayCurrency,
+    ) -> None:
+        self.label, self.profile, self.base_url, self.model = label, profile, base_url, model
+        self.price, self.currency = price, currency
+        self.sent = 0
+        self.in_flight = 0
+        self.latencies: list[float] = []
+        self.ttfts: list[float] = []
+        self.errors: Counter[str] = Counter()
+        self.usage = Usage()
+        self.cost = 0.0
+        self.unpriced = 0
+
+    def succeeded(self, latency_ms: float, ttft_ms: float | None, usage: Usage) -> None:
+        bisect.insort(self.latencies, latency_ms)
+        if ttft_ms is not None:
+            bisect.insort(self.ttfts, ttft_ms)
+        self.usage = self.usage + usage
+        if self.price is not None:
+            self.cost += self.price.cost(usage)
+        elif usage.total:
+            self.unpriced += 1
+
+    def report(self, streaming: bool) -> EndpointReport:
+        finished = len(self.latencies) + sum(self.errors.values())
+        cost = self.cost if self.price is not None and not self.unpriced else None
+        return EndpointReport(
+            label=self.label,
+            name=self.profile.name,
+            base_url=safe_url(self.base_url),
+            model=self.model,
+            simulated=self.profile.is_simulator,
+            requests=self.sent,
+            in_flight=self.in_flight,
+            succeeded=len(self.latencies),
+            errors=dict(self.errors),
+            error_rate=round(sum(self.errors.values()) / finished, 4) if finished else None,
+            latency_ms=latency_summary(self.latencies),
+            ttft_ms=latency_summary(self.ttfts) if streaming else None,
+            tokens={"prompt": self.usage.prompt, "completion": self.usage.completion, "cached": self.usage.cached},
+            cost_usd=round(cost, 6) if cost is not None else None,
+            cost_display=self.currency.format(cost)
+            if cost is not None
+            else (f"price unknown for model {self.model!r}" if self.model else "price unknown"),
+            price=self.price.to_dict() if self.price else None,
+        )
+
+
+@dataclass
+class Agreement:
+    compared: int = 0
+    exact: int = 0
+    json_comparable: int = 0
+    json_equal: int = 0
+    length_ratios: list[float] = field(default_factory=list)
+
+    def add(self, primary: str, secondary: str) -> None:
+        self.compared += 1
+        self.exact += primary.strip() == secondary.strip()
+        try:
+            a, b = json_answer(primary), json_answer(secondary)
+        except ValueError:
+            pass
+        else:
+            self.json_comparable += 1
+            self.json_equal += a == b
+        if primary:
+            bisect.insort(self.length_ratios, len(secondary) / len(primary))
+
+    def to_dict(self) -> dict[str, Any]:
+        ratios = self.length_ratios
+        return {
+            "compared": self.compared,
+            "exact": self.exact,
+            "exact_share": round(self.exact / self.compared, 4) if self.compared else None,
+            "json_comparable": self.json_comparable,
+            "json_equal": self.json_equal,
+            "json_equal_share": round(self.json_equal / self.json_comparable, 4) if self.json_comparable else None,
+            "length_ratio": {
+                "median": round(ratios[len(ratios) // 2], 3) if ratios else None,
+                "mean": round(sum(ratios) / len(ratios), 3) if ratios else None,
+                "min": round(ratios[0], 3) if ratios else None,
+                "max": round(ratios[-1], 3) if ratios else None,
+            },
+        }
+
+
+# --------------------------------------------------------------------------- the run
+
+
+class _Endpoint:
+    def __init__(
+        self, label: str, profile: ProviderProfile, model: str | None, price: Price | None, currency: DisplayCurrency
+    ) -> None:
+        self.label, self.profile, self.model = label, profile, model
+        self.price, self.currency = price, currency
+        self.sim: SimServer | None = None
+        self.client: ProviderClient | None = None
+        self.stats: _EndpointStats | None = None
+
+
+class ShadowRun:
+    """One shadow comparison; `await run()` once. `snapshot()` and `stop()` work while it runs."""
+
+    def __init__(self, config: ShadowConfig, on_update: Callable[[ShadowReport], None] | None = None) -> None:
+        config.check()
+        self.config = config
+        self.on_update = on_update
+        self.table = PriceTable.builtin(config.prices, billing=config.billing)
+        primary_model = config.model or config.primary.model or (SIM_MODEL if config.primary.is_simulator else None)
+        secondary_model = (
+            config.secondary_model
+            or config.model
+            or config.secondary.model
+            or (SIM_MODEL if config.secondary.is_simulator else None)
+            or primary_model
+        )
+        if config.bodies is None:
+            if primary_model is None:
+                raise InputError.single(
+                    "--model", "model", f"the primary ({config.primary.name}) names no model: pass --model"
+                )
+        self.endpoints = [
+            _Endpoint(
+                "primary",
+                config.primary,
+                primary_model,
+                self.table.lookup(primary_model, config.primary.name),
+                config.currency.for_provider(self.table, config.primary.name),
+            ),
+            _Endpoint(
+                "secondary",
+                config.secondary,
+                secondary_model,
+                self.table.lookup(secondary_model, config.secondary.name),
+                config.currency.for_provider(self.table, config.secondary.name),
+            ),
+        ]
+        self._stop = asyncio.Event()
+        self._started_wall = time.time()
+        self._run_id = f"{int(self._started_wall * 1000) % 0xFFFFFF:06x}"
+        """Tags this run's probes, so no two runs send the same body (no cached answers)."""
+        self._t0: float | None = None
+        self._ended: float | None = None
+        self._pairs: dict[int, dict[str, str | None]] = {}
+        self._agreement = Agreement()
+        self._paired_primary: list[float] = []
+        self._finished = False
+        self._stopped_early = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ----------------------------------------------------------------- control
+
+    def stop(self) -> None:
+        """End the traffic now; requests in flight finish, the report says it stopped early."""
+        if not self._stop.is_set():
+            self._stopped_early = True
+            self._stop.set()
+
+    def snapshot(self) -> ShadowReport:
+        return self._report()
+
+    # ----------------------------------------------------------------- running
+
+    async def run(self) -> ShadowReport:
+        await self._open()
+        ticker = asyncio.create_task(self._tick(), name="shadow-ticker") if self.on_update else None
+        try:
+            await self._send_workload()
+            await self._drain()
+        finally:
+            if ticker:
+                ticker.cancel()
+            for task in list(self._tasks):
+                task.cancel()
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+            self._ended = time.monotonic()
+            self._finished = True
+            await self._close()
+        report = self._report()
+        if self.on_update:
+            self.on_update(report)
+        return report
+
+    async def _open(self) -> None:
+        # nothing is sent before both clients exist: a missing key fails here, with nothing spent
+        for ep in self.endpoints:
+            if ep.profile.is_simulator:
+                from ..sim import SimConfig, SimServer
+
+                sim_config = self.config.sim or SimConfig(latency_ms=40.0, latency_sigma=0.3, seed=7)
+                ep.sim = await asyncio.to_thread(SimServer(sim_config).start, mode="thread")
+                base_url = ep.sim.base_url
+            else:
+                base_url = ep.profile.base_url
+            try:
+                ep.client = ProviderClient(ep.profile, base_url, attempt_timeout_s=self.config.timeout_s)
+            except BaseException:
+                await self._close()
+                raise
+            ep.stats = _EndpointStats(ep.label, ep.profile, base_url, ep.model, ep.price, ep.currency)
+
+    async def _close(self) -> None:
+        for ep in self.endpoints:
+            if ep.client is not None:
+                await ep.client.aclose()
+                ep.client = None
+            if ep.sim is not None:
+                await asyncio.to_thread(ep.sim.stop)
+                ep.sim = None
+
+    async def _send_workload(self) -> None:
+        config = self.config
+        gate = asyncio.Semaphore(config.max_in_flight)
+        interval = 1.0 / config.rps
+        loop = asyncio.get_running_loop()
+        self._t0 = start = loop.time()
+        i = 0
+        while not self._stop.is_set():
+            due = start + i * interval
+            if due - start >= config.duration_s or (config.bodies is not None and i >= len(config.bodies)):
+                break
+            delay = due - loop.time()
+            if delay > 0:
+                try:
+                    await asyncio.wait_for(self._stop.wait(), delay)
+                    break
+                except TimeoutError:
+                    pass
+            body = self._body(i)
+            mirror = mirrored(i, config.rate)
+            for _ in range(2 if mirror else 1):  # both slots first: the pair leaves together
+                await gate.acquire()
+            if mirror:
+                self._pairs[i] = {}
+            self._launch(self.endpoints[0], body, i, mirror, gate)
+            if mirror:
+                self._launch(
+                    self.endpoints[1], {**body, "model": self.endpoints[1].model or body.get("model")}, i, True, gate
+                )
+            i += 1
+
+    def _body(self, i: int) -> dict[str, Any]:
+        config = self.config
+        if config.bodies is not None:
+            body = {k: v for k, v in config.bodies[i].items() if k not in ("stream", "stream_options")}
+            if self.endpoints[0].model:
+                body["model"] = self.endpoints[0].model
+            return body
+        prompt = PROBE_PROMPTS[i % len(PROBE_PROMPTS)]
+        return {
+            "model": self.endpoints[0].model,
+            "messages": [
+                {"role": "system", "content": f"swarm-tui shadow probe {self._run_id}#{i}. Answer briefly."},
+                {"role": "user", "content": prompt},
+            ],
+            "max_tokens": config.max_tokens,
+            "temperature": 0,
+        }
+
+    def _launch(self, ep: _Endpoint, body: dict[str, Any], i: int, paired: bool, gate: asyncio.Semaphore) -> None:
+        assert ep.stats is not None
+        ep.stats.sent += 1
+        ep.stats.in_flight += 1
+        task = asyncio.create_task(self._call(ep, body, i, paired, gate))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _call(self, ep: _Endpoint, body: dict[str, Any], i: int, paired: bool, gate: asyncio.Semaphore) -> None:
+        assert ep.client is not None and ep.stats is not None
+        timeout = self.config.timeout_s
+        started = time.perf_counter()
+        content: str | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                result = await ep.client.complete(
+                    body, stream=self.config.stream, deadlines=StreamDeadlines(first_token_s=timeout, idle_s=timeout)
+                )
+        except asyncio.CancelledError:
+            ep.stats.errors["cancelled"] += 1
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure is classified and counted
+            ep.stats.errors[str(ep.client.classify(exc).kind)] += 1
+        else:
+            latency = (time.perf_counter() - started) * 1000
+            ep.stats.succeeded(latency, result.ttft_ms, result.usage)
+            content = result.content
+            if paired and ep.label == "primary":
+                bisect.insort(self._paired_primary, latency)
+        finally:
+            ep.stats.in_flight -= 1
+            gate.release()
+        if paired:
+            self._pair_done(i, ep.label, content)
+
+    def _pair_done(self, i: int, label: str, content: str | None) -> None:
+        pair = self._pairs.get(i)
+        if pair is None:
+            return
+        pair[label] = content
+        if len(pair) == 2:
+            del self._pairs[i]
+            if pair["primary"] is not None and pair["secondary"] is not None:
+                self._agreement.add(pair["primary"], pair["secondary"])
+
+    async def _drain(self) -> None:
+        """Let requests in flight finish (each is bounded by the timeout)."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=self.config.timeout_s + 5.0)
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.update_interval_s)
+            if self.on_update:
+                self.on_update(self._report())
+
+    # ----------------------------------------------------------------- the report
+
+    def _report(self) -> ShadowReport:
+        config = self.config
+        streaming = config.stream
+        reports = []
+        for ep in self.endpoints:
+            stats = ep.stats or _EndpointStats(
+                ep.label, ep.profile, ep.profile.base_url or "", ep.model, ep.price, ep.currency
+            )
+            reports.append(stats.report(streaming))
+        primary, secondary = reports
+        verdict, ratio, excess, reasons, notes = decide(
+            primary, secondary, threshold=config.threshold, max_error_excess=config.max_error_excess
+        )
+        if not self._finished and (
+            primary.succeeded + primary.failed == 0 or secondary.succeeded + secondary.failed == 0
+        ):
+            verdict = PENDING  # nothing to judge yet (or no baseline yet)
+        if self._stopped_early:
+            notes.append("stopped early: the verdict covers the traffic sent until then")
+        now = self._ended if self._ended is not None else time.monotonic()
+        elapsed = round(now - self._t0, 3) if self._t0 is not None else 0.0
+        return ShadowReport(
+            started_at=self._started_wall,
+            elapsed_s=elapsed,
+            finished=self._finished,
+            stopped_early=self._stopped_early,
+            settings={
+                "rate": config.rate,
+                "duration_s": config.duration_s,
+                "threshold": config.threshold,
+                "max_error_excess": config.max_error_excess,
+                "rps": config.rps,
+                "stream": config.stream,
+                "timeout_s": config.timeout_s,
+                "workload": config.workload,
+                "currency": config.currency.to_dict(),
+            },
+            primary=primary,
+            secondary=secondary,
+            paired={
+                "pairs": secondary.requests,
+                "primary_latency_ms": latency_summary(self._paired_primary),
+                "secondary_latency_ms": secondary.latency_ms,
+            },
+            agreement=self._agreement.to_dict(),
+            p95_ratio=ratio,
+            error_excess=excess,
+            verdict=verdict,
+            reasons=reasons,
+            notes=notes,
+            judgement=judgement(
+                primary,
+                secondary,
+                ratio=ratio,
+                excess=excess,
+                threshold=config.threshold,
+                max_error_excess=config.max_error_excess,
+            ),
+        )
+
+
+async def run_shadow(config: ShadowConfig, on_update: Callable[[ShadowReport], None] | None = None) -> ShadowReport:
+    """Run one shadow comparison to the end (or until cancelled/stopped) and return its report."""
+    return await ShadowRun(config, on_update).run()
