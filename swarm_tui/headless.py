@@ -12,9 +12,9 @@ import signal
 import sys
 from typing import TextIO
 
-from .attach import replay_history
 from .engine.events import RunFinished
 from .engine.stats import RunStats
+from .runlog import replay_history
 from .session import SwarmSession
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ABORTED = 0, 1, 2, 130
@@ -83,7 +83,7 @@ async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) ->
             pass
     if engine.stats.sent == 0 and session.journal.attempts_since(0)[:1]:
         # a resumed run: count what earlier sessions did, so "126/400 done" reads as the TUI's does
-        replay_history(session.journal, engine.stats, engine.states)
+        replay_history(session.journal, engine.stats)
     live = stream.isatty()
     label = "SIMULATED" if session.simulated else session.client.base_url
     what = "plan -> fan-out -> aggregate" if session.pipeline and not session.tasks else f"{len(session.tasks)} tasks"

@@ -25,14 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .engine.events import Attempt, TaskState
+from .engine import eventlog
+from .engine.events import Attempt, EngineEvent, TaskState
 from .errors import JournalWriteError
 from .jobs import Task
 from .providers.errors import CallError, ErrorClass, error_body
 from .providers.usage import Usage
 from .rundir import JOURNAL_NAME, PRIVATE_FILE, describe_write_failure, temp_name
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: tasks, attempts, results, run events. 2: the engine's event log (`log`), which views replay."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -77,6 +79,13 @@ CREATE TABLE IF NOT EXISTS results (
 );
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY,
+    at REAL NOT NULL,
+    session INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT
+);
+CREATE TABLE IF NOT EXISTS log (
+    seq INTEGER PRIMARY KEY,
     at REAL NOT NULL,
     session INTEGER NOT NULL,
     kind TEXT NOT NULL,
@@ -169,8 +178,9 @@ class Journal:
             raise
         return cls(path)
 
-    def add_tasks(self, tasks: Iterable[Task]) -> None:
+    def add_tasks(self, tasks: Iterable[Task], logged: Iterable[EngineEvent] = ()) -> None:
         with self._writing():
+            self._append(logged)
             self._db.executemany(
                 "INSERT OR IGNORE INTO tasks (idx, custom_id, body, state, updated_at) VALUES (?, ?, ?, ?, ?)",
                 (
@@ -338,19 +348,24 @@ class Journal:
 
     # ----------------------------------------------------------------- writing (one transaction each)
 
-    def record_attempt(self, attempt: Attempt) -> None:
+    # `logged`: the events that report the change, written to the log in the same transaction
+
+    def record_attempt(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
         """An attempt that changes no task state (a hedged pair's loser)."""
         with self._writing():
             self._insert_attempt(attempt)
+            self._append(logged)
 
-    def record_retry(self, attempt: Attempt) -> None:
+    def record_retry(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
         with self._writing():
             self._insert_attempt(attempt)
+            self._append(logged)
             self._set_state(attempt.index, TaskState.RETRYING, attempt.number)
 
-    def record_success(self, attempt: Attempt, response: dict[str, Any]) -> None:
+    def record_success(self, attempt: Attempt, response: dict[str, Any], logged: Iterable[EngineEvent] = ()) -> None:
         with self._writing():
             self._insert_attempt(attempt)
+            self._append(logged)
             self._set_state(attempt.index, TaskState.SUCCEEDED, attempt.number)
             self._db.execute(
                 "INSERT INTO results (idx, ok, request_id, response, error, finished_at) VALUES (?, 1, ?, ?, NULL, ?) "
@@ -360,10 +375,11 @@ class Journal:
                 (attempt.index, attempt.request_id, json.dumps(response, ensure_ascii=False), time.time()),
             )
 
-    def record_failure(self, attempt: Attempt) -> None:
+    def record_failure(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
         assert attempt.error is not None
         with self._writing():
             self._insert_attempt(attempt)
+            self._append(logged)
             self._set_state(attempt.index, TaskState.FAILED, attempt.number)
             self._db.execute(  # a success already journaled is never turned into a failure
                 "INSERT INTO results (idx, ok, request_id, response, error, finished_at) VALUES (?, 0, ?, NULL, ?, ?) "
@@ -377,21 +393,28 @@ class Journal:
                 ),
             )
 
-    def record_cancelled(self, indices: Iterable[int], attempts: Iterable[Attempt] = ()) -> None:
+    def record_cancelled(
+        self, indices: Iterable[int], attempts: Iterable[Attempt] = (), logged: Iterable[EngineEvent] = ()
+    ) -> None:
         """Tasks stopped before they finished: they stay unfinished, so `resume` sends them."""
         with self._writing():
             for attempt in attempts:
                 self._insert_attempt(attempt)
+                self._db.execute(  # its number is taken: a resumed run numbers on from it
+                    "UPDATE tasks SET attempts = MAX(attempts, ?) WHERE idx = ?", (attempt.number, attempt.index)
+                )
+            self._append(logged)
             now = time.time()
             self._db.executemany(
                 "UPDATE tasks SET state = ?, updated_at = ? WHERE idx = ? AND state NOT IN (?, ?)",
                 ((TaskState.CANCELLED, now, i, TaskState.SUCCEEDED, TaskState.FAILED) for i in indices),
             )
 
-    def requeue(self, indices: Iterable[int]) -> None:
+    def requeue(self, indices: Iterable[int], logged: Iterable[EngineEvent] = ()) -> None:
         """Failed tasks asked to run again: their error leaves errors.jsonl until they finish anew."""
         indices = list(indices)
         with self._writing():
+            self._append(logged)
             now = time.time()
             self._db.executemany(
                 "UPDATE tasks SET state = ?, updated_at = ? WHERE idx = ? AND state != ?",
@@ -405,6 +428,30 @@ class Journal:
                 "INSERT INTO events (at, session, kind, data) VALUES (?, ?, ?, ?)",
                 (time.time(), self.session, kind, json.dumps(data, ensure_ascii=False) if data else None),
             )
+
+    def log(self, events: Iterable[EngineEvent]) -> None:
+        """Events that change nothing else in the journal (a call started, a limit moved)."""
+        with self._writing():
+            self._append(events)
+
+    def log_since(self, seq: int = 0, limit: int | None = None) -> list[tuple[int, float, EngineEvent]]:
+        """(sequence number, epoch time, event) of the log after `seq`, in order."""
+        query = "SELECT seq, at, kind, data FROM log WHERE seq > ? ORDER BY seq"
+        rows = self._db.execute(query + (" LIMIT ?" if limit else ""), (seq, limit) if limit else (seq,))
+        return [(n, at, eventlog.decode(kind, data)) for n, at, kind, data in rows]
+
+    def adopt_log(self, timeline: Iterable[tuple[float, EngineEvent]]) -> None:
+        """Give a schema-1 journal its event log (events rebuilt from its rows, with their times)."""
+        with self._writing():
+            self._db.executemany(
+                "INSERT INTO log (at, session, kind, data) VALUES (?, 0, ?, ?)",
+                ((at, *eventlog.encode(event)) for at, event in timeline),
+            )
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+
+    def has_log(self) -> bool:
+        """The journal carries the event log from its first session (schema 2, or migrated)."""
+        return (self.meta().get("schema") or 1) >= 2
 
     def events(self, since_id: int = 0) -> list[tuple[int, float, str, dict | None]]:
         return [
@@ -455,6 +502,13 @@ class Journal:
             self._break(JournalWriteError(describe_write_failure(exc, self.path)))
             assert self.broken is not None
             raise self.broken from exc
+
+    def _append(self, events: Iterable[EngineEvent]) -> None:
+        now, session = time.time(), self.session
+        self._db.executemany(
+            "INSERT INTO log (at, session, kind, data) VALUES (?, ?, ?, ?)",
+            ((now, session, *eventlog.encode(event)) for event in events),
+        )
 
     def _insert_attempt(self, a: Attempt) -> None:
         error: CallError | None = a.error

@@ -21,15 +21,17 @@ from typing import TYPE_CHECKING, Any
 from .config import configured_currency
 from .currency import USD, DisplayCurrency
 from .engine import EngineSettings, SwarmEngine, TaskState
-from .engine.events import RunFinished
+from .engine.events import RunFinished, TaskQueued
 from .engine.stats import latency_summary
 from .errors import JournalWriteError
 from .jobs import Job, Task, TaskTemplate
 from .journal import Journal
+from .legacy_journal import migrate
 from .pricing import PriceTable, summary_cost_fields
 from .providers.client import ProviderClient
 from .providers.profile import ProviderProfile
 from .rundir import RunDirLock, describe_write_failure, open_private, prepare_new, temp_name
+from .runlog import close_interrupted_run
 from .sim import SimConfig, SimServer
 from .swarm.pipeline import SwarmPipeline, drop_memory, json_validator
 from .swarm.spec import SwarmSpec
@@ -241,11 +243,14 @@ class SwarmSession:
         meta = journal.meta()
         stored = plan_from_meta(meta["plan"])
         plan = RunPlan(profile or stored.profile, settings or stored.settings, sim or stored.sim, stored.prices)
+        journal.begin_session()
+        migrate(journal)  # a journal from before the event log gets one, rebuilt from its rows
+        close_interrupted_run(journal)  # its last process was killed: its calls in flight were lost
         rows = journal.tasks()
         if retry_failed:
-            journal.requeue([r.index for r in rows if r.state is TaskState.FAILED])
+            failed = [r.index for r in rows if r.state is TaskState.FAILED]
+            journal.requeue(failed, [TaskQueued(i, TaskState.FAILED) for i in failed])
             rows = journal.tasks()
-        journal.begin_session()
         tasks = [Task(r.index, r.custom_id, r.body) for r in rows]
         if profile is not None and profile.model:
             tasks = [Task(t.index, t.custom_id, {**t.body, "model": profile.model}) for t in tasks]

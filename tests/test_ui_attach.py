@@ -9,7 +9,8 @@ import sys
 import time
 from collections import Counter
 
-from swarm_tui.attach import AttachedRun, JournalFollower
+from swarm_tui.attach import AttachedRun
+from swarm_tui.legacy_journal import JournalFollower
 from swarm_tui.config import Config
 from swarm_tui.engine import RunStats, TaskState
 from swarm_tui.engine.events import TaskSucceeded

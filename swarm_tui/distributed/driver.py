@@ -32,6 +32,7 @@ import ray
 from ray.exceptions import RayError
 
 from ..engine import EngineSettings, TaskState
+from ..engine.board import TaskBoard
 from ..engine.engine import FAIL_RATE_MIN_SAMPLE  # the same rule as one engine
 from ..engine.events import (
     Attempt,
@@ -158,9 +159,10 @@ class RayEngine(ObservableEngine):
         self.base_url = base_url
         self.forward_keys = forward_keys
         self.stats = RunStats()
-        self.states: dict[int, TaskState] = {i: TaskState.QUEUED for i in self.tasks}
+        self.board = TaskBoard({i: TaskState.QUEUED for i in self.tasks})
         if states:
-            self.states.update(states)
+            self.board.states.update(states)
+        self.states = self.board.states
         self._attempts: dict[int, int] = dict(attempts_made or {})
         self._listeners: list[Listener] = [self.stats.observe]
         self.admission = _DriverAdmission(settings.concurrency)
@@ -210,7 +212,7 @@ class RayEngine(ObservableEngine):
             shard.concurrency = shard.limit = share
             shard.actor.set_concurrency.remote(share, reason)
         self.journal.log_event("concurrency", {"limit": limit, "reason": reason})
-        self._emit(ConcurrencyChanged(limit, reason))
+        self._emit(ConcurrencyChanged(limit, reason, ceiling=limit))
         return limit
 
     def abort(self, reason: str = "aborted by user") -> None:
@@ -234,10 +236,10 @@ class RayEngine(ObservableEngine):
         if not self._running:
             self._stop_reason = None
             self._aborted = False
-        self.journal.requeue(chosen)
-        for index in chosen:
-            self.states[index] = TaskState.QUEUED
-            self._emit(TaskQueued(index, TaskState.FAILED))
+        queued = [TaskQueued(index, TaskState.FAILED) for index in chosen]
+        self.journal.requeue(chosen, queued)
+        for event in queued:
+            self._deliver(event)
         if self._running and self._stop_reason is None:
             self._dispatch(chosen)
         return chosen
@@ -246,11 +248,11 @@ class RayEngine(ObservableEngine):
         new = [t for t in tasks if t.index not in self.tasks]
         if not new:
             return []
-        self.journal.add_tasks(new)
+        added = TasksAdded(tuple(t.index for t in new), len(self.tasks) + len(new))
+        self.journal.add_tasks(new, (added,))
         for task in new:
             self.tasks[task.index] = task
-            self.states[task.index] = TaskState.QUEUED
-        self._emit(TasksAdded(tuple(t.index for t in new), len(self.tasks)))
+        self._deliver(added)
         if self._running and self._stop_reason is None:
             self._dispatch([t.index for t in new])
         return [t.index for t in new]
@@ -269,7 +271,7 @@ class RayEngine(ObservableEngine):
             self._direct = SwarmEngine(
                 [], self.client, self.journal, self.settings, price=self.price, simulated=self.simulated
             )
-            self._direct.subscribe(self._emit)
+            self._direct.subscribe(self._deliver)  # it logs its own events
             if self._aborted:
                 self._direct.abort()
         return await self._direct.call_direct(phase, index, body)
@@ -286,15 +288,15 @@ class RayEngine(ObservableEngine):
         self._spent_before_usd = self.journal.spent_usd()  # the one ledger: every session of the run
         self._stats_cost_at_start = self.stats.cost_usd
         pending = [i for i in sorted(self.tasks) if not self.states[i].is_final]
-        for index in pending:
-            if self.states[index] is TaskState.CANCELLED:
-                self._emit(TaskQueued(index, TaskState.CANCELLED))
-            self.states[index] = TaskState.QUEUED
         self._ensure_actors()
         self.journal.log_event(
             "run", {"pending": len(pending), "concurrency": self.admission.limit, "ray_actors": len(self._alive())}
         )
         self._emit(RunStarted(len(self.tasks), len(pending), self.admission.limit, self.client.name, self.simulated))
+        for index in pending:
+            previous = self.states[index]
+            if previous is not TaskState.QUEUED:  # left unfinished by an earlier stop (or process)
+                self._emit(TaskQueued(index, previous))
         if self.settings.rpm or self.settings.tpm:
             self._emit(RateLimitsLearned(self.settings.rpm, self.settings.tpm))
         try:
@@ -314,10 +316,10 @@ class RayEngine(ObservableEngine):
             i for i in sorted(self.tasks) if not self.states[i].is_final and self.states[i] is not TaskState.CANCELLED
         ]
         if left:  # stopped (or a shard ended oddly): unfinished work, kept for resume
-            self.journal.record_cancelled(left)
-            for index in left:
-                self.states[index] = TaskState.CANCELLED
-                self._emit(TaskCancelled(index))
+            cancelled = [TaskCancelled(index) for index in left]
+            self.journal.record_cancelled(left, (), cancelled)
+            for event in cancelled:
+                self._deliver(event)
         finished = self.outcome()
         self.journal.log_event(
             "finished",
@@ -445,22 +447,13 @@ class RayEngine(ObservableEngine):
                     if args[0] not in _SKIPPED_LOG_KINDS:
                         journal.log_event(args[0], args[1])
                 elif method == "record_cancelled":
-                    indices, attempts = args
-                    journal.record_cancelled(indices, attempts)
-                    for index in indices:
-                        if not self.states[index].is_final:
-                            self.states[index] = TaskState.CANCELLED
+                    journal.record_cancelled(*args)
                 elif method in ("record_success", "record_failure", "record_retry", "record_attempt"):
                     attempt: Attempt = args[0]
                     getattr(journal, method)(*args)
                     self._attempts[attempt.index] = max(self._attempts.get(attempt.index, 0), attempt.number)
                     if method == "record_success":
-                        self.states[attempt.index] = TaskState.SUCCEEDED
                         self._broken_shards = 0
-                    elif method == "record_failure":
-                        self.states[attempt.index] = TaskState.FAILED
-                    elif method == "record_retry":
-                        self.states[attempt.index] = TaskState.RETRYING
                 # requeue: the driver journals retries itself
             elif kind == EVENT:
                 self._relay(shard, item[1])
@@ -473,7 +466,6 @@ class RayEngine(ObservableEngine):
         if isinstance(event, _SKIPPED_EVENTS):
             return
         if isinstance(event, AttemptStarted):
-            self.states[event.index] = TaskState.RUNNING
             self._attempts[event.index] = max(self._attempts.get(event.index, 0), event.number)
             self._in_flight[event.index] = (event.number, event.endpoint, time.time(), time.monotonic())
         elif isinstance(event, (TaskSucceeded, TaskFailed, TaskRetrying, TaskCancelled)):
@@ -482,7 +474,7 @@ class RayEngine(ObservableEngine):
             shard.limit = event.limit
             running = [s for s in self._shards.values() if s.task is not None and not s.task.done()]
             total = sum(s.limit for s in running) or event.limit
-            event = ConcurrencyChanged(total, event.reason)
+            event = ConcurrencyChanged(total, event.reason, ceiling=self.admission.limit)
         elif isinstance(event, RateLimitsLearned):
             if (event.rpm, event.tpm) == self._learned:
                 return
@@ -529,25 +521,22 @@ class RayEngine(ObservableEngine):
 
     def _cancel(self, indices: list[int]) -> None:
         attempts = self._lost_attempts(indices)
-        self.journal.record_cancelled(indices, [a for a in attempts.values()])
-        for index in indices:
-            if self.states[index] is not TaskState.CANCELLED:
-                self.states[index] = TaskState.CANCELLED
-                self._emit(TaskCancelled(index, attempts.get(index)))
+        cancelled = [TaskCancelled(i, attempts.get(i)) for i in indices if self.states[i] is not TaskState.CANCELLED]
+        self.journal.record_cancelled(indices, list(attempts.values()), cancelled)
+        for event in cancelled:
+            self._deliver(event)
 
     def _requeue(self, indices: list[int], why: str) -> None:
         attempts = self._lost_attempts(indices)
-        self.journal.record_cancelled(indices, list(attempts.values()))  # unfinished on disk until done anew
+        events: list[EngineEvent] = []
         for index in indices:
-            previous = self.states[index]
-            if index in attempts:
-                self._emit(TaskCancelled(index, attempts[index]))
-                previous = TaskState.CANCELLED
-            elif previous is not TaskState.CANCELLED:
-                self._emit(TaskCancelled(index))
-                previous = TaskState.CANCELLED
-            self.states[index] = TaskState.QUEUED
-            self._emit(TaskQueued(index, previous))
+            if index in attempts or self.states[index] is not TaskState.CANCELLED:
+                events.append(TaskCancelled(index, attempts.get(index)))
+            events.append(TaskQueued(index, TaskState.CANCELLED))
+        # unfinished on disk until done anew
+        self.journal.record_cancelled(indices, list(attempts.values()), events)
+        for event in events:
+            self._deliver(event)
         self._dispatch(indices)
 
     def _lost_attempts(self, indices: list[int]) -> dict[int, Attempt]:

@@ -22,15 +22,21 @@ EVENT = "e"
 
 
 class JournalSink(Protocol):
-    """The part of `Journal` the engine writes to."""
+    """The part of `Journal` the engine writes to. `logged`: the events reporting the change,
+    for the journal's event log (written in the same transaction)."""
 
-    def record_attempt(self, attempt: Attempt) -> None: ...
-    def record_retry(self, attempt: Attempt) -> None: ...
-    def record_success(self, attempt: Attempt, response: dict[str, Any]) -> None: ...
-    def record_failure(self, attempt: Attempt) -> None: ...
-    def record_cancelled(self, indices: Iterable[int], attempts: Iterable[Attempt] = ()) -> None: ...
-    def requeue(self, indices: Iterable[int]) -> None: ...
-    def add_tasks(self, tasks: Iterable[Task]) -> None: ...
+    def record_attempt(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None: ...
+    def record_retry(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None: ...
+    def record_success(
+        self, attempt: Attempt, response: dict[str, Any], logged: Iterable[EngineEvent] = ()
+    ) -> None: ...
+    def record_failure(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None: ...
+    def record_cancelled(
+        self, indices: Iterable[int], attempts: Iterable[Attempt] = (), logged: Iterable[EngineEvent] = ()
+    ) -> None: ...
+    def requeue(self, indices: Iterable[int], logged: Iterable[EngineEvent] = ()) -> None: ...
+    def add_tasks(self, tasks: Iterable[Task], logged: Iterable[EngineEvent] = ()) -> None: ...
+    def log(self, events: Iterable[EngineEvent]) -> None: ...
     def log_event(self, kind: str, data: dict[str, Any] | None = None) -> None: ...
 
 
@@ -65,26 +71,34 @@ class ForwardingJournal:
     def _put(self, method: str, *args: Any) -> None:
         self._outbox.put((JOURNAL, method, args))
 
-    def record_attempt(self, attempt: Attempt) -> None:
+    # The events of a shard are not logged here: the driver logs each one it relays (it merges
+    # the shards' limits and drops their run events), after applying the record before it.
+
+    def record_attempt(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
         self._put("record_attempt", attempt)
 
-    def record_retry(self, attempt: Attempt) -> None:
+    def record_retry(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
         self._put("record_retry", attempt)
 
-    def record_success(self, attempt: Attempt, response: dict[str, Any]) -> None:
+    def record_success(self, attempt: Attempt, response: dict[str, Any], logged: Iterable[EngineEvent] = ()) -> None:
         self._put("record_success", attempt, response)
 
-    def record_failure(self, attempt: Attempt) -> None:
+    def record_failure(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
         self._put("record_failure", attempt)
 
-    def record_cancelled(self, indices: Iterable[int], attempts: Iterable[Attempt] = ()) -> None:
+    def record_cancelled(
+        self, indices: Iterable[int], attempts: Iterable[Attempt] = (), logged: Iterable[EngineEvent] = ()
+    ) -> None:
         self._put("record_cancelled", list(indices), list(attempts))
 
-    def requeue(self, indices: Iterable[int]) -> None:
+    def requeue(self, indices: Iterable[int], logged: Iterable[EngineEvent] = ()) -> None:
         self._put("requeue", list(indices))
 
-    def add_tasks(self, tasks: Iterable[Task]) -> None:
+    def add_tasks(self, tasks: Iterable[Task], logged: Iterable[EngineEvent] = ()) -> None:
         pass  # the driver journals tasks before it hands them out
+
+    def log(self, events: Iterable[EngineEvent]) -> None:
+        pass
 
     def log_event(self, kind: str, data: dict[str, Any] | None = None) -> None:
         self._put("log_event", kind, data)

@@ -34,6 +34,7 @@ from ..providers.client import CallResult, ProviderClient, StreamDeadlines
 from ..providers.errors import CallError, ErrorClass
 from ..providers.usage import Usage
 from .admission import AdmissionController
+from .board import TaskBoard
 from .deadlines import RECHECK_S, STRAGGLER_FACTOR, TailDeadlines
 from .events import (
     Attempt,
@@ -41,6 +42,7 @@ from .events import (
     AttemptStarted,
     ConcurrencyChanged,
     EndpointSwitched,
+    EngineEvent,
     PhaseAttempt,
     PhaseChanged,
     RateGateClosed,
@@ -178,9 +180,10 @@ class SwarmEngine(ObservableEngine):
         self._sends = 0
         self._last_rate_limited = -1e9
         self.stats = RunStats()
-        self.states: dict[int, TaskState] = {i: TaskState.QUEUED for i in self.tasks}
+        self.board = TaskBoard({i: TaskState.QUEUED for i in self.tasks})
         if states:
-            self.states.update(states)
+            self.board.states.update(states)
+        self.states = self.board.states
         self._attempt_numbers: dict[int, int] = dict(attempts_made or {})
         """Attempts ever made per task (journal numbering continues across resumes)."""
         self._round_attempts: dict[int, int] = {}
@@ -205,9 +208,7 @@ class SwarmEngine(ObservableEngine):
         if on_write_failure is not None:
             on_write_failure(self._journal_failed)
         for index in sorted(self.tasks):
-            state = self.states[index]
-            if not state.is_final:
-                self.states[index] = TaskState.QUEUED
+            if not self.states[index].is_final:
                 self._ready.append(index)
 
     # ----------------------------------------------------------------- steering
@@ -230,7 +231,7 @@ class SwarmEngine(ObservableEngine):
         if self.adaptive is not None:
             self.adaptive.set_ceiling(limit)
         self._log("concurrency", {"limit": limit, "reason": reason})
-        self._emit(ConcurrencyChanged(limit, reason))
+        self._emit(ConcurrencyChanged(limit, reason, ceiling=limit))
         return limit
 
     def abort(self, reason: str = "aborted by user") -> None:
@@ -279,12 +280,12 @@ class SwarmEngine(ObservableEngine):
         if not self._running:
             self._stop_reason = None
             self._aborted = False
-        self.journal.requeue(chosen)
+        queued = [TaskQueued(index, TaskState.FAILED) for index in chosen]
+        self.journal.requeue(chosen, queued)
         self._ready.extendleft(reversed(chosen))  # the user asked for these now: ahead of untried work
-        for index in chosen:
-            self.states[index] = TaskState.QUEUED
-            self._round_attempts.pop(index, None)
-            self._emit(TaskQueued(index, TaskState.FAILED))
+        for event in queued:
+            self._round_attempts.pop(event.index, None)
+            self._deliver(event)
         self._wake.set()
         return chosen
 
@@ -293,12 +294,12 @@ class SwarmEngine(ObservableEngine):
         new = [t for t in tasks if t.index not in self.tasks]
         if not new:
             return []
-        self.journal.add_tasks(new)
+        added = TasksAdded(tuple(t.index for t in new), len(self.tasks) + len(new))
+        self.journal.add_tasks(new, (added,))
         for task in new:
             self.tasks[task.index] = task
-            self.states[task.index] = TaskState.QUEUED
             self._ready.append(task.index)
-        self._emit(TasksAdded(tuple(t.index for t in new), len(self.tasks)))
+        self._deliver(added)
         self._wake.set()
         return [t.index for t in new]
 
@@ -342,8 +343,7 @@ class SwarmEngine(ObservableEngine):
                     status=error.status,
                     error=error,
                 )
-                self.journal.record_attempt(attempt)
-                self._emit(PhaseAttempt(phase, attempt))
+                self._record_phase_attempt(phase, attempt)
                 if not retry:
                     raise
                 error = self._capped(error)
@@ -364,11 +364,15 @@ class SwarmEngine(ObservableEngine):
                     cost_usd=self._cost(result, client.name),
                     ttft_ms=result.ttft_ms,
                 )
-                self.journal.record_attempt(attempt)
-                self._emit(PhaseAttempt(phase, attempt))
+                self._record_phase_attempt(phase, attempt)
                 return result
             finally:
                 self.admission.release()
+
+    def _record_phase_attempt(self, phase: str, attempt: Attempt) -> None:
+        event = PhaseAttempt(phase, attempt)
+        self.journal.record_attempt(attempt, (event,))
+        self._deliver(event)
 
     # ----------------------------------------------------------------- running
 
@@ -383,13 +387,16 @@ class SwarmEngine(ObservableEngine):
         self._stop_reason = None
         self.admission.reopen()
         self._open_ledger()
-        for index in self._ready:
-            if self.states[index] is TaskState.CANCELLED:  # left unfinished by an earlier stop
-                self.states[index] = TaskState.QUEUED
-                self._emit(TaskQueued(index, TaskState.CANCELLED))
         pending = len(self._ready)
         self._log("run", {"pending": pending, "concurrency": self.admission.limit})
-        self._emit(RunStarted(len(self.tasks), pending, self.admission.limit, self.client.name, self.simulated))
+        ceiling = self.adaptive.ceiling if self.adaptive is not None else None
+        self._emit(
+            RunStarted(len(self.tasks), pending, self.admission.limit, self.client.name, self.simulated, ceiling)
+        )
+        for index in self._ready:
+            previous = self.states[index]
+            if previous is not TaskState.QUEUED:  # left unfinished by an earlier stop (or process)
+                self._emit(TaskQueued(index, previous))
         if self.rate_limits.rpm or self.rate_limits.tpm:
             self._emit(RateLimitsLearned(self.rate_limits.rpm, self.rate_limits.tpm))
         try:
@@ -442,7 +449,6 @@ class SwarmEngine(ObservableEngine):
     def _launch(self, index: int) -> None:
         number = self._next_number(index)
         self._round_attempts[index] = self._round_attempts.get(index, 0) + 1
-        self.states[index] = TaskState.RUNNING
         client = self._route()
         self._emit(AttemptStarted(index, number, client.name))
         started_at = time.time()
@@ -549,12 +555,14 @@ class SwarmEngine(ObservableEngine):
     def _leave_unfinished(self, index: int, attempts: list[Attempt]) -> None:
         """A task stopped mid-attempt (abort, a journal that cannot keep its outcome): its calls
         are journaled as cancelled (when the journal can), and it waits for the next run() or resume."""
-        self._journal_quietly(self.journal.record_cancelled, [index], attempts)
-        self.states[index] = TaskState.CANCELLED
+        events: list[EngineEvent] = [
+            *(AttemptEnded(extra) for extra in attempts[1:]),
+            TaskCancelled(index, attempts[0]),
+        ]
+        self._journal_quietly(self.journal.record_cancelled, [index], attempts, events)
         self._ready.append(index)
-        for extra in attempts[1:]:
-            self._emit(AttemptEnded(extra))
-        self._emit(TaskCancelled(index, attempts[0]))
+        for event in events:
+            self._deliver(event)
 
     def _start_call(self, index: int, number: int, client: ProviderClient, *, hedge: bool = False) -> _Call:
         body = self.tasks[index].body
@@ -678,8 +686,9 @@ class SwarmEngine(ObservableEngine):
             usage=usage,
             cost_usd=cost_usd,
         )
-        self.journal.record_attempt(attempt)
-        self._emit(AttemptEnded(attempt))
+        ended = AttemptEnded(attempt)
+        self.journal.record_attempt(attempt, (ended,))
+        self._deliver(ended)
 
     def _on_success(
         self, index: int, number: int, started_at: float, latency_ms: float, result: CallResult, *, endpoint: str
@@ -710,9 +719,9 @@ class SwarmEngine(ObservableEngine):
             cost_usd=self._cost(result, endpoint),
             ttft_ms=result.ttft_ms,
         )
-        self.journal.record_success(attempt, result.body)
-        self.states[index] = TaskState.SUCCEEDED
-        self._emit(TaskSucceeded(attempt, result.content))
+        succeeded = TaskSucceeded(attempt, result.content)
+        self.journal.record_success(attempt, result.body, (succeeded,))
+        self._deliver(succeeded)
 
     def _on_invalid_answer(
         self,
@@ -750,9 +759,9 @@ class SwarmEngine(ObservableEngine):
             ttft_ms=result.ttft_ms,
         )
         if not reask:
-            self.journal.record_failure(attempt)
-            self.states[index] = TaskState.FAILED
-            self._emit(TaskFailed(attempt))
+            failed = TaskFailed(attempt)
+            self.journal.record_failure(attempt, (failed,))
+            self._deliver(failed)
             self._check_failure_rate()
             return
         self._reasked.add(index)
@@ -768,10 +777,10 @@ class SwarmEngine(ObservableEngine):
             },
         ]
         self.tasks[index] = Task(task.index, task.custom_id, {**task.body, "messages": messages})
-        self.journal.record_retry(attempt)
-        self.states[index] = TaskState.RETRYING
+        retrying = TaskRetrying(attempt, 0.0)
+        self.journal.record_retry(attempt, (retrying,))
         self._retry_timers[index] = asyncio.get_running_loop().call_later(0, self._requeue, index)
-        self._emit(TaskRetrying(attempt, 0.0))
+        self._deliver(retrying)
 
     def _on_failure(
         self, index: int, number: int, started_at: float, latency_ms: float, error: CallError, *, endpoint: str
@@ -807,9 +816,9 @@ class SwarmEngine(ObservableEngine):
             request_id=error.request_id,
         )
         if not retry:
-            self.journal.record_failure(attempt)
-            self.states[index] = TaskState.FAILED
-            self._emit(TaskFailed(attempt))
+            failed = TaskFailed(attempt)
+            self.journal.record_failure(attempt, (failed,))
+            self._deliver(failed)
             self._check_failure_rate()
             return
         straggler = error.code == STRAGGLER_CODE  # it has waited long enough already
@@ -818,10 +827,10 @@ class SwarmEngine(ObservableEngine):
         if error.is_rate_limit and error.retry_after_s and self.admission.close_gate(error.retry_after_s):
             self.last_retry_after_asked_s = error.retry_after_asked_s
             self._emit(RateGateClosed(error.retry_after_s, asked_s=error.retry_after_asked_s))
-        self.journal.record_retry(attempt)
-        self.states[index] = TaskState.RETRYING
+        retrying = TaskRetrying(attempt, delay)
+        self.journal.record_retry(attempt, (retrying,))
         self._retry_timers[index] = asyncio.get_running_loop().call_later(delay, self._requeue, index)
-        self._emit(TaskRetrying(attempt, delay))
+        self._deliver(retrying)
 
     def _trim_once(self, index: int, error: CallError) -> bool:
         """Context length exceeded: never retried as is, but shortened once when a trimmer can."""
@@ -962,12 +971,11 @@ class SwarmEngine(ObservableEngine):
         waiting = sorted(set(self._retry_timers) | set(self._ready))
         self._retry_timers.clear()
         self._ready = deque(waiting)
-        newly = [i for i in waiting if self.states[i] is not TaskState.CANCELLED]
-        if newly:
-            self._journal_quietly(self.journal.record_cancelled, newly)
-        for index in newly:
-            self.states[index] = TaskState.CANCELLED
-            self._emit(TaskCancelled(index))
+        cancelled = [TaskCancelled(i) for i in waiting if self.states[i] is not TaskState.CANCELLED]
+        if cancelled:
+            self._journal_quietly(self.journal.record_cancelled, [e.index for e in cancelled], (), cancelled)
+        for event in cancelled:
+            self._deliver(event)
 
     def _cost(self, result: CallResult, endpoint: str) -> float | None:
         price = self._prices.get(endpoint)

@@ -57,6 +57,8 @@ class RunStarted:
     concurrency: int
     provider: str
     simulated: bool
+    ceiling: int | None = None
+    """The user's limit, which the adaptive limit (`concurrency`) works under; None: the same."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +139,8 @@ class RunResumed:
 class ConcurrencyChanged:
     limit: int
     reason: str
+    ceiling: int | None = None
+    """The user's limit after the change (None: unchanged, or not adaptive)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,14 @@
 """What every engine shows its listeners and steering code, in one place.
 
 `SwarmEngine` (one process) and `swarm_tui.distributed.RayEngine` (shards on Ray actors) keep
-the same state — `tasks`, `states`, `admission`, an in-flight map, a stop reason — and share
-these read-outs and the listener plumbing, so the TUI, `attach` and headless runs cannot tell
-them apart.
+the same state — `tasks`, a `TaskBoard` (`states`), `admission`, an in-flight map, a stop
+reason — and share these read-outs and the event plumbing, so the TUI, `attach` and headless
+runs cannot tell them apart.
+
+An event goes out in one way: written to the journal's log (`_emit`; events that report a
+journal write are logged in that write's transaction, then `_deliver`ed), applied to the
+board, then handed to the listeners. So a task's state only ever changes by an event that is
+on disk, and a view replaying the log sees exactly what a live view saw.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import JournalWriteError
+from .board import TaskBoard
 from .events import EngineEvent, RunFinished, TaskState
 
 log = logging.getLogger("swarm_tui.engine")
@@ -24,7 +31,10 @@ class ObservableEngine:
     `_running`, `_aborted` and `_stop_reason`."""
 
     tasks: dict[int, Any]
+    board: TaskBoard
     states: dict[int, TaskState]
+    """`board.states`: read-only for the engine's code (events move it)."""
+    journal: Any
     _listeners: list[Listener]
     _in_flight: dict[int, Any]
     _running: bool
@@ -35,6 +45,19 @@ class ObservableEngine:
         self._listeners.append(listener)
 
     def _emit(self, event: EngineEvent) -> None:
+        """Log an event that reports no journal write, then deliver it."""
+        self._log_events((event,))
+        self._deliver(event)
+
+    def _log_events(self, events: tuple[EngineEvent, ...] | list[EngineEvent]) -> None:
+        try:
+            self.journal.log(events)
+        except JournalWriteError:
+            pass  # the journal told the engine, which is stopping the run
+
+    def _deliver(self, event: EngineEvent) -> None:
+        """An event already on disk: move the board, then tell the listeners."""
+        self.board.apply(event)
         for listener in self._listeners:
             try:
                 listener(event)

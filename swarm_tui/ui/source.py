@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..attach import replay_history
 from ..engine import EngineSettings, RunStats, TaskState
 from ..engine.events import EngineEvent
 from ..jobs import Task
 from ..providers.profile import ProviderProfile
+from ..runlog import replay_history
 from ..session import SwarmSession
 
 EXIT_OK, EXIT_FAILED, EXIT_ABORTED = 0, 1, 130
@@ -95,7 +95,7 @@ class LiveRun:
         """What earlier sessions of a resumed run did, as events (the screen shows them first)."""
         if self.stats.sent == 0 and session.journal.attempts_since(0)[:1]:
             # A resumed run: count what earlier sessions did, so the footer agrees with the grid.
-            self.history = replay_history(session.journal, self.stats, self.engine.states)
+            self.history = replay_history(session.journal, self.stats)
         if not self.stats.total:
             self.stats.total = len(self.tasks)
         self._done_before = self.stats.done

@@ -1,0 +1,102 @@
+"""The task state machine: every view's task states, moved only by engine events.
+
+`TaskBoard.apply(event)` is the one place a task changes state. The engine applies each event
+it emits, the Ray driver each event its shards report, and an attached view each event it
+reads from the journal's log: the same events through the same rules give the same board.
+
+    queued ──AttemptStarted──> running ──TaskSucceeded──> succeeded   (final: nothing moves it)
+      ^  ^                     │  │  └───TaskFailed─────> failed ──TaskQueued (retry)──┐
+      │  └──TaskQueued─────────┘  └───TaskRetrying───> retrying ──AttemptStarted──> running
+      └──TaskQueued── cancelled <──TaskCancelled── (running, retrying, queued)
+
+A hedged backup's `AttemptStarted` moves nothing (its task is already running).
+
+The board also remembers which attempt each running task has in flight, so that a run whose
+process died (kill -9, a power cut) can be closed honestly: `interrupted()` gives the events
+that say its calls in flight were lost and its waiting tasks left unfinished.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .events import (
+    Attempt,
+    AttemptStarted,
+    EngineEvent,
+    TaskCancelled,
+    TaskFailed,
+    TaskQueued,
+    TaskRetrying,
+    TasksAdded,
+    TaskState,
+    TaskSucceeded,
+)
+
+LOST_OUTCOME = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    number: int
+    endpoint: str
+    started_at: float
+    """Wall-clock (epoch seconds) when the attempt started."""
+
+
+class TaskBoard:
+    def __init__(self, states: Mapping[int, TaskState] | Iterable[int] = ()) -> None:
+        self.states: dict[int, TaskState] = (
+            dict(states) if isinstance(states, Mapping) else {i: TaskState.QUEUED for i in states}
+        )
+        self.in_flight: dict[int, InFlight] = {}
+        """Tasks whose (first) attempt is in flight: its number, endpoint and start."""
+
+    def apply(self, event: EngineEvent, at: float | None = None) -> None:
+        """Move the board as `event` says (`at`: when it happened, epoch seconds; default now)."""
+        match event:
+            case AttemptStarted(index=i, hedge=False, number=number, endpoint=endpoint):
+                self.states[i] = TaskState.RUNNING
+                self.in_flight[i] = InFlight(number, endpoint, time.time() if at is None else at)
+            case TaskSucceeded(attempt=attempt):
+                self._settle(attempt.index, TaskState.SUCCEEDED)
+            case TaskFailed(attempt=attempt):
+                self._settle(attempt.index, TaskState.FAILED)
+            case TaskRetrying(attempt=attempt):
+                self._settle(attempt.index, TaskState.RETRYING)
+            case TaskCancelled(index=i):
+                self._settle(i, TaskState.CANCELLED)
+            case TaskQueued(index=i):
+                if self.states.get(i) is not TaskState.SUCCEEDED:
+                    self.states[i] = TaskState.QUEUED
+            case TasksAdded(indices=indices):
+                for i in indices:
+                    self.states.setdefault(i, TaskState.QUEUED)
+
+    def _settle(self, index: int, state: TaskState) -> None:
+        self.in_flight.pop(index, None)
+        if self.states.get(index) is TaskState.SUCCEEDED:
+            return  # a paid answer is never turned into anything else
+        if state is TaskState.CANCELLED and self.states.get(index) is TaskState.FAILED:
+            return  # a stop leaves finished work as it is
+        self.states[index] = state
+
+    def count(self, state: TaskState) -> int:
+        return sum(1 for s in self.states.values() if s is state)
+
+    def interrupted(self, now: float | None = None) -> list[EngineEvent]:
+        """What happened to a run whose process died: each call in flight was lost (an attempt
+        that ended `cancelled`: it may have been billed), each waiting task left unfinished."""
+        now = time.time() if now is None else now
+        closing: list[EngineEvent] = []
+        for i, state in sorted(self.states.items()):
+            flight = self.in_flight.get(i)
+            if state is TaskState.RUNNING and flight is not None:
+                latency_ms = max(0.0, (now - flight.started_at) * 1000.0)
+                lost = Attempt(i, flight.number, flight.endpoint, flight.started_at, latency_ms, LOST_OUTCOME)
+                closing.append(TaskCancelled(i, lost))
+            elif state in (TaskState.RUNNING, TaskState.RETRYING, TaskState.QUEUED):
+                closing.append(TaskCancelled(i))
+        return closing
