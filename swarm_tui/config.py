@@ -61,7 +61,7 @@ class Config:
     prices: dict[str, Any] = field(default_factory=dict)
     """User price overrides, `[prices."provider/model"]` tables (see pricing)."""
     keys: dict[str, str] = field(default_factory=dict)
-    """The TUI's keymap overrides, `[keys] binding-id = "key"` (ids: `?` in the TUI lists them)."""
+    """The TUI's keymap overrides, `[keys] binding-id = "key"` (`?` in the TUI lists the ids)."""
     billing: dict[str, Any] = field(default_factory=dict)
     """What a provider bills per $1 in a local currency, `[billing.<provider>] CNY = 1.0` (see currency)."""
 
@@ -164,15 +164,32 @@ def load_config(path: Path | None = None) -> Config:
     config.currency = defaults.get("currency", config.currency)
     config.currency_rate = defaults.get("currency_rate", config.currency_rate)
     config.prices = doc.get("prices") or {}
-    keys = doc.get("keys") or {}
-    if not isinstance(keys, dict) or not all(isinstance(v, str) and v for v in keys.values()):
-        raise InputError.single(path, "keys", 'must be a table of binding-id = "key" (e.g. retry-failed = "ctrl+r")')
-    config.keys = dict(keys)
+    config.keys = keymap_of(path, doc.get("keys") or {})
     config.billing = doc.get("billing") or {}
     _check_money(config)
     if config.default_provider not in config.profiles:
         raise InputError.single(path, "defaults.provider", f"no profile named {config.default_provider!r}")
     return config
+
+
+def keymap_of(path: Path, table: Any, prefix: str = "keys") -> dict[str, str]:
+    """`[keys]` as binding id -> keys. A dotted id written bare (`grid.open = "o"`) is a nested
+    table in TOML, so `[keys.grid]` and `grid.open` both mean the id `grid.open`; a list of keys
+    means each of them (`["o", "enter"]` is `"o,enter"`). Which ids exist is the TUI's to say."""
+    if not isinstance(table, dict):
+        raise InputError.single(path, prefix, 'must be a table of binding-id = "key", e.g. app.retry_failed = "ctrl+r"')
+    keys: dict[str, str] = {}
+    for name, value in table.items():
+        field_name = f"{prefix}.{name}"
+        if isinstance(value, dict):
+            keys.update({f"{name}.{k}": v for k, v in keymap_of(path, value, field_name).items()})
+        elif isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
+            keys[name] = ",".join(v.strip() for v in value)
+        elif isinstance(value, str) and value.strip():
+            keys[name] = value.strip()
+        else:
+            raise InputError.single(path, field_name, 'must be a key, e.g. "ctrl+r", or a list of keys')
+    return keys
 
 
 def configured_currency(*, provider: str | None = None, prices: dict[str, Any] | None = None) -> DisplayCurrency:

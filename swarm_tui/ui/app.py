@@ -27,6 +27,7 @@ from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.dom import DOMNode
 from textual.events import Key, Resize
 from textual.screen import Screen
 from textual.widgets import Footer, Sparkline
@@ -63,7 +64,9 @@ from .detail import AgentDetailScreen
 from .dialogs import ConfirmScreen, HelpScreen
 from .errorlog import ErrorLog, Failure
 from .estimate import EstimateScreen
+from .format import short_path
 from .grid import STATE_LABELS, AgentGrid
+from .keys import KeyRow, help_rows, key_hint, resolve_keymap
 from .panels import ProviderBar, RunPanel, StatsFigures, StatsFooter
 from .provider import ProviderScreen
 from .source import LiveRun, RunSource
@@ -78,22 +81,6 @@ from .themes import (
 
 REFRESH_HZ = 10
 CONCURRENCY = Binding.Group("Limit", compact=True)
-KEY_HELP = {
-    "retry-failed": "retry every failed agent (they restart at once)",
-    "retry-agent": "retry the failed agent under the grid cursor",
-    "pause": "pause dispatch (in-flight calls finish) / resume",
-    "abort": "abort the run (asks first); the journal stays resumable",
-    "concurrency-up": "raise the ceiling (the adaptive limit works under it)",
-    "concurrency-down": "lower the ceiling (the adaptive limit works under it)",
-    "theme": "next theme: swarm-dark, swarm-light, swarm-high-contrast",
-    "heat": "latency heat view: colour agents by latency",
-    "provider": "provider pane: profiles, edit, save, test connection",
-    "aggregate": "the aggregate: what the swarm's aggregator wrote (aggregate.md)",
-    "estimate": "monthly cost projection of this run's tokens per task, on every priced model",
-    "flush-memory": "flush the swarm's rolling memory: later rounds start from the shared context only",
-    "help": "this help",
-    "quit": "quit (a run in flight is aborted after you confirm)",
-}
 PANELS_EVERY_S = 0.25
 """The figures and the legend repaint at 4 Hz: readable, and half the cost of the grid's 10 Hz."""
 SPARK_SECONDS = 120
@@ -132,20 +119,31 @@ class SwarmApp(App[int]):
     COMMANDS = App.COMMANDS | {SwarmCommands}
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("r", "retry_failed", "Retry", id="retry-failed", tooltip="retry every failed agent"),
-        Binding("R", "retry_cursor", "Retry agent", id="retry-agent", show=False),
-        Binding("p", "toggle_pause", "Pause", id="pause", tooltip="pause / resume dispatch"),
-        Binding("a", "abort", "Abort", id="abort"),
-        Binding("plus,equals_sign", "concurrency(1)", "More", id="concurrency-up", key_display="+", group=CONCURRENCY),
-        Binding("minus", "concurrency(-1)", "Less", id="concurrency-down", key_display="-", group=CONCURRENCY),
-        Binding("t", "cycle_theme", "Theme", id="theme"),
-        Binding("h", "toggle_heat", "Heat view", id="heat", show=False),
-        Binding("e", "provider", "Provider", id="provider"),
-        Binding("g", "aggregate", "Aggregate", id="aggregate", tooltip="what the aggregator wrote"),
-        Binding("dollar_sign", "estimate", "Cost projection", id="estimate", key_display="$", show=False),
-        Binding("m", "flush_memory", "Flush memory", id="flush-memory", show=False),
-        Binding("question_mark", "help", "Help", id="help", key_display="?"),
-        Binding("q", "quit", "Quit", id="quit"),
+        Binding("r", "retry_failed", "Retry", id="app.retry_failed", tooltip="retry every failed agent"),
+        Binding("R", "retry_cursor", "Retry agent", id="app.retry_agent", show=False),
+        Binding("p", "toggle_pause", "Pause", id="app.pause", tooltip="pause / resume dispatch"),
+        Binding("a", "abort", "Abort", id="app.abort"),
+        Binding(
+            "plus,equals_sign", "concurrency(1)", "More", id="app.concurrency_up", key_display="+", group=CONCURRENCY
+        ),
+        Binding("minus", "concurrency(-1)", "Less", id="app.concurrency_down", key_display="-", group=CONCURRENCY),
+        Binding("t", "cycle_theme", "Theme", id="app.theme"),
+        Binding("h", "toggle_heat", "Heat view", id="app.heat", show=False),
+        Binding("e", "provider", "Provider", id="app.provider"),
+        Binding("g", "aggregate", "Aggregate", id="app.aggregate", tooltip="what the aggregator wrote"),
+        Binding("dollar_sign", "estimate", "Cost projection", id="app.estimate", key_display="$", show=False),
+        Binding("m", "flush_memory", "Flush memory", id="app.flush_memory", show=False),
+        Binding("question_mark", "help", "Help", id="app.help", key_display="?"),
+        Binding("q", "quit", "Quit", id="app.quit"),
+        Binding(  # Textual's own palette binding, with an id (Textual adds none when one exists)
+            App.COMMAND_PALETTE_BINDING,
+            "command_palette",
+            "palette",
+            id="app.palette",
+            show=False,
+            priority=True,
+            tooltip="Open the command palette",
+        ),
     ]
 
     def __init__(
@@ -172,6 +170,9 @@ class SwarmApp(App[int]):
         self._quitting = False
         self._aggregate_ready = (source.run_dir / "aggregate.md").exists()
         self._enabled_keys: tuple[bool | None, ...] = ()
+        self.keymap: dict[str, str] = {}
+        """The config's `[keys]` as applied: binding id -> keys (Textual's names, comma-separated)."""
+        self.keymap_problems: list[str] = []
         self._worker: Worker | None = None
         self.phase = "STARTING"
         self.phase_detail = ""
@@ -260,20 +261,23 @@ class SwarmApp(App[int]):
         self._drain()
 
     def _apply_keymap(self) -> None:
-        """The config's `[keys]` (binding id -> key); an id no binding has is named, not ignored."""
-        keys = self.config.keys
-        if not keys:
-            return
-        known = {b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id}
-        unknown = sorted(set(keys) - known)
-        if unknown:
-            self.notify(
-                f"{self.config.path}: [keys] has no binding {', '.join(unknown)} (known: {', '.join(sorted(known))})",
-                severity="warning",
-                timeout=15,
-                markup=False,
-            )
-        self.set_keymap({k: v for k, v in keys.items() if k in known})
+        """The config's `[keys]` (binding id -> key) over every binding of every screen and
+        widget (`KEY_SCOPES`); what is wrong with it (an unknown id, a key taken from another
+        binding) is said, naming the file, and listed again at the top of the help."""
+        resolved = resolve_keymap(self.config.keys, (scope for _, scope in KEY_SCOPES), self.config.path)
+        self.keymap = resolved.keymap
+        self.keymap_problems = resolved.problems
+        if resolved.problems:
+            self.notify("\n".join(resolved.problems), title="Keys", severity="warning", timeout=20, markup=False)
+        palette = self.keymap.get("app.palette")
+        if palette:  # the footer shows the palette's key by this name
+            self.COMMAND_PALETTE_BINDING = palette.split(",")[0]  # type: ignore[misc]
+        if self.keymap:
+            self.set_keymap(self.keymap)
+
+    def key_hint(self, binding_id: str) -> str:
+        """The key to name in a hint (a notification, the palette) for one of the App's bindings, as bound now."""
+        return key_hint(self, type(self), binding_id)
 
     def on_resize(self, event: Resize) -> None:
         if hasattr(self, "grid"):  # a first resize arrives before mount
@@ -372,7 +376,8 @@ class SwarmApp(App[int]):
                     self.phase, self.phase_detail = "RUNNING", ""
                     self._ended_elapsed_s = None
                 case RunPaused():
-                    self.phase, self.phase_detail = "PAUSED", "in-flight calls finish; p resumes"
+                    resume = self.key_hint("app.pause")
+                    self.phase, self.phase_detail = "PAUSED", f"in-flight calls finish; {resume} resumes"
                 case RunResumed():
                     self.phase, self.phase_detail = "RUNNING", ""
                 case RateLimitsLearned(rpm=rpm, tpm=tpm):
@@ -385,7 +390,10 @@ class SwarmApp(App[int]):
                     if phase == "done" and (self.source.run_dir / "aggregate.md").exists():
                         self._aggregate_ready = True
                         self.notify(
-                            "The aggregate is written: press g to read it", title="Aggregate", timeout=10, markup=False
+                            f"The aggregate is written: press {self.key_hint('app.aggregate')} to read it",
+                            title="Aggregate",
+                            timeout=10,
+                            markup=False,
                         )
                 case RunStopping(reason=reason):
                     self.phase, self.phase_detail = "STOPPING", reason
@@ -436,11 +444,11 @@ class SwarmApp(App[int]):
             )
             return
         if finished.failed:
-            hint = "r retries the failed agents"
+            hint = f"{self.key_hint('app.retry_failed')} retries the failed agents"
         elif unfinished:
-            hint = "p resumes the unfinished agents"
+            hint = f"{self.key_hint('app.pause')} resumes the unfinished agents"
         else:
-            hint = "q quits"
+            hint = f"{self.key_hint('app.quit')} quits"
         self.notify(
             f"Run {'aborted' if finished.aborted else 'finished'}: {self.phase_detail}. {hint}.",
             title=self.phase,
@@ -557,13 +565,19 @@ class SwarmApp(App[int]):
                         "retries the failed agents."
                     )
                 label = STATE_LABELS[source.states.get(index, TaskState.QUEUED)]
-                return f"Agent {index + 1} is {label}: R retries a failed agent (r retries every failed one)."
+                return (
+                    f"Agent {index + 1} is {label}: {self.key_hint('app.retry_agent')} retries a failed agent "
+                    f"({self.key_hint('app.retry_failed')} retries every failed one)."
+                )
         return None
 
     def on_key(self, event: Key) -> None:
         """A key no binding took: if it is bound to an action that makes no sense now, say why
         (a hidden or dimmed key otherwise does nothing visible)."""
-        for binding in self._bindings.key_to_bindings.get(event.key, []):
+        bindings = self._bindings.copy()
+        if self.keymap:
+            bindings.apply_keymap(self.keymap)
+        for binding in bindings.key_to_bindings.get(event.key, []):
             base, _, _ = binding.action.partition("(")
             if self.check_action(base, ()) is not True and (reason := self.why_not(base)):
                 event.stop()
@@ -629,7 +643,7 @@ class SwarmApp(App[int]):
         else:
             source.pause()
             self.notify(
-                "Paused: nothing new is sent; in-flight calls finish. p resumes."
+                f"Paused: nothing new is sent; in-flight calls finish. {self.key_hint('app.pause')} resumes."
                 if not source.attached
                 else "Asked the running engine to pause.",
                 timeout=4,
@@ -679,7 +693,7 @@ class SwarmApp(App[int]):
         self.grid.heat = not self.grid.heat
         self.notify(
             "Latency heat view: done agents coloured from fastest to slowest fifth (the scale is beside "
-            "the grid); h again for states."
+            f"the grid); {self.key_hint('app.heat')} again for states."
             if self.grid.heat
             else "State view.",
             timeout=3,
@@ -705,22 +719,14 @@ class SwarmApp(App[int]):
         )
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.key_help(), str(self.source.run_dir)))
+        self.push_screen(
+            HelpScreen(self.key_help(), str(self.source.run_dir), short_path(self.config.path), self.keymap_problems)
+        )
 
-    def key_help(self) -> list[tuple[str, str]]:
-        """(key as bound now, what it does): the keymap may have moved keys, so ask the bindings."""
-        bound: dict[str, Binding] = {}
-        for active in self.active_bindings.values():
-            if active.binding.id:
-                bound.setdefault(active.binding.id, active.binding)
-        keys: list[tuple[str, str]] = []
-        for binding in self.BINDINGS:
-            assert isinstance(binding, Binding)
-            key = self.get_key_display(bound.get(binding.id or "", binding))
-            keys.append((key, KEY_HELP.get(binding.id or "", binding.description)))
-        keys[1:1] = [("enter", "open the agent under the cursor; on an error-log row: retry it")]
-        keys.append(("ctrl+p", "command palette: every action by name; 'agent 42' opens one"))
-        return keys
+    def key_help(self) -> list[tuple[str, list[KeyRow]]]:
+        """Every binding with an id, grouped by where it applies: its keys as bound now (the
+        keymap may have moved them), its id, what it does."""
+        return [(where, help_rows(scope, self.keymap)) for where, scope in KEY_SCOPES]
 
     def open_agent(self, index: int) -> None:
         self.grid.move_to(index)
@@ -772,6 +778,20 @@ class SwarmApp(App[int]):
     def _retry_from_log(self, event: ErrorLog.RetryRequested) -> None:
         self.grid.move_to(event.index)
         self.retry_agents([event.index])
+
+
+KEY_SCOPES: tuple[tuple[str, type[DOMNode]], ...] = (
+    ("Everywhere (a pane with focus may take the same key)", SwarmApp),
+    ("Grid (when it has focus)", AgentGrid),
+    ("Error log (when it has focus: Tab)", ErrorLog),
+    ("Agent detail (an agent opened from the grid)", AgentDetailScreen),
+    ("Confirmations (abort, quit during a run)", ConfirmScreen),
+    ("This help", HelpScreen),
+    ("Provider pane", ProviderScreen),
+    ("Cost projection", EstimateScreen),
+    ("Aggregate", AggregateScreen),
+)
+"""Where bindings apply, as the help groups them: every class whose bindings the keymap moves."""
 
 
 # --------------------------------------------------------------------------- factory and entry points

@@ -11,25 +11,28 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from .keys import own_bindings
+
 if TYPE_CHECKING:
     from .app import SwarmApp
 
 COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("retry_failed", "Retry failed agents", "queue every failed agent again (r)"),
-    ("retry_cursor", "Retry the agent under the cursor", "queue the failed agent under the grid cursor (R)"),
-    ("toggle_pause", "Pause / resume the run", "pause dispatch (in-flight calls finish), or resume (p)"),
-    ("abort", "Abort the run", "cancel in-flight calls; the journal stays resumable (a)"),
-    ("concurrency(1)", "Raise the concurrency ceiling", "the adaptive limit works under it (+)"),
-    ("concurrency(-1)", "Lower the concurrency ceiling", "the adaptive limit works under it (-)"),
-    ("cycle_theme", "Next theme", "swarm-dark, swarm-light, swarm-high-contrast... (t)"),
-    ("toggle_heat", "Toggle the latency heat view", "colour agents by latency instead of state (h)"),
-    ("provider", "Provider pane", "profiles: edit, save, test connection (e)"),
-    ("estimate", "Cost projection", "this run's tokens per task priced per month on every model ($)"),
-    ("aggregate", "Aggregate", "what the swarm's aggregator wrote (g)"),
-    ("flush_memory", "Flush the rolling memory", "later rounds start from the shared context only (m)"),
-    ("help", "Help", "keys, panes, monitoring over SSH (?)"),
-    ("quit", "Quit", "leave; a run in flight is aborted, the journal stays resumable (q)"),
+    ("retry_failed", "Retry failed agents", "queue every failed agent again"),
+    ("retry_cursor", "Retry the agent under the cursor", "queue the failed agent under the grid cursor"),
+    ("toggle_pause", "Pause / resume the run", "pause dispatch (in-flight calls finish), or resume"),
+    ("abort", "Abort the run", "cancel in-flight calls; the journal stays resumable"),
+    ("concurrency(1)", "Raise the concurrency ceiling", "the adaptive limit works under it"),
+    ("concurrency(-1)", "Lower the concurrency ceiling", "the adaptive limit works under it"),
+    ("cycle_theme", "Next theme", "swarm-dark, swarm-light, swarm-high-contrast..."),
+    ("toggle_heat", "Toggle the latency heat view", "colour agents by latency instead of state"),
+    ("provider", "Provider pane", "profiles: edit, save, test connection"),
+    ("estimate", "Cost projection", "this run's tokens per task priced per month on every model"),
+    ("aggregate", "Aggregate", "what the swarm's aggregator wrote"),
+    ("flush_memory", "Flush the rolling memory", "later rounds start from the shared context only"),
+    ("help", "Help", "keys, panes, monitoring over SSH"),
+    ("quit", "Quit", "leave; a run in flight is aborted, the journal stays resumable"),
 )
+"""(action, name, what it does); the help adds the action's key as bound now."""
 
 
 class SwarmCommands(Provider):
@@ -39,11 +42,13 @@ class SwarmCommands(Provider):
 
     def _available(self):
         app = self._app
-        for action, name, help_text in COMMANDS:
+        binding_of = {binding.action: binding.id for binding in own_bindings(type(app)) if binding.id}
+        for action, name, does in COMMANDS:
             base, _, args = action.partition("(")
             parameters = (int(args.rstrip(")")),) if args else ()
             if app.check_action(base, parameters):
-                yield action, name, help_text
+                binding_id = binding_of.get(action)
+                yield action, name, f"{does} ({app.key_hint(binding_id)})" if binding_id else does
 
     async def discover(self) -> Hits:
         for action, name, help_text in self._available():

@@ -20,6 +20,7 @@ from textual.widgets import Collapsible, Footer, Static
 from ..engine import TaskState
 from . import format as fmt
 from .grid import STATE_LABELS
+from .keys import key_hint
 
 if TYPE_CHECKING:
     from .app import SwarmApp
@@ -117,7 +118,7 @@ class AgentDetailScreen(Screen[None]):
             f"{'' if len(attempts) == 1 else 's'}"
         )
         if state is TaskState.FAILED and self.source.can_steer:
-            title += " · r retries it"
+            title += f" · {key_hint(self.app, AgentDetailScreen, 'detail.retry')} retries it"
         self.query_one("#detail-title", Static).update(Text(title))
         self._fill_attempts(attempts)
         result = self.source.result_of(index)

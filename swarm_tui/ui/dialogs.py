@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -11,9 +12,12 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from .keys import KeyRow, key_hint
+
 
 class ConfirmScreen(ModalScreen[bool]):
-    """A question with a destructive answer; `y`/Enter on the first button, `n`/Escape cancels."""
+    """A question with a destructive answer; `y`/Enter on the first button, `n`/Escape cancels
+    (the buttons name the keys as bound now: `confirm.yes` and `confirm.no` may be remapped)."""
 
     DEFAULT_CSS = """
     ConfirmScreen { align: center middle; }
@@ -40,8 +44,9 @@ class ConfirmScreen(ModalScreen[bool]):
             yield Static(Text(self._title), id="confirm-title")
             yield Static(Text(self._body), id="confirm-body")
             with Horizontal():
-                yield Button(f"{self._no} (n)", id="no")
-                yield Button(f"{self._yes} (y)", id="yes", variant="error")
+                no, yes = (key_hint(self.app, ConfirmScreen, f"confirm.{answer}") for answer in ("no", "yes"))
+                yield Button(f"{self._no} ({no})", id="no")
+                yield Button(f"{self._yes} ({yes})", id="yes", variant="error")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()
@@ -53,51 +58,93 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(yes)
 
 
-HELP = """\
-Grid       a cell per agent, coloured by state (legend beside it).
-           Arrows move; Enter opens the agent: prompt, answer, attempts.
+PANES = """\
+Grid       a cell per agent, coloured by state (legend beside it); the
+           cursor's agent opens in full: prompt, answer, attempts.
 Error log  a row per failed attempt: time, agent, error class, HTTP
            status, what happens next (retry in N s / gave up), message.
-           Tab moves focus there; Enter on a row retries that agent.
+           Tab moves focus there; a row's agent can be retried from it.
 Footer     cost (USD and your display currency), tokens in/out/cached,
            latency p50/p95/p99, req/s, tok/s, in flight / limit,
-           done / failed / total, elapsed and ETA, latency sparkline.
+           done / failed / total, elapsed and ETA, latency sparkline."""
 
-Keys
-{keys}
+KEYS_INTRO = """\
+Keys, by where they apply: the key as bound now, the binding's id, what
+it does. Move any key in {config_path}:
+  [keys]
+  grid.open = "o"            # or several keys: ["o", "enter"]"""
 
+NOTES = """\
 Quitting during a run aborts it: in-flight calls are cancelled and
 nothing finished is lost. The journal stays resumable:
   swarm-tui resume {run_dir}
 
 Over SSH: start a long run headless, detach, watch it from anywhere:
   nohup swarm-tui run JOB --headless --out runs/big &   (or in tmux)
-  swarm-tui attach runs/big     the same screen; r p a + - steer it
-Leaving an attached view (q) never stops the run.
-"""
+  swarm-tui attach runs/big     the same screen, and it steers the run
+Leaving an attached view (quit) never stops the run."""
 
 
 class HelpScreen(ModalScreen[None]):
+    """The panes, then every binding (`KEY_SCOPES` of the app) with its key as bound now, its
+    id and what it does; what is wrong with the config's `[keys]` first of all."""
+
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
-        width: 78; max-width: 100%; height: auto; max-height: 100%;
+        width: 100; max-width: 100%; height: auto; max-height: 100%;
         border: thick $primary; background: $surface; padding: 0 1;
     }
     HelpScreen #help-title { text-style: bold; color: $primary; }
+    HelpScreen #help-keymap-problems { color: $warning; margin-bottom: 1; }
+    HelpScreen .help-scope { text-style: bold; color: $primary; margin-top: 1; }
+    HelpScreen .help-block { margin-top: 1; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q", "app.pop_screen", "Close", id="help.close"),
     ]
 
-    def __init__(self, keys: list[tuple[str, str]], run_dir: str) -> None:
+    def __init__(
+        self,
+        keys: list[tuple[str, list[KeyRow]]],
+        run_dir: str,
+        config_path: str = "the config file",
+        problems: list[str] | None = None,
+    ) -> None:
         super().__init__()
         self._keys = keys
         self._run_dir = run_dir
+        self._config_path = config_path
+        self._problems = problems or []
 
     def compose(self) -> ComposeResult:
-        keys = "\n".join(f"  {key:<7} {description}" for key, description in self._keys)
+        close = key_hint(self.app, HelpScreen, "help.close")
+        rows = [row for _, scope_rows in self._keys for row in scope_rows]
+        widths = (max((len(r.key) for r in rows), default=0), max((len(r.binding_id) for r in rows), default=0))
         with VerticalScroll():
-            yield Static(Text("swarm-tui — keys and panes   (Esc closes)"), id="help-title")
-            yield Static(Text(HELP.format(keys=keys, run_dir=self._run_dir)))
+            yield Static(Text(f"swarm-tui — keys and panes   ({close} closes)"), id="help-title")
+            if self._problems:
+                yield Static(Text("\n".join(self._problems)), id="help-keymap-problems")
+            yield Static(Text(PANES))
+            yield Static(Text(KEYS_INTRO.format(config_path=self._config_path)), classes="help-block")
+            for where, scope_rows in self._keys:
+                yield Static(Text(where), classes="help-scope")
+                yield Static(key_table(scope_rows, *widths))
+            yield Static(Text(NOTES.format(run_dir=self._run_dir)), classes="help-block")
+
+
+KEYS_WIDTH = 10
+"""The keys' column at most: `escape ? q` fits, `home ctrl+home` goes on two lines."""
+
+
+def key_table(rows: list[KeyRow], key_width: int, id_width: int) -> Table:
+    """Key, id, what it does: the description wraps in its column, an id never does (the same
+    widths in every group, so that the columns line up down the help)."""
+    table = Table.grid(padding=(0, 2), expand=True)
+    table.add_column(width=min(key_width, KEYS_WIDTH))  # several keys wrap at their spaces
+    table.add_column(no_wrap=True, width=id_width)
+    table.add_column(ratio=1)
+    for row in rows:
+        table.add_row(Text(row.key, style="bold"), Text(row.binding_id), Text(row.does))
+    return table

@@ -82,8 +82,11 @@ def retry_countdown(remaining_s: float) -> str:
     return f"retry in {remaining_s:.1f}s" if remaining_s > 0 else "retry: next slot"
 
 
-class ErrorLog(DataTable):
-    """Failed attempts; Enter (or a click on a selected row) asks to retry that agent."""
+class ErrorLog(DataTable, inherit_bindings=False):
+    """Failed attempts; Enter (or a click on a selected row) asks to retry that agent.
+
+    Its keys are its own (`errorlog.*` ids, remappable): a table's row keys, Home/End to the
+    first/last row (the columns fit the width, so a table's column keys had nothing to do)."""
 
     DEFAULT_CSS = """
     ErrorLog { height: 1fr; min-height: 3; background: $surface; scrollbar-size-vertical: 1; }
@@ -91,6 +94,12 @@ class ErrorLog(DataTable):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor_up", "Cursor up", id="errorlog.cursor_up", show=False),
+        Binding("down", "cursor_down", "Cursor down", id="errorlog.cursor_down", show=False),
+        Binding("pageup", "page_up", "Page up", id="errorlog.page_up", show=False),
+        Binding("pagedown", "page_down", "Page down", id="errorlog.page_down", show=False),
+        Binding("home,ctrl+home", "scroll_top", "First", id="errorlog.first", show=False),
+        Binding("end,ctrl+end", "scroll_bottom", "Last", id="errorlog.last", show=False),
         Binding("enter", "select_cursor", "Retry agent", id="errorlog.retry"),
     ]
 

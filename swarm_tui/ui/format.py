@@ -7,7 +7,9 @@ never grows or shrinks as its value changes (no layout jitter in the footer).
 from __future__ import annotations
 
 import json
+import os
 import time
+from pathlib import Path
 
 from ..currency import DisplayCurrency
 from ..swarm.json_repair import JsonExtractionError, json_answer
@@ -106,3 +108,15 @@ def one_line(text: str, limit: int = 300) -> str:
     """Provider text on one line (newlines shown as ⏎), cut at `limit` characters."""
     flat = " ⏎ ".join(part.strip() for part in text.splitlines() if part.strip()) if "\n" in text else text
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def short_path(path: Path) -> str:
+    """A path as short as it stays unambiguous: `~/...` under the home directory, `./...` under
+    the working directory, else absolute."""
+    path = Path(os.path.abspath(path))
+    for base, prefix in ((Path.home, "~"), (Path.cwd, ".")):
+        try:
+            return f"{prefix}/{path.relative_to(base())}"
+        except (ValueError, OSError, RuntimeError):  # not under it; no home; a removed directory
+            continue
+    return str(path)

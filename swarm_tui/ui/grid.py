@@ -68,8 +68,10 @@ def state_class(state: TaskState) -> str:
     return f"agent-grid--{state.value}"
 
 
-class AgentGrid(ScrollView, can_focus=True):
-    """Agents as cells coloured by state (or by latency, in the heat view), with a cursor."""
+class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
+    """Agents as cells coloured by state (or by latency, in the heat view), with a cursor.
+
+    Its keys are its own (`grid.*` ids, remappable), not a scroll view's: the cursor scrolls."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         *(state_class(s) for s in STATES),
@@ -101,14 +103,14 @@ class AgentGrid(ScrollView, can_focus=True):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("left", "move(-1, 0)", "left", show=False),
-        Binding("right", "move(1, 0)", "right", show=False),
-        Binding("up", "move(0, -1)", "up", show=False),
-        Binding("down", "move(0, 1)", "down", show=False),
-        Binding("home", "jump('first')", "first", show=False),
-        Binding("end", "jump('last')", "last", show=False),
-        Binding("pageup", "move(0, -10)", "page up", show=False),
-        Binding("pagedown", "move(0, 10)", "page down", show=False),
+        Binding("left", "move(-1, 0)", "left", id="grid.cursor_left", show=False),
+        Binding("right", "move(1, 0)", "right", id="grid.cursor_right", show=False),
+        Binding("up", "move(0, -1)", "up", id="grid.cursor_up", show=False),
+        Binding("down", "move(0, 1)", "down", id="grid.cursor_down", show=False),
+        Binding("home", "jump('first')", "first", id="grid.first", show=False),
+        Binding("end", "jump('last')", "last", id="grid.last", show=False),
+        Binding("pageup", "move(0, -10)", "page up", id="grid.page_up", show=False),
+        Binding("pagedown", "move(0, 10)", "page down", id="grid.page_down", show=False),
         Binding("enter", "open", "Detail", id="grid.open", show=False),
     ]
 

@@ -24,11 +24,11 @@ from textual.widgets import Sparkline
 from ..engine import TaskState
 from ..providers.profile import key_status
 from . import format as fmt
-from .grid import STATE_LABELS, STATES
+from .grid import STATE_LABELS, STATES, AgentGrid
+from .keys import key_hint
 
 if TYPE_CHECKING:
     from ..currency import DisplayCurrency
-    from .grid import AgentGrid
     from .source import RunSource
 
 
@@ -246,7 +246,11 @@ class RunPanel(TextPanel):
         if index is not None:
             state = source.states.get(index, TaskState.QUEUED)
             text.append(f"▸ agent {index + 1}: {STATE_LABELS[state]}", "bold")
-            text.append("  enter: detail" + ("  R: retry" if state is TaskState.FAILED else ""), dim)
+            open_key = key_hint(self.app, AgentGrid, "grid.open")
+            retry = (
+                f"  {key_hint(self.app, type(self.app), 'app.retry_agent')}: retry" if state is TaskState.FAILED else ""
+            )
+            text.append(f"  {open_key}: detail{retry}", dim)
         self.show(text)
 
     def _wrapped(self, text: Text) -> Text:

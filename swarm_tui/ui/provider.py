@@ -27,6 +27,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 from ..config import Config
 from ..providers.probe import probe_profile
 from ..providers.profile import ProviderProfile, env_name_problem, has_credentials, key_status, looks_like_key
+from .keys import key_hint
 
 if TYPE_CHECKING:
     from .source import RunSource
@@ -135,7 +136,10 @@ class ProviderScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Text("Provider profiles   (Esc closes · ctrl+s saves · ctrl+t tests)"), id="provider-title")
+            close, save, test = (key_hint(self.app, ProviderScreen, f"provider.{b}") for b in ("close", "save", "test"))
+            yield Static(
+                Text(f"Provider profiles   ({close} closes · {save} saves · {test} tests)"), id="provider-title"
+            )
             yield Select(
                 [(name, name) for name in sorted(self._profiles)],
                 value=self._selected,
