@@ -280,12 +280,9 @@ class SwarmSession:
         """Apply commands that `attach` (another process) put in the journal; beat a heartbeat;
         notice within a second that the journal was deleted or replaced under the run."""
         while True:
-            engine = self.engine
             self.journal.check_in_place()
             try:
-                self.journal.heartbeat(
-                    in_flight=sorted(engine.in_flight_indices()), limit=engine.admission.limit, paused=engine.paused
-                )
+                self.journal.heartbeat()  # who drives the run; what it does is in the log
                 commands = self.journal.take_commands()
             except JournalWriteError:
                 return  # the journal told the engine, which stopped the run

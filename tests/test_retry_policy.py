@@ -92,3 +92,38 @@ def test_the_policy_retries_retryable_errors_up_to_max_attempts():
     assert RetryPolicy(max_attempts=1).should_retry(SERVER, 1) is False
     with pytest.raises(ValueError):
         RetryPolicy(max_attempts=0)
+
+
+QUOTA = CallError(ErrorClass.QUOTA, "insufficient_quota", 429)
+CONTEXT = CallError(ErrorClass.CONTEXT_LENGTH, "maximum context length", 400)
+STRAGGLER = CallError(ErrorClass.TIMEOUT, "past the straggler deadline", code="straggler")
+BAD_REQUEST = CallError(ErrorClass.BAD_REQUEST, "unknown field", 400)
+
+# error, attempts made, stopping, trimmed, can fail over -> next, delay bounds (s)
+DECISIONS = [
+    (SERVER, 1, False, False, False, "retry", (0.0, 0.5)),
+    (SERVER, 3, False, False, False, "retry", (0.0, 2.0)),
+    (SERVER, 4, False, False, False, "give up", (0.0, 0.0)),  # out of attempts
+    (SERVER, 1, True, False, False, "give up", (0.0, 0.0)),  # the run is stopping
+    (retry_after(30.0), 1, False, False, False, "retry", (30.0, 31.0)),  # the provider's wait wins
+    (AUTH, 1, False, False, False, "give up", (0.0, 0.0)),  # no fallback: a bad key stays bad
+    (AUTH, 1, False, False, True, "fail over", (0.0, 0.0)),  # at once, to the fallback
+    (QUOTA, 2, False, False, True, "fail over", (0.0, 0.0)),
+    (QUOTA, 4, False, False, True, "give up", (0.0, 0.0)),
+    (QUOTA, 1, True, False, True, "give up", (0.0, 0.0)),
+    (CONTEXT, 1, False, False, False, "give up", (0.0, 0.0)),  # too long, nothing to drop
+    (CONTEXT, 1, False, True, False, "trim", (0.0, 0.0)),  # shortened: at once
+    (STRAGGLER, 1, False, False, False, "retry", (0.0, 0.0)),  # it has waited long enough
+    (STRAGGLER, 4, False, False, False, "give up", (0.0, 0.0)),
+    (BAD_REQUEST, 1, False, False, True, "give up", (0.0, 0.0)),  # the fallback would refuse it too
+]
+
+
+@pytest.mark.parametrize("error, attempts, stopping, trimmed, can_fail_over, expected, bounds", DECISIONS)
+def test_the_decision_after_a_failed_attempt(error, attempts, stopping, trimmed, can_fail_over, expected, bounds):
+    for _ in range(20):  # the delay is drawn: every draw within its bounds
+        decision = RetryPolicy(max_attempts=4).after_failure(
+            error, attempts, stopping=stopping, trimmed=trimmed, can_fail_over=can_fail_over
+        )
+        assert decision.next == expected
+        assert bounds[0] <= decision.delay_s <= bounds[1]

@@ -221,7 +221,7 @@ async def test_an_attached_view_says_its_state_once_and_shows_the_resume_command
     if writer == "crashed":  # its writer died before saying it finished
         db = sqlite3.connect(run_dir / "journal.sqlite")
         with db:
-            db.execute("DELETE FROM events WHERE kind = 'finished'")
+            db.execute("DELETE FROM log WHERE kind = 'RunFinished'")
             db.execute("UPDATE meta SET value = '{\"at\": 1700000010.0, \"pid\": 4194000, \"session\": 1}' "
                        "WHERE key = 'heartbeat'")
         db.close()

@@ -73,7 +73,6 @@ log = logging.getLogger(__name__)
 MAX_BROKEN_SHARDS = 3
 _SKIPPED_EVENTS = (RunStarted, RunFinished, TasksAdded, RunStopping, RunPaused, RunResumed)
 """A shard's own run-level events: the driver announces the swarm's instead."""
-_SKIPPED_LOG_KINDS = {"run", "finished", "stopping", "paused", "resumed"}
 
 
 def connect(address: str | None) -> None:
@@ -100,14 +99,18 @@ def key_env(profile: ProviderProfile) -> dict[str, str]:
 
 
 class _DriverAdmission:
-    """What the UI and the heartbeat read of admission: the swarm's limit and pause state."""
+    """What the UI reads of admission: the swarm's limit, pause state and calls in flight."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, board: TaskBoard) -> None:
         self.limit = limit
         self.paused = False
         self.closed = False
-        self.in_flight = 0
         self.gate_remaining_s = 0.0
+        self._board = board
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._board.in_flight)
 
 
 class _Shard:
@@ -165,7 +168,7 @@ class RayEngine(ObservableEngine):
         self.states = self.board.states
         self._attempts: dict[int, int] = dict(attempts_made or {})
         self._listeners: list[Listener] = [self.stats.observe]
-        self.admission = _DriverAdmission(settings.concurrency)
+        self.admission = _DriverAdmission(settings.concurrency, self.board)
         self.n_actors = actors or max(1, len([n for n in ray.nodes() if n.get("Alive")]))
         self.limiter = None
         self.actors: list = []
@@ -176,7 +179,6 @@ class RayEngine(ObservableEngine):
         """A local engine for the swarm's planner / aggregator calls (see `call_direct`)."""
         self._shards: dict[int, _Shard] = {}
         self._next_shard = 0
-        self._in_flight: dict[int, tuple[int, str, float, float]] = {}
         self._running = False
         self._aborted = False
         self._stop_reason: str | None = None
@@ -192,14 +194,12 @@ class RayEngine(ObservableEngine):
         if not self.admission.paused:
             self.admission.paused = True
             self._broadcast("pause")
-            self.journal.log_event("paused")
             self._emit(RunPaused())
 
     def resume(self) -> None:
         if self.admission.paused:
             self.admission.paused = False
             self._broadcast("resume")
-            self.journal.log_event("resumed")
             self._emit(RunResumed())
 
     def set_concurrency(self, limit: int, reason: str = "user") -> int:
@@ -211,7 +211,6 @@ class RayEngine(ObservableEngine):
         for shard in running:
             shard.concurrency = shard.limit = share
             shard.actor.set_concurrency.remote(share, reason)
-        self.journal.log_event("concurrency", {"limit": limit, "reason": reason})
         self._emit(ConcurrencyChanged(limit, reason, ceiling=limit))
         return limit
 
@@ -258,7 +257,6 @@ class RayEngine(ObservableEngine):
         return [t.index for t in new]
 
     def announce_phase(self, phase: str, detail: str = "") -> None:
-        self.journal.log_event("phase", {"phase": phase, "detail": detail})
         self._emit(PhaseChanged(phase, detail))
 
     async def call_direct(self, phase: str, index: int, body: dict):
@@ -289,9 +287,7 @@ class RayEngine(ObservableEngine):
         self._stats_cost_at_start = self.stats.cost_usd
         pending = [i for i in sorted(self.tasks) if not self.states[i].is_final]
         self._ensure_actors()
-        self.journal.log_event(
-            "run", {"pending": len(pending), "concurrency": self.admission.limit, "ray_actors": len(self._alive())}
-        )
+        self.journal.log_event("ray", {"actors": len(self._alive())})
         self._emit(RunStarted(len(self.tasks), len(pending), self.admission.limit, self.client.name, self.simulated))
         for index in pending:
             previous = self.states[index]
@@ -321,15 +317,6 @@ class RayEngine(ObservableEngine):
             for event in cancelled:
                 self._deliver(event)
         finished = self.outcome()
-        self.journal.log_event(
-            "finished",
-            {
-                "succeeded": finished.succeeded,
-                "failed": finished.failed,
-                "unfinished": finished.cancelled,
-                "reason": self._stop_reason,
-            },
-        )
         self._emit(finished)
         return finished
 
@@ -443,9 +430,8 @@ class RayEngine(ObservableEngine):
             kind = item[0]
             if kind == JOURNAL:
                 _, method, args = item
-                if method == "log_event":
-                    if args[0] not in _SKIPPED_LOG_KINDS:
-                        journal.log_event(args[0], args[1])
+                if method == "log_event":  # a shard's notes (a failover, a trimmed request)
+                    journal.log_event(args[0], args[1])
                 elif method == "record_cancelled":
                     journal.record_cancelled(*args)
                 elif method in ("record_success", "record_failure", "record_retry", "record_attempt"):
@@ -467,9 +453,6 @@ class RayEngine(ObservableEngine):
             return
         if isinstance(event, AttemptStarted):
             self._attempts[event.index] = max(self._attempts.get(event.index, 0), event.number)
-            self._in_flight[event.index] = (event.number, event.endpoint, time.time(), time.monotonic())
-        elif isinstance(event, (TaskSucceeded, TaskFailed, TaskRetrying, TaskCancelled)):
-            self._in_flight.pop(event.index, None)
         elif isinstance(event, ConcurrencyChanged):
             shard.limit = event.limit
             running = [s for s in self._shards.values() if s.task is not None and not s.task.done()]
@@ -479,7 +462,6 @@ class RayEngine(ObservableEngine):
             if (event.rpm, event.tpm) == self._learned:
                 return
             self._learned = (event.rpm, event.tpm)
-        self.admission.in_flight = len(self._in_flight)
         self._emit(event)
         if isinstance(event, (TaskSucceeded, TaskFailed, TaskRetrying, AttemptEnded)):
             self._check_guards()
@@ -540,13 +522,14 @@ class RayEngine(ObservableEngine):
         self._dispatch(indices)
 
     def _lost_attempts(self, indices: list[int]) -> dict[int, Attempt]:
+        """The calls in flight on a lost shard, as the board knows them: journaled as cancelled."""
+        now = time.time()
         out = {}
         for index in indices:
-            flight = self._in_flight.pop(index, None)
+            flight = self.board.in_flight.get(index)
             if flight is not None:
-                number, endpoint, started_at, t0 = flight
-                out[index] = Attempt(index, number, endpoint, started_at, (time.monotonic() - t0) * 1000, "cancelled")
-        self.admission.in_flight = len(self._in_flight)
+                latency_ms = max(0.0, now - flight.started_at) * 1000
+                out[index] = Attempt(index, flight.number, flight.endpoint, flight.started_at, latency_ms, "cancelled")
         return out
 
     @property
@@ -583,7 +566,6 @@ class RayEngine(ObservableEngine):
             return
         self._stop_reason = reason
         self.admission.closed = True
-        self.journal.log_event("stopping", {"reason": reason})
         self._emit(RunStopping(reason))
 
     def _broadcast(self, method: str, *args: Any) -> None:

@@ -26,6 +26,9 @@ from dataclasses import dataclass
 
 from .stats import nearest_rank
 
+STRAGGLER_CODE = "straggler"
+"""The code of a timeout the engine called itself: an attempt abandoned past the straggler deadline."""
+
 MIN_SAMPLES = 20
 WINDOW = 200
 STRAGGLER_FACTOR = 3.0

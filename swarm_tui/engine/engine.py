@@ -35,7 +35,7 @@ from ..providers.errors import CallError, ErrorClass
 from ..providers.usage import Usage
 from .admission import AdmissionController
 from .board import TaskBoard
-from .deadlines import RECHECK_S, STRAGGLER_FACTOR, TailDeadlines
+from .deadlines import RECHECK_S, STRAGGLER_CODE, STRAGGLER_FACTOR, TailDeadlines
 from .events import (
     Attempt,
     AttemptEnded,
@@ -60,10 +60,10 @@ from .events import (
     TaskState,
     TaskSucceeded,
 )
-from .failover import ACCOUNT_ERRORS, CircuitBreaker
+from .failover import CircuitBreaker
 from .observable import Listener, ObservableEngine
 from .pacing import AdaptiveConcurrency, RateLimits
-from .retry import RetryPolicy
+from .retry import Next, RetryPolicy
 from .stats import RunStats
 
 if TYPE_CHECKING:
@@ -93,9 +93,6 @@ FAIL_RATE_MIN_SAMPLE = 20
 
 HEDGE_MAX_SHARE = 0.05
 HEDGE_QUIET_AFTER_429_S = 5.0
-
-STRAGGLER_CODE = "straggler"
-"""The code of a timeout the engine called itself: an attempt abandoned past the straggler deadline."""
 
 DEFAULT_MAX_TOKENS = 1024
 """What a request without max_tokens is assumed to reserve against TPM."""
@@ -216,13 +213,11 @@ class SwarmEngine(ObservableEngine):
     def pause(self) -> None:
         if not self.admission.paused:
             self.admission.pause()
-            self._log("paused")
             self._emit(RunPaused())
 
     def resume(self) -> None:
         if self.admission.paused:
             self.admission.resume()
-            self._log("resumed")
             self._emit(RunResumed())
 
     def set_concurrency(self, limit: int, reason: str = "user") -> int:
@@ -230,7 +225,6 @@ class SwarmEngine(ObservableEngine):
         limit = self.admission.set_limit(limit)
         if self.adaptive is not None:
             self.adaptive.set_ceiling(limit)
-        self._log("concurrency", {"limit": limit, "reason": reason})
         self._emit(ConcurrencyChanged(limit, reason, ceiling=limit))
         return limit
 
@@ -312,7 +306,6 @@ class SwarmEngine(ObservableEngine):
                 self._adapt(shrunk, reason)
 
     def announce_phase(self, phase: str, detail: str = "") -> None:
-        self._log("phase", {"phase": phase, "detail": detail})
         self._emit(PhaseChanged(phase, detail))
 
     async def call_direct(self, phase: str, index: int, body: dict) -> CallResult:
@@ -388,7 +381,6 @@ class SwarmEngine(ObservableEngine):
         self.admission.reopen()
         self._open_ledger()
         pending = len(self._ready)
-        self._log("run", {"pending": pending, "concurrency": self.admission.limit})
         ceiling = self.adaptive.ceiling if self.adaptive is not None else None
         self._emit(
             RunStarted(len(self.tasks), pending, self.admission.limit, self.client.name, self.simulated, ceiling)
@@ -408,15 +400,6 @@ class SwarmEngine(ObservableEngine):
         if self._stop_reason is not None:
             self._cancel_waiting()
         finished = self.outcome()
-        self._log(
-            "finished",
-            {
-                "succeeded": finished.succeeded,
-                "failed": finished.failed,
-                "unfinished": finished.cancelled,
-                "reason": self._stop_reason,
-            },
-        )
         self._emit(finished)
         return finished
 
@@ -793,17 +776,14 @@ class SwarmEngine(ObservableEngine):
             self._announce_limits(self.rate_limits.on_rate_limited(sent_at=time.monotonic() - latency_ms / 1000))
         if self.adaptive is not None:
             self._adapt_to_failure(error)
-        round_attempts = self._round_attempts.get(index, 1)
-        trimmed = self._trim_once(index, error)
-        fails_over = (
-            self.fallback is not None
-            and endpoint == self.client.name
-            and error.kind in ACCOUNT_ERRORS
-            and round_attempts < self.retry_policy.max_attempts
+        decision = self.retry_policy.after_failure(
+            error,
+            self._round_attempts.get(index, 1),
+            stopping=self._stop_reason is not None,
+            trimmed=self._trim_once(index, error),
+            can_fail_over=self.fallback is not None and endpoint == self.client.name,
         )
-        retry = self._stop_reason is None and (
-            trimmed or fails_over or self.retry_policy.should_retry(error, round_attempts)
-        )
+        retry = decision.next is not Next.GIVE_UP
         attempt = Attempt(
             index,
             number,
@@ -821,8 +801,7 @@ class SwarmEngine(ObservableEngine):
             self._deliver(failed)
             self._check_failure_rate()
             return
-        straggler = error.code == STRAGGLER_CODE  # it has waited long enough already
-        delay = 0.0 if fails_over or trimmed or straggler else self.retry_policy.delay_s(error, round_attempts)
+        delay = decision.delay_s
         attempt = dataclasses.replace(attempt, retry_in_s=round(delay, 3))
         if error.is_rate_limit and error.retry_after_s and self.admission.close_gate(error.retry_after_s):
             self.last_retry_after_asked_s = error.retry_after_asked_s
@@ -930,12 +909,10 @@ class SwarmEngine(ObservableEngine):
 
     def _announce_limits(self, learned) -> None:
         if learned is not None:
-            self._log("rate_limits", {"rpm": learned.rpm, "tpm": learned.tpm, "estimated": learned.estimated})
-            self._emit(RateLimitsLearned(learned.rpm, learned.tpm))
+            self._emit(RateLimitsLearned(learned.rpm, learned.tpm, estimated=learned.estimated))
 
     def _adapt(self, limit: int, reason: str) -> None:
         self.admission.set_limit(limit)
-        self._log("concurrency", {"limit": limit, "reason": reason})
         self._emit(ConcurrencyChanged(limit, reason))
 
     def _token_estimate(self, index: int) -> int:
@@ -958,7 +935,6 @@ class SwarmEngine(ObservableEngine):
         if self._stop_reason is not None:
             return
         self._stop_reason = reason
-        self._log("stopping", {"reason": reason})
         self._emit(RunStopping(reason))
         self._wake.set()
         self.admission.close()

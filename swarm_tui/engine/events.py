@@ -158,6 +158,8 @@ class RateLimitsLearned:
 
     rpm: int | None
     tpm: int | None
+    estimated: bool = False
+    """The RPM is estimated from 429s (the provider states none)."""
 
 
 @dataclass(frozen=True, slots=True)

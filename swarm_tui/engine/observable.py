@@ -27,7 +27,7 @@ Listener = Callable[[EngineEvent], None]
 
 
 class ObservableEngine:
-    """Mixin: the subclass sets `tasks`, `states`, `admission`, `_listeners`, `_in_flight`,
+    """Mixin: the subclass sets `tasks`, `board`, `states`, `admission`, `_listeners`,
     `_running`, `_aborted` and `_stop_reason`."""
 
     tasks: dict[int, Any]
@@ -36,7 +36,6 @@ class ObservableEngine:
     """`board.states`: read-only for the engine's code (events move it)."""
     journal: Any
     _listeners: list[Listener]
-    _in_flight: dict[int, Any]
     _running: bool
     _aborted: bool
     _stop_reason: str | None
@@ -75,9 +74,6 @@ class ObservableEngine:
     @property
     def aborted(self) -> bool:
         return self._aborted
-
-    def in_flight_indices(self) -> list[int]:
-        return list(self._in_flight)
 
     def count(self, state: TaskState) -> int:
         return sum(1 for s in self.states.values() if s is state)

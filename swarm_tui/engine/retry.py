@@ -10,10 +10,30 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import tenacity
 
 from ..providers.errors import CallError
+from .deadlines import STRAGGLER_CODE
+from .failover import ACCOUNT_ERRORS
+
+
+class Next(StrEnum):
+    """What a task does after a failed attempt."""
+
+    RETRY = "retry"
+    TRIM = "trim"
+    """Sent again at once, shortened (its context was too long)."""
+    FAIL_OVER = "fail over"
+    """Sent again at once, to the fallback endpoint (an account error on the primary)."""
+    GIVE_UP = "give up"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    next: Next
+    delay_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -42,3 +62,32 @@ class RetryPolicy:
         state = tenacity.RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
         state.attempt_number = attempts_made
         return float(self._wait(state))
+
+    def after_failure(
+        self,
+        error: CallError,
+        attempts_made: int,
+        *,
+        stopping: bool = False,
+        trimmed: bool = False,
+        can_fail_over: bool = False,
+    ) -> Decision:
+        """The one decision after a failed attempt, and its delay.
+
+        `attempts_made`: this round's attempts, the failed one included. `trimmed`: the request
+        was just shortened (a context-length error with something to drop). `can_fail_over`:
+        the attempt went to the primary and a fallback is configured. A run that is stopping
+        retries nothing; a shortened request or an account error with a fallback goes again at
+        once; an attempt abandoned as a straggler has waited long enough already; otherwise the
+        error's class and the attempts left decide, with the backoff (or the Retry-After)."""
+        if stopping:
+            return Decision(Next.GIVE_UP)
+        if trimmed:
+            return Decision(Next.TRIM)
+        if can_fail_over and error.kind in ACCOUNT_ERRORS and attempts_made < self.max_attempts:
+            return Decision(Next.FAIL_OVER)
+        if not self.should_retry(error, attempts_made):
+            return Decision(Next.GIVE_UP)
+        if error.code == STRAGGLER_CODE:
+            return Decision(Next.RETRY)
+        return Decision(Next.RETRY, self.delay_s(error, attempts_made))
