@@ -249,9 +249,10 @@ class SwarmApp(App[int]):
         self.run_panel = self.query_one(RunPanel)
         self.figures = self.query_one(StatsFigures)
         self.sparkline = self.query_one(Sparkline)
-        self._events.extend(getattr(self.source, "history", ()))  # a resumed run's earlier sessions
-        self.source.subscribe(self._events.append)
         self._fit_grid()
+        self._events.extend(getattr(self.source, "history", ()))  # a resumed run's earlier sessions
+        self._drain(replay=True)
+        self.source.subscribe(self._events.append)
         self.grid.focus()
         self.set_interval(1 / self._refresh_hz, self._drain, name="drain")
         if self._start:
@@ -332,8 +333,9 @@ class SwarmApp(App[int]):
 
     # ----------------------------------------------------------------- draining events (the one timer)
 
-    def _drain(self) -> None:
-        """Apply the events buffered since the last tick: the only place engine news reaches widgets."""
+    def _drain(self, replay: bool = False) -> None:
+        """Apply the events buffered since the last tick: the only place engine news reaches widgets.
+        `replay`: they are the history of a resumed run: shown, but not announced as news."""
         if not self._events and not self._tick_due():
             return
         events = self._events.copy()  # the listener holds `self._events.append`: keep the list
@@ -360,13 +362,14 @@ class SwarmApp(App[int]):
                     failures.append(Failure.side(attempt))
                 case EndpointSwitched(endpoint=endpoint, reason=reason):
                     self.phase_detail = f"now sending to {endpoint}: {reason}"
-                    self.notify(
-                        f"New attempts go to {endpoint}: {reason}",
-                        title="Endpoint switched",
-                        severity="warning",
-                        timeout=8,
-                        markup=False,
-                    )
+                    if not replay:
+                        self.notify(
+                            f"New attempts go to {endpoint}: {reason}",
+                            title="Endpoint switched",
+                            severity="warning",
+                            timeout=8,
+                            markup=False,
+                        )
                 case AttemptStarted(index=index):
                     changed.add(index)
                     restarted.add(index)
@@ -389,6 +392,7 @@ class SwarmApp(App[int]):
                     self.phase, self.phase_detail = phase.upper(), detail
                     if phase == "done" and (self.source.run_dir / "aggregate.md").exists():
                         self._aggregate_ready = True
+                    if phase == "done" and self._aggregate_ready and not replay:
                         self.notify(
                             f"The aggregate is written: press {self.key_hint('app.aggregate')} to read it",
                             title="Aggregate",
@@ -398,7 +402,7 @@ class SwarmApp(App[int]):
                 case RunStopping(reason=reason):
                     self.phase, self.phase_detail = "STOPPING", reason
                 case RunFinished() as finished:
-                    self._finished(finished)
+                    self._finished(finished, announce=not replay)
         with self.batch_update():
             if len(self.source.states) != grid.count:  # tasks joined the run (a planner's sub-tasks)
                 grid.set_indices(sorted(self.source.states))
@@ -417,7 +421,7 @@ class SwarmApp(App[int]):
                 self._update_panels()
             self._refresh_bindings_if_changed()
 
-    def _finished(self, finished: RunFinished) -> None:
+    def _finished(self, finished: RunFinished, announce: bool = True) -> None:
         self._ended_elapsed_s = self.source.stats.elapsed_s
         unfinished = finished.cancelled
         if finished.aborted:
@@ -430,7 +434,7 @@ class SwarmApp(App[int]):
         if unfinished:
             parts.append(f"{unfinished} unfinished")
         self.phase_detail = ", ".join(parts)
-        if self.source.attached or self._quitting:
+        if self.source.attached or self._quitting or not announce:
             return
         fatal = getattr(getattr(self.source, "engine", None), "fatal", None)
         if fatal:  # the journal cannot be written: nothing more can be done from here
