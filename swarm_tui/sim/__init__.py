@@ -3,11 +3,13 @@
 It lets the product run with no key and no network, and it is the tests' and benchmarks'
 endpoint. It models what real providers do (lognormal latency, RPM/TPM token buckets
 answered with 429 + ``retry-after`` + ``x-ratelimit-*``, 5xx bursts, hung requests and
-stalled streams, context-length errors, ``cached_tokens`` for a repeated prefix), seeded
-and deterministic. Standalone: it imports neither Textual nor the rest of swarm_tui.
+stalled streams, context-length errors, ``cached_tokens`` for a repeated prefix), and acts
+as a tool-calling model when offered tools (``tools.py``), seeded and deterministic.
+Standalone: it imports neither Textual nor the rest of swarm_tui.
 
     config.py     SimConfig, the knobs
     behaviour.py  pure rules: tokens, buckets, prefix cache, draws, answers, scripted markers
+    tools.py      pure rules of the tool-calling agent: tool rounds, calls, arguments, quoting
     errors.py     OpenAI error bodies
     core.py       Simulator: state and the per-request decision
     sse.py        streaming chunk encoding

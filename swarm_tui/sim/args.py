@@ -13,7 +13,7 @@ Each flag's ``type`` checks its range, so a bad value is refused by argparse its
 line, exit 2, the flag named) before anything starts. The generic ones (``share``,
 ``non_negative_float``, ``positive_float``, ``non_negative_int``, ``positive_int``) live in
 ``swarm_tui.argtypes`` with the main CLI's and are re-exported here; ``port_number``,
-``token_range`` and ``model_list`` are the simulator's own.
+``token_range``, ``round_range`` and ``model_list`` are the simulator's own.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ __all__ = [
     "positive_int",
     "port_number",
     "token_range",
+    "round_range",
     "model_list",
 ]
 
@@ -65,6 +66,18 @@ def token_range(text: str) -> str:
         raise argparse.ArgumentTypeError(f"must be MIN:MAX token counts, e.g. 16:120, not {text!r}") from None
     if not 1 <= low <= high:
         raise argparse.ArgumentTypeError(f"must be MIN:MAX with 1 <= MIN <= MAX, not {text!r}")
+    return f"{low}:{high}"
+
+
+def round_range(text: str) -> str:
+    """``MIN:MAX`` tool rounds with 0 <= MIN <= MAX (kept as text: ``SimConfig`` parses it)."""
+    parts = text.replace(",", ":").split(":")
+    try:
+        low, high = (int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be MIN:MAX tool rounds, e.g. 1:4, not {text!r}") from None
+    if not 0 <= low <= high:
+        raise argparse.ArgumentTypeError(f"must be MIN:MAX with 0 <= MIN <= MAX, not {text!r}")
     return f"{low}:{high}"
 
 
@@ -151,6 +164,13 @@ _FLAGS: list[tuple[str, str, Callable[[str], Any], str, str]] = [
         f"answer 401 unless 'Authorization: Bearer KEY' (or set ${REQUIRE_KEY_ENV})",
     ),
     ("--models", "models", model_list, "A,B", "model ids listed by /v1/models (default sim-1)"),
+    (
+        "--tool-rounds",
+        "tool_rounds",
+        round_range,
+        "MIN:MAX",
+        "tool rounds a task takes before answering when offered tools, unless [[sim:tools=N]] says (default 1:4)",
+    ),
 ]
 
 
@@ -184,6 +204,14 @@ def add_arguments(parser: argparse.ArgumentParser, *, host_port: bool = True) ->
         help="send no x-ratelimit-* headers (the limit is found from 429s alone)",
     )
     parser.add_argument(
+        "--reasoning",
+        dest="sim_reasoning",
+        action="store_true",
+        default=None,
+        help="every answer carries reasoning_content first, as Kimi and DeepSeek send "
+        "(else only a task with [[sim:reasoning]])",
+    )
+    parser.add_argument(
         "--quiet", dest="sim_quiet", action="store_true", default=False, help="print only the listening line"
     )
 
@@ -199,6 +227,8 @@ def config_from_args(ns: argparse.Namespace, base: SimConfig | None = None) -> S
         patch["down"] = True
     if getattr(ns, "sim_rate_headers", None) is False:
         patch["rate_headers"] = False
+    if getattr(ns, "sim_reasoning", None):
+        patch["reasoning"] = True
     if "require_key" not in patch and os.environ.get(REQUIRE_KEY_ENV):
         patch["require_key"] = os.environ[REQUIRE_KEY_ENV]
     return (base or SimConfig()).patched(patch)
@@ -214,7 +244,7 @@ def config_to_argv(cfg: SimConfig) -> list[str]:
         value = getattr(cfg, dest)
         if value == getattr(default, dest):
             continue
-        if dest == "output_tokens":
+        if dest in ("output_tokens", "tool_rounds"):
             value = f"{value[0]}:{value[1]}"
         elif dest == "models":
             value = ",".join(value)
@@ -225,4 +255,6 @@ def config_to_argv(cfg: SimConfig) -> list[str]:
         argv.append("--down")
     if not cfg.rate_headers:
         argv.append("--no-rate-headers")
+    if cfg.reasoning:
+        argv.append("--reasoning")
     return argv

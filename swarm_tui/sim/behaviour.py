@@ -55,6 +55,11 @@ Scripted faults (markers in a user message: the first one carrying a marker)
       ``badjson`` a JSON answer wrapped in prose and a code fence, and cut short
       ``prose``   a plain-text answer even when JSON was asked for
     e.g. ``[[sim:500x2]]``, ``[[sim:429x1]]``, ``[[sim:hangx1]]``, ``[[sim:quota]]``.
+
+Agents (``tools.py``)
+    ``[[sim:tools=N]]`` (N tool rounds before the final answer when tools are offered) and
+    ``[[sim:reasoning]]`` (``reasoning_content`` before the content) are directives, not
+    faults; they combine with a fault marker in the same message.
 """
 
 from __future__ import annotations
@@ -438,11 +443,13 @@ def marker_message(messages: Sequence[Any]) -> str:
 
     Counting ``xN`` per this message, not per body, means a re-ask that appends to the
     conversation is still the same scripted task: ``[[sim:prosex1]]`` answers prose once.
+    A message whose only markers are not faults (``[[sim:tools=N]]``, ``[[sim:reasoning]]``,
+    see ``tools.py``) is passed over, so it does not hide a fault marker in a later message.
     """
     for m in messages:
         if isinstance(m, dict) and m.get("role") == "user":
             text = content_text(m.get("content"))
-            if "[[sim:" in text.lower():
+            if "[[sim:" in text.lower() and _MARKER.search(text):
                 return text
     return ""
 
@@ -501,18 +508,24 @@ def _filler(u: float, nbytes: int) -> str:
     return out.rstrip()
 
 
-def build_answer(prompt: str, target_tokens: int, u_filler: float, max_tokens: int | None) -> tuple[str, int, str]:
+def build_answer(
+    prompt: str, target_tokens: int, u_filler: float, max_tokens: int | None, extra: str | None = None
+) -> tuple[str, int, str]:
     """The answer ``(content, completion_tokens, finish_reason)``.
 
     ``content`` starts with ``Sim answer to: <prompt[:200]>`` so every request's answer
-    names its request; filler words bring it near ``target_tokens``. When the content
-    would exceed ``max_tokens`` it is cut there and ``finish_reason`` is "length".
-    ``completion_tokens == estimate_tokens(content)`` always.
+    names its request; ``extra`` (an agent's ``tool results: ...`` line) follows on its own
+    line; filler words bring it near ``target_tokens`` (after a newline when ``extra`` is
+    given). When the content would exceed ``max_tokens`` it is cut there and
+    ``finish_reason`` is "length". ``completion_tokens == estimate_tokens(content)`` always.
     """
     head = _PREFIX + prompt[:200]
+    sep = " "
+    if extra:
+        head, sep = head + "\n" + extra, "\n"
     head_bytes = len(head) if head.isascii() else len(head.encode("utf-8"))
     room = target_tokens * 4 - head_bytes - 1
-    content = head + " " + _filler(u_filler, room) if room >= 2 else head
+    content = head + sep + _filler(u_filler, room) if room >= 2 else head
     n = estimate_tokens(content)
     if max_tokens is not None and n > max_tokens:
         raw = content.encode("utf-8")[: max_tokens * 4]
@@ -536,9 +549,12 @@ def wants_json(body: dict) -> bool:
     return isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
 
 
-def build_json_answer(prompt: str, u: float, plan_size: int | None, broken: bool) -> str:
+def build_json_answer(
+    prompt: str, u: float, plan_size: int | None, broken: bool, tool_results: Sequence[str] | None = None
+) -> str:
     """A JSON answer: a plan (`{"subtasks": [...]}`) for a planner request, else an object
-    naming the request. `broken` wraps it in prose and a fence and cuts it short, as models do."""
+    naming the request (with `"tool_results"` when given: an agent's quoted tool results).
+    `broken` wraps it in prose and a fence and cuts it short, as models do."""
     if plan_size:
         goal_match = _GOAL.search(prompt)
         goal = (goal_match.group(1) if goal_match else prompt).strip()[:80]
@@ -567,6 +583,8 @@ def build_json_answer(prompt: str, u: float, plan_size: int | None, broken: bool
             "confidence": round(0.5 + u / 2, 2),
             "findings": [" ".join(words[i : i + 5]) for i in range(0, min(len(words), 15), 5)],
         }
+        if tool_results:
+            value["tool_results"] = list(tool_results)
     text = json.dumps(value, ensure_ascii=False)
     if broken:
         text = "Here is the JSON you asked for:\n```json\n" + text[: max(10, int(len(text) * 0.7))]

@@ -67,6 +67,11 @@ class SimConfig:
     rate_headers: bool = True
     #: model ids listed by GET /v1/models (any model name is accepted and echoed)
     models: tuple[str, ...] = field(default=("sim-1",))
+    #: inclusive range of the tool rounds an agent takes before its final answer, drawn per
+    #: task when a request offers tools and no ``[[sim:tools=N]]`` marker scripts it
+    tool_rounds: tuple[int, int] = (1, 4)
+    #: True: every answer carries ``reasoning_content`` (as ``[[sim:reasoning]]`` does for one task)
+    reasoning: bool = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -108,9 +113,17 @@ class SimConfig:
             or not 1 <= bounds[0] <= bounds[1]
         ):
             raise ValueError(f"output_tokens must be (min, max) with 1 <= min <= max, got {bounds!r}")
+        rounds = self.tool_rounds
+        if (
+            not isinstance(rounds, tuple)
+            or len(rounds) != 2
+            or not all(_is_int(b) for b in rounds)
+            or not 0 <= rounds[0] <= rounds[1]
+        ):
+            raise ValueError(f"tool_rounds must be (min, max) with 0 <= min <= max, got {rounds!r}")
         if self.require_key is not None and not isinstance(self.require_key, str):
             raise ValueError("require_key must be a string or None")
-        for flag in ("down", "rate_headers"):
+        for flag in ("down", "rate_headers", "reasoning"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if (
@@ -126,6 +139,7 @@ class SimConfig:
         """JSON-ready dict (tuples become lists). ``require_key`` is masked: stats are not secret."""
         d = dataclasses.asdict(self)
         d["output_tokens"] = list(self.output_tokens)
+        d["tool_rounds"] = list(self.tool_rounds)
         d["models"] = list(self.models)
         if self.require_key is not None:
             d["require_key"] = "***"
@@ -134,7 +148,8 @@ class SimConfig:
     def patched(self, patch: Mapping[str, Any]) -> SimConfig:
         """A new validated config with ``patch`` applied; unknown fields raise ValueError.
 
-        Accepts JSON-ish values: lists for tuples, "1:2"/"1,2" strings for ``output_tokens``,
+        Accepts JSON-ish values: lists for tuples, "1:2"/"1,2" strings for ``output_tokens`` and
+        ``tool_rounds``,
         ints for floats, null for the optional limits.
         """
         names = {f.name for f in dataclasses.fields(self)}
@@ -189,13 +204,13 @@ def _coerce(key: str, raw: Any) -> Any:
             if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
                 raise TypeError
             return int(raw)
-        if key in ("down", "rate_headers"):
+        if key in ("down", "rate_headers", "reasoning"):
             if isinstance(raw, str):
                 return raw.strip().lower() in ("1", "true", "yes", "on")
             return bool(raw)
         if key == "require_key":
             return None if raw in (None, "") else str(raw)
-        if key == "output_tokens":
+        if key in ("output_tokens", "tool_rounds"):
             parts: list[Any]
             if isinstance(raw, str):
                 parts = raw.replace(",", ":").replace("..", ":").split(":")

@@ -9,8 +9,10 @@ client abandoned is counted as a hang, not as a 504).
 
 All state lives in one event loop (the server's), so nothing here locks.
 
-Checks, in order: endpoint down (503) → API key (401) → body validation (400) → context
-length (400) → scripted marker → rate limits (429) → random faults (5xx / hang) → answer.
+Checks, in order: endpoint down (503) → API key (401) → body validation (400, tools and
+tool messages included) → context length (400) → scripted marker → rate limits (429) →
+random faults (5xx / hang) → answer: tool calls while an agent has tool rounds left (see
+``tools.py``), else the text or JSON answer, quoting any tool results.
 Rate-limit refusals and validation errors are answered at once; everything admitted waits
 its drawn latency first.
 """
@@ -44,6 +46,23 @@ from .behaviour import (
     wants_json,
 )
 from .config import SimConfig
+from .tools import (
+    ToolRequest,
+    check_tool_messages,
+    choose_calls,
+    directives,
+    first_user_text,
+    fit_tool_answer,
+    folded_results,
+    parse_tools,
+    planned_rounds,
+    quote_results,
+    reasoning_text,
+    rounds_done,
+    split_arguments,
+    thought,
+    tool_results,
+)
 
 __all__ = ["Simulator", "Reply", "StreamPlan"]
 
@@ -57,8 +76,14 @@ class StreamPlan:
     finish_reason: str
     usage: dict[str, Any]
     include_usage: bool
-    #: send this many content pieces, then stall (None: send everything)
+    #: send this many deltas (reasoning, content and tool-call pieces), then stall (None: send everything)
     stall_after: int | None = None
+    #: ``reasoning_content`` pieces, sent before the content
+    reasoning: list[str] = field(default_factory=list)
+    #: encoded ``tool_calls`` delta objects, sent after the content
+    tool_deltas: list[str] = field(default_factory=list)
+    #: the first delta says ``"content": null`` (a tool call without text)
+    null_content: bool = False
 
 
 @dataclass(slots=True)
@@ -79,6 +104,8 @@ class Reply:
     key: str = ""
     #: for chunks: completion id, created, model
     meta: tuple[str, int, str] = ("", 0, "")
+    #: how many tool calls the answer makes (0: a final answer)
+    tool_calls: int = 0
 
 
 @dataclass
@@ -101,6 +128,8 @@ class _Stats:
     duplicate_successes: int = 0
     successes_by_prompt: dict[str, int] = field(default_factory=dict)
     succeeded_keys: set[str] = field(default_factory=set)
+    tool_steps: int = 0
+    tool_calls: int = 0
 
 
 class Simulator:
@@ -157,6 +186,8 @@ class Simulator:
             "cache_hits": s.cache_hits,
             "tokens": {"prompt": s.prompt_tokens, "completion": s.completion_tokens, "cached": s.cached_tokens},
             "duplicate_successes": s.duplicate_successes,
+            "tool_steps": s.tool_steps,
+            "tool_calls": s.tool_calls,
             "successes_by_prompt": dict(s.successes_by_prompt),
             "uptime_s": round(time.time() - self._started, 3),
             "config": self.config.to_dict(),
@@ -180,6 +211,9 @@ class Simulator:
             if cached:
                 s.cache_hits += 1
             s.successes_by_prompt[reply.prompt] = s.successes_by_prompt.get(reply.prompt, 0) + 1
+            if reply.tool_calls:
+                s.tool_steps += 1
+                s.tool_calls += reply.tool_calls
             if reply.key in s.succeeded_keys:
                 s.duplicate_successes += 1
             else:
@@ -272,6 +306,15 @@ class Simulator:
                 ),
                 headers,
             )
+        tool_req: ToolRequest | None = None
+        if body.get("tools") is not None:
+            parsed = parse_tools(body)
+            if isinstance(parsed, tuple):
+                return self._error(errors.bad_request(*parsed), headers)
+            tool_req = parsed
+        problem = check_tool_messages(messages)
+        if problem is not None:
+            return self._error(errors.bad_request(*problem), headers)
         stream = body.get("stream") is True
         opts = body.get("stream_options")
         include_usage = stream and isinstance(opts, dict) and opts.get("include_usage") is True
@@ -280,6 +323,8 @@ class Simulator:
         n = self.seen.next(key)
         prompt = last_user_text(messages)
         p_tokens = prompt_tokens(messages)
+        if tool_req is not None:
+            p_tokens += tool_req.tokens
 
         if p_tokens + (max_tokens or 0) > cfg.context_window:
             return self._error(
@@ -368,24 +413,69 @@ class Simulator:
         if hang:
             return Reply(504, headers, errors.server_error(504)[1], cfg.hang_s, hang=True, prompt=prompt, key=key)
 
-        # -- the answer
-        lo, hi = cfg.output_tokens
-        plan_size = planned_subtasks(prompt)
-        if not prose and (plan_size or broken_json or wants_json(body)):
-            content = build_json_answer(prompt, d.u_filler, plan_size, broken_json)
-            c_tokens, finish = estimate_tokens(content), "stop"
-            if max_tokens is not None and c_tokens > max_tokens:
-                content = content.encode("utf-8")[: max_tokens * 4].decode("utf-8", "ignore")
-                c_tokens, finish = estimate_tokens(content), "length"
+        # -- the answer: a tool step while the agent has tool rounds left, else the final answer
+        scripted_rounds, reasoning_marked = directives(messages)
+        reasoning_on = cfg.reasoning or reasoning_marked
+        results = tool_results(messages)
+        task = first_user_text(messages) if tool_req is not None or reasoning_on else ""
+        step = rounds_done(messages) if tool_req is not None or reasoning_on else 0
+        calls: list[tuple[str, str]] | None = None
+        if tool_req is not None and tool_req.calls_allowed:
+            if tool_req.must_call:
+                want = True
+            else:
+                rounds = scripted_rounds
+                if rounds is None:
+                    rounds = planned_rounds(cfg.seed, task, *cfg.tool_rounds)
+                want = step < rounds
+            if want:
+                calls = choose_calls(
+                    cfg.seed, task, step, tool_req.tools, parallel=tool_req.parallel, forced=tool_req.forced
+                )
+        content: str | None
+        tool_calls: list[dict[str, Any]] = []
+        if calls is not None:
+            content = thought(cfg.seed, task, step, [name for name, _ in calls])
+            content, calls, c_tokens, finish = fit_tool_answer(content, calls, max_tokens)
+            tool_calls = [
+                {
+                    "id": f"call_{self._run}{self._seq:010x}{i:02x}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
+                for i, (name, arguments) in enumerate(calls)
+            ]
         else:
-            content, c_tokens, finish = build_answer(prompt, d.answer_tokens(lo, hi), d.u_filler, max_tokens)
+            lo, hi = cfg.output_tokens
+            plan_size = planned_subtasks(prompt)
+            if not prose and (plan_size or broken_json or wants_json(body)):
+                content = build_json_answer(
+                    prompt, d.u_filler, plan_size, broken_json, folded_results(results) if results else None
+                )
+                c_tokens, finish = estimate_tokens(content), "stop"
+                if max_tokens is not None and c_tokens > max_tokens:
+                    content = content.encode("utf-8")[: max_tokens * 4].decode("utf-8", "ignore")
+                    c_tokens, finish = estimate_tokens(content), "length"
+            else:
+                content, c_tokens, finish = build_answer(
+                    prompt,
+                    d.answer_tokens(lo, hi),
+                    d.u_filler,
+                    max_tokens,
+                    quote_results(results) if results else None,
+                )
+        reasoning: str | None = None
+        r_tokens = 0
+        if reasoning_on:
+            reasoning = reasoning_text(task, step, [name for name, _ in calls] if calls else None, len(results))
+            r_tokens = estimate_tokens(reasoning)
         usage = {
             "prompt_tokens": p_tokens,
-            "completion_tokens": c_tokens,
-            "total_tokens": p_tokens + c_tokens,
+            "completion_tokens": c_tokens + r_tokens,
+            "total_tokens": p_tokens + c_tokens + r_tokens,
             "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
             "completion_tokens_details": {
-                "reasoning_tokens": 0,
+                "reasoning_tokens": r_tokens,
                 "audio_tokens": 0,
                 "accepted_prediction_tokens": 0,
                 "rejected_prediction_tokens": 0,
@@ -394,11 +484,40 @@ class Simulator:
         completion_id = "chatcmpl-sim" + request_id[7:]
         created = int(time.time())
         if stream:
-            pieces = split_pieces(content)
-            plan = StreamPlan(pieces, finish, usage, include_usage, max(1, len(pieces) // 3) if stall else None)
-            return Reply(
-                200, headers, None, latency, stream=plan, prompt=prompt, key=key, meta=(completion_id, created, model)
+            if calls is None:
+                assert content is not None
+                pieces = split_pieces(content)
+            else:
+                pieces = split_pieces(content) if content else []
+            thinking = split_pieces(reasoning) if reasoning else []
+            deltas = _tool_deltas(tool_calls)
+            total = len(thinking) + len(pieces) + len(deltas)
+            plan = StreamPlan(
+                pieces,
+                finish,
+                usage,
+                include_usage,
+                max(1, total // 3) if stall else None,
+                thinking,
+                deltas,
+                content is None,
             )
+            return Reply(
+                200,
+                headers,
+                None,
+                latency,
+                stream=plan,
+                prompt=prompt,
+                key=key,
+                meta=(completion_id, created, model),
+                tool_calls=len(tool_calls),
+            )
+        message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None, "annotations": []}
+        if reasoning is not None:
+            message["reasoning_content"] = reasoning
+        if tool_calls:
+            message["tool_calls"] = tool_calls
         completion = {
             "id": completion_id,
             "object": "chat.completion",
@@ -407,7 +526,7 @@ class Simulator:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": content, "refusal": None, "annotations": []},
+                    "message": message,
                     "logprobs": None,
                     "finish_reason": finish,
                 }
@@ -416,4 +535,32 @@ class Simulator:
             "service_tier": "default",
             "system_fingerprint": "fp_swarm_sim",
         }
-        return Reply(200, headers, completion, latency, prompt=prompt, key=key, meta=(completion_id, created, model))
+        return Reply(
+            200,
+            headers,
+            completion,
+            latency,
+            prompt=prompt,
+            key=key,
+            meta=(completion_id, created, model),
+            tool_calls=len(tool_calls),
+        )
+
+
+def _tool_deltas(tool_calls: list[dict[str, Any]]) -> list[str]:
+    """Encoded ``tool_calls`` deltas, OpenAI's way: per call a first chunk with its index, id,
+    type, name and empty arguments, then chunks carrying pieces of the arguments."""
+    out: list[str] = []
+    for i, call in enumerate(tool_calls):
+        fn = call["function"]
+        head = {"index": i, "id": call["id"], "type": "function", "function": {"name": fn["name"], "arguments": ""}}
+        out.append(_dumps({"tool_calls": [head]}))
+        out.extend(
+            _dumps({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+            for piece in split_arguments(fn["arguments"])
+        )
+    return out
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)

@@ -104,17 +104,22 @@ async def _stream(request: web.Request, sim: Simulator, reply: Reply) -> web.Str
     sim.stats_.streams += 1
     w = ChunkWriter(reply.meta, plan.include_usage)
     delay = sim.config.chunk_delay_ms / 1000.0
+    # reasoning, then content, then tool-call deltas (only content for most answers)
+    events = [w.piece(p) for p in plan.pieces]
+    if plan.reasoning:
+        events[:0] = [w.reasoning(p) for p in plan.reasoning]
+    if plan.tool_deltas:
+        events.extend(w.delta(d) for d in plan.tool_deltas)
+    head = w.head_null() if plan.null_content else w.head()
     try:
         if plan.stall_after is None and delay <= 0:
-            parts = [w.head()]
-            parts.extend(w.piece(p) for p in plan.pieces)
-            parts.append(w.finish(plan.finish_reason))
+            parts = [head, *events, w.finish(plan.finish_reason)]
             if plan.include_usage:
                 parts.append(w.usage(plan.usage))
             await resp.write("".join(parts).encode("utf-8") + DONE)
         else:
-            await resp.write(w.head().encode("utf-8"))
-            for i, piece in enumerate(plan.pieces):
+            await resp.write(head.encode("utf-8"))
+            for i, event in enumerate(events):
                 if plan.stall_after is not None and i >= plan.stall_after:
                     sim.stalled()
                     # Stall, then end the body without finish_reason or [DONE].
@@ -122,7 +127,7 @@ async def _stream(request: web.Request, sim: Simulator, reply: Reply) -> web.Str
                     return resp
                 if delay > 0:
                     await asyncio.sleep(delay)
-                await resp.write(w.piece(piece).encode("utf-8"))
+                await resp.write(event.encode("utf-8"))
             tail = w.finish(plan.finish_reason)
             if plan.include_usage:
                 tail += w.usage(plan.usage)

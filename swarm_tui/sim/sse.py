@@ -3,7 +3,10 @@
 A stream has one event per word, so encoding each chunk with ``json.dumps`` of the whole
 object would dominate the server's CPU; instead the invariant part of a chunk is encoded
 once per stream and only the delta is encoded per piece. The sequence is OpenAI's: a role
-delta with empty content, content deltas, a delta with ``finish_reason``, then (with
+delta with empty content (null for a tool call without text), ``reasoning_content`` deltas
+when the answer reasons, content deltas, ``tool_calls`` deltas (a call's first chunk
+carries its index, id, type, name and empty arguments, later ones pieces of its arguments),
+a delta with ``finish_reason``, then (with
 ``stream_options.include_usage``) a chunk with empty ``choices`` and the usage, then
 ``data: [DONE]``. With include_usage every other chunk carries ``"usage": null``.
 """
@@ -56,8 +59,20 @@ class ChunkWriter:
     def head(self) -> str:
         return self._event('{"role":"assistant","content":"","refusal":null}', "null")
 
+    def head_null(self) -> str:
+        """The first delta of an answer without content (a tool call), as OpenAI sends it."""
+        return self._event('{"role":"assistant","content":null,"refusal":null}', "null")
+
     def piece(self, text: str) -> str:
         return self._event('{"content":' + _dumps(text) + "}", "null")
+
+    def reasoning(self, text: str) -> str:
+        """A ``reasoning_content`` delta (Kimi / DeepSeek), sent before the content."""
+        return self._event('{"reasoning_content":' + _dumps(text) + "}", "null")
+
+    def delta(self, encoded: str) -> str:
+        """An event carrying an already encoded delta object (a tool call's pieces)."""
+        return self._event(encoded, "null")
 
     def finish(self, reason: str) -> str:
         return self._event("{}", _dumps(reason))
