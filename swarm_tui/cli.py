@@ -19,11 +19,12 @@ from .config import Config, load_config
 from .engine import EngineSettings
 from .errors import InputError
 from .headless import EXIT_ABORTED, EXIT_BAD_INPUT, run_headless
-from .jobs import load_job
+from .jobs import load_job, load_tools_file
 from .locations import demo_job
 from .providers.profile import ProviderProfile, resolve_api_key
 from .session import RunPlan, SwarmSession, default_run_dir
 from .sim import add_arguments as add_sim_arguments
+from .tools import Toolbox, ToolsSpec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
         "job", nargs="?", type=Path, help="a .jsonl (OpenAI Batch) or .toml (swarm) job; default: the 100-agent demo"
     )
     run.add_argument("--out", type=Path, help="run directory (default: runs/<timestamp>-<job name>)")
+    run.add_argument(
+        "--tools",
+        type=Path,
+        metavar="FILE.toml",
+        help="tools for a job that declares none ([[tools.mcp]], [[tools.python]], [agents]): every task an agent",
+    )
     _add_run_options(run)
     run.set_defaults(handler=cmd_run)
 
@@ -258,10 +265,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_theme(args)
     profile = resolve_profile(args, config) or _with_flag_overrides(config.profile(config.default_provider), args)
     job = load_job(args.job or demo_job(), model_override=args.model or profile.model)
+    if args.tools:
+        if job.tools is not None and job.tools.any:
+            raise InputError.single(args.tools, "tools", f"the job {job.source} declares its own tools")
+        job = replace(job, tools=load_tools_file(args.tools))
     _check_key(profile)
     plan = RunPlan(profile, resolve_settings(args, profile), _sim_config(args, profile), config.prices)
     _check_budget(plan, job.model or (job.tasks[0].body.get("model") if job.tasks else None), config)
     ray = _ray_options(args)
+    _check_tools(job.tools, ray)
     run_dir = args.out or default_run_dir(job.name)
     session = SwarmSession.open_new(job, plan, run_dir, ray=ray)
     return _drive(session, args)
@@ -284,6 +296,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     settings = resolve_settings(args, effective, stored.settings)
     sim = _sim_config(args, effective, stored.sim)
     ray = _ray_options(args)
+    _check_tools(_stored_tools(args.run_dir), ray)
     session = SwarmSession.open_existing(
         args.run_dir, profile=profile, settings=settings, retry_failed=args.retry_failed, ray=ray, sim=sim
     )
@@ -301,6 +314,32 @@ def _ray_options(args: argparse.Namespace):
 
     require_ray()
     return RayOptions(address=args.ray, actors=args.ray_actors)
+
+
+def _stored_tools(run_dir) -> ToolsSpec | None:
+    from .journal import Journal
+
+    journal = Journal.open(run_dir, readonly=True)
+    try:
+        stored = journal.meta().get("tools")
+    finally:
+        journal.close()
+    return ToolsSpec.from_meta(stored) if stored else None
+
+
+def _check_tools(tools: ToolsSpec | None, ray) -> None:
+    """Start the job's tools once and stop them (exit 2, nothing sent, when one does not start)."""
+    if tools is None or not tools.any:
+        return
+    if ray is not None:
+        raise InputError.single(tools.source, "tools", "multi-step agents do not run on Ray yet (drop --ray)")
+
+    async def probe() -> None:
+        toolbox = Toolbox(tools)
+        await toolbox.start()
+        await toolbox.aclose()
+
+    asyncio.run(probe())
 
 
 def _drive(session: SwarmSession, args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from typing import Any
 
 from .errors import InputError, Problem
 from .swarm.spec import SwarmSpec, parse_swarm_spec
+from .tools.spec import ToolsSpec, parse_tools_spec
 
 CHAT_COMPLETIONS_URLS = ("/v1/chat/completions", "/chat/completions")
 VALID_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
@@ -91,6 +92,8 @@ class Job:
     template: TaskTemplate | None = None
     swarm: SwarmSpec | None = None
     """Plan → fan-out → aggregate and memory, for TOML jobs that ask for them."""
+    tools: ToolsSpec | None = None
+    """Tools for multi-step agents (`[[tools.mcp]]`, `[[tools.python]]`, `[agents]`), if any."""
 
 
 def load_job(path: str | Path, *, model_override: str | None = None) -> Job:
@@ -375,7 +378,22 @@ REQUEST_KEYS = frozenset(
     }
 )
 TOP_LEVEL_KEYS = frozenset(
-    {"name", "model", "system", "context", "request", "tasks", "task", "goal", "plan", "workers", "aggregate", "memory"}
+    {
+        "name",
+        "model",
+        "system",
+        "context",
+        "request",
+        "tasks",
+        "task",
+        "goal",
+        "plan",
+        "workers",
+        "aggregate",
+        "memory",
+        "tools",
+        "agents",
+    }
 )
 TASKS_KEYS = frozenset({"count", "prompt", "id"})
 TASK_ENTRY_KEYS = frozenset({"id", "prompt"})
@@ -503,6 +521,7 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
     request = _request_params(doc, check)
 
     swarm = parse_swarm_spec(doc, lambda dotted, message: check.add(dotted, message))
+    tools = parse_tools_spec(doc, str(path), lambda dotted, message: check.add(dotted, message))
     planned = swarm is not None and swarm.plan is not None
     if planned and ("tasks" in doc or "task" in doc):
         check.add("plan", "a planned job gets its tasks from the planner: remove [tasks] / [[task]]")
@@ -524,7 +543,27 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
 
     if check.problems:
         raise InputError(check.problems)
-    return Job(name=name, source=str(path), tasks=tasks, model=model, template=template, swarm=swarm)
+    return Job(name=name, source=str(path), tasks=tasks, model=model, template=template, swarm=swarm, tools=tools)
+
+
+def load_tools_file(path: str | Path) -> ToolsSpec:
+    """`--tools FILE.toml`: the `[[tools.mcp]]`, `[[tools.python]]` and `[agents]` tables of a
+    TOML file, for a job (e.g. a Batch JSONL) that does not declare its own."""
+    path = Path(path)
+    text = read_job_text(path)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError([Problem(str(path), None, "toml", str(exc))]) from None
+    check = _TomlChecker(path, text)
+    check.unknown_keys(doc, frozenset({"tools", "agents"}))
+    tools = parse_tools_spec(doc, str(path), lambda dotted, message: check.add(dotted, message))
+    if tools is None or not tools.any:
+        check.add("tools", "declares no tools ([[tools.mcp]] or [[tools.python]])", line=1)
+    if check.problems:
+        raise InputError(check.problems)
+    assert tools is not None
+    return tools
 
 
 def _shared_context(doc: dict[str, Any], path: Path, check: _TomlChecker) -> str:

@@ -91,6 +91,19 @@ CREATE TABLE IF NOT EXISTS log (
     kind TEXT NOT NULL,
     data TEXT
 );
+CREATE TABLE IF NOT EXISTS tool_calls (
+    id INTEGER PRIMARY KEY,
+    idx INTEGER NOT NULL REFERENCES tasks(idx),
+    step INTEGER NOT NULL,
+    call_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    arguments TEXT,
+    result TEXT,
+    ok INTEGER NOT NULL,
+    latency_ms REAL NOT NULL,
+    finished_at REAL NOT NULL,
+    UNIQUE (idx, call_id)
+);
 CREATE TABLE IF NOT EXISTS control (
     id INTEGER PRIMARY KEY,
     at REAL NOT NULL,
@@ -409,6 +422,105 @@ class Journal:
                 "UPDATE tasks SET state = ?, updated_at = ? WHERE idx = ? AND state NOT IN (?, ?)",
                 ((TaskState.CANCELLED, now, i, TaskState.SUCCEEDED, TaskState.FAILED) for i in indices),
             )
+
+    def record_step(self, attempt: Attempt, body: dict[str, Any], logged: Iterable[EngineEvent] = ()) -> None:
+        """A multi-step agent's model call asked for tools: the call, and the transcript that now
+        holds its answer (a resumed run continues from it and never sends that call again)."""
+        with self._writing():
+            self._insert_attempt(attempt)
+            self._append(logged)
+            self._db.execute(
+                "UPDATE tasks SET body = ?, attempts = MAX(attempts, ?), updated_at = ? WHERE idx = ? AND state != ?",
+                (json.dumps(body, ensure_ascii=False), attempt.number, time.time(), attempt.index, TaskState.SUCCEEDED),
+            )
+
+    def record_tool_call(
+        self,
+        index: int,
+        step: int,
+        call: dict[str, Any],
+        result: str,
+        ok: bool,
+        latency_ms: float,
+        body: dict[str, Any],
+        logged: Iterable[EngineEvent] = (),
+    ) -> None:
+        """A tool call's result, and the transcript that now carries it (never run again)."""
+        function = call.get("function") or {}
+        with self._writing():
+            self._append(logged)
+            self._db.execute(
+                "INSERT OR IGNORE INTO tool_calls (idx, step, call_id, name, arguments, result, ok, latency_ms, "
+                "finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    index,
+                    step,
+                    call.get("id"),
+                    function.get("name", ""),
+                    function.get("arguments"),
+                    result,
+                    ok,
+                    latency_ms,
+                    time.time(),
+                ),
+            )
+            self._db.execute(
+                "UPDATE tasks SET body = ?, updated_at = ? WHERE idx = ? AND state != ?",
+                (json.dumps(body, ensure_ascii=False), time.time(), index, TaskState.SUCCEEDED),
+            )
+
+    def tool_calls_of(self, index: int) -> list[dict[str, Any]]:
+        cursor = self._db.execute("SELECT * FROM tool_calls WHERE idx = ? ORDER BY id", (index,))
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor]
+
+    def agent_totals(self) -> dict[str, int] | None:
+        """Steps, tool calls and the critical path of a run with multi-step agents (None without)."""
+        steps = dict(self._db.execute("SELECT idx, COUNT(*) FROM attempts WHERE outcome = 'step' GROUP BY idx"))
+        calls, errors = self._db.execute("SELECT COUNT(*), COALESCE(SUM(ok = 0), 0) FROM tool_calls").fetchone()
+        if not steps and not calls:
+            return None
+        return {
+            "steps": sum(steps.values()),
+            "tool_calls": calls,
+            "tool_errors": errors,
+            "critical_path": max(steps.values(), default=0) + 1,  # the final answer is a step too
+        }
+
+    def iter_transcripts(self) -> Iterator[dict[str, Any]]:
+        """Each agent's whole transcript, in task order: its messages (the final answer last, when
+        it has one) and its tool calls with their results and timings."""
+        calls: dict[int, list[dict[str, Any]]] = {}
+        for idx, step, call_id, name, arguments, result, ok, latency_ms in self._db.execute(
+            "SELECT idx, step, call_id, name, arguments, result, ok, latency_ms FROM tool_calls ORDER BY id"
+        ):
+            calls.setdefault(idx, []).append(
+                {
+                    "step": step,
+                    "id": call_id,
+                    "name": name,
+                    "arguments": arguments,
+                    "result": result,
+                    "ok": bool(ok),
+                    "latency_ms": round(latency_ms, 1),
+                }
+            )
+        for idx, custom_id, body, state, response in self._db.execute(
+            "SELECT t.idx, t.custom_id, t.body, t.state, r.response FROM tasks t LEFT JOIN results r "
+            "ON r.idx = t.idx AND r.ok = 1 ORDER BY t.idx"
+        ):
+            messages = json.loads(body).get("messages", [])
+            if response:
+                choices = json.loads(response).get("choices") or [{}]
+                messages.append(choices[0].get("message") or {})
+            steps = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
+            yield {
+                "custom_id": custom_id,
+                "state": state,
+                "steps": steps,
+                "messages": messages,
+                "tool_calls": calls.get(idx, []),
+            }
 
     def requeue(self, indices: Iterable[int], logged: Iterable[EngineEvent] = ()) -> None:
         """Failed tasks asked to run again: their error leaves errors.jsonl until they finish anew."""

@@ -35,6 +35,7 @@ from .runlog import close_interrupted_run
 from .sim import SimConfig, SimServer
 from .swarm.pipeline import SwarmPipeline, drop_memory, json_validator
 from .swarm.spec import SwarmSpec
+from .tools import Toolbox, ToolsSpec
 
 if TYPE_CHECKING:
     from .distributed.driver import RayEngine
@@ -93,6 +94,7 @@ class SwarmSession:
         template: TaskTemplate | None = None,
         ray: RayOptions | None = None,
         lock: RunDirLock | None = None,
+        tools: ToolsSpec | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.journal = journal
@@ -129,6 +131,8 @@ class SwarmSession:
                 fallback_profile.model or model, fallback_profile.name.split("/")[0]
             )
         validator = json_validator if swarm and swarm.workers.json else None
+        self.toolbox = Toolbox(tools) if tools is not None and tools.any else None
+        """The run's tools: with them, every task is a multi-step agent."""
         self.engine: SwarmEngine | RayEngine
         if ray is not None:  # the same swarm, its engines on Ray actors (swarm_tui.distributed)
             from .distributed.driver import RayEngine
@@ -163,6 +167,7 @@ class SwarmSession:
                 fallback_price=fallback_price,
                 validator=validator,
                 trimmer=drop_memory if swarm and swarm.memory.rounds > 1 else None,
+                toolbox=self.toolbox,
             )
         self.model = model
         self.swarm = swarm
@@ -199,10 +204,11 @@ class SwarmSession:
                     "plan": plan_to_meta(plan),
                     "swarm": job.swarm.to_meta() if job.swarm else None,
                     "template": asdict(template) if template else None,
+                    "tools": job.tools.to_meta() if job.tools else None,
                 },
             )
             journal.begin_session()
-            return cls(run_dir, journal, plan, tasks, {}, {}, job.name, job.swarm, template, ray, lock)
+            return cls(run_dir, journal, plan, tasks, {}, {}, job.name, job.swarm, template, ray, lock, job.tools)
         except BaseException:
             lock.release()
             raise
@@ -260,12 +266,17 @@ class SwarmSession:
         template = TaskTemplate(**meta["template"]) if meta.get("template") else None
         if template is not None and profile is not None and profile.model:
             template = replace(template, model=profile.model)
-        return cls(run_dir, journal, plan, tasks, states, attempts, meta["job"]["name"], swarm, template, ray, lock)
+        tools = ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None
+        return cls(
+            run_dir, journal, plan, tasks, states, attempts, meta["job"]["name"], swarm, template, ray, lock, tools
+        )
 
     # ----------------------------------------------------------------- running
 
     async def run(self) -> RunFinished:
         """Run the engine to the end, serving attach commands meanwhile; then write the outputs."""
+        if self.toolbox is not None:
+            await self.toolbox.start()  # checked before the run opened (cli): a server that fails now says so
         self._control_task = asyncio.create_task(self._serve_control(), name="swarm-control")
         try:
             finished = await (self.pipeline.run() if self.pipeline else self.engine.run())
@@ -341,6 +352,8 @@ class SwarmSession:
         return tail.describe() if tail is not None else None
 
     async def aclose(self) -> None:
+        if self.toolbox is not None:
+            await self.toolbox.aclose()
         engine_close = getattr(self.engine, "aclose", None)  # a distributed engine's actors
         if engine_close is not None:
             await engine_close()
@@ -381,6 +394,10 @@ def write_outputs(
     summary = summarize(
         journal, model=model, provider=provider, simulated=simulated, deadlines=deadlines, currency=currency
     )
+    if summary.get("agents"):  # multi-step agents: each one's whole transcript, custom_id first
+        with _atomic(run_dir / "transcripts.jsonl") as transcripts:
+            for transcript in journal.iter_transcripts():
+                transcripts.write(json.dumps(transcript, ensure_ascii=False) + "\n")
     with _atomic(run_dir / "summary.json") as fh:
         json.dump(summary, fh, indent=2, ensure_ascii=False)
         fh.write("\n")
@@ -431,6 +448,9 @@ def summarize(
         "failovers": [{"at": at, **(data or {})} for _, at, kind, data in journal.events() if kind == "failover"],
         "deadlines": {**(deadlines or {}), "abandoned": journal.abandoned_attempts()},
     }
+    agents = journal.agent_totals()
+    if agents is not None:  # multi-step agents: steps, tool calls, the critical path
+        summary["agents"] = agents
     summary.update(
         summary_cost_fields(
             journal,

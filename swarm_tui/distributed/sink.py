@@ -35,6 +35,18 @@ class JournalSink(Protocol):
         self, indices: Iterable[int], attempts: Iterable[Attempt] = (), logged: Iterable[EngineEvent] = ()
     ) -> None: ...
     def requeue(self, indices: Iterable[int], logged: Iterable[EngineEvent] = ()) -> None: ...
+    def record_step(self, attempt: Attempt, body: dict[str, Any], logged: Iterable[EngineEvent] = ()) -> None: ...
+    def record_tool_call(
+        self,
+        index: int,
+        step: int,
+        call: dict[str, Any],
+        result: str,
+        ok: bool,
+        latency_ms: float,
+        body: dict[str, Any],
+        logged: Iterable[EngineEvent] = (),
+    ) -> None: ...
     def add_tasks(self, tasks: Iterable[Task], logged: Iterable[EngineEvent] = ()) -> None: ...
     def log(self, events: Iterable[EngineEvent]) -> None: ...
     def log_event(self, kind: str, data: dict[str, Any] | None = None) -> None: ...
@@ -96,6 +108,12 @@ class ForwardingJournal:
 
     def add_tasks(self, tasks: Iterable[Task], logged: Iterable[EngineEvent] = ()) -> None:
         pass  # the driver journals tasks before it hands them out
+
+    def record_step(self, attempt: Attempt, body: dict[str, Any], logged: Iterable[EngineEvent] = ()) -> None:
+        raise NotImplementedError("multi-step agents do not run on Ray yet")
+
+    def record_tool_call(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError("multi-step agents do not run on Ray yet")
 
     def log(self, events: Iterable[EngineEvent]) -> None:
         pass

@@ -9,7 +9,8 @@ reads from the journal's log: the same events through the same rules give the sa
       │  └──TaskQueued─────────┘  └───TaskRetrying───> retrying ──AttemptStarted──> running
       └──TaskQueued── cancelled <──TaskCancelled── (running, retrying, queued)
 
-A hedged backup's `AttemptStarted` moves nothing (its task is already running).
+A hedged backup's `AttemptStarted` moves nothing (its task is already running). A multi-step
+agent's `AgentStepped` ends its model call and leaves it running (in its tools).
 
 The board also remembers which attempt each running task has in flight, so that a run whose
 process died (kill -9, a power cut) can be closed honestly: `interrupted()` gives the events
@@ -23,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .events import (
+    AgentStepped,
     Attempt,
     AttemptStarted,
     EngineEvent,
@@ -66,6 +68,8 @@ class TaskBoard:
                 self._settle(attempt.index, TaskState.FAILED)
             case TaskRetrying(attempt=attempt):
                 self._settle(attempt.index, TaskState.RETRYING)
+            case AgentStepped(attempt=attempt):  # its model call is over; it runs its tools
+                self._settle(attempt.index, TaskState.RUNNING)
             case TaskCancelled(index=i):
                 self._settle(i, TaskState.CANCELLED)
             case TaskQueued(index=i):

@@ -25,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import JournalWriteError
 from ..jobs import Task
@@ -33,10 +33,12 @@ from ..pricing import Price
 from ..providers.client import CallResult, ProviderClient, StreamDeadlines
 from ..providers.errors import CallError, ErrorClass
 from ..providers.usage import Usage
+from ..tools.transcript import assistant_message, pending_tool_calls, steps_taken, tool_message
 from .admission import AdmissionController
 from .board import TaskBoard
 from .deadlines import RECHECK_S, STRAGGLER_CODE, STRAGGLER_FACTOR, TailDeadlines
 from .events import (
+    AgentStepped,
     Attempt,
     AttemptEnded,
     AttemptStarted,
@@ -59,6 +61,7 @@ from .events import (
     TasksAdded,
     TaskState,
     TaskSucceeded,
+    ToolCallEnded,
 )
 from .failover import CircuitBreaker
 from .observable import Listener, ObservableEngine
@@ -68,8 +71,12 @@ from .stats import RunStats
 
 if TYPE_CHECKING:
     from ..distributed.sink import JournalSink
+    from ..tools.toolbox import Toolbox
 
 log = logging.getLogger(__name__)
+
+MAX_STEPS_CODE = "max_steps"
+"""The code of a multi-step agent that still asked for tools after its last allowed step."""
 
 Validator = Callable[[Task, CallResult], "str | None"]
 
@@ -140,11 +147,16 @@ class SwarmEngine(ObservableEngine):
         validator: Validator | None = None,
         trimmer: Trimmer | None = None,
         admission: AdmissionController | None = None,
+        toolbox: Toolbox | None = None,
     ) -> None:
         """`admission`: an admission controller to use instead of a private one (its
         `rate_limits` become the engine's); a distributed run injects one whose RPM/TPM budget and
-        Retry-After gate are shared by every engine of the swarm (`swarm_tui.distributed`)."""
+        Retry-After gate are shared by every engine of the swarm (`swarm_tui.distributed`).
+        `toolbox`: the run's tools; with one, every task is a multi-step agent (see `_on_tool_request`)."""
         self.tasks = {task.index: task for task in tasks}
+        self.toolbox = toolbox
+        self._tool_runs: dict[int, asyncio.Task[None]] = {}
+        """Agents whose tool calls are running (they hold no concurrency slot meanwhile)."""
         self.client = client
         self.fallback = fallback
         self.breaker = CircuitBreaker() if fallback is not None else None
@@ -391,11 +403,16 @@ class SwarmEngine(ObservableEngine):
                 self._emit(TaskQueued(index, previous))
         if self.rate_limits.rpm or self.rate_limits.tpm:
             self._emit(RateLimitsLearned(self.rate_limits.rpm, self.rate_limits.tpm))
+        self._resume_tools()
         try:
             await self._dispatch()
         finally:
             if self._in_flight:
                 await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
+            for tools in list(self._tool_runs.values()):  # a stop: tool calls still running end here
+                tools.cancel()
+            if self._tool_runs:
+                await asyncio.gather(*self._tool_runs.values(), return_exceptions=True)
             self._running = False
         if self._stop_reason is not None:
             self._cancel_waiting()
@@ -423,7 +440,7 @@ class SwarmEngine(ObservableEngine):
         while self._stop_reason is None:
             if self._ready:
                 return self._ready.popleft()
-            if not self._in_flight and not self._retry_timers:
+            if not self._in_flight and not self._retry_timers and not self._tool_runs:
                 return None
             self._wake.clear()
             await self._wake.wait()
@@ -549,6 +566,8 @@ class SwarmEngine(ObservableEngine):
 
     def _start_call(self, index: int, number: int, client: ProviderClient, *, hedge: bool = False) -> _Call:
         body = self.tasks[index].body
+        if self.toolbox is not None and "tools" not in body:  # the job's tools, offered to every agent
+            body = {**body, "tools": self.toolbox.openai_tools()}
         if client is not self.client and client.profile.model:  # the fallback may name the model differently
             body = {**body, "model": client.profile.model}
         if hedge:
@@ -676,7 +695,8 @@ class SwarmEngine(ObservableEngine):
     def _on_success(
         self, index: int, number: int, started_at: float, latency_ms: float, result: CallResult, *, endpoint: str
     ) -> None:
-        problem = self.validator(self.tasks[index], result) if self.validator else None
+        asks_for_tools = self.toolbox is not None and bool(_answer_message(result).get("tool_calls"))
+        problem = self.validator(self.tasks[index], result) if self.validator and not asks_for_tools else None
         if problem is not None:
             self._on_invalid_answer(index, number, started_at, latency_ms, result, endpoint, problem)
             return
@@ -689,6 +709,9 @@ class SwarmEngine(ObservableEngine):
             grown = self.adaptive.on_success(busy)
             if grown is not None:
                 self._adapt(grown, "slow start: +1" if self.adaptive.slow_start else "clean and busy: +1")
+        if asks_for_tools:
+            self._on_tool_request(index, number, started_at, latency_ms, result, endpoint)
+            return
         attempt = Attempt(
             index,
             number,
@@ -705,6 +728,94 @@ class SwarmEngine(ObservableEngine):
         succeeded = TaskSucceeded(attempt, result.content)
         self.journal.record_success(attempt, result.body, (succeeded,))
         self._deliver(succeeded)
+
+    # ----------------------------------------------------------------- multi-step agents
+
+    def _on_tool_request(
+        self, index: int, number: int, started_at: float, latency_ms: float, result: CallResult, endpoint: str
+    ) -> None:
+        """A model call asked for tools: journal it and the transcript that now holds it (so it is
+        never sent again), then run its tool calls; the agent calls the model again after them.
+        Past `max_steps` the agent fails as `max_steps`, its transcript kept."""
+        assert self.toolbox is not None
+        task = self.tasks[index]
+        messages = list(task.body.get("messages", []))
+        step = steps_taken(messages) + 1
+        attempt = Attempt(
+            index,
+            number,
+            endpoint,
+            started_at,
+            latency_ms,
+            "step",
+            status=200,
+            request_id=result.request_id,
+            usage=result.usage,
+            cost_usd=self._cost(result, endpoint),
+            ttft_ms=result.ttft_ms,
+        )
+        if step > self.toolbox.max_steps:
+            error = CallError(
+                ErrorClass.BAD_RESPONSE,
+                f"the agent still asked for tools after {self.toolbox.max_steps} steps (max_steps)",
+                200,
+                MAX_STEPS_CODE,
+                request_id=result.request_id,
+            )
+            failed = TaskFailed(dataclasses.replace(attempt, outcome="failed", error=error))
+            self.journal.record_failure(failed.attempt, (failed,))
+            self._deliver(failed)
+            self._check_failure_rate()
+            return
+        asked = assistant_message(_answer_message(result))
+        body = {**task.body, "messages": [*messages, asked]}
+        stepped = AgentStepped(attempt, step, tuple(c["function"]["name"] for c in asked["tool_calls"]))
+        self.journal.record_step(attempt, body, (stepped,))
+        self.tasks[index] = Task(task.index, task.custom_id, body)
+        self._deliver(stepped)
+        self._start_tools(index, step)
+
+    def _start_tools(self, index: int, step: int) -> None:
+        self._tool_runs[index] = asyncio.create_task(self._run_tools(index, step), name=f"tools-{index}-{step}")
+
+    async def _run_tools(self, index: int, step: int) -> None:
+        """The tool calls of one step, in parallel; each result is journaled (with the transcript
+        that carries it) as it arrives. Then the agent goes back ahead of the queue."""
+        assert self.toolbox is not None
+        toolbox = self.toolbox
+
+        async def run_one(call: dict[str, Any]) -> None:
+            function = call.get("function") or {}
+            outcome = await toolbox.call(function.get("name", ""), function.get("arguments") or "{}")
+            task = self.tasks[index]
+            body = {**task.body, "messages": [*task.body["messages"], tool_message(call["id"], outcome.text)]}
+            ended = ToolCallEnded(index, step, call["id"], function.get("name", ""), outcome.ok, outcome.latency_ms)
+            self.journal.record_tool_call(
+                index, step, call, outcome.text, outcome.ok, outcome.latency_ms, body, (ended,)
+            )
+            self.tasks[index] = Task(task.index, task.custom_id, body)
+            self._deliver(ended)
+
+        try:
+            calls = pending_tool_calls(self.tasks[index].body.get("messages", []))
+            await asyncio.gather(*(run_one(call) for call in calls))
+        except JournalWriteError:
+            pass  # the journal told the engine, which is stopping the run; the agent stays unfinished
+        finally:
+            self._tool_runs.pop(index, None)
+            self._ready.appendleft(index)  # its next model call (or, after a stop, it waits unfinished)
+            self._wake.set()
+
+    def _resume_tools(self) -> None:
+        """Agents stopped between a step's model call and the end of its tool calls (a crash, an
+        abort): run exactly the tool calls their transcript still owes, then call the model."""
+        if self.toolbox is None:
+            return
+        for index in list(self._ready):
+            messages = self.tasks[index].body.get("messages", [])
+            if pending_tool_calls(messages):
+                self._ready.remove(index)
+                self._start_tools(index, steps_taken(messages))
 
     def _on_invalid_answer(
         self,
@@ -1003,3 +1114,9 @@ class _Call:
 
     def latency_ms(self) -> float:
         return _ms_since(self.t0)
+
+
+def _answer_message(result: CallResult) -> dict[str, Any]:
+    """The assistant message of a chat completion ({} when it has none)."""
+    choices = result.body.get("choices") or [{}]
+    return choices[0].get("message") or {}

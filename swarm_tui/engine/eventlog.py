@@ -36,6 +36,8 @@ EVENT_TYPES: dict[str, type] = {
         ev.TaskSucceeded,
         ev.TaskFailed,
         ev.TaskCancelled,
+        ev.AgentStepped,
+        ev.ToolCallEnded,
         ev.RunPaused,
         ev.RunResumed,
         ev.ConcurrencyChanged,
@@ -114,5 +116,6 @@ _FIELD_DECODERS: dict[str, Callable[[Any], Any]] = {
     "attempt": _attempt,
     "previous": TaskState,
     "indices": tuple,
+    "tools": tuple,
     "delay_s": lambda value: math.nan if value is None else value,
 }

@@ -119,6 +119,33 @@ class TaskFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class AgentStepped:
+    """A model call of a multi-step agent asked for tools: step `step` is done, its tool calls run
+    next (the task keeps running; its slot goes back while the tools work)."""
+
+    attempt: Attempt
+    step: int
+    tools: tuple[str, ...]
+    """The names of the tools called, in the order the model asked."""
+
+    @property
+    def index(self) -> int:
+        return self.attempt.index
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEnded:
+    """One tool call of an agent's step finished; its result is journaled (and is in the transcript)."""
+
+    index: int
+    step: int
+    call_id: str
+    name: str
+    ok: bool
+    latency_ms: float
+
+
+@dataclass(frozen=True, slots=True)
 class TaskCancelled:
     index: int
     attempt: Attempt | None = None
@@ -219,6 +246,8 @@ EngineEvent = (
     | TaskSucceeded
     | TaskFailed
     | TaskCancelled
+    | AgentStepped
+    | ToolCallEnded
     | RunPaused
     | RunResumed
     | ConcurrencyChanged

@@ -16,6 +16,7 @@ from ..pricing import cost_per_minute, projected_total
 from ..providers.errors import ErrorClass
 from ..providers.usage import Usage
 from .events import (
+    AgentStepped,
     Attempt,
     AttemptEnded,
     AttemptStarted,
@@ -29,6 +30,7 @@ from .events import (
     TasksAdded,
     TaskState,
     TaskSucceeded,
+    ToolCallEnded,
 )
 
 RATE_WINDOW_S = 10.0
@@ -69,6 +71,12 @@ class RunStats:
     server_errors: int = 0
     timeouts: int = 0
     hedged: int = 0
+    steps: int = 0
+    """Model calls of multi-step agents that asked for tools."""
+    tool_calls: int = 0
+    tool_errors: int = 0
+    critical_path: int = 0
+    """The most steps any agent has needed so far (its final answer counts as a step)."""
     usage: Usage = Usage()
     cost_usd: float = 0.0
     unpriced_attempts: int = 0
@@ -97,6 +105,13 @@ class RunStats:
                 self._attempt_ended(attempt)
                 self.succeeded += 1
                 bisect.insort(self.latencies_ms, attempt.latency_ms)
+            case AgentStepped(attempt=attempt, step=step):
+                self._attempt_ended(attempt)
+                self.steps += 1
+                self.critical_path = max(self.critical_path, step + 1)  # at least one call follows
+            case ToolCallEnded(ok=ok):
+                self.tool_calls += 1
+                self.tool_errors += not ok
             case TaskRetrying(attempt=attempt):
                 self._attempt_ended(attempt)
                 self.retried += 1

@@ -110,6 +110,9 @@ class ProviderClient:
         headers = raw.headers
         stream = raw.parse()
         pieces: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        """Tool calls by their index, assembled from their deltas (name once, arguments in pieces)."""
         finish_reason = None
         usage_data: dict[str, Any] | None = None
         first: dict[str, Any] = {}
@@ -131,11 +134,20 @@ class ProviderClient:
                 if data.get("usage"):
                     usage_data = data["usage"]
                 for choice in data.get("choices", []):
-                    text = (choice.get("delta") or {}).get("content")
+                    delta = choice.get("delta") or {}
+                    text, thought, call_deltas = (
+                        delta.get("content"),
+                        delta.get("reasoning_content"),
+                        delta.get("tool_calls"),
+                    )
+                    if (text or thought or call_deltas) and ttft_ms is None:
+                        ttft_ms = (time.monotonic() - started) * 1000
                     if text:
-                        if ttft_ms is None:
-                            ttft_ms = (time.monotonic() - started) * 1000
                         pieces.append(text)
+                    if thought:  # Kimi's and DeepSeek's thinking, before the answer
+                        reasoning.append(thought)
+                    for call_delta in call_deltas or ():
+                        _merge_tool_call(calls, call_delta)
                     finish_reason = choice.get("finish_reason") or finish_reason
         finally:
             await stream.close()
@@ -149,7 +161,7 @@ class ProviderClient:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": "".join(pieces)},
+                    "message": _streamed_message(pieces, reasoning, calls),
                     "finish_reason": finish_reason,
                 }
             ],
@@ -165,6 +177,30 @@ class ProviderClient:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _merge_tool_call(calls: dict[int, dict[str, Any]], delta: dict[str, Any]) -> None:
+    """One streamed piece of a tool call: its first piece names it, later ones extend its arguments."""
+    call = calls.setdefault(
+        delta.get("index", len(calls)), {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+    )
+    if delta.get("id"):
+        call["id"] = delta["id"]
+    function = delta.get("function") or {}
+    if function.get("name"):
+        call["function"]["name"] += function["name"]
+    if function.get("arguments"):
+        call["function"]["arguments"] += function["arguments"]
+
+
+def _streamed_message(pieces: list[str], reasoning: list[str], calls: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The assistant message a streamed answer adds up to, as a non-streamed answer carries it."""
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(pieces) or (None if calls else "")}
+    if reasoning:
+        message["reasoning_content"] = "".join(reasoning)
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return message
 
 
 def chat_completion_or_raise(

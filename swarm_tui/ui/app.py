@@ -37,6 +37,7 @@ from ..config import Config, load_config
 from ..currency import USD, DisplayCurrency, display_currency
 from ..engine import TaskState
 from ..engine.events import (
+    AgentStepped,
     AttemptEnded,
     AttemptStarted,
     EndpointSwitched,
@@ -54,6 +55,7 @@ from ..engine.events import (
     TaskQueued,
     TaskRetrying,
     TaskSucceeded,
+    ToolCallEnded,
 )
 from ..errors import InputError
 from ..headless import print_summary
@@ -373,8 +375,10 @@ class SwarmApp(App[int]):
                 case AttemptStarted(index=index):
                     changed.add(index)
                     restarted.add(index)
-                case TaskQueued(index=index) | TaskCancelled(index=index):
+                case TaskQueued(index=index) | TaskCancelled(index=index) | ToolCallEnded(index=index):
                     changed.add(index)
+                case AgentStepped(attempt=attempt):  # a multi-step agent's step: its detail grows
+                    changed.add(attempt.index)
                 case RunStarted():
                     self.phase, self.phase_detail = "RUNNING", ""
                     self._ended_elapsed_s = None

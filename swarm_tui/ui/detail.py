@@ -40,14 +40,25 @@ def answer_of(result: dict[str, Any] | None) -> tuple[str, dict[str, Any] | None
 
 
 def messages_text(body: dict[str, Any]) -> Text:
-    """The request's messages, each under its role; content exactly as sent."""
+    """The request's messages, each under its role; content exactly as sent. An agent's transcript
+    shows each step's tool calls (name and arguments) and each tool's result under its call id."""
     text = Text()
     for message in body.get("messages", []):
         content = message.get("content")
-        if not isinstance(content, str):
-            content = json.dumps(content, ensure_ascii=False, indent=2)
-        text.append(f"{message.get('role', '?')}: ", "bold")
-        text.append(content.strip() + "\n")
+        role = message.get("role", "?")
+        if role == "tool":
+            text.append(f"tool [{message.get('tool_call_id', '?')}]: ", "bold")
+        else:
+            text.append(f"{role}: ", "bold")
+        if message.get("reasoning_content"):
+            text.append(f"(thinking) {message['reasoning_content'].strip()}\n", "italic")
+        if content is not None or not message.get("tool_calls"):
+            text.append((content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)).strip())
+        text.append("\n")
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            text.append(f"  → {function.get('name', '?')}", "bold")
+            text.append(f"({function.get('arguments', '')}) [{call.get('id', '?')}]\n")
     return text
 
 
@@ -106,10 +117,10 @@ class AgentDetailScreen(Screen[None]):
 
     def refresh_detail(self) -> None:
         index = self.index
-        task = self._tasks[index]
+        task = next((t for t in self.source.tasks if t.index == index), self._tasks[index])  # an agent's grows
         state = self.source.states.get(index, TaskState.QUEUED)
         attempts = self.source.attempts_of(index)
-        key = (index, state, len(attempts))
+        key = (index, state, len(attempts), len(task.body.get("messages", ())))
         if key == self._shown:
             return
         self._shown = key

@@ -240,6 +240,15 @@ class RunPanel(TextPanel):
         if straggler_s is not None:  # the straggler deadline (README: the three deadlines)
             text.append(f" · cut {straggler_s:.1f}s", dim)
         text.append("\n")
+        if stats.steps or stats.tool_calls:  # multi-step agents: their steps, tools and critical path
+            text.append("steps ", dim)
+            text.append(f"{stats.steps}")
+            text.append("  tools ", dim)
+            text.append(f"{stats.tool_calls}")
+            if stats.tool_errors:
+                text.append(f" ({stats.tool_errors} failed)", bad)
+            text.append("  path ", dim)
+            text.append(f"{stats.critical_path}\n")
         if grid.heat:
             self._heat_scale(text, grid, dim)
         index = grid.cursor_index

@@ -1,0 +1,283 @@
+"""The tools a run's agents can call: MCP servers and Python functions, started once per run.
+
+`Toolbox.start()` starts every MCP server (a stdio command or a streamable HTTP URL) and
+lists its tools, and imports every Python function; whatever does not start is a
+`ToolSetupError` naming the job's file and field, raised before any request is sent.
+`Toolbox.call()` never raises: an unknown tool, arguments that are not JSON, a tool that
+fails or runs past `tool_timeout` all come back as the tool's result (marked not ok), so the
+model can correct itself and the agent goes on. An MCP server that dies is restarted at its
+next call; only its calls in flight fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import inspect
+import json
+import logging
+import sys
+import time
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InputError, Problem
+from .spec import McpServerSpec, PythonToolSpec, ToolsSpec
+
+log = logging.getLogger(__name__)
+
+RESULT_LIMIT = 20_000
+"""Characters of a tool's result sent back to the model (and journaled): a tool that returns a
+whole file must not blow every later request's context."""
+
+
+class ToolSetupError(InputError):
+    """A declared tool could not be started (exit 2, nothing sent)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    text: str
+    ok: bool
+    latency_ms: float
+
+
+class _PythonTool:
+    def __init__(self, spec: PythonToolSpec) -> None:
+        module_name, _, attr = spec.function.partition(":")
+        module = importlib.import_module(module_name)
+        function = getattr(module, attr)
+        if not callable(function):
+            raise TypeError(f"{spec.function} is not a function")
+        self.function: Callable[..., Any] = function
+        self.name = spec.name or attr
+        self.schema = openai_tool(self.name, _description(function), json_schema_of(function))
+
+    async def call(self, arguments: dict[str, Any]) -> tuple[str, bool]:
+        if inspect.iscoroutinefunction(self.function):
+            value = await self.function(**arguments)
+        else:
+            value = await asyncio.to_thread(self.function, **arguments)
+        return (value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)), True
+
+
+class _McpServer:
+    """One MCP server, held open by its own task (the client's context lives in one task)."""
+
+    def __init__(self, spec: McpServerSpec, timeout_s: float) -> None:
+        self.spec = spec
+        self.timeout_s = timeout_s
+        self.client: Any = None
+        self.tools: list[dict[str, Any]] = []
+        self._holder: asyncio.Task[None] | None = None
+        self._ready: asyncio.Future[None] | None = None
+        self._closing = asyncio.Event()
+        self.restarts = 0
+
+    def _target(self) -> Any:
+        if self.spec.url is not None:
+            return self.spec.url
+        from mcp.client.stdio import StdioServerParameters
+
+        program, *args = self.spec.command
+        if program in ("python", "python3"):  # the interpreter swarm-tui runs under (its venv), as users mean
+            program = sys.executable
+        return StdioServerParameters(command=program, args=list(args), env=self.spec.env or None)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._ready = loop.create_future()
+        self._closing = asyncio.Event()
+        self._holder = asyncio.create_task(self._hold(), name=f"mcp-{self.spec.name}")
+        await self._ready
+
+    async def _hold(self) -> None:
+        from mcp import Client
+
+        assert self._ready is not None
+        try:
+            async with Client(self._target(), read_timeout_seconds=self.timeout_s) as client:
+                listed = await client.list_tools()
+                self.client = client
+                self.tools = [openai_tool(t.name, t.description or "", t.input_schema) for t in listed.tools]
+                if not self._ready.done():
+                    self._ready.set_result(None)
+                await self._closing.wait()
+        except BaseException as exc:  # noqa: BLE001 - whatever stops it, the caller hears why
+            if not self._ready.done():
+                self._ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            elif not isinstance(exc, asyncio.CancelledError):
+                log.warning("MCP server %s stopped: %r", self.spec.name, exc)
+        finally:
+            self.client = None
+
+    @property
+    def alive(self) -> bool:
+        return self.client is not None and self._holder is not None and not self._holder.done()
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        if not self.alive:  # it died since its last call: start it again
+            self.restarts += 1
+            await self.aclose()
+            await self.start()
+        try:
+            result = await self.client.call_tool(name, arguments)
+        except Exception:
+            self._closing.set()  # its connection may be gone: the next call starts it afresh
+            raise
+        texts = [getattr(block, "text", None) or json.dumps(block.model_dump(mode="json")) for block in result.content]
+        if not texts and result.structured_content is not None:
+            texts = [json.dumps(result.structured_content, ensure_ascii=False)]
+        return "\n".join(texts), not result.is_error
+
+    async def aclose(self) -> None:
+        self._closing.set()
+        if self._holder is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(self._holder, 5)
+            self._holder = None
+
+
+class Toolbox:
+    def __init__(self, spec: ToolsSpec) -> None:
+        self.spec = spec
+        self._servers = [_McpServer(s, spec.tool_timeout_s) for s in spec.mcp]
+        self._routes: dict[str, Callable[[dict[str, Any]], Any]] = {}
+        self._schemas: list[dict[str, Any]] = []
+
+    @property
+    def max_steps(self) -> int:
+        return self.spec.max_steps
+
+    async def start(self) -> None:
+        """Start every server and import every function; all problems at once, then raise."""
+        problems: list[Problem] = []
+        owners: dict[str, str] = {}
+
+        def offer(name: str, owner: str, schema: dict[str, Any], route: Callable[[dict[str, Any]], Any]) -> None:
+            if name in owners:
+                problems.append(
+                    Problem(self.spec.source, None, owner, f"tool {name!r} is also offered by {owners[name]}")
+                )
+                return
+            owners[name] = owner
+            self._schemas.append(schema)
+            self._routes[name] = route
+
+        for tool_spec in self.spec.python:
+            try:
+                tool = _PythonTool(tool_spec)
+            except Exception as exc:  # noqa: BLE001 - any failure to import is the user's to fix
+                problems.append(
+                    Problem(self.spec.source, None, f"{tool_spec.where}.function", f"cannot use it: {_why(exc)}")
+                )
+                continue
+            offer(tool.name, tool_spec.where, tool.schema, tool.call)
+        results = await asyncio.gather(*(s.start() for s in self._servers), return_exceptions=True)
+        for server, result in zip(self._servers, results, strict=True):
+            if isinstance(result, BaseException):
+                what = server.spec.url or " ".join(server.spec.command)
+                problems.append(
+                    Problem(
+                        self.spec.source, None, server.spec.where, f"MCP server {what!r} did not start: {_why(result)}"
+                    )
+                )
+                continue
+            for schema in server.tools:
+                name = schema["function"]["name"]
+                offer(name, server.spec.where, schema, _bound(server, name))
+        if problems:
+            await self.aclose()
+            raise ToolSetupError(problems)
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """The `tools` of a chat request: every tool offered, in the OpenAI function format."""
+        return list(self._schemas)
+
+    async def call(self, name: str, arguments: str) -> ToolOutcome:
+        started = time.monotonic()
+        route = self._routes.get(name)
+        if route is None:
+            return _outcome(f"error: no tool named {name!r} (tools: {', '.join(sorted(self._routes))})", False, started)
+        try:
+            parsed = json.loads(arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return _outcome(f"error: the arguments are not valid JSON ({exc.msg}): {arguments[:200]!r}", False, started)
+        if not isinstance(parsed, dict):
+            return _outcome("error: the arguments must be a JSON object", False, started)
+        try:
+            async with asyncio.timeout(self.spec.tool_timeout_s):
+                text, ok = await route(parsed)
+        except TimeoutError:
+            return _outcome(f"error: the tool ran past its {self.spec.tool_timeout_s:g}s timeout", False, started)
+        except Exception as exc:  # noqa: BLE001 - a tool's failure is the model's to read
+            return _outcome(f"error: {_why(exc)}", False, started)
+        return _outcome(text, ok, started)
+
+    async def aclose(self) -> None:
+        for server in self._servers:
+            await server.aclose()
+
+
+def _bound(server: _McpServer, name: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda arguments: server.call(name, arguments)
+
+
+def _outcome(text: str, ok: bool, started: float) -> ToolOutcome:
+    if len(text) > RESULT_LIMIT:
+        text = text[:RESULT_LIMIT] + f"\n[... cut at {RESULT_LIMIT} characters]"
+    return ToolOutcome(text, ok, (time.monotonic() - started) * 1000)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _why(exc.exceptions[0])
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def openai_tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+def _description(function: Callable[..., Any]) -> str:
+    doc = inspect.getdoc(function) or ""
+    return doc.split("\n\n")[0].strip()
+
+
+_JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def json_schema_of(function: Callable[..., Any]) -> dict[str, Any]:
+    """The JSON schema of a function's keyword arguments, from its type hints (a parameter with
+    a default is optional; one without a hint takes any JSON value)."""
+    hints = typing.get_type_hints(function)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, parameter in inspect.signature(function).parameters.items():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        properties[name] = _schema_of_type(hints.get(name, Any))
+        if parameter.default is parameter.empty:
+            required.append(name)
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def _schema_of_type(hint: Any) -> dict[str, Any]:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _schema_of_type(options[0]) if len(options) == 1 else {}
+    if origin is typing.Literal:
+        return {"enum": list(typing.get_args(hint))}
+    if hint in _JSON_TYPES:
+        return {"type": _JSON_TYPES[hint]}
+    if hint is list or origin is list:
+        args = typing.get_args(hint)
+        return {"type": "array", **({"items": _schema_of_type(args[0])} if args else {})}
+    if hint is dict or origin is dict:
+        return {"type": "object"}
+    return {}

@@ -1,0 +1,36 @@
+"""Python functions the agent tests offer as tools (`tests.agent_tools:NAME`)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Literal
+
+
+def lookup(term: str, limit: int = 3) -> str:
+    """Look a term up in a tiny glossary.
+
+    The rest of this docstring is not the tool's description."""
+    return f"lookup({term}): {term} means what the agent asked about (limit {limit})"
+
+
+def add(a: float, b: float) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+async def pick(colour: Literal["red", "green"], tags: list[str] | None = None) -> dict:
+    """Pick a colour (async)."""
+    await asyncio.sleep(0)
+    return {"colour": colour, "tags": tags or []}
+
+
+def broken(x: int) -> str:
+    """Always fails."""
+    raise ValueError(f"cannot handle {x}")
+
+
+def slow(seconds: float) -> str:
+    """Sleeps."""
+    time.sleep(seconds)
+    return "slept"

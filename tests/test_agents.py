@@ -1,0 +1,193 @@
+"""Multi-step agents over real loopback HTTP: the simulator plays a tool-calling model, the
+tools are Python functions or the bundled example MCP server in a real subprocess.
+
+What users rely on: every agent's final answer quotes its own tool results; each completed
+model call and tool call is journaled and never done again after a crash; a job without tools
+is the single call it always was."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+from swarm_tui.engine import EngineSettings
+from swarm_tui.engine.events import AgentStepped, TaskState, ToolCallEnded
+from swarm_tui.jobs import load_job
+from swarm_tui.journal import Journal
+from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.tools.spec import McpServerSpec, PythonToolSpec, ToolsSpec
+
+from .conftest import read_jsonl, write_batch
+from .helpers import wait_until
+
+EXAMPLE_SERVER = McpServerSpec("examples", (sys.executable, "-m", "swarm_tui.examples.mcp_tools"), where="tools.mcp[0]")
+
+
+def agents_job(tmp_path, prompts, tools: ToolsSpec):
+    job = load_job(write_batch(tmp_path / "job.jsonl", prompts, max_tokens=1024))
+    from dataclasses import replace
+
+    return replace(job, tools=tools)
+
+
+def folded(text: str, limit: int = 80) -> str:
+    """A tool result as the simulator quotes it: whitespace folded, cut at `limit` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def token_of(prompt: str) -> str:
+    import hashlib
+
+    return "t-" + hashlib.sha256(prompt.encode()).hexdigest()[:8]
+
+
+async def run_session(tmp_path, sim, job, **settings) -> tuple[SwarmSession, list]:
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(**settings))
+    session = SwarmSession.open_new(job, plan, tmp_path / "run")
+    events: list = []
+    session.engine.subscribe(events.append)
+    try:
+        await asyncio.wait_for(session.run(), 60)
+    finally:
+        await session.aclose()
+    return session, events
+
+
+async def test_agents_use_the_example_mcp_server_and_quote_their_own_results(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=5)
+    prompts = [f"agent task {i} [[sim:tools=2]]" for i in range(20)]
+    job = agents_job(tmp_path, prompts, ToolsSpec(mcp=(EXAMPLE_SERVER,), max_steps=4, source="job.toml"))
+    session, events = await run_session(tmp_path, sim, job, concurrency=8)
+    steps = [e for e in events if isinstance(e, AgentStepped)]
+    ended = [e for e in events if isinstance(e, ToolCallEnded)]
+    assert len(steps) == 40 and ended and all(e.ok for e in ended)
+    assert all(s is TaskState.SUCCEEDED for s in session.engine.states.values())
+    results = {line["custom_id"]: line for line in read_jsonl(tmp_path / "run" / "results.jsonl")}
+    transcripts = {line["custom_id"]: line for line in read_jsonl(tmp_path / "run" / "transcripts.jsonl")}
+    assert len(results) == len(transcripts) == 20
+    for i, prompt in enumerate(prompts):
+        custom_id = f"task-{i:04d}"
+        answer = results[custom_id]["response"]["body"]["choices"][0]["message"]["content"]
+        transcript = transcripts[custom_id]
+        assert transcript["steps"] == 2 and len(transcript["tool_calls"]) >= 2
+        quoted = answer.split("tool results: ", 1)[1].split("\n")[0]
+        own = [m["content"] for m in transcript["messages"] if m["role"] == "tool"]
+        assert quoted == " | ".join(folded(text) for text in own)  # its own tool outputs, in order
+        if any(token_of(prompt) in text for text in own):  # a call that carried its token (lookup, note)
+            assert all(token_of(other) not in quoted for other in prompts if other != prompt)
+        assert [m["role"] for m in transcript["messages"]][-1] == "assistant"
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["agents"]["steps"] == 40 and summary["agents"]["critical_path"] == 3
+    assert summary["agents"]["tool_errors"] == 0
+    assert sim.stats()["tool_steps"] == 40
+
+
+async def test_tool_failures_go_back_to_the_model_and_max_steps_fails_the_agent(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=2)
+    tools = ToolsSpec(python=(PythonToolSpec("tests.agent_tools:broken", where="tools.python[0]"),),
+                      max_steps=2, source="job.toml")
+    job = agents_job(tmp_path, ["fine [[sim:tools=1]]", "too long [[sim:tools=5]]"], tools)
+    session, events = await run_session(tmp_path, sim, job, concurrency=2)
+    ended = [e for e in events if isinstance(e, ToolCallEnded)]
+    assert ended and not any(e.ok for e in ended)  # the tool raised: its error is the model's to read
+    assert session.engine.states[0] is TaskState.SUCCEEDED
+    assert session.engine.states[1] is TaskState.FAILED
+    errors = read_jsonl(tmp_path / "run" / "errors.jsonl")
+    assert errors[0]["custom_id"] == "task-0001" and errors[0]["error"]["code"] == "max_steps"
+    transcript = read_jsonl(tmp_path / "run" / "transcripts.jsonl")[1]
+    assert transcript["steps"] == 2  # kept: both steps, with the error each tool call returned
+    assert all("ValueError" in call["result"] for call in transcript["tool_calls"])
+
+
+async def test_a_job_without_tools_is_still_one_call_per_task(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=1)
+    job = load_job(write_batch(tmp_path / "job.jsonl", ["plain [[sim:tools=3]]", "also plain"]))
+    session, events = await run_session(tmp_path, sim, job, concurrency=2)
+    assert not any(isinstance(e, AgentStepped | ToolCallEnded) for e in events)
+    assert sim.stats()["requests"] == 2 and sim.stats()["tool_steps"] == 0
+    assert not (tmp_path / "run" / "transcripts.jsonl").exists()
+    assert "agents" not in json.loads((tmp_path / "run" / "summary.json").read_text())
+
+
+async def test_an_agent_killed_mid_trajectory_resumes_without_redoing_a_completed_step(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=5)
+    (tmp_path / "slowtools.py").write_text(textwrap.dedent('''
+        import time
+
+        def lookup(term: str) -> str:
+            """Look a term up (slowly, so the run can be killed while tools run)."""
+            time.sleep(0.4)
+            return f"lookup({term}) done"
+    '''))
+    job = tmp_path / "agents.toml"
+    job.write_text(textwrap.dedent(f'''
+        name = "agents"
+        model = "sim-1"
+        [request]
+        max_tokens = 1024
+        [agents]
+        max_steps = 6
+        [[tools.python]]
+        function = "slowtools:lookup"
+        [tasks]
+        count = 6
+        prompt = "agent {{agent}} [[sim:tools=3]]"
+    '''))
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "swarm_tui", "run", str(job), "--headless", "--out", str(run_dir),
+         "--base-url", sim.base_url, "--concurrency", "6"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def mid_trajectory() -> bool:
+            if not (run_dir / "journal.sqlite").exists():
+                return False
+            journal = Journal.open(run_dir, readonly=True)
+            try:
+                return sum(len(journal.tool_calls_of(i)) for i in range(6)) >= 6
+            finally:
+                journal.close()
+
+        await wait_until(mid_trajectory, "six tool calls journaled", timeout=60)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    journal = Journal.open(run_dir, readonly=True)
+    before_calls = {i: [c["call_id"] for c in journal.tool_calls_of(i)] for i in range(6)}
+    journal.close()
+    requests_before = sim.stats()["requests"]
+
+    os.environ["PYTHONPATH"] = env["PYTHONPATH"]
+    sys.path.insert(0, str(tmp_path))
+    try:
+        resumed = SwarmSession.open_existing(run_dir)
+        try:
+            finished = await asyncio.wait_for(resumed.run(), 60)
+        finally:
+            await resumed.aclose()
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert finished.succeeded == 6
+    journal = Journal.open(run_dir, readonly=True)
+    try:
+        for i in range(6):
+            calls = [c["call_id"] for c in journal.tool_calls_of(i)]
+            assert calls[: len(before_calls[i])] == before_calls[i]  # none run again
+            assert len(calls) == len(set(calls)) >= 3  # each step's calls once (1-3 a step)
+            steps = [a for a in journal.attempts_of(i) if a["outcome"] == "step"]
+            assert len(steps) == 3
+        model_calls = sum(1 for i in range(6) for a in journal.attempts_of(i) if a["outcome"] in ("step", "ok"))
+    finally:
+        journal.close()
+    # each agent made exactly 4 model calls in all (3 steps + its answer): none was sent twice,
+    # except calls in flight at the kill (journaled as cancelled, never as a completed step)
+    assert model_calls == 6 * 4
+    assert sim.stats()["requests"] - requests_before <= 6 * 4

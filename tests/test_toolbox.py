@@ -1,0 +1,100 @@
+"""The toolbox: Python functions as tools (schemas from type hints), and every way a call can
+go wrong coming back to the model as the tool's result, never as an exception."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from swarm_tui.errors import InputError
+from swarm_tui.jobs import load_job, load_tools_file
+from swarm_tui.tools import Toolbox, ToolSetupError
+from swarm_tui.tools.spec import PythonToolSpec, ToolsSpec
+from swarm_tui.tools.transcript import pending_tool_calls, steps_taken
+
+
+def python_tools(*names: str, timeout: float = 5.0) -> ToolsSpec:
+    return ToolsSpec(python=tuple(PythonToolSpec(f"tests.agent_tools:{n}", where=f"tools.python[{i}]")
+                                  for i, n in enumerate(names)), tool_timeout_s=timeout, source="job.toml")
+
+
+async def test_python_functions_become_tools_with_schemas_from_their_hints():
+    toolbox = Toolbox(python_tools("lookup", "add", "pick"))
+    await toolbox.start()
+    schemas = {t["function"]["name"]: t["function"] for t in toolbox.openai_tools()}
+    assert schemas["lookup"]["description"] == "Look a term up in a tiny glossary."
+    assert schemas["lookup"]["parameters"] == {
+        "type": "object", "properties": {"term": {"type": "string"}, "limit": {"type": "integer"}},
+        "required": ["term"]}
+    assert schemas["pick"]["parameters"]["properties"] == {
+        "colour": {"enum": ["red", "green"]}, "tags": {"type": "array", "items": {"type": "string"}}}
+    assert (await toolbox.call("add", '{"a": 2, "b": 3.5}')).text == "5.5"
+    picked = await toolbox.call("pick", '{"colour": "red"}')
+    assert picked.ok and json.loads(picked.text) == {"colour": "red", "tags": []}
+    await toolbox.aclose()
+
+
+async def test_every_failure_of_a_call_is_the_tools_result():
+    toolbox = Toolbox(python_tools("broken", "slow", "lookup", timeout=0.2))
+    await toolbox.start()
+    cases = {
+        "unknown tool": (await toolbox.call("nope", "{}"), "no tool named 'nope'"),
+        "bad json": (await toolbox.call("lookup", "{term: x"), "not valid JSON"),
+        "not an object": (await toolbox.call("lookup", "[1]"), "must be a JSON object"),
+        "raises": (await toolbox.call("broken", '{"x": 4}'), "ValueError: cannot handle 4"),
+        "missing argument": (await toolbox.call("lookup", "{}"), "TypeError"),
+        "too slow": (await toolbox.call("slow", '{"seconds": 2}'), "ran past its 0.2s timeout"),
+    }
+    for what, (outcome, said) in cases.items():
+        assert not outcome.ok, what
+        assert said in outcome.text, (what, outcome.text)
+    await toolbox.aclose()
+
+
+async def test_a_function_that_does_not_import_fails_the_start_naming_the_field():
+    spec = ToolsSpec(python=(PythonToolSpec("tests.no_such_module:f", where="tools.python[0]"),
+                             PythonToolSpec("tests.agent_tools:missing", where="tools.python[1]")), source="job.toml")
+    with pytest.raises(ToolSetupError) as caught:
+        await Toolbox(spec).start()
+    text = str(caught.value)
+    assert "job.toml: tools.python[0].function: cannot use it: ModuleNotFoundError" in text
+    assert "job.toml: tools.python[1].function: cannot use it: AttributeError" in text
+
+
+def test_the_transcript_says_where_an_agent_stands():
+    call = lambda i: {"id": f"c{i}", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}  # noqa: E731
+    messages = [{"role": "user", "content": "go"},
+                {"role": "assistant", "content": None, "tool_calls": [call(1)]},
+                {"role": "tool", "tool_call_id": "c1", "content": "r1"},
+                {"role": "assistant", "content": None, "tool_calls": [call(2), call(3)]},
+                {"role": "tool", "tool_call_id": "c3", "content": "r3"}]
+    assert steps_taken(messages) == 2
+    assert [c["id"] for c in pending_tool_calls(messages)] == ["c2"]
+    assert pending_tool_calls(messages[:3]) == []
+
+
+def test_tools_in_a_toml_job_are_checked_with_file_line_and_field(tmp_path):
+    job = tmp_path / "agents.toml"
+    job.write_text('name = "a"\nmodel = "m"\n[tasks]\ncount = 2\nprompt = "t{agent}"\n'
+                   '[agents]\nmax_steps = 0\ntool_timeout = 5\n'
+                   '[[tools.mcp]]\nname = "demo"\ncommand = ["python", "-m", "x"]\n'
+                   '[[tools.mcp]]\nname = "demo"\nurl = "ftp://nope"\n'
+                   '[[tools.python]]\nfunction = "no_colon"\n')
+    with pytest.raises(InputError) as caught:
+        load_job(job)
+    text = str(caught.value)
+    assert f"{job}:7: agents.max_steps: must be an integer from 1 to 100, not 0" in text
+    assert f"{job}:14: tools.mcp[1].url: must be an http(s) URL, not 'ftp://nope'" in text
+    assert f"{job}:16: tools.python[0].function: must be 'module:function', not 'no_colon'" in text
+
+
+def test_a_tools_file_for_a_batch_job(tmp_path):
+    tools = tmp_path / "tools.toml"
+    tools.write_text('[agents]\nmax_steps = 4\n[[tools.python]]\nfunction = "tests.agent_tools:lookup"\n')
+    spec = load_tools_file(tools)
+    assert spec.max_steps == 4 and spec.python[0].function == "tests.agent_tools:lookup"
+    empty = tmp_path / "empty.toml"
+    empty.write_text("[agents]\nmax_steps = 4\n")
+    with pytest.raises(InputError, match="declares no tools"):
+        load_tools_file(empty)
