@@ -28,7 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from .engine.events import (
+    AgentStepped,
+    EngineEvent,
     TaskState,
+    ToolCallEnded,
 )
 from .engine.stats import RunStats
 from .jobs import Task
@@ -40,6 +43,8 @@ from .runlog import Listener, LogFollower
 POLL_S = 0.5
 HEARTBEAT_STALE_S = 3.0
 """The writer beats every 0.5 s; three seconds of silence means nobody drives the run."""
+
+
 # --------------------------------------------------------------------------- the attached view
 
 
@@ -91,6 +96,8 @@ class AttachedRun:
         )
         self.stats = RunStats(clock=self._stats_clock)
         self.follower.subscribe(self.stats.observe)
+        self._grown: set[int] = set()
+        self.follower.subscribe(self._note_growth)
         self._commands: Journal | None = None
 
     # ----------------------------------------------------------------- what the UI reads
@@ -155,6 +162,10 @@ class AttachedRun:
             return True  # every call's start is logged
         return self.follower.in_flight is not None
 
+    def _note_growth(self, event: EngineEvent) -> None:
+        if isinstance(event, AgentStepped | ToolCallEnded):
+            self._grown.add(event.index)
+
     def _writer_gone(self) -> bool:
         """The process that started the run is not running it any more (killed, or lost): its
         heartbeat is stale (the pid alone could be an earlier session's while a new one starts)."""
@@ -203,6 +214,12 @@ class AttachedRun:
         if len(self.follower.view) != len(self.tasks):  # tasks joined the run: read them
             self.tasks = [Task(r.index, r.custom_id, r.body) for r in self.journal.tasks()]
             self.stats.total = len(self.tasks)
+        elif self._grown:  # agents whose transcript grew (a step, a tool result): read theirs
+            position = {t.index: n for n, t in enumerate(self.tasks)}
+            for index in self._grown & position.keys():
+                task = self.tasks[position[index]]
+                self.tasks[position[index]] = Task(index, task.custom_id, self.journal.body_of(index))
+        self._grown.clear()
         return delivered
 
     # ----------------------------------------------------------------- steering (control queue)

@@ -277,6 +277,11 @@ class Journal:
             )
         ]
 
+    def body_of(self, index: int) -> dict[str, Any]:
+        """One task's request body as journaled now (an agent's: its transcript so far)."""
+        row = self._db.execute("SELECT body FROM tasks WHERE idx = ?", (index,)).fetchone()
+        return json.loads(row[0]) if row else {}
+
     def states(self) -> dict[int, TaskState]:
         return {idx: TaskState(state) for idx, state in self._db.execute("SELECT idx, state FROM tasks")}
 

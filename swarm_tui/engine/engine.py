@@ -772,6 +772,7 @@ class SwarmEngine(ObservableEngine):
         stepped = AgentStepped(attempt, step, tuple(c["function"]["name"] for c in asked["tool_calls"]))
         self.journal.record_step(attempt, body, (stepped,))
         self.tasks[index] = Task(task.index, task.custom_id, body)
+        self._round_attempts.pop(index, None)  # each step's model call has its own retries
         self._deliver(stepped)
         self._start_tools(index, step)
 
