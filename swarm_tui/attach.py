@@ -260,6 +260,13 @@ class AttachedRun:
             self._send("retry", {"indices": chosen} if indices is not None else None)
         return chosen
 
+    def cancel(self, indices: Iterable[int]) -> list[int]:
+        """Ask the running engine to cancel these agents; returns those asked for."""
+        chosen = [i for i in indices if not self.states.get(i, TaskState.QUEUED).is_final]
+        if chosen:
+            self._send("cancel", {"indices": chosen})
+        return chosen
+
     def exit_code(self) -> int:
         return 0  # leaving an attached view detaches; it says nothing about the run
 

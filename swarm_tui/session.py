@@ -312,6 +312,10 @@ class SwarmSession:
                 engine.abort("aborted from an attached view")
             case "retry":
                 engine.retry_failed(args.get("indices"))
+            case "cancel":
+                cancel_tasks = getattr(engine, "cancel_tasks", None)
+                if cancel_tasks is not None:
+                    cancel_tasks(args.get("indices") or [])
             case "concurrency":
                 engine.set_concurrency(int(args["limit"]), "attached view")
             case "flush_memory":

@@ -34,3 +34,9 @@ def slow(seconds: float) -> str:
     """Sleeps."""
     time.sleep(seconds)
     return "slept"
+
+
+def nap(seconds: float) -> str:
+    """Sleeps a little (at most 0.3 s, whatever the model asks)."""
+    time.sleep(min(abs(seconds) * 0.05, 0.3))
+    return f"napped {seconds}"

@@ -191,3 +191,32 @@ async def test_an_agent_killed_mid_trajectory_resumes_without_redoing_a_complete
     # except calls in flight at the kill (journaled as cancelled, never as a completed step)
     assert model_calls == 6 * 4
     assert sim.stats()["requests"] - requests_before <= 6 * 4
+
+
+async def test_x_cancels_one_agent_and_a_retry_continues_it_from_its_last_completed_step(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=20)
+    tools = ToolsSpec(python=(PythonToolSpec("tests.agent_tools:nap", where="tools.python[0]"),), source="job.toml")
+    job = agents_job(tmp_path, [f"agent {i} [[sim:tools=3]]" for i in range(3)], tools)
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=3))
+    session = SwarmSession.open_new(job, plan, tmp_path / "run")
+    engine = session.engine
+    steps: list[AgentStepped] = []
+    engine.subscribe(lambda e: isinstance(e, AgentStepped) and steps.append(e))
+    run = asyncio.create_task(session.run())
+    try:
+        await wait_until(lambda: any(s.index == 0 for s in steps), "agent 1 to finish a step")
+        assert engine.cancel_tasks([0]) == [0]
+        await wait_until(lambda: engine.states[0] is TaskState.CANCELLED, "agent 1 to stop")
+        assert engine.states[1] is not TaskState.CANCELLED  # only the one asked for
+        assert engine.retry_failed([0]) == [0]
+        finished = await asyncio.wait_for(run, 60)
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 3
+    journal = Journal.open(tmp_path / "run", readonly=True)
+    try:
+        assert len([a for a in journal.attempts_of(0) if a["outcome"] == "step"]) == 3  # no step done twice
+        calls = [c["call_id"] for c in journal.tool_calls_of(0)]
+        assert len(calls) == len(set(calls))
+    finally:
+        journal.close()

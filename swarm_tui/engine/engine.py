@@ -157,6 +157,8 @@ class SwarmEngine(ObservableEngine):
         self.toolbox = toolbox
         self._tool_runs: dict[int, asyncio.Task[None]] = {}
         """Agents whose tool calls are running (they hold no concurrency slot meanwhile)."""
+        self._held: set[int] = set()
+        """Tasks the user cancelled (`x`): they wait, unfinished, until retried or the run resumed."""
         self.client = client
         self.fallback = fallback
         self.breaker = CircuitBreaker() if fallback is not None else None
@@ -276,24 +278,57 @@ class SwarmEngine(ObservableEngine):
         )
 
     def retry_failed(self, indices: Iterable[int] | None = None) -> list[int]:
-        """Queue finally-failed tasks again, with a fresh attempt budget. Returns what was queued.
+        """Queue finally-failed tasks again, with a fresh attempt budget; named ones the user
+        cancelled too (an agent goes on from its last completed step). Returns what was queued.
 
         While the engine runs they are picked up at once; otherwise the caller runs it again.
         """
-        chosen = [i for i in (self.tasks if indices is None else indices) if self.states.get(i) is TaskState.FAILED]
+        chosen = [
+            i
+            for i in (self.tasks if indices is None else indices)
+            if self.states.get(i) is TaskState.FAILED or (indices is not None and i in self._held)
+        ]
         if not chosen or self._fatal is not None:
             return []
         if not self._running:
             self._stop_reason = None
             self._aborted = False
-        queued = [TaskQueued(index, TaskState.FAILED) for index in chosen]
+        queued = [TaskQueued(index, self.states[index]) for index in chosen]
         self.journal.requeue(chosen, queued)
         self._ready.extendleft(reversed(chosen))  # the user asked for these now: ahead of untried work
         for event in queued:
+            self._held.discard(event.index)
             self._round_attempts.pop(event.index, None)
             self._deliver(event)
         self._wake.set()
         return chosen
+
+    def cancel_tasks(self, indices: Iterable[int]) -> list[int]:
+        """Stop these tasks now (the user's `x` on an agent): a call in flight is cancelled (and
+        journaled: it may be billed), tool calls still running stop (finished ones are kept),
+        and the task waits, cancelled, until it is retried or the run resumed. Returns them."""
+        chosen = [i for i in indices if i in self.tasks and not self.states[i].is_final and i not in self._held]
+        for index in chosen:
+            self._held.add(index)
+            running = self._in_flight.get(index) or self._tool_runs.get(index)
+            if running is not None:
+                running.cancel()  # its own cleanup journals the cancellation and says so
+                continue
+            timer = self._retry_timers.pop(index, None)
+            if timer is not None:
+                timer.cancel()
+            if index in self._ready:
+                self._ready.remove(index)
+            self._cancel_now(index)
+        self._wake.set()
+        return chosen
+
+    def _cancel_now(self, index: int) -> None:
+        if self.states[index] is TaskState.CANCELLED:
+            return
+        cancelled = TaskCancelled(index)
+        self._journal_quietly(self.journal.record_cancelled, [index], (), [cancelled])
+        self._deliver(cancelled)
 
     def add_tasks(self, tasks: Sequence[Task]) -> list[int]:
         """Add tasks to the run (a plan's sub-tasks, a later round); journaled first."""
@@ -403,7 +438,6 @@ class SwarmEngine(ObservableEngine):
                 self._emit(TaskQueued(index, previous))
         if self.rate_limits.rpm or self.rate_limits.tpm:
             self._emit(RateLimitsLearned(self.rate_limits.rpm, self.rate_limits.tpm))
-        self._resume_tools()
         try:
             await self._dispatch()
         finally:
@@ -425,6 +459,9 @@ class SwarmEngine(ObservableEngine):
             index = await self._next_ready()
             if index is None:
                 return
+            if self._owes_tool_calls(index):  # stopped mid-step (a crash, `x`): finish its tools first
+                self._start_tools(index, steps_taken(self.tasks[index].body.get("messages", [])))
+                continue
             tokens = self._token_estimate(index)
             if not await self.admission.acquire(tokens):
                 self._ready.appendleft(index)
@@ -560,7 +597,8 @@ class SwarmEngine(ObservableEngine):
             TaskCancelled(index, attempts[0]),
         ]
         self._journal_quietly(self.journal.record_cancelled, [index], attempts, events)
-        self._ready.append(index)
+        if index not in self._held:
+            self._ready.append(index)
         for event in events:
             self._deliver(event)
 
@@ -804,19 +842,16 @@ class SwarmEngine(ObservableEngine):
             pass  # the journal told the engine, which is stopping the run; the agent stays unfinished
         finally:
             self._tool_runs.pop(index, None)
-            self._ready.appendleft(index)  # its next model call (or, after a stop, it waits unfinished)
+            if index in self._held:  # the user cancelled it: the tool results so far are kept
+                self._cancel_now(index)
+            else:
+                self._ready.appendleft(index)  # its next model call (or, after a stop, it waits unfinished)
             self._wake.set()
 
-    def _resume_tools(self) -> None:
-        """Agents stopped between a step's model call and the end of its tool calls (a crash, an
-        abort): run exactly the tool calls their transcript still owes, then call the model."""
-        if self.toolbox is None:
-            return
-        for index in list(self._ready):
-            messages = self.tasks[index].body.get("messages", [])
-            if pending_tool_calls(messages):
-                self._ready.remove(index)
-                self._start_tools(index, steps_taken(messages))
+    def _owes_tool_calls(self, index: int) -> bool:
+        """An agent stopped between a step's model call and the end of its tool calls (a crash, an
+        abort, `x`): exactly the tool calls its transcript still owes run before the model is asked."""
+        return self.toolbox is not None and bool(pending_tool_calls(self.tasks[index].body.get("messages", [])))
 
     def _on_invalid_answer(
         self,

@@ -86,6 +86,8 @@ CONCURRENCY = Binding.Group("Limit", compact=True)
 PANELS_EVERY_S = 0.25
 """The figures and the legend repaint at 4 Hz: readable, and half the cost of the grid's 10 Hz."""
 SPARK_SECONDS = 120
+ACTIVE_STATES = frozenset({TaskState.QUEUED, TaskState.RUNNING, TaskState.RETRYING})
+"""States of a task that `x` can cancel."""
 SIDE_PANEL_MIN = 40
 RESERVED_ROWS = 1 + 3 + 1 + 7
 """Provider bar, stats footer, key footer, and the least the error log keeps."""
@@ -123,6 +125,7 @@ class SwarmApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "retry_failed", "Retry", id="app.retry_failed", tooltip="retry every failed agent"),
         Binding("R", "retry_cursor", "Retry agent", id="app.retry_agent", show=False),
+        Binding("x", "cancel_cursor", "Cancel agent", id="app.cancel_agent", show=False),
         Binding("p", "toggle_pause", "Pause", id="app.pause", tooltip="pause / resume dispatch"),
         Binding("a", "abort", "Abort", id="app.abort"),
         Binding(
@@ -532,8 +535,13 @@ class SwarmApp(App[int]):
                 return True if source.can_steer and self._any_failed() else None
             case "retry_cursor":
                 index = self.grid.cursor_index
-                failed = index is not None and source.states.get(index) is TaskState.FAILED
-                return True if source.can_steer and failed else None
+                state = source.states.get(index) if index is not None else None
+                again = state is TaskState.FAILED or (state is TaskState.CANCELLED and source.running)
+                return True if source.can_steer and again else None
+            case "cancel_cursor":
+                index = self.grid.cursor_index
+                unfinished = index is not None and source.states.get(index) in ACTIVE_STATES
+                return True if source.can_steer and source.running and unfinished else None
             case "toggle_pause":
                 if not source.can_steer:
                     return None
@@ -636,6 +644,17 @@ class SwarmApp(App[int]):
         index = self.grid.cursor_index
         if index is not None:
             self.retry_agents([index])
+
+    def action_cancel_cursor(self) -> None:
+        """`x`: stop the agent under the cursor; `R` starts it again (from its last completed step)."""
+        index = self.grid.cursor_index
+        if index is None:
+            return
+        if self.source.cancel([index]):
+            again = self.key_hint("app.retry_agent")
+            asked = "Asked the running engine to cancel" if self.source.attached else "Cancelled"
+            self.notify(f"{asked} agent {index + 1}; {again} starts it again.", timeout=4, markup=False)
+            self._drain()
 
     def action_toggle_pause(self) -> None:
         source = self.source

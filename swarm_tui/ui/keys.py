@@ -45,7 +45,8 @@ LEGACY_IDS = {
 
 KEY_HELP = {
     "app.retry_failed": "retry every failed agent (they restart at once)",
-    "app.retry_agent": "retry the failed agent under the grid cursor",
+    "app.retry_agent": "retry the failed (or cancelled) agent under the grid cursor",
+    "app.cancel_agent": "cancel the agent under the grid cursor (R starts it again)",
     "app.pause": "pause dispatch (in-flight calls finish) / resume",
     "app.abort": "abort the run (asks first); the journal stays resumable",
     "app.concurrency_up": "raise the ceiling (the adaptive limit works under it)",
