@@ -36,23 +36,52 @@ READ_BATCH = 5000
 Listener = Callable[[EngineEvent], None]
 
 
-class LogFollower:
-    """The run as its journal's log tells it: a `TaskBoard`, the limits, the pause state, and
-    every event handed to the listeners, at the time it was logged (`now`, for a `RunStats`)."""
+class RunFigures:
+    """The run-wide figures a view shows besides the board (limit, ceiling, pause, rate limits,
+    whether a run is on), kept from the events alone: a live view and an attached one that
+    saw the same events show the same figures."""
 
-    def __init__(self, journal: Journal, indices: Iterable[int]) -> None:
-        self.journal = journal
-        self.board = TaskBoard(indices)
-        self.seq = 0
-        """The last log row delivered."""
-        self.limit: int | None = None
-        self.ceiling: int | None = None
+    def __init__(self, limit: int | None = None, ceiling: int | None = None) -> None:
+        self.limit = limit
+        self.ceiling = ceiling
         self.rate_limits: tuple[int | None, int | None] = (None, None)
         self.paused = False
         self.started = False
         """A run has started and not finished (its writer owes us a `RunFinished`)."""
         self.stopped = False
         self.finished: RunFinished | None = None
+
+    def note(self, event: EngineEvent) -> None:
+        match event:
+            case RunStarted(concurrency=limit, ceiling=ceiling):
+                self.started, self.stopped, self.finished, self.paused = True, False, None, False
+                self.limit, self.ceiling = limit, ceiling or limit
+            case ConcurrencyChanged(limit=limit, ceiling=ceiling):
+                self.limit = limit
+                if ceiling is not None:
+                    self.ceiling = ceiling
+            case RunPaused():
+                self.paused = True
+            case RunResumed():
+                self.paused = False
+            case RateLimitsLearned(rpm=rpm, tpm=tpm):
+                self.rate_limits = (rpm, tpm)
+            case RunStopping():
+                self.stopped = True
+            case RunFinished():
+                self.started, self.stopped, self.finished = False, True, event
+
+
+class LogFollower(RunFigures):
+    """The run as its journal's log tells it: a `TaskBoard`, the run's figures, and every event
+    handed to the listeners, at the time it was logged (`now`, for a `RunStats`)."""
+
+    def __init__(self, journal: Journal, indices: Iterable[int]) -> None:
+        super().__init__()
+        self.journal = journal
+        self.board = TaskBoard(indices)
+        self.seq = 0
+        """The last log row delivered."""
         self.heartbeat: dict[str, Any] | None = None
         self.last_at: float | None = None
         """When the last event was logged (epoch seconds)."""
@@ -101,7 +130,7 @@ class LogFollower:
             self._closed_here.discard(index)
             if isinstance(event, TaskCancelled):
                 return 0  # the closing this view already showed
-        self._note(event)
+        self.note(event)
         return self._deliver(event, at)
 
     def _deliver(self, event: EngineEvent, at: float) -> int:
@@ -114,27 +143,6 @@ class LogFollower:
         finally:
             self.now = None
         return 1
-
-    def _note(self, event: EngineEvent) -> None:
-        """The run-wide figures a view shows besides the board."""
-        match event:
-            case RunStarted(concurrency=limit, ceiling=ceiling):
-                self.started, self.stopped, self.finished, self.paused = True, False, None, False
-                self.limit, self.ceiling = limit, ceiling or limit
-            case ConcurrencyChanged(limit=limit, ceiling=ceiling):
-                self.limit = limit
-                if ceiling is not None:
-                    self.ceiling = ceiling
-            case RunPaused():
-                self.paused = True
-            case RunResumed():
-                self.paused = False
-            case RateLimitsLearned(rpm=rpm, tpm=tpm):
-                self.rate_limits = (rpm, tpm)
-            case RunStopping():
-                self.stopped = True
-            case RunFinished():
-                self.started, self.stopped, self.finished = False, True, event
 
 
 def replay_history(journal: Journal, stats: RunStats) -> list[EngineEvent]:

@@ -36,7 +36,6 @@ from ..engine.board import TaskBoard
 from ..engine.engine import FAIL_RATE_MIN_SAMPLE  # the same rule as one engine
 from ..engine.events import (
     Attempt,
-    AttemptEnded,
     AttemptStarted,
     ConcurrencyChanged,
     EngineEvent,
@@ -48,11 +47,8 @@ from ..engine.events import (
     RunStarted,
     RunStopping,
     TaskCancelled,
-    TaskFailed,
     TaskQueued,
-    TaskRetrying,
     TasksAdded,
-    TaskSucceeded,
 )
 from ..engine.observable import Listener, ObservableEngine
 from ..engine.stats import RunStats
@@ -168,6 +164,7 @@ class RayEngine(ObservableEngine):
         self.states = self.board.states
         self._attempts: dict[int, int] = dict(attempts_made or {})
         self._listeners: list[Listener] = [self.stats.observe]
+        self._outbox: list[EngineEvent] = []
         self.admission = _DriverAdmission(settings.concurrency, self.board)
         self.n_actors = actors or max(1, len([n for n in ray.nodes() if n.get("Alive")]))
         self.limiter = None
@@ -236,9 +233,7 @@ class RayEngine(ObservableEngine):
             self._stop_reason = None
             self._aborted = False
         queued = [TaskQueued(index, TaskState.FAILED) for index in chosen]
-        self.journal.requeue(chosen, queued)
-        for event in queued:
-            self._deliver(event)
+        self._commit(self.journal.requeue, chosen, events=queued)
         if self._running and self._stop_reason is None:
             self._dispatch(chosen)
         return chosen
@@ -248,10 +243,9 @@ class RayEngine(ObservableEngine):
         if not new:
             return []
         added = TasksAdded(tuple(t.index for t in new), len(self.tasks) + len(new))
-        self.journal.add_tasks(new, (added,))
+        self._commit(self.journal.add_tasks, new, events=[added])
         for task in new:
             self.tasks[task.index] = task
-        self._deliver(added)
         if self._running and self._stop_reason is None:
             self._dispatch([t.index for t in new])
         return [t.index for t in new]
@@ -313,11 +307,10 @@ class RayEngine(ObservableEngine):
         ]
         if left:  # stopped (or a shard ended oddly): unfinished work, kept for resume
             cancelled = [TaskCancelled(index) for index in left]
-            self.journal.record_cancelled(left, (), cancelled)
-            for event in cancelled:
-                self._deliver(event)
+            self._commit(self.journal.record_cancelled, left, (), events=cancelled)
         finished = self.outcome()
         self._emit(finished)
+        self._flush_outbox()  # the run's last word is on disk and out before run() returns
         return finished
 
     async def aclose(self) -> None:
@@ -445,6 +438,8 @@ class RayEngine(ObservableEngine):
                 self._relay(shard, item[1])
             elif kind == DONE:
                 shard.lease_calls = item[2]
+        self._flush_outbox()  # the batch's events: one commit, then out (the guards read what they did)
+        self._check_guards()
 
     def _relay(self, shard: _Shard, event: EngineEvent) -> None:
         if isinstance(event, RunStopping) and event.reason.startswith("budget"):
@@ -463,8 +458,6 @@ class RayEngine(ObservableEngine):
                 return
             self._learned = (event.rpm, event.tpm)
         self._emit(event)
-        if isinstance(event, (TaskSucceeded, TaskFailed, TaskRetrying, AttemptEnded)):
-            self._check_guards()
 
     def _lost(self, shard: _Shard, exc: BaseException) -> None:
         """An actor died (or its shard broke): nothing it had not reported as finished is lost."""
@@ -504,9 +497,7 @@ class RayEngine(ObservableEngine):
     def _cancel(self, indices: list[int]) -> None:
         attempts = self._lost_attempts(indices)
         cancelled = [TaskCancelled(i, attempts.get(i)) for i in indices if self.states[i] is not TaskState.CANCELLED]
-        self.journal.record_cancelled(indices, list(attempts.values()), cancelled)
-        for event in cancelled:
-            self._deliver(event)
+        self._commit(self.journal.record_cancelled, indices, list(attempts.values()), events=cancelled)
 
     def _requeue(self, indices: list[int], why: str) -> None:
         attempts = self._lost_attempts(indices)
@@ -516,9 +507,7 @@ class RayEngine(ObservableEngine):
                 events.append(TaskCancelled(index, attempts.get(index)))
             events.append(TaskQueued(index, TaskState.CANCELLED))
         # unfinished on disk until done anew
-        self.journal.record_cancelled(indices, list(attempts.values()), events)
-        for event in events:
-            self._deliver(event)
+        self._commit(self.journal.record_cancelled, indices, list(attempts.values()), events=events)
         self._dispatch(indices)
 
     def _lost_attempts(self, indices: list[int]) -> dict[int, Attempt]:

@@ -200,6 +200,7 @@ class SwarmEngine(ObservableEngine):
         self._round_attempts: dict[int, int] = {}
         """Attempts in the current round; `retry_failed` starts a new round."""
         self._listeners: list[Listener] = [self.stats.observe]
+        self._outbox: list[EngineEvent] = []
         self._ready: deque[int] = deque()
         self._retry_timers: dict[int, asyncio.TimerHandle] = {}
         self._in_flight: dict[int, asyncio.Task[None]] = {}
@@ -294,12 +295,11 @@ class SwarmEngine(ObservableEngine):
             self._stop_reason = None
             self._aborted = False
         queued = [TaskQueued(index, self.states[index]) for index in chosen]
-        self.journal.requeue(chosen, queued)
+        self._commit(self.journal.requeue, chosen, events=queued)
         self._ready.extendleft(reversed(chosen))  # the user asked for these now: ahead of untried work
-        for event in queued:
-            self._held.discard(event.index)
-            self._round_attempts.pop(event.index, None)
-            self._deliver(event)
+        for index in chosen:
+            self._held.discard(index)
+            self._round_attempts.pop(index, None)
         self._wake.set()
         return chosen
 
@@ -327,8 +327,7 @@ class SwarmEngine(ObservableEngine):
         if self.states[index] is TaskState.CANCELLED:
             return
         cancelled = TaskCancelled(index)
-        self._journal_quietly(self.journal.record_cancelled, [index], (), [cancelled])
-        self._deliver(cancelled)
+        self._commit(self.journal.record_cancelled, [index], (), events=[cancelled], quiet=True)
 
     def add_tasks(self, tasks: Sequence[Task]) -> list[int]:
         """Add tasks to the run (a plan's sub-tasks, a later round); journaled first."""
@@ -336,11 +335,10 @@ class SwarmEngine(ObservableEngine):
         if not new:
             return []
         added = TasksAdded(tuple(t.index for t in new), len(self.tasks) + len(new))
-        self.journal.add_tasks(new, (added,))
+        self._commit(self.journal.add_tasks, new, events=[added])
         for task in new:
             self.tasks[task.index] = task
             self._ready.append(task.index)
-        self._deliver(added)
         self._wake.set()
         return [t.index for t in new]
 
@@ -411,8 +409,7 @@ class SwarmEngine(ObservableEngine):
 
     def _record_phase_attempt(self, phase: str, attempt: Attempt) -> None:
         event = PhaseAttempt(phase, attempt)
-        self.journal.record_attempt(attempt, (event,))
-        self._deliver(event)
+        self._commit(self.journal.record_attempt, attempt, events=[event])
 
     # ----------------------------------------------------------------- running
 
@@ -452,6 +449,7 @@ class SwarmEngine(ObservableEngine):
             self._cancel_waiting()
         finished = self.outcome()
         self._emit(finished)
+        self._flush_outbox()  # the run's last word is on disk and out before run() returns
         return finished
 
     async def _dispatch(self) -> None:
@@ -596,11 +594,9 @@ class SwarmEngine(ObservableEngine):
             *(AttemptEnded(extra) for extra in attempts[1:]),
             TaskCancelled(index, attempts[0]),
         ]
-        self._journal_quietly(self.journal.record_cancelled, [index], attempts, events)
         if index not in self._held:
             self._ready.append(index)
-        for event in events:
-            self._deliver(event)
+        self._commit(self.journal.record_cancelled, [index], attempts, events=events, quiet=True)
 
     def _start_call(self, index: int, number: int, client: ProviderClient, *, hedge: bool = False) -> _Call:
         body = self.tasks[index].body
@@ -727,8 +723,7 @@ class SwarmEngine(ObservableEngine):
             cost_usd=cost_usd,
         )
         ended = AttemptEnded(attempt)
-        self.journal.record_attempt(attempt, (ended,))
-        self._deliver(ended)
+        self._commit(self.journal.record_attempt, attempt, events=[ended])
 
     def _on_success(
         self, index: int, number: int, started_at: float, latency_ms: float, result: CallResult, *, endpoint: str
@@ -764,8 +759,7 @@ class SwarmEngine(ObservableEngine):
             ttft_ms=result.ttft_ms,
         )
         succeeded = TaskSucceeded(attempt, result.content)
-        self.journal.record_success(attempt, result.body, (succeeded,))
-        self._deliver(succeeded)
+        self._commit(self.journal.record_success, attempt, result.body, events=[succeeded])
 
     # ----------------------------------------------------------------- multi-step agents
 
@@ -801,17 +795,15 @@ class SwarmEngine(ObservableEngine):
                 request_id=result.request_id,
             )
             failed = TaskFailed(dataclasses.replace(attempt, outcome="failed", error=error))
-            self.journal.record_failure(failed.attempt, (failed,))
-            self._deliver(failed)
+            self._commit(self.journal.record_failure, failed.attempt, events=[failed])
             self._check_failure_rate()
             return
         asked = assistant_message(_answer_message(result))
         body = {**task.body, "messages": [*messages, asked]}
         stepped = AgentStepped(attempt, step, tuple(c["function"]["name"] for c in asked["tool_calls"]))
-        self.journal.record_step(attempt, body, (stepped,))
         self.tasks[index] = Task(task.index, task.custom_id, body)
         self._round_attempts.pop(index, None)  # each step's model call has its own retries
-        self._deliver(stepped)
+        self._commit(self.journal.record_step, attempt, body, events=[stepped])
         self._start_tools(index, step)
 
     def _start_tools(self, index: int, step: int) -> None:
@@ -829,11 +821,12 @@ class SwarmEngine(ObservableEngine):
             task = self.tasks[index]
             body = {**task.body, "messages": [*task.body["messages"], tool_message(call["id"], outcome.text)]}
             ended = ToolCallEnded(index, step, call["id"], function.get("name", ""), outcome.ok, outcome.latency_ms)
-            self.journal.record_tool_call(
-                index, step, call, outcome.text, outcome.ok, outcome.latency_ms, body, (ended,)
-            )
             self.tasks[index] = Task(task.index, task.custom_id, body)
-            self._deliver(ended)
+            self._commit(
+                self.journal.record_tool_call,
+                *(index, step, call, outcome.text, outcome.ok, outcome.latency_ms, body),
+                events=[ended],
+            )
 
         try:
             calls = pending_tool_calls(self.tasks[index].body.get("messages", []))
@@ -890,8 +883,7 @@ class SwarmEngine(ObservableEngine):
         )
         if not reask:
             failed = TaskFailed(attempt)
-            self.journal.record_failure(attempt, (failed,))
-            self._deliver(failed)
+            self._commit(self.journal.record_failure, attempt, events=[failed])
             self._check_failure_rate()
             return
         self._reasked.add(index)
@@ -908,9 +900,8 @@ class SwarmEngine(ObservableEngine):
         ]
         self.tasks[index] = Task(task.index, task.custom_id, {**task.body, "messages": messages})
         retrying = TaskRetrying(attempt, 0.0)
-        self.journal.record_retry(attempt, (retrying,))
+        self._commit(self.journal.record_retry, attempt, events=[retrying])
         self._retry_timers[index] = asyncio.get_running_loop().call_later(0, self._requeue, index)
-        self._deliver(retrying)
 
     def _on_failure(
         self, index: int, number: int, started_at: float, latency_ms: float, error: CallError, *, endpoint: str
@@ -944,8 +935,7 @@ class SwarmEngine(ObservableEngine):
         )
         if not retry:
             failed = TaskFailed(attempt)
-            self.journal.record_failure(attempt, (failed,))
-            self._deliver(failed)
+            self._commit(self.journal.record_failure, attempt, events=[failed])
             self._check_failure_rate()
             return
         delay = decision.delay_s
@@ -954,9 +944,8 @@ class SwarmEngine(ObservableEngine):
             self.last_retry_after_asked_s = error.retry_after_asked_s
             self._emit(RateGateClosed(error.retry_after_s, asked_s=error.retry_after_asked_s))
         retrying = TaskRetrying(attempt, delay)
-        self.journal.record_retry(attempt, (retrying,))
+        self._commit(self.journal.record_retry, attempt, events=[retrying])
         self._retry_timers[index] = asyncio.get_running_loop().call_later(delay, self._requeue, index)
-        self._deliver(retrying)
 
     def _trim_once(self, index: int, error: CallError) -> bool:
         """Context length exceeded: never retried as is, but shortened once when a trimmer can."""
@@ -1096,9 +1085,7 @@ class SwarmEngine(ObservableEngine):
         self._ready = deque(waiting)
         cancelled = [TaskCancelled(i) for i in waiting if self.states[i] is not TaskState.CANCELLED]
         if cancelled:
-            self._journal_quietly(self.journal.record_cancelled, [e.index for e in cancelled], (), cancelled)
-        for event in cancelled:
-            self._deliver(event)
+            self._commit(self.journal.record_cancelled, [e.index for e in cancelled], (), events=cancelled, quiet=True)
 
     def _cost(self, result: CallResult, endpoint: str) -> float | None:
         price = self._prices.get(endpoint)

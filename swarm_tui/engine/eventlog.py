@@ -54,6 +54,8 @@ EVENT_TYPES: dict[str, type] = {
 """Every event type the log holds, by the name it is written under."""
 
 _NOT_WRITTEN = frozenset({"rate_headers"})
+_SHAPES: dict[type, tuple[tuple[str, Any], ...]] = {}
+"""(field name, default) of each dataclass written, looked up once per type."""
 
 
 def encode(event: EngineEvent) -> tuple[str, str]:
@@ -62,12 +64,20 @@ def encode(event: EngineEvent) -> tuple[str, str]:
 
 
 def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            f.name: _plain(getattr(value, f.name))
-            for f in dataclasses.fields(value)
-            if f.name not in _NOT_WRITTEN and getattr(value, f.name) != f.default
-        }
+    shape = _SHAPES.get(type(value))
+    if shape is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        shape = _SHAPES[type(value)] = tuple(
+            (f.name, f.default) for f in dataclasses.fields(value) if f.name not in _NOT_WRITTEN
+        )
+    if shape is not None:
+        out = {}
+        for name, default in shape:
+            field_value = getattr(value, name)
+            if field_value is not default and field_value != default:
+                out[name] = _plain(field_value)
+        return out
+    if isinstance(value, str | int | bool) or value is None:
+        return value
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, tuple):

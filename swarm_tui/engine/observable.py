@@ -13,8 +13,9 @@ on disk, and a view replaying the log sees exactly what a live view saw.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import JournalWriteError
@@ -39,20 +40,55 @@ class ObservableEngine:
     _running: bool
     _aborted: bool
     _stop_reason: str | None
+    _outbox: list[EngineEvent]
+    """Events emitted since the last commit: they go to disk (and out) with the next one."""
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
     def _emit(self, event: EngineEvent) -> None:
-        """Log an event that reports no journal write, then deliver it."""
-        self._log_events((event,))
-        self._deliver(event)
+        """An event that reports no journal write of its own (a call started, a limit moved): it
+        goes to disk with the next commit (group commit: at the latest when the loop turns),
+        then out to the listeners, in the order it was emitted."""
+        outbox = self._outbox
+        outbox.append(event)
+        if len(outbox) > 1:
+            return  # a flush is already due
+        try:
+            asyncio.get_running_loop().call_soon(self._flush_outbox)
+        except RuntimeError:  # no loop (steering before a run): now
+            self._flush_outbox()
 
-    def _log_events(self, events: tuple[EngineEvent, ...] | list[EngineEvent]) -> None:
+    def _flush_outbox(self) -> None:
+        if not self._outbox:
+            return
+        events, self._outbox = self._outbox, []
         try:
             self.journal.log(events)
         except JournalWriteError:
             pass  # the journal told the engine, which is stopping the run
+        for event in events:
+            self._deliver(event)
+
+    def _commit(
+        self, write: Callable[..., None], *args: Any, events: Sequence[EngineEvent], quiet: bool = False
+    ) -> None:
+        """A journal write and the events that report it (after any still waiting for a commit),
+        in one transaction; then they go out in order. `quiet`: a journal that cannot be written
+        (it already told the engine, which is stopping) does not stop the events going out."""
+        pending, self._outbox = self._outbox, []
+        try:
+            write(*args, [*pending, *events])
+        except JournalWriteError:
+            for event in pending:
+                self._deliver(event)
+            if not quiet:
+                raise
+        else:
+            for event in pending:
+                self._deliver(event)
+        for event in events:
+            self._deliver(event)
 
     def _deliver(self, event: EngineEvent) -> None:
         """An event already on disk: move the board, then tell the listeners."""

@@ -17,7 +17,7 @@ from ..engine import EngineSettings, RunStats, TaskState
 from ..engine.events import EngineEvent
 from ..jobs import Task
 from ..providers.profile import ProviderProfile
-from ..runlog import replay_history
+from ..runlog import RunFigures, replay_history
 from ..session import SwarmSession
 
 EXIT_OK, EXIT_FAILED, EXIT_ABORTED = 0, 1, 130
@@ -100,6 +100,10 @@ class LiveRun:
         if not self.stats.total:
             self.stats.total = len(self.tasks)
         self._done_before = self.stats.done
+        adaptive = getattr(self.engine, "adaptive", None)
+        self.figures = RunFigures(self.engine.admission.limit, adaptive.ceiling if adaptive else None)
+        """The limit, ceiling and pause the screen shows: from the engine's events, as an attached view's."""
+        self.engine.subscribe(self.figures.note)
 
     @property
     def states(self) -> Mapping[int, TaskState]:
@@ -111,17 +115,16 @@ class LiveRun:
 
     @property
     def paused(self) -> bool:
-        return self.engine.paused
+        return self.figures.paused
 
     @property
     def limit(self) -> int:
-        return self.engine.admission.limit
+        return self.figures.limit or self.engine.admission.limit
 
     @property
     def ceiling(self) -> int:
         """The user's limit; the adaptive controller works under it."""
-        adaptive = getattr(self.engine, "adaptive", None)
-        return adaptive.ceiling if adaptive is not None else self.limit
+        return self.figures.ceiling or self.limit
 
     @property
     def straggler_s(self) -> float | None:
