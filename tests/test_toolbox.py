@@ -98,3 +98,33 @@ def test_a_tools_file_for_a_batch_job(tmp_path):
     empty.write_text("[agents]\nmax_steps = 4\n")
     with pytest.raises(InputError, match="declares no tools"):
         load_tools_file(empty)
+
+
+async def test_an_mcp_server_that_dies_is_started_again_and_only_its_call_in_flight_fails():
+    import sys
+
+    from swarm_tui.tools.spec import McpServerSpec
+
+    spec = ToolsSpec(mcp=(McpServerSpec("crashy", (sys.executable, "-m", "tests.mcp_crashy"), where="tools.mcp[0]"),),
+                     tool_timeout_s=10, source="job.toml")
+    toolbox = Toolbox(spec)
+    await toolbox.start()
+    try:
+        first = await toolbox.call("echo", '{"text": "a"}')
+        assert first.ok and first.text.startswith("echo(a) from ")
+        died = await toolbox.call("crash", "{}")
+        assert not died.ok and died.text.startswith("error: ")  # the call in flight, as the tool's result
+        again = await toolbox.call("echo", '{"text": "b"}')
+        assert again.ok and again.text.startswith("echo(b) from ")
+        assert again.text.split()[-1] != first.text.split()[-1]  # a new server process
+    finally:
+        await toolbox.aclose()
+
+
+async def test_an_mcp_command_that_does_not_start_fails_before_anything_is_sent():
+    from swarm_tui.tools.spec import McpServerSpec
+
+    spec = ToolsSpec(mcp=(McpServerSpec("nope", ("/nonexistent/mcp-server",), where="tools.mcp[0]"),), source="job.toml")
+    with pytest.raises(ToolSetupError) as caught:
+        await Toolbox(spec).start()
+    assert "job.toml: tools.mcp[0]: MCP server '/nonexistent/mcp-server' did not start" in str(caught.value)

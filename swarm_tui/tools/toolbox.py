@@ -126,8 +126,10 @@ class _McpServer:
             await self.start()
         try:
             result = await self.client.call_tool(name, arguments)
-        except Exception:
-            self._closing.set()  # its connection may be gone: the next call starts it afresh
+        except Exception as exc:
+            if _connection_lost(exc):  # the server died: the next call starts it afresh
+                self.client = None
+                self._closing.set()
             raise
         texts = [getattr(block, "text", None) or json.dumps(block.model_dump(mode="json")) for block in result.content]
         if not texts and result.structured_content is not None:
@@ -221,6 +223,16 @@ class Toolbox:
     async def aclose(self) -> None:
         for server in self._servers:
             await server.aclose()
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """The server is gone (its process died, its stream closed), not merely refusing one call."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    if isinstance(exc, MCPError):
+        return exc.code == CONNECTION_CLOSED
+    return isinstance(exc, OSError | EOFError | ConnectionError) or type(exc).__module__.startswith("anyio")
 
 
 def _bound(server: _McpServer, name: str) -> Callable[[dict[str, Any]], Any]:
