@@ -70,3 +70,35 @@ def test_resume_of_a_schema_1_journal_finishes_the_run_exactly_once(tmp_path):
         assert content.startswith(f"Sim answer to: old journal task {index}"), content
     summary = json.loads((run_dir / "summary.json").read_text())
     assert (summary["total"], summary["succeeded"], summary["failed"]) == (12, 11, 1)
+
+
+def test_a_schema_1_journal_gets_its_event_log_when_resumed_and_reads_the_same_attached(tmp_path):
+    from swarm_tui.attach import AttachedRun
+    from swarm_tui.journal import Journal
+    from swarm_tui.legacy_journal import JournalFollower
+    from swarm_tui.runlog import LogFollower
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copyfile(FIXTURE, run_dir / "journal.sqlite")
+    before = AttachedRun(run_dir)  # read-only, as it is: through the old follower
+    before.poll()
+    assert isinstance(before.follower, JournalFollower)
+    assert before.stats.succeeded == len(SUCCEEDED) and before.stats.failed == len(FAILED)
+
+    assert run_cli("resume", str(run_dir), "--headless").returncode == 1
+
+    journal = Journal.open(run_dir, readonly=True)
+    try:
+        assert journal.has_log() and journal.meta()["schema"] == 2
+    finally:
+        journal.close()
+    after = AttachedRun(run_dir)  # now through the log: the old sessions rebuilt once, the new one logged
+    after.poll()
+    assert isinstance(after.follower, LogFollower)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (after.stats.succeeded, after.stats.failed) == (summary["succeeded"], summary["failed"]) == (11, 1)
+    assert after.stats.sent == summary["requests"]["sent"]
+    assert not [i for i, s in after.states.items() if s.value == "running"]
+    for view in (before, after):
+        view.journal.close()
