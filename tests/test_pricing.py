@@ -193,3 +193,18 @@ def test_a_run_on_a_model_without_a_price_says_so_in_its_summary(tmp_path, sim):
     assert summary["cost_usd"] is None and summary["cost_per_min_usd"] is None
     assert "price unknown" in summary["cost_display"] and "$0" not in summary["cost_display"]
     assert "price unknown" in result.stderr
+
+
+def test_the_elapsed_clock_counts_run_time_not_the_idle_gap_before_a_restart():
+    from swarm_tui.engine.events import RunFinished, RunStarted
+    from swarm_tui.engine.stats import RunStats
+
+    now = [100.0]
+    stats = RunStats(clock=lambda: now[0])
+    stats.observe(RunStarted(10, 10, 5, "sim", True))
+    now[0] = 130.0
+    stats.observe(RunFinished(9, 1, 0, aborted=False))
+    now[0] = 500.0  # the user reads the screen for a while, then retries the failed agent (`r`)
+    stats.observe(RunStarted(10, 1, 5, "sim", True))
+    now[0] = 505.0
+    assert stats.elapsed_s == 35.0

@@ -22,6 +22,7 @@ from .events import (
     AttemptStarted,
     EngineEvent,
     PhaseAttempt,
+    RunFinished,
     RunStarted,
     TaskCancelled,
     TaskFailed,
@@ -86,6 +87,8 @@ class RunStats:
     _recent: deque[tuple[float, int]] = field(default_factory=deque)
     """(time, tokens) of recent completions, for req/s and tok/s."""
     clock: Callable[[], float] = time.monotonic
+    _ended_at: float | None = None
+    """When the last run ended (its clock), until another starts."""
 
     def observe(self, event: EngineEvent) -> None:
         match event:
@@ -130,7 +133,12 @@ class RunStats:
             case RunStarted(total=total):
                 if not self.total:
                     self.started_at = self.clock()
+                elif self._ended_at is not None:  # started again (`r`, `p` after a stop): the idle gap is not run time
+                    self.started_at += self.clock() - self._ended_at
+                self._ended_at = None
                 self.total = total
+            case RunFinished():
+                self._ended_at = self.clock()
 
     def _attempt_ended(self, attempt: Attempt) -> None:
         self.in_flight = max(0, self.in_flight - 1)
