@@ -389,19 +389,7 @@ class SwarmEngine(ObservableEngine):
                     self.admission.close_gate(error.retry_after_s)
                 await asyncio.sleep(self.retry_policy.delay_s(error, round_attempts))
             else:
-                attempt = Attempt(
-                    index,
-                    number,
-                    client.name,
-                    started_at,
-                    _ms_since(t0),
-                    "ok",
-                    status=200,
-                    request_id=result.request_id,
-                    usage=result.usage,
-                    cost_usd=self._cost(result, client.name),
-                    ttft_ms=result.ttft_ms,
-                )
+                attempt = self._answered(index, number, client.name, started_at, _ms_since(t0), result, "ok")
                 self._record_phase_attempt(phase, attempt)
                 return result
             finally:
@@ -745,19 +733,7 @@ class SwarmEngine(ObservableEngine):
         if asks_for_tools:
             self._on_tool_request(index, number, started_at, latency_ms, result, endpoint)
             return
-        attempt = Attempt(
-            index,
-            number,
-            endpoint,
-            started_at,
-            latency_ms,
-            "ok",
-            status=200,
-            request_id=result.request_id,
-            usage=result.usage,
-            cost_usd=self._cost(result, endpoint),
-            ttft_ms=result.ttft_ms,
-        )
+        attempt = self._answered(index, number, endpoint, started_at, latency_ms, result, "ok")
         succeeded = TaskSucceeded(attempt, result.content)
         self._commit(self.journal.record_success, attempt, result.body, events=[succeeded])
 
@@ -773,19 +749,7 @@ class SwarmEngine(ObservableEngine):
         task = self.tasks[index]
         messages = list(task.body.get("messages", []))
         step = steps_taken(messages) + 1
-        attempt = Attempt(
-            index,
-            number,
-            endpoint,
-            started_at,
-            latency_ms,
-            "step",
-            status=200,
-            request_id=result.request_id,
-            usage=result.usage,
-            cost_usd=self._cost(result, endpoint),
-            ttft_ms=result.ttft_ms,
-        )
+        attempt = self._answered(index, number, endpoint, started_at, latency_ms, result, "step")
         if step > self.toolbox.max_steps:
             error = CallError(
                 ErrorClass.BAD_RESPONSE,
@@ -867,20 +831,10 @@ class SwarmEngine(ObservableEngine):
             "invalid_json",
             request_id=result.request_id,
         )
-        attempt = Attempt(
-            index,
-            number,
-            endpoint,
-            started_at,
-            latency_ms,
-            "retry" if reask else "failed",
-            status=200,
-            error=error,
-            request_id=result.request_id,
-            usage=result.usage,
-            cost_usd=self._cost(result, endpoint),
-            ttft_ms=result.ttft_ms,
+        attempt = self._answered(
+            index, number, endpoint, started_at, latency_ms, result, "retry" if reask else "failed"
         )
+        attempt = dataclasses.replace(attempt, error=error)
         if not reask:
             failed = TaskFailed(attempt)
             self._commit(self.journal.record_failure, attempt, events=[failed])
@@ -1086,6 +1040,31 @@ class SwarmEngine(ObservableEngine):
         cancelled = [TaskCancelled(i) for i in waiting if self.states[i] is not TaskState.CANCELLED]
         if cancelled:
             self._commit(self.journal.record_cancelled, [e.index for e in cancelled], (), events=cancelled, quiet=True)
+
+    def _answered(
+        self,
+        index: int,
+        number: int,
+        endpoint: str,
+        started_at: float,
+        latency_ms: float,
+        result: CallResult,
+        outcome: str,
+    ) -> Attempt:
+        """The attempt record of a call the provider answered (200): billed as its usage says."""
+        return Attempt(
+            index,
+            number,
+            endpoint,
+            started_at,
+            latency_ms,
+            outcome,
+            status=200,
+            request_id=result.request_id,
+            usage=result.usage,
+            cost_usd=self._cost(result, endpoint),
+            ttft_ms=result.ttft_ms,
+        )
 
     def _cost(self, result: CallResult, endpoint: str) -> float | None:
         price = self._prices.get(endpoint)
