@@ -171,7 +171,11 @@ class SwarmSession:
             )
         self.model = model
         self.swarm = swarm
-        self.pipeline = SwarmPipeline(self, swarm, template) if swarm and swarm.is_pipeline and template else None
+        self.pipeline = (
+            SwarmPipeline(self.engine, journal, run_dir, swarm, template)
+            if swarm and swarm.is_pipeline and template
+            else None
+        )
         self._control_task: asyncio.Task[None] | None = None
 
     @property

@@ -33,7 +33,6 @@ from ray.exceptions import RayError
 
 from ..engine import EngineSettings, TaskState
 from ..engine.board import TaskBoard
-from ..engine.engine import FAIL_RATE_MIN_SAMPLE  # the same rule as one engine
 from ..engine.events import (
     Attempt,
     AttemptStarted,
@@ -543,12 +542,7 @@ class RayEngine(ObservableEngine):
         budget = self.settings.budget_usd
         if budget is not None and self.spent_usd >= budget:
             self.stop_dispatch(f"budget: ${self.spent_usd:.4f} spent (this run, all sessions), budget ${budget:.2f}")
-        limit = self.settings.fail_on_error
-        if limit is not None:
-            failed = self.count(TaskState.FAILED)
-            finished = failed + self.count(TaskState.SUCCEEDED)
-            if finished >= min(FAIL_RATE_MIN_SAMPLE, len(self.tasks)) and failed / finished > limit:
-                self.stop_dispatch(f"final-failure rate {failed / finished:.1%} passed --fail-on-error {limit:.1%}")
+        self._check_failure_rate()
 
     def _stop(self, reason: str) -> None:
         if self._stop_reason is not None:

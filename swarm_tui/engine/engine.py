@@ -95,8 +95,6 @@ class RunStopped(Exception):
 CONGESTED_LATENCY_SHARE = 0.25
 """A timeout counts as congestion when the median answer takes over this share of the timeout."""
 
-FAIL_RATE_MIN_SAMPLE = 20
-"""Finished tasks needed before --fail-on-error judges the rate (all of them in a smaller job)."""
 
 HEDGE_MAX_SHARE = 0.05
 HEDGE_QUIET_AFTER_429_S = 5.0
@@ -929,15 +927,6 @@ class SwarmEngine(ObservableEngine):
             return False
         self._reserved_cost[index] = worst
         return True
-
-    def _check_failure_rate(self) -> None:
-        limit = self.settings.fail_on_error
-        if limit is None:
-            return
-        failed = self.count(TaskState.FAILED)
-        finished = failed + self.count(TaskState.SUCCEEDED)
-        if finished >= min(FAIL_RATE_MIN_SAMPLE, len(self.tasks)) and failed / finished > limit:
-            self.stop_dispatch(f"final-failure rate {failed / finished:.1%} passed --fail-on-error {limit:.1%}")
 
     def _adapt_to_failure(self, error: CallError) -> None:
         """A rate limit backs the limit off; overload does when sustained; other failures (a 500,

@@ -26,6 +26,9 @@ log = logging.getLogger("swarm_tui.engine")
 
 Listener = Callable[[EngineEvent], None]
 
+FAIL_RATE_MIN_SAMPLE = 20
+"""Finished tasks needed before --fail-on-error judges the rate (all of them in a smaller job)."""
+
 
 class ObservableEngine:
     """Mixin: the subclass sets `tasks`, `board`, `states`, `admission`, `_listeners`,
@@ -40,6 +43,7 @@ class ObservableEngine:
     _running: bool
     _aborted: bool
     _stop_reason: str | None
+    settings: Any
     _outbox: list[EngineEvent]
     """Events emitted since the last commit: they go to disk (and out) with the next one."""
 
@@ -111,6 +115,17 @@ class ObservableEngine:
     def aborted(self) -> bool:
         return self._aborted
 
+    def _check_failure_rate(self) -> None:
+        """`--fail-on-error`: stop dispatch once the share of finished tasks that failed passes it
+        (judged from FAIL_RATE_MIN_SAMPLE finished tasks, or all of a smaller job)."""
+        limit = self.settings.fail_on_error
+        if limit is None:
+            return
+        failed = self.count(TaskState.FAILED)
+        finished = failed + self.count(TaskState.SUCCEEDED)
+        if finished >= min(FAIL_RATE_MIN_SAMPLE, len(self.tasks)) and failed / finished > limit:
+            self.stop_dispatch(f"final-failure rate {failed / finished:.1%} passed --fail-on-error {limit:.1%}")
+
     def count(self, state: TaskState) -> int:
         return sum(1 for s in self.states.values() if s is state)
 
@@ -124,3 +139,6 @@ class ObservableEngine:
             aborted=self._aborted,
             stop_reason=self._stop_reason,
         )
+
+    def stop_dispatch(self, reason: str) -> None:  # pragma: no cover - each engine stops its own way
+        raise NotImplementedError

@@ -22,7 +22,9 @@ from .planner import PlanError, make_plan
 from .spec import SwarmSpec
 
 if TYPE_CHECKING:
-    from ..session import SwarmSession
+    from ..distributed.driver import RayEngine
+    from ..engine import SwarmEngine
+    from ..journal import Journal
 
 WARMUP_INDEX = -3
 STATE_KEY = "swarm_state"
@@ -49,10 +51,14 @@ def json_validator(task: Task, result) -> str | None:
 
 
 class SwarmPipeline:
-    def __init__(self, session: SwarmSession, spec: SwarmSpec, template: TaskTemplate) -> None:
-        self.session = session
-        self.engine = session.engine
-        self.journal = session.journal
+    def __init__(
+        self, engine: SwarmEngine | RayEngine, journal: Journal, run_dir: Path, spec: SwarmSpec, template: TaskTemplate
+    ) -> None:
+        """What the swarm's steps need: the engine that runs its calls, the journal that keeps its
+        state, and the run directory its aggregates are written to (not the whole session)."""
+        self.engine = engine
+        self.journal = journal
+        self.run_dir = run_dir
         self.spec = spec
         self.template = template
         self.state: dict[str, Any] = self.journal.meta().get(STATE_KEY) or {
@@ -190,7 +196,7 @@ class SwarmPipeline:
     # ----------------------------------------------------------------- files and state
 
     def _write_aggregate(self, result: Aggregate, round_number: int, *, final: bool) -> None:
-        run_dir: Path = self.session.run_dir
+        run_dir = self.run_dir
         stem = "aggregate" if final else f"aggregate-round-{round_number}"
         data = {"goal": self.spec.goal, "round": round_number, **asdict(result)}
         (run_dir / f"{stem}.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
