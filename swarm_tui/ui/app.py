@@ -354,6 +354,7 @@ class SwarmApp(App[int]):
             match event:
                 case TaskSucceeded(attempt=attempt):
                     changed.add(attempt.index)
+                    grid.left_tools(attempt.index)
                     grid.set_latency(attempt.index, attempt.latency_ms)
                     self._spark_bucket.append(attempt.latency_ms)
                 case TaskRetrying(attempt=attempt, delay_s=delay):
@@ -362,6 +363,7 @@ class SwarmApp(App[int]):
                     restarted.discard(attempt.index)  # only a start after this retry row is its retry
                 case TaskFailed(attempt=attempt):
                     changed.add(attempt.index)
+                    grid.left_tools(attempt.index)
                     failures.append(Failure.final(attempt))
                 case AttemptEnded(attempt=attempt) if attempt.error is not None:
                     failures.append(Failure.side(attempt))
@@ -375,13 +377,19 @@ class SwarmApp(App[int]):
                             timeout=8,
                             markup=False,
                         )
-                case AttemptStarted(index=index):
+                case AttemptStarted(index=index):  # a model call: a multi-step agent thinks
                     changed.add(index)
                     restarted.add(index)
-                case TaskQueued(index=index) | TaskCancelled(index=index) | ToolCallEnded(index=index):
+                    grid.left_tools(index)
+                case TaskQueued(index=index) | TaskCancelled(index=index):
                     changed.add(index)
-                case AgentStepped(attempt=attempt):  # a multi-step agent's step: its detail grows
-                    changed.add(attempt.index)
+                    grid.left_tools(index)
+                case AgentStepped(attempt=attempt, step=step, tools=tools):  # its cell: in its tools
+                    changed.add(attempt.index)  # (and its detail grows)
+                    grid.agent_stepped(attempt.index, step, tools)
+                case ToolCallEnded(index=index, step=step):
+                    changed.add(index)
+                    grid.tool_call_ended(index, step)
                 case RunStarted():
                     self.phase, self.phase_detail = "RUNNING", ""
                     self._ended_elapsed_s = None

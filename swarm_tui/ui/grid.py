@@ -12,6 +12,21 @@ Colours come from component classes (`agent-grid--succeeded` ...) whose CSS uses
 * more: as many columns as fit; numbered cells while all rows fit on screen, otherwise
   compact one-character cells (a glyph per state, so states stay distinct without colour);
   the grid scrolls when even that does not fit.
+
+Multi-step agents (a job with tools): a running agent that has taken a step shows the step it
+is on, and whether it is thinking (its model call in flight: the running colour, `:`) or in
+its tools (from `AgentStepped` to its next `AttemptStarted`: the tool colour, `*`):
+
+* a cell with room for two more characters than the number: `42:3` thinking at step 3,
+  `42*3` running step 3's tools (`42:+` from step 10 on where the digits do not fit);
+* a narrow cell (the number fills it, e.g. 100 agents at 80x24): `:3`, `*3` in place of the
+  number while the agent runs (its place in the grid, and the run panel's cursor line, say
+  which agent it is): a digit in the gap beside the number would read as part of it;
+* a compact cell: `>` thinking, `*` in its tools.
+
+The layout never changes for steps: a run's cells stay where they are.
+
+A task without tools never steps: its cells are drawn exactly as they always were.
 """
 
 from __future__ import annotations
@@ -59,6 +74,15 @@ GLYPHS = {
     TaskState.CANCELLED: "-",
 }
 """Compact cells: ASCII, so that no terminal (CJK ambiguous-width ones included) widens them."""
+TOOL_GLYPH = "*"
+"""A compact cell whose agent runs its tools (`>`: it is thinking)."""
+THINKING_MARK = ":"
+TOOL_MARK = "*"
+"""Between the number and the step in a wide cell: `42:3` thinking, `42*3` in its tools."""
+MANY_STEPS = "+"
+"""The step where its digits do not fit (step 10 and later)."""
+STEP_STATES = frozenset({TaskState.RUNNING, TaskState.RETRYING})
+"""The states whose cells show the agent's step."""
 HEAT_LEVELS = 5
 NUMBERED_MAX = 100
 """Up to this many agents the grid is a fixed 10-column square."""
@@ -77,6 +101,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         *(state_class(s) for s in STATES),
         *(f"agent-grid--heat-{n}" for n in range(1, HEAT_LEVELS + 1)),
         "agent-grid--cursor",
+        "agent-grid--tool",
     }
 
     DEFAULT_CSS = """
@@ -98,6 +123,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
     AgentGrid > .agent-grid--heat-3 { background: $swarm-heat-3; color: auto 95%; }
     AgentGrid > .agent-grid--heat-4 { background: $swarm-heat-4; color: auto 95%; }
     AgentGrid > .agent-grid--heat-5 { background: $swarm-heat-5; color: auto 95%; }
+    AgentGrid > .agent-grid--tool { background: $swarm-tool; color: auto 95%; }
     AgentGrid > .agent-grid--cursor { text-style: reverse bold; }
     AgentGrid:blur > .agent-grid--cursor { text-style: bold underline; }
     """
@@ -143,6 +169,14 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         self._states = states
         self._set_indices(indices)
         self._latency: dict[int, float] = {}
+        self._stepped: dict[int, int] = {}
+        """Multi-step agents: the last step whose model call asked for tools."""
+        self._in_tools: dict[int, tuple[str, ...]] = {}
+        """Agents running their tools now (from `AgentStepped` to their next model call): the tools' names."""
+        self.stepping = False
+        """An agent has taken a step: cells show steps (never true for a job without tools)."""
+        self._step_inside = False
+        """Cells have room for `:step` after the number; otherwise the step takes the number's place."""
         self._heat_bounds: list[float] = []
         self._rows: dict[int, Strip] = {}
         self._styles: dict[object, Style] | None = None
@@ -204,6 +238,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
                 self.compact, self.cell_width, self.columns = False, digits, numbered_cols
             else:
                 self.compact, self.cell_width, self.columns = True, 1, max(1, (usable + 1) // 2)
+        self._step_inside = not self.compact and self.cell_width >= digits + 2
         lines = self.rows * (1 + self.row_gap) - self.row_gap
         self.virtual_size = Size(self.columns * self.pitch - 1, max(1, lines))
         self.styles.max_height = height
@@ -221,6 +256,44 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         for row in rows:
             if self._rows.pop(row, None) is not None:
                 self.refresh_line(self._row_line(row))
+
+    # Multi-step agents. Each call is O(1): the app calls them per event, then `update_cells`.
+
+    def agent_stepped(self, index: int, step: int, tools: tuple[str, ...]) -> None:
+        """`AgentStepped`: step `step`'s model call asked for `tools`; the agent runs them now."""
+        self._stepped[index] = max(step, self._stepped.get(index, 0))
+        self._in_tools[index] = tools
+        self.stepping = True
+
+    def tool_call_ended(self, index: int, step: int) -> None:
+        """`ToolCallEnded`: the agent is at step `step` at least (tools owed since a stop run
+        without a new `AgentStepped`)."""
+        if step > self._stepped.get(index, 0):
+            self._stepped[index] = step
+            self.stepping = True
+
+    def left_tools(self, index: int) -> None:
+        """Its next model call started (`AttemptStarted`: it thinks), or it stopped running."""
+        self._in_tools.pop(index, None)
+
+    def step_of(self, index: int) -> tuple[int, tuple[str, ...] | None] | None:
+        """The step a multi-step agent is on and, while it runs them, its tools' names (None:
+        it is thinking); None for an agent that has taken no step."""
+        stepped = self._stepped.get(index)
+        if stepped is None:
+            return None
+        tools = self._in_tools.get(index)
+        return (stepped, tools) if tools is not None else (stepped + 1, None)
+
+    @property
+    def step_beside_number(self) -> bool:
+        """Cells show `42:3` (else `:3`, or only `>`/`*` when compact)."""
+        return self._step_inside
+
+    @property
+    def in_tools(self) -> int:
+        """How many agents run their tools now."""
+        return len(self._in_tools)
 
     def set_latency(self, index: int, latency_ms: float) -> None:
         self._latency[index] = latency_ms
@@ -278,32 +351,45 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         segments: list[Segment] = []
         gap = Segment(" ", base)
         start = row * self.columns
-        width = self.cell_width
         for pos in range(start, min(start + self.columns, self.count)):
             index = self._indices[pos]
             state = self._states.get(index, TaskState.QUEUED)
-            style = styles[state]
+            step = self.step_of(index) if self.stepping and state in STEP_STATES else None
+            in_tools = step is not None and step[1] is not None and state is TaskState.RUNNING
+            style = styles["tool" if in_tools else state]
             if self.heat and (latency := self._latency.get(index)) is not None and self._heat_bounds:
                 style = styles[f"heat-{1 + bisect_right(self._heat_bounds, latency)}"]
             if pos == self.cursor:
                 style = style + cursor_style
-            text = (
-                GLYPHS[state]
-                if self.compact
-                else str(index + 1).center(width)
-                if width > self._digits
-                else str(index + 1).rjust(width)
-            )
+            text = self._cell_text(index, state, step[0] if step else None, in_tools)
             if pos > start:
                 segments.append(gap)
             segments.append(Segment(text, style))
         return Strip(segments).simplify()
+
+    def _cell_text(self, index: int, state: TaskState, step: int | None, in_tools: bool) -> str:
+        width = self.cell_width
+        if self.compact:
+            return TOOL_GLYPH if in_tools else GLYPHS[state]
+        number = str(index + 1)
+        if step is None:
+            return number.center(width) if width > self._digits else number.rjust(width)
+        head = number if self._step_inside else ""
+        mark = TOOL_MARK if in_tools else THINKING_MARK
+        label = f"{head}{mark}{step}"
+        return (label if len(label) <= width else f"{head}{mark}{MANY_STEPS}").rjust(width)
+
+    def cell_sample(self, index: int, step: int, in_tools: bool) -> tuple[str, Style]:
+        """Agent `index` running at `step`, as its cell would show it: for legends elsewhere."""
+        text = self._cell_text(index, TaskState.RUNNING, step, in_tools)
+        return text, self._cell_styles()["tool" if in_tools else TaskState.RUNNING]
 
     def _cell_styles(self) -> dict[object, Style]:
         if self._styles is None:
             styles: dict[object, Style] = {s: self._cell_style(state_class(s)) for s in STATES}
             for n in range(1, HEAT_LEVELS + 1):
                 styles[f"heat-{n}"] = self._cell_style(f"agent-grid--heat-{n}")
+            styles["tool"] = self._cell_style("agent-grid--tool")
             styles["cursor"] = self.get_component_rich_style("agent-grid--cursor", partial=True)
             styles["base"] = self.rich_style
             self._styles = styles
@@ -321,6 +407,10 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
     def state_style(self, state: TaskState) -> Style:
         """The cell style of a state, for legends drawn by other widgets."""
         return self._cell_styles()[state]
+
+    def tool_style(self) -> Style:
+        """The cell style of an agent running its tools, for legends drawn by other widgets."""
+        return self._cell_styles()["tool"]
 
     def heat_style(self, level: int) -> Style:
         return self._cell_styles()[f"heat-{level}"]

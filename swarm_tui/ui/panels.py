@@ -192,6 +192,10 @@ class RunPanel(TextPanel):
         )
         counts = Counter(source.states.values())
         digits = len(str(len(source.states)))
+        labels = STATE_LABELS
+        if grid.stepping:  # multi-step agents: a running one thinks, or runs its tools (their own line)
+            labels = {**STATE_LABELS, TaskState.RUNNING: "thinking"}
+            counts[TaskState.RUNNING] = max(0, counts[TaskState.RUNNING] - grid.in_tools)
         for pair in (STATES[i : i + 2] for i in range(0, len(STATES), 2)):
             for n, state in enumerate(pair):
                 if n:
@@ -202,11 +206,17 @@ class RunPanel(TextPanel):
                     text.append(f"{counts[state]:>{digits}} {'done':<9}")
                     continue
                 text.append("  ", grid.state_style(state))
-                label = STATE_LABELS[state] if n else f"{STATE_LABELS[state]:<9}"
+                label = labels[state] if n else f"{labels[state]:<9}"
                 text.append(
                     f" {counts[state]:>{digits}} {label}", bad if state is TaskState.FAILED and counts[state] else ""
                 )
             text.append("\n")
+        if grid.stepping:  # and how a cell tells it: a sample cell, as the grid draws it now
+            text.append("  ", grid.tool_style())
+            text.append(f" {grid.in_tools:>{digits}} {'in tools':<9} ")
+            text.append(*grid.cell_sample(6, 3, in_tools=True))
+            where = " agent 7, step 3" if grid.step_beside_number else "" if grid.compact else " step 3"
+            text.append(f"{where}\n", dim)
         # Two numbers, two names: the adaptive limit (what may be in flight now) and the
         # ceiling `+`/`-` set, under which the limit adapts.
         limits = Text()
@@ -254,13 +264,26 @@ class RunPanel(TextPanel):
         index = grid.cursor_index
         if index is not None:
             state = source.states.get(index, TaskState.QUEUED)
-            text.append(f"▸ agent {index + 1}: {STATE_LABELS[state]}", "bold")
+            text.append(f"▸ agent {index + 1}: {self._agent_state(grid, index, state)}", "bold")
             open_key = key_hint(self.app, AgentGrid, "grid.open")
             retry = (
                 f"  {key_hint(self.app, type(self.app), 'app.retry_agent')}: retry" if state is TaskState.FAILED else ""
             )
             text.append(f"  {open_key}: detail{retry}", dim)
         self.show(text)
+
+    @staticmethod
+    def _agent_state(grid: AgentGrid, index: int, state: TaskState) -> str:
+        """The state of the agent under the cursor; for a multi-step agent, its step and what it does."""
+        step = grid.step_of(index) if state in (TaskState.RUNNING, TaskState.RETRYING) else None
+        if step is None:
+            return STATE_LABELS[state]
+        number, tools = step
+        if state is TaskState.RETRYING:
+            return f"retrying, step {number}"
+        if tools is None:
+            return f"step {number}, thinking"
+        return f"step {number}, in {', '.join(dict.fromkeys(tools)) or 'its tools'}"
 
     def _wrapped(self, text: Text) -> Text:
         """`text` folded at word boundaries to the panel's width (as is before the first layout)."""
