@@ -190,13 +190,13 @@ class RayEngine(ObservableEngine):
         if not self.admission.paused:
             self.admission.paused = True
             self._broadcast("pause")
-            self._emit(RunPaused())
+            self._emit_now(RunPaused())
 
     def resume(self) -> None:
         if self.admission.paused:
             self.admission.paused = False
             self._broadcast("resume")
-            self._emit(RunResumed())
+            self._emit_now(RunResumed())
 
     def set_concurrency(self, limit: int, reason: str = "user") -> int:
         """The swarm's ceiling, split over the running shards."""
@@ -207,7 +207,7 @@ class RayEngine(ObservableEngine):
         for shard in running:
             shard.concurrency = shard.limit = share
             shard.actor.set_concurrency.remote(share, reason)
-        self._emit(ConcurrencyChanged(limit, reason, ceiling=limit))
+        self._emit_now(ConcurrencyChanged(limit, reason, ceiling=limit))
         return limit
 
     def abort(self, reason: str = "aborted by user") -> None:

@@ -226,19 +226,19 @@ class SwarmEngine(ObservableEngine):
     def pause(self) -> None:
         if not self.admission.paused:
             self.admission.pause()
-            self._emit(RunPaused())
+            self._emit_now(RunPaused())
 
     def resume(self) -> None:
         if self.admission.paused:
             self.admission.resume()
-            self._emit(RunResumed())
+            self._emit_now(RunResumed())
 
     def set_concurrency(self, limit: int, reason: str = "user") -> int:
         """The user's limit: the ceiling the adaptive controller works under, and the limit now."""
         limit = self.admission.set_limit(limit)
         if self.adaptive is not None:
             self.adaptive.set_ceiling(limit)
-        self._emit(ConcurrencyChanged(limit, reason, ceiling=limit))
+        self._emit_now(ConcurrencyChanged(limit, reason, ceiling=limit))
         return limit
 
     def abort(self, reason: str = "aborted by user") -> None:

@@ -63,6 +63,12 @@ class ObservableEngine:
         except RuntimeError:  # no loop (steering before a run): now
             self._flush_outbox()
 
+    def _emit_now(self, event: EngineEvent) -> None:
+        """An event of the user's steering (pause, a new limit): on disk and out before the call
+        returns, so the screen that asked shows its effect at once."""
+        self._emit(event)
+        self._flush_outbox()
+
     def _flush_outbox(self) -> None:
         if not self._outbox:
             return
