@@ -17,11 +17,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def sim_factory():
-    """Start simulators (thread mode) with the given config; all are stopped after the test."""
+    """Start simulators with the given config; all are stopped after the test. Thread mode by
+    default; `mode="process"` where the simulator must not share the test process's GIL (a
+    rate-limit figure on a busy machine: a starved simulator would charge a backlog at once)."""
     started: list[SimServer] = []
 
-    def start(**config) -> SimServer:
-        server = SimServer(SimConfig(**{"latency_ms": 1.0, "latency_sigma": 0.3, **config})).start()
+    def start(mode: str = "thread", **config) -> SimServer:
+        server = SimServer(SimConfig(**{"latency_ms": 1.0, "latency_sigma": 0.3, **config})).start(mode=mode)
         started.append(server)
         return server
 

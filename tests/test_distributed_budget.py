@@ -21,30 +21,32 @@ class FakeClock:
 
 def test_leases_never_grant_more_than_the_bucket_holds():
     clock = FakeClock()
-    budget = SharedBudget(rpm=600, clock=clock)  # 10/s, bucket of 10
+    budget = SharedBudget(rpm=600, clock=clock)  # 10/s, a bucket of half a second's: 5
+    assert budget.limits.BURST_S == 0.5
     granted = sum(budget.lease(4).requests for _ in range(20))
-    assert granted == 10, "a full bucket, then nothing until it refills"
+    assert granted == 5, "a full bucket, then nothing until it refills"
     empty = budget.lease(4)
     assert empty.requests == 0 and empty.wait_s > 0 and empty.metered
     clock.now += 1.0
-    assert sum(budget.lease(4).requests for _ in range(20)) == 10
+    assert sum(budget.lease(4).requests for _ in range(20)) == 5  # refilled to the brim, not beyond
 
 
 def test_leases_keep_the_swarm_within_capacity_plus_rate_times_time():
     """Shards asking greedily at every 10 ms of a 20 s run: the swarm never gets more than the
     bucket plus what refilled since, and gets nearly all of that (no budget is lost to leasing)."""
     clock = FakeClock()
-    rpm = 6000  # 100/s, a bucket of 100
+    rpm = 6000  # 100/s, a bucket of 50
     budget = SharedBudget(rpm=rpm, clock=clock)
+    burst = budget.limits.BURST_S
     start, granted = clock.now, 0
     for step in range(1, 2001):
         for _shard in range(3):
             granted += budget.lease(50).requests
-        allowed = rpm / 60 * (1.0 + (clock.now - start))
+        allowed = rpm / 60 * (burst + (clock.now - start))
         assert granted <= allowed + 1e-9, f"at {clock.now - start:.2f} s: {granted} granted, {allowed:.0f} allowed"
         clock.now += 0.01
     elapsed = clock.now - start - 0.01
-    assert granted >= rpm / 60 * (1.0 + elapsed) - 3, "the shards got the whole budget, to a lease or so"
+    assert granted >= rpm / 60 * (burst + elapsed) - 3, "the shards got the whole budget, to a lease or so"
     assert budget.leased_requests == granted
 
 
@@ -92,13 +94,13 @@ async def test_leased_admission_takes_its_budget_from_the_shared_one():
         # a grant is used in the same step it is leased, so once both shards have been refused
         # the bucket's 10 are in; with time frozen nothing refills, however often they ask again
         await both_refused_again("once the bucket is spent")
-        assert admitted() == 10 and a.in_flight + b.in_flight == 10
+        assert admitted() == 5 and a.in_flight + b.in_flight == 5
         await both_refused_again("on asking again, time standing still")
-        assert admitted() == 10, "two shards together stay within one bucket"
+        assert admitted() == 5, "two shards together stay within one bucket"
 
-        clock.now += 1.0  # one second refills the bucket: 10 more, for the two shards together
+        clock.now += 0.5  # half a second refills the bucket: 5 more, for the two shards together
         await both_refused_again("once the refill is spent")
-        assert admitted() == 20 and budget.leased_requests == 20
+        assert admitted() == 10 and budget.leased_requests == 10
     finally:
         for task in waiting:
             task.cancel()
