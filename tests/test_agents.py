@@ -16,7 +16,7 @@ import sys
 import textwrap
 
 from swarm_tui.engine import EngineSettings
-from swarm_tui.engine.events import AgentStepped, TaskState, ToolCallEnded
+from swarm_tui.engine.events import AgentStepped, AttemptStarted, TaskState, ToolCallEnded
 from swarm_tui.jobs import load_job
 from swarm_tui.journal import Journal
 from swarm_tui.providers.profile import ProviderProfile
@@ -202,11 +202,14 @@ async def test_x_cancels_one_agent_and_a_retry_continues_it_from_its_last_comple
     engine = session.engine
     steps: list[AgentStepped] = []
     engine.subscribe(lambda e: isinstance(e, AgentStepped) and steps.append(e))
+    agent_1: list[str] = []
+    engine.subscribe(lambda e: getattr(e, "index", None) == 0 and agent_1.append(type(e).__name__))
     run = asyncio.create_task(session.run())
     try:
         await wait_until(lambda: any(s.index == 0 for s in steps), "agent 1 to finish a step")
+        where = {"in flight": 0 in engine._in_flight, "tools": 0 in engine._tool_runs, "ready": 0 in engine._ready}
         assert engine.cancel_tasks([0]) == [0]
-        await wait_until(lambda: engine.states[0] is TaskState.CANCELLED, "agent 1 to stop")
+        await wait_until(lambda: engine.states[0] is TaskState.CANCELLED, f"agent 1 to stop ({where}, {agent_1})")
         assert engine.states[1] is not TaskState.CANCELLED  # only the one asked for
         assert engine.retry_failed([0]) == [0]
         finished = await asyncio.wait_for(run, 60)
@@ -220,3 +223,46 @@ async def test_x_cancels_one_agent_and_a_retry_continues_it_from_its_last_comple
         assert len(calls) == len(set(calls))
     finally:
         journal.close()
+
+
+async def test_x_on_a_task_waiting_for_a_slot_keeps_it_from_starting(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=300, latency_sigma=0.0)
+    job = load_job(write_batch(tmp_path / "job.jsonl", ["first", "second", "third"]))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=1, adaptive=False))
+    session = SwarmSession.open_new(job, plan, tmp_path / "run")
+    engine = session.engine
+    started: list[int] = []
+    engine.subscribe(lambda e: isinstance(e, AttemptStarted) and started.append(e.index))
+    run = asyncio.create_task(session.run())
+    try:
+        await wait_until(lambda: started == [0], "the first task to take the only slot")
+        await asyncio.sleep(0)  # the dispatcher has taken the second task and waits for the slot
+        assert 1 not in engine._ready  # (else this test would not test the window it is about)
+        assert engine.cancel_tasks([1]) == [1]
+        finished = await asyncio.wait_for(run, 30)
+    finally:
+        await session.aclose()
+    assert 1 not in started and engine.states[1] is TaskState.CANCELLED
+    assert (finished.succeeded, finished.cancelled) == (2, 1)
+
+
+async def test_x_just_as_a_step_ends_stops_the_agent_before_its_tools_begin(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=5)
+    tools = ToolsSpec(python=(PythonToolSpec("tests.agent_tools:nap", where="tools.python[0]"),), source="job.toml")
+    job = agents_job(tmp_path, ["agent [[sim:tools=2]]", "other [[sim:tools=1]]"], tools)
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=2))
+    session = SwarmSession.open_new(job, plan, tmp_path / "run")
+    engine = session.engine
+    loop = asyncio.get_running_loop()
+
+    def cancel_at_once(event) -> None:  # runs before the step's tool calls take their first step
+        if isinstance(event, AgentStepped) and event.index == 0 and event.step == 1:
+            loop.call_soon(engine.cancel_tasks, [0])
+
+    engine.subscribe(cancel_at_once)
+    try:
+        finished = await asyncio.wait_for(session.run(), 30)
+    finally:
+        await session.aclose()
+    assert engine.states[0] is TaskState.CANCELLED and engine.states[1] is TaskState.SUCCEEDED
+    assert (finished.succeeded, finished.cancelled) == (1, 1)

@@ -448,8 +448,12 @@ class SwarmEngine(ObservableEngine):
                 continue
             tokens = self._token_estimate(index)
             if not await self.admission.acquire(tokens):
-                self._ready.appendleft(index)
+                if index not in self._held:
+                    self._ready.appendleft(index)
                 return
+            if index in self._held:  # the user cancelled it (`x`) while it waited for a slot
+                self.admission.release()
+                continue
             if not self._within_budget(index):
                 self.admission.release()
                 self._ready.appendleft(index)
@@ -769,11 +773,28 @@ class SwarmEngine(ObservableEngine):
         self._start_tools(index, step)
 
     def _start_tools(self, index: int, step: int) -> None:
-        self._tool_runs[index] = asyncio.create_task(self._run_tools(index, step), name=f"tools-{index}-{step}")
+        task = asyncio.create_task(self._run_tools(index, step), name=f"tools-{index}-{step}")
+        task.add_done_callback(lambda done: self._tools_done(done, index))
+        self._tool_runs[index] = task
+
+    def _tools_done(self, task: asyncio.Task[None], index: int) -> None:
+        """A step's tool calls are over, however (also when cancelled before they began, when the
+        coroutine never runs): the agent goes back ahead of the queue for its next model call,
+        or, cancelled by the user, waits unfinished with the tool results it has."""
+        if self._tool_runs.get(index) is task:
+            del self._tool_runs[index]
+            if index in self._held:
+                self._cancel_now(index)
+            else:
+                self._ready.appendleft(index)  # its next model call (or, after a stop, it waits unfinished)
+            self._wake.set()
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("tool run %s crashed", task.get_name(), exc_info=exc)
+            self.fail_run(f"internal error in {task.get_name()}: {type(exc).__name__}: {exc}")
 
     async def _run_tools(self, index: int, step: int) -> None:
         """The tool calls of one step, in parallel; each result is journaled (with the transcript
-        that carries it) as it arrives. Then the agent goes back ahead of the queue."""
+        that carries it) as it arrives. What follows is `_tools_done`'s."""
         assert self.toolbox is not None
         toolbox = self.toolbox
 
@@ -795,13 +816,6 @@ class SwarmEngine(ObservableEngine):
             await asyncio.gather(*(run_one(call) for call in calls))
         except JournalWriteError:
             pass  # the journal told the engine, which is stopping the run; the agent stays unfinished
-        finally:
-            self._tool_runs.pop(index, None)
-            if index in self._held:  # the user cancelled it: the tool results so far are kept
-                self._cancel_now(index)
-            else:
-                self._ready.appendleft(index)  # its next model call (or, after a stop, it waits unfinished)
-            self._wake.set()
 
     def _owes_tool_calls(self, index: int) -> bool:
         """An agent stopped between a step's model call and the end of its tool calls (a crash, an
