@@ -82,6 +82,7 @@ class AttachedRun:
         self.job_name = meta.get("job", {}).get("name", self.run_dir.name)
         rows = self.journal.tasks()
         self.tasks = [Task(r.index, r.custom_id, r.body) for r in rows]
+        self._position = {t.index: n for n, t in enumerate(self.tasks)}
         self.profile: ProviderProfile = self.plan.profile
         self.settings = self.plan.settings
         self.model = self.profile.model or (self.tasks[0].body.get("model") if self.tasks else None)
@@ -192,6 +193,10 @@ class AttachedRun:
     def eta_s(self) -> float | None:
         return self.stats.eta_s() if self.live else None
 
+    def task_of(self, index: int) -> Task | None:
+        position = self._position.get(index)
+        return self.tasks[position] if position is not None else None
+
     def attempts_of(self, index: int) -> list[dict[str, Any]]:
         return self.journal.attempts_of(index)
 
@@ -213,12 +218,12 @@ class AttachedRun:
             delivered += self.follower.close_interrupted(beat.get("at") or self.follower.last_at or time.time())
         if len(self.follower.view) != len(self.tasks):  # tasks joined the run: read them
             self.tasks = [Task(r.index, r.custom_id, r.body) for r in self.journal.tasks()]
+            self._position = {t.index: n for n, t in enumerate(self.tasks)}
             self.stats.total = len(self.tasks)
-        elif self._grown:  # agents whose transcript grew (a step, a tool result): read theirs
-            position = {t.index: n for n, t in enumerate(self.tasks)}
-            for index in self._grown & position.keys():
-                task = self.tasks[position[index]]
-                self.tasks[position[index]] = Task(index, task.custom_id, self.journal.body_of(index))
+        else:  # agents whose transcript grew (a step, a tool result): read theirs
+            for index in self._grown & self._position.keys():
+                task = self.tasks[self._position[index]]
+                self.tasks[self._position[index]] = Task(index, task.custom_id, self.journal.body_of(index))
         self._grown.clear()
         return delivered
 

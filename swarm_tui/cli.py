@@ -289,14 +289,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from .session import plan_from_meta
 
     journal = Journal.open(args.run_dir, readonly=True)
-    stored = plan_from_meta(journal.meta()["plan"])
+    meta = journal.meta()
     journal.close()
+    stored = plan_from_meta(meta["plan"])
     effective = profile or stored.profile
     _check_key(effective)
     settings = resolve_settings(args, effective, stored.settings)
     sim = _sim_config(args, effective, stored.sim)
     ray = _ray_options(args)
-    _check_tools(_stored_tools(args.run_dir), ray)
+    _check_tools(ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None, ray)
     session = SwarmSession.open_existing(
         args.run_dir, profile=profile, settings=settings, retry_failed=args.retry_failed, ray=ray, sim=sim
     )
@@ -314,17 +315,6 @@ def _ray_options(args: argparse.Namespace):
 
     require_ray()
     return RayOptions(address=args.ray, actors=args.ray_actors)
-
-
-def _stored_tools(run_dir) -> ToolsSpec | None:
-    from .journal import Journal
-
-    journal = Journal.open(run_dir, readonly=True)
-    try:
-        stored = journal.meta().get("tools")
-    finally:
-        journal.close()
-    return ToolsSpec.from_meta(stored) if stored else None
 
 
 def _check_tools(tools: ToolsSpec | None, ray) -> None:

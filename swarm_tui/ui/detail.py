@@ -117,7 +117,7 @@ class AgentDetailScreen(Screen[None]):
 
     def refresh_detail(self) -> None:
         index = self.index
-        task = next((t for t in self.source.tasks if t.index == index), self._tasks[index])  # an agent's grows
+        task = self.source.task_of(index) or self._tasks[index]  # an agent's body grows with its transcript
         state = self.source.states.get(index, TaskState.QUEUED)
         attempts = self.source.attempts_of(index)
         key = (index, state, len(attempts), len(task.body.get("messages", ())))

@@ -30,6 +30,7 @@ class RunSource(Protocol):
 
     @property
     def tasks(self) -> Sequence[Task]: ...
+    def task_of(self, index: int) -> Task | None: ...
 
     profile: ProviderProfile
     settings: EngineSettings
@@ -162,6 +163,10 @@ class LiveRun:
     def tasks(self) -> list[Task]:
         """The run's tasks so far: a planned swarm gains its agents when the planner answers."""
         return self.session.tasks
+
+    def task_of(self, index: int) -> Task | None:
+        """One task as it stands now (an agent's body grows with its transcript)."""
+        return self.engine.tasks.get(index)
 
     @property
     def has_memory(self) -> bool:
