@@ -566,6 +566,13 @@ class Journal:
             )
             self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
 
+    def run_ended(self) -> bool:
+        """The log's last run (if any) logged its end: no session was killed mid-run."""
+        row = self._db.execute(
+            "SELECT kind FROM log WHERE kind IN ('RunStarted', 'RunFinished') ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        return row is None or row[0] == "RunFinished"
+
     def has_log(self) -> bool:
         """The journal carries the event log from its first session (schema 2, or migrated)."""
         return (self.meta().get("schema") or 1) >= 2

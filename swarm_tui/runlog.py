@@ -172,6 +172,8 @@ def close_interrupted_run(journal: Journal) -> int:
     implies, before a new session starts. Each call that was in flight was lost (an attempt
     ended `cancelled`: it may have been billed) and each waiting task is left unfinished.
     Returns how many tasks were closed (0 for a run that ended normally)."""
+    if journal.run_ended():  # the usual resume: nothing to close, no need to replay the log here
+        return 0
     follower = LogFollower(journal, ())
     follower.poll()
     if not follower.started:
