@@ -4,7 +4,8 @@ It lets the product run with no key and no network, and it is the tests' and ben
 endpoint. It models what real providers do (lognormal latency, RPM/TPM token buckets
 answered with 429 + ``retry-after`` + ``x-ratelimit-*``, 5xx bursts, hung requests and
 stalled streams, context-length errors, ``cached_tokens`` for a repeated prefix), and acts
-as a tool-calling model when offered tools (``tools.py``), seeded and deterministic.
+as a tool-calling model when offered tools (``tools.py``), seeded and deterministic. It also
+speaks OpenAI's Batch API (``/v1/files``, ``/v1/batches``) on a compressed clock.
 Standalone: it imports neither Textual nor the rest of swarm_tui.
 
     config.py     SimConfig, the knobs
@@ -12,6 +13,7 @@ Standalone: it imports neither Textual nor the rest of swarm_tui.
     tools.py      pure rules of the tool-calling agent: tool rounds, calls, arguments, quoting
     errors.py     OpenAI error bodies
     core.py       Simulator: state and the per-request decision
+    batches.py    the Batch API: uploaded files, batches on a compressed clock, result files
     sse.py        streaming chunk encoding
     server.py     the aiohttp app
     runner.py     SimServer (thread / process), serve_forever

@@ -171,6 +171,27 @@ _FLAGS: list[tuple[str, str, Callable[[str], Any], str, str]] = [
         "MIN:MAX",
         "tool rounds a task takes before answering when offered tools, unless [[sim:tools=N]] says (default 1:4)",
     ),
+    (
+        "--batch-seconds",
+        "batch_seconds",
+        non_negative_float,
+        "S",
+        "Batch API: seconds a batch takes from created to completed, OpenAI's hours compressed (default 3)",
+    ),
+    (
+        "--batch-error-rate",
+        "batch_error_rate",
+        share,
+        "P",
+        "Batch API: share of batch lines that fail with a 500, on top of the chat faults (default 0)",
+    ),
+    (
+        "--batch-expire-after",
+        "batch_expire_after",
+        share,
+        "P",
+        "Batch API: every batch runs only this share of its lines, then ends expired (default: never)",
+    ),
 ]
 
 

@@ -72,6 +72,15 @@ class SimConfig:
     tool_rounds: tuple[int, int] = (1, 4)
     #: True: every answer carries ``reasoning_content`` (as ``[[sim:reasoning]]`` does for one task)
     reasoning: bool = False
+    #: Batch API (``batches.py``): seconds a batch takes from creation to its end, compressed
+    #: from OpenAI's hours (10% validating, 80% in progress, 10% finalizing; 0 = at once)
+    batch_seconds: float = 3.0
+    #: Batch API: share of batch lines that fail with a 500 on top of what ``chat`` decides
+    #: (seeded per custom_id and submission)
+    batch_error_rate: float = 0.0
+    #: Batch API: when set, a batch runs only this share of its lines, then ends ``expired``
+    #: at ``batch_seconds`` (the rest go to the error file as ``batch_expired``); None = never
+    batch_expire_after: float | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -84,15 +93,17 @@ class SimConfig:
         Every field is checked, types included (a ``"0.5"`` string or a ``True`` is not a
         number here, NaN and infinity are not durations): a config reaches the simulator only
         through this method, whether built in Python, from flags or from a JSON patch."""
-        for name in ("error_rate", "hang_rate", "stream_stall_rate"):
+        for name in ("error_rate", "hang_rate", "stream_stall_rate", "batch_error_rate"):
             v = _number(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {v!r}")
         if self.error_rate + self.hang_rate > 1.0:
             raise ValueError(f"error_rate + hang_rate must not exceed 1, got {self.error_rate!r} + {self.hang_rate!r}")
-        for name in ("latency_ms", "latency_sigma", "hang_s", "chunk_delay_ms"):
+        for name in ("latency_ms", "latency_sigma", "hang_s", "chunk_delay_ms", "batch_seconds"):
             if _number(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.batch_expire_after is not None and not 0.0 <= _number(self, "batch_expire_after") <= 1.0:
+            raise ValueError(f"batch_expire_after must be between 0 and 1 or None, got {self.batch_expire_after!r}")
         if _number(self, "burst_s") <= 0:
             raise ValueError(f"burst_s must be > 0, got {self.burst_s!r}")
         for name in ("rpm", "tpm"):
@@ -150,7 +161,7 @@ class SimConfig:
 
         Accepts JSON-ish values: lists for tuples, "1:2"/"1,2" strings for ``output_tokens`` and
         ``tool_rounds``,
-        ints for floats, null for the optional limits.
+        ints for floats, null for the optional limits and ``batch_expire_after``.
         """
         names = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(patch) - names)
@@ -183,9 +194,12 @@ _FLOATS = {
     "hang_s",
     "stream_stall_rate",
     "chunk_delay_ms",
+    "batch_seconds",
+    "batch_error_rate",
 }
 _INTS = {"seed", "context_window", "cache_min_tokens"}
 _OPT_INTS = {"rpm", "tpm"}
+_OPT_FLOATS = {"batch_expire_after"}
 
 
 def _coerce(key: str, raw: Any) -> Any:
@@ -198,6 +212,12 @@ def _coerce(key: str, raw: Any) -> Any:
             if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
                 raise TypeError
             return int(raw)
+        if key in _OPT_FLOATS:
+            if raw is None or raw == "":
+                return None
+            if isinstance(raw, bool):
+                raise TypeError
+            return float(raw)
         if key in _OPT_INTS:
             if raw is None or raw == 0:
                 return None

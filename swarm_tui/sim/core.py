@@ -15,6 +15,11 @@ random faults (5xx / hang) → answer: tool calls while an agent has tool rounds
 ``tools.py``), else the text or JSON answer, quoting any tool results.
 Rate-limit refusals and validation errors are answered at once; everything admitted waits
 its drawn latency first.
+
+The Batch API (``batches.py``, held in ``Simulator.batches``) answers each batch line with
+``chat_offline``: the same ``chat`` decision (answers, usage, cached tokens, markers, seeding,
+faults), but outside the live rate limits and counted in ``stats()["batch"]["chat"]``, never
+in the live ``requests``/``successes``/... counters.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import errors
+from .batches import BatchStore
 from .behaviour import (
     Occurrences,
     PrefixCache,
@@ -68,6 +74,9 @@ __all__ = ["Simulator", "Reply", "StreamPlan"]
 
 #: what a scripted ``[[sim:429]]`` asks the client to wait
 _SCRIPTED_429_WAIT_S = 0.1
+
+#: the limiter batch lines see: the live RPM/TPM buckets do not apply to the Batch API
+_UNLIMITED = RateLimiter(None, None)
 
 
 @dataclass(slots=True)
@@ -153,9 +162,13 @@ class Simulator:
         self.seen = Occurrences()
         self.marker_seen = Occurrences()
         self.stats_ = _Stats()
+        #: counters of the Batch API lines' ``chat`` calls (``chat_offline``), apart from the live ones
+        self.batch_stats_ = _Stats()
+        self.batches = BatchStore(self, self._clock, self._run)
 
     def reset(self) -> None:
-        """Zero the counters and forget bodies seen, cached prefixes and bucket levels."""
+        """Zero the counters and forget bodies seen, cached prefixes and bucket levels, and the
+        Batch API's files and batches."""
         self._reset_memory()
 
     def update_config(self, patch: dict[str, Any]) -> SimConfig:
@@ -169,29 +182,31 @@ class Simulator:
         return new
 
     def stats(self) -> dict[str, Any]:
-        s = self.stats_
+        """The live chat counters, ``in_flight``, ``uptime_s``, ``config``, and ``batch``: the
+        Batch API's counters (``BatchStore.stats``) with ``batch["chat"]``, the same chat
+        counters as the top level's but of the batch lines only (never counted at the top)."""
         return {
-            "requests": s.requests,
-            "by_status": dict(sorted(s.by_status.items())),
-            "successes": s.successes,
-            "rate_limited": s.rate_limited,
-            "quota_errors": s.quota_errors,
-            "server_errors": s.server_errors,
-            "client_errors": s.client_errors,
-            "hangs": s.hangs,
-            "stream_stalls": s.stream_stalls,
-            "streams": s.streams,
-            "scripted": s.scripted,
+            **_counters(self.stats_),
             "in_flight": self.in_flight,
-            "cache_hits": s.cache_hits,
-            "tokens": {"prompt": s.prompt_tokens, "completion": s.completion_tokens, "cached": s.cached_tokens},
-            "duplicate_successes": s.duplicate_successes,
-            "tool_steps": s.tool_steps,
-            "tool_calls": s.tool_calls,
-            "successes_by_prompt": dict(s.successes_by_prompt),
             "uptime_s": round(time.time() - self._started, 3),
+            "batch": {**self.batches.stats(), "chat": _counters(self.batch_stats_)},
             "config": self.config.to_dict(),
         }
+
+    def chat_offline(self, raw: bytes, authorization: str | None) -> Reply:
+        """``chat`` for one Batch API line, counted at once (nothing is sent, nothing waits).
+
+        The decision is ``chat``'s own (validation, markers, faults, answers, shared prefix cache
+        and occurrence counts), but the live rate limits do not apply and the line is counted in
+        ``batch_stats_``, not in the live counters. A hang is answered as its 504."""
+        live_stats, live_limiter = self.stats_, self.limiter
+        self.stats_, self.limiter = self.batch_stats_, _UNLIMITED
+        try:
+            reply = self.chat(raw, authorization)
+            self.finish(reply)
+        finally:
+            self.stats_, self.limiter = live_stats, live_limiter
+        return reply
 
     # -- bookkeeping the server reports back ------------------------------------------------
 
@@ -545,6 +560,29 @@ class Simulator:
             meta=(completion_id, created, model),
             tool_calls=len(tool_calls),
         )
+
+
+def _counters(s: _Stats) -> dict[str, Any]:
+    """The JSON form of one set of chat counters (the live ones, or the batch lines')."""
+    return {
+        "requests": s.requests,
+        "by_status": dict(sorted(s.by_status.items())),
+        "successes": s.successes,
+        "rate_limited": s.rate_limited,
+        "quota_errors": s.quota_errors,
+        "server_errors": s.server_errors,
+        "client_errors": s.client_errors,
+        "hangs": s.hangs,
+        "stream_stalls": s.stream_stalls,
+        "streams": s.streams,
+        "scripted": s.scripted,
+        "cache_hits": s.cache_hits,
+        "tokens": {"prompt": s.prompt_tokens, "completion": s.completion_tokens, "cached": s.cached_tokens},
+        "duplicate_successes": s.duplicate_successes,
+        "tool_steps": s.tool_steps,
+        "tool_calls": s.tool_calls,
+        "successes_by_prompt": dict(s.successes_by_prompt),
+    }
 
 
 def _tool_deltas(tool_calls: list[dict[str, Any]]) -> list[str]:

@@ -8,6 +8,21 @@ Routes
     POST /sim/reset                               zero counters, forget bodies/cache/buckets
     GET  /sim/config, POST /sim/config            read / patch ``SimConfig`` fields (JSON)
 
+The Batch API (``batches.py``), each route also without the ``/v1`` prefix:
+    POST   /v1/files                     upload (multipart: ``purpose``, ``file``); a ``batch``
+                                         JSONL file is checked line by line (400 naming the line)
+    GET    /v1/files                     list (``purpose`` filter)
+    GET    /v1/files/{id}                the File object
+    GET    /v1/files/{id}/content        the raw bytes (input, output and error files)
+    DELETE /v1/files/{id}                forget a file
+    POST   /v1/batches                   create (``input_file_id``, ``endpoint``, ``completion_window``)
+    GET    /v1/batches                   list, newest first (``after``, ``limit``)
+    GET    /v1/batches/{id}              the Batch object, brought up to the present
+    POST   /v1/batches/{id}/cancel       cancelling, then cancelled
+They answer 503 when the endpoint is ``down`` and 401 without the ``require_key``, as chat
+does. A background pump brings unfinished batches up to the clock every
+``_PUMP_TICK_S`` seconds, so their lines run spread over the batch's time.
+
 Everything a request does is decided synchronously by ``core.Simulator.chat``; this
 module only waits (latency, chunk delays, hangs) and writes. Waits are plain
 ``asyncio.sleep`` on the hot path; hangs and stalls also wake on the app's shutdown so a
@@ -20,12 +35,16 @@ on a hung request frees its handler.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from . import errors
+from .batches import MAX_BYTES, PURPOSES, ApiError, access_denied
 from .config import SimConfig
 from .core import Reply, Simulator
 from .sse import DONE, ChunkWriter
@@ -34,6 +53,13 @@ __all__ = ["create_app", "start_site", "SIM_KEY", "STOPPING_KEY"]
 
 SIM_KEY: web.AppKey[Simulator] = web.AppKey("swarm_tui_sim", Simulator)
 STOPPING_KEY: web.AppKey[asyncio.Event] = web.AppKey("swarm_tui_sim_stopping", asyncio.Event)
+#: set when a batch is created: wakes the pump that sleeps while no batch is unfinished
+BATCH_WAKE_KEY: web.AppKey[asyncio.Event] = web.AppKey("swarm_tui_sim_batch_wake", asyncio.Event)
+
+#: how often the pump brings unfinished batches up to the clock
+_PUMP_TICK_S = 0.05
+
+_log = logging.getLogger(__name__)
 
 _JSON_CT = "application/json"
 
@@ -139,6 +165,142 @@ async def _stream(request: web.Request, sim: Simulator, reply: Reply) -> web.Str
     return resp
 
 
+# -- the Batch API: files and batches ---------------------------------------------------------
+
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _guarded(handler: _Handler) -> _Handler:
+    """Refuse as chat does (down, key), and answer an ``ApiError`` as its JSON error."""
+
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        denied = access_denied(request.app[SIM_KEY], request.headers.get("Authorization"))
+        if denied is not None:
+            return _json(denied[1], denied[0])
+        try:
+            return await handler(request)
+        except ApiError as e:
+            return _json(e.body, e.status)
+
+    return guarded
+
+
+def _bad(message: str, param: str | None = None, code: str | None = None) -> ApiError:
+    return ApiError(*errors.bad_request(message, param, code))
+
+
+async def _upload_file(request: web.Request) -> web.StreamResponse:
+    if not request.content_type.startswith("multipart/"):
+        raise _bad("The request must be multipart/form-data with 'purpose' and 'file' fields.")
+    try:
+        reader = await request.multipart()
+    except (ValueError, AssertionError) as e:
+        raise _bad(f"Could not parse the multipart body: {e}") from None
+    purpose: str | None = None
+    data: bytes | None = None
+    filename = "upload"
+    while True:
+        part = await reader.next()
+        if part is None:
+            break
+        if not isinstance(part, BodyPartReader):
+            raise _bad("Nested multipart bodies are not supported.")
+        if part.name == "purpose":
+            purpose = (await part.text()).strip()
+        elif part.name == "file":
+            filename = part.filename or filename
+            buf = bytearray()
+            while chunk := await part.read_chunk(1 << 20):
+                buf += chunk
+                if len(buf) > MAX_BYTES:
+                    raise _bad(f"The file is larger than {MAX_BYTES} bytes.", "file", "file_too_large")
+            data = bytes(buf)
+        else:
+            await part.release()
+    if purpose is None:
+        raise _bad("Missing required parameter: 'purpose'.", "purpose", "missing_required_parameter")
+    if purpose not in PURPOSES:
+        raise _bad(
+            f"Invalid value for 'purpose': {purpose!r}. Supported values are: " + ", ".join(map(repr, PURPOSES)),
+            "purpose",
+            "invalid_value",
+        )
+    if data is None:
+        raise _bad("Missing required parameter: 'file'.", "file", "missing_required_parameter")
+    f = request.app[SIM_KEY].batches.upload(data, filename, purpose)
+    return _json(f.obj())
+
+
+async def _list_files(request: web.Request) -> web.StreamResponse:
+    return _json(request.app[SIM_KEY].batches.list_files(request.query.get("purpose")))
+
+
+async def _get_file(request: web.Request) -> web.StreamResponse:
+    return _json(request.app[SIM_KEY].batches.file(request.match_info["file_id"]).obj())
+
+
+async def _file_content(request: web.Request) -> web.StreamResponse:
+    f = request.app[SIM_KEY].batches.file(request.match_info["file_id"])
+    return web.Response(body=f.data, content_type="application/octet-stream")
+
+
+async def _delete_file(request: web.Request) -> web.StreamResponse:
+    return _json(request.app[SIM_KEY].batches.delete_file(request.match_info["file_id"]))
+
+
+async def _create_batch(request: web.Request) -> web.StreamResponse:
+    try:
+        payload = await request.json()
+    except ValueError:
+        raise _bad("We could not parse the JSON body of your request.") from None
+    b = request.app[SIM_KEY].batches.create(payload, request.headers.get("Authorization"))
+    request.app[BATCH_WAKE_KEY].set()
+    return _json(b.obj())
+
+
+async def _get_batch(request: web.Request) -> web.StreamResponse:
+    return _json(request.app[SIM_KEY].batches.batch(request.match_info["batch_id"]).obj())
+
+
+async def _cancel_batch(request: web.Request) -> web.StreamResponse:
+    return _json(request.app[SIM_KEY].batches.cancel(request.match_info["batch_id"]).obj())
+
+
+async def _list_batches(request: web.Request) -> web.StreamResponse:
+    raw = request.query.get("limit", "20")
+    try:
+        limit = int(raw)
+    except ValueError:
+        raise _bad(f"Invalid 'limit': expected an integer, got {raw!r}.", "limit", "invalid_type") from None
+    if not 1 <= limit <= 100:
+        raise _bad(f"Invalid 'limit': expected a value from 1 to 100, got {limit}.", "limit", "invalid_value")
+    return _json(request.app[SIM_KEY].batches.list_batches(request.query.get("after"), limit))
+
+
+async def _batch_pump(app: web.Application) -> None:
+    """Bring unfinished batches up to the clock every tick; sleep while there are none."""
+    wake = app[BATCH_WAKE_KEY]
+    while True:
+        try:
+            unfinished = app[SIM_KEY].batches.advance_all()
+        except Exception:  # a bug must not stop every later batch
+            _log.exception("the simulator's batch pump failed")
+            unfinished = 1
+        if unfinished:
+            await asyncio.sleep(_PUMP_TICK_S)
+        else:
+            wake.clear()
+            await wake.wait()
+
+
+async def _pump_ctx(app: web.Application) -> AsyncIterator[None]:
+    task = asyncio.create_task(_batch_pump(app), name="swarm-tui-sim-batch-pump")
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 # -- the rest ------------------------------------------------------------------------------
 
 
@@ -205,11 +367,22 @@ def create_app(sim: Simulator | SimConfig | None = None) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[SIM_KEY] = sim
     app[STOPPING_KEY] = asyncio.Event()
+    app[BATCH_WAKE_KEY] = asyncio.Event()
     r = app.router
     r.add_post("/v1/chat/completions", _chat)
     r.add_post("/chat/completions", _chat)
     r.add_get("/v1/models", _models)
     r.add_get("/models", _models)
+    for prefix in ("/v1", ""):
+        r.add_post(f"{prefix}/files", _guarded(_upload_file))
+        r.add_get(f"{prefix}/files", _guarded(_list_files))
+        r.add_get(f"{prefix}/files/{{file_id}}", _guarded(_get_file))
+        r.add_delete(f"{prefix}/files/{{file_id}}", _guarded(_delete_file))
+        r.add_get(f"{prefix}/files/{{file_id}}/content", _guarded(_file_content))
+        r.add_post(f"{prefix}/batches", _guarded(_create_batch))
+        r.add_get(f"{prefix}/batches", _guarded(_list_batches))
+        r.add_get(f"{prefix}/batches/{{batch_id}}", _guarded(_get_batch))
+        r.add_post(f"{prefix}/batches/{{batch_id}}/cancel", _guarded(_cancel_batch))
     r.add_get("/health", _health)
     r.add_get("/sim/stats", _stats)
     r.add_post("/sim/reset", _reset)
@@ -217,6 +390,7 @@ def create_app(sim: Simulator | SimConfig | None = None) -> web.Application:
     r.add_post("/sim/config", _post_config)
     r.add_route("*", "/{tail:.*}", _not_found)
     app.on_shutdown.append(_on_shutdown)
+    app.cleanup_ctx.append(_pump_ctx)
     return app
 
 
