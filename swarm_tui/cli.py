@@ -17,6 +17,7 @@ from . import __version__
 from .argtypes import non_negative_float, positive_float, positive_int, positive_share, share
 from .config import Config, load_config
 from .engine import EngineSettings
+from .engine.lanes import LANES, LIVE
 from .errors import InputError
 from .headless import EXIT_ABORTED, EXIT_BAD_INPUT, run_headless
 from .jobs import load_job, load_tools_file
@@ -126,6 +127,21 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     e.add_argument(
         "--fail-on-error", type=share, metavar="RATE", help="stop dispatch when this share of finished tasks failed"
     )
+    e.add_argument(
+        "--lane",
+        choices=LANES,
+        help="live calls (default); batch: every task through the provider's Batch API (half price, within 24 h); "
+        "auto: a first share live (--live-share), the rest as batches, their failures retried live",
+    )
+    e.add_argument(
+        "--live-share", type=share, metavar="SHARE", help="--lane auto: share of the tasks sent live first (0.02)"
+    )
+    e.add_argument(
+        "--batch-poll",
+        type=positive_float,
+        metavar="S",
+        help="batch lane: seconds before a batch's first poll (default 2; then 1.5x longer each time, up to 60)",
+    )
     e.add_argument("--headless", action="store_true", help="no UI: a progress line on stderr")
     e.add_argument(
         "--ray",
@@ -208,6 +224,9 @@ def resolve_settings(
         budget_usd=args.budget if args.budget is not None else base.budget_usd,
         fail_on_error=args.fail_on_error if args.fail_on_error is not None else base.fail_on_error,
         max_retry_after_s=args.max_retry_after or base.max_retry_after_s,
+        lane=args.lane or base.lane,
+        live_share=args.live_share if args.live_share is not None else base.live_share,
+        batch_poll_s=args.batch_poll or base.batch_poll_s,
     )
 
 
@@ -274,6 +293,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_budget(plan, job.model or (job.tasks[0].body.get("model") if job.tasks else None), config)
     ray = _ray_options(args)
     _check_tools(job.tools, ray)
+    _check_lane(plan.settings, job.tools, ray)
     run_dir = args.out or default_run_dir(job.name)
     session = SwarmSession.open_new(job, plan, run_dir, ray=ray)
     return _drive(session, args)
@@ -297,7 +317,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     settings = resolve_settings(args, effective, stored.settings)
     sim = _sim_config(args, effective, stored.sim)
     ray = _ray_options(args)
-    _check_tools(ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None, ray)
+    tools = ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None
+    _check_tools(tools, ray)
+    _check_lane(settings, tools, ray)
     session = SwarmSession.open_existing(
         args.run_dir, profile=profile, settings=settings, retry_failed=args.retry_failed, ray=ray, sim=sim
     )
@@ -330,6 +352,18 @@ def _check_tools(tools: ToolsSpec | None, ray) -> None:
         await toolbox.aclose()
 
     asyncio.run(probe())
+
+
+def _check_lane(settings: EngineSettings, tools: ToolsSpec | None, ray) -> None:
+    """The batch lane carries one-call tasks of one engine (exit 2 otherwise, nothing sent)."""
+    if settings.lane == LIVE:
+        return
+    if tools is not None and tools.any:
+        raise InputError.single(
+            tools.source, "lane", f"multi-step agents run live only (--lane {settings.lane} needs a job without tools)"
+        )
+    if ray is not None:
+        raise InputError.single("--lane", "lane", f"--lane {settings.lane} does not run on Ray (drop --ray)")
 
 
 def _drive(session: SwarmSession, args: argparse.Namespace) -> int:
@@ -417,7 +451,8 @@ def _add_cost_commands(commands) -> None:
         "estimate",
         help="project a workload's monthly cost per model and provider",
         description="Project the monthly cost of a workload per model and provider, side by side "
-        "(e.g. the source article's 100 agents x 50 tasks/day x 2,048 output tokens x 30 days).",
+        "(e.g. the source article's 100 agents x 50 tasks/day x 2,048 output tokens x 30 days), "
+        "with its cost at the provider's batch rate (the batch lane) and the saving against live.",
     )
     est.add_argument("--agents", type=positive_int, help="sub-agents (default 100)")
     est.add_argument("--tasks-per-day", type=positive_float, metavar="N", help="tasks per agent a day (default 50)")

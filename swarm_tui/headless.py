@@ -49,7 +49,9 @@ def progress_line(stats: RunStats, waiting: str = "") -> str:
         f"{stats.succeeded}/{stats.total} done  {stats.failed} failed  {stats.in_flight} in flight  "
         f"{req_s:5.1f} req/s  p95 {p95 / 1000 if p95 else 0:5.2f}s  "
         f"tok {stats.usage.prompt:,}/{stats.usage.completion:,}  {format_cost(stats)}  "
-        f"ETA {format_duration(stats.eta_s())}" + (f"  {waiting}" if waiting else "")
+        f"ETA {format_duration(stats.eta_s())}"
+        + (f"  batch {stats.batch_waiting:,} waiting" if stats.batch_sent else "")
+        + (f"  {waiting}" if waiting else "")
     )
 
 
@@ -81,7 +83,7 @@ async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) ->
             loop.add_signal_handler(sig, interrupted)
         except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
             pass
-    if engine.stats.sent == 0 and session.journal.attempts_since(0)[:1]:
+    if engine.stats.sent == 0 and session.has_history:
         # a resumed run: count what earlier sessions did, so "126/400 done" reads as the TUI's does
         replay_history(session.journal, engine.stats)
     live = stream.isatty()
@@ -127,11 +129,22 @@ def print_summary(summary: dict, finished: RunFinished, session: SwarmSession, s
     lines = [
         f"{summary['succeeded']}/{summary['total']} succeeded, {summary['failed']} failed, "
         f"{summary['unfinished']} unfinished in {summary['makespan_s'] or 0:.1f}s",
-        f"latency p50 {lat['p50']} ms  p95 {lat['p95']} ms  p99 {lat['p99']} ms",
+        f"latency p50 {lat['p50']} ms  p95 {lat['p95']} ms  p99 {lat['p99']} ms"
+        if lat["p50"] is not None
+        else "latency: no live call succeeded",
         f"requests {req['sent']} sent, {req['retried']} retried ({req['rate_limited']} rate-limited, "
         f"{req['server_errors']} 5xx, {req['timeouts']} timeouts)",
         f"tokens {tok['prompt']:,} in ({tok['cached']:,} cached) / {tok['completion']:,} out  cost {cost}",
     ]
+    batches = summary.get("batches") or []
+    if batches:
+        by_lane = summary.get("cost_breakdown", {}).get("by_lane") or {}
+        billed = f", ${by_lane['batch']:.4f} at the batch rate" if by_lane.get("batch") is not None else ""
+        statuses = ", ".join(sorted({b["status"] for b in batches}))
+        lines.append(
+            f"batch lane: {len(batches)} batch{'es' if len(batches) != 1 else ''} of "
+            f"{sum(b['requests'] for b in batches):,} lines ({statuses}){billed}"
+        )
     if finished.stop_reason:
         lines.append(f"stopped: {finished.stop_reason}")
     if session.output_error:

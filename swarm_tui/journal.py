@@ -20,13 +20,14 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .engine import eventlog
 from .engine.events import Attempt, EngineEvent, TaskState
+from .engine.lanes import BatchLines, BatchRow
 from .errors import JournalWriteError
 from .jobs import Task
 from .providers.errors import CallError, ErrorClass, error_body
@@ -103,6 +104,19 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     latency_ms REAL NOT NULL,
     finished_at REAL NOT NULL,
     UNIQUE (idx, call_id)
+);
+CREATE TABLE IF NOT EXISTS batches (
+    id INTEGER PRIMARY KEY,
+    endpoint TEXT NOT NULL,
+    input_file_id TEXT NOT NULL,
+    batch_id TEXT,
+    status TEXT NOT NULL,
+    tasks TEXT NOT NULL,
+    submitted_at REAL NOT NULL,
+    ended_at REAL,
+    output_file_id TEXT,
+    error_file_id TEXT,
+    counts TEXT
 );
 CREATE TABLE IF NOT EXISTS control (
     id INTEGER PRIMARY KEY,
@@ -293,6 +307,9 @@ class Journal:
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor]
 
+    def has_attempts(self) -> bool:
+        return self._db.execute("SELECT 1 FROM attempts LIMIT 1").fetchone() is not None
+
     def attempts_since(self, last_id: int) -> list[dict[str, Any]]:
         cursor = self._db.execute("SELECT * FROM attempts WHERE id > ? ORDER BY id", (last_id,))
         names = [d[0] for d in cursor.description]
@@ -361,7 +378,11 @@ class Journal:
 
     def success_latencies(self) -> list[float]:
         return [
-            r[0] for r in self._db.execute("SELECT latency_ms FROM attempts WHERE outcome = 'ok' ORDER BY latency_ms")
+            r[0]  # a batch line's latency is its batch's hours, not a call's
+            for r in self._db.execute(
+                "SELECT latency_ms FROM attempts WHERE outcome = 'ok' AND endpoint NOT LIKE '%/batch' "
+                "ORDER BY latency_ms"
+            )
         ]
 
     # ----------------------------------------------------------------- writing (one transaction each)
@@ -376,57 +397,26 @@ class Journal:
 
     def record_retry(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
         with self._writing():
-            self._insert_attempt(attempt)
             self._append(logged)
-            self._set_state(attempt.index, TaskState.RETRYING, attempt.number)
+            self._retry(attempt)
 
     def record_success(self, attempt: Attempt, response: dict[str, Any], logged: Iterable[EngineEvent] = ()) -> None:
         with self._writing():
-            self._insert_attempt(attempt)
             self._append(logged)
-            self._set_state(attempt.index, TaskState.SUCCEEDED, attempt.number)
-            self._db.execute(
-                "INSERT INTO results (idx, ok, request_id, response, error, finished_at) VALUES (?, 1, ?, ?, NULL, ?) "
-                "ON CONFLICT (idx) DO UPDATE SET ok = 1, request_id = excluded.request_id, "
-                "response = excluded.response, error = NULL, finished_at = excluded.finished_at "
-                "WHERE results.ok = 0",
-                (attempt.index, attempt.request_id, json.dumps(response, ensure_ascii=False), time.time()),
-            )
+            self._succeed(attempt, response)
 
     def record_failure(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
-        assert attempt.error is not None
         with self._writing():
-            self._insert_attempt(attempt)
             self._append(logged)
-            self._set_state(attempt.index, TaskState.FAILED, attempt.number)
-            self._db.execute(  # a success already journaled is never turned into a failure
-                "INSERT INTO results (idx, ok, request_id, response, error, finished_at) VALUES (?, 0, ?, NULL, ?, ?) "
-                "ON CONFLICT (idx) DO UPDATE SET request_id = excluded.request_id, error = excluded.error, "
-                "finished_at = excluded.finished_at WHERE results.ok = 0",
-                (
-                    attempt.index,
-                    attempt.request_id,
-                    json.dumps(error_body(attempt.error), ensure_ascii=False),
-                    time.time(),
-                ),
-            )
+            self._fail(attempt)
 
     def record_cancelled(
         self, indices: Iterable[int], attempts: Iterable[Attempt] = (), logged: Iterable[EngineEvent] = ()
     ) -> None:
         """Tasks stopped before they finished: they stay unfinished, so `resume` sends them."""
         with self._writing():
-            for attempt in attempts:
-                self._insert_attempt(attempt)
-                self._db.execute(  # its number is taken: a resumed run numbers on from it
-                    "UPDATE tasks SET attempts = MAX(attempts, ?) WHERE idx = ?", (attempt.number, attempt.index)
-                )
             self._append(logged)
-            now = time.time()
-            self._db.executemany(
-                "UPDATE tasks SET state = ?, updated_at = ? WHERE idx = ? AND state NOT IN (?, ?)",
-                ((TaskState.CANCELLED, now, i, TaskState.SUCCEEDED, TaskState.FAILED) for i in indices),
-            )
+            self._cancel(indices, attempts)
 
     def record_step(self, attempt: Attempt, body: dict[str, Any], logged: Iterable[EngineEvent] = ()) -> None:
         """A multi-step agent's model call asked for tools: the call, and the transcript that now
@@ -526,6 +516,103 @@ class Journal:
                 "messages": messages,
                 "tool_calls": calls.get(idx, []),
             }
+
+    # ----------------------------------------------------------------- the batch lane
+
+    def record_batch_intent(self, endpoint: str, input_file_id: str, tasks: Sequence[tuple[int, int]]) -> BatchRow:
+        """An uploaded Batch input file about to become a batch: (task index, attempt number) of
+        each line. Written before the batch is created, so that a process killed in between
+        finds its batch (by this file id) instead of submitting the same tasks again."""
+        now = time.time()
+        with self._writing():
+            cursor = self._db.execute(
+                "INSERT INTO batches (endpoint, input_file_id, status, tasks, submitted_at) VALUES (?, ?, ?, ?, ?)",
+                (endpoint, input_file_id, "uploaded", json.dumps(list(tasks)), now),
+            )
+            self._db.executemany(  # the numbers are taken: a later attempt numbers on from them
+                "UPDATE tasks SET attempts = MAX(attempts, ?) WHERE idx = ?", ((n, i) for i, n in tasks)
+            )
+        assert cursor.lastrowid is not None
+        return BatchRow(cursor.lastrowid, endpoint, input_file_id, None, "uploaded", list(tasks), now)
+
+    def record_batch_created(self, row: int, batch_id: str, status: str, logged: Iterable[EngineEvent] = ()) -> None:
+        with self._writing():
+            self._append(logged)
+            self._db.execute("UPDATE batches SET batch_id = ?, status = ? WHERE id = ?", (batch_id, status, row))
+
+    def record_batch_progress(
+        self, row: int, status: str, counts: dict[str, int], logged: Iterable[EngineEvent] = ()
+    ) -> None:
+        with self._writing():
+            self._append(logged)
+            self._db.execute(
+                "UPDATE batches SET status = ?, counts = ? WHERE id = ?", (status, json.dumps(counts), row)
+            )
+
+    def record_batch_lines(
+        self,
+        row: int,
+        status: str,
+        files: tuple[str | None, str | None],
+        lines: BatchLines,
+        logged: Iterable[EngineEvent] = (),
+    ) -> None:
+        """A finished batch's every line, and the batch closed, in one transaction: a process
+        killed while writing them leaves the batch open, and the next session reads its files again."""
+        with self._writing():
+            self._append(logged)
+            for attempt, response in lines.succeeded:
+                self._succeed(attempt, response)
+            for attempt in lines.failed:
+                self._fail(attempt)
+            for attempt in lines.retried:
+                self._retry(attempt)
+            self._cancel([a.index for a in lines.unfinished], lines.unfinished)
+            self._db.execute(
+                "UPDATE batches SET status = ?, ended_at = ?, output_file_id = ?, error_file_id = ? WHERE id = ?",
+                (status, time.time(), *files, row),
+            )
+
+    def drop_batch(self, row: int, status: str) -> None:
+        """A batch that was never created (or cannot be found): its tasks are free again."""
+        with self._writing():
+            self._db.execute("UPDATE batches SET status = ?, ended_at = ? WHERE id = ?", (status, time.time(), row))
+
+    def open_batches(self) -> list[BatchRow]:
+        """Batches submitted (or about to be) whose lines are not journaled yet."""
+        return [
+            BatchRow(row, endpoint, file_id, batch_id, status, [tuple(t) for t in json.loads(tasks)], submitted_at)
+            for row, endpoint, file_id, batch_id, status, tasks, submitted_at in self._db.execute(
+                "SELECT id, endpoint, input_file_id, batch_id, status, tasks, submitted_at FROM batches "
+                "WHERE ended_at IS NULL ORDER BY id"
+            )
+        ]
+
+    def batch_summary(self) -> list[dict[str, Any]]:
+        """Every batch of the run, for summary.json (no rows: a run without the batch lane)."""
+        with contextlib.suppress(sqlite3.OperationalError):  # a journal from before the lane, read-only
+            cursor = self._db.execute(
+                "SELECT batch_id, input_file_id, status, tasks, submitted_at, ended_at, output_file_id, "
+                "error_file_id FROM batches WHERE batch_id IS NOT NULL ORDER BY id"
+            )
+            return [
+                {
+                    "batch_id": batch_id,
+                    "input_file_id": file_id,
+                    "status": status,
+                    "requests": len(json.loads(tasks)),
+                    "submitted_at": submitted_at,
+                    "ended_at": ended_at,
+                    "output_file_id": output_id,
+                    "error_file_id": error_id,
+                }
+                for batch_id, file_id, status, tasks, submitted_at, ended_at, output_id, error_id in cursor
+            ]
+        return []
+
+    def batch_tried(self) -> set[int]:
+        """Tasks that already had a batch line: a retry of theirs goes live (`--lane auto`)."""
+        return {r[0] for r in self._db.execute("SELECT DISTINCT idx FROM attempts WHERE endpoint LIKE '%/batch'")}
 
     def requeue(self, indices: Iterable[int], logged: Iterable[EngineEvent] = ()) -> None:
         """Failed tasks asked to run again: their error leaves errors.jsonl until they finish anew."""
@@ -663,6 +750,44 @@ class Journal:
                 usage.reasoning,
                 a.cost_usd,
             ),
+        )
+
+    def _succeed(self, attempt: Attempt, response: dict[str, Any]) -> None:
+        self._insert_attempt(attempt)
+        self._set_state(attempt.index, TaskState.SUCCEEDED, attempt.number)
+        self._db.execute(
+            "INSERT INTO results (idx, ok, request_id, response, error, finished_at) VALUES (?, 1, ?, ?, NULL, ?) "
+            "ON CONFLICT (idx) DO UPDATE SET ok = 1, request_id = excluded.request_id, "
+            "response = excluded.response, error = NULL, finished_at = excluded.finished_at "
+            "WHERE results.ok = 0",
+            (attempt.index, attempt.request_id, json.dumps(response, ensure_ascii=False), time.time()),
+        )
+
+    def _fail(self, attempt: Attempt) -> None:
+        assert attempt.error is not None
+        self._insert_attempt(attempt)
+        self._set_state(attempt.index, TaskState.FAILED, attempt.number)
+        self._db.execute(  # a success already journaled is never turned into a failure
+            "INSERT INTO results (idx, ok, request_id, response, error, finished_at) VALUES (?, 0, ?, NULL, ?, ?) "
+            "ON CONFLICT (idx) DO UPDATE SET request_id = excluded.request_id, error = excluded.error, "
+            "finished_at = excluded.finished_at WHERE results.ok = 0",
+            (attempt.index, attempt.request_id, json.dumps(error_body(attempt.error), ensure_ascii=False), time.time()),
+        )
+
+    def _retry(self, attempt: Attempt) -> None:
+        self._insert_attempt(attempt)
+        self._set_state(attempt.index, TaskState.RETRYING, attempt.number)
+
+    def _cancel(self, indices: Iterable[int], attempts: Iterable[Attempt]) -> None:
+        for attempt in attempts:
+            self._insert_attempt(attempt)
+            self._db.execute(  # its number is taken: a resumed run numbers on from it
+                "UPDATE tasks SET attempts = MAX(attempts, ?) WHERE idx = ?", (attempt.number, attempt.index)
+            )
+        now = time.time()
+        self._db.executemany(
+            "UPDATE tasks SET state = ?, updated_at = ? WHERE idx = ? AND state NOT IN (?, ?)",
+            ((TaskState.CANCELLED, now, i, TaskState.SUCCEEDED, TaskState.FAILED) for i in indices),
         )
 
     def _set_state(self, index: int, state: TaskState, attempts: int) -> None:

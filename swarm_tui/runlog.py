@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .engine.board import TaskBoard
 from .engine.events import (
     Attempt,
+    BatchEnded,
+    BatchProgress,
+    BatchSubmitted,
     ConcurrencyChanged,
     EngineEvent,
     RateLimitsLearned,
@@ -36,6 +40,22 @@ READ_BATCH = 5000
 Listener = Callable[[EngineEvent], None]
 
 
+@dataclass
+class BatchView:
+    """One provider batch as the lane panel shows it."""
+
+    batch_id: str
+    requests: int
+    submitted_at: float
+    """Epoch seconds (when the event was logged)."""
+    status: str = "validating"
+    completed: int = 0
+    failed: int = 0
+    next_poll_s: float | None = None
+    polled_at: float | None = None
+    ended: BatchEnded | None = None
+
+
 class RunFigures:
     """The run-wide figures a view shows besides the board (limit, ceiling, pause, rate limits,
     whether a run is on), kept from the events alone: a live view and an attached one that
@@ -50,9 +70,22 @@ class RunFigures:
         """A run has started and not finished (its writer owes us a `RunFinished`)."""
         self.stopped = False
         self.finished: RunFinished | None = None
+        self.batches: dict[str, BatchView] = {}
+        """The run's provider batches (`--lane batch|auto`), in the order they were submitted."""
 
-    def note(self, event: EngineEvent) -> None:
+    def note(self, event: EngineEvent, at: float | None = None) -> None:
+        """`at`: when the event happened (epoch seconds; default now)."""
         match event:
+            case BatchSubmitted(batch_id=batch_id, indices=indices, submitted_at=submitted_at):
+                self.batches[batch_id] = BatchView(batch_id, len(indices), submitted_at or at or time.time())
+            case BatchProgress(batch_id=batch_id) if batch_id in self.batches:
+                view = self.batches[batch_id]
+                view.status, view.completed, view.failed = event.status, event.completed, event.failed
+                view.next_poll_s, view.polled_at = event.next_poll_s, time.time() if at is None else at
+            case BatchEnded(batch_id=batch_id) if batch_id in self.batches:
+                view = self.batches[batch_id]
+                view.status, view.ended = event.status, event
+                view.completed, view.failed = event.succeeded, event.failed + event.requeued
             case RunStarted(concurrency=limit, ceiling=ceiling):
                 self.started, self.stopped, self.finished, self.paused = True, False, None, False
                 self.limit, self.ceiling = limit, ceiling or limit
@@ -130,7 +163,7 @@ class LogFollower(RunFigures):
             self._closed_here.discard(index)
             if isinstance(event, TaskCancelled):
                 return 0  # the closing this view already showed
-        self.note(event)
+        self.note(event, at)
         return self._deliver(event, at)
 
     def _deliver(self, event: EngineEvent, at: float) -> int:

@@ -188,6 +188,11 @@ class SwarmSession:
     def simulated(self) -> bool:
         return self.plan.profile.is_simulator
 
+    @property
+    def has_history(self) -> bool:
+        """Earlier sessions of this run did something (sent a call, submitted a batch)."""
+        return self.journal.has_attempts() or bool(self.journal.open_batches())
+
     # ----------------------------------------------------------------- opening
 
     @classmethod
@@ -459,6 +464,9 @@ def summarize(
     agents = journal.agent_totals()
     if agents is not None:  # multi-step agents: steps, tool calls, the critical path
         summary["agents"] = agents
+    batches = journal.batch_summary()
+    if batches:  # the batch lane: its batches (latency_ms is the live calls' only)
+        summary["batches"] = batches
     summary.update(
         summary_cost_fields(
             journal,

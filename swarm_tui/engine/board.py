@@ -14,7 +14,9 @@ agent's `AgentStepped` ends its model call and leaves it running (in its tools).
 
 The board also remembers which attempt each running task has in flight, so that a run whose
 process died (kill -9, a power cut) can be closed honestly: `interrupted()` gives the events
-that say its calls in flight were lost and its waiting tasks left unfinished.
+that say its calls in flight were lost and its waiting tasks left unfinished. A task in a
+provider batch (`BatchSubmitted`) is not lost with the process: its batch runs on at the
+provider, and the next session collects its line.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .events import (
     AgentStepped,
     Attempt,
     AttemptStarted,
+    BatchSubmitted,
     EngineEvent,
     TaskCancelled,
     TaskFailed,
@@ -36,6 +39,7 @@ from .events import (
     TaskState,
     TaskSucceeded,
 )
+from .lanes import is_batch_endpoint
 
 LOST_OUTCOME = "cancelled"
 
@@ -62,6 +66,11 @@ class TaskBoard:
             case AttemptStarted(index=i, hedge=False, number=number, endpoint=endpoint):
                 self.states[i] = TaskState.RUNNING
                 self.in_flight[i] = InFlight(number, endpoint, time.time() if at is None else at)
+            case BatchSubmitted(indices=indices, numbers=numbers, endpoint=endpoint):
+                started = time.time() if at is None else at
+                for i, number in zip(indices, numbers, strict=True):
+                    self.states[i] = TaskState.RUNNING
+                    self.in_flight[i] = InFlight(number, endpoint, started)
             case TaskSucceeded(attempt=attempt):
                 self._settle(attempt.index, TaskState.SUCCEEDED)
             case TaskFailed(attempt=attempt):
@@ -97,6 +106,8 @@ class TaskBoard:
         closing: list[EngineEvent] = []
         for i, state in sorted(self.states.items()):
             flight = self.in_flight.get(i)
+            if flight is not None and is_batch_endpoint(flight.endpoint):
+                continue  # its line is still at the provider: the next session collects it
             if state is TaskState.RUNNING and flight is not None:
                 latency_ms = max(0.0, (now - flight.started_at) * 1000.0)
                 lost = Attempt(i, flight.number, flight.endpoint, flight.started_at, latency_ms, LOST_OUTCOME)

@@ -35,6 +35,7 @@ from ..providers.errors import CallError, ErrorClass
 from ..providers.usage import Usage
 from ..tools.transcript import assistant_message, pending_tool_calls, steps_taken, tool_message
 from .admission import AdmissionController
+from .batch_lane import BatchLane, BatchLimits
 from .board import TaskBoard
 from .deadlines import RECHECK_S, STRAGGLER_CODE, STRAGGLER_FACTOR, TailDeadlines
 from .events import (
@@ -64,6 +65,7 @@ from .events import (
     ToolCallEnded,
 )
 from .failover import CircuitBreaker
+from .lanes import LIVE
 from .observable import Listener, ObservableEngine
 from .pacing import AdaptiveConcurrency, RateLimits
 from .retry import Next, RetryPolicy
@@ -126,6 +128,18 @@ class EngineSettings:
     max_retry_after_s: float = 60.0
     """A provider's Retry-After is honoured up to this (the OpenAI SDK's own cap): a header of
     `999999` or `inf` must not hold a run for days."""
+    lane: str = LIVE
+    """How tasks are carried: `live` calls, provider batches (`batch`), or a live share first and
+    the rest as batches (`auto`); see `batch_lane`."""
+    live_share: float = 0.02
+    live_share_min: int = 20
+    """Lane auto: the share of the tasks sent live first (at least this many)."""
+    batch_poll_s: float = 2.0
+    batch_poll_max_s: float = 60.0
+    """A batch is polled after `batch_poll_s`, then 1.5x as long each time, up to this."""
+    batch_max_requests: int = 50_000
+    batch_max_bytes: int = 200 * 1024 * 1024
+    """The provider's limits on one batch's input file (OpenAI's)."""
 
 
 class SwarmEngine(ObservableEngine):
@@ -217,6 +231,16 @@ class SwarmEngine(ObservableEngine):
         on_write_failure = getattr(journal, "on_write_failure", None)
         if on_write_failure is not None:
             on_write_failure(self._journal_failed)
+        open_batches = getattr(journal, "open_batches", None)  # a shard's forwarding journal has none
+        follows_batches = open_batches is not None and bool(open_batches())
+        self.lane = (
+            BatchLane(self, settings.lane, price, BatchLimits(settings.batch_max_requests, settings.batch_max_bytes))
+            if settings.lane != LIVE or follows_batches
+            else None
+        )
+        """The batch lane (`--lane batch|auto`): the tasks it carries are submitted as provider batches.
+        A live run that resumes a run with batches still open follows them (never sends their tasks again)."""
+        self._lane_task: asyncio.Task[None] | None = None
         for index in sorted(self.tasks):
             if not self.states[index].is_final:
                 self._ready.append(index)
@@ -249,6 +273,8 @@ class SwarmEngine(ObservableEngine):
         self._stop(reason)
         for task in self._in_flight.values():
             task.cancel()
+        if self.lane is not None:
+            self.lane.abort()
 
     def stop_dispatch(self, reason: str) -> None:
         """Send nothing new; let in-flight calls finish (budget and error-rate guards)."""
@@ -411,19 +437,27 @@ class SwarmEngine(ObservableEngine):
         self.admission.reopen()
         self._open_ledger()
         pending = len(self._ready)
+        if self.lane is not None:  # the lane's tasks leave the live queue (those in open batches for good)
+            self._ready = deque(self.lane.claim(list(self._ready)))
         ceiling = self.adaptive.ceiling if self.adaptive is not None else None
         self._emit(
             RunStarted(len(self.tasks), pending, self.admission.limit, self.client.name, self.simulated, ceiling)
         )
-        for index in self._ready:
+        for index in [*self._ready, *(self.lane.waiting if self.lane is not None else ())]:
             previous = self.states[index]
             if previous is not TaskState.QUEUED:  # left unfinished by an earlier stop (or process)
                 self._emit(TaskQueued(index, previous))
         if self.rate_limits.rpm or self.rate_limits.tpm:
             self._emit(RateLimitsLearned(self.rate_limits.rpm, self.rate_limits.tpm))
+        if self.lane is not None:
+            self._lane_task = asyncio.create_task(self.lane.run(), name="batch-lane")
+            self._lane_task.add_done_callback(self._lane_done)
         try:
             await self._dispatch()
         finally:
+            if self._lane_task is not None:
+                await asyncio.gather(self._lane_task, return_exceptions=True)
+                self._lane_task = None
             if self._in_flight:
                 await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
             for tools in list(self._tool_runs.values()):  # a stop: tool calls still running end here
@@ -465,11 +499,22 @@ class SwarmEngine(ObservableEngine):
         while self._stop_reason is None:
             if self._ready:
                 return self._ready.popleft()
-            if not self._in_flight and not self._retry_timers and not self._tool_runs:
+            if not self._in_flight and not self._retry_timers and not self._tool_runs and not self._lane_busy:
                 return None
             self._wake.clear()
             await self._wake.wait()
         return None
+
+    @property
+    def _lane_busy(self) -> bool:
+        """The batch lane still has batches to submit or follow (their lines may come back live)."""
+        return self._lane_task is not None and not self._lane_task.done()
+
+    def _lane_done(self, task: asyncio.Task[None]) -> None:
+        self._wake.set()
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("the batch lane crashed", exc_info=exc)
+            self.fail_run(f"internal error in the batch lane: {type(exc).__name__}: {exc}")
 
     def _launch(self, index: int) -> None:
         number = self._next_number(index)
@@ -930,8 +975,7 @@ class SwarmEngine(ObservableEngine):
         budget = self.settings.budget_usd
         if budget is None or self.price is None:
             return True
-        body = self.tasks[index].body
-        worst = self.price.cost(Usage(prompt=_prompt_estimate(body), completion=_answer_ceiling(body)))
+        worst = self.price.cost(self._worst_usage(index))
         committed = self.spent_usd + sum(self._reserved_cost.values())
         if committed + worst > budget:
             self.stop_dispatch(
@@ -941,6 +985,11 @@ class SwarmEngine(ObservableEngine):
             return False
         self._reserved_cost[index] = worst
         return True
+
+    def _worst_usage(self, index: int) -> Usage:
+        """What a task's call could cost at most: its prompt (estimated) and its answer ceiling."""
+        body = self.tasks[index].body
+        return Usage(prompt=_prompt_estimate(body), completion=_answer_ceiling(body))
 
     def _adapt_to_failure(self, error: CallError) -> None:
         """A rate limit backs the limit off; overload does when sustained; other failures (a 500,
@@ -1031,6 +1080,8 @@ class SwarmEngine(ObservableEngine):
         self._emit(RunStopping(reason))
         self._wake.set()
         self.admission.close()
+        if self.lane is not None:
+            self.lane.wake()
 
     def _cancel_waiting(self) -> None:
         """After a stop: tasks queued or waiting out a backoff become unfinished (cancelled) work,

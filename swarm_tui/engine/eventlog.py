@@ -47,6 +47,9 @@ EVENT_TYPES: dict[str, type] = {
         ev.TasksAdded,
         ev.PhaseChanged,
         ev.PhaseAttempt,
+        ev.BatchSubmitted,
+        ev.BatchProgress,
+        ev.BatchEnded,
         ev.RunStopping,
         ev.RunFinished,
     )
@@ -126,6 +129,7 @@ _FIELD_DECODERS: dict[str, Callable[[Any], Any]] = {
     "attempt": _attempt,
     "previous": TaskState,
     "indices": tuple,
+    "numbers": tuple,
     "tools": tuple,
     "delay_s": lambda value: math.nan if value is None else value,
 }

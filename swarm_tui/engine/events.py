@@ -222,6 +222,48 @@ class PhaseAttempt:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchSubmitted:
+    """Tasks sent as one provider batch (`--lane batch|auto`): each is running, its attempt
+    `numbers[i]` carried by the batch's line, until the batch's output says how it ended."""
+
+    batch_id: str
+    endpoint: str
+    """The lane's endpoint name (`<provider>/batch`): its attempts are billed at the batch rate."""
+    indices: tuple[int, ...]
+    numbers: tuple[int, ...]
+    input_file_id: str = ""
+    submitted_at: float = 0.0
+    """Epoch seconds: when its input file was journaled (the provider's 24 h window runs from about then)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchProgress:
+    """A poll of a batch: its status (validating, in_progress, finalizing, completed, expired,
+    cancelling, cancelled, failed) and request counts."""
+
+    batch_id: str
+    status: str
+    completed: int
+    failed: int
+    total: int
+    next_poll_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEnded:
+    """A batch's lines are journaled: how many succeeded, failed for good, went back to be run
+    again (error lines that may be retried, lines not run before an expiry), or stay unfinished
+    (an abort's cancel)."""
+
+    batch_id: str
+    status: str
+    succeeded: int
+    failed: int
+    requeued: int
+    unfinished: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class RunStopping:
     """Dispatch stopped for a reason other than completion: abort, budget, error rate."""
 
@@ -257,6 +299,9 @@ EngineEvent = (
     | TasksAdded
     | PhaseChanged
     | PhaseAttempt
+    | BatchSubmitted
+    | BatchProgress
+    | BatchEnded
     | RunStopping
     | RunFinished
 )

@@ -20,6 +20,7 @@ from .events import (
     Attempt,
     AttemptEnded,
     AttemptStarted,
+    BatchSubmitted,
     EngineEvent,
     PhaseAttempt,
     RunFinished,
@@ -33,6 +34,7 @@ from .events import (
     TaskSucceeded,
     ToolCallEnded,
 )
+from .lanes import is_batch_endpoint
 
 RATE_WINDOW_S = 10.0
 
@@ -80,6 +82,11 @@ class RunStats:
     """The most steps any agent has needed so far (its final answer counts as a step)."""
     usage: Usage = Usage()
     cost_usd: float = 0.0
+    batch_cost_usd: float = 0.0
+    """The part of `cost_usd` billed for batch lines (`--lane batch|auto`)."""
+    batch_sent: int = 0
+    batch_waiting: int = 0
+    """Batch lines submitted whose answer has not come back yet (not counted `in_flight`)."""
     unpriced_attempts: int = 0
     started_at: float = field(default_factory=time.monotonic)
     latencies_ms: list[float] = field(default_factory=list)
@@ -96,6 +103,9 @@ class RunStats:
                 self.sent += 1
                 self.in_flight += 1
                 self.hedged += hedge
+            case BatchSubmitted(indices=indices):
+                self.batch_sent += len(indices)
+                self.batch_waiting += len(indices)
             case AttemptEnded(attempt=attempt):
                 self._attempt_ended(attempt)
             case PhaseAttempt(attempt=attempt):
@@ -107,7 +117,8 @@ class RunStats:
             case TaskSucceeded(attempt=attempt):
                 self._attempt_ended(attempt)
                 self.succeeded += 1
-                bisect.insort(self.latencies_ms, attempt.latency_ms)
+                if not is_batch_endpoint(attempt.endpoint):  # a batch line's hours are no call latency
+                    bisect.insort(self.latencies_ms, attempt.latency_ms)
             case AgentStepped(attempt=attempt, step=step):
                 self._attempt_ended(attempt)
                 self.steps += 1
@@ -123,7 +134,9 @@ class RunStats:
                 self.failed += 1
             case TaskCancelled(attempt=attempt):
                 self.cancelled += 1
-                if attempt is not None:
+                if attempt is not None and is_batch_endpoint(attempt.endpoint):
+                    self.batch_waiting = max(0, self.batch_waiting - 1)
+                elif attempt is not None:
                     self.in_flight = max(0, self.in_flight - 1)
             case TaskQueued(previous=previous):
                 if previous is TaskState.FAILED:
@@ -141,10 +154,16 @@ class RunStats:
                 self._ended_at = self.clock()
 
     def _attempt_ended(self, attempt: Attempt) -> None:
-        self.in_flight = max(0, self.in_flight - 1)
+        batch = is_batch_endpoint(attempt.endpoint)
+        if batch:
+            self.batch_waiting = max(0, self.batch_waiting - 1)
+        else:
+            self.in_flight = max(0, self.in_flight - 1)
         self.usage = self.usage + attempt.usage
         if attempt.cost_usd is not None:
             self.cost_usd += attempt.cost_usd
+            if batch:
+                self.batch_cost_usd += attempt.cost_usd
         elif attempt.usage.total:
             self.unpriced_attempts += 1
         if attempt.error is not None:
@@ -155,6 +174,8 @@ class RunStats:
                 self.server_errors += 1
             elif kind is ErrorClass.TIMEOUT:
                 self.timeouts += 1
+        if batch:
+            return  # a whole file of lines arrives at once: no rate of the live calls
         now = self.clock()
         self._recent.append((now, attempt.usage.total))
         while self._recent and now - self._recent[0][0] > RATE_WINDOW_S:

@@ -20,7 +20,7 @@ from openai._constants import RAW_RESPONSE_HEADER
 from openai._legacy_response import LegacyAPIResponse
 from openai.resources.chat.completions import AsyncCompletions
 
-from .errors import BadResponseError, BrokenStreamError, CallError, classify
+from .errors import BadResponseError, BrokenStreamError, CallError, classify, classify_reply
 from .profile import ProviderProfile, resolve_api_key
 from .usage import Usage
 
@@ -28,6 +28,8 @@ CREATE_PARAMS = frozenset(inspect.signature(AsyncCompletions.create).parameters)
 """Body keys the SDK takes as arguments; any other key travels in `extra_body`."""
 
 CONNECT_TIMEOUT_S = 10.0
+BATCH_UPLOAD_TIMEOUT_S = 600.0
+"""A Batch input or output file may be up to 200 MB: far longer than one chat call."""
 BODY_EXCERPT_CHARS = 500
 """How much of a body that is not a chat completion is kept in the attempt (for the detail view)."""
 
@@ -89,6 +91,10 @@ class ProviderClient:
     def classify(self, exc: BaseException) -> CallError:
         return classify(exc, secrets=self._secrets)
 
+    def classify_answer(self, status: int, body: Any, request_id: str | None = None) -> CallError:
+        """An error answer that came as data (a line of a Batch output or error file)."""
+        return classify_reply(status, body, request_id=request_id, secrets=self._secrets)
+
     async def complete(
         self, body: dict[str, Any], *, stream: bool = False, deadlines: StreamDeadlines | None = None
     ) -> CallResult:
@@ -100,7 +106,7 @@ class ProviderClient:
         # agent's fifth step), for a body that is plain JSON already.
         raw = cast(
             LegacyAPIResponse[object],
-            await self._client.post("/chat/completions", cast_to=object, body=_wire_body(body), options=_RAW_REQUEST),
+            await self._client.post("/chat/completions", cast_to=object, body=wire_body(body), options=_RAW_REQUEST),
         )
         request_id = raw.headers.get("x-request-id")
         data = chat_completion_or_raise(raw.content, raw.headers.get("content-type"), raw.status_code, request_id)
@@ -183,6 +189,42 @@ class ProviderClient:
             ttft_ms=ttft_ms,
         )
 
+    # ----------------------------------------------------------------- the Batch API (`--lane batch`)
+
+    async def upload_batch_file(self, filename: str, data: bytes) -> str:
+        """Upload a Batch input file (JSONL, purpose `batch`); its file id."""
+        uploaded = await self._client.files.create(
+            file=(filename, data, "application/jsonl"), purpose="batch", timeout=BATCH_UPLOAD_TIMEOUT_S
+        )
+        return uploaded.id
+
+    async def create_batch(self, input_file_id: str, metadata: dict[str, str]) -> dict[str, Any]:
+        batch = await self._client.batches.create(
+            input_file_id=input_file_id,
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+            metadata=metadata,
+        )
+        return batch.model_dump()
+
+    async def retrieve_batch(self, batch_id: str) -> dict[str, Any]:
+        return (await self._client.batches.retrieve(batch_id)).model_dump()
+
+    async def cancel_batch(self, batch_id: str) -> dict[str, Any]:
+        return (await self._client.batches.cancel(batch_id)).model_dump()
+
+    async def find_batch(self, input_file_id: str) -> dict[str, Any] | None:
+        """The batch created from `input_file_id`, if any (a process killed between creating a batch
+        and journaling its id finds it here instead of submitting the same tasks again)."""
+        async for batch in self._client.batches.list(limit=100):
+            if batch.input_file_id == input_file_id:
+                return batch.model_dump()
+        return None
+
+    async def file_content(self, file_id: str) -> bytes:
+        content = await self._client.files.content(file_id, timeout=BATCH_UPLOAD_TIMEOUT_S)
+        return content.content
+
     async def aclose(self) -> None:
         await self._client.close()
 
@@ -245,7 +287,7 @@ _RAW_REQUEST: Any = {"headers": {RAW_RESPONSE_HEADER: "true"}, "security": {"bea
 """Request options of a chat completion sent as is: the raw response back, the key as bearer auth."""
 
 
-def _wire_body(body: dict[str, Any]) -> dict[str, Any]:
+def wire_body(body: dict[str, Any]) -> dict[str, Any]:
     """The JSON a chat completion sends: the job's body, its `extra_body` merged in (as the SDK does)."""
     extra = body.get("extra_body")
     if not extra:

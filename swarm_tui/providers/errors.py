@@ -153,17 +153,37 @@ class BadResponseError(Exception):
 
 
 def _classify_status(exc: openai.APIStatusError, secrets: tuple[str, ...]) -> CallError:
-    status = exc.status_code
-    body = exc.body if isinstance(exc.body, dict) else {}
-    error = body.get("error", body) if isinstance(body, dict) else {}
+    headers = exc.response.headers
+    return classify_reply(
+        exc.status_code,
+        exc.body,
+        headers=headers,
+        message=exc.message,
+        request_id=headers.get("x-request-id") or exc.request_id,
+        secrets=secrets,
+    )
+
+
+def classify_reply(
+    status: int,
+    body: Any,
+    *,
+    headers: Mapping[str, str] | None = None,
+    message: str | None = None,
+    request_id: str | None = None,
+    secrets: tuple[str, ...] = (),
+) -> CallError:
+    """Classify an error answer from its status, body and headers: a live call's (through
+    `classify`), or a line of a Batch error file, which has the same status and body."""
+    headers = headers if headers is not None else {}
+    body = body if isinstance(body, dict) else {}
+    error = body.get("error", body)
     if not isinstance(error, dict):
         error = {}
     code = str(error.get("code") or "") or None
     etype = str(error.get("type") or "")
-    message = str(error.get("message") or exc.message or f"HTTP {status}")
+    message = str(error.get("message") or message or f"HTTP {status}")
     lowered = f"{code} {etype} {message}".lower()
-    headers = exc.response.headers
-    request_id = headers.get("x-request-id") or exc.request_id
 
     if status == 402 or code in QUOTA_CODES or etype in QUOTA_CODES or "quota" in lowered and status == 429:
         kind = ErrorClass.QUOTA
@@ -192,7 +212,7 @@ def _classify_status(exc: openai.APIStatusError, secrets: tuple[str, ...]) -> Ca
         kind = ErrorClass.CONFLICT
     elif 300 <= status < 400:
         kind = ErrorClass.REDIRECT
-        location = exc.response.headers.get("location") or "(no Location header)"
+        location = headers.get("location") or "(no Location header)"
         message = (
             f"HTTP {status} redirect to {location}: not followed, a chat call is never sent anywhere but "
             f"the base URL (check it: a trailing /v1, http vs https?)"

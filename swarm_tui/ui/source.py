@@ -95,7 +95,7 @@ class LiveRun:
         self.stats = self.engine.stats
         self.history: list[EngineEvent] = []
         """What earlier sessions of a resumed run did, as events (the screen shows them first)."""
-        if self.stats.sent == 0 and session.journal.attempts_since(0)[:1]:
+        if self.stats.sent == 0 and session.has_history:
             # A resumed run: count what earlier sessions did, so the footer agrees with the grid.
             self.history = replay_history(session.journal, self.stats)
         if not self.stats.total:
@@ -104,6 +104,8 @@ class LiveRun:
         adaptive = getattr(self.engine, "adaptive", None)
         self.figures = RunFigures(self.engine.admission.limit, adaptive.ceiling if adaptive else None)
         """The limit, ceiling and pause the screen shows: from the engine's events, as an attached view's."""
+        for event in self.history:  # e.g. the batches an earlier session submitted
+            self.figures.note(event)
         self.engine.subscribe(self.figures.note)
 
     @property

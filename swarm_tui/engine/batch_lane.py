@@ -1,0 +1,520 @@
+"""The batch lane (`--lane batch|auto`): tasks carried as lines of provider batches (the OpenAI
+Batch API: half the price, its own rate limits, answers within 24 h), in the same journal,
+task states and events as live calls.
+
+One batch, each step journaled before the next, so that a process killed anywhere never
+submits the same tasks twice:
+
+1. the tasks' requests are written as a Batch input file (JSONL, `custom_id` = the task's) and
+   uploaded;
+2. the file id and each line's (task, attempt number) are journaled (`record_batch_intent`);
+3. the batch is created; its id is journaled with `BatchSubmitted` (the tasks run from now on);
+4. it is polled with backoff (`BatchProgress` when its status or counts move);
+5. when it ends (completed, expired, cancelled, failed) its output and error files are read and
+   every line mapped back by `custom_id` into one journal transaction with its events
+   (`record_batch_lines`): a success is billed at the batch rate; a line that may be retried
+   goes back (live in lane `auto`, into the next batch in lane `batch`); a line the provider
+   never ran (expired) is retried like a timeout; a task with no line at all likewise.
+
+A session that finds a journaled file id without a batch id (killed between steps 2 and 3)
+looks the batch up by that file id (`GET /v1/batches`) before it decides the batch was never
+created. Abort cancels the open batches and keeps the lines they completed; any other stop
+(budget, a quit) leaves them running at the provider, and `resume` re-attaches to them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from ..errors import JournalWriteError
+from ..providers.client import CallResult, chat_completion_or_raise, wire_body
+from ..providers.errors import BadResponseError, CallError, ErrorClass
+from ..providers.usage import Usage
+from .events import (
+    Attempt,
+    BatchEnded,
+    BatchProgress,
+    BatchSubmitted,
+    EngineEvent,
+    TaskCancelled,
+    TaskFailed,
+    TaskRetrying,
+    TaskState,
+    TaskSucceeded,
+)
+from .lanes import AUTO, BATCH, LIVE, BatchLines, BatchRow, batch_endpoint
+from .retry import Next
+
+if TYPE_CHECKING:
+    from ..pricing import Price
+    from .engine import SwarmEngine
+
+log = logging.getLogger(__name__)
+
+TERMINAL = frozenset({"completed", "expired", "cancelled", "failed"})
+"""Batch statuses after which nothing more happens to its lines."""
+ABORT_WAIT_S = 30.0
+"""How long an abort waits for a cancelled batch to say which lines it completed (a resume
+collects them later when the provider takes longer)."""
+EXPIRED_CODE = "batch_expired"
+MISSING_CODE = "batch_missing"
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """The provider's limits on one batch (OpenAI: 50,000 requests, 200 MB input file)."""
+
+    max_requests: int = 50_000
+    max_bytes: int = 200 * 1024 * 1024
+
+
+class BatchLane:
+    """The engine's batch lane: claims its tasks out of the live queue at run start, submits
+    them as batches, follows the batches, and hands their lines back as task outcomes."""
+
+    def __init__(self, engine: SwarmEngine, lane: str, price: Price | None, limits: BatchLimits) -> None:
+        self.engine = engine
+        self.lane = lane
+        self.endpoint = batch_endpoint(engine.client.name)
+        batch_price = price.batch_price() if price is not None else None
+        self.price = batch_price or price
+        """Batch lines are billed at the batch rate; at the live rate (an upper bound) when the
+        provider publishes none for the model."""
+        if price is not None and batch_price is None:
+            log.warning("no batch rate is known for this model: batch lines are billed at the live rate")
+        self.limits = limits
+        self._pending: list[int] = []
+        """Tasks waiting for the next batch."""
+        self._live_first: list[int] = []
+        """Lane auto: the first share, sent live; the batch waits for their outcome."""
+        self._aborting = False
+        self._wake = asyncio.Event()
+        self._lines_in_batches: set[int] = set()
+
+    # ----------------------------------------------------------------- the engine's side
+
+    def claim(self, ready: Sequence[int]) -> list[int]:
+        """Take the lane's tasks out of the live queue at run start; returns what stays live."""
+        journal = self.engine.journal
+        self._open = journal.open_batches()
+        self._lines_in_batches = {i for row in self._open for i, _ in row.tasks}
+        for row in self._open:  # the numbers those lines carry are taken
+            for index, number in row.tasks:
+                numbers = self.engine._attempt_numbers
+                numbers[index] = max(numbers.get(index, 0), number)
+        free = [i for i in ready if i not in self._lines_in_batches]
+        if self.lane == LIVE:  # a live session following the batches of an earlier one
+            return free
+        if self.lane == BATCH:
+            self._pending = free
+            return []
+        settings = self.engine.settings
+        tried = journal.batch_tried()
+        if not journal.batch_summary() and not self._open:  # the run's first batch: a live share first
+            share = min(len(free), max(settings.live_share_min, math.ceil(settings.live_share * len(free))))
+            self._live_first = free[:share]
+            self._pending = free[share:]
+            return self._live_first
+        live = [i for i in free if i in tried]  # a batch line of theirs failed: retried live
+        self._pending = [i for i in free if i not in tried]
+        return live
+
+    @property
+    def waiting(self) -> list[int]:
+        """Tasks the lane has not submitted yet."""
+        return list(self._pending)
+
+    def abort(self) -> None:
+        """Cancel the open batches (what they completed is kept); submit nothing more."""
+        self._aborting = True
+        self._wake.set()
+
+    def wake(self) -> None:
+        """The run is stopping: followers stop waiting for their next poll."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Follow the open batches of earlier sessions, then submit and follow the lane's tasks
+        (in lane auto: once the live share has shown the prompt and key work)."""
+        engine = self.engine
+        followers: set[asyncio.Task[None]] = {
+            asyncio.create_task(self._reattach(row), name=f"batch-{row.row}") for row in self._open
+        }
+        try:
+            if self._live_first and not await self._live_share_passed():
+                self._pending_back_to_engine()  # nothing submitted; open batches are still followed
+            while True:
+                if self._pending and engine._stop_reason is None and not self._aborting:
+                    todo, self._pending = self._pending, []
+                    for chunk in self._chunks(todo):
+                        followers.add(asyncio.create_task(self._submit(chunk), name="batch-submit"))
+                if not followers:
+                    return
+                done, followers = await asyncio.wait(followers, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    if task.exception() is not None:
+                        raise task.exception()  # type: ignore[misc]
+        finally:
+            for task in followers:
+                task.cancel()
+            self._pending_back_to_engine()
+            engine._wake.set()
+
+    def _pending_back_to_engine(self) -> None:
+        """Tasks never submitted (a stop, a failed live share): back to the engine's queue, where
+        a stop leaves them unfinished and a resume finds them."""
+        if self._pending:
+            self.engine._ready.extend(self._pending)
+            self._pending = []
+
+    async def _live_share_passed(self) -> bool:
+        engine = self.engine
+        states = engine.states
+        while not all(states[i].is_final for i in self._live_first):
+            if engine._stop_reason is not None:
+                return False
+            await asyncio.sleep(0.05)
+        if any(states[i] is TaskState.SUCCEEDED for i in self._live_first):
+            return True
+        engine.stop_dispatch(
+            f"lane auto: none of the {len(self._live_first)} tasks sent live first succeeded, so no batch "
+            "was submitted (check the prompt, model and key; then resume)"
+        )
+        return False
+
+    # ----------------------------------------------------------------- submitting
+
+    def _line(self, index: int) -> bytes:
+        engine = self.engine
+        task = engine.tasks[index]
+        body = {k: v for k, v in wire_body(task.body).items() if k not in ("stream", "stream_options")}
+        line = {"custom_id": task.custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
+        return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+    def _chunks(self, indices: list[int]) -> Iterator[list[tuple[int, bytes]]]:
+        """The tasks as input files within the provider's limits (requests and bytes a file)."""
+        chunk: list[tuple[int, bytes]] = []
+        size = 0
+        for index in indices:
+            line = self._line(index)
+            if chunk and (len(chunk) >= self.limits.max_requests or size + len(line) > self.limits.max_bytes):
+                yield chunk
+                chunk, size = [], 0
+            chunk.append((index, line))
+            size += len(line)
+        if chunk:
+            yield chunk
+
+    async def _submit(self, chunk: list[tuple[int, bytes]]) -> None:
+        engine = self.engine
+        client = engine.client
+        within = self._within_budget([i for i, _ in chunk])
+        if len(within) < len(chunk):
+            engine._ready.extend(i for i, _ in chunk[len(within) :])  # left unfinished by the budget stop
+            chunk = chunk[: len(within)]
+            if not chunk:
+                return
+        try:
+            file_id = await client.upload_batch_file("swarm-tui-batch.jsonl", b"".join(line for _, line in chunk))
+        except Exception as exc:  # noqa: BLE001 - any failure to upload puts the tasks back
+            self._not_submitted([i for i, _ in chunk], client.classify(exc), "upload")
+            return
+        lines = [(index, engine._next_number(index)) for index, _ in chunk]
+        row = engine.journal.record_batch_intent(self.endpoint, file_id, lines)
+        try:
+            batch = await client.create_batch(file_id, {"swarm_tui": f"batch {row.row}"})
+        except Exception as exc:  # noqa: BLE001
+            engine.journal.drop_batch(row.row, "not_created")
+            self._not_submitted([i for i, _ in lines], client.classify(exc), "create")
+            return
+        row = replace(row, batch_id=batch["id"])
+        self._submitted(row, batch["id"], batch.get("status") or "validating")
+        await self._follow(row)
+
+    def _submitted(self, row: BatchRow, batch_id: str, status: str) -> None:
+        engine = self.engine
+        for index, _ in row.tasks:
+            engine._round_attempts[index] = engine._round_attempts.get(index, 0) + 1
+        submitted = BatchSubmitted(
+            batch_id,
+            self.endpoint,
+            tuple(i for i, _ in row.tasks),
+            tuple(n for _, n in row.tasks),
+            row.input_file_id,
+            row.submitted_at,
+        )
+        engine._commit(engine.journal.record_batch_created, row.row, batch_id, status, events=[submitted])
+
+    def _not_submitted(self, indices: list[int], error: CallError, step: str) -> None:
+        """The provider took no batch: lane auto sends the tasks live; lane batch tries again
+        after a backoff when the error may pass, and fails them when it cannot."""
+        engine = self.engine
+        engine._log("batch_refused", {"step": step, "error": error.message, "status": error.status})
+        if self.lane == AUTO:
+            engine._ready.extend(indices)
+            engine._wake.set()
+            return
+        if error.retryable and engine._stop_reason is None:
+            delay = engine.retry_policy.delay_s(error, 1)
+            asyncio.get_running_loop().call_later(delay, self._resubmit, indices)
+            return
+        engine.stop_dispatch(f"the provider refused the batch ({step}): {error.message}")
+        engine._ready.extend(indices)
+
+    def _resubmit(self, indices: list[int]) -> None:
+        self._pending.extend(indices)
+        self._wake.set()
+
+    def _within_budget(self, indices: list[int]) -> list[int]:
+        """The tasks (a prefix) whose worst-case cost at the batch rate fits the budget; their
+        cost is reserved until their lines arrive. Stops dispatch when not all fit."""
+        engine = self.engine
+        budget = engine.settings.budget_usd
+        if budget is None or self.price is None:
+            return indices
+        committed = engine.spent_usd + sum(engine._reserved_cost.values())
+        fits: list[int] = []
+        for index in indices:
+            worst = self.price.cost(engine._worst_usage(index))
+            if committed + worst > budget:
+                engine.stop_dispatch(
+                    f"budget: ${committed:.4f} spent or reserved, a batch of {len(indices)} tasks would pass "
+                    f"the budget of ${budget:.2f}; {len(fits)} submitted"
+                )
+                break
+            committed += worst
+            engine._reserved_cost[index] = worst
+            fits.append(index)
+        return fits
+
+    # ----------------------------------------------------------------- following
+
+    async def _reattach(self, row: BatchRow) -> None:
+        """A batch an earlier session submitted (or was about to)."""
+        engine = self.engine
+        if row.batch_id is None:
+            try:
+                found = await engine.client.find_batch(row.input_file_id)
+            except Exception as exc:  # noqa: BLE001 - cannot tell: leave it for the next session
+                engine._log("batch_lookup_failed", {"input_file_id": row.input_file_id, "error": str(exc)})
+                return
+            if found is None:  # never created: the tasks are free
+                engine.journal.drop_batch(row.row, "not_created")
+                self._pending.extend(i for i, _ in row.tasks)
+                return
+            row = replace(row, batch_id=found["id"])
+            self._submitted(row, found["id"], found.get("status") or "validating")
+        await self._follow(row)
+
+    async def _follow(self, row: BatchRow) -> None:
+        """Poll the batch until it ends, then journal its lines."""
+        engine = self.engine
+        client = engine.client
+        assert row.batch_id is not None
+        settings = engine.settings
+        wait = settings.batch_poll_s
+        last: tuple[str, int, int] | None = None
+        cancel_sent = False
+        abort_deadline: float | None = None
+        failures = 0
+        while True:
+            if self._aborting and not cancel_sent:
+                cancel_sent = True
+                abort_deadline = time.monotonic() + ABORT_WAIT_S
+                with contextlib.suppress(Exception):
+                    await client.cancel_batch(row.batch_id)
+            elif engine._stop_reason is not None and not self._aborting:
+                return  # a stop that is not an abort: the batch runs on; resume collects it
+            try:
+                batch = await client.retrieve_batch(row.batch_id)
+                failures = 0
+            except Exception as exc:  # noqa: BLE001 - a failed poll is tried again
+                failures += 1
+                engine._log("batch_poll_failed", {"batch_id": row.batch_id, "error": client.classify(exc).message})
+                batch = None
+            if batch is not None:
+                status = batch.get("status") or "?"
+                counts = batch.get("request_counts") or {}
+                now = (status, counts.get("completed") or 0, counts.get("failed") or 0)
+                if status in TERMINAL:
+                    await self._collect(row, batch)
+                    return
+                if now != last:
+                    last = now
+                    progress = BatchProgress(
+                        row.batch_id, status, now[1], now[2], counts.get("total") or len(row.tasks), round(wait, 1)
+                    )
+                    engine._commit(
+                        engine.journal.record_batch_progress, row.row, status, dict(counts), events=[progress]
+                    )
+            if abort_deadline is not None and time.monotonic() > abort_deadline:
+                return  # still cancelling: a resume collects what it completed
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._until_stopped(cancel_sent)
+            wait = min(settings.batch_poll_max_s, wait * 1.5)
+
+    async def _until_stopped(self, cancel_sent: bool) -> None:
+        """Wait (for the next poll) until the run stops or aborts, whichever is news."""
+        while not (self._aborting and not cancel_sent) and (self._aborting or self.engine._stop_reason is None):
+            self._wake.clear()
+            await self._wake.wait()
+
+    async def _collect(self, row: BatchRow, batch: dict[str, Any]) -> None:
+        """Read a finished batch's files and journal every line, with the batch closed, at once."""
+        engine = self.engine
+        client = engine.client
+        assert row.batch_id is not None
+        status = batch.get("status") or "?"
+        files = (batch.get("output_file_id"), batch.get("error_file_id"))
+        answered: dict[str, dict[str, Any]] = {}
+        for file_id in files:
+            if file_id:
+                for line in _jsonl(await client.file_content(file_id)):
+                    custom_id = line.get("custom_id")
+                    if isinstance(custom_id, str) and custom_id not in answered:
+                        answered[custom_id] = line
+        lines = BatchLines()
+        events: list[EngineEvent] = []
+        requeue: list[int] = []
+        ended_at = time.time()
+        why_failed = _batch_errors(batch)
+        for index, number in row.tasks:
+            engine._reserved_cost.pop(index, None)
+            if engine.states.get(index) is TaskState.SUCCEEDED:
+                continue  # answered meanwhile (a live retry of an earlier session): never twice
+            task = engine.tasks[index]
+            attempt = Attempt(
+                index, number, row.endpoint, row.submitted_at, max(0.0, (ended_at - row.submitted_at) * 1000.0), "ok"
+            )
+            outcome = self._line_outcome(answered.get(task.custom_id), status, why_failed)
+            if outcome is None:  # not run: the batch was cancelled (abort); the task waits, unfinished
+                attempt = replace(attempt, outcome="cancelled")
+                lines.unfinished.append(attempt)
+                events.append(TaskCancelled(index, attempt))
+                continue
+            if isinstance(outcome, CallResult):
+                attempt = replace(
+                    attempt,
+                    status=200,
+                    request_id=outcome.request_id,
+                    usage=outcome.usage,
+                    cost_usd=self._cost(outcome.usage),
+                )
+                problem = engine.validator(task, outcome) if engine.validator else None
+                if problem is None:
+                    lines.succeeded.append((attempt, outcome.body))
+                    events.append(TaskSucceeded(attempt, outcome.content))
+                    continue
+                outcome = CallError(
+                    ErrorClass.BAD_RESPONSE,
+                    f"{problem}; raw answer: {outcome.content[:2000]}",
+                    200,
+                    "invalid_json",
+                    request_id=outcome.request_id,
+                )
+            error = outcome
+            attempt = replace(attempt, status=error.status, error=error, request_id=error.request_id)
+            decision = engine.retry_policy.after_failure(
+                error,
+                engine._round_attempts.get(index, 1),
+                stopping=engine._stop_reason is not None,
+                trimmed=False,
+                can_fail_over=False,
+            )
+            if decision.next is Next.GIVE_UP:
+                attempt = replace(attempt, outcome="failed")
+                lines.failed.append(attempt)
+                events.append(TaskFailed(attempt))
+            else:
+                attempt = replace(attempt, outcome="retry", retry_in_s=0.0)
+                lines.retried.append(attempt)
+                events.append(TaskRetrying(attempt, 0.0))
+                requeue.append(index)
+        ended = BatchEnded(
+            row.batch_id, status, len(lines.succeeded), len(lines.failed), len(requeue), len(lines.unfinished)
+        )
+        try:
+            engine._commit(engine.journal.record_batch_lines, row.row, status, files, lines, events=[*events, ended])
+        except JournalWriteError:
+            return  # the run is stopping; the batch stays open for the next session
+        for index in requeue:
+            if self.lane == BATCH and not self._aborting:
+                self._pending.append(index)
+            else:  # lane auto: a failed batch line is retried live
+                engine._retry_timers[index] = asyncio.get_running_loop().call_later(0, engine._requeue, index)
+        engine._check_failure_rate()
+        engine._wake.set()
+
+    def _line_outcome(
+        self, line: dict[str, Any] | None, status: str, why_failed: str | None
+    ) -> CallResult | CallError | None:
+        """A task's line of a finished batch: its answer, its error, or None when it was not run
+        because the batch was cancelled."""
+        if line is None:
+            if status == "cancelled":
+                return None
+            if status == "expired":
+                return CallError(ErrorClass.TIMEOUT, "the batch expired before this line ran", None, EXPIRED_CODE)
+            if status == "failed":
+                return CallError(
+                    ErrorClass.BAD_REQUEST, f"the provider failed the batch: {why_failed}", None, "batch_failed"
+                )
+            return CallError(
+                ErrorClass.BAD_RESPONSE, "the batch ended without a line for this task", None, MISSING_CODE
+            )
+        response = line.get("response") if isinstance(line.get("response"), dict) else None
+        if response is None:
+            error: dict[str, Any] = line["error"] if isinstance(line.get("error"), dict) else {}
+            code = error.get("code")
+            message = str(error.get("message") or "the batch line has neither a response nor an error")
+            if code == EXPIRED_CODE:
+                return CallError(ErrorClass.TIMEOUT, message, None, EXPIRED_CODE)
+            if status == "cancelled" and code in ("batch_cancelled", "cancelled"):
+                return None
+            return CallError(ErrorClass.BAD_REQUEST, message, None, str(code) if code else None)
+        request_id = response.get("request_id")
+        body = response.get("body")
+        status_code = response.get("status_code")
+        if status_code != 200:
+            return self.engine.client.classify_answer(
+                status_code if isinstance(status_code, int) else 500, body, request_id
+            )
+        try:
+            data = chat_completion_or_raise(json.dumps(body).encode(), "application/json", 200, request_id)
+        except BadResponseError as exc:
+            return CallError(ErrorClass.BAD_RESPONSE, str(exc), 200, "bad_response", request_id=request_id)
+        return CallResult(data, Usage.from_response(data.get("usage")), request_id or data.get("id"))
+
+    def _cost(self, usage: Usage) -> float | None:
+        return self.price.cost(usage) if self.price is not None else None
+
+
+def _jsonl(data: bytes) -> Iterable[dict[str, Any]]:
+    for raw in data.splitlines():
+        raw = raw.strip()
+        if not raw:
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            log.warning("a batch output line that is not JSON was skipped: %r", raw[:200])
+            continue
+        if isinstance(line, dict):
+            yield line
+
+
+def _batch_errors(batch: dict[str, Any]) -> str | None:
+    errors = batch.get("errors") or {}
+    data = errors.get("data") if isinstance(errors, dict) else None
+    if not data:
+        return None
+    return "; ".join(str(e.get("message") or e.get("code")) for e in data if isinstance(e, dict))
