@@ -315,3 +315,19 @@ async def test_the_sdk_sees_the_batch_the_lane_made(tmp_path, sim_factory):
         assert batches[0].request_counts.completed == 2
     finally:
         await client.close()
+
+
+async def test_one_model_a_batch_file(tmp_path, sim_factory):
+    """A job naming two models is sent as one batch a model (the provider refuses a mixed file)."""
+    sim = sim_factory(batch_seconds=0.1)
+    job = tmp_path / "mixed.jsonl"
+    job.write_text("".join(
+        json.dumps({"custom_id": f"task-{i:04d}", "method": "POST", "url": "/v1/chat/completions",
+                    "body": {"model": f"sim-{i % 2}", "messages": [{"role": "user", "content": f"mixed {i}"}]}})
+        + "\n" for i in range(10)))
+    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--lane", "batch",
+                     "--batch-poll", "0.05", "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    batch = sim.stats()["batch"]
+    assert batch["batches_created"] == 2 and batch["files_rejected"] == 0
+    assert custom_ids(tmp_path / "run") == every_task(10)

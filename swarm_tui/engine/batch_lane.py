@@ -200,18 +200,23 @@ class BatchLane:
         return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
     def _chunks(self, indices: list[int]) -> Iterator[list[tuple[int, bytes]]]:
-        """The tasks as input files within the provider's limits (requests and bytes a file)."""
-        chunk: list[tuple[int, bytes]] = []
-        size = 0
+        """The tasks as input files within the provider's limits (requests and bytes a file), one
+        model a file (OpenAI and Kimi refuse a file that names two)."""
+        by_model: dict[str, list[int]] = {}
         for index in indices:
-            line = self._line(index)
-            if chunk and (len(chunk) >= self.limits.max_requests or size + len(line) > self.limits.max_bytes):
+            by_model.setdefault(str(self.engine.tasks[index].body.get("model")), []).append(index)
+        for same_model in by_model.values():
+            chunk: list[tuple[int, bytes]] = []
+            size = 0
+            for index in same_model:
+                line = self._line(index)
+                if chunk and (len(chunk) >= self.limits.max_requests or size + len(line) > self.limits.max_bytes):
+                    yield chunk
+                    chunk, size = [], 0
+                chunk.append((index, line))
+                size += len(line)
+            if chunk:
                 yield chunk
-                chunk, size = [], 0
-            chunk.append((index, line))
-            size += len(line)
-        if chunk:
-            yield chunk
 
     async def _submit(self, chunk: list[tuple[int, bytes]]) -> None:
         engine = self.engine
