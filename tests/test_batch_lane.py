@@ -331,3 +331,35 @@ async def test_one_model_a_batch_file(tmp_path, sim_factory):
     batch = sim.stats()["batch"]
     assert batch["batches_created"] == 2 and batch["files_rejected"] == 0
     assert custom_ids(tmp_path / "run") == every_task(10)
+
+
+@pytest.fixture
+def no_batch_api():
+    """A relay that speaks chat completions only: its /files answers an HTML page."""
+    from .hostile import HostileServer
+
+    server = HostileServer().start()
+    yield server
+    server.stop()
+
+
+def test_a_relay_without_the_batch_api_lane_auto_runs_everything_live(tmp_path, no_batch_api):
+    job = write_batch(tmp_path / "job.jsonl", [f"relay {i}" for i in range(60)])
+    result = run_cli("run", str(job), "--headless", "--base-url", no_batch_api.base_url, "--lane", "auto",
+                     "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    assert sum(no_batch_api.answered.values()) == 60  # the 20 of the live share, then the 40 the batch could not take
+    assert no_batch_api.requests["POST /v1/files"] == 1 and not no_batch_api.requests["POST /v1/batches"]
+    assert custom_ids(tmp_path / "run") == every_task(60)
+
+
+def test_a_relay_without_the_batch_api_lane_batch_stops_saying_why(tmp_path, no_batch_api):
+    job = write_batch(tmp_path / "job.jsonl", [f"relay {i}" for i in range(10)])
+    result = run_cli("run", str(job), "--headless", "--base-url", no_batch_api.base_url, "--lane", "batch",
+                     "--out", str(tmp_path / "run"))
+    assert result.returncode == 1
+    assert "refused the batch (upload)" in result.stderr
+    assert sum(no_batch_api.answered.values()) == 0
+    assert "resume with: swarm-tui resume" in result.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["unfinished"] == 10 and summary["failed"] == 0

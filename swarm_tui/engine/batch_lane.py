@@ -96,6 +96,8 @@ class BatchLane:
         self._live_first: list[int] = []
         """Lane auto: the first share, sent live; the batch waits for their outcome."""
         self._aborting = False
+        self._refusals = 0
+        """Batches the provider refused in a row (lane batch gives up after `max_attempts`)."""
         self._wake = asyncio.Event()
         self._lines_in_batches: set[int] = set()
 
@@ -230,7 +232,7 @@ class BatchLane:
         try:
             file_id = await client.upload_batch_file("swarm-tui-batch.jsonl", b"".join(line for _, line in chunk))
         except Exception as exc:  # noqa: BLE001 - any failure to upload puts the tasks back
-            self._not_submitted([i for i, _ in chunk], client.classify(exc), "upload")
+            await self._not_submitted([i for i, _ in chunk], client.classify(exc), "upload")
             return
         lines = [(index, engine._next_number(index)) for index, _ in chunk]
         row = engine.journal.record_batch_intent(self.endpoint, file_id, lines)
@@ -238,9 +240,10 @@ class BatchLane:
             batch = await client.create_batch(file_id, {"swarm_tui": f"batch {row.row}"})
         except Exception as exc:  # noqa: BLE001
             engine.journal.drop_batch(row.row, "not_created")
-            self._not_submitted([i for i, _ in lines], client.classify(exc), "create")
+            await self._not_submitted([i for i, _ in lines], client.classify(exc), "create")
             return
         row = replace(row, batch_id=batch["id"])
+        self._refusals = 0
         self._submitted(row, batch["id"], batch.get("status") or "validating")
         await self._follow(row)
 
@@ -258,25 +261,23 @@ class BatchLane:
         )
         engine._commit(engine.journal.record_batch_created, row.row, batch_id, status, events=[submitted])
 
-    def _not_submitted(self, indices: list[int], error: CallError, step: str) -> None:
+    async def _not_submitted(self, indices: list[int], error: CallError, step: str) -> None:
         """The provider took no batch: lane auto sends the tasks live; lane batch tries again
-        after a backoff when the error may pass, and fails them when it cannot."""
+        after a backoff while the error may pass (up to `max_attempts` refusals in a row), and
+        stops the run when it cannot."""
         engine = self.engine
         engine._log("batch_refused", {"step": step, "error": error.message, "status": error.status})
         if self.lane == AUTO:
             engine._ready.extend(indices)
             engine._wake.set()
             return
-        if error.retryable and engine._stop_reason is None:
-            delay = engine.retry_policy.delay_s(error, 1)
-            asyncio.get_running_loop().call_later(delay, self._resubmit, indices)
+        self._refusals += 1
+        if error.retryable and self._refusals < engine.settings.max_attempts and engine._stop_reason is None:
+            await asyncio.sleep(engine.retry_policy.delay_s(error, self._refusals))
+            self._pending.extend(indices)  # the lane's loop submits them when this returns
             return
-        engine.stop_dispatch(f"the provider refused the batch ({step}): {error.message}")
         engine._ready.extend(indices)
-
-    def _resubmit(self, indices: list[int]) -> None:
-        self._pending.extend(indices)
-        self._wake.set()
+        engine.stop_dispatch(f"the provider refused the batch ({step}): {error.message}")
 
     def _within_budget(self, indices: list[int]) -> list[int]:
         """The tasks (a prefix) whose worst-case cost at the batch rate fits the budget; their
