@@ -139,7 +139,11 @@ def print_summary(summary: dict, finished: RunFinished, session: SwarmSession, s
     batches = summary.get("batches") or []
     if batches:
         by_lane = summary.get("cost_breakdown", {}).get("by_lane") or {}
-        billed = f", ${by_lane['batch']:.4f} at the batch rate" if by_lane.get("batch") is not None else ""
+        billed = (
+            f", ${by_lane['batch']:.4f} at the batch rate"
+            if by_lane.get("batch") is not None and summary["cost_usd"] is not None
+            else ""
+        )
         statuses = ", ".join(sorted({b["status"] for b in batches}))
         lines.append(
             f"batch lane: {len(batches)} batch{'es' if len(batches) != 1 else ''} of "

@@ -363,3 +363,27 @@ def test_a_relay_without_the_batch_api_lane_batch_stops_saying_why(tmp_path, no_
     assert "resume with: swarm-tui resume" in result.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["unfinished"] == 10 and summary["failed"] == 0
+
+
+def test_a_disk_full_while_the_lines_are_journaled_loses_none_of_them(tmp_path, sim_factory):
+    """`ulimit -f`: the journal cannot take the batch's 2,000 answers. The batch stays open in
+    the journal (its lines are written in one transaction or not at all), and the resume reads
+    its output file again: every answer kept, nothing submitted twice."""
+    from .test_paid_answers import cli as spawn
+
+    sim = sim_factory(mode="process", batch_seconds=0.5)
+    job = write_batch(tmp_path / "job.jsonl", [f"disk full {i}" for i in range(2000)])
+    run_dir = tmp_path / "run"
+    child = spawn("run", str(job), "--headless", "--base-url", sim.base_url, "--lane", "batch",
+                  "--batch-poll", "0.1", "--out", str(run_dir), limit_file_bytes=1_500_000)
+    _, stderr = child.communicate(timeout=120)
+    assert child.returncode == 1, stderr
+    assert "journal write failed" in stderr and "file size limit" in stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["succeeded"] == 0 and summary["batches"][0]["status"] != "completed"
+
+    result = run_cli("resume", str(run_dir), "--headless", "--batch-poll", "0.1")
+    assert result.returncode == 0, result.stderr
+    batch = sim.stats()["batch"]
+    assert batch["batches_created"] == 1 and batch["lines_by_custom_id_max"] == 1
+    assert custom_ids(run_dir) == every_task(2000)

@@ -235,7 +235,11 @@ class BatchLane:
             await self._not_submitted([i for i, _ in chunk], client.classify(exc), "upload")
             return
         lines = [(index, engine._next_number(index)) for index, _ in chunk]
-        row = engine.journal.record_batch_intent(self.endpoint, file_id, lines)
+        try:
+            row = engine.journal.record_batch_intent(self.endpoint, file_id, lines)
+        except JournalWriteError:  # the run is stopping; nothing was submitted
+            engine._ready.extend(i for i, _ in lines)
+            return
         try:
             batch = await client.create_batch(file_id, {"swarm_tui": f"batch {row.row}"})
         except Exception as exc:  # noqa: BLE001
@@ -244,7 +248,10 @@ class BatchLane:
             return
         row = replace(row, batch_id=batch["id"])
         self._refusals = 0
-        self._submitted(row, batch["id"], batch.get("status") or "validating")
+        try:
+            self._submitted(row, batch["id"], batch.get("status") or "validating")
+        except JournalWriteError:  # the batch runs at the provider: the next session finds it by its file
+            return
         await self._follow(row)
 
     def _submitted(self, row: BatchRow, batch_id: str, status: str) -> None:
@@ -359,7 +366,12 @@ class BatchLane:
                         row.batch_id, status, now[1], now[2], counts.get("total") or len(row.tasks), round(wait, 1)
                     )
                     engine._commit(
-                        engine.journal.record_batch_progress, row.row, status, dict(counts), events=[progress]
+                        engine.journal.record_batch_progress,
+                        row.row,
+                        status,
+                        dict(counts),
+                        events=[progress],
+                        quiet=True,
                     )
             if abort_deadline is not None and time.monotonic() > abort_deadline:
                 return  # still cancelling: a resume collects what it completed
