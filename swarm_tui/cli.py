@@ -17,10 +17,10 @@ from . import __version__
 from .argtypes import non_negative_float, positive_float, positive_int, positive_share, share
 from .config import Config, load_config
 from .engine import EngineSettings
-from .engine.lanes import LANES, LIVE
 from .errors import InputError
 from .headless import EXIT_ABORTED, EXIT_BAD_INPUT, run_headless
 from .jobs import load_job, load_tools_file
+from .lanes import LANES, LIVE
 from .locations import demo_job
 from .providers.profile import ProviderProfile, resolve_api_key
 from .session import RunPlan, SwarmSession, default_run_dir
@@ -289,7 +289,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise InputError.single(args.tools, "tools", f"the job {job.source} declares its own tools")
         job = replace(job, tools=load_tools_file(args.tools))
     _check_key(profile)
-    plan = RunPlan(profile, resolve_settings(args, profile), _sim_config(args, profile), config.prices)
+    settings = resolve_settings(args, profile)
+    if job.lane is not None and args.lane is None:  # the job's `lane`; --lane wins
+        settings = replace(settings, lane=job.lane)
+    plan = RunPlan(profile, settings, _sim_config(args, profile), config.prices)
     _check_budget(plan, job.model or (job.tasks[0].body.get("model") if job.tasks else None), config)
     ray = _ray_options(args)
     _check_tools(job.tools, ray)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, Problem
+from .lanes import LANES
 from .swarm.spec import SwarmSpec, parse_swarm_spec
 from .tools.spec import ToolsSpec, parse_tools_spec
 
@@ -94,6 +95,8 @@ class Job:
     """Plan → fan-out → aggregate and memory, for TOML jobs that ask for them."""
     tools: ToolsSpec | None = None
     """Tools for multi-step agents (`[[tools.mcp]]`, `[[tools.python]]`, `[agents]`), if any."""
+    lane: str | None = None
+    """`lane = "live" | "batch" | "auto"` (TOML): how the tasks are carried; `--lane` wins."""
 
 
 def load_job(path: str | Path, *, model_override: str | None = None) -> Job:
@@ -393,6 +396,7 @@ TOP_LEVEL_KEYS = frozenset(
         "memory",
         "tools",
         "agents",
+        "lane",
     }
 )
 TASKS_KEYS = frozenset({"count", "prompt", "id"})
@@ -513,6 +517,9 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
     check = _TomlChecker(path, text)
     check.unknown_keys(doc, TOP_LEVEL_KEYS)
     name = check.string(doc, "name", "name") or path.stem
+    lane = check.string(doc, "lane", "lane")
+    if lane is not None and lane not in LANES:
+        check.add("lane", f"unknown lane {lane!r} (known: {', '.join(LANES)})")
     model = model_override or check.string(doc, "model", "model")
     if not model:
         check.add("model", "missing (name it in the job, or pass --model)", line=1)
@@ -543,7 +550,9 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
 
     if check.problems:
         raise InputError(check.problems)
-    return Job(name=name, source=str(path), tasks=tasks, model=model, template=template, swarm=swarm, tools=tools)
+    return Job(
+        name=name, source=str(path), tasks=tasks, model=model, template=template, swarm=swarm, tools=tools, lane=lane
+    )
 
 
 def load_tools_file(path: str | Path) -> ToolsSpec:

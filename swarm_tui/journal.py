@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from .engine import eventlog
+from .engine.batch_records import BatchLines, BatchRow
 from .engine.events import Attempt, EngineEvent, TaskState
-from .engine.lanes import BatchLines, BatchRow
 from .errors import JournalWriteError
 from .jobs import Task
 from .providers.errors import CallError, ErrorClass, error_body

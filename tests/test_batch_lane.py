@@ -387,3 +387,19 @@ def test_a_disk_full_while_the_lines_are_journaled_loses_none_of_them(tmp_path, 
     batch = sim.stats()["batch"]
     assert batch["batches_created"] == 1 and batch["lines_by_custom_id_max"] == 1
     assert custom_ids(run_dir) == every_task(2000)
+
+
+def test_a_toml_job_names_its_lane_and_a_wrong_one_is_refused_before_anything_is_sent(tmp_path, sim_factory):
+    sim = sim_factory(batch_seconds=0.1)
+    job = tmp_path / "job.toml"
+    job.write_text('name = "lanes"\nmodel = "sim-1"\nlane = "batch"\n[tasks]\ncount = 5\nprompt = "lane {agent}"\n')
+    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--batch-poll", "0.05",
+                     "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    assert sim.stats()["batch"]["lines_submitted"] == 5 and sim.stats()["requests"] == 0
+
+    job.write_text('name = "lanes"\nmodel = "sim-1"\nlane = "bulk"\n[tasks]\ncount = 5\nprompt = "lane {agent}"\n')
+    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / "run2"))
+    assert result.returncode == 2
+    assert f"{job}:3" in result.stderr and "lane" in result.stderr and "unknown lane 'bulk'" in result.stderr
+    assert not (tmp_path / "run2").exists()

@@ -35,9 +35,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import JournalWriteError
+from ..lanes import AUTO, BATCH, LIVE, batch_endpoint
 from ..providers.client import CallResult, chat_completion_or_raise, wire_body
 from ..providers.errors import BadResponseError, CallError, ErrorClass
 from ..providers.usage import Usage
+from .batch_records import BatchLines, BatchRow
 from .events import (
     Attempt,
     BatchEnded,
@@ -50,7 +52,6 @@ from .events import (
     TaskState,
     TaskSucceeded,
 )
-from .lanes import AUTO, BATCH, LIVE, BatchLines, BatchRow, batch_endpoint
 from .retry import Next
 
 if TYPE_CHECKING:

@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..lanes import is_batch_endpoint
 from .events import (
     AgentStepped,
     Attempt,
@@ -39,7 +40,6 @@ from .events import (
     TaskState,
     TaskSucceeded,
 )
-from .lanes import is_batch_endpoint
 
 LOST_OUTCOME = "cancelled"
 

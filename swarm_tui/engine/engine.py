@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import JournalWriteError
 from ..jobs import Task
+from ..lanes import LIVE
 from ..pricing import Price
 from ..providers.client import CallResult, ProviderClient, StreamDeadlines
 from ..providers.errors import CallError, ErrorClass
@@ -65,7 +66,6 @@ from .events import (
     ToolCallEnded,
 )
 from .failover import CircuitBreaker
-from .lanes import LIVE
 from .observable import Listener, ObservableEngine
 from .pacing import AdaptiveConcurrency, RateLimits
 from .retry import Next, RetryPolicy

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..lanes import is_batch_endpoint
 from ..pricing import cost_per_minute, projected_total
 from ..providers.errors import ErrorClass
 from ..providers.usage import Usage
@@ -34,7 +35,6 @@ from .events import (
     TaskSucceeded,
     ToolCallEnded,
 )
-from .lanes import is_batch_endpoint
 
 RATE_WINDOW_S = 10.0
 

@@ -1,9 +1,4 @@
-"""How a task's attempt is carried: a live call, or a line of a provider batch (the Batch API).
-
-The lane is in an attempt's endpoint name: `<provider>` for a live call, `<provider>/batch` for
-a batch line (billed at the batch rate, `Price.batch_price`). Everything else about a task (its
-states, attempts, results) is the same in both lanes.
-"""
+"""What the journal keeps of the batch lane's batches (see `batch_lane`)."""
 
 from __future__ import annotations
 
@@ -11,22 +6,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .events import Attempt
-
-LIVE = "live"
-BATCH = "batch"
-AUTO = "auto"
-"""A first share of the tasks live (a broken prompt or key shows in seconds), the rest as a batch."""
-LANES = (LIVE, BATCH, AUTO)
-
-BATCH_SUFFIX = "/batch"
-
-
-def batch_endpoint(provider: str) -> str:
-    return f"{provider}{BATCH_SUFFIX}"
-
-
-def is_batch_endpoint(endpoint: str) -> bool:
-    return endpoint.endswith(BATCH_SUFFIX)
 
 
 @dataclass(frozen=True)
