@@ -4,7 +4,9 @@ A scenario is agents x tasks a day x days, each task sending `input_tokens` (a s
 served from the provider's prefix cache) and receiving `output_tokens`. Every price-table row of
 each chosen model is priced (official, the article's relay, other relays' average, the user's
 own rows), with the saving against the most expensive option, in USD and the display currency
-(at a provider's own billing rate when it has one: the article's relay bills ¥1 = $1).
+(at a provider's own billing rate when it has one: the article's relay bills ¥1 = $1), and the
+same workload through the provider's Batch API (its batch rate, where it publishes one) with
+what that saves against the live price.
 
 The source article's scenario, 100 agents x 50 tasks/day x 2,048 output tokens x 30 days, is
 307.2M output tokens a month: $2,457.60 for GPT-4.1 at $8.00/1M.
@@ -104,10 +106,24 @@ class EstimateRow:
     """Against the most expensive provider of the same model."""
     saving_share: float = 0.0
     priciest: bool = False
+    batch_cost_usd: float | None = None
+    """The same tokens at the provider's batch rate (`Price.batch_price`); None: none published."""
 
     @property
     def display_amount(self) -> float | None:
         return self.currency.amount(self.cost_usd) if self.currency.shows_local else None
+
+    @property
+    def batch_saving_usd(self) -> float | None:
+        """What the batch lane saves against the live price (None: no batch rate)."""
+        return None if self.batch_cost_usd is None else self.cost_usd - self.batch_cost_usd
+
+    @property
+    def batch_saving_share(self) -> float | None:
+        saving = self.batch_saving_usd
+        if saving is None:
+            return None
+        return saving / self.cost_usd if self.cost_usd > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -120,6 +136,9 @@ class EstimateRow:
             "saving_usd": round(self.saving_usd, 2),
             "saving_share": round(self.saving_share, 4),
             "priciest_of_model": self.priciest,
+            "batch_cost_usd": _r2(self.batch_cost_usd),
+            "batch_saving_usd": _r2(self.batch_saving_usd),
+            "batch_saving_share": None if self.batch_saving_share is None else round(self.batch_saving_share, 4),
         }
 
 
@@ -209,6 +228,7 @@ def build_estimate(
         priced = sorted(((o, o.price.cost(usage)) for o in offers), key=lambda pair: (pair[1], pair[0].provider))
         top = max(cost for _, cost in priced)
         for offer, cost in priced:
+            batch = offer.price.batch_price()
             rows.append(
                 EstimateRow(
                     model=model,
@@ -219,6 +239,7 @@ def build_estimate(
                     saving_usd=top - cost,
                     saving_share=(top - cost) / top if top > 0 else 0.0,
                     priciest=len(priced) > 1 and cost == top,
+                    batch_cost_usd=batch.cost(usage) if batch is not None else None,
                 )
             )
     if not rows:
@@ -337,7 +358,9 @@ def table_cells(estimate: Estimate, *, tokens: bool = True) -> tuple[list[str], 
     """(headers, one row of cells per provider row, billing notes) of the projection table: what
     `format_table` prints and the TUI's `$` screen shows (`tokens=False`: without the token
     columns, which are the same on every row). A local cost at another rate than the display
-    currency's is marked `*`; the notes say which provider bills at which rate."""
+    currency's is marked `*`; the notes say which provider bills at which rate. The batch columns
+    are the cost at the provider's batch rate and its saving against the live cost, `—` where the
+    provider publishes no batch rate."""
     cur = estimate.currency
     u = estimate.usage
     headers = ["model", "provider", "in $/1M", "cached $/1M", "out $/1M"]
@@ -346,6 +369,7 @@ def table_cells(estimate: Estimate, *, tokens: bool = True) -> tuple[list[str], 
     if cur.shows_local:
         headers.append(f"cost {cur.code}")
     headers.append("saving vs priciest")
+    headers += ["batch USD", "batch saving"]
     rows: list[list[str]] = []
     billed_notes: dict[str, str] = {}
     for row in estimate.rows:
@@ -370,6 +394,11 @@ def table_cells(estimate: Estimate, *, tokens: bool = True) -> tuple[list[str], 
             cells.append(f"{format_usd(row.saving_usd)} ({row.saving_share:.1%})")
         else:
             cells.append("-")
+        if row.batch_cost_usd is None:
+            cells += [NO_BATCH, NO_BATCH]
+        else:
+            cells.append(format_usd(row.batch_cost_usd))
+            cells.append(f"{format_usd(row.batch_saving_usd)} ({row.batch_saving_share:.1%})")
         rows.append(cells)
     return headers, rows, billed_notes
 
@@ -387,7 +416,7 @@ def format_table(estimate: Estimate) -> str:
     ]
     show_local = cur.shows_local
     headers, table, billed_notes = table_cells(estimate)
-    right = {2, 3, 4, 5, 6, 7, 8} if show_local else {2, 3, 4, 5, 6, 7}
+    right = set(range(2, len(headers)))
     widths = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(headers)]
 
     def render(cells: list[str]) -> str:
@@ -413,6 +442,8 @@ def format_table(estimate: Estimate) -> str:
             f"({(priciest.cost_usd - cheapest.cost_usd) / priciest.cost_usd:.1%}) less than the priciest, "
             f"{priciest.model} @ {priciest.provider} {format_usd(priciest.cost_usd)}"
         )
+    if any(r.batch_cost_usd is not None for r in estimate.rows):
+        lines.append(f"Batch: at the provider's Batch API rate, saving vs live; {NO_BATCH} none published")
     if show_local:
         basis = f"{cur.rate_text()} ({cur.basis})" if cur.basis else cur.rate_text()
         if billed_notes:
@@ -427,6 +458,10 @@ def format_table(estimate: Estimate) -> str:
     for note in estimate.notes:
         lines.append(f"Note: {note}")
     return "\n".join(lines)
+
+
+NO_BATCH = "—"
+"""The batch columns of a row whose provider publishes no batch rate."""
 
 
 def price_text(value: float) -> str:

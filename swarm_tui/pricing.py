@@ -11,6 +11,13 @@ The built-in table (`prices.toml`, dated and sourced) holds the models' official
 and the source article's relay prices; users override or add rows in their config
 (`[prices."provider/model"]`). Lookups are by provider (a profile name) and model; a provider
 the table does not name pays the official price.
+
+Batch rates: a row may carry `batch_input`, `batch_cached_input` and `batch_output`, what the
+provider charges for the same model through its Batch API (OpenAI, Anthropic, Gemini: half the
+live price). A provider-wide rule (`[batch.<provider>] share = 0.5`) gives every row of that
+provider a batch rate at that share of its live price, official rows it falls back to included
+(the simulator's rule lets the batch lane be shown offline). `Price.batch_price()` is what a
+batch-lane attempt (endpoint `<provider>/batch`) is billed at; None where no rate is published.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import math
 import re
 import tomllib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +44,11 @@ OFFICIAL = "official"
 """The provider name of the model makers' list prices (also written `*`)."""
 
 PRICE_FIELDS = ("input", "cached_input", "output")
-ENTRY_FIELDS = frozenset({*PRICE_FIELDS, "source", "as_of"})
+BATCH_FIELDS = ("batch_input", "batch_cached_input", "batch_output")
+ENTRY_FIELDS = frozenset({*PRICE_FIELDS, *BATCH_FIELDS, "source", "as_of"})
+BATCH_SUFFIX = "/batch"
+"""An attempt's endpoint `<provider>/batch` is a batch-lane attempt of `<provider>`."""
+LANES = ("live", "batch")
 _DATE_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4})$")
 
 
@@ -66,13 +77,49 @@ class CostParts:
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """USD per 1M tokens."""
+    """USD per 1M tokens; the `batch_*` rates are the provider's Batch API price (None: none known)."""
 
     input: float
     cached_input: float
     output: float
     source: str = ""
     as_of: str = ""
+    batch_input: float | None = None
+    batch_cached_input: float | None = None
+    """None with a batch rate: the live cached rate, capped at `batch_input` (a batch never bills
+    a cached token above either), an upper bound where the provider does not say."""
+    batch_output: float | None = None
+    batch_source: str = ""
+    """Where the batch rate comes from when not from this row's `source` (a provider-wide rule)."""
+
+    @property
+    def has_batch(self) -> bool:
+        return self.batch_input is not None and self.batch_output is not None
+
+    def batch_price(self) -> Price | None:
+        """The price to bill a batch-lane attempt with; None when no batch rate is published."""
+        if self.batch_input is None or self.batch_output is None:
+            return None
+        cached = self.batch_cached_input
+        if cached is None:
+            cached = min(self.cached_input, self.batch_input)
+        return Price(
+            input=self.batch_input,
+            cached_input=cached,
+            output=self.batch_output,
+            source=self.batch_source or self.source,
+            as_of=self.as_of,
+        )
+
+    def with_batch_share(self, share: float, source: str = "") -> Price:
+        """This price with batch rates at `share` of its live rates (a provider's flat discount)."""
+        return replace(
+            self,
+            batch_input=self.input * share,
+            batch_cached_input=self.cached_input * share,
+            batch_output=self.output * share,
+            batch_source=source,
+        )
 
     def cost(self, usage: Usage) -> float:
         uncached = max(0, usage.prompt - usage.cached)
@@ -90,6 +137,7 @@ class Price:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        batch = self.batch_price()
         return {
             "input": self.input,
             "cached_input": self.cached_input,
@@ -97,6 +145,10 @@ class Price:
             "unit": "USD per 1M tokens",
             "source": self.source,
             "as_of": self.as_of,
+            "batch_input": batch.input if batch else None,
+            "batch_cached_input": batch.cached_input if batch else None,
+            "batch_output": batch.output if batch else None,
+            "batch_source": batch.source if batch else None,
         }
 
 
@@ -137,6 +189,8 @@ class PriceTable:
         self._billing = {
             _provider_key(p): {c.upper(): float(r) for c, r in rates.items()} for p, rates in (billing or {}).items()
         }
+        self._batch_rules: dict[str, tuple[float, str]] = {}
+        """provider: (share of the live price, source) of its batch rates (`[batch.<provider>]`)."""
         self.updated = updated
 
     @classmethod
@@ -160,6 +214,8 @@ class PriceTable:
                 table._entries[_split_key(key)] = _price_from_row(row, key, "prices.toml")
         for provider, rates in (doc.get("billing") or {}).items():
             table._billing[_provider_key(provider)] = {c.upper(): float(v) for c, v in rates.items() if c != "source"}
+        for provider, rule in (doc.get("batch") or {}).items():
+            table._batch_rules[_provider_key(provider)] = (float(rule["share"]), str(rule.get("source", "")))
         for key, row in (overrides or {}).items():
             table._apply_override(str(key), row, str(source))
         for provider, rates in (billing or {}).items():
@@ -186,7 +242,7 @@ class PriceTable:
             raise InputError.single(
                 source, f"{where}.{sorted(unknown)[0]}", f"unknown field (known: {', '.join(sorted(ENTRY_FIELDS))})"
             )
-        for name in PRICE_FIELDS:
+        for name in (*PRICE_FIELDS, *BATCH_FIELDS):
             if name in row and (not _is_number(row[name]) or row[name] < 0):
                 raise InputError.single(
                     source, f"{where}.{name}", f"must be a number >= 0 (USD per 1M tokens), not {row[name]!r}"
@@ -201,12 +257,24 @@ class PriceTable:
                     source, f"{where}.{missing[0]}", "missing (a new price needs input and output, USD per 1M tokens)"
                 )
             existing = Price(float(row["input"]), float(row["input"]), float(row["output"]))
+        batch = {name: _optional_float(row.get(name, getattr(existing, name))) for name in BATCH_FIELDS}
+        if any(value is not None for value in batch.values()):
+            for name in ("batch_input", "batch_output"):
+                if batch[name] is None:
+                    raise InputError.single(
+                        source,
+                        f"{where}.{name}",
+                        "missing (a batch price needs batch_input and batch_output, USD per 1M tokens)",
+                    )
         self._entries[(provider, model)] = Price(
             input=float(row.get("input", existing.input)),
             cached_input=float(row.get("cached_input", existing.cached_input)),
             output=float(row.get("output", existing.output)),
             source=str(row.get("source", f"your config ({source})")),
             as_of=str(row.get("as_of", "")),
+            batch_input=batch["batch_input"],
+            batch_cached_input=batch["batch_cached_input"],
+            batch_output=batch["batch_output"],
         )
 
     # ----------------------------------------------------------------- queries
@@ -229,12 +297,28 @@ class PriceTable:
         if model is None:
             return None
         provider = _provider_key(provider.split("/")[0]) if provider else OFFICIAL
-        return self._entries.get((provider, model)) or self._entries.get((OFFICIAL, model))
+        own = self._entries.get((provider, model))
+        if own is not None:
+            return self._with_batch_rule(provider, own)
+        official = self._entries.get((OFFICIAL, model))
+        if official is None:
+            return None
+        rule = self._batch_rules.get(provider)  # a provider's own Batch API, not the official one
+        return official.with_batch_share(*rule) if rule else official
+
+    def _with_batch_rule(self, provider: str, price: Price) -> Price:
+        """`price` (a row of `provider`'s) with its provider's batch rule, unless it has its own rate."""
+        rule = self._batch_rules.get(provider)
+        return price.with_batch_share(*rule) if rule and not price.has_batch else price
+
+    def batch_rule(self, provider: str) -> tuple[float, str] | None:
+        """`provider`'s flat batch discount, (share of the live price, source), when it has one."""
+        return self._batch_rules.get(_provider_key(provider.split("/")[0]))
 
     def offers(self, model: str) -> list[Offer]:
         """Every provider with a row for `model`, cheapest output first."""
         canon = self.canonical(model)
-        rows = [Offer(p, m, price) for (p, m), price in self._entries.items() if m == canon]
+        rows = [Offer(p, m, self._with_batch_rule(p, price)) for (p, m), price in self._entries.items() if m == canon]
         return sorted(rows, key=lambda o: (o.price.output, o.price.input, o.provider))
 
     def models(self) -> list[str]:
@@ -244,7 +328,7 @@ class PriceTable:
         return sorted({p for p, _ in self._entries})
 
     def entries(self) -> list[Offer]:
-        return [Offer(p, m, price) for (p, m), price in sorted(self._entries.items())]
+        return [Offer(p, m, self._with_batch_rule(p, price)) for (p, m), price in sorted(self._entries.items())]
 
     def billing_rate(self, provider: str | None, currency: str) -> float | None:
         """What `provider` charges in `currency` per $1 of list price, when it says (¥1 = $1)."""
@@ -269,15 +353,25 @@ def _parsed_builtin() -> dict[str, Any]:
 
 def _price_from_row(row: dict[str, Any], key: str, source: str) -> Price:
     try:
+        batch = {name: _optional_float(row.get(name)) for name in BATCH_FIELDS}
+        if any(v is not None for v in batch.values()) and None in (batch["batch_input"], batch["batch_output"]):
+            raise KeyError("a batch price needs batch_input and batch_output")
         return Price(
             input=float(row["input"]),
             cached_input=float(row.get("cached_input", row["input"])),
             output=float(row["output"]),
             source=str(row.get("source", "")),
             as_of=str(row.get("as_of", "")),
+            batch_input=batch["batch_input"],
+            batch_cached_input=batch["batch_cached_input"],
+            batch_output=batch["batch_output"],
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError.single(source, key, f"bad price row: {exc}") from None
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _split_key(key: str) -> tuple[str, str]:
@@ -313,6 +407,11 @@ def _is_number(value: Any) -> bool:
 # --------------------------------------------------------------------------- run-level figures
 
 
+def lane_of(endpoint: str | None) -> str:
+    """`batch` for a batch-lane attempt's endpoint (`<provider>/batch`), else `live`."""
+    return "batch" if endpoint and endpoint.endswith(BATCH_SUFFIX) else "live"
+
+
 def cost_per_minute(cost_usd: float | None, elapsed_s: float | None) -> float | None:
     """Spend rate; None when the cost is unknown or no time has passed."""
     if cost_usd is None or not elapsed_s or elapsed_s <= 0:
@@ -333,14 +432,16 @@ def projected_total(cost_usd: float | None, finished: int, remaining: int) -> fl
 
 
 def run_cost_details(attempts: Iterable[dict[str, Any]], price_for: Callable[[str], Price | None]) -> dict[str, Any]:
-    """Break a run's billed attempts (journal rows) down by token kind, endpoint and outcome.
+    """Break a run's billed attempts (journal rows) down by token kind, endpoint, lane and outcome.
 
     `price_for(endpoint)` gives each endpoint's price. Attempts are billed whatever their
     outcome; `overhead_usd` is what attempts that did not deliver their task's result cost
-    (retried, failed, hedges lost, cancelled).
+    (retried, failed, hedges lost, cancelled); `by_lane` splits the billed USD into `live` and
+    `batch` (attempts whose endpoint ends with `/batch`).
     """
     parts = CostParts()
     by_endpoint: dict[str, dict[str, Any]] = {}
+    by_lane = dict.fromkeys(LANES, 0.0)
     overhead = 0.0
     unpriced = 0
     for row in attempts:
@@ -365,6 +466,7 @@ def run_cost_details(attempts: Iterable[dict[str, Any]], price_for: Callable[[st
                 unpriced += 1
             continue
         slot["cost_usd"] += cost
+        by_lane[lane_of(endpoint)] += cost
         if row.get("outcome") != "ok":
             overhead += cost
         if price is not None:
@@ -381,6 +483,7 @@ def run_cost_details(attempts: Iterable[dict[str, Any]], price_for: Callable[[st
         "overhead_usd": round(overhead, 6),
         "unpriced_attempts": unpriced,
         "by_endpoint": by_endpoint,
+        "by_lane": {lane: round(usd, 6) for lane, usd in by_lane.items()},
     }
 
 
@@ -409,8 +512,15 @@ def summary_cost_fields(
 
     @functools.cache
     def price_for(endpoint: str) -> Price | None:
-        is_fallback = endpoint.endswith("/fallback")
-        return table.lookup((fallback_model or model) if is_fallback else model, endpoint.split("/")[0])
+        provider = endpoint.split("/")[0]
+        if endpoint.endswith("/fallback"):
+            return table.lookup(fallback_model or model, provider)
+        live = table.lookup(model, provider)
+        if live is not None and lane_of(endpoint) == "batch":
+            # a batch-lane attempt of the primary: its batch rate (the live one, an upper bound,
+            # when the provider publishes none: what the batch lane bills it at then)
+            return live.batch_price() or live
+        return live
 
     details = run_cost_details(journal.attempts_since(0), price_for)
     details["currency"] = {**currency.to_dict(), "amount": _round(currency.amount(cost_usd))}

@@ -133,3 +133,41 @@ def test_a_live_runs_usage_gives_the_per_task_tokens():
     assert (scenario.agents, scenario.input_tokens, scenario.output_tokens, scenario.cached_share) == (5, 400, 100, 0.75)
     with pytest.raises(Exception, match="no finished task"):
         scenario_from_usage(Usage(), 0)
+
+
+def test_the_batch_column_prices_the_batch_lane_and_its_saving():
+    estimate = build_estimate(Scenario(agents=100, tasks_per_day=50, output_tokens=2048, days=30),
+                              models=["gpt-4.1", "deepseek-v3.2"], currency=resolve_currency("USD"))
+    rows = {(row.model, row.provider): row for row in estimate.rows}
+    official = rows[("gpt-4.1", "official")]
+    assert official.batch_cost_usd == pytest.approx(1228.80)  # 307.2M output x $4.00 (50% of $8.00)
+    assert official.batch_saving_usd == pytest.approx(1228.80) and official.batch_saving_share == pytest.approx(0.5)
+    relay = rows[("gpt-4.1", "holysheep")]
+    assert relay.batch_cost_usd is None and relay.batch_saving_usd is None  # the relay publishes no batch rate
+    assert rows[("deepseek-v3.2", "official")].batch_cost_usd is None
+    lines = format_table(estimate).splitlines()
+    header = _row(lines, "model", "provider")
+    assert "batch USD" in header and "batch saving" in header
+    assert "$1,228.80 (50.0%)" in _row(lines, "gpt-4.1", "official")
+    assert _row(lines, "gpt-4.1", "official").split()[-3] == "$1,228.80"
+    assert _row(lines, "gpt-4.1", "(priciest)").split()[-2:] == ["—", "—"]  # relay-avg: no batch rate
+    assert any(line.startswith("Batch:") for line in lines)
+
+    cached = build_estimate(Scenario(input_tokens=4000, output_tokens=500, cached_share=0.75),
+                            models=["claude-sonnet-4.5"], providers=["official"]).rows[0]
+    tasks = 100 * 50 * 30  # Anthropic: cache reads stack with the batch discount (0.1x the batch input)
+    assert cached.batch_cost_usd == pytest.approx(tasks * (1000 * 1.50 + 3000 * 0.15 + 500 * 7.50) / 1e6)
+
+
+def test_the_json_gives_the_batch_cost_and_saving_per_row():
+    result = run_cli("estimate", *ARTICLE, "--model", "gpt-4.1", "--model", "kimi-k2.5", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {(r["model"], r["provider"]): r for r in json.loads(result.stdout)["rows"]}
+    official = rows[("gpt-4.1", "official")]
+    assert official["batch_cost_usd"] == 1228.8 and official["batch_saving_usd"] == 1228.8
+    assert official["batch_saving_share"] == 0.5 and official["price"]["batch_output"] == 4.0
+    kimi = rows[("kimi-k2.5", "official")]  # Moonshot: 60% of the standard price
+    assert kimi["batch_cost_usd"] == pytest.approx(307.2 * 1.80, abs=0.01) and kimi["batch_saving_share"] == 0.4
+    relay = rows[("gpt-4.1", "holysheep")]
+    assert relay["batch_cost_usd"] is None and relay["batch_saving_usd"] is None and relay["batch_saving_share"] is None
+    assert relay["price"]["batch_input"] is None

@@ -208,3 +208,138 @@ def test_the_elapsed_clock_counts_run_time_not_the_idle_gap_before_a_restart():
     stats.observe(RunStarted(10, 1, 5, "sim", True))
     now[0] = 505.0
     assert stats.elapsed_s == 35.0
+
+
+# --------------------------------------------------------------------------- batch rates
+
+
+def test_a_rows_batch_rate_is_the_price_of_a_batch_lane_attempt():
+    table = PriceTable.builtin()
+    gpt = table.lookup("gpt-4.1")  # OpenAI: batch = 50% of input and output
+    batch = gpt.batch_price()
+    assert (batch.input, batch.output) == (1.00, 4.00)
+    assert batch.cached_input == 0.50  # no batch cached rate published: the cached one, capped at batch input
+    assert "batch" in batch.source and batch.batch_price() is None
+    claude = table.lookup("claude-sonnet-4.5").batch_price()
+    assert (claude.input, claude.cached_input, claude.output) == (1.50, 0.15, 7.50)
+    kimi = table.lookup("kimi-k2.5").batch_price()  # Moonshot: 60% of the standard price
+    assert (kimi.input, kimi.cached_input, kimi.output) == pytest.approx((0.36, 0.06, 1.80))
+    usage = Usage(prompt=1_000_000, completion=1_000_000, cached=400_000)
+    assert batch.cost(usage) == pytest.approx(0.6 * 1.00 + 0.4 * 0.50 + 4.00)
+    assert gpt.to_dict()["batch_output"] == 4.00
+    doc = tomllib.loads(resources.files("swarm_tui").joinpath("prices.toml").read_text(encoding="utf-8"))
+    for key, row in doc.items():  # every published batch rate names its page
+        if "/" in key and "batch_input" in row:
+            assert "batch: https://" in row["source"], key
+
+
+def test_no_published_batch_rate_is_none():
+    table = PriceTable.builtin()
+    assert table.lookup("deepseek-v3.2").batch_price() is None  # DeepSeek has no Batch API
+    assert table.lookup("gpt-4.1", "holysheep").batch_price() is None  # the relay publishes none
+    assert table.lookup("gpt-4.1", "relay-avg").batch_price() is None
+    assert table.lookup("sim-1", "sim") is None  # no price at all
+    assert table.lookup("gpt-4.1").to_dict()["batch_input"] == 1.00
+    assert table.lookup("deepseek-v3.2").to_dict()["batch_input"] is None
+
+
+def test_a_provider_rule_gives_every_row_it_bills_a_batch_rate_the_simulator_half():
+    table = PriceTable.builtin()
+    assert table.batch_rule("sim")[0] == 0.5 and table.batch_rule("sim/batch")[0] == 0.5
+    assert table.batch_rule("holysheep") is None
+    for model in ("kimi-k2.5", "deepseek-v3.2", "gpt-4.1"):  # the sim pays the official list price
+        live = table.lookup(model, "sim")
+        assert (live.input, live.output) == (table.lookup(model).input, table.lookup(model).output)
+        batch = live.batch_price()
+        assert batch is not None, model
+        assert (batch.input, batch.cached_input, batch.output) == pytest.approx(
+            (live.input / 2, live.cached_input / 2, live.output / 2))
+        assert "simulator" in batch.source
+    # a provider's own row with no batch rate takes the rule; one with its own rate keeps it
+    rule_table = PriceTable.builtin({"sim/gpt-4.1": {"input": 1.0, "output": 2.0},
+                                     "sim/kimi-k2.5": {"input": 1.0, "output": 2.0, "batch_input": 0.7,
+                                                       "batch_output": 0.9}})
+    assert rule_table.lookup("gpt-4.1", "sim").batch_price().output == 1.0
+    assert rule_table.lookup("kimi-k2.5", "sim").batch_price().output == 0.9
+    assert [o.price.batch_price().output for o in rule_table.offers("gpt-4.1") if o.provider == "sim"] == [1.0]
+
+
+def test_config_batch_rates_are_validated_like_the_others(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text('[prices."myrelay/my-model"]\ninput = 1\noutput = 2\nbatch_input = 0.4\nbatch_output = 0.8\n\n'
+                    '[prices."official/gpt-4.1"]\nbatch_output = 3.5\n\n'
+                    '[prices."official/deepseek-v3.2"]\nbatch_input = 0.1\nbatch_cached_input = 0.01\n'
+                    'batch_output = 0.2\n', encoding="utf-8")
+    config = load_config(path)
+    table = PriceTable.builtin(config.prices, billing=config.billing, source=config.path)
+    mine = table.lookup("my-model", "myrelay").batch_price()
+    assert (mine.input, mine.cached_input, mine.output) == (0.4, 0.4, 0.8)
+    gpt = table.lookup("gpt-4.1").batch_price()
+    assert (gpt.input, gpt.output) == (1.00, 3.5)  # only batch_output overridden
+    deepseek = table.lookup("deepseek-v3.2").batch_price()
+    assert (deepseek.input, deepseek.cached_input, deepseek.output) == (0.1, 0.01, 0.2)
+
+    path.write_text('[prices."official/gpt-4.1"]\nbatch_output = -1\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r'prices\."official/gpt-4.1"\.batch_output: must be a number >= 0'):
+        load_config(path)
+    path.write_text('[prices."official/gpt-4.1"]\nbatch_input = "half"\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"batch_input: must be a number >= 0"):
+        load_config(path)
+    path.write_text('[prices."official/deepseek-v3.2"]\nbatch_input = 0.1\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r'prices\."official/deepseek-v3.2"\.batch_output: missing'):
+        load_config(path)
+    path.write_text('[prices."official/gpt-4.1"]\nbatch_rate = 0.5\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"batch_rate: unknown field \(known: .*batch_cached_input"):
+        load_config(path)
+
+
+class _Journal:
+    """What `summary_cost_fields` reads of a journal."""
+
+    def __init__(self, attempts, plan):
+        self._attempts, self._plan = attempts, plan
+
+    def meta(self):
+        return {"plan": self._plan}
+
+    def attempts_since(self, _seq):
+        return iter(self._attempts)
+
+
+def test_batch_lane_attempts_are_billed_at_the_batch_rate_and_split_by_lane():
+    from swarm_tui.pricing import lane_of, run_cost_details, summary_cost_fields
+
+    assert lane_of("sim/batch") == "batch" and lane_of("holysheep/batch") == "batch"
+    assert lane_of("sim") == "live" and lane_of("sim/fallback") == "live" and lane_of(None) == "live"
+    table = PriceTable.builtin()
+    live, batch = table.lookup("kimi-k2.5", "sim"), table.lookup("kimi-k2.5", "sim").batch_price()
+    ok = Usage(prompt=1_000, completion=500, cached=200)
+
+    def attempt(endpoint, outcome="ok", price=None):
+        price = price or (batch if endpoint.endswith("/batch") else live)
+        return {"endpoint": endpoint, "outcome": outcome, "prompt_tokens": ok.prompt,
+                "completion_tokens": ok.completion, "cached_tokens": ok.cached, "cost_usd": price.cost(ok)}
+
+    attempts = [attempt("sim"), attempt("sim", "rate_limited"), attempt("sim/batch"), attempt("sim/batch"),
+                attempt("sim/batch"), {"endpoint": "sim/batch", "outcome": "expired", "cost_usd": None}]
+    summary = summary_cost_fields(_Journal(attempts, {"profile": {"name": "sim"}}), model="kimi-k2.5",
+                                  provider="sim", cost_usd=sum(a["cost_usd"] or 0 for a in attempts),
+                                  makespan_s=10.0, finished=5, unfinished=0, currency=resolve_currency("USD"))
+    details = summary["cost_breakdown"]
+    assert details["by_lane"]["live"] == pytest.approx(2 * live.cost(ok), abs=1e-6)
+    assert details["by_lane"]["batch"] == pytest.approx(3 * batch.cost(ok), abs=1e-6)
+    per_live_attempt = details["by_lane"]["live"] / 2
+    assert details["by_lane"]["batch"] == pytest.approx(3 * per_live_attempt / 2, abs=1e-6)  # the sim: half price
+    assert details["by_endpoint"]["sim/batch"]["price"]["output"] == pytest.approx(1.50)  # 50% of 3.00
+    assert details["by_endpoint"]["sim"]["price"]["output"] == 3.00
+    assert details["input_usd"] + details["cached_input_usd"] + details["output_usd"] == pytest.approx(
+        sum(details["by_lane"].values()), abs=1e-5)
+    # a batch-lane endpoint of a provider with no batch rate is priced at the live rate (as the lane bills it)
+    no_rate = run_cost_details([attempt("holysheep/batch", price=table.lookup("gpt-4.1", "holysheep"))],
+                               lambda e: table.lookup("gpt-4.1", "holysheep"))
+    assert no_rate["by_lane"] == {"live": 0.0, "batch": pytest.approx(table.lookup("gpt-4.1", "holysheep").cost(ok))}
+    summary = summary_cost_fields(_Journal([attempt("holysheep/batch", price=table.lookup("gpt-4.1", "holysheep"))],
+                                           {"profile": {"name": "holysheep"}}), model="gpt-4.1",
+                                  provider="holysheep", cost_usd=1.0, makespan_s=1.0, finished=1, unfinished=0,
+                                  currency=resolve_currency("USD"))
+    assert summary["cost_breakdown"]["by_endpoint"]["holysheep/batch"]["price"]["output"] == 8.00

@@ -5,8 +5,10 @@ be read mid-run: the article's scenario (100 agents x 50 tasks a day x 30 days) 
 this swarm actually spends per finished task.
 
 On screen the prices are a `DataTable`, not the command's text table: the model column stays
-put while ←/→ scroll the others, so every column (cost in the display currency, the saving)
-can be reached at 80 columns; the token columns, the same on every row, are stated once above.
+put while ←/→ scroll the others, so every column (cost in the display currency, the saving, the
+cost at the provider's batch rate and what the batch lane saves, `—` where no batch rate is
+published) can be reached at 80 columns; the token columns, the same on every row, are stated
+once above.
 """
 
 from __future__ import annotations
