@@ -22,3 +22,8 @@ def batch_endpoint(provider: str) -> str:
 
 def is_batch_endpoint(endpoint: str) -> bool:
     return endpoint.endswith(BATCH_SUFFIX)
+
+
+def lane_of(endpoint: str | None) -> str:
+    """`batch` for a batch-lane attempt's endpoint (`<provider>/batch`), else `live`."""
+    return BATCH if endpoint and is_batch_endpoint(endpoint) else LIVE

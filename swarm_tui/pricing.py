@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import InputError
+from .lanes import BATCH, LIVE, is_batch_endpoint, lane_of
 from .providers.usage import Usage
 
 if TYPE_CHECKING:
@@ -46,9 +47,6 @@ OFFICIAL = "official"
 PRICE_FIELDS = ("input", "cached_input", "output")
 BATCH_FIELDS = ("batch_input", "batch_cached_input", "batch_output")
 ENTRY_FIELDS = frozenset({*PRICE_FIELDS, *BATCH_FIELDS, "source", "as_of"})
-BATCH_SUFFIX = "/batch"
-"""An attempt's endpoint `<provider>/batch` is a batch-lane attempt of `<provider>`."""
-LANES = ("live", "batch")
 _DATE_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4})$")
 
 
@@ -407,11 +405,6 @@ def _is_number(value: Any) -> bool:
 # --------------------------------------------------------------------------- run-level figures
 
 
-def lane_of(endpoint: str | None) -> str:
-    """`batch` for a batch-lane attempt's endpoint (`<provider>/batch`), else `live`."""
-    return "batch" if endpoint and endpoint.endswith(BATCH_SUFFIX) else "live"
-
-
 def cost_per_minute(cost_usd: float | None, elapsed_s: float | None) -> float | None:
     """Spend rate; None when the cost is unknown or no time has passed."""
     if cost_usd is None or not elapsed_s or elapsed_s <= 0:
@@ -441,7 +434,7 @@ def run_cost_details(attempts: Iterable[dict[str, Any]], price_for: Callable[[st
     """
     parts = CostParts()
     by_endpoint: dict[str, dict[str, Any]] = {}
-    by_lane = dict.fromkeys(LANES, 0.0)
+    by_lane = dict.fromkeys((LIVE, BATCH), 0.0)
     overhead = 0.0
     unpriced = 0
     for row in attempts:
@@ -516,7 +509,7 @@ def summary_cost_fields(
         if endpoint.endswith("/fallback"):
             return table.lookup(fallback_model or model, provider)
         live = table.lookup(model, provider)
-        if live is not None and lane_of(endpoint) == "batch":
+        if live is not None and is_batch_endpoint(endpoint):
             # a batch-lane attempt of the primary: its batch rate (the live one, an upper bound,
             # when the provider publishes none: what the batch lane bills it at then)
             return live.batch_price() or live
