@@ -18,6 +18,7 @@ import json
 import math
 import re
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -31,6 +32,8 @@ from .tools.spec import ToolsSpec, parse_tools_spec
 CHAT_COMPLETIONS_URLS = ("/v1/chat/completions", "/chat/completions")
 VALID_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 MAX_PROBLEMS = 50
+SHARED_MESSAGES_MAX = 1024
+"""How many distinct leading messages a Batch job's tasks share (see `_share_prefix`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,15 +72,30 @@ class TaskTemplate:
     def body(self, prompt: str, *, agent: int, total: int, memory: str = "") -> dict[str, Any]:
         messages: list[dict[str, str]] = []
         if self.context:
-            messages.append({"role": "system", "content": self.context})
+            messages.append(self._context_message)
         if memory:
             messages.append({"role": "system", "content": memory})
         if self.system:
             messages.append(
-                {"role": "system", "content": self.system.format(agent=agent, index=agent - 1, total=total)}
+                self._static_system_message
+                or {"role": "system", "content": self.system.format(agent=agent, index=agent - 1, total=total)}
             )
         messages.append({"role": "user", "content": prompt})
         return {"model": self.model, "messages": messages, **self.request}
+
+    # Messages identical for every agent are one object shared by every task's body (bodies are
+    # never changed in place: a later step or a trim builds a new body), not one copy per task.
+
+    @cached_property
+    def _context_message(self) -> dict[str, str]:
+        return {"role": "system", "content": self.context}
+
+    @cached_property
+    def _static_system_message(self) -> dict[str, str] | None:
+        """The system message when it has no placeholder (else each agent's is rendered)."""
+        if "{" in self.system or "}" in self.system:
+            return None
+        return {"role": "system", "content": self.system}
 
 
 @dataclass(frozen=True)
@@ -130,14 +148,40 @@ def read_job_text(path: Path) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise InputError.single(
-            path,
-            "encoding",
-            f"not UTF-8 text: byte 0x{data[exc.start]:02x} at column {column} ({exc.reason}); save the file as UTF-8",
-            line=line,
-        ) from None
+        raise _not_utf8(path, data, exc, line, data.rfind(b"\n", 0, exc.start) + 1) from None
     return text[1:] if text.startswith("\ufeff") else text
+
+
+def _not_utf8(path: Path, data: bytes, exc: UnicodeDecodeError, line: int, line_start: int) -> InputError:
+    column = exc.start - line_start + 1
+    return InputError.single(
+        path,
+        "encoding",
+        f"not UTF-8 text: byte 0x{data[exc.start]:02x} at column {column} ({exc.reason}); save the file as UTF-8",
+        line=line,
+    )
+
+
+def read_job_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line, read one at a time: what `split_lines(read_job_text(path))`
+    gives, with the same errors (the first byte that is not UTF-8 is reported however many
+    lines come before it), without holding the file's bytes, its text and its lines at once."""
+    try:
+        with path.open("rb") as file:
+            for lineno, data in enumerate(file, start=1):
+                try:
+                    line = data.decode("utf-8")  # with its "\n": a sequence cut by it fails as in the whole file
+                except UnicodeDecodeError as exc:
+                    raise _not_utf8(path, data, exc, lineno, 0) from None
+                if lineno == 1 and line.startswith("\ufeff"):
+                    line = line[1:]
+                if line.endswith("\n"):
+                    line = line[:-1]
+                yield lineno, line[:-1] if line.endswith("\r") else line
+    except IsADirectoryError:
+        raise InputError.single(path, "job", "is a directory, not a job file") from None
+    except OSError as exc:
+        raise InputError.single(path, "job", f"cannot read: {exc.strerror or exc}") from None
 
 
 def split_lines(text: str) -> list[str]:
@@ -160,15 +204,18 @@ def load_batch_jsonl(path: Path, *, model_override: str | None = None) -> Job:
     def problem(line: int, field_name: str, message: str) -> None:
         problems.append(Problem(src, line, field_name, message))
 
-    text = read_job_text(path)
+    shared: dict[tuple[str, str], dict[str, Any]] = {}
+    lines = read_job_lines(path)
 
-    for lineno, raw in enumerate(split_lines(text), start=1):
+    for lineno, raw in lines:
         if len(problems) >= MAX_PROBLEMS:
+            for _ in lines:  # a byte that is not UTF-8 further down is still the one error reported
+                pass
             break
         if not raw.strip():
             continue
         try:
-            request = json.loads(raw, parse_constant=_reject_constant)
+            request = _parse_json_line(raw)
         except json.JSONDecodeError as exc:
             problem(lineno, "json", f"{exc.msg} (column {exc.colno})")
             continue
@@ -201,6 +248,7 @@ def load_batch_jsonl(path: Path, *, model_override: str | None = None) -> Job:
             problem(lineno, f"body.{field_name}", message)
         if len(problems) > before:
             continue
+        _share_prefix(body["messages"], shared)
         if model_override:
             body = {**body, "model": model_override}
         tasks.append(Task(index=len(tasks), custom_id=custom_id, body=body))
@@ -216,6 +264,35 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON (write a number)")
 
 
+_JSON_LINE = json.JSONDecoder(parse_constant=_reject_constant)
+"""One decoder for every line: `json.loads(raw, parse_constant=...)` builds a new one per call."""
+
+
+def _parse_json_line(raw: str) -> Any:
+    """`json.loads(raw, parse_constant=_reject_constant)`, with its BOM message, on the one decoder."""
+    if raw.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", raw, 0)
+    return _JSON_LINE.decode(raw)
+
+
+def _share_prefix(messages: list[Any], shared: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """Replace each leading `{"role", "content"}` message (every message but the last) by the
+    first equal one seen: a Batch file repeats its shared system prompt on every line, and 100,000
+    tasks then hold one copy of it, not 100,000. Safe because bodies are never changed in place.
+    At most `SHARED_MESSAGES_MAX` distinct messages are remembered (a job whose every system
+    prompt differs keeps its own copies, not a second index of them)."""
+    for i in range(len(messages) - 1):
+        message = messages[i]
+        if len(message) != 2 or not isinstance(content := message.get("content"), str) or "role" not in message:
+            continue
+        key = (message["role"], content)
+        known = shared.get(key)
+        if known is not None:
+            messages[i] = known
+        elif len(shared) < SHARED_MESSAGES_MAX:
+            shared[key] = message
+
+
 def _body_problems(body: dict[str, Any], *, model_required: bool) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     model = body.get("model")
@@ -229,9 +306,25 @@ def _body_problems(body: dict[str, Any], *, model_required: bool) -> list[tuple[
         found.append(("messages", "missing or empty list"))
     else:
         for i, message in enumerate(messages):
-            found.extend(_message_problems(f"messages[{i}]", message))
+            if not _plain_message(message):
+                found.extend(_message_problems(f"messages[{i}]", message))
     found.extend(_param_problems(body))
     return found
+
+
+_PLAIN_ROLES = VALID_ROLES - {"tool"}
+
+
+def _plain_message(message: Any) -> bool:
+    """`{"role": ..., "content": "..."}` with a known role (not "tool", which needs its call's id):
+    the shape of nearly every message, valid without the detailed checks of `_message_problems`."""
+    return (
+        type(message) is dict
+        and len(message) == 2
+        and type(message.get("content")) is str
+        and type(role := message.get("role")) is str
+        and role in _PLAIN_ROLES
+    )
 
 
 def _message_problems(where: str, message: Any) -> list[tuple[str, str]]:
@@ -240,7 +333,7 @@ def _message_problems(where: str, message: Any) -> list[tuple[str, str]]:
         return [(where, "expected an object")]
     found: list[tuple[str, str]] = []
     role = message.get("role")
-    if role not in VALID_ROLES:
+    if not isinstance(role, str) or role not in VALID_ROLES:  # a list or object as role is no crash
         found.append((f"{where}.role", f"unknown role {_shown(role)}"))
     tool_calls = message.get("tool_calls")
     if tool_calls is not None and not isinstance(tool_calls, list):

@@ -1,7 +1,8 @@
 """Live run statistics, built from engine events: counts, tokens, cost, latency, rates.
 
 Shared by the headless progress line and the TUI footer. Every update is O(log n) or O(1)
-so that a listener never costs the engine more than a few microseconds per event.
+(the latencies too: `SortedLatencies`) so that a listener never costs the engine more than a
+few microseconds per event.
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from __future__ import annotations
 import bisect
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, chain
+from typing import overload
 
 from ..lanes import is_batch_endpoint
 from ..pricing import cost_per_minute, projected_total
@@ -39,19 +42,116 @@ from .events import (
 RATE_WINDOW_S = 10.0
 
 
-def nearest_rank(sorted_values: list[float], q: float) -> float | None:
+def nearest_rank(sorted_values: Sequence[float], q: float) -> float | None:
     """The q-quantile of already sorted values (nearest rank); None when there are none."""
     if not sorted_values:
         return None
     return _rank(sorted_values, q)
 
 
-def _rank(sorted_values: list[float], q: float) -> float:
+def _rank(sorted_values: Sequence[float], q: float) -> float:
     """`nearest_rank` of values known not to be empty."""
     return sorted_values[min(len(sorted_values) - 1, int(round(q * (len(sorted_values) - 1))))]
 
 
-def latency_summary(sorted_ms: list[float]) -> dict[str, float | None]:
+class SortedLatencies(Sequence[float]):
+    """Every value added, kept sorted, for exact nearest-rank percentiles at any run size.
+
+    A sorted list of short sorted buckets (the layout of `sortedcontainers.SortedList`): `add`
+    finds its bucket by bisecting the buckets' maxima, O(log n), and inserts into a bucket of at
+    most 2 x `LOAD` values (a bounded memmove), splitting it when full. A flat list with
+    `bisect.insort` moved n/2 values per insert: O(n), 0.1 ms per answer at 100,000 answers.
+    Reading the k-th value bisects the buckets' cumulative sizes, recomputed (in C) only after
+    an add. Reads as a sorted list: `len`, `[i]`, `[a:b]`, iteration, `== list`.
+    """
+
+    LOAD = 512
+
+    __slots__ = ("_buckets", "_maxes", "_len", "_offsets")
+
+    def __init__(self, values: Iterable[float] = ()) -> None:
+        self._buckets: list[list[float]] = []
+        self._maxes: list[float] = []
+        self._len = 0
+        self._offsets: list[int] | None = None
+        self._fill(values)
+
+    def _fill(self, values: Iterable[float]) -> None:
+        ordered = sorted(values)
+        self._buckets = [ordered[i : i + self.LOAD] for i in range(0, len(ordered), self.LOAD)]
+        self._maxes = [bucket[-1] for bucket in self._buckets]
+        self._len = len(ordered)
+        self._offsets = None
+
+    def add(self, value: float) -> None:
+        self._len += 1
+        self._offsets = None
+        if not self._buckets:
+            self._buckets.append([value])
+            self._maxes.append(value)
+            return
+        at = bisect.bisect_right(self._maxes, value)
+        if at == len(self._maxes):  # beyond every bucket's maximum: the last bucket grows
+            at -= 1
+            self._buckets[at].append(value)
+            self._maxes[at] = value
+        else:
+            bisect.insort(self._buckets[at], value)
+        bucket = self._buckets[at]
+        if len(bucket) > 2 * self.LOAD:
+            self._buckets.insert(at + 1, bucket[self.LOAD :])
+            del bucket[self.LOAD :]
+            self._maxes.insert(at, bucket[-1])
+
+    def _locate(self, index: int) -> tuple[list[float], int]:
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("latency index out of range")
+        if self._offsets is None:
+            self._offsets = list(accumulate(len(bucket) for bucket in self._buckets))
+        at = bisect.bisect_right(self._offsets, index)
+        return self._buckets[at], index - (self._offsets[at - 1] if at else 0)
+
+    @overload
+    def __getitem__(self, index: int) -> float: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[float]: ...
+
+    def __getitem__(self, index: int | slice) -> float | list[float]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        bucket, offset = self._locate(index)
+        return bucket[offset]
+
+    def __setitem__(self, index: slice, values: Iterable[float]) -> None:
+        """`latencies[:] = values`: replace every value (kept sorted); no other assignment."""
+        if index != slice(None):
+            raise TypeError("a sorted collection takes only `[:] = values`")
+        self._fill(values)
+
+    def clear(self) -> None:
+        self._fill(())
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[float]:
+        return chain.from_iterable(self._buckets)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SortedLatencies | list):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SortedLatencies({list(self)!r})"
+
+
+def latency_summary(sorted_ms: Sequence[float]) -> dict[str, float | None]:
     """p50/p95/p99/mean in ms, rounded to 0.1: the shape summary.json and shadow.json use."""
     if not sorted_ms:
         return {"p50": None, "p95": None, "p99": None, "mean": None}
@@ -89,8 +189,8 @@ class RunStats:
     """Batch lines submitted whose answer has not come back yet (not counted `in_flight`)."""
     unpriced_attempts: int = 0
     started_at: float = field(default_factory=time.monotonic)
-    latencies_ms: list[float] = field(default_factory=list)
-    """Sorted latencies of successful attempts."""
+    latencies_ms: SortedLatencies = field(default_factory=SortedLatencies)
+    """Latencies of successful attempts, sorted (a list's reads; `add` is O(log n))."""
     _recent: deque[tuple[float, int]] = field(default_factory=deque)
     """(time, tokens) of recent completions, for req/s and tok/s."""
     clock: Callable[[], float] = time.monotonic
@@ -118,7 +218,7 @@ class RunStats:
                 self._attempt_ended(attempt)
                 self.succeeded += 1
                 if not is_batch_endpoint(attempt.endpoint):  # a batch line's hours are no call latency
-                    bisect.insort(self.latencies_ms, attempt.latency_ms)
+                    self.latencies_ms.add(attempt.latency_ms)
             case AgentStepped(attempt=attempt, step=step):
                 self._attempt_ended(attempt)
                 self.steps += 1

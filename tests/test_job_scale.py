@@ -1,0 +1,176 @@
+"""Jobs of any size: a big job loads whole and its problems still name the right file, line and
+field; the live latency percentiles stay exact however many answers arrive. Correctness only:
+the times and memory are measured by benchmarks/bench_jobs.py."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import random
+
+import pytest
+from swarm_tui.engine.events import Attempt, TaskSucceeded
+from swarm_tui.engine.stats import RunStats, SortedLatencies, latency_summary, nearest_rank
+from swarm_tui.errors import InputError
+from swarm_tui.jobs import MAX_PROBLEMS, load_job
+
+ENTRIES = 2000
+
+
+def _task_entries(n: int, prompt=lambda i: f'prompt = "task {i}"') -> list[str]:
+    lines = ['name = "big"', 'model = "sim-1"', 'system = "You are sub-agent #{agent} of swarm/{total}."', ""]
+    for i in range(n):
+        lines += ["[[task]]", f'id = "t{i}"', prompt(i), ""]
+    return lines
+
+
+def test_a_2000_entry_toml_job_names_the_line_of_each_problem(tmp_path):
+    bad = {0: "promt = 'typo'", 999: "prompt = 5", 1500: 'prompt = "{agnet}"', ENTRIES - 1: "prompt = true"}
+    lines = _task_entries(ENTRIES, lambda i: bad.get(i, f'prompt = "task {i}"'))
+    path = tmp_path / "big.toml"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError) as caught:
+        load_job(path)
+
+    def line(i: int) -> int:  # entry i's `[[task]]` header, then its id, then its prompt
+        return 5 + 4 * i
+
+    got = [(p.line, p.field, p.message) for p in caught.value.problems]
+    assert got[:4] == [
+        (line(0) + 2, "task[0].promt", "unknown key, did you mean 'prompt'?"),
+        (line(0), "task[0].prompt", "missing"),
+        (line(999) + 2, "task[999].prompt", "must be a string, not int"),
+        (line(ENTRIES - 1) + 2, f"task[{ENTRIES - 1}].prompt", "must be a string, not bool"),
+    ]
+    assert all(p.source == str(path) for p in caught.value.problems)
+    assert lines[line(999) + 2 - 1] == "prompt = 5"
+    # a bad template is reported once the entries are valid, on its own line
+    del bad[0], bad[999], bad[ENTRIES - 1]
+    path.write_text("\n".join(_task_entries(ENTRIES, lambda i: bad.get(i, f'prompt = "task {i}"'))) + "\n")
+    with pytest.raises(InputError) as caught:
+        load_job(path)
+    [problem] = caught.value.problems
+    assert (problem.line, problem.field) == (line(1500) + 2, "task[1500].prompt")
+
+
+def test_a_2000_entry_toml_job_loads_in_order(tmp_path):
+    path = tmp_path / "big.toml"
+    path.write_text("\n".join(_task_entries(ENTRIES)) + "\n")
+    job = load_job(path)
+    assert [t.custom_id for t in job.tasks] == [f"t{i}" for i in range(ENTRIES)]
+    assert job.tasks[-1].prompt == f"task {ENTRIES - 1}"
+    assert job.tasks[-1].body["messages"][0]["content"] == f"You are sub-agent #{ENTRIES} of swarm/{ENTRIES}."
+
+
+def test_a_100000_task_count_job_shares_what_every_agent_is_sent(tmp_path):
+    path = tmp_path / "count.toml"
+    path.write_text(
+        'name = "c"\nmodel = "sim-1"\ncontext = "shared prefix"\nsystem = "static system"\n'
+        '[tasks]\ncount = 100000\nprompt = "task #{agent} of {total}"\n'
+    )
+    job = load_job(path)
+    assert len(job.tasks) == 100_000
+    first, last = job.tasks[0], job.tasks[-1]
+    assert first.custom_id == "agent-000001" and last.custom_id == "agent-100000"
+    assert last.prompt == "task #100000 of 100000"
+    assert last.body["messages"][:2] == [
+        {"role": "system", "content": "shared prefix"},
+        {"role": "system", "content": "static system"},
+    ]
+    # one object for every task, not 100,000 copies; a body is never changed in place
+    assert first.body["messages"][0] is last.body["messages"][0]
+    assert first.body["messages"][1] is last.body["messages"][1]
+    assert job.template is not None
+    assert job.template.body("p", agent=3, total=9)["messages"][0] is first.body["messages"][0]
+
+
+def test_a_templated_system_prompt_is_rendered_per_agent(tmp_path):
+    path = tmp_path / "count.toml"
+    path.write_text('name = "c"\nmodel = "m"\nsystem = "#{agent} {{x}}"\n[tasks]\ncount = 2\nprompt = "p"\n')
+    first, second = load_job(path).tasks
+    assert first.body["messages"][0]["content"] == "#1 {x}" and second.body["messages"][0]["content"] == "#2 {x}"
+
+
+def _batch_line(i: int, system: str = "You are a careful sub-agent.", **extra) -> str:
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": f"task {i}"}]
+    return json.dumps({"custom_id": f"t{i}", "body": {"model": "sim-1", "messages": messages, **extra}})
+
+
+def test_a_big_batch_job_keeps_one_copy_of_its_shared_prompt(tmp_path):
+    path = tmp_path / "big.jsonl"
+    path.write_text("\n".join(_batch_line(i, system="other" if i == 7 else "shared") for i in range(20_000)) + "\n")
+    job = load_job(path)
+    assert len(job.tasks) == 20_000
+    systems = [t.body["messages"][0] for t in job.tasks]
+    assert systems[0] is systems[-1] and systems[7] == {"role": "system", "content": "other"}
+    assert all(t.body["messages"][1]["content"] == f"task {t.index}" for t in job.tasks)
+    # the bodies are what the lines say, with the model override applied to a copy
+    assert job.tasks[5].body == json.loads(_batch_line(5, system="shared"))["body"]
+    over = load_job(path, model_override="m2")
+    assert (
+        over.tasks[5].body["model"] == "m2" and over.tasks[5].body["messages"][0] is over.tasks[0].body["messages"][0]
+    )
+
+
+def test_a_batch_job_past_the_problem_cap_still_reports_a_bad_byte_below(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    lines = [b"{not json" for _ in range(MAX_PROBLEMS + 5)] + [_batch_line(1).encode(), b'{"x": "caf\xe9"}']
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(InputError) as caught:
+        load_job(path)
+    [problem] = caught.value.problems
+    assert (problem.line, problem.field) == (MAX_PROBLEMS + 7, "encoding")
+    assert "byte 0xe9 at column 11 (invalid continuation byte)" in problem.message
+
+
+def test_a_role_that_is_not_a_string_is_a_problem_not_a_crash(tmp_path):
+    path = tmp_path / "role.jsonl"
+    body = {"model": "m", "messages": [{"role": ["user"], "content": "x"}]}
+    path.write_text(json.dumps({"custom_id": "a", "body": body}) + "\n")
+    with pytest.raises(InputError) as caught:
+        load_job(path)
+    assert str(caught.value) == f"{path}:1: body.messages[0].role: unknown role ['user']"
+
+
+# --------------------------------------------------------------------------- percentiles
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, SortedLatencies.LOAD * 2 + 1, 20_000])
+def test_sorted_latencies_read_as_the_sorted_list_insort_kept(n):
+    rng = random.Random(n)
+    kept, reference = SortedLatencies(), []
+    for i in range(n):
+        value = rng.choice([rng.lognormvariate(5, 1), 100.0, float(rng.randint(0, 40)), float(i)])
+        kept.add(value)
+        bisect.insort(reference, value)
+    assert len(kept) == n and list(kept) == reference and kept == reference
+    assert [kept[i] for i in range(0, n, 97)] == reference[::97]
+    assert kept[1:5] == reference[1:5]
+    if n:
+        assert kept[-1] == reference[-1] and kept[0] == reference[0]
+    for q in (0.0, 0.2, 0.5, 0.95, 0.99, 1.0):
+        assert nearest_rank(kept, q) == nearest_rank(reference, q)
+    assert latency_summary(kept) == latency_summary(reference)
+    with pytest.raises(IndexError):
+        kept[n]
+
+
+def test_sorted_latencies_replaced_whole():
+    kept = SortedLatencies([3.0, 1.0])
+    kept[:] = [5.0, 2.0, 4.0]
+    assert list(kept) == [2.0, 4.0, 5.0]
+    kept.add(3.0)
+    assert list(kept) == [2.0, 3.0, 4.0, 5.0]
+    with pytest.raises(TypeError):
+        kept[1:] = [1.0]  # type: ignore[index]
+
+
+def test_run_stats_percentiles_are_exact():
+    stats = RunStats(clock=lambda: 0.0)
+    values = [float(v) for v in random.Random(3).sample(range(1, 10_001), 5000)]
+    for i, latency in enumerate(values):
+        stats.observe(TaskSucceeded(Attempt(i, 1, "http://sim/v1", 0.0, latency, "ok"), ""))
+    ordered = sorted(values)
+    assert list(stats.latencies_ms) == ordered
+    for q in (0.5, 0.95, 0.99):
+        assert stats.percentile(q) == ordered[round(q * (len(ordered) - 1))]
