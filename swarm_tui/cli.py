@@ -19,7 +19,9 @@ from .config import Config, load_config
 from .engine import EngineSettings
 from .errors import InputError
 from .headless import EXIT_ABORTED, EXIT_BAD_INPUT, run_headless
-from .jobs import load_job, load_tools_file
+from .jobs import Job, load_job, load_tools_file
+from .judge.spec import ACTIONS, JudgeSpec, read_rubric
+from .judge.spec import SELF as JUDGE_SELF
 from .lanes import LANES, LIVE
 from .locations import demo_job
 from .providers.profile import ProviderProfile, resolve_api_key
@@ -155,6 +157,24 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "--ray-actors", type=positive_int, metavar="N", help="with --ray: worker actors (default: one per node)"
     )
     e.add_argument("--theme", help="TUI theme name or a theme file")
+    j = p.add_argument_group("judge (LLM-as-a-judge on a sample of the answers)")
+    j.add_argument(
+        "--judge", metavar="PROFILE|URL", help="judge a sample of the answers with this endpoint ('self': the run's)"
+    )
+    j.add_argument("--judge-model", help="the judge's model (default: the endpoint's, else the run's)")
+    j.add_argument("--judge-rate", type=share, metavar="SHARE", help="share of answers judged (default 0.05)")
+    j.add_argument("--judge-rubric", type=Path, metavar="FILE", help="what a good answer is (a text file)")
+    j.add_argument(
+        "--judge-action",
+        choices=ACTIONS,
+        help="when the score drifts down (default: flush_memory for a multi-round swarm, else alert)",
+    )
+    j.add_argument(
+        "--judge-drop",
+        type=positive_float,
+        metavar="POINTS",
+        help="allowed fall of the rolling score below its baseline (default 1.5; under 1: a share)",
+    )
     s = p.add_argument_group("embedded simulator (provider sim)")
     s.add_argument("--sim-latency-ms", type=non_negative_float, help="median latency of the simulator")
     s.add_argument("--sim-error-rate", type=share, help="share of requests answered with a 5xx (0-1)")
@@ -293,12 +313,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if job.lane is not None and args.lane is None:  # the job's `lane`; --lane wins
         settings = replace(settings, lane=job.lane)
     plan = RunPlan(profile, settings, _sim_config(args, profile), config.prices)
+    job, judge_profile = _judge(args, job, profile, config)
     _check_budget(plan, job.model or (job.tasks[0].body.get("model") if job.tasks else None), config)
     ray = _ray_options(args)
     _check_tools(job.tools, ray)
     _check_lane(plan.settings, job.tools, ray)
     run_dir = args.out or default_run_dir(job.name)
-    session = SwarmSession.open_new(job, plan, run_dir, ray=ray)
+    session = SwarmSession.open_new(job, plan, run_dir, ray=ray, judge_profile=judge_profile)
     return _drive(session, args)
 
 
@@ -355,6 +376,52 @@ def _check_tools(tools: ToolsSpec | None, ray) -> None:
         await toolbox.aclose()
 
     asyncio.run(probe())
+
+
+def _judge(
+    args: argparse.Namespace, job: Job, profile: ProviderProfile, config: Config
+) -> tuple[Job, ProviderProfile | None]:
+    """The job's `[judge]` with the `--judge*` options over it, and the judge's own endpoint
+    (None: the run's); exit 2 (nothing sent) when it cannot work."""
+    options = {
+        "model": args.judge_model,
+        "rate": args.judge_rate,
+        "action": args.judge_action,
+        "drop": args.judge_drop,
+    }
+    given = {k: v for k, v in options.items() if v is not None}
+    if args.judge_rubric is not None:
+        given["rubric"] = read_rubric(args.judge_rubric, _rubric_problem(args.judge_rubric))
+    if args.judge is None and job.judge is None:
+        if given:
+            flag = "--judge-" + next(iter(given)).replace("_", "-")
+            raise InputError.single(flag, "judge", f"{flag} needs --judge (or a [judge] table in the job)")
+        return job, None
+    spec = replace(job.judge or JudgeSpec(), **given)
+    if args.judge is not None:
+        spec = replace(spec, endpoint=None if args.judge == JUDGE_SELF else args.judge)
+    where = str(args.judge and "--judge" or job.source)
+    multi_round = job.swarm is not None and job.swarm.memory.rounds > 1
+    action = spec.action_for(multi_round)
+    if action == "flush_memory" and not multi_round:
+        raise InputError.single(where, "judge.action", "flush_memory needs a multi-round swarm ([memory] rounds > 1)")
+    if action == "failover" and profile.fallback() is None:
+        raise InputError.single(where, "judge.action", "failover needs a fallback (--fallback-base-url)")
+    judge_profile = None
+    if spec.endpoint is not None and spec.endpoint != profile.name:
+        if "://" in spec.endpoint:
+            judge_profile = ProviderProfile(name="judge", base_url=spec.endpoint.rstrip("/"), model=spec.model)
+        else:
+            judge_profile = config.profile(spec.endpoint)
+        _check_key(judge_profile)
+    return replace(job, judge=spec), judge_profile
+
+
+def _rubric_problem(path: Path):
+    def report(message: str) -> None:
+        raise InputError.single(path, "judge.rubric", message)
+
+    return report
 
 
 def _check_lane(settings: EngineSettings, tools: ToolsSpec | None, ray) -> None:

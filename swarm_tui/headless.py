@@ -149,6 +149,18 @@ def print_summary(summary: dict, finished: RunFinished, session: SwarmSession, s
             f"batch lane: {len(batches)} batch{'es' if len(batches) != 1 else ''} of "
             f"{sum(b['requests'] for b in batches):,} lines ({statuses}){billed}"
         )
+    quality = summary.get("quality")
+    if quality:
+        drifts = quality["drifts"]
+        lines.append(
+            f"quality: {quality['judged']} judged, mean {quality['mean']:.1f}, p10 {quality['p10']:.1f}, "
+            f"judge ${quality['judge_cost_usd']:.4f}"
+            + (
+                f"; {len(drifts)} drift{'s' if len(drifts) != 1 else ''} ({', '.join(d['action'] for d in drifts)})"
+                if drifts
+                else ""
+            )
+        )
     if finished.stop_reason:
         lines.append(f"stopped: {finished.stop_reason}")
     if session.output_error:

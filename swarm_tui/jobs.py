@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, Problem
+from .judge.spec import JudgeSpec, parse_judge_spec
 from .lanes import LANES
 from .swarm.spec import SwarmSpec, parse_swarm_spec
 from .tools.spec import ToolsSpec, parse_tools_spec
@@ -115,6 +116,8 @@ class Job:
     """Tools for multi-step agents (`[[tools.mcp]]`, `[[tools.python]]`, `[agents]`), if any."""
     lane: str | None = None
     """`lane = "live" | "batch" | "auto"` (TOML): how the tasks are carried; `--lane` wins."""
+    judge: JudgeSpec | None = None
+    """`[judge]` (TOML): a sampled LLM-as-a-judge score of the answers, and what drift does."""
 
 
 def load_job(path: str | Path, *, model_override: str | None = None) -> Job:
@@ -490,6 +493,7 @@ TOP_LEVEL_KEYS = frozenset(
         "tools",
         "agents",
         "lane",
+        "judge",
     }
 )
 TASKS_KEYS = frozenset({"count", "prompt", "id"})
@@ -622,6 +626,7 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
 
     swarm = parse_swarm_spec(doc, lambda dotted, message: check.add(dotted, message))
     tools = parse_tools_spec(doc, str(path), lambda dotted, message: check.add(dotted, message))
+    judge = parse_judge_spec(doc, path.parent, lambda dotted, message: check.add(dotted, message))
     planned = swarm is not None and swarm.plan is not None
     if planned and ("tasks" in doc or "task" in doc):
         check.add("plan", "a planned job gets its tasks from the planner: remove [tasks] / [[task]]")
@@ -644,7 +649,15 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
     if check.problems:
         raise InputError(check.problems)
     return Job(
-        name=name, source=str(path), tasks=tasks, model=model, template=template, swarm=swarm, tools=tools, lane=lane
+        name=name,
+        source=str(path),
+        tasks=tasks,
+        model=model,
+        template=template,
+        swarm=swarm,
+        tools=tools,
+        lane=lane,
+        judge=judge,
     )
 
 

@@ -118,6 +118,13 @@ CREATE TABLE IF NOT EXISTS batches (
     error_file_id TEXT,
     counts TEXT
 );
+CREATE TABLE IF NOT EXISTS judgments (
+    idx INTEGER PRIMARY KEY,
+    score REAL NOT NULL,
+    reason TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS control (
     id INTEGER PRIMARY KEY,
     at REAL NOT NULL,
@@ -613,6 +620,34 @@ class Journal:
     def batch_tried(self) -> set[int]:
         """Tasks that already had a batch line: a retry of theirs goes live (`--lane auto`)."""
         return {r[0] for r in self._db.execute("SELECT DISTINCT idx FROM attempts WHERE endpoint LIKE '%/batch'")}
+
+    # ----------------------------------------------------------------- the judge
+
+    def record_judgment(
+        self, index: int, score: float, reason: str, round_number: int, logged: Iterable[EngineEvent] = ()
+    ) -> None:
+        """A judged answer (a resumed run never judges it again)."""
+        with self._writing():
+            self._append(logged)
+            self._db.execute(
+                "INSERT OR REPLACE INTO judgments (idx, score, reason, round, at) VALUES (?, ?, ?, ?, ?)",
+                (index, score, reason, round_number, time.time()),
+            )
+
+    def cost_of_indices_below(self, index: int) -> float:
+        """What the calls journaled under indices below `index` cost (a side lane's: the judge's)."""
+        return self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM attempts WHERE idx < ?", (index,)).fetchone()[0]
+
+    def judgments(self) -> dict[int, tuple[float, str, int]]:
+        """(score, reason, round) of every judged answer, by task index, in the order judged."""
+        with contextlib.suppress(sqlite3.OperationalError):  # a journal from before the judge, read-only
+            return {
+                idx: (score, reason, round_number)
+                for idx, score, reason, round_number in self._db.execute(
+                    "SELECT idx, score, reason, round FROM judgments ORDER BY at"
+                )
+            }
+        return {}
 
     def requeue(self, indices: Iterable[int], logged: Iterable[EngineEvent] = ()) -> None:
         """Failed tasks asked to run again: their error leaves errors.jsonl until they finish anew."""

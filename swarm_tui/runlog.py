@@ -10,18 +10,21 @@ read the one log and reconstruct nothing.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .engine.board import TaskBoard
 from .engine.events import (
+    AnswerJudged,
     Attempt,
     BatchEnded,
     BatchProgress,
     BatchSubmitted,
     ConcurrencyChanged,
     EngineEvent,
+    QualityDrift,
     RateLimitsLearned,
     RunFinished,
     RunPaused,
@@ -56,6 +59,22 @@ class BatchView:
     ended: BatchEnded | None = None
 
 
+@dataclass
+class QualityView:
+    """The judge's scores as the run panel and the grid show them."""
+
+    judged: dict[int, tuple[float, str]] = field(default_factory=dict)
+    """Score and reason of each judged answer, by task index."""
+    recent: deque[float] = field(default_factory=lambda: deque(maxlen=SPARK_SCORES))
+    rolling: float | None = None
+    baseline: float | None = None
+    drifts: list[QualityDrift] = field(default_factory=list)
+
+
+SPARK_SCORES = 60
+"""Scores kept for the run panel's sparkline."""
+
+
 class RunFigures:
     """The run-wide figures a view shows besides the board (limit, ceiling, pause, rate limits,
     whether a run is on), kept from the events alone: a live view and an attached one that
@@ -72,10 +91,19 @@ class RunFigures:
         self.finished: RunFinished | None = None
         self.batches: dict[str, BatchView] = {}
         """The run's provider batches (`--lane batch|auto`), in the order they were submitted."""
+        self.quality = QualityView()
+        """The judge's scores and the drifts it acted on (a run with `--judge`)."""
 
     def note(self, event: EngineEvent, at: float | None = None) -> None:
         """`at`: when the event happened (epoch seconds; default now)."""
         match event:
+            case AnswerJudged(index=index, score=score, reason=reason):
+                quality = self.quality
+                quality.judged[index] = (score, reason)
+                quality.recent.append(score)
+                quality.rolling, quality.baseline = event.rolling, event.baseline
+            case QualityDrift():
+                self.quality.drifts.append(event)
             case BatchSubmitted(batch_id=batch_id, indices=indices, submitted_at=submitted_at):
                 self.batches[batch_id] = BatchView(batch_id, len(indices), submitted_at or at or time.time())
             case BatchProgress(batch_id=batch_id) if batch_id in self.batches:

@@ -21,11 +21,16 @@ from typing import TYPE_CHECKING, Any
 from .config import configured_currency
 from .currency import USD, DisplayCurrency
 from .engine import EngineSettings, SwarmEngine, TaskState
+from .engine.admission import AdmissionController
 from .engine.events import RunFinished, TaskQueued
+from .engine.pacing import RateLimits
 from .engine.stats import latency_summary
 from .errors import JournalWriteError
 from .jobs import Job, Task, TaskTemplate
 from .journal import Journal
+from .judge.judge import CONCURRENCY as JUDGE_CONCURRENCY
+from .judge.judge import Judge, quality_summary
+from .judge.spec import JudgeSpec
 from .legacy_journal import migrate
 from .pricing import PriceTable, summary_cost_fields
 from .providers.client import ProviderClient
@@ -95,7 +100,10 @@ class SwarmSession:
         ray: RayOptions | None = None,
         lock: RunDirLock | None = None,
         tools: ToolsSpec | None = None,
+        judge: JudgeSpec | None = None,
+        judge_profile: ProviderProfile | None = None,
     ) -> None:
+        """`judge`: score a sample of the answers (`judge_profile`: its own endpoint; None: the run's)."""
         self.run_dir = run_dir
         self.journal = journal
         self.lock = lock
@@ -177,6 +185,59 @@ class SwarmSession:
             else None
         )
         self._control_task: asyncio.Task[None] | None = None
+        self.judge_client: ProviderClient | None = None
+        self.judge_sim: SimServer | None = None
+        self.judge: Judge | None = None
+        if judge is not None and isinstance(self.engine, SwarmEngine):
+            self.judge = self._make_judge(judge, judge_profile)
+
+    def _make_judge(self, spec: JudgeSpec, profile: ProviderProfile | None) -> Judge:
+        """The judge, on the run's own endpoint (its admission and pacing) or on one of its own."""
+        engine = self.engine
+        assert isinstance(engine, SwarmEngine)
+        admission = None
+        if profile is not None and profile.name != self.plan.profile.name:
+            base_url = profile.base_url
+            if profile.is_simulator:  # the embedded simulator as the judge of a run elsewhere
+                self.judge_sim = SimServer(self.plan.sim or DEMO_SIM).start(mode="thread")
+                base_url = self.judge_sim.base_url
+            self.judge_client = ProviderClient(profile, base_url, attempt_timeout_s=self.plan.settings.timeout_s)
+            admission = AdmissionController(JUDGE_CONCURRENCY, rate_limits=RateLimits(profile.rpm, profile.tpm))
+        model = spec.model or (profile.model if profile is not None else None) or self.model or ""
+        if self.judge_client is not None:
+            table = PriceTable.builtin(self.plan.prices)
+            engine.add_price(self.judge_client.name, table.lookup(model, self.judge_client.name))
+        pipeline = self.pipeline
+        multi_round = self.swarm is not None and self.swarm.memory.rounds > 1
+
+        def flush() -> str:
+            return (
+                f"memory flushed ({pipeline.flush_memory()} rounds)" if pipeline is not None else "no memory to flush"
+            )
+
+        def pause() -> str:
+            engine.pause()
+            return "paused (p goes on)"
+
+        def fail_over() -> str:
+            return "failed over to the fallback" if engine.fail_over("quality drift") else "no fallback to fail over to"
+
+        judge = Judge(
+            engine,
+            self.journal,
+            spec,
+            model=model,
+            action=spec.action_for(multi_round),
+            actions={"flush_memory": flush, "pause": pause, "failover": fail_over},
+            round_of=(lambda: pipeline.round_number) if pipeline is not None else (lambda: 1),
+            client=self.judge_client,
+            admission=admission,
+        )
+        engine.subscribe(judge.observe)
+        if pipeline is not None:
+            pipeline.settle = judge.settle
+            pipeline.flushed.append(judge.monitor.start_over)
+        return judge
 
     @property
     def tasks(self) -> list[Task]:
@@ -196,7 +257,15 @@ class SwarmSession:
     # ----------------------------------------------------------------- opening
 
     @classmethod
-    def open_new(cls, job: Job, plan: RunPlan, run_dir: Path, *, ray: RayOptions | None = None) -> SwarmSession:
+    def open_new(
+        cls,
+        job: Job,
+        plan: RunPlan,
+        run_dir: Path,
+        *,
+        ray: RayOptions | None = None,
+        judge_profile: ProviderProfile | None = None,
+    ) -> SwarmSession:
         """A new run in `run_dir` (new or empty; InputError otherwise), locked for this process."""
         tasks = job.tasks
         template = job.template
@@ -214,10 +283,26 @@ class SwarmSession:
                     "swarm": job.swarm.to_meta() if job.swarm else None,
                     "template": asdict(template) if template else None,
                     "tools": job.tools.to_meta() if job.tools else None,
+                    "judge": judge_to_meta(job.judge, judge_profile),
                 },
             )
             journal.begin_session()
-            return cls(run_dir, journal, plan, tasks, {}, {}, job.name, job.swarm, template, ray, lock, job.tools)
+            return cls(
+                run_dir,
+                journal,
+                plan,
+                tasks,
+                {},
+                {},
+                job.name,
+                job.swarm,
+                template,
+                ray,
+                lock,
+                job.tools,
+                job.judge,
+                judge_profile,
+            )
         except BaseException:
             lock.release()
             raise
@@ -276,8 +361,22 @@ class SwarmSession:
         if template is not None and profile is not None and profile.model:
             template = replace(template, model=profile.model)
         tools = ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None
+        judge, judge_profile = judge_from_meta(meta.get("judge"))
         return cls(
-            run_dir, journal, plan, tasks, states, attempts, meta["job"]["name"], swarm, template, ray, lock, tools
+            run_dir,
+            journal,
+            plan,
+            tasks,
+            states,
+            attempts,
+            meta["job"]["name"],
+            swarm,
+            template,
+            ray,
+            lock,
+            tools,
+            judge,
+            judge_profile,
         )
 
     # ----------------------------------------------------------------- running
@@ -289,6 +388,8 @@ class SwarmSession:
         self._control_task = asyncio.create_task(self._serve_control(), name="swarm-control")
         try:
             finished = await (self.pipeline.run() if self.pipeline else self.engine.run())
+            if self.judge is not None:
+                await self.judge.settle()  # the last answers' scores belong in summary.json
         except JournalWriteError:  # a planner's or aggregator's outcome could not be kept: the run stopped
             finished = self.engine.outcome()
         finally:
@@ -373,6 +474,10 @@ class SwarmSession:
         await self.client.aclose()
         if self.fallback is not None:
             await self.fallback.aclose()
+        if self.judge_client is not None:
+            await self.judge_client.aclose()
+        if self.judge_sim is not None:
+            self.judge_sim.stop()
         if self.sim is not None:
             self.sim.stop()
         self.journal.close()
@@ -464,6 +569,9 @@ def summarize(
     agents = journal.agent_totals()
     if agents is not None:  # multi-step agents: steps, tool calls, the critical path
         summary["agents"] = agents
+    quality = quality_summary(journal)
+    if quality is not None:  # the judge: scores, drifts acted on, its cost apart
+        summary["quality"] = quality
     batches = journal.batch_summary()
     if batches:  # the batch lane: its batches (latency_ms is the live calls' only)
         summary["batches"] = batches
@@ -506,6 +614,20 @@ class _atomic:
 
 
 # --------------------------------------------------------------------------- plan <-> journal meta
+
+
+def judge_to_meta(spec: JudgeSpec | None, profile: ProviderProfile | None) -> dict[str, Any] | None:
+    """The judge as the journal keeps it (its profile without a key, as the run's)."""
+    if spec is None:
+        return None
+    return {"spec": spec.to_meta(), "profile": asdict(profile) if profile is not None else None}
+
+
+def judge_from_meta(data: dict[str, Any] | None) -> tuple[JudgeSpec | None, ProviderProfile | None]:
+    if not data:
+        return None, None
+    profile = ProviderProfile(**data["profile"]) if data.get("profile") else None
+    return JudgeSpec.from_meta(data["spec"]), profile
 
 
 def plan_to_meta(plan: RunPlan) -> dict[str, Any]:

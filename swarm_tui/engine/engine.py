@@ -366,6 +366,20 @@ class SwarmEngine(ObservableEngine):
         self._wake.set()
         return [t.index for t in new]
 
+    def fail_over(self, reason: str) -> bool:
+        """Send new attempts to the fallback now (the judge saw quality drop on the primary);
+        False when there is no fallback. Half-open probes bring the primary back as usual."""
+        if self.fallback is None or self.breaker is None:
+            return False
+        self.breaker.force_open(reason)
+        self._log("failover", {"to": self.fallback.name, "reason": reason, "from_primary": True})
+        self._emit(EndpointSwitched(self.fallback.name, reason))
+        return True
+
+    def add_price(self, endpoint: str, price: Price | None) -> None:
+        """Bill calls to another endpoint (a judge's) at its price."""
+        self._prices.setdefault(endpoint, price)
+
     def note_congestion(self, reason: str) -> None:
         """Congestion the provider showed to someone else sharing its budget (another shard of a
         distributed swarm): back the adaptive limit off as for a 429 of our own."""
@@ -377,28 +391,38 @@ class SwarmEngine(ObservableEngine):
     def announce_phase(self, phase: str, detail: str = "") -> None:
         self._emit(PhaseChanged(phase, detail))
 
-    async def call_direct(self, phase: str, index: int, body: dict) -> CallResult:
-        """One request outside the task grid (planner, warm-up, aggregator): the same admission,
-        retry policy and journal as any task, under a negative `index`. Raises the last failure."""
+    async def call_direct(
+        self,
+        phase: str,
+        index: int,
+        body: dict,
+        *,
+        client: ProviderClient | None = None,
+        admission: AdmissionController | None = None,
+    ) -> CallResult:
+        """One request outside the task grid (planner, warm-up, aggregator, judge): the same
+        admission, retry policy and journal as any task, under a negative `index`. Raises the last
+        failure. `client` and `admission`: another endpoint (a judge's) and its own pacing."""
+        admission = admission or self.admission
         round_attempts = 0
         while True:
             tokens = self._token_estimate_of(body)
-            if not await self.admission.acquire(tokens):
+            if not await admission.acquire(tokens):
                 raise RunStopped(self._stop_reason or "stopped")
             number = self._next_number(index)
             round_attempts += 1
             started_at, t0 = time.time(), time.monotonic()
-            client = self._route()
+            endpoint = client or self._route()
             try:
                 async with asyncio.timeout(self.settings.timeout_s):
-                    result = await client.complete(body, stream=self.settings.stream, deadlines=self._deadlines)
+                    result = await endpoint.complete(body, stream=self.settings.stream, deadlines=self._deadlines)
             except Exception as exc:
-                error = client.classify(exc)
+                error = endpoint.classify(exc)
                 retry = self.retry_policy.should_retry(error, round_attempts)
                 attempt = Attempt(
                     index,
                     number,
-                    client.name,
+                    endpoint.name,
                     started_at,
                     _ms_since(t0),
                     "retry" if retry else "failed",
@@ -410,14 +434,14 @@ class SwarmEngine(ObservableEngine):
                     raise
                 error = self._capped(error)
                 if error.is_rate_limit and error.retry_after_s:
-                    self.admission.close_gate(error.retry_after_s)
+                    admission.close_gate(error.retry_after_s)
                 await asyncio.sleep(self.retry_policy.delay_s(error, round_attempts))
             else:
-                attempt = self._answered(index, number, client.name, started_at, _ms_since(t0), result, "ok")
+                attempt = self._answered(index, number, endpoint.name, started_at, _ms_since(t0), result, "ok")
                 self._record_phase_attempt(phase, attempt)
                 return result
             finally:
-                self.admission.release()
+                admission.release()
 
     def _record_phase_attempt(self, phase: str, attempt: Attempt) -> None:
         event = PhaseAttempt(phase, attempt)

@@ -50,6 +50,8 @@ EVENT_TYPES: dict[str, type] = {
         ev.BatchSubmitted,
         ev.BatchProgress,
         ev.BatchEnded,
+        ev.AnswerJudged,
+        ev.QualityDrift,
         ev.RunStopping,
         ev.RunFinished,
     )

@@ -264,6 +264,31 @@ class BatchEnded:
 
 
 @dataclass(frozen=True, slots=True)
+class AnswerJudged:
+    """The judge scored a task's answer (1-10) against the task and the rubric."""
+
+    index: int
+    score: float
+    reason: str
+    round: int = 1
+    rolling: float | None = None
+    """The rolling score after this one (None until the baseline is made)."""
+    baseline: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QualityDrift:
+    """The rolling judge score fell more than the allowed drop below its baseline: `action`
+    (alert, flush_memory, pause, failover) was taken."""
+
+    rolling: float
+    baseline: float
+    action: str
+    detail: str = ""
+    round: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class RunStopping:
     """Dispatch stopped for a reason other than completion: abort, budget, error rate."""
 
@@ -302,6 +327,8 @@ EngineEvent = (
     | BatchSubmitted
     | BatchProgress
     | BatchEnded
+    | AnswerJudged
+    | QualityDrift
     | RunStopping
     | RunFinished
 )

@@ -100,6 +100,12 @@ class ObservableEngine:
         for event in events:
             self._deliver(event)
 
+    def record(self, write: Callable[..., None], *args: Any, events: Sequence[EngineEvent]) -> None:
+        """A journal write from outside the engine (the judge's verdict) and the events that report
+        it, in one transaction, then out to the views; a journal that cannot be written has
+        already stopped the run, and the events still go out."""
+        self._commit(write, *args, events=events, quiet=True)
+
     def _deliver(self, event: EngineEvent) -> None:
         """An event already on disk: move the board, then tell the listeners."""
         self.board.apply(event)

@@ -12,7 +12,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, chain
+from itertools import chain
 from typing import overload
 
 from ..lanes import is_batch_endpoint
@@ -40,6 +40,8 @@ from .events import (
 )
 
 RATE_WINDOW_S = 10.0
+JUDGE_PHASE = "judge"
+"""The phase of the judge's calls (`PhaseAttempt`)."""
 
 
 def nearest_rank(sorted_values: Sequence[float], q: float) -> float | None:
@@ -61,19 +63,22 @@ class SortedLatencies(Sequence[float]):
     finds its bucket by bisecting the buckets' maxima, O(log n), and inserts into a bucket of at
     most 2 x `LOAD` values (a bounded memmove), splitting it when full. A flat list with
     `bisect.insort` moved n/2 values per insert: O(n), 0.1 ms per answer at 100,000 answers.
-    Reading the k-th value bisects the buckets' cumulative sizes, recomputed (in C) only after
-    an add. Reads as a sorted list: `len`, `[i]`, `[a:b]`, iteration, `== list`.
+    The k-th value is found through a Fenwick tree of the buckets' sizes, O(log n) too (an add
+    counts itself in it; it is rebuilt only when a bucket splits, once per `LOAD` adds), so a
+    percentile read right after each answer stays cheap at a million answers.
+    Reads as a sorted list: `len`, `[i]`, `[a:b]`, iteration, `== list`.
     """
 
     LOAD = 512
 
-    __slots__ = ("_buckets", "_maxes", "_len", "_offsets")
+    __slots__ = ("_buckets", "_maxes", "_len", "_sizes")
 
     def __init__(self, values: Iterable[float] = ()) -> None:
         self._buckets: list[list[float]] = []
         self._maxes: list[float] = []
         self._len = 0
-        self._offsets: list[int] | None = None
+        self._sizes: list[int] = [0]
+        """Fenwick tree (1-based) of the buckets' sizes."""
         self._fill(values)
 
     def _fill(self, values: Iterable[float]) -> None:
@@ -81,14 +86,23 @@ class SortedLatencies(Sequence[float]):
         self._buckets = [ordered[i : i + self.LOAD] for i in range(0, len(ordered), self.LOAD)]
         self._maxes = [bucket[-1] for bucket in self._buckets]
         self._len = len(ordered)
-        self._offsets = None
+        self._index()
+
+    def _index(self) -> None:
+        """Rebuild the Fenwick tree of bucket sizes: O(number of buckets)."""
+        sizes = [0, *map(len, self._buckets)]
+        for i in range(1, len(sizes)):
+            parent = i + (i & -i)
+            if parent < len(sizes):
+                sizes[parent] += sizes[i]
+        self._sizes = sizes
 
     def add(self, value: float) -> None:
         self._len += 1
-        self._offsets = None
         if not self._buckets:
             self._buckets.append([value])
             self._maxes.append(value)
+            self._index()
             return
         at = bisect.bisect_right(self._maxes, value)
         if at == len(self._maxes):  # beyond every bucket's maximum: the last bucket grows
@@ -102,16 +116,26 @@ class SortedLatencies(Sequence[float]):
             self._buckets.insert(at + 1, bucket[self.LOAD :])
             del bucket[self.LOAD :]
             self._maxes.insert(at, bucket[-1])
+            self._index()
+            return
+        sizes, i = self._sizes, at + 1
+        while i < len(sizes):
+            sizes[i] += 1
+            i += i & -i
 
     def _locate(self, index: int) -> tuple[list[float], int]:
         if index < 0:
             index += self._len
         if not 0 <= index < self._len:
             raise IndexError("latency index out of range")
-        if self._offsets is None:
-            self._offsets = list(accumulate(len(bucket) for bucket in self._buckets))
-        at = bisect.bisect_right(self._offsets, index)
-        return self._buckets[at], index - (self._offsets[at - 1] if at else 0)
+        sizes, at = self._sizes, 0  # descend the tree: the last bucket whose prefix ends before index
+        step = 1 << (len(sizes) - 1).bit_length()
+        while step:
+            if at + step < len(sizes) and sizes[at + step] <= index:
+                at += step
+                index -= sizes[at]
+            step >>= 1
+        return self._buckets[at], index
 
     @overload
     def __getitem__(self, index: int) -> float: ...
@@ -182,6 +206,8 @@ class RunStats:
     """The most steps any agent has needed so far (its final answer counts as a step)."""
     usage: Usage = Usage()
     cost_usd: float = 0.0
+    judge_cost_usd: float = 0.0
+    """The part of `cost_usd` the judge's calls cost (shown apart)."""
     batch_cost_usd: float = 0.0
     """The part of `cost_usd` billed for batch lines (`--lane batch|auto`)."""
     batch_sent: int = 0
@@ -208,10 +234,12 @@ class RunStats:
                 self.batch_waiting += len(indices)
             case AttemptEnded(attempt=attempt):
                 self._attempt_ended(attempt)
-            case PhaseAttempt(attempt=attempt):
+            case PhaseAttempt(phase=phase, attempt=attempt):
                 self.sent += 1
                 self.in_flight += 1  # balanced by _attempt_ended
                 self._attempt_ended(attempt)
+                if phase == JUDGE_PHASE and attempt.cost_usd is not None:
+                    self.judge_cost_usd += attempt.cost_usd
             case TasksAdded(total=total):
                 self.total = total
             case TaskSucceeded(attempt=attempt):

@@ -8,6 +8,7 @@ round's successful workers are not sent again, and a finished round is not aggre
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,12 +71,22 @@ class SwarmPipeline:
         self.memory = RollingMemory.from_meta(spec.memory.window, self.state["memory"])
         self.last_aggregate: Aggregate | None = None
         self._phase = "plan"
+        self.round_number = 1
+        """The round being fanned out (the judge keys its scores to it)."""
+        self.flushed: list[Callable[[], None]] = []
+        """Told after every flush (the judge measures its baseline anew)."""
+        self.settle: Callable[[], Awaitable[None]] | None = None
+        """Awaited when a round's agents are done, before its memory is built (the judge's calls
+        in flight: a drift it finds flushes the memory before the next round reads it)."""
 
     def flush_memory(self) -> int:
-        """Forget the earlier rounds (a key in the TUI); later rounds start from the shared context only."""
+        """Forget the earlier rounds (a key in the TUI, or the judge's action on drift); later rounds
+        start from the shared context only."""
         count = self.memory.flush()
         self._save()
         self.journal.log_event("memory_flushed", {"rounds": count})
+        for listener in self.flushed:
+            listener()
         return count
 
     async def run(self) -> RunFinished:
@@ -113,12 +124,15 @@ class SwarmPipeline:
         for round_number in range(1, rounds + 1):
             if round_number in self.state["rounds_done"]:
                 continue
+            self.round_number = round_number
             indices = self._ensure_round_tasks(round_number)
             engine.announce_phase(
                 "fan-out",
                 f"round {round_number}/{rounds}: {len(indices)} agents" if rounds > 1 else f"{len(indices)} agents",
             )
             finished = await engine.run()
+            if self.settle is not None:
+                await self.settle()
             if finished.aborted or finished.stop_reason:
                 return finished
             outputs = self._outputs(indices)
