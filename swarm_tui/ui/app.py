@@ -40,6 +40,7 @@ from ..engine.events import (
     AgentStepped,
     AttemptEnded,
     AttemptStarted,
+    BatchSubmitted,
     EndpointSwitched,
     EngineEvent,
     PhaseChanged,
@@ -69,9 +70,9 @@ from .estimate import EstimateScreen
 from .format import short_path
 from .grid import STATE_LABELS, AgentGrid
 from .keys import KeyRow, help_rows, key_hint, resolve_keymap
-from .panels import ProviderBar, RunPanel, StatsFigures, StatsFooter
+from .panels import LanePanel, ProviderBar, RunPanel, StatsFigures, StatsFooter
 from .provider import ProviderScreen
-from .source import LiveRun, RunSource
+from .source import LiveRun, RunSource, run_figures
 from .themes import (
     DEFAULT_THEME,
     THEME_ORDER,
@@ -91,6 +92,11 @@ ACTIVE_STATES = frozenset({TaskState.QUEUED, TaskState.RUNNING, TaskState.RETRYI
 SIDE_PANEL_MIN = 40
 RESERVED_ROWS = 1 + 3 + 1 + 7
 """Provider bar, stats footer, key footer, and the least the error log keeps."""
+LANE_ROWS_TALL_FROM = 40
+"""From this terminal height the lane panel lists up to `LANE_ROWS[1]` batches, else `LANE_ROWS[0]`."""
+LANE_ROWS = (2, 5)
+BATCH_ROWS_FROM_LOG = 2
+"""Rows the batch lane's lines take from the error log's least (7) before the grid gives any."""
 
 
 def display_currency_or_usd(config: Config, provider: str) -> DisplayCurrency:
@@ -160,13 +166,18 @@ class SwarmApp(App[int]):
         start: bool = True,
         clock: Callable[[], float] | None = None,
         refresh_hz: float = REFRESH_HZ,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        """`wall_clock`: epoch seconds, for the provider batches' times (their 24 h window)."""
         super().__init__()
         self.source = source
         self.config = config if config is not None else load_config()
         self.currency = display_currency_or_usd(self.config, source.profile.name)
         self._start = start
         self._clock = clock or time.monotonic
+        self._wall_clock = wall_clock
+        self._lane_lines = 0
+        """The lane panel's height as the grid was last fitted to it (0: no batches)."""
         if clock is not None:  # a frozen clock (snapshot tests): elapsed, rates and ETA hold still
             source.stats.clock = clock
             source.stats.started_at = clock()
@@ -243,6 +254,7 @@ class SwarmApp(App[int]):
         with Horizontal(id="top"):
             yield AgentGrid([t.index for t in source.tasks], source.states, id="grid")
             yield RunPanel(id="run-panel")
+        yield LanePanel(id="lane")
         yield ErrorLog(id="error-log")
         yield StatsFooter(id="stats")
         yield Footer(id="keys")
@@ -252,6 +264,8 @@ class SwarmApp(App[int]):
         self.grid = self.query_one(AgentGrid)
         self.error_log = self.query_one(ErrorLog)
         self.run_panel = self.query_one(RunPanel)
+        self.lane_panel = self.query_one(LanePanel)
+        self.stats_footer = self.query_one(StatsFooter)
         self.figures = self.query_one(StatsFigures)
         self.sparkline = self.query_one(Sparkline)
         self._fit_grid()
@@ -290,10 +304,17 @@ class SwarmApp(App[int]):
             self._fit_grid(event.size.width, event.size.height)
 
     def _fit_grid(self, width: int | None = None, height: int | None = None) -> None:
-        """The grid gets what the side panel and the error log's minimum leave."""
+        """The grid gets what the side panel and the error log's minimum leave; in a run with
+        batches, also what the lane panel and the footer's batch line need beyond two rows
+        of that minimum (a 100-agent grid stays whole at 80x24)."""
         width = self.size.width if width is None else width
         height = self.size.height if height is None else height
-        self.grid.fit(width - SIDE_PANEL_MIN, height - RESERVED_ROWS)
+        batch_rows = self._lane_lines + 1 if self._lane_lines else 0  # the footer's batch line
+        self.grid.fit(width - SIDE_PANEL_MIN, height - RESERVED_ROWS - max(0, batch_rows - BATCH_ROWS_FROM_LOG))
+
+    def _lane_rows(self) -> int:
+        """How many batches the lane panel lists at this terminal height."""
+        return LANE_ROWS[1] if self.size.height >= LANE_ROWS_TALL_FROM else LANE_ROWS[0]
 
     def _settle_phase(self) -> None:
         """The phase of a run nobody has started here: what its states say."""
@@ -355,15 +376,18 @@ class SwarmApp(App[int]):
                 case TaskSucceeded(attempt=attempt):
                     changed.add(attempt.index)
                     grid.left_tools(attempt.index)
+                    grid.left_batch(attempt.index)
                     grid.set_latency(attempt.index, attempt.latency_ms)
                     self._spark_bucket.append(attempt.latency_ms)
                 case TaskRetrying(attempt=attempt, delay_s=delay):
                     changed.add(attempt.index)
+                    grid.left_batch(attempt.index)
                     failures.append(Failure.retrying(attempt, delay, self._clock()))
                     restarted.discard(attempt.index)  # only a start after this retry row is its retry
                 case TaskFailed(attempt=attempt):
                     changed.add(attempt.index)
                     grid.left_tools(attempt.index)
+                    grid.left_batch(attempt.index)
                     failures.append(Failure.final(attempt))
                 case AttemptEnded(attempt=attempt) if attempt.error is not None:
                     failures.append(Failure.side(attempt))
@@ -381,9 +405,14 @@ class SwarmApp(App[int]):
                     changed.add(index)
                     restarted.add(index)
                     grid.left_tools(index)
+                    grid.left_batch(index)
                 case TaskQueued(index=index) | TaskCancelled(index=index):
                     changed.add(index)
                     grid.left_tools(index)
+                    grid.left_batch(index)
+                case BatchSubmitted(indices=indices):  # their cells: waiting in a provider batch
+                    changed.update(indices)
+                    grid.batch_submitted(indices)
                 case AgentStepped(attempt=attempt, step=step, tools=tools):  # its cell: in its tools
                     changed.add(attempt.index)  # (and its detail grows)
                     grid.agent_stepped(attempt.index, step, tools)
@@ -511,7 +540,23 @@ class SwarmApp(App[int]):
                     flag = " --retry-failed" if failed else ""
                     notes.append(f"resume: swarm-tui resume {source.run_dir}{flag}")
         self.run_panel.update_from(source, self.grid, phase, detail, self.rate_limits, notes)
+        self._update_lane()
         self.figures.update_from(source, self.currency, self._ended_elapsed_s)
+
+    def _update_lane(self) -> None:
+        """The lane panel and the footer's batch line, in a run with provider batches; the grid
+        gives them their rows when they appear (or grow)."""
+        figures = run_figures(self.source)
+        batches = figures.batches if figures is not None else {}
+        if not batches and not self._lane_lines:
+            return  # a run without batches: nothing here changes its screen
+        rows = self._lane_rows()
+        self.lane_panel.update_from(batches, self.grid, self.source.stats, self._wall_clock(), rows)
+        self.stats_footer.set_class(bool(self.source.stats.batch_sent), "-batch")
+        lines = self.lane_panel.lines(batches, rows)
+        if lines != self._lane_lines:
+            self._lane_lines = lines
+            self._fit_grid()
 
     # ----------------------------------------------------------------- which keys make sense now
 
@@ -688,16 +733,23 @@ class SwarmApp(App[int]):
     def action_abort(self) -> None:
         source = self.source
         where = "the run in another process" if source.attached else "the run"
+        batch = (
+            f" Open provider batches are cancelled ({source.stats.batch_waiting} lines waiting); the lines they "
+            "completed are kept."
+            if source.stats.batch_waiting
+            else ""
+        )
         body = (
-            f"In-flight calls are cancelled and nothing new is sent. Finished agents are kept; the journal stays "
-            f"resumable:\n  swarm-tui resume {source.run_dir}"
+            f"In-flight calls are cancelled and nothing new is sent.{batch} Finished agents are kept; the journal "
+            f"stays resumable:\n  swarm-tui resume {source.run_dir}"
         )
 
         def answered(yes: bool | None) -> None:
             if yes:
+                batches = " and the open batches" if source.stats.batch_waiting else ""
                 source.abort("aborted by user")
                 self.notify(
-                    "Aborting: cancelling in-flight calls…"
+                    f"Aborting: cancelling in-flight calls{batches}…"
                     if not source.attached
                     else "Asked the running engine to abort.",
                     timeout=4,
@@ -776,7 +828,13 @@ class SwarmApp(App[int]):
             self.exit(source.exit_code())
             return
         stats = source.stats
-        waiting = stats.total - stats.done - stats.in_flight
+        waiting = stats.total - stats.done - stats.in_flight - stats.batch_waiting
+        batch = (
+            f" Open provider batches are cancelled ({stats.batch_waiting} lines waiting); the lines they completed "
+            "are kept."
+            if stats.batch_waiting
+            else ""
+        )
 
         def answered(yes: bool | None) -> None:
             if not yes:
@@ -792,7 +850,7 @@ class SwarmApp(App[int]):
             ConfirmScreen(
                 "A run is in flight. Quit?",
                 f"{stats.in_flight} calls in flight and {max(0, waiting)} agents waiting will be stopped; "
-                f"finished agents are kept. The journal stays resumable:\n  swarm-tui resume {source.run_dir}",
+                f"finished agents are kept.{batch} The journal stays resumable:\n  swarm-tui resume {source.run_dir}",
                 yes="Quit",
             ),
             answered,
@@ -840,11 +898,20 @@ def make_app(
     start: bool = True,
     clock: Callable[[], float] | None = None,
     refresh_hz: float = REFRESH_HZ,
+    wall_clock: Callable[[], float] = time.time,
 ) -> SwarmApp:
     """The app for a session (run here) or a run source (e.g. `AttachedRun`). Tests pass a
     session on a seeded simulator, a config on a temporary path, and a frozen clock."""
     run_source = LiveRun(source) if isinstance(source, SwarmSession) else source
-    return SwarmApp(run_source, config=config, theme=theme, start=start, clock=clock, refresh_hz=refresh_hz)
+    return SwarmApp(
+        run_source,
+        config=config,
+        theme=theme,
+        start=start,
+        clock=clock,
+        refresh_hz=refresh_hz,
+        wall_clock=wall_clock,
+    )
 
 
 def run_tui(session: SwarmSession, theme: str | None = None) -> int:

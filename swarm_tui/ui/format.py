@@ -64,6 +64,29 @@ def duration(seconds: float | None) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
 
 
+def span(seconds: float) -> str:
+    """A coarse span of time for hours-long waits: `45s`, `12m`, `3h05m`, `2d04h`."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 48:
+        return f"{hours}h{minutes % 60:02d}m"
+    return f"{hours // 24}d{hours % 24:02d}h"
+
+
+def short_batch_id(batch_id: str, keep: int = 8) -> str:
+    """A provider batch id, short: its end (OpenAI's begin with a timestamp, so two batches
+    created together share their first characters): `batch_…3f9c2b07`."""
+    prefix, _, rest = batch_id.rpartition("_") if "_" in batch_id else ("", "", batch_id)
+    if len(rest) <= keep + 1:
+        return batch_id
+    return f"{prefix}_…{rest[-keep:]}" if prefix else f"…{rest[-keep:]}"
+
+
 def rate(value: float, width: int = 6) -> str:
     """A per-second rate: ` 412.3`, `  1.2k`."""
     if value < 1000:

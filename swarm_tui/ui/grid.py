@@ -26,6 +26,11 @@ its tools (from `AgentStepped` to its next `AttemptStarted`: the tool colour, `*
 
 The layout never changes for steps: a run's cells stay where they are.
 
+The batch lane (`--lane batch|auto`): a task carried as a line of a provider batch is running
+too, but for minutes or hours, at the provider's pace, not ours: from `BatchSubmitted` until
+its line comes back its cell has its own colour (`$swarm-batch`; `=` when compact), so the
+live calls stand apart from the lines waiting in a batch.
+
 A task without tools never steps: its cells are drawn exactly as they always were.
 """
 
@@ -76,6 +81,8 @@ GLYPHS = {
 """Compact cells: ASCII, so that no terminal (CJK ambiguous-width ones included) widens them."""
 TOOL_GLYPH = "*"
 """A compact cell whose agent runs its tools (`>`: it is thinking)."""
+BATCH_GLYPH = "="
+"""A compact cell whose task waits as a line of a provider batch."""
 THINKING_MARK = ":"
 TOOL_MARK = "*"
 """Between the number and the step in a wide cell: `42:3` thinking, `42*3` in its tools."""
@@ -102,6 +109,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         *(f"agent-grid--heat-{n}" for n in range(1, HEAT_LEVELS + 1)),
         "agent-grid--cursor",
         "agent-grid--tool",
+        "agent-grid--batch",
     }
 
     DEFAULT_CSS = """
@@ -124,6 +132,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
     AgentGrid > .agent-grid--heat-4 { background: $swarm-heat-4; color: auto 95%; }
     AgentGrid > .agent-grid--heat-5 { background: $swarm-heat-5; color: auto 95%; }
     AgentGrid > .agent-grid--tool { background: $swarm-tool; color: auto 95%; }
+    AgentGrid > .agent-grid--batch { background: $swarm-batch; color: auto 95%; }
     AgentGrid > .agent-grid--cursor { text-style: reverse bold; }
     AgentGrid:blur > .agent-grid--cursor { text-style: bold underline; }
     """
@@ -175,6 +184,10 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         """Agents running their tools now (from `AgentStepped` to their next model call): the tools' names."""
         self.stepping = False
         """An agent has taken a step: cells show steps (never true for a job without tools)."""
+        self._in_batch: set[int] = set()
+        """Tasks whose attempt is a line of a provider batch not back yet (`BatchSubmitted`)."""
+        self.batching = False
+        """A batch was submitted in this run: the legend shows the batch colour (never true for a live run)."""
         self._step_inside = False
         """Cells have room for `:step` after the number; otherwise the step takes the number's place."""
         self._heat_bounds: list[float] = []
@@ -295,6 +308,25 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         """How many agents run their tools now."""
         return len(self._in_tools)
 
+    # The batch lane. O(1) per task, like the steps above.
+
+    def batch_submitted(self, indices: Sequence[int]) -> None:
+        """`BatchSubmitted`: these tasks wait as lines of a provider batch."""
+        self._in_batch.update(indices)
+        self.batching = True
+
+    def left_batch(self, index: int) -> None:
+        """Its line came back (or it was cancelled, queued again, started live): no longer waiting."""
+        self._in_batch.discard(index)
+
+    def is_in_batch(self, index: int) -> bool:
+        return index in self._in_batch
+
+    @property
+    def in_batch(self) -> int:
+        """How many tasks wait as batch lines now."""
+        return len(self._in_batch)
+
     def set_latency(self, index: int, latency_ms: float) -> None:
         self._latency[index] = latency_ms
 
@@ -356,21 +388,22 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
             state = self._states.get(index, TaskState.QUEUED)
             step = self.step_of(index) if self.stepping and state in STEP_STATES else None
             in_tools = step is not None and step[1] is not None and state is TaskState.RUNNING
-            style = styles["tool" if in_tools else state]
+            batched = state is TaskState.RUNNING and index in self._in_batch
+            style = styles["batch" if batched else "tool" if in_tools else state]
             if self.heat and (latency := self._latency.get(index)) is not None and self._heat_bounds:
                 style = styles[f"heat-{1 + bisect_right(self._heat_bounds, latency)}"]
             if pos == self.cursor:
                 style = style + cursor_style
-            text = self._cell_text(index, state, step[0] if step else None, in_tools)
+            text = self._cell_text(index, state, step[0] if step else None, in_tools, batched)
             if pos > start:
                 segments.append(gap)
             segments.append(Segment(text, style))
         return Strip(segments).simplify()
 
-    def _cell_text(self, index: int, state: TaskState, step: int | None, in_tools: bool) -> str:
+    def _cell_text(self, index: int, state: TaskState, step: int | None, in_tools: bool, batched: bool = False) -> str:
         width = self.cell_width
         if self.compact:
-            return TOOL_GLYPH if in_tools else GLYPHS[state]
+            return BATCH_GLYPH if batched else TOOL_GLYPH if in_tools else GLYPHS[state]
         number = str(index + 1)
         if step is None:
             return number.center(width) if width > self._digits else number.rjust(width)
@@ -390,6 +423,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
             for n in range(1, HEAT_LEVELS + 1):
                 styles[f"heat-{n}"] = self._cell_style(f"agent-grid--heat-{n}")
             styles["tool"] = self._cell_style("agent-grid--tool")
+            styles["batch"] = self._cell_style("agent-grid--batch")
             styles["cursor"] = self.get_component_rich_style("agent-grid--cursor", partial=True)
             styles["base"] = self.rich_style
             self._styles = styles
@@ -411,6 +445,10 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
     def tool_style(self) -> Style:
         """The cell style of an agent running its tools, for legends drawn by other widgets."""
         return self._cell_styles()["tool"]
+
+    def batch_style(self) -> Style:
+        """The cell style of a task waiting in a provider batch, for legends drawn by other widgets."""
+        return self._cell_styles()["batch"]
 
     def heat_style(self, level: int) -> Style:
         return self._cell_styles()[f"heat-{level}"]

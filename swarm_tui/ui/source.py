@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..engine import EngineSettings, RunStats, TaskState
-from ..engine.events import EngineEvent
+from ..engine.events import BatchEnded, BatchProgress, BatchSubmitted, EngineEvent
 from ..jobs import Task
 from ..providers.profile import ProviderProfile
 from ..runlog import RunFigures, replay_history
 from ..session import SwarmSession
 
 EXIT_OK, EXIT_FAILED, EXIT_ABORTED = 0, 1, 130
+BATCH_EVENTS = (BatchSubmitted, BatchProgress, BatchEnded)
 
 
 class RunSource(Protocol):
@@ -75,6 +76,16 @@ class RunSource(Protocol):
     async def aclose(self) -> None: ...
 
 
+def run_figures(source: RunSource) -> RunFigures | None:
+    """The run-wide figures a source keeps from the events: a live run's `figures`, an attached
+    view's log follower (None for a journal without an event log)."""
+    figures = getattr(source, "figures", None)
+    if isinstance(figures, RunFigures):
+        return figures
+    follower = getattr(source, "follower", None)
+    return follower if isinstance(follower, RunFigures) else None
+
+
 class LiveRun:
     """This process runs the swarm: a `SwarmSession` whose engine runs as the app's worker."""
 
@@ -104,8 +115,9 @@ class LiveRun:
         adaptive = getattr(self.engine, "adaptive", None)
         self.figures = RunFigures(self.engine.admission.limit, adaptive.ceiling if adaptive else None)
         """The limit, ceiling and pause the screen shows: from the engine's events, as an attached view's."""
-        for event in self.history:  # e.g. the batches an earlier session submitted
-            self.figures.note(event)
+        for event in self.history:  # the batches earlier sessions submitted (their limits are not this one's)
+            if isinstance(event, BATCH_EVENTS):
+                self.figures.note(event)
         self.engine.subscribe(self.figures.note)
 
     @property
