@@ -11,6 +11,7 @@ Standalone: it imports neither Textual nor the rest of swarm_tui.
     config.py     SimConfig, the knobs
     behaviour.py  pure rules: tokens, buckets, prefix cache, draws, answers, scripted markers
     tools.py      pure rules of the tool-calling agent: tool rounds, calls, arguments, quoting
+    judging.py    pure rules of the judge (verdicts) and of answer quality (drift, ``⟨qN⟩``)
     errors.py     OpenAI error bodies
     core.py       Simulator: state and the per-request decision
     batches.py    the Batch API: uploaded files, batches on a compressed clock, result files

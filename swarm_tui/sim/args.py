@@ -192,6 +192,21 @@ _FLAGS: list[tuple[str, str, Callable[[str], Any], str, str]] = [
         "P",
         "Batch API: every batch runs only this share of its lines, then ends expired (default: never)",
     ),
+    (
+        "--drift-after-rounds",
+        "drift_after_rounds",
+        non_negative_int,
+        "N",
+        "context pollution: answers degrade about 2 quality points per remembered round past N "
+        "and recover when the memory is flushed (default: no drift)",
+    ),
+    (
+        "--judge-prose-first",
+        "judge_prose_first",
+        non_negative_int,
+        "N",
+        "the first N judge verdicts are prose, not JSON, to exercise a JSON re-ask (default 0)",
+    ),
 ]
 
 

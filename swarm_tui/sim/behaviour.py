@@ -37,6 +37,20 @@ Answers
     up to the drawn length (uniform in ``output_tokens``), cut at ``max_tokens`` /
     ``max_completion_tokens`` with ``finish_reason`` "length".
 
+Quality mark and the judge (``judging.py``)
+    Every task answer ends with its quality, `` ⟨qN⟩`` (N = 1..10; a JSON answer ends its
+    ``"answer"`` string with it), kept when ``max_tokens`` cuts the answer if it fits. Plans,
+    tool-calling steps and judge verdicts carry none. Quality is 8-9 (seeded); with
+    ``drift_after_rounds`` = N it is 9 ±1 while the request's rolling memory (the system
+    message starting "Memory of the swarm's previous rounds") holds at most N rounds, and
+    about 2 points less per round past N (at least 1), the answer then saying ``(drifting)``,
+    repeating the earlier rounds' first words and admitting confusion. A judge request (first
+    message a system message starting "You are an impartial judge", ``TASK:``/``ANSWER:`` or
+    ``ANSWER A:``/``ANSWER B:`` sections) is answered with a JSON verdict whose score is the
+    judged answer's last mark ±1 (or 6-9 from its text when it has none); scripted markers
+    quoted in a judge request's sections are ignored (only random faults and rate limits
+    apply to judge calls).
+
 Scripted faults (markers in a user message: the first one carrying a marker)
     ``[[sim:CODE]]``      every request carrying it gets CODE;
     ``[[sim:CODExN]]``    only the first N requests carrying that message, then it is answered.
@@ -509,14 +523,20 @@ def _filler(u: float, nbytes: int) -> str:
 
 
 def build_answer(
-    prompt: str, target_tokens: int, u_filler: float, max_tokens: int | None, extra: str | None = None
+    prompt: str,
+    target_tokens: int,
+    u_filler: float,
+    max_tokens: int | None,
+    extra: str | None = None,
+    tail: str = "",
 ) -> tuple[str, int, str]:
     """The answer ``(content, completion_tokens, finish_reason)``.
 
     ``content`` starts with ``Sim answer to: <prompt[:200]>`` so every request's answer
-    names its request; ``extra`` (an agent's ``tool results: ...`` line) follows on its own
-    line; filler words bring it near ``target_tokens`` (after a newline when ``extra`` is
-    given). When the content would exceed ``max_tokens`` it is cut there and
+    names its request; ``extra`` (an agent's ``tool results: ...`` line, a drifting answer's
+    confusion) follows on its own line; filler words bring it near ``target_tokens`` (after a
+    newline when ``extra`` is given); ``tail`` (the quality mark) ends it. When the content
+    would exceed ``max_tokens`` it is cut there, the tail kept when it fits, and
     ``finish_reason`` is "length". ``completion_tokens == estimate_tokens(content)`` always.
     """
     head = _PREFIX + prompt[:200]
@@ -524,14 +544,25 @@ def build_answer(
     if extra:
         head, sep = head + "\n" + extra, "\n"
     head_bytes = len(head) if head.isascii() else len(head.encode("utf-8"))
-    room = target_tokens * 4 - head_bytes - 1
-    content = head + sep + _filler(u_filler, room) if room >= 2 else head
-    n = estimate_tokens(content)
+    tail_bytes = len(tail.encode("utf-8"))
+    room = target_tokens * 4 - head_bytes - 1 - tail_bytes
+    if room >= 2:
+        content = head + sep + _filler(u_filler, room)
+    else:
+        content = head
+        if extra and tail:  # no filler: the mark goes on its own line, not onto the extra one
+            tail = "\n" + tail.lstrip()
+            tail_bytes = len(tail.encode("utf-8"))
+    n = estimate_tokens(content + tail)
     if max_tokens is not None and n > max_tokens:
-        raw = content.encode("utf-8")[: max_tokens * 4]
-        content = raw.decode("utf-8", "ignore")
+        limit = max_tokens * 4
+        if tail and tail_bytes < limit:
+            limit -= tail_bytes
+        else:
+            tail = ""
+        content = content.encode("utf-8")[:limit].decode("utf-8", "ignore") + tail
         return content, estimate_tokens(content), "length"
-    return content, n, "stop"
+    return content + tail, n, "stop"
 
 
 _PLAN_REQUEST = re.compile(r"Split the goal into (\d+) sub-tasks")
@@ -550,11 +581,18 @@ def wants_json(body: dict) -> bool:
 
 
 def build_json_answer(
-    prompt: str, u: float, plan_size: int | None, broken: bool, tool_results: Sequence[str] | None = None
+    prompt: str,
+    u: float,
+    plan_size: int | None,
+    broken: bool,
+    tool_results: Sequence[str] | None = None,
+    note: str | None = None,
+    tail: str = "",
 ) -> str:
     """A JSON answer: a plan (`{"subtasks": [...]}`) for a planner request, else an object
-    naming the request (with `"tool_results"` when given: an agent's quoted tool results).
-    `broken` wraps it in prose and a fence and cuts it short, as models do."""
+    naming the request (with `"tool_results"` when given: an agent's quoted tool results);
+    its `"answer"` string ends with `note` (a drifting answer's confusion) and `tail` (the
+    quality mark). `broken` wraps it in prose and a fence and cuts it short, as models do."""
     if plan_size:
         goal_match = _GOAL.search(prompt)
         goal = (goal_match.group(1) if goal_match else prompt).strip()[:80]
@@ -579,7 +617,7 @@ def build_json_answer(
     else:
         words = _filler(u, 120).split()
         value = {
-            "answer": _PREFIX + prompt[:200],
+            "answer": _PREFIX + prompt[:200] + (" " + note if note else "") + tail,
             "confidence": round(0.5 + u / 2, 2),
             "findings": [" ".join(words[i : i + 5]) for i in range(0, min(len(words), 15), 5)],
         }

@@ -81,6 +81,13 @@ class SimConfig:
     #: Batch API: when set, a batch runs only this share of its lines, then ends ``expired``
     #: at ``batch_seconds`` (the rest go to the error file as ``batch_expired``); None = never
     batch_expire_after: float | None = None
+    #: context pollution (``judging.py``): when set to N, an answer whose request's rolling
+    #: memory holds k > N rounds degrades about 2 quality points per round past N (and says
+    #: so); no memory (round 1, after a flush) is fresh again. None: no drift (quality 8-9)
+    drift_after_rounds: int | None = None
+    #: the next N judge verdicts are prose, not JSON (counted from start, reset, or a patch
+    #: setting it), so a client's JSON re-ask can be tested
+    judge_prose_first: int = 0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -116,6 +123,11 @@ class SimConfig:
             raise ValueError(f"context_window must be an integer >= 1, got {self.context_window!r}")
         if not _is_int(self.cache_min_tokens) or self.cache_min_tokens < 0:
             raise ValueError(f"cache_min_tokens must be an integer >= 0, got {self.cache_min_tokens!r}")
+        drift = self.drift_after_rounds
+        if drift is not None and (not _is_int(drift) or drift < 0):
+            raise ValueError(f"drift_after_rounds must be an integer >= 0 or None, got {drift!r}")
+        if not _is_int(self.judge_prose_first) or self.judge_prose_first < 0:
+            raise ValueError(f"judge_prose_first must be an integer >= 0, got {self.judge_prose_first!r}")
         bounds = self.output_tokens
         if (
             not isinstance(bounds, tuple)
@@ -161,7 +173,8 @@ class SimConfig:
 
         Accepts JSON-ish values: lists for tuples, "1:2"/"1,2" strings for ``output_tokens`` and
         ``tool_rounds``,
-        ints for floats, null for the optional limits and ``batch_expire_after``.
+        ints for floats, null for the optional limits, ``batch_expire_after`` and
+        ``drift_after_rounds`` (where 0 is a value: drift from the first remembered round).
         """
         names = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(patch) - names)
@@ -197,7 +210,7 @@ _FLOATS = {
     "batch_seconds",
     "batch_error_rate",
 }
-_INTS = {"seed", "context_window", "cache_min_tokens"}
+_INTS = {"seed", "context_window", "cache_min_tokens", "judge_prose_first"}
 _OPT_INTS = {"rpm", "tpm"}
 _OPT_FLOATS = {"batch_expire_after"}
 
@@ -218,6 +231,12 @@ def _coerce(key: str, raw: Any) -> Any:
             if isinstance(raw, bool):
                 raise TypeError
             return float(raw)
+        if key == "drift_after_rounds":
+            if raw is None or raw == "":
+                return None
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise TypeError
+            return int(raw)
         if key in _OPT_INTS:
             if raw is None or raw == 0:
                 return None

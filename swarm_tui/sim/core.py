@@ -12,7 +12,9 @@ All state lives in one event loop (the server's), so nothing here locks.
 Checks, in order: endpoint down (503) → API key (401) → body validation (400, tools and
 tool messages included) → context length (400) → scripted marker → rate limits (429) →
 random faults (5xx / hang) → answer: tool calls while an agent has tool rounds left (see
-``tools.py``), else the text or JSON answer, quoting any tool results.
+``tools.py``), else a judge's verdict for a judge request, else the text or JSON answer, quoting
+any tool results and carrying its quality mark (``judging.py``). A judge request ignores
+scripted markers quoted in what it judges.
 Rate-limit refusals and validation errors are answered at once; everything admitted waits
 its drawn latency first.
 
@@ -52,6 +54,14 @@ from .behaviour import (
     wants_json,
 )
 from .config import SimConfig
+from .judging import (
+    answer_quality,
+    drift_line,
+    judge_content,
+    judge_request,
+    memory_rounds,
+    quality_mark,
+)
 from .tools import (
     ToolRequest,
     check_tool_messages,
@@ -115,6 +125,12 @@ class Reply:
     meta: tuple[str, int, str] = ("", 0, "")
     #: how many tool calls the answer makes (0: a final answer)
     tool_calls: int = 0
+    #: a judge's verdict: "pointwise" or "pairwise" (None: not a judge request)
+    judge: str | None = None
+    #: the verdict was written as prose (``judge_prose_first``)
+    judge_prose: bool = False
+    #: the quality (1-10) a task answer carries (None: not a task answer)
+    quality: int | None = None
 
 
 @dataclass
@@ -139,6 +155,12 @@ class _Stats:
     succeeded_keys: set[str] = field(default_factory=set)
     tool_steps: int = 0
     tool_calls: int = 0
+    judge_requests: int = 0
+    judge_pointwise: int = 0
+    judge_pairwise: int = 0
+    judge_prose: int = 0
+    quality_answers: int = 0
+    quality_sum: int = 0
 
 
 class Simulator:
@@ -165,6 +187,8 @@ class Simulator:
         #: counters of the Batch API lines' ``chat`` calls (``chat_offline``), apart from the live ones
         self.batch_stats_ = _Stats()
         self.batches = BatchStore(self, self._clock, self._run)
+        #: judge verdicts still to be written as prose (``judge_prose_first``)
+        self.judge_prose_left = cfg.judge_prose_first
 
     def reset(self) -> None:
         """Zero the counters and forget bodies seen, cached prefixes and bucket levels, and the
@@ -179,6 +203,8 @@ class Simulator:
         if (new.rpm, new.tpm, new.burst_s) != (old.rpm, old.tpm, old.burst_s):
             self.limiter = RateLimiter(new.rpm, new.tpm, new.burst_s, self._clock)
         self.cache.min_tokens = new.cache_min_tokens
+        if "judge_prose_first" in patch:
+            self.judge_prose_left = new.judge_prose_first
         return new
 
     def stats(self) -> dict[str, Any]:
@@ -229,6 +255,15 @@ class Simulator:
             if reply.tool_calls:
                 s.tool_steps += 1
                 s.tool_calls += reply.tool_calls
+            if reply.judge == "pointwise":
+                s.judge_pointwise += 1
+            elif reply.judge == "pairwise":
+                s.judge_pairwise += 1
+            if reply.judge_prose:
+                s.judge_prose += 1
+            if reply.quality is not None:
+                s.quality_answers += 1
+                s.quality_sum += reply.quality
             if reply.key in s.succeeded_keys:
                 s.duplicate_successes += 1
             else:
@@ -334,6 +369,9 @@ class Simulator:
         opts = body.get("stream_options")
         include_usage = stream and isinstance(opts, dict) and opts.get("include_usage") is True
 
+        judged = judge_request(messages)
+        if judged is not None:
+            self.stats_.judge_requests += 1
         key = request_key(body)
         n = self.seen.next(key)
         prompt = last_user_text(messages)
@@ -349,8 +387,8 @@ class Simulator:
                 key=key,
             )
 
-        # -- scripted faults
-        marker_text = marker_message(messages)
+        # -- scripted faults (a judge request quotes a task and answers: their markers are not its own)
+        marker_text = marker_message(messages) if judged is None else ""
         marker = find_marker(marker_text) if marker_text else None
         hang = stall = broken_json = prose = False
         if marker is not None and marker.applies(self.marker_seen.next(marker_text)):
@@ -449,7 +487,18 @@ class Simulator:
                 )
         content: str | None
         tool_calls: list[dict[str, Any]] = []
-        if calls is not None:
+        quality: int | None = None
+        judge_prose = False
+        if judged is not None and calls is None:
+            judge_prose = self.judge_prose_left > 0
+            if judge_prose:
+                self.judge_prose_left -= 1
+            content, _ = judge_content(judged, cfg.seed, key, n, judge_prose)
+            c_tokens, finish = estimate_tokens(content), "stop"
+            if max_tokens is not None and c_tokens > max_tokens:
+                content = content.encode("utf-8")[: max_tokens * 4].decode("utf-8", "ignore")
+                c_tokens, finish = estimate_tokens(content), "length"
+        elif calls is not None:
             content = thought(cfg.seed, task, step, [name for name, _ in calls])
             content, calls, c_tokens, finish = fit_tool_answer(content, calls, max_tokens)
             tool_calls = [
@@ -463,21 +512,32 @@ class Simulator:
         else:
             lo, hi = cfg.output_tokens
             plan_size = planned_subtasks(prompt)
+            note: str | None = None
+            tail = ""
+            if not plan_size:
+                rounds = memory_rounds(messages)
+                quality = answer_quality(cfg.seed, key, n, rounds, cfg.drift_after_rounds)
+                tail = quality_mark(quality)
+                if cfg.drift_after_rounds is not None:
+                    note = drift_line(messages, rounds, cfg.drift_after_rounds)
             if not prose and (plan_size or broken_json or wants_json(body)):
                 content = build_json_answer(
-                    prompt, d.u_filler, plan_size, broken_json, folded_results(results) if results else None
+                    prompt,
+                    d.u_filler,
+                    plan_size,
+                    broken_json,
+                    folded_results(results) if results else None,
+                    note,
+                    tail,
                 )
                 c_tokens, finish = estimate_tokens(content), "stop"
                 if max_tokens is not None and c_tokens > max_tokens:
                     content = content.encode("utf-8")[: max_tokens * 4].decode("utf-8", "ignore")
                     c_tokens, finish = estimate_tokens(content), "length"
             else:
+                extra = "\n".join(x for x in (quote_results(results) if results else None, note) if x)
                 content, c_tokens, finish = build_answer(
-                    prompt,
-                    d.answer_tokens(lo, hi),
-                    d.u_filler,
-                    max_tokens,
-                    quote_results(results) if results else None,
+                    prompt, d.answer_tokens(lo, hi), d.u_filler, max_tokens, extra or None, tail
                 )
         reasoning: str | None = None
         r_tokens = 0
@@ -527,6 +587,9 @@ class Simulator:
                 key=key,
                 meta=(completion_id, created, model),
                 tool_calls=len(tool_calls),
+                judge=judged.kind if judged is not None else None,
+                judge_prose=judge_prose,
+                quality=quality,
             )
         message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None, "annotations": []}
         if reasoning is not None:
@@ -559,6 +622,9 @@ class Simulator:
             key=key,
             meta=(completion_id, created, model),
             tool_calls=len(tool_calls),
+            judge=judged.kind if judged is not None else None,
+            judge_prose=judge_prose,
+            quality=quality,
         )
 
 
@@ -581,6 +647,16 @@ def _counters(s: _Stats) -> dict[str, Any]:
         "duplicate_successes": s.duplicate_successes,
         "tool_steps": s.tool_steps,
         "tool_calls": s.tool_calls,
+        "judge": {
+            "requests": s.judge_requests,
+            "pointwise": s.judge_pointwise,
+            "pairwise": s.judge_pairwise,
+            "prose": s.judge_prose,
+        },
+        "quality": {
+            "answers": s.quality_answers,
+            "mean": round(s.quality_sum / s.quality_answers, 2) if s.quality_answers else None,
+        },
         "successes_by_prompt": dict(s.successes_by_prompt),
     }
 
