@@ -143,6 +143,8 @@ def test_sorted_latencies_read_as_the_sorted_list_insort_kept(n):
         value = rng.choice([rng.lognormvariate(5, 1), 100.0, float(rng.randint(0, 40)), float(i)])
         kept.add(value)
         bisect.insort(reference, value)
+        if i % 101 == 0:  # reads between adds see every add (the size index is kept up to date)
+            assert kept[i // 3] == reference[i // 3] and kept[-1] == reference[-1]
     assert len(kept) == n and list(kept) == reference and kept == reference
     assert [kept[i] for i in range(0, n, 97)] == reference[::97]
     assert kept[1:5] == reference[1:5]
