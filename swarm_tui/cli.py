@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import __version__
-from .argtypes import non_negative_float, positive_float, positive_int, positive_share, share
+from .argtypes import non_negative_float, non_negative_int, positive_float, positive_int, positive_share, share
 from .config import Config, load_config
 from .engine import EngineSettings
 from .errors import InputError
@@ -180,6 +180,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     s.add_argument("--sim-error-rate", type=share, help="share of requests answered with a 5xx (0-1)")
     s.add_argument("--sim-hang-rate", type=share, help="share of requests that never answer (0-1)")
     s.add_argument("--sim-seed", type=int, help="simulator seed")
+    s.add_argument(
+        "--sim-drift",
+        type=non_negative_int,
+        metavar="N",
+        help="answers degrade once the swarm's memory holds more than N rounds (context pollution, for --judge)",
+    )
 
 
 # --------------------------------------------------------------------------- provider + settings
@@ -258,6 +264,7 @@ def _sim_config(args: argparse.Namespace, profile: ProviderProfile, stored=None)
         "error_rate": args.sim_error_rate,
         "hang_rate": args.sim_hang_rate,
         "seed": args.sim_seed,
+        "drift_after_rounds": args.sim_drift,
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if not profile.is_simulator:

@@ -153,8 +153,10 @@ def print_summary(summary: dict, finished: RunFinished, session: SwarmSession, s
     if quality:
         drifts = quality["drifts"]
         lines.append(
-            f"quality: {quality['judged']} judged, mean {quality['mean']:.1f}, p10 {quality['p10']:.1f}, "
-            f"judge ${quality['judge_cost_usd']:.4f}"
+            f"quality: {quality['judged']} judged"
+            + (f", mean {quality['mean']:.1f}, p10 {quality['p10']:.1f}" if quality["judged"] else "")
+            + (f", {quality['judge_errors']} could not be judged" if quality["judge_errors"] else "")
+            + f", judge ${quality['judge_cost_usd']:.4f}"
             + (
                 f"; {len(drifts)} drift{'s' if len(drifts) != 1 else ''} ({', '.join(d['action'] for d in drifts)})"
                 if drifts

@@ -168,21 +168,22 @@ def quality_summary(journal: Journal) -> dict[str, Any] | None:
     """summary.json's `quality`: what was judged, by round, the drifts acted on, and the judge's
     cost (apart from the swarm's); None for a run without a judge."""
     judgments = journal.judgments()
-    if not judgments:
+    events = journal.events()
+    errors = sum(1 for _, _, kind, _ in events if kind == "judge_failed")
+    if not judgments and not errors:
         return None
     scores = sorted(score for score, _, _ in judgments.values())
     by_round: dict[int, list[float]] = {}
     for score, _, round_number in judgments.values():
         by_round.setdefault(round_number, []).append(score)
-    events = journal.events()
     return {
         "judged": len(scores),
-        "mean": round(sum(scores) / len(scores), 2),
+        "mean": round(sum(scores) / len(scores), 2) if scores else None,
         "p10": nearest_rank(scores, 0.10),
         "by_round": {
             str(r): {"judged": len(s), "mean": round(sum(s) / len(s), 2)} for r, s in sorted(by_round.items())
         },
         "drifts": [{"at": at, **(data or {})} for _, at, kind, data in events if kind == "quality_drift"],
-        "judge_errors": sum(1 for _, _, kind, _ in events if kind == "judge_failed"),
+        "judge_errors": errors,
         "judge_cost_usd": round(journal.cost_of_indices_below(JUDGE_INDEX + 1), 6),
     }
