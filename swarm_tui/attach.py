@@ -240,7 +240,7 @@ class AttachedRun:
     def resume(self) -> None:
         self._send("resume")
 
-    def abort(self, reason: str = "aborted from an attached view") -> None:
+    def abort(self, reason: str = "aborted from an attached view", *, leave_batches: bool = False) -> None:
         self._send("abort")
 
     def set_concurrency(self, limit: int, reason: str = "attached view") -> int:

@@ -265,15 +265,17 @@ class SwarmEngine(ObservableEngine):
         self._emit_now(ConcurrencyChanged(limit, reason, ceiling=limit))
         return limit
 
-    def abort(self, reason: str = "aborted by user") -> None:
-        """Stop dispatch and cancel every in-flight call; the journal stays resumable."""
+    def abort(self, reason: str = "aborted by user", *, leave_batches: bool = False) -> None:
+        """Stop dispatch and cancel every in-flight call; the journal stays resumable. Open provider
+        batches are cancelled too (what they completed is kept), unless `leave_batches` (a quit:
+        they run on at the provider, and `resume` collects them)."""
         if self._aborted:
             return
         self._aborted = True
         self._stop(reason)
         for task in self._in_flight.values():
             task.cancel()
-        if self.lane is not None:
+        if self.lane is not None and not leave_batches:
             self.lane.abort()
 
     def stop_dispatch(self, reason: str) -> None:

@@ -830,8 +830,8 @@ class SwarmApp(App[int]):
         stats = source.stats
         waiting = stats.total - stats.done - stats.in_flight - stats.batch_waiting
         batch = (
-            f" Open provider batches are cancelled ({stats.batch_waiting} lines waiting); the lines they completed "
-            "are kept."
+            f" Open provider batches run on at the provider ({stats.batch_waiting} lines waiting): resume "
+            "collects them (a to cancel them instead)."
             if stats.batch_waiting
             else ""
         )
@@ -843,7 +843,7 @@ class SwarmApp(App[int]):
                 self.exit(source.exit_code())
                 return
             self._quitting = True
-            source.abort("aborted by user (quit)")
+            source.abort("aborted by user (quit)", leave_batches=True)
             self.notify("Stopping: cancelling in-flight calls, then quitting…", timeout=10)
 
         self.push_screen(

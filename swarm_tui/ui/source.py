@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..engine import EngineSettings, RunStats, TaskState
+from ..engine import EngineSettings, RunStats, SwarmEngine, TaskState
 from ..engine.events import BatchEnded, BatchProgress, BatchSubmitted, EngineEvent
 from ..jobs import Task
 from ..providers.profile import ProviderProfile
@@ -61,7 +61,7 @@ class RunSource(Protocol):
     async def run(self) -> Any: ...
     def pause(self) -> None: ...
     def resume(self) -> None: ...
-    def abort(self, reason: str = ...) -> None: ...
+    def abort(self, reason: str = ..., *, leave_batches: bool = False) -> None: ...
     def set_concurrency(self, limit: int, reason: str = ...) -> int: ...
     def retry(self, indices: Iterable[int] | None = None) -> list[int]: ...
     def cancel(self, indices: Iterable[int]) -> list[int]: ...
@@ -160,8 +160,11 @@ class LiveRun:
     def resume(self) -> None:
         self.engine.resume()
 
-    def abort(self, reason: str = "aborted by user") -> None:
-        self.engine.abort(reason)
+    def abort(self, reason: str = "aborted by user", *, leave_batches: bool = False) -> None:
+        if leave_batches and isinstance(self.engine, SwarmEngine):
+            self.engine.abort(reason, leave_batches=True)
+        else:
+            self.engine.abort(reason)
 
     def set_concurrency(self, limit: int, reason: str = "user") -> int:
         return self.engine.set_concurrency(limit, reason)
