@@ -403,3 +403,21 @@ def test_a_toml_job_names_its_lane_and_a_wrong_one_is_refused_before_anything_is
     assert result.returncode == 2
     assert f"{job}:3" in result.stderr and "lane" in result.stderr and "unknown lane 'bulk'" in result.stderr
     assert not (tmp_path / "run2").exists()
+
+
+async def test_a_quit_leaves_the_batch_running_and_resume_collects_it(tmp_path, sim_factory):
+    sim = sim_factory(batch_seconds=1.0)
+    session = open_session(tmp_path, sim.base_url, [f"quit {i}" for i in range(50)], lane="batch", **FAST_POLL)
+    events: list = []
+    session.engine.subscribe(events.append)
+    run = asyncio.create_task(session.run())
+    await wait_until(lambda: any(isinstance(e, BatchSubmitted) for e in events), "the batch was submitted")
+    session.engine.abort("quit", leave_batches=True)
+    finished = await run
+    await session.aclose()
+    assert finished.succeeded == 0 and sim.stats()["batch"]["cancelled"] == 0  # still running at the provider
+
+    finished = await run_session(SwarmSession.open_existing(tmp_path / "run"))
+    assert finished.succeeded == 50
+    batch = sim.stats()["batch"]
+    assert batch["batches_created"] == 1 and batch["lines_by_custom_id_max"] == 1
