@@ -220,3 +220,27 @@ async def test_an_attached_view_sees_the_same_scores_and_drifts(tmp_path, sim_fa
         assert [d.action for d in quality.drifts] == [e.action for e in events if isinstance(e, QualityDrift)]
     finally:
         journal.close()
+
+
+def test_the_sample_swarm_plays_the_whole_loop_offline(tmp_path):
+    """sample_jobs/quality-drift.toml on the embedded simulator, as the README runs it: the score
+    falls within two rounds of the onset (round 4), the memory is flushed on its own, the next
+    round is back near the baseline; summary.json says all of it, the judge's cost apart."""
+    from swarm_tui.locations import bundled
+
+    from .conftest import run_cli
+
+    job = bundled("sample_jobs") / "quality-drift.toml"
+    result = run_cli("run", str(job), "--sim-drift", "2", "--sim-latency-ms", "5", "--headless",
+                     "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    quality = summary["quality"]
+    [drift, *_] = quality["drifts"]
+    assert drift["action"] == "flush_memory" and drift["round"] in (4, 5)
+    by_round = {int(r): v["mean"] for r, v in quality["by_round"].items()}
+    assert all(by_round[r] >= drift["baseline"] - 1 for r in (1, 2, 3))
+    assert by_round[drift["round"]] < drift["baseline"] - 1
+    assert by_round[drift["round"] + 1] >= drift["baseline"] - 1
+    assert 0 < quality["judge_cost_usd"] < summary["cost_usd"]
+    assert "quality drift" in result.stderr and "1 drift (flush_memory)" in result.stderr
