@@ -2,8 +2,10 @@
 
 Scenarios (the simulator runs in its own process so it does not share the GIL):
 
-  overhead   N tasks on a zero-latency simulator, 50 in flight: makespan and tasks/s, plus a
-             bare SDK loop (gather + semaphore, nothing else) as the floor.
+  overhead   N tasks on a zero-latency simulator, 50 in flight: makespan and tasks/s of swarm-tui
+             (default: the aiohttp hot path; and --backend httpx) against a bare SDK loop
+             (gather + semaphore, nothing else; default and aiohttp transports) and a plain
+             aiohttp loop (post JSON, read JSON: the wire's limit here).
   ratelimit  1,000 tasks, simulator at 3,000 RPM and 200 ms, the limit NOT told to swarm-tui:
              makespan / ideal (N / rate) and the share of requests answered 429.
   failover   the primary goes down mid-run: time to the fallback's first answer, tasks lost.
@@ -40,10 +42,13 @@ def bodies(n: int, tag: str) -> list[dict]:
                           {"role": "user", "content": f"{tag} タスク#{i}を実行"}]} for i in range(n)]
 
 
-async def run_swarm(base_url: str, work: list[dict], *, backend: str = "httpx", fallback_base_url: str | None = None,
-                    on_event=None, **settings) -> dict:
+async def run_swarm(base_url: str, work: list[dict], *, backend: str | None = None,
+                    fallback_base_url: str | None = None, on_event=None, **settings) -> dict:
+    """swarm-tui headless; `backend` None: the default (aiohttp)."""
     tasks = [Task(i, f"t{i}", body) for i, body in enumerate(work)]
-    profile = ProviderProfile("bench", base_url=base_url, backend=backend, fallback_base_url=fallback_base_url)
+    profile = ProviderProfile("bench", base_url=base_url, fallback_base_url=fallback_base_url)
+    if backend is not None:
+        profile = ProviderProfile("bench", base_url=base_url, backend=backend, fallback_base_url=fallback_base_url)
     with tempfile.TemporaryDirectory() as tmp:
         session = SwarmSession.open_new(Job("bench", "bench", tasks), RunPlan(profile, EngineSettings(**settings)),
                                         Path(tmp) / "run")
@@ -60,10 +65,11 @@ async def run_swarm(base_url: str, work: list[dict], *, backend: str = "httpx", 
             "p95_s": (stats.percentile(0.95) or 0) / 1000}
 
 
-async def run_bare_sdk(base_url: str, work: list[dict], concurrency: int = 50) -> dict:
-    from openai import AsyncOpenAI
+async def run_bare_sdk(base_url: str, work: list[dict], concurrency: int = 50, aiohttp: bool = False) -> dict:
+    from openai import AsyncOpenAI, DefaultAioHttpClient
 
-    client = AsyncOpenAI(base_url=base_url, api_key="sk-no-key-required", max_retries=0)
+    client = AsyncOpenAI(base_url=base_url, api_key="sk-no-key-required", max_retries=0,
+                         http_client=DefaultAioHttpClient() if aiohttp else None)
     sem = asyncio.Semaphore(concurrency)
 
     async def one(body: dict) -> None:
@@ -74,6 +80,26 @@ async def run_bare_sdk(base_url: str, work: list[dict], concurrency: int = 50) -
     await asyncio.gather(*[one(b) for b in work])
     makespan = time.monotonic() - t0
     await client.close()
+    return {"ok": len(work), "failed": 0, "makespan_s": makespan}
+
+
+async def run_plain_aiohttp(base_url: str, work: list[dict], concurrency: int = 50) -> dict:
+    """POST the JSON, read the JSON, nothing else: the wire's limit on this machine."""
+    import json
+
+    import aiohttp
+
+    sem = asyncio.Semaphore(concurrency)
+    async with aiohttp.ClientSession() as session:
+
+        async def one(body: dict) -> None:
+            async with sem, session.post(f"{base_url}/chat/completions", data=json.dumps(body),
+                                         headers={"Content-Type": "application/json"}) as response:
+                json.loads(await response.read())
+
+        t0 = time.monotonic()
+        await asyncio.gather(*[one(b) for b in work])
+        makespan = time.monotonic() - t0
     return {"ok": len(work), "failed": 0, "makespan_s": makespan}
 
 
@@ -102,14 +128,18 @@ async def scenario(name: str, cfg: SimConfig, n: int, ideal: float | None, conte
             work = bodies(n, f"{contender}-{name}")
             if contender == "bare SDK loop":
                 result = await run_bare_sdk(sim.base_url, work)
+            elif contender == "bare SDK loop (aiohttp)":
+                result = await run_bare_sdk(sim.base_url, work, aiohttp=True)
+            elif contender == "plain aiohttp loop":
+                result = await run_plain_aiohttp(sim.base_url, work)
             elif contender == "article orchestrator":
                 result = article_as_dict(await run_article(sim.base_url, work))
             elif contender == "swarm-tui":
                 result = await run_swarm(sim.base_url, work, concurrency=50, timeout_s=15.0)
             elif contender == "swarm-tui --hedge":
                 result = await run_swarm(sim.base_url, work, concurrency=50, timeout_s=15.0, hedge=True)
-            elif contender == "swarm-tui (aiohttp backend)":
-                result = await run_swarm(sim.base_url, work, backend="aiohttp", concurrency=50, timeout_s=15.0)
+            elif contender == "swarm-tui --backend httpx":
+                result = await run_swarm(sim.base_url, work, backend="httpx", concurrency=50, timeout_s=15.0)
             else:
                 raise ValueError(contender)
             print(row(contender, result, sim.stats(), n, ideal), flush=True)
@@ -167,7 +197,8 @@ async def main() -> None:
     if "overhead" in chosen:
         n = int(3000 * scale)
         await scenario("overhead", SimConfig(latency_ms=0.0, latency_sigma=0.0, seed=1), n, None,
-                       ["bare SDK loop", "article orchestrator", "swarm-tui", "swarm-tui (aiohttp backend)"])
+                       ["bare SDK loop", "bare SDK loop (aiohttp)", "plain aiohttp loop", "article orchestrator",
+                        "swarm-tui", "swarm-tui --backend httpx"])
     if "ratelimit" in chosen:
         n = int(1000 * scale)
         await scenario("ratelimit", SimConfig(latency_ms=200.0, latency_sigma=0.3, rpm=3000, seed=2), n,

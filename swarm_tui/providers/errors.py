@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import aiohttp
 import openai
+
+from .wire import HttpStatusError
 
 
 class ErrorClass(StrEnum):
@@ -123,8 +126,12 @@ def classify(exc: BaseException, *, secrets: tuple[str, ...] = ()) -> CallError:
     """Turn an exception from the SDK (or our own timeout) into a `CallError`."""
     if isinstance(exc, openai.APIStatusError):
         return _classify_status(exc, secrets)
+    if isinstance(exc, HttpStatusError):  # the aiohttp hot path's non-2xx answer
+        return classify_reply(exc.status, exc.body, headers=exc.headers, request_id=exc.request_id, secrets=secrets)
     if isinstance(exc, (openai.APITimeoutError, asyncio.TimeoutError, TimeoutError)):
         return CallError(ErrorClass.TIMEOUT, redact(str(exc) or "attempt timed out", secrets))
+    if isinstance(exc, aiohttp.ClientError):  # refused, reset, closed mid-answer, a bad payload
+        return CallError(ErrorClass.CONNECTION, redact(f"connection error ({type(exc).__name__}: {exc})", secrets))
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc
         return CallError(ErrorClass.CONNECTION, redact(f"{exc.message} ({type(cause).__name__}: {cause})", secrets))

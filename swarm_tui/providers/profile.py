@@ -35,7 +35,7 @@ class ProviderProfile:
     fallback_base_url: str | None = None
     fallback_model: str | None = None
     fallback_api_key_env: str | None = None
-    backend: str = "httpx"
+    backend: str = "aiohttp"
     """HTTP backend of the SDK: `httpx` (the SDK default) or `aiohttp` (faster, the openai[aiohttp] extra)."""
 
     @property
