@@ -334,6 +334,15 @@ class Journal:
             "error": json.loads(error) if error else None,
         }
 
+    def iter_result_texts(self) -> Iterator[tuple[str, bool, str | None, str | None, dict | None]]:
+        """`iter_results` with each answer as the JSON text the journal keeps (for the export,
+        which splices it in without reading it)."""
+        for cid, ok, request_id, response, error in self._db.execute(
+            "SELECT t.custom_id, r.ok, r.request_id, r.response, r.error FROM results r "
+            "JOIN tasks t ON t.idx = r.idx ORDER BY r.idx"
+        ):
+            yield cid, bool(ok), request_id, response, (json.loads(error) if error else None)
+
     def iter_results(self) -> Iterator[tuple[str, bool, str | None, dict | None, dict | None]]:
         """(custom_id, ok, request_id, response body, error) for every finished task, in task order."""
         for cid, ok, request_id, response, error in self._db.execute(
@@ -407,7 +416,10 @@ class Journal:
             self._append(logged)
             self._retry(attempt)
 
-    def record_success(self, attempt: Attempt, response: dict[str, Any], logged: Iterable[EngineEvent] = ()) -> None:
+    def record_success(
+        self, attempt: Attempt, response: dict[str, Any] | bytes, logged: Iterable[EngineEvent] = ()
+    ) -> None:
+        """A task's answer: `response` as the bytes received (kept as they came) or as a body."""
         with self._writing():
             self._append(logged)
             self._succeed(attempt, response)
@@ -787,7 +799,7 @@ class Journal:
             ),
         )
 
-    def _succeed(self, attempt: Attempt, response: dict[str, Any]) -> None:
+    def _succeed(self, attempt: Attempt, response: dict[str, Any] | bytes) -> None:
         self._insert_attempt(attempt)
         self._set_state(attempt.index, TaskState.SUCCEEDED, attempt.number)
         self._db.execute(
@@ -795,7 +807,7 @@ class Journal:
             "ON CONFLICT (idx) DO UPDATE SET ok = 1, request_id = excluded.request_id, "
             "response = excluded.response, error = NULL, finished_at = excluded.finished_at "
             "WHERE results.ok = 0",
-            (attempt.index, attempt.request_id, json.dumps(response, ensure_ascii=False), time.time()),
+            (attempt.index, attempt.request_id, _response_text(response), time.time()),
         )
 
     def _fail(self, attempt: Attempt) -> None:
@@ -832,6 +844,17 @@ class Journal:
             "UPDATE tasks SET state = ?, attempts = MAX(attempts, ?), updated_at = ? WHERE idx = ? AND state != ?",
             (state, attempts, time.time(), index, TaskState.SUCCEEDED),
         )
+
+
+def _response_text(response: dict[str, Any] | bytes) -> str:
+    """An answer as the journal keeps it: the bytes received when they are UTF-8 JSON on one line
+    (a body a server pretty-printed is kept too: its newlines are whitespace, replaced at export)."""
+    if isinstance(response, bytes | bytearray):
+        try:
+            return response.decode("utf-8")
+        except UnicodeDecodeError:
+            return json.dumps(json.loads(response), ensure_ascii=False)
+    return json.dumps(response, ensure_ascii=False)
 
 
 class _Transaction:

@@ -498,17 +498,18 @@ def write_outputs(
     currency: DisplayCurrency = USD,
 ) -> dict[str, Any]:
     with _atomic(run_dir / "results.jsonl") as results, _atomic(run_dir / "errors.jsonl") as errors:
-        for custom_id, ok, request_id, response, error in journal.iter_results():
+        for custom_id, ok, request_id, response, error in journal.iter_result_texts():
+            if ok:
+                results.write(_result_line(custom_id, request_id, response or "null"))
+                continue
             failure = error or {}  # a failed task's result always holds its error
             line = {
                 "id": f"batch_req_{request_id or custom_id}",
                 "custom_id": custom_id,
-                "response": {"status_code": 200, "request_id": request_id, "body": response}
-                if ok
-                else ({"status_code": failure.get("status"), "request_id": request_id, "body": None}),
-                "error": None if ok else {"code": failure.get("code"), "message": failure.get("message")},
+                "response": {"status_code": failure.get("status"), "request_id": request_id, "body": None},
+                "error": {"code": failure.get("code"), "message": failure.get("message")},
             }
-            (results if ok else errors).write(json.dumps(line, ensure_ascii=False) + "\n")
+            errors.write(json.dumps(line, ensure_ascii=False) + "\n")
     summary = summarize(
         journal, model=model, provider=provider, simulated=simulated, deadlines=deadlines, currency=currency
     )
@@ -520,6 +521,18 @@ def write_outputs(
         json.dump(summary, fh, indent=2, ensure_ascii=False)
         fh.write("\n")
     return summary
+
+
+def _result_line(custom_id: str, request_id: str | None, body: str) -> str:
+    """One results.jsonl line (the OpenAI Batch output format) with the answer spliced in as the
+    journal keeps it (the bytes received): no answer is read or encoded again at export."""
+    head = json.dumps({"id": f"batch_req_{request_id or custom_id}", "custom_id": custom_id}, ensure_ascii=False)
+    if "\n" in body or "\r" in body:  # a pretty-printed answer: its line breaks are whitespace
+        body = body.replace("\r", " ").replace("\n", " ")
+    request = json.dumps(request_id, ensure_ascii=False)
+    return (
+        f'{head[:-1]}, "response": {{"status_code": 200, "request_id": {request}, "body": {body}}}, "error": null}}\n'
+    )
 
 
 def summarize(

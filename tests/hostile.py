@@ -17,6 +17,7 @@ can mix them. Names:
     rams1e12     429 with `retry-after-ms: 1e12`
     noretry      503 with `x-should-retry: false`
     reset        the connection is closed without an answer
+    pretty       200 with the chat completion pretty-printed (newlines, indentation) and a unicode escape
 
 Any other request gets a normal chat completion. `requests` counts what arrived, by path and
 method; `answered` counts the normal answers per prompt (what a user would pay for).
@@ -25,6 +26,7 @@ method; `answered` counts the normal answers per prompt (what a user would pay f
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
 import uuid
@@ -118,6 +120,11 @@ class HostileServer:
             case "noretry":
                 return web.json_response({"error": {"message": "overloaded", "type": "server_error"}}, status=503,
                                          headers={"x-should-retry": "false"})
+            case "pretty":
+                self.answered[prompt] += 1
+                body = completion(prompt, body.get("model", "hostile-1"))
+                body["choices"][0]["message"]["content"] += " caf\u00e9"
+                return web.Response(status=200, text=json.dumps(body, indent=2), content_type="application/json")
             case "reset":
                 assert request.transport is not None
                 request.transport.close()

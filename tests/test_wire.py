@@ -58,3 +58,24 @@ async def test_the_sdks_headers_and_auth_are_sent(sim_factory, monkeypatch):
         await client.aclose()
     assert result.request_id and headers["User-Agent"].startswith("AsyncOpenAI/Python")
     assert repr(client).count("sk-right") == 0
+
+
+def test_an_answer_is_kept_as_received_and_spliced_into_results_jsonl(tmp_path, proxy):
+    """The journal keeps each answer's bytes; results.jsonl splices them in: a pretty-printed
+    answer still makes exactly one line, and its body reads back as the server sent it."""
+    import json
+
+    from .conftest import read_jsonl, run_cli, write_batch
+
+    server = proxy  # the hostile server, here as the endpoint itself
+    job = write_batch(tmp_path / "job.jsonl", ["[[hostile:pretty]] one", "plain two"])
+    result = run_cli("run", str(job), "--headless", "--base-url", server.base_url, "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    lines = (tmp_path / "run" / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2
+    rows = {row["custom_id"]: row for row in read_jsonl(tmp_path / "run" / "results.jsonl")}
+    pretty = rows["task-0000"]["response"]["body"]
+    assert pretty["choices"][0]["message"]["content"].endswith("café")
+    assert set(rows["task-0000"]) == {"id", "custom_id", "response", "error"} and rows["task-0000"]["error"] is None
+    assert "caf\\u00e9" in lines[0]  # the server's own bytes (encoding it again would have written é)
+    assert json.loads(lines[1])["response"]["status_code"] == 200

@@ -808,7 +808,8 @@ class SwarmEngine(ObservableEngine):
             return
         attempt = self._answered(index, number, endpoint, started_at, latency_ms, result, "ok")
         succeeded = TaskSucceeded(attempt, result.content)
-        self._commit(self.journal.record_success, attempt, result.body, events=[succeeded])
+        answer = result.raw if result.raw is not None else result.body  # kept as received
+        self._commit(self.journal.record_success, attempt, answer, events=[succeeded])
 
     # ----------------------------------------------------------------- multi-step agents
 

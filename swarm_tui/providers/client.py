@@ -42,6 +42,9 @@ class CallResult:
     request_id: str | None
     rate_headers: dict[str, str] = field(default_factory=dict)
     ttft_ms: float | None = None
+    raw: bytes | None = None
+    """The body as it was received (a streamed answer has none): the journal keeps these bytes, and
+    results.jsonl splices them in, instead of encoding `body` again."""
 
     @property
     def content(self) -> str:
@@ -248,6 +251,7 @@ def _chat_result(status: int, headers: Any, content: bytes) -> CallResult:
         usage=Usage.from_response(data.get("usage")),
         request_id=request_id or data.get("id"),
         rate_headers=_rate_headers(headers),
+        raw=content,
     )
 
 
