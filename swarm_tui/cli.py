@@ -618,6 +618,14 @@ def _add_cost_commands(commands) -> None:
     )
     sh.add_argument("--currency", help="display currency (default: the config's)")
     sh.add_argument("--currency-rate", type=positive_float, metavar="RATE", help="units of the display currency per $1")
+    sj = sh.add_argument_group("judge (which answer of a mirrored pair is better)")
+    sj.add_argument(
+        "--judge", metavar="PROFILE|URL|self", help="ask this endpoint which answer is better ('self': the primary)"
+    )
+    sj.add_argument("--judge-model", help="the judge's model (default: the endpoint's, else the primary's)")
+    sj.add_argument("--judge-rubric", type=Path, metavar="FILE", help="what a better answer is (a text file)")
+    sj.add_argument("--judge-rate", type=share, metavar="SHARE", help="share of the answered pairs judged (default 1)")
+    sj.add_argument("--judge-key-env", help="env var holding the judge's key (base URL; default OPENAI_API_KEY)")
     sh.set_defaults(handler=cmd_shadow)
 
 
@@ -683,7 +691,15 @@ def cmd_shadow(args: argparse.Namespace) -> int:
     import signal
     import time
 
-    from .shadow import ShadowConfig, ShadowRun, endpoint_profile, format_report, progress_line, write_report
+    from .shadow import (
+        ShadowConfig,
+        ShadowRun,
+        endpoint_profile,
+        format_report,
+        progress_line,
+        shadow_judge,
+        write_report,
+    )
 
     config = load_config()
     primary = endpoint_profile(
@@ -698,6 +714,16 @@ def cmd_shadow(args: argparse.Namespace) -> int:
     )
     _check_key(primary)
     _check_key(secondary)
+    judge = shadow_judge(
+        args.judge,
+        config,
+        model=args.judge_model,
+        rubric_file=args.judge_rubric,
+        rate=args.judge_rate,
+        api_key_env=args.judge_key_env,
+    )
+    if judge is not None and judge.endpoint is not None:
+        _check_key(judge.endpoint)
     bodies = None
     if args.job is not None:
         job = load_job(args.job, model_override=args.model)
@@ -720,6 +746,7 @@ def cmd_shadow(args: argparse.Namespace) -> int:
         prices=config.prices,
         billing=config.billing,
         currency=_display_currency(config, args.currency, args.currency_rate, "--currency-rate"),
+        judge=judge,
     )
     live = sys.stderr.isatty()
     last_line = [0.0]

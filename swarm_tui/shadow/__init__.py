@@ -11,16 +11,29 @@ The package, one module per concern:
 - `config`: the run's settings (`ShadowConfig`), their validation, which requests are mirrored,
   and the `--primary`/`--secondary` arguments turned into provider profiles;
 - `run`: sending the workload to the primary, mirroring its share to the secondary, measuring both;
+- `judging`: with `--judge`, which answer of each mirrored pair is better (positions balanced and
+  mapped back, unreadable verdicts re-asked once, the judge billed apart);
 - `verdict`: the decision (the primary judged, the secondary its baseline, the thresholds) and the
   records it is made on and written as (`EndpointReport`, `ShadowReport`);
 - `report`: the text of a report (progress line, table) and shadow.json, credentials kept out.
 This module re-exports the names the CLI, the TUI and the tests use.
 """
 
-from .config import ShadowConfig, endpoint_name, endpoint_profile, mirrored
+from .config import ShadowConfig, ShadowJudge, endpoint_name, endpoint_profile, mirrored, shadow_judge
+from .judging import mapped
 from .report import format_report, progress_line, safe_url, write_report
 from .run import ShadowRun, run_shadow
-from .verdict import ADOPT, PENDING, ROLLBACK, EndpointReport, ShadowReport, decide, verdict_meaning
+from .verdict import (
+    ADOPT,
+    PENDING,
+    ROLLBACK,
+    EndpointReport,
+    ShadowReport,
+    decide,
+    decide_judged,
+    sign_test_p,
+    verdict_meaning,
+)
 
 __all__ = [
     "ADOPT",
@@ -28,16 +41,21 @@ __all__ = [
     "ROLLBACK",
     "EndpointReport",
     "ShadowConfig",
+    "ShadowJudge",
     "ShadowReport",
     "ShadowRun",
     "decide",
+    "decide_judged",
     "endpoint_name",
     "endpoint_profile",
     "format_report",
+    "mapped",
     "mirrored",
     "progress_line",
     "run_shadow",
     "safe_url",
+    "shadow_judge",
+    "sign_test_p",
     "verdict_meaning",
     "write_report",
 ]

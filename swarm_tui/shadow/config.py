@@ -1,6 +1,7 @@
 """The settings of one shadow run (`ShadowConfig`) and their validation, the rule that picks which
-requests are mirrored to the secondary, and the `--primary`/`--secondary` arguments (a profile
-name or a base URL) turned into provider profiles.
+requests are mirrored to the secondary, the `--primary`/`--secondary` arguments (a profile
+name or a base URL) turned into provider profiles, and the `--judge*` options turned into the
+judge's settings (`ShadowJudge`).
 """
 
 from __future__ import annotations
@@ -8,12 +9,47 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from ..currency import USD, DisplayCurrency
 from ..errors import InputError
+from ..judge.spec import SELF, read_rubric
 from ..providers.profile import ProviderProfile, is_loopback_url
+
+PAIRWISE_RUBRIC = (
+    "Prefer the answer that does what the task asks: correct, specific, complete for its length, in the "
+    "format the task asks for, and free of repetition, confusion or material from other tasks. Length "
+    'alone is no reason to prefer an answer; say "equal" when neither is clearly better.'
+)
+"""What a better answer is, unless `--judge-rubric FILE` says otherwise."""
+
+
+@dataclass(frozen=True)
+class ShadowJudge:
+    """`--judge`: a judge asked which of the two answers of a mirrored pair is better."""
+
+    endpoint: ProviderProfile | None = None
+    """None: the primary judges (`--judge self`), with its own client."""
+    model: str | None = None
+    """None: the judge endpoint's model, else the primary's."""
+    rubric: str = PAIRWISE_RUBRIC
+    rate: float = 1.0
+    """Share of the answered pairs judged (evenly spread); the mirror is a sample already."""
+    max_tokens: int = 200
+    seed: int = 0
+    """Seeds which pair of each block of two shows the primary as ANSWER A."""
+    min_pairs: int = 10
+    """The judge's preference enters the verdict only on at least this many judged pairs."""
+    margin: float = 0.10
+    """ROLLBACK when the secondary is judged better in at least this share more of the judged pairs..."""
+    alpha: float = 0.05
+    """... and a one-sided sign test (ties dropped) puts the chance of that under this."""
+
+    @property
+    def is_self(self) -> bool:
+        return self.endpoint is None
 
 
 @dataclass
@@ -48,6 +84,8 @@ class ShadowConfig:
     sim: Any = None
     """SimConfig for endpoints that are the built-in `sim` profile (each gets its own simulator)."""
     update_interval_s: float = 0.5
+    judge: ShadowJudge | None = None
+    """None: answers are compared exactly and as JSON only."""
 
     def problems(self) -> list[tuple[str, str]]:
         out = []
@@ -63,6 +101,10 @@ class ShadowConfig:
                 out.append((name, f"must be greater than 0, not {value!r}"))
         if not 0 <= self.max_error_excess <= 1:
             out.append(("--max-error-excess", f"must be between 0 and 1, not {self.max_error_excess!r}"))
+        if self.judge is not None and not 0 < self.judge.rate <= 1:
+            out.append(
+                ("--judge-rate", f"must be a share in (0, 1], e.g. 0.5 for half the pairs, not {self.judge.rate!r}")
+            )
         if self.bodies is not None and not self.bodies:
             out.append(("--job", "the job has no request"))
         if not out and self.expected_mirrored() < 1:
@@ -121,3 +163,40 @@ def endpoint_name(url: str) -> str:
         return f"{host}:{parsed.port}" if parsed.port else host or "endpoint"
     labels = [part for part in host.split(".") if part not in ("api", "www")]
     return labels[-2] if len(labels) >= 2 else labels[0]
+
+
+def shadow_judge(
+    spec: str | None,
+    config: Any,
+    *,
+    model: str | None = None,
+    rubric_file: Path | None = None,
+    rate: float | None = None,
+    api_key_env: str | None = None,
+) -> ShadowJudge | None:
+    """`--judge PROFILE|URL|self` and its `--judge-*` options; None without `--judge` (a `--judge-*`
+    option without it is refused: exit 2, nothing sent)."""
+    given = {
+        "--judge-model": model,
+        "--judge-rubric": rubric_file,
+        "--judge-rate": rate,
+        "--judge-key-env": api_key_env,
+    }
+    if spec is None:
+        flag = next((name for name, value in given.items() if value is not None), None)
+        if flag is not None:
+            raise InputError.single(flag, "judge", f"{flag} needs --judge PROFILE|URL|self")
+        return None
+    rubric = PAIRWISE_RUBRIC
+    if rubric_file is not None:
+
+        def problem(message: str) -> None:
+            raise InputError.single(str(rubric_file), "--judge-rubric", message)
+
+        rubric = read_rubric(rubric_file, problem) or rubric
+    endpoint = None
+    if spec.strip().lower() != SELF:
+        endpoint = endpoint_profile(spec, config, label="judge", model=model, api_key_env=api_key_env)
+    elif api_key_env is not None:
+        raise InputError.single("--judge-key-env", "judge", "--judge self uses the primary's key")
+    return ShadowJudge(endpoint=endpoint, model=model, rubric=rubric, rate=1.0 if rate is None else rate)

@@ -30,10 +30,14 @@ def progress_line(report: ShadowReport) -> str:
         return f"{r.requests} req p95 {f'{p95:.0f}ms' if p95 is not None else '-'} err {err}"
 
     ratio = f"{report.p95_ratio:.2f}" if report.p95_ratio is not None else "-"
+    ja = report.judged_agreement
+    judged = (
+        f"judge better p/=/s {ja['primary_better']}/{ja['equal']}/{ja['secondary_better']}  " if ja is not None else ""
+    )
     return (
         f"shadow {report.elapsed_s:5.1f}s/{report.settings['duration_s']:g}s  primary (judged) {side(p)}  "
         f"secondary (baseline) {side(s)}  p95 ratio {ratio} (max {report.settings['threshold']:g})  "
-        f"-> {report.verdict}"
+        f"{judged}-> {report.verdict}"
     )
 
 
@@ -96,11 +100,13 @@ def format_report(report: ShadowReport) -> str:
         )
     else:
         lines.append("agreement: no pair where both endpoints answered")
+    lines += judged_lines(report)
     paired = report.paired["primary_latency_ms"]["p95"]
     if paired is not None:
         lines.append(f"primary p95 on the mirrored requests only: {paired:.0f} ms")
     settings = report.settings
     points = settings["max_error_excess"] * 100
+    judge = settings.get("judge")
     lines.append(
         f"judged: the primary {p.name} (all traffic) against the secondary {s.name} (the baseline, "
         f"{settings['rate']:.0%} mirrored)"
@@ -108,7 +114,14 @@ def format_report(report: ShadowReport) -> str:
     lines.append(
         f"rule: ROLLBACK (exit 1, go back to the secondary) when primary p95 / secondary p95 > "
         f"{settings['threshold']:g} or the primary's error rate is more than {points:g} "
-        f"point{'' if points == 1 else 's'} above the secondary's; else ADOPT (exit 0, keep the primary)"
+        f"point{'' if points == 1 else 's'} above the secondary's"
+        + (
+            f", or the judge prefers the secondary's answers by at least {judge['margin'] * 100:g} points of "
+            f">= {judge['min_pairs']} judged pairs (sign test p < {judge['alpha']:g})"
+            if judge
+            else ""
+        )
+        + "; else ADOPT (exit 0, keep the primary)"
     )
     meaning = verdict_meaning(report.verdict, p.name, s.name)
     reasons = f" ({'; '.join(report.reasons)})" if report.reasons else ""
@@ -116,6 +129,37 @@ def format_report(report: ShadowReport) -> str:
     for note in report.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def judged_lines(report: ShadowReport) -> list[str]:
+    """The judged-agreement section (nothing without a judge)."""
+    ja = report.judged_agreement
+    if ja is None:
+        return []
+    judge = ja["judge"]
+    who = "the primary (self)" if judge["self"] else judge["endpoint"]
+    lines = []
+    n = ja["judged"]
+    if n:
+        lines.append(
+            f"judged agreement over {n} pair(s) (judge {who}, model {judge['model']}): primary better "
+            f"{ja['primary_better']} ({ja['primary_better_share']:.0%}), "
+            f"equal {ja['equal']} ({ja['equal_share']:.0%}), "
+            f"secondary better {ja['secondary_better']} ({ja['secondary_better_share']:.0%})"
+        )
+    else:
+        lines.append(f"judged agreement: no pair judged yet (judge {who}, model {judge['model']})")
+    pos = ja["positions"]
+    errors = ", ".join(f"{k} {v}" for k, v in sorted(ja["errors_by_kind"].items()))
+    lines.append(
+        f"  judge: {ja['selected']} of {ja['answered_pairs']} answered pairs sent ({judge['rate']:.0%}), primary shown "
+        f"as A in {pos['primary_as_a']} and as B in {pos['primary_as_b']} (said A {pos['said_a']}, B {pos['said_b']}, "
+        f"equal {pos['said_equal']}); re-asked {ja['reasked']}; errors {ja['errors']}"
+        + (f" ({errors})" if errors else "")
+        + (f"; skipped {ja['skipped']}" if ja["skipped"] else "")
+        + f"; {ja['calls']} call(s), judge cost {ja['cost_display']} (apart)"
+    )
+    return lines
 
 
 def write_report(report: ShadowReport, out_dir: Path) -> Path:

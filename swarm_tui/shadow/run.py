@@ -4,7 +4,8 @@ the secondary at the same moment. Each request is sent once (no retries: the end
 rates are what is being measured), through one shared `ProviderClient` (`AsyncOpenAI`) per
 endpoint. Per endpoint: p50 / p95 / p99 latency, time to first token when streaming, errors by
 class, tokens and cost (the secondary's is shadow cost, reported apart). For every mirrored pair
-that both answered: exact agreement, JSON equality (code fences tolerated) and the length ratio.
+that both answered: exact agreement, JSON equality (code fences tolerated) and the length ratio;
+with a judge (`ShadowConfig.judge`), which of the two answers is better (`judging`), billed apart.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from ..providers.profile import ProviderProfile
 from ..providers.usage import Usage
 from ..swarm.json_repair import json_answer
 from .config import ShadowConfig, mirrored
+from .judging import PairJudge
 from .report import safe_url
-from .verdict import PENDING, EndpointReport, ShadowReport, decide, judgement
+from .verdict import PENDING, ROLLBACK, EndpointReport, ShadowReport, decide, decide_judged, judgement
 
 if TYPE_CHECKING:
     from ..sim import SimServer
@@ -196,6 +198,38 @@ class ShadowRun:
                 config.currency.for_provider(self.table, config.secondary.name),
             ),
         ]
+        self.judge_endpoint: _Endpoint | None = None
+        """The judge's own endpoint (None: no judge, or the primary judges)."""
+        self.judge: PairJudge | None = None
+        if config.judge is not None:
+            judge_profile = config.judge.endpoint
+            if judge_profile is None:  # --judge self
+                judge_model = config.judge.model or primary_model
+                judge_name = config.primary.name
+            else:
+                judge_model = (
+                    config.judge.model
+                    or judge_profile.model
+                    or (SIM_MODEL if judge_profile.is_simulator else None)
+                    or primary_model
+                )
+                judge_name = judge_profile.name
+                self.judge_endpoint = _Endpoint(
+                    "judge",
+                    judge_profile,
+                    judge_model,
+                    self.table.lookup(judge_model, judge_name),
+                    config.currency.for_provider(self.table, judge_name),
+                )
+            self.judge = PairJudge(
+                config.judge,
+                name=judge_name,
+                base_url=safe_url((judge_profile or config.primary).base_url or ""),
+                model=judge_model,
+                price=self.table.lookup(judge_model, judge_name),
+                currency=config.currency.for_provider(self.table, judge_name),
+                timeout_s=config.timeout_s,
+            )
         self._stop = asyncio.Event()
         self._started_wall = time.time()
         self._run_id = f"{int(self._started_wall * 1000) % 0xFFFFFF:06x}"
@@ -203,6 +237,8 @@ class ShadowRun:
         self._t0: float | None = None
         self._ended: float | None = None
         self._pairs: dict[int, dict[str, str | None]] = {}
+        self._bodies: dict[int, dict[str, Any]] = {}
+        """The primary's body of each mirrored request still in flight (what the judge is shown as the task)."""
         self._agreement = Agreement()
         self._paired_primary: list[float] = []
         self._finished = False
@@ -216,6 +252,8 @@ class ShadowRun:
         if not self._stop.is_set():
             self._stopped_early = True
             self._stop.set()
+            if self.judge is not None:
+                self.judge.stopped = True
 
     def snapshot(self) -> ShadowReport:
         return self._report()
@@ -231,10 +269,11 @@ class ShadowRun:
         finally:
             if ticker:
                 ticker.cancel()
-            for task in list(self._tasks):
+            judging = self.judge.tasks if self.judge is not None else set()
+            for task in [*self._tasks, *judging]:
                 task.cancel()
-            if self._tasks:
-                await asyncio.gather(*self._tasks, return_exceptions=True)
+            if self._tasks or judging:
+                await asyncio.gather(*self._tasks, *judging, return_exceptions=True)
             self._ended = time.monotonic()
             self._finished = True
             await self._close()
@@ -244,8 +283,8 @@ class ShadowRun:
         return report
 
     async def _open(self) -> None:
-        # nothing is sent before both clients exist: a missing key fails here, with nothing spent
-        for ep in self.endpoints:
+        # nothing is sent before every client exists: a missing key fails here, with nothing spent
+        for ep in self._all_endpoints():
             if ep.profile.is_simulator:
                 from ..sim import SimConfig, SimServer
 
@@ -260,9 +299,19 @@ class ShadowRun:
                 await self._close()
                 raise
             ep.stats = _EndpointStats(ep.label, ep.profile, base_url, ep.model, ep.price, ep.currency)
+        if self.judge is not None:
+            judge_ep = self.judge_endpoint or self.endpoints[0]  # --judge self: the primary's client
+            self.judge.client = judge_ep.client
+            if judge_ep.stats is not None:
+                self.judge.base_url = safe_url(judge_ep.stats.base_url)
+
+    def _all_endpoints(self) -> list[_Endpoint]:
+        return [*self.endpoints, *([self.judge_endpoint] if self.judge_endpoint is not None else [])]
 
     async def _close(self) -> None:
-        for ep in self.endpoints:
+        if self.judge is not None:
+            self.judge.client = None
+        for ep in self._all_endpoints():
             if ep.client is not None:
                 await ep.client.aclose()
                 ep.client = None
@@ -294,6 +343,8 @@ class ShadowRun:
                 await gate.acquire()
             if mirror:
                 self._pairs[i] = {}
+            if mirror:
+                self._bodies[i] = body
             self._launch(self.endpoints[0], body, i, mirror, gate)
             if mirror:
                 self._launch(
@@ -361,13 +412,18 @@ class ShadowRun:
         pair[label] = content
         if len(pair) == 2:
             del self._pairs[i]
+            body = self._bodies.pop(i, {})
             if pair["primary"] is not None and pair["secondary"] is not None:
                 self._agreement.add(pair["primary"], pair["secondary"])
+                if self.judge is not None:
+                    self.judge.offer(i, body, pair["primary"], pair["secondary"])
 
     async def _drain(self) -> None:
-        """Let requests in flight finish (each is bounded by the timeout)."""
+        """Let requests in flight finish (each is bounded by the timeout), then the judge's calls."""
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=self.config.timeout_s + 5.0)
+        if self.judge is not None:
+            await self.judge.settle(quiet_s=2 * self.config.timeout_s + 5.0)
 
     async def _tick(self) -> None:
         while True:
@@ -390,6 +446,18 @@ class ShadowRun:
         verdict, ratio, excess, reasons, notes = decide(
             primary, secondary, threshold=config.threshold, max_error_excess=config.max_error_excess
         )
+        judged = self.judge.report(self._agreement.compared) if self.judge is not None else None
+        if judged is not None and config.judge is not None:
+            rule = config.judge
+            judge_rollback, judge_reasons, judge_notes = decide_judged(
+                judged, min_pairs=rule.min_pairs, margin=rule.margin, alpha=rule.alpha
+            )
+            if judge_rollback:
+                verdict = ROLLBACK
+            reasons += judge_reasons
+            notes += judge_notes
+            if rule.is_self:
+                notes.append("the primary judges (--judge self): its judge calls add load to the endpoint measured")
         if not self._finished and (
             primary.succeeded + primary.failed == 0 or secondary.succeeded + secondary.failed == 0
         ):
@@ -413,6 +481,15 @@ class ShadowRun:
                 "timeout_s": config.timeout_s,
                 "workload": config.workload,
                 "currency": config.currency.to_dict(),
+                "judge": {
+                    "endpoint": "self" if config.judge.endpoint is None else config.judge.endpoint.name,
+                    "rate": config.judge.rate,
+                    "min_pairs": config.judge.min_pairs,
+                    "margin": config.judge.margin,
+                    "alpha": config.judge.alpha,
+                }
+                if config.judge is not None
+                else None,
             },
             primary=primary,
             secondary=secondary,
@@ -434,7 +511,10 @@ class ShadowRun:
                 excess=excess,
                 threshold=config.threshold,
                 max_error_excess=config.max_error_excess,
+                judge=config.judge,
+                judged=judged,
             ),
+            judged_agreement=judged,
         )
 
 

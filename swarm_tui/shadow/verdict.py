@@ -5,14 +5,25 @@ primary's p95 latency is more than `threshold` times the secondary's, when the p
 is more than `max_error_excess` above the secondary's (with at least two errors: one error alone
 never decides), or when the primary answered nothing; otherwise ADOPT (keep the primary).
 
+With a judge (`--judge`), one more ROLLBACK: when the judge prefers the secondary's answers clearly
+(`decide_judged`): on at least `min_pairs` judged pairs, the secondary judged better in at least
+`margin` (10 points) more of them than the primary, and a one-sided sign test over the pairs that
+were not "equal" puts the chance of so many secondary wins from a judge without preference under
+`alpha` (0.05). A primary judged better never overrules the latency and error rules (they are the
+article's, kept as they are): the report says so, the verdict stays theirs.
+
 `EndpointReport` holds one endpoint's figures; `ShadowReport` the whole run's, with the verdict,
 its reasons, the `judgement` block and the exit code (the record shadow.json is written from).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import ShadowJudge
 
 ADOPT, ROLLBACK = "ADOPT", "ROLLBACK"
 PENDING = "PENDING"
@@ -65,6 +76,8 @@ class ShadowReport:
     notes: list[str]
     judgement: dict[str, Any]
     """Which endpoint was judged against which, on what figures, and what each verdict means."""
+    judged_agreement: dict[str, Any] | None = None
+    """With `--judge`: which answer of each judged pair was better, and what the judge cost."""
 
     @property
     def exit_code(self) -> int:
@@ -77,9 +90,15 @@ class ShadowReport:
         """What the mirrored traffic cost: kept apart from the primary's (the real run's) cost."""
         return self.secondary.cost_usd
 
+    @property
+    def judge_cost_usd(self) -> float | None:
+        """What the judge's calls cost: apart from both endpoints'."""
+        return self.judged_agreement["cost_usd"] if self.judged_agreement else None
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["shadow_cost_usd"] = self.shadow_cost_usd
+        data["judge_cost_usd"] = self.judge_cost_usd
         data["exit_code"] = self.exit_code
         return data
 
@@ -129,6 +148,67 @@ def decide(
     return (ROLLBACK if rollback else ADOPT), ratio, excess, reasons, notes
 
 
+def sign_test_p(wins: int, losses: int) -> float:
+    """One-sided sign test: the chance of at least `wins` of `wins + losses` fair coin tosses."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    return sum(math.comb(n, k) for k in range(wins, n + 1)) / 2**n
+
+
+def decide_judged(
+    judged: dict[str, Any] | None, *, min_pairs: int, margin: float, alpha: float
+) -> tuple[bool, list[str], list[str]]:
+    """(rollback, reasons, notes) from the judge's pairwise preferences (`judged_agreement`)."""
+    if judged is None:
+        return False, [], []
+    notes: list[str] = []
+    n = judged["judged"]
+    pb, eq, sb = judged["primary_better"], judged["equal"], judged["secondary_better"]
+    if judged["errors"]:
+        asked = n + judged["errors"]
+        notes.append(
+            f"the judge gave no verdict on {judged['errors']} of {asked} pair(s) "
+            f"({', '.join(f'{k} {v}' for k, v in sorted(judged['errors_by_kind'].items()))}): not counted"
+        )
+    positions = judged["positions"]
+    decisive = positions["said_a"] + positions["said_b"]
+    if decisive >= min_pairs and max(positions["said_a"], positions["said_b"]) >= 0.8 * decisive:
+        first = positions["said_a"] >= positions["said_b"]
+        notes.append(
+            f"the judge said {'A' if first else 'B'} in {max(positions['said_a'], positions['said_b'])} of "
+            f"{decisive} decisive verdicts: a position bias, cancelled by showing the primary as A in half the pairs"
+        )
+    if n < min_pairs:
+        return (
+            False,
+            [f"judge: {n} judged pair(s), under the minimum of {min_pairs}: its preference is not counted"],
+            notes,
+        )
+    p = sign_test_p(sb, pb)
+    lead = (sb - pb) / n
+    split = (
+        f"primary better {pb} ({pb / n:.0%}), equal {eq} ({eq / n:.0%}), secondary better {sb} ({sb / n:.0%}) "
+        f"of {n} judged pairs"
+    )
+    if lead >= margin and p < alpha:
+        return (
+            True,
+            [
+                f"judge: {split}: the secondary's answers are clearly better ({lead * 100:.0f} points ahead "
+                f">= {margin * 100:g}, sign test p {p:.3g} < {alpha:g})"
+            ],
+            notes,
+        )
+    if pb > sb:
+        why = "the primary's answers are judged better (this never overrules latency or errors)"
+    elif lead >= margin:
+        why = f"the secondary leads but could be chance (sign test p {p:.3g} >= {alpha:g})"
+    else:
+        why = f"no clear preference for the secondary (needs {margin * 100:g} points ahead and sign test p < {alpha:g})"
+    return False, [f"judge: {split}: {why}"], notes
+
+
 def verdict_meaning(verdict: str, primary_name: str, secondary_name: str) -> str:
     """What a verdict asks you to do, in plain words."""
     if verdict == ADOPT:
@@ -146,9 +226,12 @@ def judgement(
     excess: float | None,
     threshold: float,
     max_error_excess: float,
+    judge: ShadowJudge | None = None,
+    judged: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The `judgement` block of shadow.json: which endpoint is judged against which, and on what figures."""
-    return {
+    """The `judgement` block of shadow.json: which endpoint is judged against which, and on what figures
+    (`judge`: the `ShadowJudge` settings, `judged`: its `judged_agreement`, when there is a judge)."""
+    block = {
         "judged": "primary",
         "baseline": "secondary",
         "judged_endpoint": primary.name,
@@ -166,3 +249,19 @@ def judgement(
         "adopt_means": verdict_meaning(ADOPT, primary.name, secondary.name),
         "rollback_means": verdict_meaning(ROLLBACK, primary.name, secondary.name),
     }
+    if judge is not None:
+        n = judged["judged"] if judged else 0
+        block |= {
+            "judged_pairs": n,
+            "secondary_better_lead": round((judged["secondary_better"] - judged["primary_better"]) / n, 4)
+            if judged and n
+            else None,
+            "secondary_better_lead_is": "(secondary better - primary better) / judged pairs",
+            "sign_test_p": round(sign_test_p(judged["secondary_better"], judged["primary_better"]), 6)
+            if judged
+            else None,
+            "judge_min_pairs": judge.min_pairs,
+            "judge_margin": judge.margin,
+            "judge_alpha": judge.alpha,
+        }
+    return block
