@@ -10,6 +10,7 @@ pause, resume, retry and abort this run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
@@ -394,7 +395,10 @@ class SwarmSession:
             finished = self.engine.outcome()
         finally:
             self._control_task.cancel()
-            self.summary = self.finalize()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._control_task  # it writes the heartbeat: stopped before the export reads the journal
+            # results.jsonl of 100,000 tasks takes seconds: written off the event loop (the screen stays live)
+            self.summary = await asyncio.to_thread(self.finalize)
         return finished
 
     async def _serve_control(self) -> None:
