@@ -160,6 +160,8 @@ class Journal:
             self._db.executescript(SCHEMA)
         self._db.execute("PRAGMA busy_timeout=5000")
         self.session = 0
+        self._depth = 0
+        """Writes inside a `transaction` that is under way: they join it."""
         self.broken: JournalWriteError | None = None
         """Set by the first write that failed; every later write fails at once."""
         self._failure_listeners: list[Callable[[JournalWriteError], None]] = []
@@ -746,11 +748,25 @@ class Journal:
     # ----------------------------------------------------------------- internals
 
     @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Several writes in one transaction (the engine's group commit): all of them or none."""
+        with self._writing():
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+
+    @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
-        """One write transaction; a failure of the disk (full, read-only, gone) breaks the journal
-        for good and is raised as `JournalWriteError` naming its cause."""
+        """One write transaction (or a part of the `transaction` under way); a failure of the disk
+        (full, read-only, gone) breaks the journal for good and is raised as `JournalWriteError`
+        naming its cause."""
         if self.broken is not None:
             raise self.broken
+        if self._depth:
+            yield
+            return
         try:
             with _Transaction(self._db):
                 yield

@@ -163,7 +163,7 @@ class RayEngine(ObservableEngine):
         self.states = self.board.states
         self._attempts: dict[int, int] = dict(attempts_made or {})
         self._listeners: list[Listener] = [self.stats.observe]
-        self._outbox: list[EngineEvent] = []
+        self._outbox: list = []
         self.admission = _DriverAdmission(settings.concurrency, self.board)
         self.n_actors = actors or max(1, len([n for n in ray.nodes() if n.get("Alive")]))
         self.limiter = None

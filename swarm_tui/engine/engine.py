@@ -212,7 +212,7 @@ class SwarmEngine(ObservableEngine):
         self._round_attempts: dict[int, int] = {}
         """Attempts in the current round; `retry_failed` starts a new round."""
         self._listeners: list[Listener] = [self.stats.observe]
-        self._outbox: list[EngineEvent] = []
+        self._outbox: list = []
         self._ready: deque[int] = deque()
         self._retry_timers: dict[int, asyncio.TimerHandle] = {}
         self._in_flight: dict[int, asyncio.Task[None]] = {}
@@ -809,7 +809,7 @@ class SwarmEngine(ObservableEngine):
         attempt = self._answered(index, number, endpoint, started_at, latency_ms, result, "ok")
         succeeded = TaskSucceeded(attempt, result.content)
         answer = result.raw if result.raw is not None else result.body  # kept as received
-        self._commit(self.journal.record_success, attempt, answer, events=[succeeded])
+        self._commit_soon(self.journal.record_success, attempt, answer, events=[succeeded])
 
     # ----------------------------------------------------------------- multi-step agents
 

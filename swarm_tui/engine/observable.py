@@ -14,13 +14,16 @@ on disk, and a view replaying the log sees exactly what a live view saw.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import JournalWriteError
 from .board import TaskBoard
-from .events import EngineEvent, RunFinished, TaskState
+from .events import EngineEvent, RunFinished, TaskCancelled, TaskState
 
 log = logging.getLogger("swarm_tui.engine")
 
@@ -28,6 +31,15 @@ Listener = Callable[[EngineEvent], None]
 
 FAIL_RATE_MIN_SAMPLE = 20
 """Finished tasks needed before --fail-on-error judges the rate (all of them in a smaller job)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """A journal write waiting for the next commit, with the events that report it."""
+
+    write: Callable[..., None]
+    args: tuple[Any, ...]
+    events: tuple[EngineEvent, ...]
 
 
 class ObservableEngine:
@@ -44,8 +56,9 @@ class ObservableEngine:
     _aborted: bool
     _stop_reason: str | None
     settings: Any
-    _outbox: list[EngineEvent]
-    """Events emitted since the last commit: they go to disk (and out) with the next one."""
+    _outbox: list[EngineEvent | _Write]
+    """Events emitted, and answers to keep, since the last commit: they go to disk (and out)
+    with the next one, in order."""
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -72,13 +85,24 @@ class ObservableEngine:
     def _flush_outbox(self) -> None:
         if not self._outbox:
             return
-        events, self._outbox = self._outbox, []
+        pending, self._outbox = self._outbox, []
         try:
-            self.journal.log(events)
-        except JournalWriteError:
-            pass  # the journal told the engine, which is stopping the run
-        for event in events:
-            self._deliver(event)
+            self._write_in_order(pending)
+        except JournalWriteError:  # the journal told the engine, which is stopping the run
+            self._deliver_unkept(pending)
+            return
+        self._deliver_in_order(pending)
+
+    def _commit_soon(self, write: Callable[..., None], *args: Any, events: Sequence[EngineEvent]) -> None:
+        """Group commit: a journal write (an answer) and its events go to disk with the next commit
+        — one transaction for every answer that arrived in this turn of the loop — and out after
+        it. A journal without transactions (a shard's, which forwards) commits at once."""
+        if getattr(self.journal, "transaction", None) is None:
+            self._commit(write, *args, events=events)
+            return
+        self._outbox.append(_Write(write, args, tuple(events)))
+        if len(self._outbox) == 1:
+            asyncio.get_running_loop().call_soon(self._flush_outbox)
 
     def _commit(
         self, write: Callable[..., None], *args: Any, events: Sequence[EngineEvent], quiet: bool = False
@@ -87,18 +111,58 @@ class ObservableEngine:
         in one transaction; then they go out in order. `quiet`: a journal that cannot be written
         (it already told the engine, which is stopping) does not stop the events going out."""
         pending, self._outbox = self._outbox, []
+        entries = [*pending, _Write(write, args, tuple(events))]
         try:
-            write(*args, [*pending, *events])
+            self._write_in_order(entries)
         except JournalWriteError:
-            for event in pending:
-                self._deliver(event)
+            self._deliver_unkept(pending)
             if not quiet:
                 raise
-        else:
-            for event in pending:
+            for event in events:
                 self._deliver(event)
-        for event in events:
-            self._deliver(event)
+            return
+        self._deliver_in_order(entries)
+
+    def _write_in_order(self, entries: Sequence[EngineEvent | _Write]) -> None:
+        """Events and writes, in the order they came, in one transaction (raises JournalWriteError)."""
+        if all(not isinstance(entry, _Write) for entry in entries):
+            self.journal.log(entries)
+            return
+        if len(entries) == 1 or getattr(self.journal, "transaction", None) is None:
+            transaction = contextlib.nullcontext()
+        else:
+            transaction = self.journal.transaction()
+        with transaction:
+            events: list[EngineEvent] = []
+            for entry in entries:
+                if not isinstance(entry, _Write):
+                    events.append(entry)
+                    continue
+                entry.write(*entry.args, [*events, *entry.events])
+                events = []
+            if events:
+                self.journal.log(events)
+
+    def _deliver_in_order(self, entries: Sequence[EngineEvent | _Write]) -> None:
+        for entry in entries:
+            if isinstance(entry, _Write):
+                for event in entry.events:
+                    self._deliver(event)
+            else:
+                self._deliver(entry)
+
+    def _deliver_unkept(self, entries: Sequence[EngineEvent | _Write]) -> None:
+        """What a commit that failed held: its plain events go out (the journal told the engine,
+        which is stopping the run); an answer that could not be kept is shown as what it is on
+        disk, a task left unfinished (resume sends it again)."""
+        for entry in entries:
+            if not isinstance(entry, _Write):
+                self._deliver(entry)
+                continue
+            for event in entry.events:
+                attempt = getattr(event, "attempt", None)
+                if attempt is not None:
+                    self._deliver(TaskCancelled(attempt.index, dataclasses.replace(attempt, outcome="cancelled")))
 
     def record(self, write: Callable[..., None], *args: Any, events: Sequence[EngineEvent]) -> None:
         """A journal write from outside the engine (the judge's verdict) and the events that report
