@@ -47,3 +47,13 @@ async def wait_until(condition: Callable[[], object], what: str, *, timeout: flo
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: still not the case after {timeout:g} s")
         await (step() if step is not None else asyncio.sleep(0.01))
+
+
+async def run_session(session: SwarmSession, events: list | None = None):
+    """Run a session to its end (its events appended to `events`), then close it."""
+    if events is not None:
+        session.engine.subscribe(events.append)
+    try:
+        return await session.run()
+    finally:
+        await session.aclose()

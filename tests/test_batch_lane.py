@@ -24,7 +24,7 @@ from swarm_tui.journal import Journal
 from swarm_tui.session import SwarmSession
 
 from .conftest import read_jsonl, run_cli, write_batch
-from .helpers import open_session, wait_until
+from .helpers import open_session, run_session, wait_until
 
 FAST_POLL = {"batch_poll_s": 0.05, "batch_poll_max_s": 0.2}
 PRICES = {"custom/sim-1": {"input": 2.0, "output": 8.0, "batch_input": 1.0, "batch_output": 4.0}}
@@ -39,15 +39,6 @@ def custom_ids(run_dir) -> Counter:
 
 def every_task(n: int) -> Counter:
     return Counter(f"task-{i:04d}" for i in range(n))
-
-
-async def run_session(session: SwarmSession, events: list | None = None):
-    if events is not None:
-        session.engine.subscribe(events.append)
-    try:
-        return await session.run()
-    finally:
-        await session.aclose()
 
 
 async def test_lane_auto_sends_a_live_share_then_one_batch_billed_at_the_batch_rate(tmp_path, sim_factory):

@@ -19,7 +19,7 @@ from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.runlog import LogFollower
 from swarm_tui.session import RunPlan, SwarmSession
 
-from .helpers import wait_until
+from .helpers import run_session, wait_until
 
 PRICES = {"custom/sim-1": {"input": 1.0, "output": 4.0}}
 
@@ -41,15 +41,6 @@ def open_run(tmp_path, job, base_url: str, *, fallback: str | None = None, name:
     return SwarmSession.open_new(job, plan, tmp_path / name)
 
 
-async def run_to_end(session: SwarmSession, events: list | None = None):
-    if events is not None:
-        session.engine.subscribe(events.append)
-    try:
-        return await session.run()
-    finally:
-        await session.aclose()
-
-
 def test_the_simulator_knows_the_judge_by_the_judges_own_words():
     from swarm_tui.sim import judging
 
@@ -63,7 +54,7 @@ async def test_pollution_lowers_the_score_the_memory_is_flushed_and_the_score_re
     sim = sim_factory(drift_after_rounds=1, seed=5)
     session = open_run(tmp_path, swarm_job(tmp_path), sim.base_url)
     events: list = []
-    finished = await run_to_end(session, events)
+    finished = await run_session(session, events)
     assert finished.failed == 0
 
     drifts = [e for e in events if isinstance(e, QualityDrift)]
@@ -128,7 +119,7 @@ async def test_failover_sends_the_rest_to_the_fallback(tmp_path, sim_factory):
         fallback=fallback.base_url,
     )
     events: list = []
-    finished = await run_to_end(session, events)
+    finished = await run_session(session, events)
     assert finished.failed == 0
     drift = next(e for e in events if isinstance(e, QualityDrift))
     switched = [e for e in events if isinstance(e, EndpointSwitched)]
@@ -139,7 +130,7 @@ async def test_failover_sends_the_rest_to_the_fallback(tmp_path, sim_factory):
 async def test_an_unreadable_verdict_is_asked_again_once(tmp_path, sim_factory):
     sim = sim_factory(judge_prose_first=3)
     session = open_run(tmp_path, swarm_job(tmp_path, rounds=1), sim.base_url)
-    await run_to_end(session)
+    await run_session(session)
     quality = json.loads((tmp_path / "run" / "summary.json").read_text())["quality"]
     judge = sim.stats()["judge"]
     assert judge["prose"] == 3 and quality["judge_errors"] == 0
@@ -149,7 +140,7 @@ async def test_an_unreadable_verdict_is_asked_again_once(tmp_path, sim_factory):
 async def test_a_judge_that_never_answers_in_json_fails_apart_and_the_swarm_goes_on(tmp_path, sim_factory):
     sim = sim_factory(judge_prose_first=10_000)
     session = open_run(tmp_path, swarm_job(tmp_path, rounds=1), sim.base_url)
-    finished = await run_to_end(session)
+    finished = await run_session(session)
     assert finished.succeeded == 30 and finished.failed == 0
     quality = json.loads((tmp_path / "run" / "summary.json").read_text())["quality"]
     judge = sim.stats()["judge"]
@@ -161,7 +152,7 @@ async def test_the_sampled_share_and_the_first_answers_of_the_round(tmp_path, si
     sim = sim_factory()
     job = swarm_job(tmp_path, agents=300, rounds=1)
     session = open_run(tmp_path, job, sim.base_url)
-    await run_to_end(session)
+    await run_session(session)
     journal = Journal.open(tmp_path / "run", readonly=True)
     try:
         judged = set(journal.judgments())
@@ -189,7 +180,7 @@ async def test_resume_never_judges_an_answer_twice(tmp_path, sim_factory):
 
     resumed = SwarmSession.open_existing(tmp_path / "run")
     events.clear()
-    await run_to_end(resumed, events)
+    await run_session(resumed, events)
     again = {e.index for e in events if isinstance(e, AnswerJudged)}
     assert not again & before
     after = _judgments(tmp_path / "run")
@@ -209,7 +200,7 @@ async def test_an_attached_view_sees_the_same_scores_and_drifts(tmp_path, sim_fa
     sim = sim_factory(drift_after_rounds=2, seed=5)
     session = open_run(tmp_path, swarm_job(tmp_path), sim.base_url)
     events: list = []
-    await run_to_end(session, events)
+    await run_session(session, events)
     journal = Journal.open(tmp_path / "run", readonly=True)
     try:
         follower = LogFollower(journal, ())
