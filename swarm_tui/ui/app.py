@@ -38,12 +38,14 @@ from ..currency import USD, DisplayCurrency, display_currency
 from ..engine import TaskState
 from ..engine.events import (
     AgentStepped,
+    AnswerJudged,
     AttemptEnded,
     AttemptStarted,
     BatchSubmitted,
     EndpointSwitched,
     EngineEvent,
     PhaseChanged,
+    QualityDrift,
     RateGateClosed,
     RateLimitsLearned,
     RunFinished,
@@ -178,6 +180,11 @@ class SwarmApp(App[int]):
         self._wall_clock = wall_clock
         self._lane_lines = 0
         """The lane panel's height as the grid was last fitted to it (0: no batches)."""
+        self._judge_line = False
+        """The footer has the judge's cost line (a run whose judge has cost something)."""
+        self._finish_news: tuple[RunFinished, str, str] | None = None
+        """The last `RunFinished` not yet announced: announced when the run's worker is over (see
+        `_announce_if_over`), so a swarm of six rounds says "finished" once, not six times over the panels."""
         if clock is not None:  # a frozen clock (snapshot tests): elapsed, rates and ETA hold still
             source.stats.clock = clock
             source.stats.started_at = clock()
@@ -310,7 +317,8 @@ class SwarmApp(App[int]):
         width = self.size.width if width is None else width
         height = self.size.height if height is None else height
         batch_rows = self._lane_lines + 1 if self._lane_lines else 0  # the footer's batch line
-        self.grid.fit(width - SIDE_PANEL_MIN, height - RESERVED_ROWS - max(0, batch_rows - BATCH_ROWS_FROM_LOG))
+        extra = batch_rows + self._judge_line  # and its judge line
+        self.grid.fit(width - SIDE_PANEL_MIN, height - RESERVED_ROWS - max(0, extra - BATCH_ROWS_FROM_LOG))
 
     def _lane_rows(self) -> int:
         """How many batches the lane panel lists at this terminal height."""
@@ -354,6 +362,7 @@ class SwarmApp(App[int]):
                 markup=False,
             )
         self._drain()
+        self._announce_if_over()
         if self._quitting:
             self.exit(self.source.exit_code())
 
@@ -419,6 +428,20 @@ class SwarmApp(App[int]):
                 case ToolCallEnded(index=index, step=step):
                     changed.add(index)
                     grid.tool_call_ended(index, step)
+                case AnswerJudged(index=index, score=score):  # its cell: underlined (low: its own colour)
+                    changed.add(index)  # (and its detail shows the verdict)
+                    grid.judged(index, score)
+                case QualityDrift(round=round_number, detail=detail) if not replay and (
+                    not self.source.attached or self.source.running
+                ):
+                    # (an attached view of a run nobody writes: its drifts are history; the panel names the last)
+                    self.notify(
+                        f"Round {round_number}: {detail}.",
+                        title="Quality drift",
+                        severity="warning",
+                        timeout=10,
+                        markup=False,
+                    )
                 case RunStarted():
                     self.phase, self.phase_detail = "RUNNING", ""
                     self._ended_elapsed_s = None
@@ -464,6 +487,7 @@ class SwarmApp(App[int]):
                 self._panels_at = now
                 self._update_panels()
             self._refresh_bindings_if_changed()
+        self._announce_if_over()
 
     def _finished(self, finished: RunFinished, announce: bool = True) -> None:
         self._ended_elapsed_s = self.source.stats.elapsed_s
@@ -491,16 +515,29 @@ class SwarmApp(App[int]):
                 markup=False,
             )
             return
+        self._finish_news = (finished, self.phase, self.phase_detail)  # said when the worker is over
+
+    def _announce_if_over(self) -> None:
+        """The run's end, once its worker is over (a multi-round swarm finishes a run a round, and
+        several may arrive in one drain): the last `RunFinished` only; none after a crash."""
+        news, worker = self._finish_news, self._worker
+        if news is None or (worker is not None and worker.state in (WorkerState.PENDING, WorkerState.RUNNING)):
+            return
+        self._finish_news = None
+        if worker is None or worker.state is WorkerState.SUCCESS:
+            self._announce_finished(*news)
+
+    def _announce_finished(self, finished: RunFinished, phase: str, detail: str) -> None:
         if finished.failed:
             hint = f"{self.key_hint('app.retry_failed')} retries the failed agents"
-        elif unfinished:
+        elif finished.cancelled:
             hint = f"{self.key_hint('app.pause')} resumes the unfinished agents"
         else:
             hint = f"{self.key_hint('app.quit')} quits"
         self.notify(
-            f"Run {'aborted' if finished.aborted else 'finished'}: {self.phase_detail}. {hint}.",
-            title=self.phase,
-            severity="warning" if finished.failed or unfinished else "information",
+            f"Run {'aborted' if finished.aborted else 'finished'}: {detail}. {hint}.",
+            title=phase,
+            severity="warning" if finished.failed or finished.cancelled else "information",
             timeout=8,
             markup=False,
         )
@@ -539,8 +576,13 @@ class SwarmApp(App[int]):
                 if unfinished or failed:
                     flag = " --retry-failed" if failed else ""
                     notes.append(f"resume: swarm-tui resume {source.run_dir}{flag}")
-        self.run_panel.update_from(source, self.grid, phase, detail, self.rate_limits, notes)
+        figures = run_figures(source)
+        quality = figures.quality if figures is not None else None
+        self.run_panel.update_from(
+            source, self.grid, phase, detail, self.rate_limits, notes, quality, max_lines=self.grid.fit_height
+        )
         self._update_lane()
+        self._update_judge_line()
         self.figures.update_from(source, self.currency, self._ended_elapsed_s)
 
     def _update_lane(self) -> None:
@@ -556,6 +598,15 @@ class SwarmApp(App[int]):
         lines = self.lane_panel.lines(batches, rows)
         if lines != self._lane_lines:
             self._lane_lines = lines
+            self._fit_grid()
+
+    def _update_judge_line(self) -> None:
+        """The footer's judge line, once the judge has cost something (the grid gives it a row
+        only past what the error log spares, as for the batch line)."""
+        wanted = self.source.stats.judge_cost_usd > 0
+        if wanted != self._judge_line:
+            self._judge_line = wanted
+            self.stats_footer.set_class(wanted, "-judge")
             self._fit_grid()
 
     # ----------------------------------------------------------------- which keys make sense now

@@ -1,4 +1,5 @@
-"""One agent in full: what it was asked, what it answered, and every attempt it took.
+"""One agent in full: what it was asked, what it answered, every attempt it took, and (in a run
+with a judge) the judge's score of its answer and the reason given.
 
 Everything shown comes from the journal (the source of truth), re-read when the app says the
 agent changed, so a retry started from here is seen through to its end. Provider text
@@ -19,8 +20,9 @@ from textual.widgets import Collapsible, Footer, Static
 
 from ..engine import TaskState
 from . import format as fmt
-from .grid import STATE_LABELS
+from .grid import LOW_SCORE, STATE_LABELS
 from .keys import key_hint
+from .source import run_figures
 
 if TYPE_CHECKING:
     from .app import SwarmApp
@@ -74,6 +76,7 @@ class AgentDetailScreen(Screen[None]):
     AgentDetailScreen VerticalScroll { padding: 0 1; }
     AgentDetailScreen .section { color: $primary; text-style: bold; margin-top: 1; }
     AgentDetailScreen #detail-error { color: $error; }
+    AgentDetailScreen #judge-title.-low { color: $warning; }
     AgentDetailScreen Collapsible { padding: 0; border: none; }
     """
 
@@ -98,6 +101,8 @@ class AgentDetailScreen(Screen[None]):
             yield Static("Attempts", classes="section")
             yield Static(id="detail-attempts", markup=False)
             yield Static("", id="detail-error", markup=False)
+            yield Static("", classes="section", id="judge-title", markup=False)
+            yield Static(id="detail-judge", markup=False)
             yield Static("Answer", classes="section", id="answer-title")
             yield Static(id="detail-answer", markup=False)
             with Collapsible(title="Raw response (chat.completion JSON)", id="detail-raw"):
@@ -120,7 +125,8 @@ class AgentDetailScreen(Screen[None]):
         task = self.source.task_of(index) or self._tasks[index]  # an agent's body grows with its transcript
         state = self.source.states.get(index, TaskState.QUEUED)
         attempts = self.source.attempts_of(index)
-        key = (index, state, len(attempts), len(task.body.get("messages", ())))
+        verdict = self._verdict(index)
+        key = (index, state, len(attempts), len(task.body.get("messages", ())), verdict)
         if key == self._shown:
             return
         self._shown = key
@@ -139,6 +145,7 @@ class AgentDetailScreen(Screen[None]):
         final.display = bool(error)
         if error:
             final.update(Text(f"Final error: {error.get('type')} {error.get('status') or ''}: {error.get('message')}"))
+        self._fill_verdict(verdict)
         pretty = fmt.pretty_json(content) if content else None
         answer = self.query_one("#detail-answer", Static)
         self.query_one("#answer-title", Static).update("Answer (JSON, pretty-printed)" if pretty else "Answer")
@@ -149,6 +156,24 @@ class AgentDetailScreen(Screen[None]):
             self.query_one("#detail-raw-json", Static).update(Text(json.dumps(body, indent=2, ensure_ascii=False)))
         self.query_one("#detail-prompt", Static).update(messages_text(task.body))
         self.refresh_bindings()
+
+    def _verdict(self, index: int) -> tuple[float, str] | None:
+        """The judge's score and reason for this agent's answer (None: not judged)."""
+        figures = run_figures(self.source)
+        return figures.quality.judged.get(index) if figures is not None else None
+
+    def _fill_verdict(self, verdict: tuple[float, str] | None) -> None:
+        """The judge's verdict under the attempts; hidden for an answer not judged (most are not)."""
+        title = self.query_one("#judge-title", Static)
+        reason = self.query_one("#detail-judge", Static)
+        title.display = reason.display = verdict is not None
+        if verdict is None:
+            return
+        score, why = verdict
+        low = score <= LOW_SCORE
+        title.set_class(low, "-low")
+        title.update(f"Judge: {score:g}/10" + (f" (low: {LOW_SCORE:g} or less)" if low else ""))
+        reason.update(Text(why or "(the judge gave no reason)"))
 
     def _fill_attempts(self, attempts: list[dict[str, Any]]) -> None:
         """A fixed-width table (76 columns: fits 80x24), each attempt's message on its own line."""

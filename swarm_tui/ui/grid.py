@@ -31,7 +31,14 @@ too, but for minutes or hours, at the provider's pace, not ours: from `BatchSubm
 its line comes back its cell has its own colour (`$swarm-batch`; `=` when compact), so the
 live calls stand apart from the lines waiting in a batch.
 
-A task without tools never steps: its cells are drawn exactly as they always were.
+The judge (`--judge`, a job's `[judge]`): a done agent whose answer the judge scored is
+underlined; one scored at or below `LOW_SCORE` (at best "usable with edits", by the default
+rubric) takes the low-score colour (`$swarm-low-score`; `!` when compact), so a falling quality
+shows in the grid, not only in the run panel's score. In the heat view a judged cell keeps its
+latency colour and its underline.
+
+A task without tools never steps, a run without a judge scores nothing: their cells are drawn
+exactly as they always were.
 """
 
 from __future__ import annotations
@@ -83,6 +90,10 @@ TOOL_GLYPH = "*"
 """A compact cell whose agent runs its tools (`>`: it is thinking)."""
 BATCH_GLYPH = "="
 """A compact cell whose task waits as a line of a provider batch."""
+LOW_GLYPH = "!"
+"""A compact cell whose answer the judge scored low."""
+LOW_SCORE = 5.0
+"""A judged answer scored at or below this is low (the default rubric: 5 is "usable with edits")."""
 THINKING_MARK = ":"
 TOOL_MARK = "*"
 """Between the number and the step in a wide cell: `42:3` thinking, `42*3` in its tools."""
@@ -110,6 +121,8 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         "agent-grid--cursor",
         "agent-grid--tool",
         "agent-grid--batch",
+        "agent-grid--judged",
+        "agent-grid--low-score",
     }
 
     DEFAULT_CSS = """
@@ -133,6 +146,8 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
     AgentGrid > .agent-grid--heat-5 { background: $swarm-heat-5; color: auto 95%; }
     AgentGrid > .agent-grid--tool { background: $swarm-tool; color: auto 95%; }
     AgentGrid > .agent-grid--batch { background: $swarm-batch; color: auto 95%; }
+    AgentGrid > .agent-grid--low-score { background: $swarm-low-score; color: auto 95%; }
+    AgentGrid > .agent-grid--judged { text-style: underline; }
     AgentGrid > .agent-grid--cursor { text-style: reverse bold; }
     AgentGrid:blur > .agent-grid--cursor { text-style: bold underline; }
     """
@@ -188,6 +203,8 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         """Tasks whose attempt is a line of a provider batch not back yet (`BatchSubmitted`)."""
         self.batching = False
         """A batch was submitted in this run: the legend shows the batch colour (never true for a live run)."""
+        self._scores: dict[int, float] = {}
+        """The judge's score of each judged answer (`AnswerJudged`)."""
         self._step_inside = False
         """Cells have room for `:step` after the number; otherwise the step takes the number's place."""
         self._heat_bounds: list[float] = []
@@ -232,6 +249,11 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         if (width, height) != self._fit_to:
             self._fit_to = (max(8, width), max(3, height))
             self._apply_layout()
+
+    @property
+    def fit_height(self) -> int:
+        """The rows the app gives the grid (and the panel beside it) at this terminal size."""
+        return self._fit_to[1]
 
     def _apply_layout(self) -> None:
         width, height = self._fit_to
@@ -327,6 +349,20 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         """How many tasks wait as batch lines now."""
         return len(self._in_batch)
 
+    # The judge. O(1) per verdict.
+
+    def judged(self, index: int, score: float) -> None:
+        """`AnswerJudged`: the judge scored this agent's answer."""
+        self._scores[index] = score
+
+    def score_of(self, index: int) -> float | None:
+        return self._scores.get(index)
+
+    @property
+    def judging(self) -> bool:
+        """An answer of this run was judged: the legend shows the judged cells (never true without a judge)."""
+        return bool(self._scores)
+
     def set_latency(self, index: int, latency_ms: float) -> None:
         self._latency[index] = latency_ms
 
@@ -389,21 +425,27 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
             step = self.step_of(index) if self.stepping and state in STEP_STATES else None
             in_tools = step is not None and step[1] is not None and state is TaskState.RUNNING
             batched = state is TaskState.RUNNING and index in self._in_batch
-            style = styles["batch" if batched else "tool" if in_tools else state]
+            score = self._scores.get(index) if state is TaskState.SUCCEEDED else None
+            low = score is not None and score <= LOW_SCORE
+            style = styles["batch" if batched else "tool" if in_tools else "low-score" if low else state]
             if self.heat and (latency := self._latency.get(index)) is not None and self._heat_bounds:
                 style = styles[f"heat-{1 + bisect_right(self._heat_bounds, latency)}"]
+            if score is not None:
+                style = style + styles["judged"]
             if pos == self.cursor:
                 style = style + cursor_style
-            text = self._cell_text(index, state, step[0] if step else None, in_tools, batched)
+            text = self._cell_text(index, state, step[0] if step else None, in_tools, batched, low)
             if pos > start:
                 segments.append(gap)
             segments.append(Segment(text, style))
         return Strip(segments).simplify()
 
-    def _cell_text(self, index: int, state: TaskState, step: int | None, in_tools: bool, batched: bool = False) -> str:
+    def _cell_text(
+        self, index: int, state: TaskState, step: int | None, in_tools: bool, batched: bool = False, low: bool = False
+    ) -> str:
         width = self.cell_width
         if self.compact:
-            return BATCH_GLYPH if batched else TOOL_GLYPH if in_tools else GLYPHS[state]
+            return BATCH_GLYPH if batched else TOOL_GLYPH if in_tools else LOW_GLYPH if low else GLYPHS[state]
         number = str(index + 1)
         if step is None:
             return number.center(width) if width > self._digits else number.rjust(width)
@@ -424,6 +466,8 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
                 styles[f"heat-{n}"] = self._cell_style(f"agent-grid--heat-{n}")
             styles["tool"] = self._cell_style("agent-grid--tool")
             styles["batch"] = self._cell_style("agent-grid--batch")
+            styles["low-score"] = self._cell_style("agent-grid--low-score")
+            styles["judged"] = self.get_component_rich_style("agent-grid--judged", partial=True)
             styles["cursor"] = self.get_component_rich_style("agent-grid--cursor", partial=True)
             styles["base"] = self.rich_style
             self._styles = styles
@@ -449,6 +493,16 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
     def batch_style(self) -> Style:
         """The cell style of a task waiting in a provider batch, for legends drawn by other widgets."""
         return self._cell_styles()["batch"]
+
+    def judged_style(self) -> Style:
+        """The cell style of a done agent the judge scored (not low), for legends drawn by other widgets."""
+        styles = self._cell_styles()
+        return styles[TaskState.SUCCEEDED] + styles["judged"]
+
+    def low_score_style(self) -> Style:
+        """The cell style of a done agent the judge scored low, for legends drawn by other widgets."""
+        styles = self._cell_styles()
+        return styles["low-score"] + styles["judged"]
 
     def heat_style(self, level: int) -> Style:
         return self._cell_styles()[f"heat-{level}"]

@@ -1,5 +1,6 @@
-"""The small panels around the grid: provider bar (top), run panel (beside the grid), lane panel
-(under the grid, while the run has provider batches) and the stats footer (bottom). Each draws
+"""The small panels around the grid: provider bar (top), run panel (beside the grid; the judge's
+score under the legend while a run has judged answers), lane panel (under the grid, while the run
+has provider batches) and the stats footer (bottom). Each draws
 itself from the run source when the app's timer asks (`update_from`), and repaints only when
 its text actually changed.
 
@@ -25,18 +26,26 @@ from textual.widgets import Sparkline
 from ..engine import TaskState
 from ..providers.profile import key_status
 from . import format as fmt
-from .grid import STATE_LABELS, STATES, AgentGrid
+from .grid import LOW_SCORE, STATE_LABELS, STATES, AgentGrid
 from .keys import key_hint
 
 if TYPE_CHECKING:
     from ..currency import DisplayCurrency
     from ..engine import RunStats
-    from ..runlog import BatchView
+    from ..runlog import BatchView, QualityView
     from .source import RunSource
 
 BATCH_WINDOW = "24h"
 """The completion window the batch lane asks for (OpenAI's only one)."""
 OPEN_STATUSES = ("validating", "in_progress", "finalizing", "cancelling")
+SPARK_BARS = "▁▂▃▄▅▆▇█"
+"""The judge's sparkline: one bar a score, on the fixed 1-10 scale (a fall shows as a fall)."""
+
+
+def _height(text: Text) -> int:
+    """A panel's lines for `text` (a last newline ends a line; it starts none): the same count
+    decides both the height and whether a change needs a layout pass."""
+    return len(text.plain.rstrip("\n").split("\n")) if text.plain else 1
 
 
 class TextPanel(Widget):
@@ -61,11 +70,16 @@ class TextPanel(Widget):
     def show(self, text: Text) -> None:
         key = (text.plain, tuple(text.spans))
         if key != self._key:
-            height_changed = self._key is None or text.plain.count("\n") != self._text.plain.count("\n")
+            height_changed = self._key is None or _height(text) != _height(self._text)
             self._key = key
             self._text = text
             self._strips = None
             self.refresh(layout=height_changed)
+            if height_changed and self.is_mounted:
+                # Once more after this refresh: a layout of the screen that runs before this panel's
+                # own request reaches it keeps the row's old arrangement (seen in a terminal, never
+                # under Pilot: an attached view's panel stayed a line short of its text)
+                self.call_after_refresh(self.refresh, layout=True)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -79,7 +93,7 @@ class TextPanel(Widget):
         return self._base
 
     def get_content_height(self, container, viewport, width: int) -> int:
-        return len(self._text.plain.rstrip("\n").split("\n")) if self._text.plain else 1
+        return _height(self._text)
 
     def render_line(self, y: int) -> Strip:
         if self._strips is None:
@@ -173,9 +187,15 @@ class RunPanel(TextPanel):
         detail: str,
         rate_limits: tuple[int | None, int | None] = (None, None),
         notes: Sequence[str] = (),
+        quality: QualityView | None = None,
+        max_lines: int | None = None,
     ) -> None:
         """`notes`: lines under the phase (an attached view: who drives the run, how to resume it);
-        the phase, its detail and the notes wrap to the panel's width rather than lose their ends."""
+        the phase, its detail and the notes wrap to the panel's width rather than lose their ends.
+        `quality`: the judge's scores (a run with a judge), shown once an answer is judged.
+        `max_lines`: the rows the panel has without squeezing the error log and the footer (the
+        grid's); the judge's lines give way first (the heat scale or an attached view's notes
+        need them), the legend row, then the drift, then the score."""
         style = self.get_component_rich_style
         dim = style("run-panel--dim")
         bad = style("run-panel--bad")
@@ -226,6 +246,9 @@ class RunPanel(TextPanel):
             text.append(*grid.cell_sample(6, 3, in_tools=True))
             where = " agent 7, step 3" if grid.step_beside_number else "" if grid.compact else " step 3"
             text.append(f"{where}\n", dim)
+        judge = self._judge_lines(quality, grid, digits) if quality is not None and quality.judged else []
+        if judge:  # the lines below them, apart: how many there are decides how many judge lines fit
+            head, text = text, Text(no_wrap=True, overflow="ellipsis")
         # Two numbers, two names: the adaptive limit (what may be in flight now) and the
         # ceiling `+`/`-` set, under which the limit adapts.
         limits = Text()
@@ -273,12 +296,22 @@ class RunPanel(TextPanel):
         index = grid.cursor_index
         if index is not None:
             state = source.states.get(index, TaskState.QUEUED)
-            text.append(f"▸ agent {index + 1}: {self._agent_state(grid, index, state)}", "bold")
+            cursor = Text()
+            cursor.append(f"▸ agent {index + 1}: {self._agent_state(grid, index, state)}", "bold")
+            score = grid.score_of(index) if state is TaskState.SUCCEEDED else None
+            if score is not None:
+                cursor.append(f", judged {score:g}", style("run-panel--paused") if score <= LOW_SCORE else "bold")
             open_key = key_hint(self.app, AgentGrid, "grid.open")
             retry = (
                 f"  {key_hint(self.app, type(self.app), 'app.retry_agent')}: retry" if state is TaskState.FAILED else ""
             )
-            text.append(f"  {open_key}: detail{retry}", dim)
+            hint = f"  {open_key}: detail{retry}"
+            width = self.content_size.width
+            if score is None or not width or cursor.cell_len + len(hint) <= width:  # a judged one: its score first
+                cursor.append(hint, dim)
+            text.append_text(cursor)
+        if judge:
+            text = self._with_judge(head, judge, text, max_lines)
         self.show(text)
 
     @staticmethod
@@ -293,6 +326,70 @@ class RunPanel(TextPanel):
         if tools is None:
             return f"step {number}, thinking"
         return f"step {number}, in {', '.join(dict.fromkeys(tools)) or 'its tools'}"
+
+    def _judge_lines(self, quality: QualityView, grid: AgentGrid, digits: int) -> list[tuple[int, Text]]:
+        """The judge, in three lines at most, each with its rank (0 stays longest): how its cells
+        look in the grid (a legend row, with counts), the rolling score and its baseline with a
+        sparkline of the recent scores, and the last drift with what was done about it."""
+        style = self.get_component_rich_style
+        dim, warn = style("run-panel--dim"), style("run-panel--paused")
+        width = self.content_size.width
+        low = sum(1 for score, _ in quality.judged.values() if score <= LOW_SCORE)
+        legend = Text()
+        legend.append("  ", grid.judged_style())
+        legend.append(f" {len(quality.judged):>{digits}} {'judged':<9} ")
+        legend.append("  ", grid.low_score_style())
+        legend.append(f" {low:>{digits}} ")
+        legend.append(f"scored ≤{LOW_SCORE:g}", warn if low else "")
+        lines = [(2, legend)]
+        line = Text()
+        line.append("judge ", dim)
+        rolling, baseline = quality.rolling, quality.baseline
+        if rolling is None:
+            line.append("–")
+        else:
+            line.append(f"{rolling:.1f}", warn if rolling <= LOW_SCORE else "bold")
+        if baseline is None:
+            line.append(" · baseline pending", dim)
+        else:
+            line.append(" · base ", dim)
+            line.append(f"{baseline:.1f}")
+        room = (width or 80) - line.cell_len - 1
+        if room >= 4:
+            good = Style(color=grid.state_style(TaskState.SUCCEEDED).bgcolor)
+            poor = Style(color=grid.low_score_style().bgcolor)
+            line.append(" ")
+            for score in list(quality.recent)[-room:]:
+                bar = SPARK_BARS[round((min(10.0, max(1.0, score)) - 1) / 9 * (len(SPARK_BARS) - 1))]
+                line.append(bar, poor if score <= LOW_SCORE else good)
+        lines.append((0, line))
+        if quality.drifts:
+            last = quality.drifts[-1]
+            done = last.detail.rpartition("; ")[2] or last.action
+            line = Text()
+            line.append("drift", warn)
+            line.append(f" r{last.round}")
+            if len(quality.drifts) > 1:
+                line.append(f" (#{len(quality.drifts)})", dim)
+            line.append(" → ", dim)
+            if width and line.cell_len + len(done) > width:  # "memory flushed (3 rounds)": its words first
+                done = done.partition(" (")[0]
+            line.append(done)
+            lines.append((1, line))
+        return lines
+
+    @staticmethod
+    def _with_judge(head: Text, judge: list[tuple[int, Text]], tail: Text, max_lines: int | None) -> Text:
+        """`head`, the judge's lines that fit in `max_lines` with `tail`, then `tail`."""
+        used = head.plain.count("\n") + len(tail.plain.rstrip("\n").split("\n"))
+        room = len(judge) if max_lines is None else max(0, max_lines - used)
+        kept = sorted(rank for rank, _ in judge)[:room]
+        for rank, line in judge:
+            if rank in kept:
+                head.append_text(line)
+                head.append("\n")
+        head.append_text(tail)
+        return head
 
     def _wrapped(self, text: Text) -> Text:
         """`text` folded at word boundaries to the panel's width (as is before the first layout)."""
@@ -419,7 +516,9 @@ class LanePanel(TextPanel):
 
 class StatsFigures(TextPanel):
     """The footer's figures: three lines of fixed-width fields; a fourth in a run with a batch
-    lane (`StatsFooter.-batch`): the batch lines waiting, and the cost split live / batch."""
+    lane (`StatsFooter.-batch`): the batch lines waiting, and the cost split live / batch; one
+    more in a run whose judge has cost something (`StatsFooter.-judge`): the judge's part of the
+    cost, shown apart."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"stats-figures--label", "stats-figures--bad", "stats-figures--unknown"}
 
@@ -475,6 +574,13 @@ class StatsFigures(TextPanel):
                 field("   cost (live ", fmt.usd(live, 0))
                 field(" · batch ", fmt.usd(stats.batch_cost_usd, 0))
                 field(")", "")
+        if stats.judge_cost_usd > 0:  # inside `cost` above, shown apart
+            text.append("\n")
+            field("judge ", fmt.usd(stats.judge_cost_usd, 9))
+            field("", fmt.money(stats.judge_cost_usd, currency, 11))
+            share = stats.judge_cost_usd / stats.cost_usd if stats.cost_usd > 0 else 0.0
+            field("", f"{share:>6.1%}")
+            field(" of the cost", "")
         self.show(text)
 
 
@@ -487,6 +593,12 @@ class StatsFooter(Horizontal):
     StatsFooter.-batch { height: 4; }
     StatsFooter.-batch > StatsFigures { height: 4; }
     StatsFooter.-batch > Sparkline { height: 4; }
+    StatsFooter.-judge { height: 4; }
+    StatsFooter.-judge > StatsFigures { height: 4; }
+    StatsFooter.-judge > Sparkline { height: 4; }
+    StatsFooter.-batch.-judge { height: 5; }
+    StatsFooter.-batch.-judge > StatsFigures { height: 5; }
+    StatsFooter.-batch.-judge > Sparkline { height: 5; }
     """
 
     def compose(self) -> ComposeResult:

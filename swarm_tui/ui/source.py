@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..engine import EngineSettings, RunStats, SwarmEngine, TaskState
-from ..engine.events import BatchEnded, BatchProgress, BatchSubmitted, EngineEvent
+from ..engine.events import AnswerJudged, BatchEnded, BatchProgress, BatchSubmitted, EngineEvent, QualityDrift
 from ..jobs import Task
 from ..providers.profile import ProviderProfile
 from ..runlog import RunFigures, replay_history
@@ -22,6 +22,7 @@ from ..session import SwarmSession
 
 EXIT_OK, EXIT_FAILED, EXIT_ABORTED = 0, 1, 130
 BATCH_EVENTS = (BatchSubmitted, BatchProgress, BatchEnded)
+QUALITY_EVENTS = (AnswerJudged, QualityDrift)
 
 
 class RunSource(Protocol):
@@ -115,8 +116,8 @@ class LiveRun:
         adaptive = getattr(self.engine, "adaptive", None)
         self.figures = RunFigures(self.engine.admission.limit, adaptive.ceiling if adaptive else None)
         """The limit, ceiling and pause the screen shows: from the engine's events, as an attached view's."""
-        for event in self.history:  # the batches earlier sessions submitted (their limits are not this one's)
-            if isinstance(event, BATCH_EVENTS):
+        for event in self.history:  # earlier sessions' batches and scores (their limits are not this one's)
+            if isinstance(event, BATCH_EVENTS + QUALITY_EVENTS):
                 self.figures.note(event)
         self.engine.subscribe(self.figures.note)
 
