@@ -218,7 +218,7 @@ class SwarmSession:
 
         def pause() -> str:
             engine.pause()
-            return "paused (p goes on)"
+            return "paused until resumed"
 
         def fail_over() -> str:
             return "failed over to the fallback" if engine.fail_over("quality drift") else "no fallback to fail over to"

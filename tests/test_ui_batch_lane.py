@@ -50,7 +50,7 @@ def batch_cells(app: SwarmApp, indices) -> bool:
 
 
 async def test_the_console_shows_the_batch_lane_while_it_waits_then_its_lines_arrive(tmp_path, sim_factory):
-    sim = sim_factory(batch_seconds=2.0)
+    sim = sim_factory(batch_seconds=5.0)  # long enough to be seen waiting on a loaded machine
     session = open_session(tmp_path, sim.base_url, [f"lane {i}" for i in range(30)], lane="batch",
                            prices=PRICES, **FAST_POLL)
     app = make_app(session, config=Config(path=tmp_path / "config.toml"))
