@@ -36,7 +36,8 @@ class ProviderProfile:
     fallback_model: str | None = None
     fallback_api_key_env: str | None = None
     backend: str = "aiohttp"
-    """HTTP backend of the SDK: `httpx` (the SDK default) or `aiohttp` (faster, the openai[aiohttp] extra)."""
+    """How chat calls are sent: `aiohttp` (default: one aiohttp session with the SDK's headers and auth,
+    `providers.wire`) or `httpx` (the SDK's own request path). Streaming and the Batch API use the SDK."""
 
     @property
     def is_simulator(self) -> bool:
