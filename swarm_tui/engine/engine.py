@@ -491,6 +491,7 @@ class SwarmEngine(ObservableEngine):
             if self._tool_runs:
                 await asyncio.gather(*self._tool_runs.values(), return_exceptions=True)
             self._running = False
+        self._flush_outbox()  # the last answers (group commit) count in the outcome
         if self._stop_reason is not None:
             self._cancel_waiting()
         finished = self.outcome()
