@@ -631,6 +631,10 @@ class Journal:
             ]
         return []
 
+    def has_batches(self) -> bool:
+        """The run has submitted (or was about to submit) a batch."""
+        return self._db.execute("SELECT 1 FROM batches LIMIT 1").fetchone() is not None
+
     def batch_tried(self) -> set[int]:
         """Tasks that already had a batch line: a retry of theirs goes live (`--lane auto`)."""
         return {r[0] for r in self._db.execute("SELECT DISTINCT idx FROM attempts WHERE endpoint LIKE '%/batch'")}

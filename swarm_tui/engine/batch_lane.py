@@ -100,7 +100,8 @@ class BatchLane:
         self._refusals = 0
         """Batches the provider refused in a row (lane batch gives up after `max_attempts`)."""
         self._wake = asyncio.Event()
-        self._lines_in_batches: set[int] = set()
+        self._open: list[BatchRow] = []
+        """Batches of earlier sessions still open at the provider (`claim` reads them)."""
 
     # ----------------------------------------------------------------- the engine's side
 
@@ -108,12 +109,12 @@ class BatchLane:
         """Take the lane's tasks out of the live queue at run start; returns what stays live."""
         journal = self.engine.journal
         self._open = journal.open_batches()
-        self._lines_in_batches = {i for row in self._open for i, _ in row.tasks}
+        in_batches = {i for row in self._open for i, _ in row.tasks}
         for row in self._open:  # the numbers those lines carry are taken
             for index, number in row.tasks:
                 numbers = self.engine._attempt_numbers
                 numbers[index] = max(numbers.get(index, 0), number)
-        free = [i for i in ready if i not in self._lines_in_batches]
+        free = [i for i in ready if i not in in_batches]
         if self.lane == LIVE:  # a live session following the batches of an earlier one
             return free
         if self.lane == BATCH:
@@ -121,7 +122,7 @@ class BatchLane:
             return []
         settings = self.engine.settings
         tried = journal.batch_tried()
-        if not journal.batch_summary() and not self._open:  # the run's first batch: a live share first
+        if not journal.has_batches():  # the run's first batch: a live share first
             share = min(len(free), max(settings.live_share_min, math.ceil(settings.live_share * len(free))))
             self._live_first = free[:share]
             self._pending = free[share:]
