@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..engine.engine import RunStopped
 from ..engine.events import AnswerJudged, EngineEvent, QualityDrift, TaskSucceeded
 from ..engine.stats import JUDGE_PHASE, nearest_rank
 from .monitor import Drift, QualityMonitor
@@ -101,8 +102,6 @@ class Judge:
         return sampled(self.engine.tasks[index].custom_id, self.spec.rate)
 
     async def _judge(self, index: int, answer: str) -> None:
-        from ..engine.engine import RunStopped
-
         task = self.engine.tasks[index]
         body = pointwise_body(self.model, self.spec.rubric, task_text(task.body), answer, self.spec.max_tokens)
         async with self._slots:
