@@ -157,6 +157,13 @@ _FLAGS: list[tuple[str, str, Callable[[str], Any], str, str]] = [
     ("--output-tokens", "output_tokens", token_range, "MIN:MAX", "answer length range in tokens (default 16:120)"),
     ("--chunk-delay-ms", "chunk_delay_ms", non_negative_float, "MS", "delay between streamed chunks (default 0)"),
     (
+        "--tokens-per-s",
+        "tokens_per_s",
+        positive_float,
+        "N",
+        "answers are written at N tokens/s after the first token, so long answers take longer (default: at once)",
+    ),
+    (
         "--require-key",
         "require_key",
         str,

@@ -73,7 +73,13 @@ Scripted faults (markers in a user message: the first one carrying a marker)
 Agents (``tools.py``)
     ``[[sim:tools=N]]`` (N tool rounds before the final answer when tools are offered) and
     ``[[sim:reasoning]]`` (``reasoning_content`` before the content) are directives, not
-    faults; they combine with a fault marker in the same message.
+    faults; they combine with a fault marker in the same message. So is ``[[sim:tokens=N]]``:
+    an answer N tokens long (cut at ``max_tokens``), for jobs that mix short and long answers.
+
+Writing time
+    With ``tokens_per_s`` the drawn latency is the time to the first token and the answer's
+    tokens follow at that rate: a plain answer arrives when its last token is written, a
+    stream's chunks are spaced over the writing time.
 """
 
 from __future__ import annotations

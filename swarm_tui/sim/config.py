@@ -58,6 +58,10 @@ class SimConfig:
     output_tokens: tuple[int, int] = (16, 120)
     #: delay between streamed content chunks (0 = send the whole stream in one write)
     chunk_delay_ms: float = 0.0
+    #: answers take time to write, as a model's do: the drawn latency is the time to the first
+    #: token, then the answer's tokens come at this rate (a plain answer arrives when the last
+    #: is written; a stream's chunks are spaced so); None = the whole answer at once
+    tokens_per_s: float | None = None
     #: when set, requests must carry ``Authorization: Bearer <require_key>`` (else 401)
     require_key: str | None = None
     #: when True every chat request gets 503 (an endpoint that is down; failover tests)
@@ -109,6 +113,8 @@ class SimConfig:
         for name in ("latency_ms", "latency_sigma", "hang_s", "chunk_delay_ms", "batch_seconds"):
             if _number(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.tokens_per_s is not None and not _number(self, "tokens_per_s") > 0:
+            raise ValueError(f"tokens_per_s must be > 0 or None, got {self.tokens_per_s!r}")
         if self.batch_expire_after is not None and not 0.0 <= _number(self, "batch_expire_after") <= 1.0:
             raise ValueError(f"batch_expire_after must be between 0 and 1 or None, got {self.batch_expire_after!r}")
         if _number(self, "burst_s") <= 0:
@@ -212,7 +218,7 @@ _FLOATS = {
 }
 _INTS = {"seed", "context_window", "cache_min_tokens", "judge_prose_first"}
 _OPT_INTS = {"rpm", "tpm"}
-_OPT_FLOATS = {"batch_expire_after"}
+_OPT_FLOATS = {"batch_expire_after", "tokens_per_s"}
 
 
 def _coerce(key: str, raw: Any) -> Any:

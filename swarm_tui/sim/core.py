@@ -75,6 +75,7 @@ from .tools import (
     quote_results,
     reasoning_text,
     rounds_done,
+    scripted_tokens,
     split_arguments,
     thought,
     tool_results,
@@ -103,6 +104,8 @@ class StreamPlan:
     tool_deltas: list[str] = field(default_factory=list)
     #: the first delta says ``"content": null`` (a tool call without text)
     null_content: bool = False
+    #: seconds between deltas while the answer is written (``tokens_per_s``; 0: at once)
+    piece_delay_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -184,6 +187,8 @@ class Simulator:
         self.seen = Occurrences()
         self.marker_seen = Occurrences()
         self.stats_ = _Stats()
+        #: the most chat requests the server held at once (how much concurrency a client used)
+        self.peak_in_flight = 0
         #: counters of the Batch API lines' ``chat`` calls (``chat_offline``), apart from the live ones
         self.batch_stats_ = _Stats()
         self.batches = BatchStore(self, self._clock, self._run)
@@ -214,10 +219,19 @@ class Simulator:
         return {
             **_counters(self.stats_),
             "in_flight": self.in_flight,
+            "peak_in_flight": self.peak_in_flight,
             "uptime_s": round(time.time() - self._started, 3),
             "batch": {**self.batches.stats(), "chat": _counters(self.batch_stats_)},
             "config": self.config.to_dict(),
         }
+
+    def entered(self) -> None:
+        """A chat request is being answered (until `left`)."""
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def left(self) -> None:
+        self.in_flight -= 1
 
     def chat_offline(self, raw: bytes, authorization: str | None) -> Reply:
         """``chat`` for one Batch API line, counted at once (nothing is sent, nothing waits).
@@ -511,6 +525,9 @@ class Simulator:
             ]
         else:
             lo, hi = cfg.output_tokens
+            length = scripted_tokens(messages)
+            if length is not None:
+                lo = hi = length
             plan_size = planned_subtasks(prompt)
             note: str | None = None
             tail = ""
@@ -558,6 +575,7 @@ class Simulator:
         }
         completion_id = "chatcmpl-sim" + request_id[7:]
         created = int(time.time())
+        writing_s = (c_tokens + r_tokens) / cfg.tokens_per_s if cfg.tokens_per_s else 0.0
         if stream:
             if calls is None:
                 assert content is not None
@@ -576,6 +594,7 @@ class Simulator:
                 thinking,
                 deltas,
                 content is None,
+                writing_s / max(1, total),
             )
             return Reply(
                 200,
@@ -617,7 +636,7 @@ class Simulator:
             200,
             headers,
             completion,
-            latency,
+            latency + writing_s,
             prompt=prompt,
             key=key,
             meta=(completion_id, created, model),

@@ -91,7 +91,7 @@ async def _chat(request: web.Request) -> web.StreamResponse:
     sim = request.app[SIM_KEY]
     raw = await request.read()
     reply = sim.chat(raw, request.headers.get("Authorization"))
-    sim.in_flight += 1
+    sim.entered()
     try:
         if reply.hang:
             sim.hung()
@@ -116,7 +116,7 @@ async def _chat(request: web.Request) -> web.StreamResponse:
         sim.finish(reply)
         return resp
     finally:
-        sim.in_flight -= 1
+        sim.left()
 
 
 async def _stream(request: web.Request, sim: Simulator, reply: Reply) -> web.StreamResponse:
@@ -129,7 +129,7 @@ async def _stream(request: web.Request, sim: Simulator, reply: Reply) -> web.Str
     await resp.prepare(request)
     sim.stats_.streams += 1
     w = ChunkWriter(reply.meta, plan.include_usage)
-    delay = sim.config.chunk_delay_ms / 1000.0
+    delay = max(sim.config.chunk_delay_ms / 1000.0, plan.piece_delay_s)
     # reasoning, then content, then tool-call deltas (only content for most answers)
     events = [w.piece(p) for p in plan.pieces]
     if plan.reasoning:

@@ -75,6 +75,7 @@ from typing import Any
 from .behaviour import content_text, estimate_tokens
 
 __all__ = [
+    "scripted_tokens",
     "ToolSpec",
     "ToolRequest",
     "parse_tools",
@@ -102,6 +103,7 @@ RESULT_WIDTH = 80
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _TOOLS_MARKER = re.compile(r"\[\[sim:tools=(\d+)\]\]", re.IGNORECASE)
 _REASONING_MARKER = "[[sim:reasoning]]"
+_TOKENS_MARKER = re.compile(r"\[\[sim:tokens=(\d+)\]\]", re.IGNORECASE)
 
 #: string properties that read as a query get a topic after the task token
 _QUERY_NAMES = frozenset(
@@ -364,6 +366,18 @@ def directives(messages: Sequence[Any]) -> tuple[int | None, bool]:
         if _REASONING_MARKER in low:
             reasoning = True
     return rounds, reasoning
+
+
+def scripted_tokens(messages: Sequence[Any]) -> int | None:
+    """N of the first ``[[sim:tokens=N]]`` in a user message: the answer is N tokens long (still cut
+    at ``max_tokens``), so one job can mix short and long answers (with ``tokens_per_s``, long
+    answers take long, as a model's do)."""
+    for m in messages:
+        if isinstance(m, dict) and m.get("role") == "user":
+            text = content_text(m.get("content"))
+            if "[[sim:" in text.lower() and (found := _TOKENS_MARKER.search(text)):
+                return max(1, int(found.group(1)))
+    return None
 
 
 def rounds_done(messages: Sequence[Any]) -> int:
