@@ -74,3 +74,18 @@ def positive_share(text: str) -> float:
     if not 0.0 < value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be a share in (0, 1], e.g. 0.1 for 10%, not {text}")
     return value
+
+
+STRAGGLER_OFF = "off"
+
+
+def straggler(text: str) -> float | str:
+    """`--straggler auto|off|FACTOR`: 'auto' (the default factor), 'off', or a factor >= 1.5 (a
+    call's deadline is FACTOR x what it should take; under 1.5 healthy calls would be cut)."""
+    word = text.strip().lower()
+    if word in ("auto", STRAGGLER_OFF):
+        return word
+    value = _number(text)
+    if value < 1.5:
+        raise argparse.ArgumentTypeError(f"must be auto, off or a factor >= 1.5, not {text}")
+    return value

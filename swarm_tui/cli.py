@@ -14,9 +14,20 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import __version__
-from .argtypes import non_negative_float, non_negative_int, positive_float, positive_int, positive_share, share
+from .argtypes import (
+    STRAGGLER_OFF,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    positive_share,
+    share,
+    straggler,
+)
 from .config import Config, load_config
 from .engine import EngineSettings
+from .engine.deadlines import STRAGGLER_FACTOR
+from .engine.ledger import answer_ceiling
 from .errors import InputError
 from .headless import EXIT_ABORTED, EXIT_BAD_INPUT, run_headless
 from .jobs import Job, load_job, load_tools_file
@@ -124,8 +135,20 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     e.add_argument(
         "--hedge", action="store_true", help="send a backup when an attempt runs past p95 x 3 (<= 5%% of requests)"
     )
+    e.add_argument(
+        "--straggler",
+        type=straggler,
+        metavar="auto|off|FACTOR",
+        help="abandon and resend a call past FACTOR x what it should take at its max_tokens (auto: 3); off: only "
+        "--timeout",
+    )
     e.add_argument("--no-adaptive", action="store_true", help="keep the in-flight limit fixed (no AIMD)")
-    e.add_argument("--budget", type=positive_float, metavar="USD", help="stop dispatch before the cost would pass this")
+    e.add_argument(
+        "--budget",
+        type=positive_float,
+        metavar="USD",
+        help="a ceiling: a call goes out only if spent + the worst case of calls in flight + its own stays within it",
+    )
     e.add_argument(
         "--fail-on-error", type=share, metavar="RATE", help="stop dispatch when this share of finished tasks failed"
     )
@@ -246,6 +269,7 @@ def resolve_settings(
         rpm=args.rpm or base.rpm,
         tpm=args.tpm or base.tpm,
         hedge=args.hedge or base.hedge,
+        straggler_factor=_straggler_factor(args.straggler, base.straggler_factor),
         adaptive=base.adaptive and not args.no_adaptive,
         budget_usd=args.budget if args.budget is not None else base.budget_usd,
         fail_on_error=args.fail_on_error if args.fail_on_error is not None else base.fail_on_error,
@@ -254,6 +278,15 @@ def resolve_settings(
         live_share=args.live_share if args.live_share is not None else base.live_share,
         batch_poll_s=args.batch_poll or base.batch_poll_s,
     )
+
+
+def _straggler_factor(given: float | str | None, stored: float | None) -> float | None:
+    """`--straggler`: auto (the default factor), off (None), a factor; not given: what was stored."""
+    if given is None:
+        return stored
+    if given == STRAGGLER_OFF:
+        return None
+    return STRAGGLER_FACTOR if given == "auto" else float(given)
 
 
 def _sim_config(args: argparse.Namespace, profile: ProviderProfile, stored=None):
@@ -284,13 +317,32 @@ def _sim_config(args: argparse.Namespace, profile: ProviderProfile, stored=None)
         raise InputError.single("--sim-*", "simulator", str(exc)) from None
 
 
-def _check_budget(plan: RunPlan, model: str | None, config: Config) -> None:
-    if plan.settings.budget_usd is not None and plan.price_for(model) is None:
+def _check_budget(plan: RunPlan, job: Job, model: str | None, config: Config) -> None:
+    """A budget is a ceiling: every call must have a worst case the run can hold against it, so
+    the model's price must be known, and a body without max_tokens needs the model's maximum
+    output from the price table (exit 2, nothing sent, naming what to set)."""
+    if plan.settings.budget_usd is None:
+        return
+    price = plan.price_for(model)
+    if price is None:
         raise InputError.single(
             "--budget",
             "budget",
             f"no price is known for model {model!r} on provider {plan.profile.name!r}; "
             f'add [prices."{plan.profile.name}/{model}"] with input, cached_input and output to {config.path}',
+        )
+    if price.max_output is not None:
+        return
+    template = job.template.request if job.template is not None else None
+    unbounded = next((task for task in job.tasks if answer_ceiling(task.body) is None), None)
+    if unbounded is not None or (template is not None and answer_ceiling(template) is None):
+        which = f"task {unbounded.custom_id!r}" if unbounded is not None else "the job's requests"
+        raise InputError.single(
+            "--budget",
+            "budget",
+            f"{which} sets no max_tokens and the maximum output of {model!r} is not known, so the worst case "
+            f"of a call cannot be held against the budget: set max_tokens in the job (request.max_tokens, or "
+            f'each body\'s), or add max_output = N to [prices."{plan.profile.name}/{model}"] in {config.path}',
         )
 
 
@@ -321,7 +373,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         settings = replace(settings, lane=job.lane)
     plan = RunPlan(profile, settings, _sim_config(args, profile), config.prices)
     job, judge_profile = _judge(args, job, profile, config)
-    _check_budget(plan, job.model or (job.tasks[0].body.get("model") if job.tasks else None), config)
+    _check_budget(plan, job, job.model or (job.tasks[0].body.get("model") if job.tasks else None), config)
     ray = _ray_options(args)
     _check_tools(job.tools, ray)
     _check_lane(plan.settings, job.tools, ray)

@@ -94,6 +94,9 @@ async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) ->
         f"({label}), model {session.model}, run dir {session.run_dir}",
         file=stream,
     )
+    budget = session.budget_note()
+    if budget:
+        print(f"swarm-tui: {budget}", file=stream)
     painter = asyncio.create_task(_paint(engine, stream)) if live else None
     try:
         finished = await session.run()
@@ -163,6 +166,19 @@ def print_summary(summary: dict, finished: RunFinished, session: SwarmSession, s
                 else ""
             )
         )
+    budget = summary.get("budget")
+    if budget:
+        lines.append(
+            f"budget ${budget['usd']:.2f} {'held' if budget['held'] else 'PASSED'}: ${budget['spent_usd']:.4f} spent "
+            f"({budget['used_share']:.0%}), at most ${budget['peak_committed_usd']:.4f} spent or held at once"
+        )
+    if summary.get("cost_estimated_usd"):
+        lines.append(
+            f"cost includes ${summary['cost_estimated_usd']:.4f} estimated (calls whose provider reported no "
+            f"usage, or cut after they went out)"
+        )
+    if summary.get("truncated"):
+        lines.append(f"{summary['truncated']} answers cut at their max_tokens (finish_reason length)")
     if finished.stop_reason:
         lines.append(f"stopped: {finished.stop_reason}")
     if session.output_error:

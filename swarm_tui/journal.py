@@ -67,7 +67,9 @@ CREATE TABLE IF NOT EXISTS attempts (
     completion_tokens INTEGER NOT NULL DEFAULT 0,
     cached_tokens INTEGER NOT NULL DEFAULT 0,
     reasoning_tokens INTEGER NOT NULL DEFAULT 0,
-    cost_usd REAL
+    cost_usd REAL,
+    estimated INTEGER NOT NULL DEFAULT 0,
+    finish_reason TEXT
 );
 CREATE INDEX IF NOT EXISTS attempts_by_task ON attempts(idx);
 CREATE TABLE IF NOT EXISTS results (
@@ -158,6 +160,7 @@ class Journal:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
+            self._add_missing_columns()
         self._db.execute("PRAGMA busy_timeout=5000")
         self.session = 0
         self._depth = 0
@@ -167,6 +170,18 @@ class Journal:
         self._failure_listeners: list[Callable[[JournalWriteError], None]] = []
         stat = self.path.stat()
         self._identity = (stat.st_dev, stat.st_ino)
+
+    ADDED_COLUMNS = (
+        ("attempts", "estimated", "INTEGER NOT NULL DEFAULT 0"),
+        ("attempts", "finish_reason", "TEXT"),
+    )
+    """Columns later versions added to a table: a journal made before them gets them on opening."""
+
+    def _add_missing_columns(self) -> None:
+        for table, column, declaration in self.ADDED_COLUMNS:
+            have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -365,7 +380,14 @@ class Journal:
             "SUM(error_class = ?), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), "
             "COALESCE(SUM(cached_tokens), 0), COALESCE(SUM(reasoning_tokens), 0), SUM(cost_usd), "
             "SUM(cost_usd IS NULL AND prompt_tokens + completion_tokens > 0), MIN(started_at), "
-            "MAX(started_at + latency_ms / 1000.0) FROM attempts",
+            "MAX(started_at + latency_ms / 1000.0), "
+            + (
+                "SUM(CASE WHEN estimated THEN cost_usd END), SUM(estimated), "
+                "SUM(outcome = 'ok' AND finish_reason = 'length') "
+                if self._has_estimates()
+                else "NULL, 0, 0 "
+            )
+            + "FROM attempts",
             (ErrorClass.RATE_LIMIT, ErrorClass.SERVER, ErrorClass.TIMEOUT),
         ).fetchone()
         keys = (
@@ -382,9 +404,17 @@ class Journal:
             "unpriced",
             "first_started",
             "last_ended",
+            "estimated_cost_usd",
+            "estimated",
+            "truncated",
         )
-        nullable = ("cost_usd", "first_started", "last_ended")
+        nullable = ("cost_usd", "first_started", "last_ended", "estimated_cost_usd")
         return {k: v if k in nullable else (v or 0) for k, v in zip(keys, row, strict=True)}
+
+    def _has_estimates(self) -> bool:
+        """The attempts table has the `estimated` column (a journal opened read-only from before
+        it was added has none)."""
+        return any(row[1] == "estimated" for row in self._db.execute("PRAGMA table_info(attempts)"))
 
     def abandoned_attempts(self) -> int:
         """Attempts the engine abandoned past the straggler deadline (and sent again), all sessions."""
@@ -794,8 +824,8 @@ class Journal:
         self._db.execute(
             "INSERT INTO attempts (idx, number, session, endpoint, started_at, latency_ms, ttft_ms, outcome, "
             "retry_in_s, status, error_class, error_code, error_message, request_id, prompt_tokens, "
-            "completion_tokens, cached_tokens, reasoning_tokens, cost_usd) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "completion_tokens, cached_tokens, reasoning_tokens, cost_usd, estimated, finish_reason) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 a.index,
                 a.number,
@@ -816,6 +846,8 @@ class Journal:
                 usage.cached,
                 usage.reasoning,
                 a.cost_usd,
+                a.estimated,
+                a.finish_reason,
             ),
         )
 

@@ -46,7 +46,7 @@ OFFICIAL = "official"
 
 PRICE_FIELDS = ("input", "cached_input", "output")
 BATCH_FIELDS = ("batch_input", "batch_cached_input", "batch_output")
-ENTRY_FIELDS = frozenset({*PRICE_FIELDS, *BATCH_FIELDS, "source", "as_of"})
+ENTRY_FIELDS = frozenset({*PRICE_FIELDS, *BATCH_FIELDS, "source", "as_of", "max_output"})
 _DATE_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4})$")
 
 
@@ -89,6 +89,9 @@ class Price:
     batch_output: float | None = None
     batch_source: str = ""
     """Where the batch rate comes from when not from this row's `source` (a provider-wide rule)."""
+    max_output: int | None = None
+    """The most tokens the model writes in one answer (None: not known): what a call without
+    `max_tokens` must reserve against a budget (`engine.ledger`)."""
 
     @property
     def has_batch(self) -> bool:
@@ -107,6 +110,7 @@ class Price:
             output=self.batch_output,
             source=self.batch_source or self.source,
             as_of=self.as_of,
+            max_output=self.max_output,
         )
 
     def with_batch_share(self, share: float, source: str = "") -> Price:
@@ -147,6 +151,7 @@ class Price:
             "batch_cached_input": batch.cached_input if batch else None,
             "batch_output": batch.output if batch else None,
             "batch_source": batch.source if batch else None,
+            "max_output": self.max_output,
         }
 
 
@@ -189,6 +194,8 @@ class PriceTable:
         }
         self._batch_rules: dict[str, tuple[float, str]] = {}
         """provider: (share of the live price, source) of its batch rates (`[batch.<provider>]`)."""
+        self._max_output: dict[str, int] = {}
+        """model: the most tokens it writes in one answer (`[max_output]`), wherever it is served."""
         self.updated = updated
 
     @classmethod
@@ -214,6 +221,9 @@ class PriceTable:
             table._billing[_provider_key(provider)] = {c.upper(): float(v) for c, v in rates.items() if c != "source"}
         for provider, rule in (doc.get("batch") or {}).items():
             table._batch_rules[_provider_key(provider)] = (float(rule["share"]), str(rule.get("source", "")))
+        for model, tokens in (doc.get("max_output") or {}).items():
+            if isinstance(tokens, int):
+                table._max_output[model.lower()] = tokens
         for key, row in (overrides or {}).items():
             table._apply_override(str(key), row, str(source))
         for provider, rates in (billing or {}).items():
@@ -245,6 +255,11 @@ class PriceTable:
                 raise InputError.single(
                     source, f"{where}.{name}", f"must be a number >= 0 (USD per 1M tokens), not {row[name]!r}"
                 )
+        if "max_output" in row:
+            try:
+                _optional_int(row["max_output"])
+            except ValueError as exc:
+                raise InputError.single(source, f"{where}.max_output", str(exc)) from None
         provider, model = _split_key(key)
         model = self.canonical(model) or model
         existing = self._entries.get((provider, model))
@@ -273,6 +288,7 @@ class PriceTable:
             batch_input=batch["batch_input"],
             batch_cached_input=batch["batch_cached_input"],
             batch_output=batch["batch_output"],
+            max_output=row.get("max_output", existing.max_output),
         )
 
     # ----------------------------------------------------------------- queries
@@ -297,12 +313,18 @@ class PriceTable:
         provider = _provider_key(provider.split("/")[0]) if provider else OFFICIAL
         own = self._entries.get((provider, model))
         if own is not None:
-            return self._with_batch_rule(provider, own)
+            return self._with_max_output(model, self._with_batch_rule(provider, own))
         official = self._entries.get((OFFICIAL, model))
         if official is None:
             return None
         rule = self._batch_rules.get(provider)  # a provider's own Batch API, not the official one
-        return official.with_batch_share(*rule) if rule else official
+        return self._with_max_output(model, official.with_batch_share(*rule) if rule else official)
+
+    def _with_max_output(self, model: str, price: Price) -> Price:
+        """A row's own `max_output`, else the model's (it is the model's, wherever it is served)."""
+        if price.max_output is not None or model not in self._max_output:
+            return price
+        return replace(price, max_output=self._max_output[model])
 
     def _with_batch_rule(self, provider: str, price: Price) -> Price:
         """`price` (a row of `provider`'s) with its provider's batch rule, unless it has its own rate."""
@@ -363,6 +385,7 @@ def _price_from_row(row: dict[str, Any], key: str, source: str) -> Price:
             batch_input=batch["batch_input"],
             batch_cached_input=batch["batch_cached_input"],
             batch_output=batch["batch_output"],
+            max_output=_optional_int(row.get("max_output")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError.single(source, key, f"bad price row: {exc}") from None
@@ -370,6 +393,14 @@ def _price_from_row(row: dict[str, Any], key: str, source: str) -> Price:
 
 def _optional_float(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _optional_int(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_output must be a whole number of tokens >= 1, not {value!r}")
+    return value
 
 
 def _split_key(key: str) -> tuple[str, str]:

@@ -24,6 +24,7 @@ from .currency import USD, DisplayCurrency
 from .engine import EngineSettings, SwarmEngine, TaskState
 from .engine.admission import AdmissionController
 from .engine.events import RunFinished, TaskQueued
+from .engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from .engine.pacing import RateLimits
 from .engine.stats import latency_summary
 from .errors import JournalWriteError
@@ -179,6 +180,7 @@ class SwarmSession:
                 toolbox=self.toolbox,
             )
         self.model = model
+        self.template = template
         self.swarm = swarm
         self.pipeline = (
             SwarmPipeline(self.engine, journal, run_dir, swarm, template)
@@ -239,6 +241,25 @@ class SwarmSession:
             pipeline.settle = judge.settle
             pipeline.flushed.append(judge.monitor.start_over)
         return judge
+
+    def budget_note(self) -> str | None:
+        """What the budget holds back for each call until it is answered (shown as the run starts):
+        a budget is a ceiling, so a body without max_tokens reserves the model's whole maximum."""
+        budget = self.plan.settings.budget_usd
+        price = self.plan.price_for(self.model)
+        if budget is None or price is None:
+            return None
+        tasks = self.engine.tasks
+        body = tasks[min(tasks)].body if tasks else (self.template.body("", agent=1, total=1) if self.template else {})
+        usage = worst_usage(body, price.max_output)
+        if usage is None:
+            return f"budget ${budget:.2f}: a call's answer has no bound (no max_tokens, no known maximum)"
+        own = answer_ceiling(body) is not None
+        ceiling = "its max_tokens" if own else f"{self.model}'s maximum output, no max_tokens in the body"
+        return (
+            f"budget ${budget:.2f} is a ceiling: each call holds up to ${price.cost(usage):.4f} until it is answered "
+            f"({usage.completion:,} output tokens: {ceiling})"
+        )
 
     @property
     def tasks(self) -> list[Task]:
@@ -451,6 +472,7 @@ class SwarmSession:
                 self.simulated,
                 deadlines=self._deadlines(),
                 currency=self.currency,
+                budget=self._budget(),
             )
             self.output_error = None
             return summary
@@ -463,7 +485,17 @@ class SwarmSession:
                 simulated=self.simulated,
                 deadlines=self._deadlines(),
                 currency=self.currency,
+                budget=self._budget(),
             )
+
+    def _budget(self) -> dict[str, Any] | None:
+        """The budget's report: the engine's ledger (this session's peak) over the journal's spend."""
+        ledger = getattr(self.engine, "ledger", None)  # a distributed engine splits its budget by shard
+        report = ledger.report() if ledger is not None else None
+        if report is None:
+            budget = self.plan.settings.budget_usd
+            return None if budget is None else BudgetReport(budget, self.journal.spent_usd(), 0.0, False).to_dict()
+        return replace(report, spent_usd=self.journal.spent_usd()).to_dict()
 
     def _deadlines(self) -> dict[str, Any] | None:
         tail = getattr(self.engine, "tail", None)  # a distributed engine's deadlines live on its shards
@@ -500,6 +532,7 @@ def write_outputs(
     simulated: bool,
     deadlines: dict[str, Any] | None = None,
     currency: DisplayCurrency = USD,
+    budget: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     with _atomic(run_dir / "results.jsonl") as results, _atomic(run_dir / "errors.jsonl") as errors:
         for custom_id, ok, request_id, response, error in journal.iter_result_texts():
@@ -515,7 +548,13 @@ def write_outputs(
             }
             errors.write(json.dumps(line, ensure_ascii=False) + "\n")
     summary = summarize(
-        journal, model=model, provider=provider, simulated=simulated, deadlines=deadlines, currency=currency
+        journal,
+        model=model,
+        provider=provider,
+        simulated=simulated,
+        deadlines=deadlines,
+        currency=currency,
+        budget=budget,
     )
     if summary.get("agents"):  # multi-step agents: each one's whole transcript, custom_id first
         with _atomic(run_dir / "transcripts.jsonl") as transcripts:
@@ -547,8 +586,10 @@ def summarize(
     simulated: bool,
     deadlines: dict[str, Any] | None = None,
     currency: DisplayCurrency = USD,
+    budget: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """summary.json; `deadlines`: the engine's tail deadlines as it ended (the rule and its figures)."""
+    """summary.json; `deadlines`: the engine's tail deadlines as it ended (the rule and its figures);
+    `budget`: the spend ledger's report (`SpendLedger.report`), when the run has a budget."""
     counts = journal.counts()
     totals = journal.attempt_totals()
     latencies = journal.success_latencies()
@@ -575,7 +616,9 @@ def summarize(
             "reasoning": totals["reasoning"],
         },
         "cost_usd": cost_usd,
-        "cost_note": None if not totals["unpriced"] else f"price unknown for model {model!r}",
+        "cost_estimated_usd": round(totals["estimated_cost_usd"] or 0.0, 6),
+        "cost_note": _cost_note(totals, model),
+        "truncated": totals["truncated"],
         "requests": {k: totals[k] for k in ("sent", "retried", "rate_limited", "server_errors", "timeouts")},
         "provider": provider,
         "model": model,
@@ -583,6 +626,8 @@ def summarize(
         "failovers": [{"at": at, **(data or {})} for _, at, kind, data in journal.events() if kind == "failover"],
         "deadlines": {**(deadlines or {}), "abandoned": journal.abandoned_attempts()},
     }
+    if budget is not None:  # whether the budget held, and how near the run came to it
+        summary["budget"] = budget
     agents = journal.agent_totals()
     if agents is not None:  # multi-step agents: steps, tool calls, the critical path
         summary["agents"] = agents
@@ -605,6 +650,18 @@ def summarize(
         )
     )
     return summary
+
+
+def _cost_note(totals: dict[str, Any], model: str | None) -> str | None:
+    notes = []
+    if totals["unpriced"]:
+        notes.append(f"price unknown for model {model!r}")
+    if totals["estimated"]:
+        notes.append(
+            f"{totals['estimated']} attempt{'s' if totals['estimated'] != 1 else ''} billed by estimate "
+            f"(${totals['estimated_cost_usd'] or 0:.4f}): no usage reported, or cut after it went out"
+        )
+    return "; ".join(notes) or None
 
 
 class _atomic:

@@ -229,6 +229,18 @@ async def test_lane_auto_submits_no_batch_when_the_live_share_fails(tmp_path, si
     )
     finished = await run_session(session)
     assert finished.failed == 20 and finished.succeeded == 0 and finished.cancelled == 80
+    # a key the provider refuses stops dispatch on its own (issue 23: fail fast, saying why)
+    assert "refused 3 calls in a row (auth 401" in (finished.stop_reason or "")
+    assert sim.stats()["batch"]["files_uploaded"] == 0
+
+
+async def test_lane_auto_submits_no_batch_when_every_live_call_is_a_bad_request(tmp_path, sim_factory):
+    """A broken prompt (422 for every call, not a refusal of the account): the lane's own rule."""
+    sim = sim_factory()
+    session = open_session(tmp_path, sim.base_url, [f"broken {i} [[sim:422]]" for i in range(100)], lane="auto",
+                           **FAST_POLL)
+    finished = await run_session(session)
+    assert finished.failed == 20 and finished.succeeded == 0 and finished.cancelled == 80
     assert "no batch" in (finished.stop_reason or "")
     assert sim.stats()["batch"]["files_uploaded"] == 0
 

@@ -20,10 +20,12 @@ from .helpers import attempts_of, open_session
     ([5.0] * 10 + [0.1] * 400, 60.0, STRAGGLER_FLOOR_S),  # only the last 200 answers count
 ])
 def test_the_straggler_deadline_follows_the_recent_answers(latencies, timeout, straggler):
+    """Answers as long as the calls are allowed (64 tokens): the deadline is FACTOR x their p99."""
     tail = TailDeadlines(timeout)
     for latency in latencies:
-        tail.observe(latency)
-    assert tail.straggler_s() == (pytest.approx(straggler) if straggler else None)
+        tail.observe(latency, tokens=64, ceiling=64)
+    assert tail.straggler_s(64) == (pytest.approx(straggler) if straggler else None)
+    assert tail.typical_straggler_s() == tail.straggler_s(64), "the run's typical call: the ceiling most answers had"
 
 
 async def test_calls_that_hang_before_any_answer_are_abandoned_once_answers_arrive(tmp_path, sim_factory):

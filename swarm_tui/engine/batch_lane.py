@@ -52,6 +52,7 @@ from .events import (
     TaskState,
     TaskSucceeded,
 )
+from .ledger import worst_usage
 from .retry import Next
 
 if TYPE_CHECKING:
@@ -275,6 +276,8 @@ class BatchLane:
         after a backoff while the error may pass (up to `max_attempts` refusals in a row), and
         stops the run when it cannot."""
         engine = self.engine
+        for index in indices:  # nothing was submitted: what the lines held goes back
+            engine.ledger.settle(_held(index), None)
         engine._log("batch_refused", {"step": step, "error": error.message, "status": error.status})
         if self.lane == AUTO:
             engine._ready.extend(indices)
@@ -289,24 +292,22 @@ class BatchLane:
         engine.stop_dispatch(f"the provider refused the batch ({step}): {error.message}")
 
     def _within_budget(self, indices: list[int]) -> list[int]:
-        """The tasks (a prefix) whose worst-case cost at the batch rate fits the budget; their
-        cost is reserved until their lines arrive. Stops dispatch when not all fit."""
+        """The tasks (a prefix) whose worst case at the batch rate fits the budget; it is held in
+        the run's ledger until their lines arrive. Stops dispatch when not all fit."""
         engine = self.engine
-        budget = engine.settings.budget_usd
-        if budget is None or self.price is None:
+        ledger = engine.ledger
+        if ledger.budget_usd is None:
             return indices
-        committed = engine.spent_usd + sum(engine._reserved_cost.values())
         fits: list[int] = []
         for index in indices:
-            worst = self.price.cost(engine._worst_usage(index))
-            if committed + worst > budget:
+            usage = worst_usage(engine.tasks[index].body, self.price.max_output) if self.price is not None else None
+            worst = self.price.cost(usage) if self.price is not None and usage is not None else None
+            if worst is None or not ledger.reserve(_held(index), worst):
                 engine.stop_dispatch(
-                    f"budget: ${committed:.4f} spent or reserved, a batch of {len(indices)} tasks would pass "
-                    f"the budget of ${budget:.2f}; {len(fits)} submitted"
+                    f"budget: ${ledger.committed_usd:.4f} spent or held, a batch of {len(indices)} tasks would pass "
+                    f"the budget of ${ledger.budget_usd:.2f}; {len(fits)} submitted"
                 )
                 break
-            committed += worst
-            engine._reserved_cost[index] = worst
             fits.append(index)
         return fits
 
@@ -408,7 +409,6 @@ class BatchLane:
         ended_at = time.time()
         why_failed = _batch_errors(batch)
         for index, number in row.tasks:
-            engine._reserved_cost.pop(index, None)
             if engine.states.get(index) is TaskState.SUCCEEDED:
                 continue  # answered meanwhile (a live retry of an earlier session): never twice
             task = engine.tasks[index]
@@ -459,6 +459,9 @@ class BatchLane:
                 lines.retried.append(attempt)
                 events.append(TaskRetrying(attempt, 0.0))
                 requeue.append(index)
+        billed = {a.index: a.cost_usd for a in (*(a for a, _ in lines.succeeded), *lines.failed, *lines.retried)}
+        for index, _ in row.tasks:  # each line's reservation becomes what it cost, in one step
+            engine.ledger.settle(_held(index), billed.get(index))
         ended = BatchEnded(
             row.batch_id, status, len(lines.succeeded), len(lines.failed), len(requeue), len(lines.unfinished)
         )
@@ -516,6 +519,11 @@ class BatchLane:
 
     def _cost(self, usage: Usage) -> float | None:
         return self.price.cost(usage) if self.price is not None else None
+
+
+def _held(index: int) -> tuple[str, int]:
+    """The ledger's key of a task's line in a batch."""
+    return ("batch", index)
 
 
 def _jsonl(data: bytes) -> Iterable[dict[str, Any]]:

@@ -24,7 +24,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import JournalWriteError
@@ -66,6 +66,7 @@ from .events import (
     ToolCallEnded,
 )
 from .failover import CircuitBreaker
+from .ledger import SpendLedger, answer_ceiling, worst_usage
 from .observable import Listener, ObservableEngine
 from .pacing import AdaptiveConcurrency, RateLimits
 from .retry import Next, RetryPolicy
@@ -104,6 +105,14 @@ HEDGE_QUIET_AFTER_429_S = 5.0
 DEFAULT_MAX_TOKENS = 1024
 """What a request without max_tokens is assumed to reserve against TPM."""
 
+TRUNCATED_CODE = "length"
+"""The code of an answer cut at its token limit before any content (`finish_reason: length`)."""
+
+REFUSALS = frozenset({ErrorClass.AUTH, ErrorClass.PERMISSION, ErrorClass.NOT_FOUND, ErrorClass.QUOTA})
+REFUSALS_TO_STOP = 3
+"""Calls refused for good in a row (a key, permission or model the provider does not accept)
+after which dispatch stops: every other task would be refused the same way, and paid for nothing."""
+
 
 @dataclass(frozen=True)
 class EngineSettings:
@@ -121,8 +130,12 @@ class EngineSettings:
     hedge: bool = False
     """Send a backup when an attempt runs past the running p95 x `hedge_factor`."""
     hedge_factor: float = 3.0
+    straggler_factor: float | None = STRAGGLER_FACTOR
+    """Abandon (and send again) a call past this many times what it should take at its
+    max_tokens (`deadlines`); None: no straggler deadline, only the hard timeout."""
     budget_usd: float | None = None
-    """Stop dispatch before spent + reserved-in-flight cost would pass it."""
+    """A ceiling: a call goes out only when what was spent, what calls in flight may still cost
+    and its own worst case stay within it (`ledger`)."""
     fail_on_error: float | None = None
     """Stop dispatch when the share of finished tasks that failed passes it."""
     max_retry_after_s: float = 60.0
@@ -192,7 +205,8 @@ class SwarmEngine(ObservableEngine):
         if self.adaptive is not None:
             self.admission.set_limit(self.adaptive.limit)
         self._reserved_tokens: dict[int, int] = {}
-        self._reserved_cost: dict[int, float] = {}
+        self.ledger = SpendLedger(settings.budget_usd)
+        """The run's one spend ledger (spent, every session, and the worst cases of calls in flight)."""
         if settings.budget_usd is not None and price is None:
             raise ValueError("a budget needs the model's price (none is known for it)")
         self.validator = validator
@@ -224,10 +238,16 @@ class SwarmEngine(ObservableEngine):
         """The last Retry-After that was capped: what the provider asked for (shown while waiting)."""
         self._fatal: str | None = None
         """Why the run cannot go on (the journal cannot be written, an internal error)."""
-        self._spent_before_usd = 0.0
-        self._stats_cost_at_start = 0.0
+        self._direct_calls = 0
+        """Direct calls (planner, aggregator, judge) on the wire now."""
+        self._refusals: list[CallError] = []
+        """Calls refused for good (auth, permission, no such model) since the last answer."""
         self._deadlines = StreamDeadlines(settings.first_token_timeout_s, settings.idle_timeout_s)
-        self.tail = TailDeadlines(settings.timeout_s, hedge_factor=settings.hedge_factor if settings.hedge else None)
+        self.tail = TailDeadlines(
+            settings.timeout_s,
+            hedge_factor=settings.hedge_factor if settings.hedge else None,
+            straggler_factor=settings.straggler_factor,
+        )
         on_write_failure = getattr(journal, "on_write_failure", None)
         if on_write_failure is not None:
             on_write_failure(self._journal_failed)
@@ -403,47 +423,62 @@ class SwarmEngine(ObservableEngine):
         admission: AdmissionController | None = None,
     ) -> CallResult:
         """One request outside the task grid (planner, warm-up, aggregator, judge): the same
-        admission, retry policy and journal as any task, under a negative `index`. Raises the last
-        failure. `client` and `admission`: another endpoint (a judge's) and its own pacing."""
+        admission, budget, retry policy and journal as any task, under a negative `index`. Raises
+        the last failure, or `RunStopped` when the run stopped (the budget included) before it
+        could go out. `client` and `admission`: another endpoint (a judge's) and its own pacing.
+        A backoff is waited out with the slot given back, as a task's is."""
         admission = admission or self.admission
         round_attempts = 0
         while True:
-            tokens = self._token_estimate_of(body)
-            if not await admission.acquire(tokens):
+            if not await admission.acquire(self._token_estimate_of(body)):
                 raise RunStopped(self._stop_reason or "stopped")
-            number = self._next_number(index)
+            endpoint = client or self._route()
+            number = self._attempt_numbers.get(index, 0) + 1
+            if not self._reserve(index, number, body, endpoint.name):
+                admission.release()
+                if self._stop_reason is not None:
+                    raise RunStopped(self._stop_reason)
+                await self.ledger.room()  # it fits once calls in flight settle
+                continue
+            self._next_number(index)
             round_attempts += 1
             started_at, t0 = time.time(), time.monotonic()
-            endpoint = client or self._route()
+            self._direct_calls += 1
             try:
                 async with asyncio.timeout(self.settings.timeout_s):
                     result = await endpoint.complete(body, stream=self.settings.stream, deadlines=self._deadlines)
+            except asyncio.CancelledError:  # an abort: the call went out and may be billed
+                cut = self._cut_attempt(index, number, endpoint.name, started_at, t0, body, "cancelled")
+                self._record_phase_attempt(phase, cut)
+                raise
             except Exception as exc:
-                error = endpoint.classify(exc)
-                retry = self.retry_policy.should_retry(error, round_attempts)
-                attempt = Attempt(
-                    index,
-                    number,
-                    endpoint.name,
-                    started_at,
-                    _ms_since(t0),
-                    "retry" if retry else "failed",
-                    status=error.status,
-                    error=error,
-                )
-                self._record_phase_attempt(phase, attempt)
-                if not retry:
-                    raise
-                error = self._capped(error)
-                if error.is_rate_limit and error.retry_after_s:
-                    admission.close_gate(error.retry_after_s)
-                await asyncio.sleep(self.retry_policy.delay_s(error, round_attempts))
+                failure, error = exc, endpoint.classify(exc)
             else:
-                attempt = self._answered(index, number, endpoint.name, started_at, _ms_since(t0), result, "ok")
+                attempt = self._answered(index, number, endpoint.name, started_at, _ms_since(t0), result, "ok", body)
                 self._record_phase_attempt(phase, attempt)
                 return result
             finally:
                 admission.release()
+                self._direct_calls -= 1
+            retry = self.retry_policy.should_retry(error, round_attempts) and self._stop_reason is None
+            self.ledger.settle((index, number), None)
+            attempt = Attempt(
+                index,
+                number,
+                endpoint.name,
+                started_at,
+                _ms_since(t0),
+                "retry" if retry else "failed",
+                status=error.status,
+                error=error,
+            )
+            self._record_phase_attempt(phase, attempt)
+            if not retry:
+                raise failure
+            error = self._capped(error)
+            if error.is_rate_limit and error.retry_after_s:
+                admission.close_gate(error.retry_after_s)
+            await asyncio.sleep(self.retry_policy.delay_s(error, round_attempts))
 
     def _record_phase_attempt(self, phase: str, attempt: Attempt) -> None:
         event = PhaseAttempt(phase, attempt)
@@ -515,12 +550,18 @@ class SwarmEngine(ObservableEngine):
             if index in self._held:  # the user cancelled it (`x`) while it waited for a slot
                 self.admission.release()
                 continue
-            if not self._within_budget(index):
+            client = self._route()
+            if not self._reserve(
+                index, self._attempt_numbers.get(index, 0) + 1, self._request_body(index, client), client.name
+            ):
                 self.admission.release()
                 self._ready.appendleft(index)
-                return
+                if self._stop_reason is not None:  # the budget is spent
+                    return
+                await self.ledger.room()  # it fits once calls in flight settle
+                continue
             self._reserved_tokens[index] = tokens
-            self._launch(index)
+            self._launch(index, client)
 
     async def _next_ready(self) -> int | None:
         while self._stop_reason is None:
@@ -543,10 +584,9 @@ class SwarmEngine(ObservableEngine):
             log.error("the batch lane crashed", exc_info=exc)
             self.fail_run(f"internal error in the batch lane: {type(exc).__name__}: {exc}")
 
-    def _launch(self, index: int) -> None:
+    def _launch(self, index: int, client: ProviderClient) -> None:
         number = self._next_number(index)
         self._round_attempts[index] = self._round_attempts.get(index, 0) + 1
-        client = self._route()
         self._emit(AttemptStarted(index, number, client.name))
         started_at = time.time()
         task = asyncio.create_task(self._attempt(index, number, client), name=f"attempt-{index}-{number}")
@@ -563,6 +603,7 @@ class SwarmEngine(ObservableEngine):
         and raising (a bug, which must stop the run loudly rather than leave a task in limbo)."""
         if self._in_flight.get(index) is task:
             self._leave_flight(index)
+            self.ledger.settle((index, number), None)  # nothing went out
             self._leave_unfinished(index, [Attempt(index, number, endpoint, started_at, 0.0, "cancelled")])
         if task.cancelled() or task.exception() is None:
             return
@@ -583,8 +624,11 @@ class SwarmEngine(ObservableEngine):
                 if not done:
                     action = self._tail_action(calls, hedged)
                     if action == "hedge":
-                        hedged = True
-                        calls.append(self._start_call(index, self._next_number(index), self._route(), hedge=True))
+                        hedged = True  # one backup at most; none when the budget cannot hold its worst case
+                        backup = self._route()
+                        number = self._attempt_numbers.get(index, 0) + 1
+                        if self._reserve(index, number, self._request_body(index, backup), backup.name, stop=False):
+                            calls.append(self._start_call(index, self._next_number(index), backup, hedge=True))
                     elif action is not None:
                         self._abandon(index, calls, action)
                         return
@@ -602,14 +646,7 @@ class SwarmEngine(ObservableEngine):
                     for loser in (c for c in calls if c is not finished):
                         self._end_loser(loser)
                     self._learn(finished.task.result().rate_headers, finished)
-                    self._on_success(
-                        index,
-                        finished.number,
-                        finished.started_at,
-                        finished.latency_ms(),
-                        finished.task.result(),
-                        endpoint=finished.client.name,
-                    )
+                    self._on_success(index, finished, finished.task.result())
                     return
                 if others:  # a sibling is still running: this one's failure is not the task's
                     self._end_side_attempt(finished, "hedge_failed", error)
@@ -634,17 +671,14 @@ class SwarmEngine(ObservableEngine):
         except (asyncio.CancelledError, JournalWriteError):  # abort, or a journal that cannot keep the outcome:
             for call in calls:  # every call of this task stops, the task stays unfinished
                 call.task.cancel()
-            self._leave_unfinished(
-                index,
-                [Attempt(index, c.number, c.client.name, c.started_at, c.latency_ms(), "cancelled") for c in calls],
-            )
+            self._leave_unfinished(index, [self._cut(c, "cancelled") for c in calls])
         finally:
             self._leave_flight(index)
 
     def _leave_flight(self, index: int) -> None:
-        """An attempt is over, whatever its outcome: its slot and reservations go back."""
+        """An attempt is over, whatever its outcome: its slot and reservations go back (its calls'
+        budget reservations were settled as each call's record was made)."""
         del self._in_flight[index]
-        self._reserved_cost.pop(index, None)
         self._reserved_tokens.pop(index, None)
         self.admission.release()
         self._wake.set()
@@ -660,12 +694,18 @@ class SwarmEngine(ObservableEngine):
             self._ready.append(index)
         self._commit(self.journal.record_cancelled, [index], attempts, events=events, quiet=True)
 
-    def _start_call(self, index: int, number: int, client: ProviderClient, *, hedge: bool = False) -> _Call:
+    def _request_body(self, index: int, client: ProviderClient) -> dict[str, Any]:
+        """What a task's call sends to `client`: its body, with the job's tools offered to every
+        agent and the model renamed for a fallback that names it differently."""
         body = self.tasks[index].body
-        if self.toolbox is not None and "tools" not in body:  # the job's tools, offered to every agent
+        if self.toolbox is not None and "tools" not in body:
             body = {**body, "tools": self.toolbox.openai_tools()}
-        if client is not self.client and client.profile.model:  # the fallback may name the model differently
+        if client is not self.client and client.profile.model:
             body = {**body, "model": client.profile.model}
+        return body
+
+    def _start_call(self, index: int, number: int, client: ProviderClient, *, hedge: bool = False) -> _Call:
+        body = self._request_body(index, client)
         if hedge:
             self._hedges_sent += 1
             self.rate_limits.take(self._token_estimate(index))
@@ -691,6 +731,7 @@ class SwarmEngine(ObservableEngine):
             time.time(),
             time.monotonic(),
             asyncio.create_task(call(), name=f"call-{index}-{number}"),
+            body,
             self._sends,
         )
 
@@ -703,32 +744,40 @@ class SwarmEngine(ObservableEngine):
         if self.settings.stream:  # a streamed call's deadlines are its first token and idle gaps
             return None
         elapsed = time.monotonic() - first.t0
-        due = [d for d in (self.tail.straggler_s(), None if hedged else self.tail.hedge_s()) if d is not None]
+        tail = self.tail
+        hedge_s = None if hedged else tail.hedge_s(first.ceiling, first.work)
+        due = [d for d in (tail.straggler_s(first.ceiling, first.work), hedge_s) if d is not None]
         if not due:
             return RECHECK_S  # no figures yet: a call that hangs now is judged once answers arrive
         return max(0.0, min(min(due) - elapsed, RECHECK_S * 2))
 
     def _tail_action(self, calls: list[_Call], hedged: bool) -> str | None:
         """'hedge', an abandon reason, or None (nothing due yet)."""
-        elapsed = time.monotonic() - calls[-1].t0  # the newest call: a backup gets its own time
-        hedge_s = None if hedged else self.tail.hedge_s()
-        if hedge_s is not None and time.monotonic() - calls[0].t0 >= hedge_s:
+        first, newest = calls[0], calls[-1]
+        now = time.monotonic()
+        elapsed = now - newest.t0  # the newest call: a backup gets its own time
+        hedge_s = None if hedged else self.tail.hedge_s(first.ceiling, first.work)
+        if hedge_s is not None and now - first.t0 >= hedge_s:
             if self._may_hedge():
                 return "hedge"
             return (
-                f"no answer after {hedge_s:.1f}s (--hedge: {self.settings.hedge_factor:g} x p95); no backup "
-                f"while the provider pushes back or the hedge budget is spent: abandoned and sent again"
+                f"no answer after {hedge_s:.1f}s (--hedge: {self.settings.hedge_factor:g} x what a call allowed "
+                f"{first.ceiling:,} tokens takes here); no backup while the provider pushes back or the hedge "
+                f"budget is spent: abandoned and sent again"
             )
-        straggler_s = self.tail.straggler_s()
+        straggler_s = self.tail.straggler_s(newest.ceiling, newest.work)
         if straggler_s is not None and elapsed >= straggler_s:
             return (
-                f"straggler: no answer after {elapsed:.1f}s, past the straggler deadline {straggler_s:.1f}s "
-                f"({STRAGGLER_FACTOR:g} x p99 of recent answers); abandoned and sent again"
+                f"straggler: no answer after {elapsed:.1f}s, past its deadline {straggler_s:.1f}s "
+                f"({self.tail.straggler_factor:g} x what a call allowed {newest.ceiling:,} tokens takes at "
+                f"{newest.client.name}); abandoned and sent again"
             )
         return None
 
     def _abandon(self, index: int, calls: list[_Call], reason: str) -> None:
-        """Cancel a straggling attempt's calls; it fails as a timeout (not congestion) and is sent again at once."""
+        """Cancel a straggling attempt's calls and send the task again at once. Not a failure of
+        the endpoint (no failover counts it) nor congestion: a timeout of the engine's own, whose
+        calls may have been billed (their input at least, estimated)."""
         self.tail.abandoned += 1
         error = CallError(ErrorClass.TIMEOUT, reason, code=STRAGGLER_CODE)
         main = calls[0]
@@ -736,8 +785,9 @@ class SwarmEngine(ObservableEngine):
             call.task.cancel()
             if call is not main:
                 self._end_side_attempt(call, "hedge_failed", error)
-        self._observe_endpoint(main.client, error)
-        self._on_failure(index, main.number, main.started_at, main.latency_ms(), error, endpoint=main.client.name)
+        self._on_failure(
+            index, main.number, main.started_at, main.latency_ms(), error, endpoint=main.client.name, cut=main
+        )
 
     def _may_hedge(self) -> bool:
         """Backups stay under 5% of requests and are never sent while the provider is pushing back
@@ -749,55 +799,91 @@ class SwarmEngine(ObservableEngine):
         return time.monotonic() - self._last_rate_limited > HEDGE_QUIET_AFTER_429_S
 
     def _end_loser(self, call: _Call) -> None:
-        """The other call of a hedged pair whose winner succeeded: cancelled if still running; if it
-        had finished too, what it cost is journaled all the same."""
+        """The other call of a hedged pair whose winner succeeded: cancelled if still running (and
+        billed by estimate: it went out); if it had finished too, what it cost is journaled all the same."""
         if not call.task.done():
             call.task.cancel()
-            self._end_side_attempt(call, "hedge_lost")
+            self._commit_side(self._cut(call, "hedge_lost"))
         elif call.task.cancelled() or call.task.exception() is not None:
             return  # its failure was journaled when it happened (hedge_failed)
         else:
             result = call.task.result()
-            self._end_side_attempt(
-                call, "hedge_lost", usage=result.usage, cost_usd=self._cost(result, call.client.name)
+            usage, cost, estimated = self._billed(result, call.body, call.client.name)
+            self.ledger.settle((call.index, call.number), cost)
+            attempt = Attempt(
+                call.index,
+                call.number,
+                call.client.name,
+                call.started_at,
+                call.latency_ms(),
+                "hedge_lost",
+                status=200,
+                usage=usage,
+                cost_usd=cost,
+                estimated=estimated,
             )
+            self._commit_side(attempt)
 
-    def _end_side_attempt(
-        self,
-        call: _Call,
-        outcome: str,
-        error: CallError | None = None,
-        *,
-        usage: Usage = Usage(),
-        cost_usd: float | None = None,
-    ) -> None:
-        """A hedged pair's other attempt: journaled and billed, but the task's state is not its to decide."""
-        attempt = Attempt(
-            call.index,
-            call.number,
-            call.client.name,
-            call.started_at,
-            call.latency_ms(),
-            outcome,
-            status=error.status if error else (200 if usage.total else None),
-            error=error,
-            usage=usage,
-            cost_usd=cost_usd,
-        )
+    def _end_side_attempt(self, call: _Call, outcome: str, error: CallError) -> None:
+        """A hedged pair's other call that failed (or was cut with its sibling): journaled and
+        billed (cut: its input, estimated), but the task's state is not its to decide."""
+        attempt = self._cut(call, outcome) if not call.task.done() or call.task.cancelled() else None
+        if attempt is None:
+            self.ledger.settle((call.index, call.number), None)
+            attempt = Attempt(
+                call.index,
+                call.number,
+                call.client.name,
+                call.started_at,
+                call.latency_ms(),
+                outcome,
+                status=error.status,
+            )
+        self._commit_side(dataclasses.replace(attempt, error=error, status=error.status))
+
+    def _commit_side(self, attempt: Attempt) -> None:
         ended = AttemptEnded(attempt)
         self._commit(self.journal.record_attempt, attempt, events=[ended])
 
-    def _on_success(
-        self, index: int, number: int, started_at: float, latency_ms: float, result: CallResult, *, endpoint: str
-    ) -> None:
+    def _cut(self, call: _Call, outcome: str) -> Attempt:
+        """The record of a call cut after it went out (abandoned, cancelled, a lost hedge)."""
+        return self._cut_attempt(
+            call.index, call.number, call.client.name, call.started_at, call.t0, call.body, outcome
+        )
+
+    def _cut_attempt(
+        self, index: int, number: int, endpoint: str, started_at: float, t0: float, body: dict, outcome: str
+    ) -> Attempt:
+        """A call cut after it went out may have been billed all the same: its input at least is
+        counted (estimated) in the totals and the budget, marked as an estimate."""
+        usage = Usage(prompt=_prompt_estimate(body))
+        price = self._prices.get(endpoint)
+        cost = price.cost(usage) if price else None
+        self.ledger.settle((index, number), cost)
+        return Attempt(
+            index, number, endpoint, started_at, _ms_since(t0), outcome, usage=usage, cost_usd=cost, estimated=True
+        )
+
+    def _on_success(self, index: int, call: _Call, result: CallResult) -> None:
+        number, started_at, latency_ms, endpoint = call.number, call.started_at, call.latency_ms(), call.client.name
         asks_for_tools = self.toolbox is not None and bool(_answer_message(result).get("tool_calls"))
+        if not asks_for_tools and _cut_before_any_content(result):
+            self._on_empty_answer(index, call, result)
+            return
         problem = self.validator(self.tasks[index], result) if self.validator and not asks_for_tools else None
         if problem is not None:
             self._on_invalid_answer(index, number, started_at, latency_ms, result, endpoint, problem)
             return
+        self._refusals.clear()
         self.rate_limits.settle(self._reserved_tokens.pop(index, 0), result.usage.total)
         self._announce_limits(self.rate_limits.note_answer())
-        self.tail.observe(latency_ms / 1000, None if result.ttft_ms is None else result.ttft_ms / 1000)
+        self.tail.observe(
+            latency_ms / 1000,
+            None if result.ttft_ms is None else result.ttft_ms / 1000,
+            tokens=result.usage.completion,
+            ceiling=call.ceiling,
+            work=call.work,
+        )
         if self.adaptive is not None:
             self.adaptive.observe_latency(latency_ms / 1000)
             busy = self.admission.in_flight >= self.admission.limit or bool(self._ready)  # work is waiting
@@ -943,15 +1029,26 @@ class SwarmEngine(ObservableEngine):
         self._retry_timers[index] = asyncio.get_running_loop().call_later(0, self._requeue, index)
 
     def _on_failure(
-        self, index: int, number: int, started_at: float, latency_ms: float, error: CallError, *, endpoint: str
+        self,
+        index: int,
+        number: int,
+        started_at: float,
+        latency_ms: float,
+        error: CallError,
+        *,
+        endpoint: str,
+        cut: _Call | None = None,
     ) -> None:
+        """A failed attempt: journaled, then retried (after its backoff) or the task's end.
+        `cut`: the call was abandoned by the engine itself (a straggler), not failed by the
+        endpoint: no congestion, and billed by estimate (it went out)."""
         error = self._capped(error)
         self._reserved_tokens.pop(index, None)  # a refused request used no tokens, but keep them: pace down
         self._learn(error.rate_headers)
         if error.is_rate_limit:
             self._last_rate_limited = time.monotonic()
             self._announce_limits(self.rate_limits.on_rate_limited(sent_at=time.monotonic() - latency_ms / 1000))
-        if self.adaptive is not None:
+        if self.adaptive is not None and cut is None:
             self._adapt_to_failure(error)
         decision = self.retry_policy.after_failure(
             error,
@@ -961,21 +1058,18 @@ class SwarmEngine(ObservableEngine):
             can_fail_over=self.fallback is not None and endpoint == self.client.name,
         )
         retry = decision.next is not Next.GIVE_UP
-        attempt = Attempt(
-            index,
-            number,
-            endpoint,
-            started_at,
-            latency_ms,
-            "retry" if retry else "failed",
-            status=error.status,
-            error=error,
-            request_id=error.request_id,
-        )
+        outcome = "retry" if retry else "failed"
+        if cut is not None:
+            attempt = dataclasses.replace(self._cut(cut, outcome), latency_ms=latency_ms)
+        else:
+            self.ledger.settle((index, number), None)
+            attempt = Attempt(index, number, endpoint, started_at, latency_ms, outcome)
+        attempt = dataclasses.replace(attempt, status=error.status, error=error, request_id=error.request_id)
         if not retry:
             failed = TaskFailed(attempt)
             self._commit(self.journal.record_failure, attempt, events=[failed])
             self._check_failure_rate()
+            self._check_refusals(error)
             return
         delay = decision.delay_s
         attempt = dataclasses.replace(attempt, retry_in_s=round(delay, 3))
@@ -985,6 +1079,22 @@ class SwarmEngine(ObservableEngine):
         retrying = TaskRetrying(attempt, delay)
         self._commit(self.journal.record_retry, attempt, events=[retrying])
         self._retry_timers[index] = asyncio.get_running_loop().call_later(delay, self._requeue, index)
+
+    def _check_refusals(self, error: CallError) -> None:
+        """The provider refuses calls for good (a key it does not take, a model it does not have,
+        an empty account): after a few in a row, with no answer between, stop dispatch saying
+        why, instead of sending every other task to the same refusal."""
+        if error.kind not in REFUSALS:
+            return
+        self._refusals.append(error)
+        if len(self._refusals) >= REFUSALS_TO_STOP:
+            status = f" {error.status}" if error.status else ""
+            code = f" {error.code}" if error.code else ""
+            self.stop_dispatch(
+                f"the provider refused {len(self._refusals)} calls in a row ({error.kind}{status}{code}: "
+                f"{error.message[:160]}): nothing more is sent; check the key, the model name and the base "
+                f"URL, then `swarm-tui resume` the run"
+            )
 
     def _trim_once(self, index: int, error: CallError) -> bool:
         """Context length exceeded: never retried as is, but shortened once when a trimmer can."""
@@ -997,27 +1107,6 @@ class SwarmEngine(ObservableEngine):
         self.tasks[index] = shorter
         self._log("trimmed", {"index": index, "custom_id": shorter.custom_id})
         return True
-
-    def _within_budget(self, index: int) -> bool:
-        """Reserve this task's worst-case cost, or stop dispatch if that would pass the budget."""
-        budget = self.settings.budget_usd
-        if budget is None or self.price is None:
-            return True
-        worst = self.price.cost(self._worst_usage(index))
-        committed = self.spent_usd + sum(self._reserved_cost.values())
-        if committed + worst > budget:
-            self.stop_dispatch(
-                f"budget: ${committed:.4f} spent (this run, all sessions) or reserved, the next task "
-                f"could cost ${worst:.4f}, budget ${budget:.2f}"
-            )
-            return False
-        self._reserved_cost[index] = worst
-        return True
-
-    def _worst_usage(self, index: int) -> Usage:
-        """What a task's call could cost at most: its prompt (estimated) and its answer ceiling."""
-        body = self.tasks[index].body
-        return Usage(prompt=_prompt_estimate(body), completion=_answer_ceiling(body))
 
     def _adapt_to_failure(self, error: CallError) -> None:
         """A rate limit backs the limit off; overload does when sustained; other failures (a 500,
@@ -1045,12 +1134,11 @@ class SwarmEngine(ObservableEngine):
     def spent_usd(self) -> float:
         """The run's one spend ledger: what the journal held when this session started (earlier
         sessions of a resumed run) plus what this session has spent since."""
-        return self._spent_before_usd + self.stats.cost_usd - self._stats_cost_at_start
+        return self.ledger.spent_usd
 
     def _open_ledger(self) -> None:
         spent = getattr(self.journal, "spent_usd", None)  # a shard's forwarding journal has no ledger
-        self._spent_before_usd = spent() if spent is not None else 0.0
-        self._stats_cost_at_start = self.stats.cost_usd
+        self.ledger.open(spent() if spent is not None else 0.0)
 
     def _log(self, kind: str, data: dict | None = None) -> None:
         """A journal event that changes no task: when the journal cannot take it, the failure
@@ -1092,7 +1180,7 @@ class SwarmEngine(ObservableEngine):
         """TPM reservation: prompt estimate + the answer's ceiling (0 when no TPM limit is known)."""
         if self.rate_limits.tokens is None:
             return 0
-        return _prompt_estimate(body) + _answer_ceiling(body)
+        return _prompt_estimate(body) + _tpm_ceiling(body)
 
     def _requeue(self, index: int) -> None:
         """A backoff has ended: the task goes ahead of tasks never tried (its wait was its turn),
@@ -1107,6 +1195,7 @@ class SwarmEngine(ObservableEngine):
         self._stop_reason = reason
         self._emit(RunStopping(reason))
         self._wake.set()
+        self.ledger.settled.set()  # a call waiting for the budget's room waits no more
         self.admission.close()
         if self.lane is not None:
             self.lane.wake()
@@ -1132,8 +1221,12 @@ class SwarmEngine(ObservableEngine):
         latency_ms: float,
         result: CallResult,
         outcome: str,
+        body: dict | None = None,
     ) -> Attempt:
-        """The attempt record of a call the provider answered (200): billed as its usage says."""
+        """The attempt record of a call the provider answered (200): billed as its usage says, or
+        by estimate when it says nothing (`body`: what was sent; a task's own body by default)."""
+        usage, cost, estimated = self._billed(result, body if body is not None else self.tasks[index].body, endpoint)
+        self.ledger.settle((index, number), cost)
         return Attempt(
             index,
             number,
@@ -1143,14 +1236,77 @@ class SwarmEngine(ObservableEngine):
             outcome,
             status=200,
             request_id=result.request_id,
-            usage=result.usage,
-            cost_usd=self._cost(result, endpoint),
+            usage=usage,
+            cost_usd=cost,
             ttft_ms=result.ttft_ms,
+            estimated=estimated,
+            finish_reason=_finish_reason(result),
         )
 
-    def _cost(self, result: CallResult, endpoint: str) -> float | None:
+    def _billed(self, result: CallResult, body: dict, endpoint: str) -> tuple[Usage, float | None, bool]:
+        """What an answered call is billed: its usage, or, when the provider sent none, an
+        estimate (the prompt's tokens counted, the answer's from its text), marked as such."""
+        usage, estimated = result.usage, False
+        if usage.total == 0:
+            usage, estimated = Usage(prompt=_prompt_estimate(body), completion=_answer_estimate(result)), True
         price = self._prices.get(endpoint)
-        return price.cost(result.usage) if price else None
+        return usage, (price.cost(usage) if price else None), estimated
+
+    def _reserve(self, index: int, number: int, body: dict, endpoint: str, *, stop: bool = True) -> bool:
+        """Hold the worst case of call (index, number) against the budget (`ledger`); False when
+        it would pass it. With nothing else in flight to wait for, dispatch is then stopped saying
+        why (unless `stop` is False: a hedge that does not fit is simply not sent). Without a
+        budget nothing is held."""
+        ledger = self.ledger
+        if ledger.budget_usd is None:
+            return True
+        price = self._prices.get(endpoint)
+        usage = worst_usage(body, price.max_output) if price is not None else None
+        worst = price.cost(usage) if price is not None and usage is not None else None
+        if worst is not None and ledger.reserve((index, number), worst):
+            return True
+        if stop and (worst is None or not self._calls_out()):
+            self.stop_dispatch(self._budget_refusal(worst, usage, endpoint))
+        return False
+
+    def _calls_out(self) -> bool:
+        """Calls whose reservations will settle: task calls in flight, direct calls, the batch lane's."""
+        return bool(self._in_flight) or self._direct_calls > 0 or self._lane_busy
+
+    def _budget_refusal(self, worst: float | None, usage: Usage | None, endpoint: str) -> str:
+        ledger = self.ledger
+        if worst is None or usage is None:
+            why = (
+                "no price is known"
+                if usage is not None or endpoint not in self._prices
+                else "nothing bounds its answer"
+            )
+            return f"budget: the next call to {endpoint} cannot be bounded ({why}): nothing more is sent"
+        return (
+            f"budget: ${ledger.spent_usd:.4f} spent (this run, all sessions); the next call could cost up to "
+            f"${worst:.4f} ({usage.completion:,} output tokens at most); budget ${ledger.budget_usd:.2f}: "
+            f"nothing more is sent"
+        )
+
+    def _on_empty_answer(self, index: int, call: _Call, result: CallResult) -> None:
+        """An answer cut at its token limit before any content (`finish_reason: length`, no text,
+        no tool call: a reasoning model that spent its tokens thinking): billed, and a failure
+        of its own that another attempt of the same body would repeat."""
+        self.rate_limits.settle(self._reserved_tokens.pop(index, 0), result.usage.total)
+        error = CallError(
+            ErrorClass.BAD_RESPONSE,
+            "the answer was cut at its token limit before any content (finish_reason length): raise max_tokens",
+            200,
+            TRUNCATED_CODE,
+            request_id=result.request_id,
+            should_retry=False,
+        )
+        attempt = self._answered(
+            index, call.number, call.client.name, call.started_at, call.latency_ms(), result, "failed"
+        )
+        failed = TaskFailed(dataclasses.replace(attempt, error=error))
+        self._commit(self.journal.record_failure, failed.attempt, events=[failed])
+        self._check_failure_rate()
 
     def _route(self) -> ProviderClient:
         # a breaker exists exactly when there is a fallback
@@ -1170,12 +1326,38 @@ class SwarmEngine(ObservableEngine):
 
 
 def _prompt_estimate(body: dict) -> int:
-    """About 4 bytes of UTF-8 a token: enough to reserve budget, never used for billing."""
+    """About 4 bytes of UTF-8 a token: the TPM reservation, and the bill of a call whose
+    provider reported no usage (marked estimated)."""
     return len(json.dumps(body.get("messages", ()), ensure_ascii=False).encode()) // 4
 
 
-def _answer_ceiling(body: dict) -> int:
-    return int(body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_TOKENS)
+def _answer_estimate(result: CallResult) -> int:
+    """The tokens an answer wrote, from its text (reasoning and tool calls included), when the
+    provider did not say: about 4 bytes of UTF-8 a token."""
+    message = _answer_message(result)
+    text = json.dumps(
+        [message.get("content"), message.get("reasoning_content"), message.get("tool_calls")], ensure_ascii=False
+    )
+    return max(1, len(text.encode()) // 4)
+
+
+def _finish_reason(result: CallResult) -> str | None:
+    choices = result.body.get("choices") or [{}]
+    reason = choices[0].get("finish_reason") if isinstance(choices[0], dict) else None
+    return reason if isinstance(reason, str) else None
+
+
+def _cut_before_any_content(result: CallResult) -> bool:
+    """`finish_reason: length` with neither text nor a tool call: nothing of the answer is usable."""
+    if _finish_reason(result) != "length":
+        return False
+    message = _answer_message(result)
+    return not message.get("content") and not message.get("tool_calls")
+
+
+def _tpm_ceiling(body: dict) -> int:
+    """The answer's ceiling a TPM limit charges: the body's, else what providers assume."""
+    return answer_ceiling(body) or DEFAULT_MAX_TOKENS
 
 
 def _ms_since(t0: float) -> float:
@@ -1192,9 +1374,19 @@ class _Call:
     started_at: float
     t0: float
     task: asyncio.Task[CallResult]
+    body: dict[str, Any]
+    """What was sent."""
     send_seq: int = 0
     """The engine's count of requests sent, this one included: the ones sent after it are
     not in the rate-limit headers of its answer."""
+    ceiling: int | None = field(init=False)
+    """The most tokens it may write (its max_tokens); None when its body sets none."""
+    work: str = field(init=False)
+    """Its endpoint and model: what its deadlines are learned from."""
+
+    def __post_init__(self) -> None:
+        self.ceiling = answer_ceiling(self.body)
+        self.work = f"{self.client.name} {self.body.get('model') or ''}"
 
     def latency_ms(self) -> float:
         return _ms_since(self.t0)

@@ -48,6 +48,11 @@ class Attempt:
     ttft_ms: float | None = None
     retry_in_s: float | None = None
     """For a retried attempt: the backoff before the next one."""
+    estimated: bool = False
+    """`usage` and `cost_usd` are estimates: the provider reported no usage, or the call was cut
+    (abandoned, cancelled) after it went out and may have been billed all the same."""
+    finish_reason: str | None = None
+    """Why the answer ended, as the provider says (`stop`, `length`, `tool_calls`...)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,19 +78,30 @@ class CircuitBreaker:
         bad = error is not None and (error.kind in (ErrorClass.SERVER, ErrorClass.TIMEOUT, ErrorClass.CONNECTION))
         if error is not None and error.kind in ACCOUNT_ERRORS:
             self._open()
-            return f"{error.kind} on the primary: failing over at once"
+            status = f" {error.status}" if error.status else ""
+            return (
+                f"the primary refused a call ({error.kind}{status}: {error.message[:120]}); no retry there can fix "
+                f"that: new attempts go to the fallback, the primary is probed again in {self._cooldown_s:g}s"
+            )
         self._outcomes.append(bad)
         self._bad_run = self._bad_run + 1 if bad else 0
         if error is not None and self._bad_run >= self.outage_run:  # a run of failures ends on one
+            failures = self._bad_run
             self._open()
-            return f"{self._bad_run} failures in a row on the primary ({error.kind})"
+            return (
+                f"the primary failed {failures} attempts in a row (the last: {_said(error)}): new attempts go to "
+                f"the fallback, the primary is probed again in {self._cooldown_s:g}s"
+            )
         if len(self._outcomes) >= self.min_sample:
-            share = sum(self._outcomes) / len(self._outcomes)
+            failed = sum(self._outcomes)
+            share = failed / len(self._outcomes)
             if share > self.threshold and bad:
                 self._open()
                 return (
-                    f"{share:.1%} of the primary's last {len(self._outcomes)} attempts failed"
-                    f" (threshold {self.threshold:.0%})"
+                    f"{failed} of the primary's last {len(self._outcomes)} attempts failed ({share:.1%}: server "
+                    f"errors, timeouts, connection errors; the threshold is {self.threshold:.0%}; the last: "
+                    f"{_said(error)}): new attempts go to the fallback, the primary is probed again in "
+                    f"{self._cooldown_s:g}s"
                 )
         return None
 
@@ -102,3 +113,11 @@ class CircuitBreaker:
         self._bad_run = 0
         self.state = BreakerState.OPEN
         self._reopen_at = self._clock() + self._cooldown_s
+
+
+def _said(error: CallError | None) -> str:
+    """An error in a few words: its class, status and the start of its message."""
+    if error is None:
+        return "none"
+    status = f" {error.status}" if error.status else ""
+    return f"{error.kind}{status} {error.message[:80]!r}"

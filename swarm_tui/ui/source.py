@@ -146,7 +146,7 @@ class LiveRun:
     def straggler_s(self) -> float | None:
         """The straggler deadline now (None until enough answers; a Ray run keeps it on its shards)."""
         tail = getattr(self.engine, "tail", None)
-        return tail.straggler_s() if tail is not None else None
+        return tail.typical_straggler_s() if tail is not None else None
 
     def subscribe(self, listener: Callable[[EngineEvent], None]) -> None:
         self.engine.subscribe(listener)
