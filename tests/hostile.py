@@ -18,6 +18,9 @@ can mix them. Names:
     noretry      503 with `x-should-retry: false`
     reset        the connection is closed without an answer
     pretty       200 with the chat completion pretty-printed (newlines, indentation) and a unicode escape
+    nousage      200 with a chat completion that has no `usage` (some relays and local servers)
+    lengthnull   200 with `finish_reason: length` and `content: null` (tokens spent thinking)
+    lengthcut    200 with `finish_reason: length` and half an answer
 
 Any other request gets a normal chat completion. `requests` counts what arrived, by path and
 method; `answered` counts the normal answers per prompt (what a user would pay for).
@@ -125,6 +128,16 @@ class HostileServer:
                 body = completion(prompt, body.get("model", "hostile-1"))
                 body["choices"][0]["message"]["content"] += " caf\u00e9"
                 return web.Response(status=200, text=json.dumps(body, indent=2), content_type="application/json")
+            case "nousage" | "lengthnull" | "lengthcut":
+                self.answered[prompt] += 1
+                body = completion(prompt, body.get("model", "hostile-1"))
+                if fate == "nousage":
+                    del body["usage"]
+                else:
+                    choice = body["choices"][0]
+                    choice["finish_reason"] = "length"
+                    choice["message"]["content"] = None if fate == "lengthnull" else "The answer begins and then"
+                return web.json_response(body)
             case "reset":
                 assert request.transport is not None
                 request.transport.close()
