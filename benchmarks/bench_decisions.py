@@ -11,8 +11,12 @@ Scenarios (the simulator runs in its own process so it does not share the GIL):
              with no flags and with --hedge, against the article's orchestrator (15 s timeout).
              Goal: no flags <= 1.15x ideal, --hedge <= 1.10x, < 2% 429s, every task once.
   slow       every answer genuinely slow (20 s, timeout 60 s): nothing may be retried early.
+  mixed      300 tasks on a simulator that writes 300 tokens/s after a 20 ms first token: 6 long
+             answers (1,500 tokens, ~5 s) among 294 short ones (16 tokens), a fallback configured
+             (the same model: also 300 tokens/s); bodies with their own max_tokens, one generous
+             max_tokens (2,000) for all, and none. Goal: 300/300, at most 303 requests, no failover.
 
-Usage:  python benchmarks/bench_decisions.py [--scenarios adaptive,ratelimit,tail,slow] [--repeat N]
+Usage:  python benchmarks/bench_decisions.py [--scenarios adaptive,ratelimit,tail,slow,mixed] [--repeat N]
 Ratios are against the baseline or the ideal measured in the same run.
 """
 
@@ -24,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -31,7 +36,7 @@ from article_orchestrator import run_article  # noqa: E402
 from bench_engine import article_as_dict, bodies  # noqa: E402
 
 from swarm_tui.engine import EngineSettings  # noqa: E402
-from swarm_tui.engine.events import ConcurrencyChanged, RunStarted  # noqa: E402
+from swarm_tui.engine.events import ConcurrencyChanged, EndpointSwitched, RunStarted  # noqa: E402
 from swarm_tui.jobs import Job, Task, load_job  # noqa: E402
 from swarm_tui.locations import demo_job  # noqa: E402
 from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
@@ -158,9 +163,54 @@ async def slow() -> None:
           f"{r['abandoned']} (goal 0)")
 
 
+def mixed_bodies(max_tokens) -> list[dict]:
+    """300 bodies, 6 of them asking for a 1,500-token answer; `max_tokens`: a callable of `long`,
+    one number for all, or None (no max_tokens)."""
+    out = []
+    for i in range(300):
+        long = i % 50 == 25
+        body = {"model": "sim-1", "messages": [{"role": "user", "content": f"mixed {i}"
+                                                + (" [[sim:tokens=1500]]" if long else "")}]}
+        ceiling = max_tokens(long) if callable(max_tokens) else max_tokens
+        if ceiling is not None:
+            body["max_tokens"] = ceiling
+        out.append(body)
+    return out
+
+
+async def mixed(repeat: int) -> None:
+    print("\nmixed: 300 tasks, 6 long (1,500 tokens at 300 tokens/s: ~5 s) among 294 of 16 tokens, a fallback; "
+          "goal 300/300, <= 303 requests, no failover")
+    primary_cfg = SimConfig(latency_ms=20.0, latency_sigma=0.2, tokens_per_s=300.0, output_tokens=(16, 16), seed=11)
+    variants = {"own max_tokens (16 / 1,600)": lambda long: 1600 if long else 16, "max_tokens 2,000 for all": 2000,
+                "no max_tokens": None}
+    with SimServer(primary_cfg).start(mode="process") as primary, \
+            SimServer(replace(primary_cfg, seed=12)).start(mode="process") as fallback:
+        for i in range(repeat):
+            for label, ceiling in variants.items():
+                primary.reset()
+                fallback.reset()
+                switches: list = []
+                profile = ProviderProfile("bench", base_url=primary.base_url, fallback_base_url=fallback.base_url)
+                tasks = [Task(j, f"m{j}", b) for j, b in enumerate(mixed_bodies(ceiling))]
+                with tempfile.TemporaryDirectory() as tmp:
+                    session = SwarmSession.open_new(Job("mixed", "bench", tasks), RunPlan(profile, EngineSettings()),
+                                                    Path(tmp) / "run")
+                    session.engine.subscribe(lambda e, seen=switches: seen.append(e) if isinstance(e, EndpointSwitched) else None)
+                    t0 = time.monotonic()
+                    try:
+                        finished = await session.run()
+                    finally:
+                        await session.aclose()
+                    abandoned = session.engine.tail.abandoned
+                requests = primary.stats()["requests"] + fallback.stats()["requests"]
+                print(f"  run {i + 1} {label:<28} {finished.succeeded}/300 done  {requests} requests  "
+                      f"{abandoned} abandoned  {len(switches)} failovers  {time.monotonic() - t0:5.2f}s", flush=True)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenarios", default="adaptive,ratelimit,tail,slow")
+    parser.add_argument("--scenarios", default="adaptive,ratelimit,tail,slow,mixed")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--headers", choices=["both", "yes", "no"], default="both",
                         help="whether the simulator sends x-ratelimit-* headers (ratelimit, tail)")
@@ -177,6 +227,8 @@ async def main() -> None:
             await tail(args.repeat, headers)
     if "slow" in chosen:
         await slow()
+    if "mixed" in chosen:
+        await mixed(args.repeat)
 
 
 if __name__ == "__main__":
