@@ -8,6 +8,7 @@ journal stays resumable, and the exit code is 130.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 from typing import TextIO
@@ -68,21 +69,8 @@ def gate_wait(engine) -> str:
 async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) -> int:
     engine = session.engine
     loop = asyncio.get_running_loop()
-    interrupts = 0
-
-    def interrupted() -> None:  # a second Ctrl-C while in-flight calls wind down says so, no traceback
-        nonlocal interrupts
-        interrupts += 1
-        if interrupts == 1:
-            engine.abort()
-        elif interrupts == 2:
-            print("\nswarm-tui: stopping: cancelling the calls in flight and saving the journal...", file=stream)
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, interrupted)
-        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
-            pass
+    stops = StopSignals(engine, stream)
+    stops.install(loop)
     if engine.stats.sent == 0 and session.has_history:
         # a resumed run: count what earlier sessions did, so "126/400 done" reads as the TUI's does
         replay_history(session.journal, engine.stats)
@@ -104,16 +92,74 @@ async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) ->
             painter.cancel()
             stream.write("\r\033[K")
         summary = session.summary if session.summary is not None else session.finalize()
-        print_summary(summary, finished, session, stream)
+        with contextlib.suppress(OSError):  # a terminal that went away (SIGHUP): the outputs are written
+            print_summary(summary, finished, session, stream)
     finally:
         if painter:
             painter.cancel()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        stops.remove(loop)
+    return EXIT_ABORTED if stops.signalled else exit_code(finished)
+
+
+STOP_GRACE_S = 15.0
+"""After SIGTERM or SIGHUP, how long the calls in flight have to answer before they are cut."""
+
+
+class StopSignals:
+    """Ctrl-C (SIGINT) aborts at once: the calls in flight are cancelled (a second one says what
+    is being saved). SIGTERM and SIGHUP (a closed SSH session, a service manager) stop the run
+    gently: nothing new is sent, the calls in flight get `STOP_GRACE_S` to answer (what they cost
+    is kept), then the rest is cut; the outputs are written and the resume command printed either
+    way (exit 130). A SIGHUP that `nohup` told the process to ignore stays ignored."""
+
+    def __init__(self, engine, stream: TextIO) -> None:
+        self.engine = engine
+        self.stream = stream
+        self.signalled: str | None = None
+        self._interrupts = 0
+        self._installed: list[signal.Signals] = []
+        self._grace: asyncio.TimerHandle | None = None
+
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        handlers = {signal.SIGINT: self.interrupted, signal.SIGTERM: self.stopped, signal.SIGHUP: self.stopped}
+        for sig, handler in handlers.items():
+            if sig is signal.SIGHUP and signal.getsignal(sig) is signal.SIG_IGN:
+                continue  # nohup: a hangup must not stop the run
             try:
+                loop.add_signal_handler(sig, handler, sig)
+            except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+                continue
+            self._installed.append(sig)
+
+    def remove(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._grace is not None:
+            self._grace.cancel()
+        for sig in self._installed:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)
-            except (NotImplementedError, RuntimeError):
-                pass
-    return exit_code(finished)
+
+    def interrupted(self, sig: signal.Signals) -> None:
+        self._interrupts += 1
+        self.signalled = sig.name
+        if self._interrupts == 1:
+            self.engine.abort()
+        elif self._interrupts == 2:
+            self._say("stopping: cancelling the calls in flight and saving the journal...")
+
+    def stopped(self, sig: signal.Signals) -> None:
+        if self.signalled is not None:  # a second stop signal: cut the calls in flight now
+            self.engine.abort(f"stopped by {sig.name}")
+            return
+        self.signalled = sig.name
+        self.engine.stop_dispatch(
+            f"stopped by {sig.name}: nothing new is sent, the calls in flight have {STOP_GRACE_S:g}s to answer"
+        )
+        self._grace = asyncio.get_running_loop().call_later(STOP_GRACE_S, self.engine.abort, f"stopped by {sig.name}")
+        self._say(f"{sig.name}: nothing new is sent; the calls in flight have {STOP_GRACE_S:g}s to answer")
+
+    def _say(self, text: str) -> None:
+        with contextlib.suppress(OSError):
+            print(f"\nswarm-tui: {text}", file=self.stream)
 
 
 async def _paint(engine, stream: TextIO) -> None:

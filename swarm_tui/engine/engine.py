@@ -70,6 +70,7 @@ from .ledger import SpendLedger, answer_ceiling, worst_usage
 from .observable import Listener, ObservableEngine
 from .pacing import AdaptiveConcurrency, RateLimits
 from .retry import Next, RetryPolicy
+from .stalls import StallWatch
 from .stats import RunStats
 
 if TYPE_CHECKING:
@@ -317,6 +318,12 @@ class SwarmEngine(ObservableEngine):
     def fatal(self) -> str | None:
         return self._fatal
 
+    @property
+    def stalls(self) -> StallWatch:
+        """The running loop's watch of the time the process did not run (SIGSTOP and the like):
+        kept off every deadline and latency."""
+        return StallWatch.of_running_loop()
+
     def _journal_failed(self, error: JournalWriteError) -> None:
         in_flight = len(self._in_flight)
         self.fail_run(
@@ -442,10 +449,10 @@ class SwarmEngine(ObservableEngine):
                 continue
             self._next_number(index)
             round_attempts += 1
-            started_at, t0 = time.time(), time.monotonic()
+            started_at, t0 = time.time(), self.stalls.now()
             self._direct_calls += 1
             try:
-                async with asyncio.timeout(self.settings.timeout_s):
+                async with self.stalls.deadline(self.settings.timeout_s):
                     result = await endpoint.complete(body, stream=self.settings.stream, deadlines=self._deadlines)
             except asyncio.CancelledError:  # an abort: the call went out and may be billed
                 cut = self._cut_attempt(index, number, endpoint.name, started_at, t0, body, "cancelled")
@@ -720,16 +727,17 @@ class SwarmEngine(ObservableEngine):
                 deadlines = StreamDeadlines(first_token_s, deadlines.idle_s)
 
         async def call() -> CallResult:
-            async with asyncio.timeout(self.settings.timeout_s):
+            async with stalls.deadline(self.settings.timeout_s):
                 return await client.complete(body, stream=self.settings.stream, deadlines=deadlines)
 
         self._sends += 1
+        stalls = self.stalls
         return _Call(
             index,
             number,
             client,
             time.time(),
-            time.monotonic(),
+            stalls.now(),
             asyncio.create_task(call(), name=f"call-{index}-{number}"),
             body,
             self._sends,
@@ -743,7 +751,7 @@ class SwarmEngine(ObservableEngine):
         """How long an attempt waits before it looks at its tail deadlines again."""
         if self.settings.stream:  # a streamed call's deadlines are its first token and idle gaps
             return None
-        elapsed = time.monotonic() - first.t0
+        elapsed = self.stalls.now() - first.t0
         tail = self.tail
         hedge_s = None if hedged else tail.hedge_s(first.ceiling, first.work)
         due = [d for d in (tail.straggler_s(first.ceiling, first.work), hedge_s) if d is not None]
@@ -754,7 +762,7 @@ class SwarmEngine(ObservableEngine):
     def _tail_action(self, calls: list[_Call], hedged: bool) -> str | None:
         """'hedge', an abandon reason, or None (nothing due yet)."""
         first, newest = calls[0], calls[-1]
-        now = time.monotonic()
+        now = self.stalls.now()
         elapsed = now - newest.t0  # the newest call: a backup gets its own time
         hedge_s = None if hedged else self.tail.hedge_s(first.ceiling, first.work)
         if hedge_s is not None and now - first.t0 >= hedge_s:
@@ -1361,7 +1369,8 @@ def _tpm_ceiling(body: dict) -> int:
 
 
 def _ms_since(t0: float) -> float:
-    return (time.monotonic() - t0) * 1000.0
+    """Milliseconds the process ran since `t0` (a `StallWatch.now()` of the running loop)."""
+    return (StallWatch.of_running_loop().now() - t0) * 1000.0
 
 
 @dataclass

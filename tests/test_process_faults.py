@@ -1,0 +1,95 @@
+"""Process faults (issue 23): a writer stopped with SIGSTOP and continued keeps its calls in flight
+(time it did not run is not a call's time), and SIGHUP / SIGTERM stop a run the way a user who
+closed the terminal would want: the answers in flight given a short grace, the outputs written,
+the resume command in the log. Real processes, real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .conftest import read_jsonl, write_batch
+
+
+def journal_count(run_dir, sql: str) -> int:
+    path = run_dir / "journal.sqlite"
+    if not path.exists():
+        return 0
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return db.execute(sql).fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+    finally:
+        db.close()
+
+
+def succeeded(run_dir) -> int:
+    return journal_count(run_dir, "SELECT COUNT(*) FROM tasks WHERE state = 'succeeded'")
+
+
+def start_run(tmp_path, base_url: str, n: int, *extra: str) -> tuple[subprocess.Popen, object]:
+    job = write_batch(tmp_path / "job.jsonl", [f"process fault task {i}" for i in range(n)])
+    run_dir = tmp_path / "run"
+    log = open(tmp_path / "run.log", "w")  # noqa: SIM115 - the child writes it until it ends
+    child = subprocess.Popen(
+        [sys.executable, "-m", "swarm_tui", "run", str(job), "--headless", "--base-url", base_url,
+         "--out", str(run_dir), *extra],
+        stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+    return child, run_dir
+
+
+def wait_for(condition, what: str, child: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert child.poll() is None or condition(), f"the run ended before {what}"
+        assert time.monotonic() < deadline, f"{what}: not after {timeout} s"
+        time.sleep(0.02)
+
+
+def test_a_writer_stopped_and_continued_pays_for_nothing_twice(tmp_path, sim_factory):
+    """SIGSTOP for 5 s while 20 calls are in flight: their answers arrive meanwhile and are used
+    when the writer runs again; no deadline counts the 5 s (before: 4 abandoned, paid twice)."""
+    sim = sim_factory(mode="process", latency_ms=600.0, latency_sigma=0.2)
+    child, run_dir = start_run(tmp_path, sim.base_url, 200, "--concurrency", "20", "--no-adaptive")
+    try:
+        wait_for(lambda: succeeded(run_dir) >= 60, "60 answers (the straggler deadline armed)", child)
+        child.send_signal(signal.SIGSTOP)
+        time.sleep(5.0)
+        child.send_signal(signal.SIGCONT)
+        assert child.wait(120) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert sim.stats()["duplicate_successes"] == 0, "an answer was paid for twice"
+    assert journal_count(run_dir, "SELECT COUNT(*) FROM attempts WHERE error_code = 'straggler'") == 0
+    assert journal_count(run_dir, "SELECT COUNT(*) FROM attempts WHERE error_class = 'timeout'") == 0
+    assert len(read_jsonl(run_dir / "results.jsonl")) == 200
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
+def test_a_hangup_stops_dispatch_lets_the_calls_in_flight_answer_and_writes_the_outputs(tmp_path, sim_factory, sig):
+    """An SSH connection that drops sends SIGHUP: before, the run died at once with no outputs
+    written, and the resume re-sent every call that was in flight."""
+    sim = sim_factory(mode="process", latency_ms=800.0, latency_sigma=0.1)
+    child, run_dir = start_run(tmp_path, sim.base_url, 300, "--concurrency", "20", "--no-adaptive")
+    wait_for(lambda: succeeded(run_dir) >= 20, "the first answers", child)
+    in_flight_at_signal = sim.stats()["in_flight"]
+    child.send_signal(sig)
+    code = child.wait(60)
+    log = (tmp_path / "run.log").read_text()
+    assert code == 130, log
+    assert "Traceback" not in log
+    assert f"swarm-tui resume {run_dir}" in log, log
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["succeeded"] == len(read_jsonl(run_dir / "results.jsonl")) > 20
+    cancelled = journal_count(run_dir, "SELECT COUNT(*) FROM attempts WHERE outcome = 'cancelled'")
+    assert cancelled == 0, f"{cancelled} calls in flight were cut (of {in_flight_at_signal}): the grace is theirs"
+    assert sim.stats()["in_flight"] == 0
