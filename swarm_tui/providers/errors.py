@@ -4,16 +4,25 @@ Classification reads status, `code`, `type` and message together, because provid
 a 429 is a rate limit to wait out unless it says the account is out of money
 (`insufficient_quota`, Moonshot's `exceeded_current_quota_error`), DeepSeek says the same with
 402, and a 400 about context length is fixable by trimming, not by retrying.
+
+The message is always the provider's own words: an OpenAI error's `message`, else what another
+body says (an HTML page's title, FastAPI's `detail`, a bare `message` or `error` string), cut to
+a line, with the run's secrets masked. An error sent inside an answer (an SSE `error` event
+mid-stream, a 200 whose body is an error object) is classified as the same error sent as a status.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import html
+import http
+import json
 import math
+import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -139,6 +148,8 @@ def classify(exc: BaseException, *, secrets: tuple[str, ...] = ()) -> CallError:
         return CallError(ErrorClass.BAD_RESPONSE, redact(str(exc), secrets))
     if isinstance(exc, BrokenStreamError):
         return CallError(ErrorClass.BROKEN_STREAM, redact(str(exc), secrets))
+    if isinstance(exc, ErrorInAnswer):
+        return _classify_error_in_answer(exc, secrets)
     if isinstance(exc, BadResponseError):
         return CallError(
             ErrorClass.BAD_RESPONSE, redact(str(exc), secrets), exc.status, "bad_response", request_id=exc.request_id
@@ -159,16 +170,86 @@ class BadResponseError(Exception):
         self.request_id = request_id
 
 
+class ErrorInAnswer(BadResponseError):
+    """An error object the provider sent inside a successful answer: an SSE `error` event (or a
+    chunk that is an error) mid-stream, or a 200 whose body is `{"error": {...}}` without choices.
+
+    Classified as the same error sent as an HTTP status (`implied_status`): a server error is
+    retried, a rate limit paced, with the answer's Retry-After and rate headers; what was received
+    before it is never kept as an answer. A Batch line reading one sees a `BadResponseError`."""
+
+    def __init__(
+        self,
+        error: Mapping[str, Any],
+        headers: Mapping[str, str],
+        where: str,
+        status: int = 200,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(f"{where}: {error}", status, request_id)
+        self.error = error
+        self.headers = headers
+        self.where = where
+
+
+def _classify_error_in_answer(exc: ErrorInAnswer, secrets: tuple[str, ...]) -> CallError:
+    error = classify_reply(
+        implied_status(exc.error),
+        {"error": exc.error},
+        headers=exc.headers,
+        request_id=exc.request_id or exc.headers.get("x-request-id"),
+        secrets=secrets,
+    )
+    return replace(error, message=f"{error.message} ({exc.where})", status=exc.status)
+
+
+def implied_status(error: Mapping[str, Any]) -> int:
+    """The HTTP status an error object sent inside an answer stands for: its own `status` or numeric
+    `code` (OpenRouter, vLLM), else what its type and code say; a server error when nothing does
+    (the answer had begun: whatever broke it is on the server's side)."""
+    for key in ("status", "status_code", "code"):
+        value = error.get(key)
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and 400 <= value < 600:
+            return value
+    words = " ".join(str(error.get(key) or "") for key in ("type", "code", "message")).lower()
+    if any(code in words for code in QUOTA_CODES) or "quota" in words:
+        return 429
+    if "rate_limit" in words or "rate limit" in words or "too many requests" in words:
+        return 429
+    if any(word in words for word in ("overloaded", *OVERLOAD_WORDS)):
+        return 529
+    if "context_length" in words or "invalid_request" in words or "bad_request" in words:
+        return 400
+    if "authentication" in words or "invalid_api_key" in words:
+        return 401
+    if "permission" in words:
+        return 403
+    return 500
+
+
 def _classify_status(exc: openai.APIStatusError, secrets: tuple[str, ...]) -> CallError:
     headers = exc.response.headers
+    try:  # the body as received, read as the aiohttp path reads it (the SDK keeps only `error` of a dict)
+        body: Any = answer_body(exc.response.content)
+    except Exception:  # a streamed answer whose body was never read
+        body = exc.body
     return classify_reply(
         exc.status_code,
-        exc.body,
+        body,
         headers=headers,
-        message=exc.message,
         request_id=headers.get("x-request-id") or exc.request_id,
         secrets=secrets,
     )
+
+
+def answer_body(content: bytes) -> Any:
+    """An error answer's body: its JSON when it is JSON, else its text (an HTML page, a proxy's words)."""
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content.decode("utf-8", "replace")
 
 
 def classify_reply(
@@ -181,15 +262,19 @@ def classify_reply(
     secrets: tuple[str, ...] = (),
 ) -> CallError:
     """Classify an error answer from its status, body and headers: a live call's (through
-    `classify`), or a line of a Batch error file, which has the same status and body."""
+    `classify`), or a line of a Batch error file, which has the same status and body. `message`:
+    the words to use when the body has none."""
     headers = headers if headers is not None else {}
-    body = body if isinstance(body, dict) else {}
-    error = body.get("error", body)
+    fields = body if isinstance(body, dict) else {}
+    error = fields.get("error", fields)
     if not isinstance(error, dict):
         error = {}
     code = str(error.get("code") or "") or None
     etype = str(error.get("type") or "")
-    message = str(error.get("message") or message or f"HTTP {status}")
+    if error.get("message") and not isinstance(error["message"], (dict, list)):
+        message = str(error["message"])  # an OpenAI-shaped error: its message as the provider wrote it
+    else:
+        message = status_line(status, provider_words(body, secrets) or message)
     lowered = f"{code} {etype} {message}".lower()
 
     if status == 402 or code in QUOTA_CODES or etype in QUOTA_CODES or "quota" in lowered and status == 429:
@@ -261,6 +346,81 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     except (TypeError, ValueError):
         return None
     return max(0.0, when - (time.time() if now is None else now))
+
+
+PROVIDER_WORDS_CHARS = 300
+"""How much of a body that is not an OpenAI error is kept as the error's message."""
+
+_TAG = re.compile(r"<[^>]*>")
+_INVISIBLE = re.compile(r"<(script|style|head)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
+_HEADING = re.compile(r"<h1[^>]*>(.*?)</h1\s*>", re.IGNORECASE | re.DOTALL)
+
+
+def provider_words(body: Any, secrets: tuple[str, ...] = ()) -> str | None:
+    """What an error body that is not an OpenAI error says, on one line: an HTML page's title (or
+    first heading, or first line of text), FastAPI's and vLLM's `detail` (a string, or a list of
+    `{loc, msg}`), a bare `message` or `error` string, a text's first line. Whitespace collapsed,
+    the run's secrets masked, cut to `PROVIDER_WORDS_CHARS`; None when it says nothing."""
+    if isinstance(body, dict):
+        text = _field_words(body)
+    elif isinstance(body, str):
+        text = _page_words(body) if "<" in body and ">" in body else _first_line(body)
+    elif body is None:
+        text = None
+    else:  # a JSON array or scalar
+        text = json.dumps(body, ensure_ascii=False)
+    if not text:
+        return None
+    text = redact(" ".join(text.split()), secrets)
+    return text if len(text) <= PROVIDER_WORDS_CHARS else text[: PROVIDER_WORDS_CHARS - 1] + "…"
+
+
+def status_line(status: int, words: str | None) -> str:
+    """`HTTP 400: <words>`; `HTTP 502 Bad Gateway` when the words are the status line already (nginx's
+    title) or when there are none."""
+    if words and words.startswith(str(status)):
+        return f"HTTP {words}"
+    if words:
+        return f"HTTP {status}: {words}"
+    try:
+        return f"HTTP {status} {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"HTTP {status}"
+
+
+def _field_words(body: dict[str, Any]) -> str | None:
+    for key in ("detail", "message", "error", "msg", "title"):
+        value = body.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+        if key == "detail" and isinstance(value, list) and value:  # FastAPI's validation errors
+            return "; ".join(_detail_item(item) for item in value[:5])
+        if isinstance(value, dict):  # {"error": {"detail": ...}} and the like
+            inner = _field_words(value)
+            if inner:
+                return inner
+    return json.dumps(body, ensure_ascii=False) if body else None
+
+
+def _detail_item(item: Any) -> str:
+    if not isinstance(item, dict):
+        return str(item)
+    where = ".".join(str(part) for part in item.get("loc") or ())
+    what = str(item.get("msg") or item.get("message") or item.get("type") or "")
+    return f"{where}: {what}" if where else what
+
+
+def _page_words(page: str) -> str | None:
+    for pattern in (_TITLE, _HEADING):
+        found = pattern.search(page)
+        if found and _TAG.sub(" ", found.group(1)).strip():
+            return html.unescape(_TAG.sub(" ", found.group(1)))
+    return _first_line(html.unescape(_TAG.sub("\n", _INVISIBLE.sub(" ", page))))
+
+
+def _first_line(text: str) -> str | None:
+    return next((line for line in text.splitlines() if line.strip()), None)
 
 
 def redact(text: str, secrets: tuple[str, ...]) -> str:
