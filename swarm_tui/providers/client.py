@@ -15,7 +15,7 @@ import asyncio
 import inspect
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx2
@@ -23,7 +23,15 @@ import openai
 from openai.resources.chat.completions import AsyncCompletions
 from yarl import URL
 
-from .errors import BadResponseError, BrokenStreamError, CallError, ErrorInAnswer, classify, classify_reply
+from .errors import (
+    BadResponseError,
+    BrokenStreamError,
+    CallError,
+    ErrorInAnswer,
+    classify,
+    classify_reply,
+    untrusted_certificate,
+)
 from .private_apis import post_raw
 from .profile import ProviderProfile, resolve_api_key, resolve_headers, split_query
 from .transport import Route, route_for
@@ -108,7 +116,11 @@ class ProviderClient:
         return f"ProviderClient({self.profile.name!r}, {self.base_url!r})"
 
     def classify(self, exc: BaseException) -> CallError:
-        return classify(exc, secrets=self._secrets)
+        error = classify(exc, secrets=self._secrets)
+        if error.should_retry is False and untrusted_certificate(exc) is not None:
+            hint = "a private CA: name its PEM file in the profile's ca_bundle, or in SSL_CERT_FILE"
+            return replace(error, message=f"{error.message}; TLS trust: {self.route.trust} ({hint})")
+        return error
 
     def classify_answer(self, status: int, body: Any, request_id: str | None = None) -> CallError:
         """An error answer that came as data (a line of a Batch output or error file)."""

@@ -20,6 +20,7 @@ import http
 import json
 import math
 import re
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -133,6 +134,9 @@ class CallError:
 
 def classify(exc: BaseException, *, secrets: tuple[str, ...] = ()) -> CallError:
     """Turn an exception from the SDK (or our own timeout) into a `CallError`."""
+    untrusted = untrusted_certificate(exc)
+    if untrusted is not None:  # never heals by trying again (the SDK's aiohttp transport calls it a timeout)
+        return CallError(ErrorClass.CONNECTION, redact(untrusted, secrets), should_retry=False)
     if isinstance(exc, openai.APIStatusError):
         return _classify_status(exc, secrets)
     if isinstance(exc, HttpStatusError):  # the aiohttp hot path's non-2xx answer
@@ -155,6 +159,21 @@ def classify(exc: BaseException, *, secrets: tuple[str, ...] = ()) -> CallError:
             ErrorClass.BAD_RESPONSE, redact(str(exc), secrets), exc.status, "bad_response", request_id=exc.request_id
         )
     return CallError(ErrorClass.UNEXPECTED, redact(f"{type(exc).__name__}: {exc}", secrets))
+
+
+def untrusted_certificate(exc: BaseException) -> str | None:
+    """Why the server's TLS certificate was refused, when that is what `exc` (or what caused it) is."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, aiohttp.ClientConnectorCertificateError):
+            cause = cause.certificate_error
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            why = cause.verify_message or cause.reason or str(cause)
+            return f"the server's TLS certificate is not trusted ({why})"
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 class BrokenStreamError(Exception):

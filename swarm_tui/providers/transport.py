@@ -92,10 +92,11 @@ class Route:
         return URL(str(self.proxy.url)) if self.proxy is not None else None
 
     @property
-    def aiohttp_proxy_auth(self) -> aiohttp.BasicAuth | None:
+    def proxy_authorization(self) -> str | None:
+        """The `Proxy-Authorization` value for the proxy's credentials, if it has any."""
         if self.proxy is None or not self.proxy.auth:
             return None
-        return aiohttp.BasicAuth(*self.proxy.auth)
+        return aiohttp.encode_basic_auth(*self.proxy.auth)
 
     def aiohttp_connector(self) -> aiohttp.TCPConnector:
         """A pool on this route's trust, uncapped (see the module's docstring); call it in the loop."""

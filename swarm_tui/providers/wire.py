@@ -58,7 +58,14 @@ class AiohttpChat:
         self._connect_timeout_s = connect_timeout_s
         self._session: aiohttp.ClientSession | None = None
         self._route = route
-        self._proxy, self._proxy_auth = route.aiohttp_proxy, route.aiohttp_proxy_auth
+        self._proxy = route.aiohttp_proxy
+        self._proxy_headers: dict[str, str] | None = None
+        """Sent to the proxy in the CONNECT of an https target; an http target's request carries them."""
+        authorization = route.proxy_authorization
+        if authorization is not None and url.scheme == "https":
+            self._proxy_headers = {"Proxy-Authorization": authorization}
+        elif authorization is not None:
+            self._headers["Proxy-Authorization"] = authorization
 
     async def post(self, body: dict[str, Any]) -> tuple[int, Mapping[str, str], bytes]:
         """(status, headers, content) of a 2xx answer; `HttpStatusError` for any other status
@@ -71,7 +78,7 @@ class AiohttpChat:
             headers=self._headers,
             allow_redirects=False,
             proxy=self._proxy,
-            proxy_auth=self._proxy_auth,
+            proxy_headers=self._proxy_headers,
         ) as response:
             content = await response.read()
             if not 200 <= response.status < 300:
