@@ -151,3 +151,30 @@ def test_a_header_env_var_that_is_not_set_stops_the_run_before_anything_is_sent(
     assert result.returncode == 2, result.stderr
     assert "AZURE_KEY" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists() and not tap.seen
+
+
+def test_a_profiles_route_settings_round_trip_through_the_config_and_the_journal(tmp_path):
+    from swarm_tui.config import Config, load_config
+    from swarm_tui.engine import EngineSettings
+    from swarm_tui.session import RunPlan, plan_from_meta, plan_to_meta
+
+    profile = ProviderProfile("azure", base_url="https://r.example/openai/v1", headers={"X-Title": "t"},
+                              headers_env={"api-key": "AZURE_KEY"}, query={"api-version": "2024-10-21"},
+                              proxy="http://proxy.example:3128", ca_bundle="/etc/corp.pem")
+    path = tmp_path / "config.toml"
+    Config(path=path).save_profile(profile)
+    assert load_config(path).profile("azure") == profile
+    assert plan_from_meta(plan_to_meta(RunPlan(profile, EngineSettings()))).profile == profile
+    fallback = ProviderProfile("p", base_url="https://a.example/v1", fallback_base_url="https://b.example/v1",
+                               headers_env={"api-key": "AZURE_KEY"}, proxy="http://proxy.example:3128").fallback()
+    assert fallback is not None and fallback.proxy == "http://proxy.example:3128" and not fallback.headers_env
+
+
+async def test_a_profile_made_in_code_with_a_secret_header_is_refused_before_a_call(sim):
+    from swarm_tui.errors import InputError
+
+    profile = ProviderProfile("custom", base_url=sim.base_url, headers={"Authorization": "Bearer sk-live-0123456789"})
+    with pytest.raises(InputError) as caught:
+        ProviderClient(profile, sim.base_url)
+    assert "headers.Authorization" in str(caught.value) and "sk-live" not in str(caught.value)
+    assert sim.stats()["requests"] == 0

@@ -23,6 +23,7 @@ import openai
 from openai.resources.chat.completions import AsyncCompletions
 from yarl import URL
 
+from ..errors import InputError
 from .errors import (
     BadResponseError,
     BrokenStreamError,
@@ -278,7 +279,11 @@ def _chat_result(status: int, headers: Any, content: bytes) -> CallResult:
 def preflight(profile: ProviderProfile, base_url: str) -> tuple[str, dict[str, str], Route]:
     """What a client of `profile` needs from the environment, read now: its key, its headers (those of
     `headers_env` read from their variables) and its route. InputError (exit 2) for anything
-    missing or unusable, so the CLI can ask before it writes or sends anything."""
+    missing or unusable, so the CLI can ask before it writes or sends anything. A profile made in
+    code is held to what a config file's is (a header holding a secret is refused here too)."""
+    problem = profile.problem()
+    if problem is not None:
+        raise InputError.single(f"provider {profile.name!r}", problem[0], problem[1])
     return (
         resolve_api_key(profile, base_url),
         resolve_headers(profile),
