@@ -18,8 +18,9 @@ import pytest
 from aiohttp import web
 
 from swarm_tui.providers.client import ProviderClient
-from swarm_tui.providers.errors import PROVIDER_WORDS_CHARS, ErrorClass
+from swarm_tui.providers.errors import ErrorClass
 from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.providers.words import PROVIDER_WORDS_CHARS
 
 from .conftest import read_jsonl, run_cli, write_batch
 from .servers import ThreadedApp, clear_proxy_env
@@ -188,3 +189,23 @@ def test_an_html_502_and_a_detail_400_keep_the_providers_words_in_errors_jsonl(t
     for path in run_dir.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize("status, body, expected", [
+    (502, "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>", "HTTP 502 Bad Gateway"),
+    (503, "<html><body><h1>503 Service Unavailable</h1><p>No server is available</p></body></html>",
+     "HTTP 503 Service Unavailable"),
+    (500, "<html><body><script>x()</script><p>Internal &amp; upstream error</p></body></html>",
+     "HTTP 500: Internal & upstream error"),
+    (400, {"detail": "Unsupported parameter: 'n'"}, "HTTP 400: Unsupported parameter: 'n'"),
+    (422, {"detail": [{"loc": ["body", "model"], "msg": "field required"}, {"loc": ["body", "n"], "msg": "bad"}]},
+     "HTTP 422: body.model: field required; body.n: bad"),
+    (429, {"error": "Too many requests, slow down"}, "HTTP 429: Too many requests, slow down"),
+    (500, {"message": "internal failure", "status": 500}, "internal failure"),  # its message, as before
+    (504, "", "HTTP 504 Gateway Timeout"),
+    (599, None, "HTTP 599"),
+])
+def test_the_words_an_error_body_carries(status, body, expected):
+    from swarm_tui.providers.errors import classify_reply
+
+    assert classify_reply(status, body).message == expected

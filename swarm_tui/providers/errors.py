@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import html
-import http
 import json
 import math
-import re
 import ssl
 import time
 from collections.abc import Mapping
@@ -31,6 +28,7 @@ import aiohttp
 import openai
 
 from .wire import HttpStatusError
+from .words import one_line, provider_words, status_line
 
 
 class ErrorClass(StrEnum):
@@ -293,7 +291,8 @@ def classify_reply(
     if error.get("message") and not isinstance(error["message"], (dict, list)):
         message = str(error["message"])  # an OpenAI-shaped error: its message as the provider wrote it
     else:
-        message = status_line(status, provider_words(body, secrets) or message)
+        words = provider_words(body)
+        message = status_line(status, one_line(redact(words, secrets)) if words else message)
     lowered = f"{code} {etype} {message}".lower()
 
     if status == 402 or code in QUOTA_CODES or etype in QUOTA_CODES or "quota" in lowered and status == 429:
@@ -365,81 +364,6 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     except (TypeError, ValueError):
         return None
     return max(0.0, when - (time.time() if now is None else now))
-
-
-PROVIDER_WORDS_CHARS = 300
-"""How much of a body that is not an OpenAI error is kept as the error's message."""
-
-_TAG = re.compile(r"<[^>]*>")
-_INVISIBLE = re.compile(r"<(script|style|head)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
-_TITLE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
-_HEADING = re.compile(r"<h1[^>]*>(.*?)</h1\s*>", re.IGNORECASE | re.DOTALL)
-
-
-def provider_words(body: Any, secrets: tuple[str, ...] = ()) -> str | None:
-    """What an error body that is not an OpenAI error says, on one line: an HTML page's title (or
-    first heading, or first line of text), FastAPI's and vLLM's `detail` (a string, or a list of
-    `{loc, msg}`), a bare `message` or `error` string, a text's first line. Whitespace collapsed,
-    the run's secrets masked, cut to `PROVIDER_WORDS_CHARS`; None when it says nothing."""
-    if isinstance(body, dict):
-        text = _field_words(body)
-    elif isinstance(body, str):
-        text = _page_words(body) if "<" in body and ">" in body else _first_line(body)
-    elif body is None:
-        text = None
-    else:  # a JSON array or scalar
-        text = json.dumps(body, ensure_ascii=False)
-    if not text:
-        return None
-    text = redact(" ".join(text.split()), secrets)
-    return text if len(text) <= PROVIDER_WORDS_CHARS else text[: PROVIDER_WORDS_CHARS - 1] + "…"
-
-
-def status_line(status: int, words: str | None) -> str:
-    """`HTTP 400: <words>`; `HTTP 502 Bad Gateway` when the words are the status line already (nginx's
-    title) or when there are none."""
-    if words and words.startswith(str(status)):
-        return f"HTTP {words}"
-    if words:
-        return f"HTTP {status}: {words}"
-    try:
-        return f"HTTP {status} {http.HTTPStatus(status).phrase}"
-    except ValueError:
-        return f"HTTP {status}"
-
-
-def _field_words(body: dict[str, Any]) -> str | None:
-    for key in ("detail", "message", "error", "msg", "title"):
-        value = body.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-        if key == "detail" and isinstance(value, list) and value:  # FastAPI's validation errors
-            return "; ".join(_detail_item(item) for item in value[:5])
-        if isinstance(value, dict):  # {"error": {"detail": ...}} and the like
-            inner = _field_words(value)
-            if inner:
-                return inner
-    return json.dumps(body, ensure_ascii=False) if body else None
-
-
-def _detail_item(item: Any) -> str:
-    if not isinstance(item, dict):
-        return str(item)
-    where = ".".join(str(part) for part in item.get("loc") or ())
-    what = str(item.get("msg") or item.get("message") or item.get("type") or "")
-    return f"{where}: {what}" if where else what
-
-
-def _page_words(page: str) -> str | None:
-    for pattern in (_TITLE, _HEADING):
-        found = pattern.search(page)
-        if found and _TAG.sub(" ", found.group(1)).strip():
-            return html.unescape(_TAG.sub(" ", found.group(1)))
-    return _first_line(html.unescape(_TAG.sub("\n", _INVISIBLE.sub(" ", page))))
-
-
-def _first_line(text: str) -> str | None:
-    return next((line for line in text.splitlines() if line.strip()), None)
 
 
 def redact(text: str, secrets: tuple[str, ...]) -> str:
