@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import math
 import ssl
 import time
@@ -28,7 +27,7 @@ import aiohttp
 import openai
 
 from .wire import HttpStatusError
-from .words import one_line, provider_words, status_line
+from .words import answer_body, one_line, provider_words, status_line
 
 
 class ErrorClass(StrEnum):
@@ -259,14 +258,6 @@ def _classify_status(exc: openai.APIStatusError, secrets: tuple[str, ...]) -> Ca
         request_id=headers.get("x-request-id") or exc.request_id,
         secrets=secrets,
     )
-
-
-def answer_body(content: bytes) -> Any:
-    """An error answer's body: its JSON when it is JSON, else its text (an HTML page, a proxy's words)."""
-    try:
-        return json.loads(content)
-    except ValueError:
-        return content.decode("utf-8", "replace")
 
 
 def classify_reply(

@@ -129,11 +129,11 @@ def _proxy(profile: ProviderProfile, url: str, source: str) -> httpx2.Proxy:
                 where,
                 field,
                 f"a SOCKS proxy ({source}) cannot carry the aiohttp backend's calls: use --backend httpx "
-                "(with the socksio package installed), or an http:// or https:// proxy",
+                "(with the socksio package: pip install 'swarm-tui[socks]'), or an http:// or https:// proxy",
             )
         if importlib.util.find_spec("socksio") is None:
             raise InputError.single(
-                where, field, f"a SOCKS proxy ({source}) needs the socksio package: pip install socksio"
+                where, field, f"a SOCKS proxy ({source}) needs the socksio package: pip install 'swarm-tui[socks]'"
             )
     return proxy
 

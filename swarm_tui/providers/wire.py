@@ -23,6 +23,7 @@ import aiohttp
 from yarl import URL
 
 from .transport import Route
+from .words import answer_body
 
 
 class HttpStatusError(Exception):
@@ -82,7 +83,7 @@ class AiohttpChat:
         ) as response:
             content = await response.read()
             if not 200 <= response.status < 300:
-                raise HttpStatusError(response.status, _body(content), response.headers)
+                raise HttpStatusError(response.status, answer_body(content), response.headers)
             return response.status, response.headers, content
 
     def _open(self) -> aiohttp.ClientSession:
@@ -98,11 +99,3 @@ class AiohttpChat:
         if self._session is not None:
             await self._session.close()
             self._session = None
-
-
-def _body(content: bytes) -> Any:
-    """An error answer's body: its JSON when it is JSON, else its text (an HTML page, a proxy's words)."""
-    try:
-        return json.loads(content)
-    except ValueError:
-        return content.decode("utf-8", "replace")

@@ -23,6 +23,14 @@ _TITLE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
 _HEADING = re.compile(r"<h1[^>]*>(.*?)</h1\s*>", re.IGNORECASE | re.DOTALL)
 
 
+def answer_body(content: bytes) -> Any:
+    """An error answer's body: its JSON when it is JSON, else its text (an HTML page, a proxy's words)."""
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content.decode("utf-8", "replace")
+
+
 def provider_words(body: Any) -> str | None:
     """What an error body that is not an OpenAI error says: an HTML page's title (or first heading,
     or first line of text), FastAPI's and vLLM's `detail` (a string, or a list of `{loc, msg}`), a
