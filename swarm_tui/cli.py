@@ -35,7 +35,8 @@ from .judge.spec import ACTIONS, JudgeSpec, read_rubric
 from .judge.spec import SELF as JUDGE_SELF
 from .lanes import LANES, LIVE
 from .locations import demo_job
-from .providers.profile import ProviderProfile, resolve_api_key
+from .providers.client import preflight
+from .providers.profile import ProviderProfile
 from .session import RunPlan, SwarmSession, default_run_dir
 from .sim import add_arguments as add_sim_arguments
 from .tools import Toolbox, ToolsSpec
@@ -111,7 +112,13 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--base-url", help="an ad hoc OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     g.add_argument("--model", help="the model to ask for (replaces the model named in each request)")
     g.add_argument("--api-key-env", help="the env var holding the key (default OPENAI_API_KEY)")
-    g.add_argument("--backend", choices=["httpx", "aiohttp"], help="the SDK's HTTP backend")
+    g.add_argument(
+        "--backend",
+        choices=["aiohttp", "httpx"],
+        help="how calls are sent: aiohttp (default): chat calls on swarm-tui's own aiohttp path, with the SDK's "
+        "headers and auth, streaming and batches through the SDK on aiohttp; httpx: everything through the "
+        "SDK on httpx2. Both take the same proxy, TLS trust, headers and query",
+    )
     g.add_argument("--fallback-base-url", help="a secondary endpoint to fail over to")
     g.add_argument("--fallback-model", help="the model to ask the fallback for (default: the same)")
     g.add_argument("--fallback-api-key-env", help="the env var holding the fallback's key")
@@ -347,12 +354,15 @@ def _check_budget(plan: RunPlan, job: Job, model: str | None, config: Config) ->
 
 
 def _check_key(profile: ProviderProfile) -> None:
-    """Fail before anything is written or sent when the key's env var is missing."""
-    if not profile.is_simulator:
-        resolve_api_key(profile, profile.base_url)
+    """Fail before anything is written or sent when the key's env var (or a header's) is missing, or
+    the route cannot be used (a proxy the backend cannot speak, a CA bundle that cannot be read)."""
+    if profile.is_simulator:
+        preflight(profile, "http://127.0.0.1")
+    else:
+        preflight(profile, profile.base_url)
     fallback = profile.fallback()
     if fallback is not None:
-        resolve_api_key(fallback, fallback.base_url)
+        preflight(fallback, fallback.base_url)
 
 
 # --------------------------------------------------------------------------- commands
@@ -552,15 +562,11 @@ def cmd_sim(args: argparse.Namespace) -> int:
 def cmd_providers(args: argparse.Namespace) -> int:
     config = load_config()
     if args.action == "list":
-        from .providers.profile import key_status
+        from .providers.listing import profile_lines
 
         print(f"config: {config.path}{'' if config.path.exists() else ' (not created yet)'}")
         for name, profile in sorted(config.profiles.items()):
-            default = " (default)" if name == config.default_provider else ""
-            url = "embedded simulator (SIMULATED)" if profile.is_simulator else profile.base_url
-            key = profile.api_key_env or "OPENAI_API_KEY"
-            model = profile.model or "(the job's)"
-            print(f"{name}{default}: {url}  model {model}  key {key}: {key_status(profile)}")
+            print("\n".join(profile_lines(name, profile, default=name == config.default_provider)))
         return 0
     if not args.name:
         raise InputError.single("providers test", "name", "which profile? e.g. `swarm-tui providers test sim`")

@@ -16,14 +16,19 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import re
-import resource
 import sqlite3
 from pathlib import Path
 
 from .errors import InputError
+
+try:  # POSIX only: the package's metadata says so, and a run says so in words (`require_posix`)
+    import fcntl
+    import resource
+except ImportError:  # Windows: no flock, no rlimits
+    fcntl = None  # type: ignore[assignment]
+    resource = None  # type: ignore[assignment]
 
 JOURNAL_NAME = "journal.sqlite"
 PRIVATE_DIR = 0o700
@@ -48,11 +53,24 @@ def _is_leftover(path: Path) -> bool:
     return _LEFTOVER.match(path.name) is not None
 
 
+def require_posix() -> None:
+    """InputError (exit 2, before any file is made) where the one-writer lock cannot be taken: the
+    run directory's guarantees rest on `flock`, which Windows does not have."""
+    if fcntl is None:
+        raise InputError.single(
+            "this system",
+            "platform",
+            "swarm-tui runs on POSIX systems only (Linux, macOS, BSD; on Windows, in WSL): a run directory "
+            "is locked with flock (the fcntl module), which this Python does not have",
+        )
+
+
 def prepare_new(run_dir: Path, *, field: str = "--out") -> None:
     """Make `run_dir` ready for a new run: created 0700, or an existing empty directory.
 
     Raises InputError (exit 2, nothing sent) when it cannot be: a file is in the way, it holds
     files (a run: use resume; anything else: never overwritten), or it cannot be created."""
+    require_posix()
     if run_dir.exists() and not run_dir.is_dir():
         raise InputError.single(field, "run directory", f"{run_dir} exists and is not a directory")
     if run_dir.is_dir():
@@ -103,6 +121,7 @@ class RunDirLock:
         os.close(self._lock())  # closing drops the flock at once
 
     def _lock(self) -> int:
+        require_posix()
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
         except OSError as exc:
@@ -166,7 +185,7 @@ def describe_write_failure(exc: BaseException, path: Path) -> str:
     """Why writing `path` failed, in a user's words (disk full, permission, ...)."""
     code = getattr(exc, "errno", None)
     name = getattr(exc, "sqlite_errorname", "") or ""
-    if code in (errno.EFBIG,) or _over_file_size_limit(path):
+    if resource is not None and (code in (errno.EFBIG,) or _over_file_size_limit(path)):
         limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
         return f"cannot write {path}: the file size limit was reached (ulimit -f: {limit:,} bytes)"
     if code in (errno.ENOSPC, errno.EDQUOT) or name == "SQLITE_FULL":

@@ -37,6 +37,15 @@ def sim(sim_factory) -> SimServer:
     return sim_factory()
 
 
+BACKENDS = ("aiohttp", "httpx")
+"""The two ways a call leaves (`--backend`): every transport-sensitive test runs on both."""
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    return request.param
+
+
 @pytest.fixture(autouse=True)
 def isolated_config(tmp_path, monkeypatch):
     """Never read or write the developer's own config."""

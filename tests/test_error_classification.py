@@ -1,9 +1,11 @@
 """The provider error table: what each status and body means, read from real HTTP responses.
 
 A tiny aiohttp server on loopback answers each scripted status, body and headers (the request's
-`model` names the scenario); the call goes through `ProviderClient` and the OpenAI SDK, exactly
-as in a run, and the SDK's exception is classified by the client. The bodies are the ones the
-providers send (OpenAI, DeepSeek, Moonshot, vLLM, llama.cpp, a proxy's HTML page).
+`model` names the scenario); the call goes through `ProviderClient` exactly as in a run, on each
+backend: `aiohttp` (the project's own chat path, `providers/wire.py`, whose `HttpStatusError`
+is classified) and `httpx` (the SDK's request path on httpx2, whose `APIStatusError` is). The
+bodies are the ones the providers send (OpenAI, DeepSeek, Moonshot, vLLM, llama.cpp, a proxy's
+HTML page).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class Case:
     headers: dict[str, str] = field(default_factory=dict)
     retry_after_s: float | None = None
     code: str | None = None
+    message: str | None = None
+    """The words the error carries on both backends, when the case pins them."""
 
 
 def openai_error(message: str, type_: str | None, code: str | int | None, param: str | None = None) -> dict:
@@ -88,7 +92,8 @@ CASES: dict[str, Case] = {
         ErrorClass.CONTEXT_LENGTH, False),
     # -- the caller's mistakes: never retried
     "bad-request": Case(400, openai_error("Invalid value for 'temperature': must be <= 2.", "invalid_request_error",
-                                          None, "temperature"), ErrorClass.BAD_REQUEST, False),
+                                          None, "temperature"), ErrorClass.BAD_REQUEST, False,
+                        message="Invalid value for 'temperature': must be <= 2."),
     "unauthorized": Case(401, openai_error("Incorrect API key provided.", "invalid_request_error",
                                            "invalid_api_key"), ErrorClass.AUTH, False, code="invalid_api_key"),
     "forbidden": Case(403, openai_error("You are not allowed to use this model.", "permission_denied", None),
@@ -97,7 +102,7 @@ CASES: dict[str, Case] = {
                                         "invalid_request_error", "model_not_found"),
                       ErrorClass.NOT_FOUND, False, code="model_not_found"),
     "unprocessable": Case(422, {"detail": [{"loc": ["body", "messages"], "msg": "field required"}]},
-                          ErrorClass.BAD_REQUEST, False),
+                          ErrorClass.BAD_REQUEST, False, message="HTTP 422: body.messages: field required"),
     # -- transient: retried
     "request-timeout-408": Case(408, openai_error("Request timed out.", "invalid_request_error", None),
                                 ErrorClass.TIMEOUT, True),
@@ -106,7 +111,7 @@ CASES: dict[str, Case] = {
     "server-500": Case(500, openai_error("The server had an error while processing your request.", "server_error",
                                          None), ErrorClass.SERVER, True),
     "proxy-502-html": Case(502, "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>",
-                           ErrorClass.SERVER, True),
+                           ErrorClass.SERVER, True, message="HTTP 502 Bad Gateway"),
     "overloaded-503": Case(503, openai_error("The engine is currently overloaded, please try again later.",
                                              "server_error", None),
                            ErrorClass.SERVER, True, headers={"retry-after": "3"}, retry_after_s=3.0),
@@ -144,8 +149,8 @@ async def scripted_server():
     await runner.cleanup()
 
 
-async def call_and_classify(base_url: str, model: str, *, attempt_timeout_s: float = 30.0) -> CallError:
-    client = ProviderClient(ProviderProfile("custom", base_url=base_url), base_url,
+async def call_and_classify(base_url: str, model: str, backend: str, *, attempt_timeout_s: float = 30.0) -> CallError:
+    client = ProviderClient(ProviderProfile("custom", base_url=base_url, backend=backend), base_url,
                             attempt_timeout_s=attempt_timeout_s)
     try:
         with pytest.raises(Exception) as caught:
@@ -159,31 +164,33 @@ async def call_and_classify(base_url: str, model: str, *, attempt_timeout_s: flo
 @pytest.mark.parametrize("name", [
     pytest.param(name, marks=pytest.mark.xfail(reason=KNOWN_GAPS[name], strict=True)) if name in KNOWN_GAPS
     else name for name in CASES])
-async def test_each_provider_error_is_classified_as_the_engine_needs(name, scripted_server):
+async def test_each_provider_error_is_classified_as_the_engine_needs(name, scripted_server, backend):
     case = CASES[name]
-    error = await call_and_classify(scripted_server, name)
+    error = await call_and_classify(scripted_server, name, backend)
     assert (error.kind, error.status, error.retryable) == (case.kind, case.status, case.retryable), error
     assert error.retry_after_s == case.retry_after_s, "Retry-After is read for retried errors only"
     if case.code is not None:
         assert error.code == case.code
     assert error.request_id == f"req-{name}"
     assert error.message and "Traceback" not in error.message
+    if case.message is not None:
+        assert error.message == case.message
     if name == "rate-limit-ms":
         assert error.rate_headers == RATE_HEADERS, "a 429's x-ratelimit-* headers reach the pacing layer"
     # 429s, 503s and timeouts say "send less": they shrink the concurrency limit
     assert error.is_congestion == (case.kind in (ErrorClass.RATE_LIMIT, ErrorClass.TIMEOUT) or case.status == 503)
 
 
-async def test_an_attempt_past_its_timeout_is_a_retryable_timeout(scripted_server):
-    error = await call_and_classify(scripted_server, "hang", attempt_timeout_s=0.3)
+async def test_an_attempt_past_its_timeout_is_a_retryable_timeout(scripted_server, backend):
+    error = await call_and_classify(scripted_server, "hang", backend, attempt_timeout_s=0.3)
     assert (error.kind, error.retryable, error.is_congestion) == (ErrorClass.TIMEOUT, True, True), error
 
 
-async def test_a_refused_connection_is_a_retryable_connection_error():
+async def test_a_refused_connection_is_a_retryable_connection_error(backend):
     with socket.socket() as probe:  # a loopback port nobody listens on any more
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    error = await call_and_classify(f"http://127.0.0.1:{port}/v1", "anything")
+    error = await call_and_classify(f"http://127.0.0.1:{port}/v1", "anything", backend)
     assert (error.kind, error.retryable, error.status) == (ErrorClass.CONNECTION, True, None), error
 
 

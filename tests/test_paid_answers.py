@@ -181,12 +181,13 @@ def test_a_200_that_is_not_a_chat_completion_is_retried_as_bad_response(tmp_path
     assert "Sign in" in html_message and "text/html" in html_message
 
 
-def test_a_redirect_is_never_followed(tmp_path, hostile):
+def test_a_redirect_is_never_followed(tmp_path, hostile, backend):
     elsewhere = hostile()
     server = hostile(other_url=f"{elsewhere.base_url}/chat/completions")
     job = write_batch(tmp_path / "job.jsonl", ["a [[hostile:redirect302]]", "b [[hostile:redirect307]]", "c"])
     run_dir = tmp_path / "run"
-    result = run_cli("run", str(job), "--headless", "--base-url", server.base_url, "--out", str(run_dir))
+    result = run_cli("run", str(job), "--headless", "--base-url", server.base_url, "--out", str(run_dir),
+                     "--backend", backend)
     assert result.returncode == 1, result.stderr
     assert sum(elsewhere.requests.values()) == 0, f"the prompts went to another server: {elsewhere.requests}"
     errors = read_jsonl(run_dir / "errors.jsonl")
@@ -269,11 +270,11 @@ def test_an_interrupted_journal_creation_leaves_no_half_run(tmp_path, sim):
 
 
 @pytest.mark.parametrize("fate", ["ra999999", "rainf", "rams1e12"])
-def test_an_absurd_retry_after_is_capped(tmp_path, hostile, fate):
+def test_an_absurd_retry_after_is_capped(tmp_path, hostile, fate, backend):
     server = hostile()
     job = write_batch(tmp_path / "job.jsonl", [f"a [[hostile:{fate}x1]]", "b"])
     result = run_cli("run", str(job), "--headless", "--base-url", server.base_url, "--out", str(tmp_path / "run"),
-                     "--max-retry-after", "1", timeout=60)
+                     "--max-retry-after", "1", "--backend", backend, timeout=60)
     assert result.returncode == 0, result.stderr
     delays = journal_rows(tmp_path / "run", "SELECT retry_in_s FROM attempts WHERE outcome = 'retry'")
     assert len(delays) == 1 and delays[0][0] <= 1.2, delays
@@ -295,10 +296,11 @@ async def test_a_capped_wait_is_announced_with_what_the_provider_asked(tmp_path,
     assert "asked 999999s, capped at 0.5s" in seen[0], seen
 
 
-def test_x_should_retry_false_is_obeyed(tmp_path, hostile):
+def test_x_should_retry_false_is_obeyed(tmp_path, hostile, backend):
     server = hostile()
     job = write_batch(tmp_path / "job.jsonl", ["a [[hostile:noretry]]"])
-    result = run_cli("run", str(job), "--headless", "--base-url", server.base_url, "--out", str(tmp_path / "run"))
+    result = run_cli("run", str(job), "--headless", "--base-url", server.base_url, "--out", str(tmp_path / "run"),
+                     "--backend", backend)
     assert result.returncode == 1, result.stderr
     assert server.requests["POST /v1/chat/completions"] == 1
 

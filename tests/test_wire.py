@@ -1,5 +1,6 @@
 """The aiohttp hot path (the default backend) sends what the SDK would: its headers and bearer
-auth, through the environment's proxy, never following a redirect."""
+auth, through the environment's proxy (as the httpx backend does: both are run), never following
+a redirect."""
 
 from __future__ import annotations
 
@@ -20,11 +21,11 @@ def proxy():
     server.stop()
 
 
-async def test_the_environments_proxy_carries_the_call(sim, proxy, monkeypatch):
+async def test_the_environments_proxy_carries_the_call(sim, proxy, monkeypatch, backend):
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
-    client = ProviderClient(ProviderProfile("custom", base_url=sim.base_url), sim.base_url)
+    client = ProviderClient(ProviderProfile("custom", base_url=sim.base_url, backend=backend), sim.base_url)
     try:
         result = await client.complete(BODY)
     finally:
@@ -34,10 +35,10 @@ async def test_the_environments_proxy_carries_the_call(sim, proxy, monkeypatch):
     assert result.body["choices"]
 
 
-async def test_no_proxy_is_honoured(sim, proxy, monkeypatch):
+async def test_no_proxy_is_honoured(sim, proxy, monkeypatch, backend):
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    client = ProviderClient(ProviderProfile("custom", base_url=sim.base_url), sim.base_url)
+    client = ProviderClient(ProviderProfile("custom", base_url=sim.base_url, backend=backend), sim.base_url)
     try:
         await client.complete(BODY)
     finally:

@@ -3,6 +3,10 @@
 The SDK's own retries are off (`max_retries=0`): the engine owns retries, so that backoff is
 shared, visible and journaled. A call returns the raw chat.completion JSON (what results.jsonl
 stores), normalised usage, the request id and the rate-limit headers the pacing layer learns from.
+
+Every request of a client — chat on either backend, streaming, files, batches, the probe of
+`providers test` — carries the profile's headers and query and goes by one `Route` (proxy, TLS
+trust, pool: `providers.transport`), resolved here once.
 """
 
 from __future__ import annotations
@@ -11,17 +15,27 @@ import asyncio
 import inspect
 import json
 import time
-from dataclasses import dataclass, field
-from typing import Any, cast
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import httpx2
 import openai
-from openai._constants import RAW_RESPONSE_HEADER
-from openai._legacy_response import LegacyAPIResponse
 from openai.resources.chat.completions import AsyncCompletions
+from yarl import URL
 
-from .errors import BadResponseError, BrokenStreamError, CallError, classify, classify_reply
-from .profile import ProviderProfile, resolve_api_key
+from ..errors import InputError
+from .errors import (
+    BadResponseError,
+    BrokenStreamError,
+    CallError,
+    ErrorInAnswer,
+    classify,
+    classify_reply,
+    untrusted_certificate,
+)
+from .private_apis import post_raw
+from .profile import ProviderProfile, resolve_api_key, resolve_headers, split_query
+from .transport import Route, route_for
 from .usage import Usage
 from .wire import AiohttpChat
 
@@ -68,26 +82,25 @@ class ProviderClient:
     def __init__(self, profile: ProviderProfile, base_url: str, *, attempt_timeout_s: float = 60.0) -> None:
         self.profile = profile
         self.base_url = base_url.rstrip("/")
-        api_key = resolve_api_key(profile, self.base_url)
-        self._secrets = (api_key,)
-        # Never follow a redirect: httpx turns a POST into a GET on 302/303, and a 307 would send the
-        # prompts (and the key) to another origin. A 3xx fails the attempt as `redirect`.
-        http_client = (
-            openai.DefaultAioHttpClient(follow_redirects=False)
-            if profile.backend == "aiohttp"
-            else openai.DefaultAsyncHttpx2Client(follow_redirects=False)
-        )
+        """As given (its query included): what the screens show."""
+        api_key, headers, self.route = preflight(profile, self.base_url)
+        self._secrets = (api_key, *(headers[name] for name in profile.headers_env), *self.route.secrets)
+        endpoint, query = split_query(self.base_url)
+        query = {**query, **profile.query}
         self._client = openai.AsyncOpenAI(
-            base_url=self.base_url,
+            base_url=endpoint,
             api_key=api_key,
             max_retries=0,
             timeout=httpx2.Timeout(attempt_timeout_s, connect=CONNECT_TIMEOUT_S),
-            http_client=http_client,
+            http_client=self.route.sdk_http_client(profile.backend),
+            default_headers=headers or None,
+            default_query=query or None,
         )
         self._direct = (
             AiohttpChat(
-                self.base_url,
+                URL(f"{endpoint}/chat/completions").update_query(query),
                 _sdk_headers(self._client),
+                self.route,
                 timeout_s=attempt_timeout_s,
                 connect_timeout_s=CONNECT_TIMEOUT_S,
             )
@@ -104,7 +117,11 @@ class ProviderClient:
         return f"ProviderClient({self.profile.name!r}, {self.base_url!r})"
 
     def classify(self, exc: BaseException) -> CallError:
-        return classify(exc, secrets=self._secrets)
+        error = classify(exc, secrets=self._secrets)
+        if error.should_retry is False and untrusted_certificate(exc) is not None:
+            hint = "a private CA: name its PEM file in the profile's ca_bundle, or in SSL_CERT_FILE"
+            return replace(error, message=f"{error.message}; TLS trust: {self.route.trust} ({hint})")
+        return error
 
     def classify_answer(self, status: int, body: Any, request_id: str | None = None) -> CallError:
         """An error answer that came as data (a line of a Batch output or error file)."""
@@ -122,11 +139,8 @@ class ProviderClient:
         # semantics), with the body as the job gave it: `create()` would first walk every
         # message and tool schema through its parameter transform (1.7 ms a request, 8 ms for an
         # agent's fifth step), for a body that is plain JSON already.
-        raw = cast(
-            LegacyAPIResponse[object],
-            await self._client.post("/chat/completions", cast_to=object, body=wire_body(body), options=_RAW_REQUEST),
-        )
-        return _chat_result(raw.status_code, raw.headers, raw.content)
+        status, headers, content = await post_raw(self._client, "/chat/completions", wire_body(body))
+        return _chat_result(status, headers, content)
 
     async def _complete_streaming(self, kwargs: dict[str, Any], deadlines: StreamDeadlines) -> CallResult:
         kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
@@ -154,7 +168,14 @@ class ProviderClient:
                 except TimeoutError:
                     what = "no first token" if ttft_ms is None else "stream idle"
                     raise BrokenStreamError(f"{what} for {deadline:g}s") from None
+                except openai.APIError as exc:
+                    if type(exc) is not openai.APIError:  # a connection or timeout error: classified as such
+                        raise
+                    # the SDK's reading of an SSE event (or chunk) that carries an `error` object
+                    raise _error_event(exc.body, exc.message, headers) from None
                 data = chunk.model_dump(exclude_none=True)
+                if data.get("object") == "error":  # vLLM's bare error object as a chunk
+                    raise _error_event(data, None, headers)
                 first = first or data
                 if data.get("usage"):
                     usage_data = data["usage"]
@@ -245,7 +266,7 @@ class ProviderClient:
 def _chat_result(status: int, headers: Any, content: bytes) -> CallResult:
     """A successful status's answer, read as a chat completion (`BadResponseError` when it is not one)."""
     request_id = headers.get("x-request-id")
-    data = chat_completion_or_raise(content, headers.get("content-type"), status, request_id)
+    data = chat_completion_or_raise(content, headers.get("content-type"), status, request_id, headers=headers)
     return CallResult(
         body=data,
         usage=Usage.from_response(data.get("usage")),
@@ -255,10 +276,37 @@ def _chat_result(status: int, headers: Any, content: bytes) -> CallResult:
     )
 
 
+def preflight(profile: ProviderProfile, base_url: str) -> tuple[str, dict[str, str], Route]:
+    """What a client of `profile` needs from the environment, read now: its key, its headers (those of
+    `headers_env` read from their variables) and its route. InputError (exit 2) for anything
+    missing or unusable, so the CLI can ask before it writes or sends anything. A profile made in
+    code is held to what a config file's is (a header holding a secret is refused here too)."""
+    problem = profile.problem()
+    if problem is not None:
+        raise InputError.single(f"provider {profile.name!r}", problem[0], problem[1])
+    return (
+        resolve_api_key(profile, base_url),
+        resolve_headers(profile),
+        route_for(profile, split_query(base_url or "http://127.0.0.1")[0]),
+    )
+
+
+def _error_event(error: object, message: str | None, headers: Any) -> ErrorInAnswer:
+    fields = error if isinstance(error, dict) else {"message": message or str(error)}
+    return ErrorInAnswer(fields, headers, "an error event in the stream", request_id=headers.get("x-request-id"))
+
+
 def _sdk_headers(client: openai.AsyncOpenAI) -> dict[str, str]:
-    """The headers the SDK sends with every request (its platform headers and bearer auth)."""
-    headers = {**client.default_headers, **client.auth_headers}
-    return {k: v for k, v in headers.items() if isinstance(v, str)}
+    """The headers the SDK sends with every request, merged as it merges them: its bearer auth, then
+    its platform headers and the profile's (which may replace the auth), names compared in any case."""
+    merged: dict[str, str] = {}
+    for source in (client.auth_headers, client.default_headers):
+        for name, value in source.items():
+            if isinstance(value, str):
+                for same in [k for k in merged if k.lower() == name.lower()]:
+                    del merged[same]
+                merged[name] = value
+    return merged
 
 
 def _merge_tool_call(calls: dict[int, dict[str, Any]], delta: dict[str, Any]) -> None:
@@ -286,10 +334,16 @@ def _streamed_message(pieces: list[str], reasoning: list[str], calls: dict[int, 
 
 
 def chat_completion_or_raise(
-    content: bytes, content_type: str | None, status: int, request_id: str | None = None
+    content: bytes,
+    content_type: str | None,
+    status: int,
+    request_id: str | None = None,
+    *,
+    headers: Any = None,
 ) -> dict[str, Any]:
     """The body of a successful status as a chat completion, or `BadResponseError` saying what it
-    is instead (not JSON, an HTML page, an array, no choices...), with the start of it kept."""
+    is instead (not JSON, an HTML page, an array, no choices...), with the start of it kept; an
+    `ErrorInAnswer` (a `BadResponseError` too) when it is an error object."""
 
     def bad(problem: str) -> BadResponseError:
         text = " ".join(content[: BODY_EXCERPT_CHARS * 2].decode("utf-8", "replace").split())[:BODY_EXCERPT_CHARS]
@@ -307,16 +361,15 @@ def chat_completion_or_raise(
     if not isinstance(data, dict):
         raise bad(f"a JSON {type(data).__name__}, not an object")
     choices = data.get("choices")
+    if not choices and isinstance(data.get("error"), dict):  # a relay's error sent with a 200
+        where = f"an error object in an HTTP {status} answer"
+        raise ErrorInAnswer(data["error"], headers if headers is not None else {}, where, status, request_id)
     if not isinstance(choices, list) or not choices:
         raise bad("no choices" if not choices else "choices is not a list")
     first = choices[0]
     if not isinstance(first, dict) or not isinstance(first.get("message"), dict):
         raise bad("choices[0] has no message")
     return data
-
-
-_RAW_REQUEST: Any = {"headers": {RAW_RESPONSE_HEADER: "true"}, "security": {"bearer_auth": True}}
-"""Request options of a chat completion sent as is: the raw response back, the key as bearer auth."""
 
 
 def wire_body(body: dict[str, Any]) -> dict[str, Any]:

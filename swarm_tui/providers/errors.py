@@ -4,6 +4,11 @@ Classification reads status, `code`, `type` and message together, because provid
 a 429 is a rate limit to wait out unless it says the account is out of money
 (`insufficient_quota`, Moonshot's `exceeded_current_quota_error`), DeepSeek says the same with
 402, and a 400 about context length is fixable by trimming, not by retrying.
+
+The message is always the provider's own words: an OpenAI error's `message`, else what another
+body says (an HTML page's title, FastAPI's `detail`, a bare `message` or `error` string), cut to
+a line, with the run's secrets masked. An error sent inside an answer (an SSE `error` event
+mid-stream, a 200 whose body is an error object) is classified as the same error sent as a status.
 """
 
 from __future__ import annotations
@@ -11,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import math
+import ssl
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -21,6 +27,7 @@ import aiohttp
 import openai
 
 from .wire import HttpStatusError
+from .words import answer_body, one_line, provider_words, status_line
 
 
 class ErrorClass(StrEnum):
@@ -124,6 +131,9 @@ class CallError:
 
 def classify(exc: BaseException, *, secrets: tuple[str, ...] = ()) -> CallError:
     """Turn an exception from the SDK (or our own timeout) into a `CallError`."""
+    untrusted = untrusted_certificate(exc)
+    if untrusted is not None:  # never heals by trying again (the SDK's aiohttp transport calls it a timeout)
+        return CallError(ErrorClass.CONNECTION, redact(untrusted, secrets), should_retry=False)
     if isinstance(exc, openai.APIStatusError):
         return _classify_status(exc, secrets)
     if isinstance(exc, HttpStatusError):  # the aiohttp hot path's non-2xx answer
@@ -139,11 +149,28 @@ def classify(exc: BaseException, *, secrets: tuple[str, ...] = ()) -> CallError:
         return CallError(ErrorClass.BAD_RESPONSE, redact(str(exc), secrets))
     if isinstance(exc, BrokenStreamError):
         return CallError(ErrorClass.BROKEN_STREAM, redact(str(exc), secrets))
+    if isinstance(exc, ErrorInAnswer):
+        return _classify_error_in_answer(exc, secrets)
     if isinstance(exc, BadResponseError):
         return CallError(
             ErrorClass.BAD_RESPONSE, redact(str(exc), secrets), exc.status, "bad_response", request_id=exc.request_id
         )
     return CallError(ErrorClass.UNEXPECTED, redact(f"{type(exc).__name__}: {exc}", secrets))
+
+
+def untrusted_certificate(exc: BaseException) -> str | None:
+    """Why the server's TLS certificate was refused, when that is what `exc` (or what caused it) is."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, aiohttp.ClientConnectorCertificateError):
+            cause = cause.certificate_error
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            why = cause.verify_message or cause.reason or str(cause)
+            return f"the server's TLS certificate is not trusted ({why})"
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 class BrokenStreamError(Exception):
@@ -159,13 +186,75 @@ class BadResponseError(Exception):
         self.request_id = request_id
 
 
+class ErrorInAnswer(BadResponseError):
+    """An error object the provider sent inside a successful answer: an SSE `error` event (or a
+    chunk that is an error) mid-stream, or a 200 whose body is `{"error": {...}}` without choices.
+
+    Classified as the same error sent as an HTTP status (`implied_status`): a server error is
+    retried, a rate limit paced, with the answer's Retry-After and rate headers; what was received
+    before it is never kept as an answer. A Batch line reading one sees a `BadResponseError`."""
+
+    def __init__(
+        self,
+        error: Mapping[str, Any],
+        headers: Mapping[str, str],
+        where: str,
+        status: int = 200,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(f"{where}: {error}", status, request_id)
+        self.error = error
+        self.headers = headers
+        self.where = where
+
+
+def _classify_error_in_answer(exc: ErrorInAnswer, secrets: tuple[str, ...]) -> CallError:
+    error = classify_reply(
+        implied_status(exc.error),
+        {"error": exc.error},
+        headers=exc.headers,
+        request_id=exc.request_id or exc.headers.get("x-request-id"),
+        secrets=secrets,
+    )
+    return replace(error, message=f"{error.message} ({exc.where})", status=exc.status)
+
+
+def implied_status(error: Mapping[str, Any]) -> int:
+    """The HTTP status an error object sent inside an answer stands for: its own `status` or numeric
+    `code` (OpenRouter, vLLM), else what its type and code say; a server error when nothing does
+    (the answer had begun: whatever broke it is on the server's side)."""
+    for key in ("status", "status_code", "code"):
+        value = error.get(key)
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and 400 <= value < 600:
+            return value
+    words = " ".join(str(error.get(key) or "") for key in ("type", "code", "message")).lower()
+    if any(code in words for code in QUOTA_CODES) or "quota" in words:
+        return 429
+    if "rate_limit" in words or "rate limit" in words or "too many requests" in words:
+        return 429
+    if any(word in words for word in ("overloaded", *OVERLOAD_WORDS)):
+        return 529
+    if "context_length" in words or "invalid_request" in words or "bad_request" in words:
+        return 400
+    if "authentication" in words or "invalid_api_key" in words:
+        return 401
+    if "permission" in words:
+        return 403
+    return 500
+
+
 def _classify_status(exc: openai.APIStatusError, secrets: tuple[str, ...]) -> CallError:
     headers = exc.response.headers
+    try:  # the body as received, read as the aiohttp path reads it (the SDK keeps only `error` of a dict)
+        body: Any = answer_body(exc.response.content)
+    except Exception:  # a streamed answer whose body was never read
+        body = exc.body
     return classify_reply(
         exc.status_code,
-        exc.body,
+        body,
         headers=headers,
-        message=exc.message,
         request_id=headers.get("x-request-id") or exc.request_id,
         secrets=secrets,
     )
@@ -181,15 +270,20 @@ def classify_reply(
     secrets: tuple[str, ...] = (),
 ) -> CallError:
     """Classify an error answer from its status, body and headers: a live call's (through
-    `classify`), or a line of a Batch error file, which has the same status and body."""
+    `classify`), or a line of a Batch error file, which has the same status and body. `message`:
+    the words to use when the body has none."""
     headers = headers if headers is not None else {}
-    body = body if isinstance(body, dict) else {}
-    error = body.get("error", body)
+    fields = body if isinstance(body, dict) else {}
+    error = fields.get("error", fields)
     if not isinstance(error, dict):
         error = {}
     code = str(error.get("code") or "") or None
     etype = str(error.get("type") or "")
-    message = str(error.get("message") or message or f"HTTP {status}")
+    if error.get("message") and not isinstance(error["message"], (dict, list)):
+        message = str(error["message"])  # an OpenAI-shaped error: its message as the provider wrote it
+    else:
+        words = provider_words(body)
+        message = status_line(status, one_line(redact(words, secrets)) if words else message)
     lowered = f"{code} {etype} {message}".lower()
 
     if status == 402 or code in QUOTA_CODES or etype in QUOTA_CODES or "quota" in lowered and status == 429:

@@ -1,8 +1,11 @@
-"""Provider profiles: where to send requests, with what model, key and limits.
+"""Provider profiles: where to send requests, with what model, key, limits and route.
 
 A profile stores the *name* of the environment variable holding the key, never the key. The
 key is read only when a client is built (`resolve_api_key`), and never stored on the profile,
-so a profile can be printed, journaled or saved without leaking anything.
+so a profile can be printed, journaled or saved without leaking anything. The same holds for
+extra headers: a header that carries a secret (`api-key`, `Authorization`, anything named like
+a key, token or secret) names its env var in `headers_env`; `headers` refuses one (exit 2),
+as `api_key_env` refuses a key, so the journal (which keeps the run's profile) never holds it.
 """
 
 from __future__ import annotations
@@ -10,9 +13,10 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlparse, urlsplit, urlunsplit
 
 from ..errors import InputError
 
@@ -36,16 +40,27 @@ class ProviderProfile:
     fallback_model: str | None = None
     fallback_api_key_env: str | None = None
     backend: str = "aiohttp"
-    """How chat calls are sent: `aiohttp` (default: one aiohttp session with the SDK's headers and auth,
-    `providers.wire`) or `httpx` (the SDK's own request path). Streaming and the Batch API use the SDK."""
+    """How calls are sent: `aiohttp` (default: chat calls on the project's own aiohttp path with the SDK's
+    headers and auth, `providers.wire`; streaming and the Batch API through the SDK on aiohttp) or
+    `httpx` (everything through the SDK on httpx2). Both follow the same route (`providers.transport`)."""
+    headers: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """Extra headers sent on every call (OpenRouter's `X-Title`...); never a secret (see `headers_env`)."""
+    headers_env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """Headers whose value is read from an env var when a client is built: `{"api-key" = "AZURE_KEY"}`."""
+    query: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """Query parameters sent on every call (Azure's `api-version`), besides any in `base_url`."""
+    proxy: str | None = None
+    """The proxy for this profile's calls, instead of the environment's (HTTP(S)_PROXY, ALL_PROXY)."""
+    ca_bundle: str | None = None
+    """A PEM file (or directory) of the CAs to trust for this profile, instead of the default trust."""
 
     @property
     def is_simulator(self) -> bool:
         return self.name == SIM_PROFILE_NAME and not self.base_url
 
     def to_toml(self) -> dict[str, Any]:
-        """The profile as a config table: only what is set, never a key."""
-        return {k: v for k, v in asdict(self).items() if k != "name" and v not in (None, "")}
+        """The profile as a config table: only what is set, never a key (nor a header holding one)."""
+        return {k: v for k, v in asdict(self).items() if k != "name" and v not in (None, "") and v != {}}
 
     @classmethod
     def from_toml(cls, name: str, table: dict[str, Any], *, source: str) -> ProviderProfile:
@@ -57,6 +72,11 @@ class ProviderProfile:
             )
         if "api_key" in table:
             raise InputError.single(source, f"providers.{name}.api_key", "store the env var name in api_key_env")
+        for table_field in TABLE_FIELDS:
+            if table_field in table and not isinstance(table[table_field], dict):
+                raise InputError.single(
+                    source, f"providers.{name}.{table_field}", 'must be a table, e.g. { "X-Title" = "my app" }'
+                )
         profile = cls(name=name, **table)
         problem = profile.problem()
         if problem:
@@ -89,6 +109,37 @@ class ProviderProfile:
             return "timeout", f"must be a positive number of seconds, not {self.timeout!r}"
         if self.backend not in ("httpx", "aiohttp"):
             return "backend", f"must be 'httpx' or 'aiohttp', not {self.backend!r}"
+        return self._route_problem()
+
+    def _route_problem(self) -> tuple[str, str] | None:
+        """What is wrong with the headers, query, proxy or CA bundle; never repeats a value that
+        may be a secret."""
+        for name, value in self.headers.items():
+            problem = header_problem(name, value)
+            if problem:
+                return f"headers.{name}", problem
+        for name, env_name in self.headers_env.items():
+            if not isinstance(name, str) or not HEADER_NAME.fullmatch(name):
+                return f"headers_env.{name}", "not a header name (letters, digits and !#$%&'*+-.^_`|~)"
+            problem = env_name_problem(env_name)
+            if problem:
+                return f"headers_env.{name}", problem
+            if any(name.lower() == other.lower() for other in self.headers):
+                return f"headers_env.{name}", "also set in headers: give the header in one of the two"
+        for name, value in self.query.items():
+            problem = query_problem(name, value)
+            if problem:
+                return f"query.{name}", problem
+        for name, value in parse_qsl(urlsplit(self.base_url).query, keep_blank_values=True):
+            problem = query_problem(name, value)
+            if problem:
+                return "base_url", f"its query parameter {name!r}: {problem}"
+        if self.proxy is not None:
+            problem = proxy_problem(self.proxy)
+            if problem:
+                return "proxy", problem
+        if self.ca_bundle is not None and (not isinstance(self.ca_bundle, str) or not self.ca_bundle.strip()):
+            return "ca_bundle", "must be the path of a PEM file (or directory) of CA certificates"
         return None
 
     def with_overrides(self, **overrides: Any) -> ProviderProfile:
@@ -106,11 +157,114 @@ class ProviderProfile:
             concurrency=self.concurrency,
             timeout=self.timeout,
             backend=self.backend,
+            # the network's settings carry over; the headers and query are the primary's dialect (an
+            # `api-key` header sent to another provider would hand it the primary's key)
+            proxy=self.proxy,
+            ca_bundle=self.ca_bundle,
         )
+
+
+TABLE_FIELDS = ("headers", "headers_env", "query")
+
+HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An HTTP header's name (RFC 9110 token)."""
+
+SECRET_WORDS = ("key", "token", "secret", "auth", "password", "passwd", "cookie", "session", "signature", "credential")
+"""A header or query parameter whose name holds one of these carries a secret: its value comes from an
+env var (`headers_env`) and is masked wherever it is shown."""
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a header (or query parameter) named `name` carries a secret: `Authorization`, `api-key`,
+    `x-api-key`, `X-Auth-Token`, `Cookie`..."""
+    lowered = name.lower()
+    return any(word in lowered for word in SECRET_WORDS)
+
+
+def masked(name: str, value: str) -> str:
+    """A header's value as it may be shown: masked when the header carries a secret."""
+    return "***" if is_secret_name(name) or value.strip().startswith(KEY_PREFIXES) else value
+
+
+def header_problem(name: object, value: object) -> str | None:
+    """What is wrong with a `headers` entry, or None; never repeats the value."""
+    if not isinstance(name, str) or not HEADER_NAME.fullmatch(name):
+        return "not a header name (letters, digits and !#$%&'*+-.^_`|~)"
+    if not isinstance(value, str):
+        return f"must be a string, not a {type(value).__name__}"
+    if any(c in value for c in "\r\n\0"):
+        return "must be one line (no CR, LF or NUL)"
+    if is_secret_name(name) or value.strip().startswith(KEY_PREFIXES):
+        return (
+            f"carries a secret: put the value in an environment variable and name it in headers_env, e.g. "
+            f'headers_env = {{ "{name}" = "MY_KEY" }} (the value is not shown)'
+        )
+    return None
+
+
+def query_problem(name: object, value: object) -> str | None:
+    """What is wrong with a `query` entry (or one of `base_url`'s), or None; never repeats the value."""
+    if not isinstance(name, str) or not name:
+        return "not a parameter name"
+    if not isinstance(value, str):
+        return f'must be a string, not a {type(value).__name__} (quote it: "2024-10-21")'
+    if is_secret_name(name) or value.strip().startswith(KEY_PREFIXES):
+        return (
+            "carries a secret, which must not sit in the config or a URL: send it as a header named in "
+            "headers_env, read from an environment variable (the value is not shown)"
+        )
+    return None
+
+
+PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+
+
+def proxy_problem(url: object) -> str | None:
+    """What is wrong with a profile's `proxy`, or None; never repeats the URL."""
+    if not isinstance(url, str):
+        return "must be a proxy URL such as http://proxy.example:3128"
+    if has_credentials(url):
+        return (
+            "must not carry credentials (user:password@host): they would be stored with the run; give the "
+            "proxy with its credentials in HTTPS_PROXY or ALL_PROXY instead (the value is not shown)"
+        )
+    parsed = urlparse(url.strip())
+    if parsed.scheme not in PROXY_SCHEMES or not parsed.hostname:
+        return f"must be a proxy URL ({', '.join(s + '://' for s in PROXY_SCHEMES)}), e.g. http://proxy.example:3128"
+    return None
+
+
+def split_query(url: str) -> tuple[str, dict[str, str]]:
+    """`url` without its query string, and that query as a dict: a base URL of
+    `.../openai?api-version=...` sends `api-version` on every call, not glued before `/chat/completions`."""
+    parts = urlsplit(url)
+    if not parts.query:
+        return url.rstrip("/"), {}
+    base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")).rstrip("/")
+    return base, dict(parse_qsl(parts.query, keep_blank_values=True))
+
+
+def resolve_headers(profile: ProviderProfile) -> dict[str, str]:
+    """The profile's extra headers, those of `headers_env` read from their env vars now (InputError,
+    naming the variable, when one is not set)."""
+    headers = dict(profile.headers)
+    for name, env_name in profile.headers_env.items():
+        value = os.environ.get(env_name, "")
+        if not value:
+            raise InputError.single(
+                f"provider {profile.name!r}",
+                f"headers_env.{name}",
+                f"environment variable {env_name} is not set (it should hold the value of the {name} header)",
+            )
+        headers[name] = value
+    return headers
 
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """What `api_key_env` may hold: the name of an environment variable, never a key."""
+
+KEY_PREFIXES = ("sk-", "sk_", "gsk_", "xai-", "AIza", "nvapi-", "pplx-", "Bearer ", "bearer ")
+"""How the keys of the providers users run against begin."""
 
 
 def looks_like_key(value: str) -> bool:
@@ -120,7 +274,7 @@ def looks_like_key(value: str) -> bool:
     of letters and digits (`gsk_...`, some `AIza...`, hex keys); names are words joined by `_`.
     """
     value = value.strip()
-    if value.startswith(("sk-", "sk_", "gsk_", "xai-", "AIza", "nvapi-", "pplx-", "Bearer ", "bearer ")):
+    if value.startswith(KEY_PREFIXES):
         return True
     if ENV_NAME.fullmatch(value) is None:
         return len(value) >= 16 and " " not in value

@@ -2,14 +2,15 @@
 
 The openai SDK builds each request through its options, URL and header machinery and httpx2's
 models (about 0.9 ms of CPU a call on a 2-core machine: more than the rest of the engine
-together). This path sends the same request — the URL, the SDK's own headers and its bearer
-auth, built once — on one aiohttp session, and hands back status, headers and bytes; the
-caller reads them exactly as it reads the SDK's raw response. Streaming, the Batch API and the
-httpx backend stay on the SDK.
+together). This path sends the same request — the URL with the profile's query, the SDK's own
+headers, its bearer auth and the profile's headers, built once — on one aiohttp session, and
+hands back status, headers and bytes; the caller reads them exactly as it reads the SDK's raw
+response. Streaming, the Batch API and the httpx backend stay on the SDK.
 
-It never follows a redirect (a POST turned into a GET, prompts sent elsewhere), honours the
-environment's proxy settings as the SDK does (read once when the client is made), and bounds
-the connect time and the whole call (the attempt timeout; the engine keeps its own wall clock over it too).
+It goes by the client's `Route` (`providers.transport`: the proxy, TLS trust and pool the SDK's
+client of the same endpoint uses), never follows a redirect (a POST turned into a GET, prompts
+sent elsewhere), and bounds the connect time and the whole call (the attempt timeout; the
+engine keeps its own wall clock over it too). Nothing is resolved per call.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
-from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
-CONNECTIONS = 1000
-"""Connections in the pool at most (the SDK's own limit)."""
+from .transport import Route
+from .words import answer_body
 
 
 class HttpStatusError(Exception):
@@ -41,17 +41,32 @@ class HttpStatusError(Exception):
 
 
 class AiohttpChat:
-    """POST /chat/completions of one endpoint, with headers built once."""
+    """POST /chat/completions of one endpoint, with the URL, headers and route built once."""
 
     def __init__(
-        self, base_url: str, headers: Mapping[str, str], *, timeout_s: float, connect_timeout_s: float
+        self,
+        url: URL,
+        headers: Mapping[str, str],
+        route: Route,
+        *,
+        timeout_s: float,
+        connect_timeout_s: float,
     ) -> None:
-        self.url = f"{base_url.rstrip('/')}/chat/completions"
+        self.url = url
+        """The full URL, the profile's query included."""
         self._headers = {**headers, "Content-Type": "application/json", "Accept": "application/json"}
         self._timeout_s = timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._session: aiohttp.ClientSession | None = None
-        self._proxy, self._proxy_auth = _env_proxy(self.url)
+        self._route = route
+        self._proxy = route.aiohttp_proxy
+        self._proxy_headers: dict[str, str] | None = None
+        """Sent to the proxy in the CONNECT of an https target; an http target's request carries them."""
+        authorization = route.proxy_authorization
+        if authorization is not None and url.scheme == "https":
+            self._proxy_headers = {"Proxy-Authorization": authorization}
+        elif authorization is not None:
+            self._headers["Proxy-Authorization"] = authorization
 
     async def post(self, body: dict[str, Any]) -> tuple[int, Mapping[str, str], bytes]:
         """(status, headers, content) of a 2xx answer; `HttpStatusError` for any other status
@@ -64,18 +79,18 @@ class AiohttpChat:
             headers=self._headers,
             allow_redirects=False,
             proxy=self._proxy,
-            proxy_auth=self._proxy_auth,
+            proxy_headers=self._proxy_headers,
         ) as response:
             content = await response.read()
             if not 200 <= response.status < 300:
-                raise HttpStatusError(response.status, _body(content), response.headers)
+                raise HttpStatusError(response.status, answer_body(content), response.headers)
             return response.status, response.headers, content
 
     def _open(self) -> aiohttp.ClientSession:
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=CONNECTIONS),
+            connector=self._route.aiohttp_connector(),
             timeout=aiohttp.ClientTimeout(total=self._timeout_s, sock_connect=self._connect_timeout_s),
-            trust_env=False,  # the environment's proxy is read once (`_env_proxy`), not in a thread per call
+            trust_env=False,  # the route was resolved once (`transport.route_for`), not in a thread per call
             auto_decompress=True,
         )
         return self._session
@@ -84,20 +99,3 @@ class AiohttpChat:
         if self._session is not None:
             await self._session.close()
             self._session = None
-
-
-def _env_proxy(url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
-    """The proxy the environment names for `url` (HTTPS_PROXY, HTTP_PROXY, NO_PROXY), as the SDK
-    and aiohttp's `trust_env` would use it; (None, None) for none."""
-    try:
-        return get_env_proxy_for_url(URL(url))
-    except LookupError:
-        return None, None
-
-
-def _body(content: bytes) -> Any:
-    """An error answer's body: its JSON when it is JSON, else its text (an HTML page, a proxy's words)."""
-    try:
-        return json.loads(content)
-    except ValueError:
-        return content.decode("utf-8", "replace")
