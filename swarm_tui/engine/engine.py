@@ -34,6 +34,7 @@ from ..pricing import Price
 from ..providers.client import CallResult, ProviderClient, StreamDeadlines
 from ..providers.errors import CallError, ErrorClass
 from ..providers.usage import Usage
+from ..stalls import StallWatch
 from ..tools.transcript import assistant_message, pending_tool_calls, steps_taken, tool_message
 from .admission import AdmissionController
 from .batch_lane import BatchLane, BatchLimits
@@ -70,7 +71,6 @@ from .ledger import SpendLedger, answer_ceiling, worst_usage
 from .observable import Listener, ObservableEngine
 from .pacing import AdaptiveConcurrency, RateLimits
 from .retry import Next, RetryPolicy
-from .stalls import StallWatch
 from .stats import RunStats
 
 if TYPE_CHECKING:

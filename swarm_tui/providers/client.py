@@ -11,7 +11,6 @@ trust, pool: `providers.transport`), resolved here once.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import time
@@ -24,6 +23,7 @@ from openai.resources.chat.completions import AsyncCompletions
 from yarl import URL
 
 from ..errors import InputError
+from ..stalls import StallWatch
 from .errors import (
     BadResponseError,
     BrokenStreamError,
@@ -80,6 +80,7 @@ class ProviderClient:
     """An endpoint the engine can call. Holds the only reference to the key."""
 
     def __init__(self, profile: ProviderProfile, base_url: str, *, attempt_timeout_s: float = 60.0) -> None:
+        self._attempt_timeout_s = attempt_timeout_s
         self.profile = profile
         self.base_url = base_url.rstrip("/")
         """As given (its query included): what the screens show."""
@@ -101,7 +102,6 @@ class ProviderClient:
                 URL(f"{endpoint}/chat/completions").update_query(query),
                 _sdk_headers(self._client),
                 self.route,
-                timeout_s=attempt_timeout_s,
                 connect_timeout_s=CONNECT_TIMEOUT_S,
             )
             if profile.backend == "aiohttp"
@@ -132,8 +132,9 @@ class ProviderClient:
     ) -> CallResult:
         if stream:
             return await self._complete_streaming(_create_kwargs(body), deadlines or StreamDeadlines())
-        if self._direct is not None:
-            status, headers, content = await self._direct.post(wire_body(body))
+        if self._direct is not None:  # its whole call bounded here, stall-aware (aiohttp's own total is not)
+            async with StallWatch.of_running_loop().deadline(self._attempt_timeout_s):
+                status, headers, content = await self._direct.post(wire_body(body))
             return _chat_result(status, headers, content)
         # The client's own request path (auth, headers, timeouts, error types: the SDK's wire
         # semantics), with the body as the job gave it: `create()` would first walk every
@@ -157,11 +158,12 @@ class ProviderClient:
         first: dict[str, Any] = {}
         ttft_ms: float | None = None
         chunks = stream.__aiter__()
+        stalls = StallWatch.of_running_loop()
         try:
             while True:
                 deadline = deadlines.first_token_s if ttft_ms is None else deadlines.idle_s
                 try:
-                    async with asyncio.timeout(deadline):
+                    async with stalls.deadline(deadline):  # a stop of the process is not a stalled stream
                         chunk = await chunks.__anext__()
                 except StopAsyncIteration:
                     break

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -44,9 +45,10 @@ async def probe_profile(
         return ProbeResult(profile.name, base_url, False, None, str(exc))
     started = time.monotonic()
     try:
-        result = await client.complete(
-            {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
-        )
+        async with asyncio.timeout(PROBE_TIMEOUT_S):
+            result = await client.complete(
+                {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
+            )
         latency = (time.monotonic() - started) * 1000
         return ProbeResult(
             profile.name,

@@ -9,8 +9,9 @@ response. Streaming, the Batch API and the httpx backend stay on the SDK.
 
 It goes by the client's `Route` (`providers.transport`: the proxy, TLS trust and pool the SDK's
 client of the same endpoint uses), never follows a redirect (a POST turned into a GET, prompts
-sent elsewhere), and bounds the connect time and the whole call (the attempt timeout; the
-engine keeps its own wall clock over it too). Nothing is resolved per call.
+sent elsewhere), and bounds the connect time; the whole call is bounded by its caller's deadline
+(the engine's is stall-aware, `swarm_tui.stalls`: time the process was stopped is not a call's
+time, which an aiohttp total timeout would count). Nothing is resolved per call.
 """
 
 from __future__ import annotations
@@ -49,13 +50,11 @@ class AiohttpChat:
         headers: Mapping[str, str],
         route: Route,
         *,
-        timeout_s: float,
         connect_timeout_s: float,
     ) -> None:
         self.url = url
         """The full URL, the profile's query included."""
         self._headers = {**headers, "Content-Type": "application/json", "Accept": "application/json"}
-        self._timeout_s = timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._session: aiohttp.ClientSession | None = None
         self._route = route
@@ -89,7 +88,7 @@ class AiohttpChat:
     def _open(self) -> aiohttp.ClientSession:
         self._session = aiohttp.ClientSession(
             connector=self._route.aiohttp_connector(),
-            timeout=aiohttp.ClientTimeout(total=self._timeout_s, sock_connect=self._connect_timeout_s),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout_s),
             trust_env=False,  # the route was resolved once (`transport.route_for`), not in a thread per call
             auto_decompress=True,
         )
