@@ -118,6 +118,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "--rpm", type=positive_int, help="requests per minute the provider allows (else learned from headers)"
     )
     e.add_argument("--tpm", type=positive_int, help="tokens per minute the provider allows (else learned from headers)")
+    e.add_argument(
+        "--max-answer-bytes",
+        type=positive_int,
+        metavar="N",
+        help="what one answer may hold (default 8388608, 8 MiB); a larger one fails as answer_too_large",
+    )
     e.add_argument("--stream", action="store_true", help="stream answers (time to first token is measured)")
     e.add_argument("--ttft-timeout", type=positive_float, help="streaming: seconds to the first token (default 30)")
     e.add_argument("--idle-timeout", type=positive_float, help="streaming: seconds between chunks (default 30)")
@@ -253,6 +259,7 @@ def resolve_settings(
         lane=args.lane or base.lane,
         live_share=args.live_share if args.live_share is not None else base.live_share,
         batch_poll_s=args.batch_poll or base.batch_poll_s,
+        max_answer_bytes=args.max_answer_bytes or base.max_answer_bytes,
     )
 
 

@@ -30,6 +30,8 @@ from .engine.batch_records import BatchLines, BatchRow
 from .engine.events import Attempt, EngineEvent, TaskState
 from .errors import JournalWriteError
 from .jobs import Task
+from .masked_db import MaskedConnection
+from .providers.answer import strict_text
 from .providers.errors import CallError, ErrorClass, error_body
 from .providers.usage import Usage
 from .rundir import JOURNAL_NAME, PRIVATE_FILE, describe_write_failure, temp_name
@@ -152,9 +154,12 @@ class Journal:
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = Path(path)
         if readonly:
-            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
         else:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db = MaskedConnection(db)
+        """Every string a write binds is masked of the process's keys and storable as UTF-8."""
+        if not readonly:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
@@ -867,20 +872,20 @@ class Journal:
 
 
 def _response_text(response: dict[str, Any] | bytes) -> str:
-    """An answer as the journal keeps it: the bytes received when they are UTF-8 JSON on one line
-    (a body a server pretty-printed is kept too: its newlines are whitespace, replaced at export)."""
+    """An answer as the journal keeps it: strict one-line JSON in UTF-8 (`providers.answer`): the
+    bytes a client checked when they came, or a body (a batch line's) encoded under the same rules."""
     if isinstance(response, bytes | bytearray):
         try:
             return response.decode("utf-8")
         except UnicodeDecodeError:
-            return json.dumps(json.loads(response), ensure_ascii=False)
-    return json.dumps(response, ensure_ascii=False)
+            return strict_text(json.loads(response))
+    return strict_text(response)
 
 
 class _Transaction:
     """BEGIN IMMEDIATE ... COMMIT (or ROLLBACK on error) on an autocommit connection."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: MaskedConnection) -> None:
         self._db = db
 
     def __enter__(self) -> None:

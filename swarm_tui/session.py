@@ -34,6 +34,7 @@ from .judge.judge import Judge, quality_summary
 from .judge.spec import JudgeSpec
 from .legacy_journal import migrate
 from .pricing import PriceTable, summary_cost_fields
+from .providers.answer import repaired_text
 from .providers.client import ProviderClient
 from .providers.profile import ProviderProfile
 from .rundir import RunDirLock, describe_write_failure, open_private, prepare_new, temp_name
@@ -73,6 +74,11 @@ class RayOptions:
     address: str | None = None
     actors: int | None = None
     """How many worker actors (default: one per alive node)."""
+
+
+def _client_limits(settings: EngineSettings) -> dict[str, Any]:
+    """What each of the run's clients is bound by: one attempt's time, one answer's size."""
+    return {"attempt_timeout_s": settings.timeout_s, "max_answer_bytes": settings.max_answer_bytes}
 
 
 def default_run_dir(job_name: str, root: Path = Path("runs")) -> Path:
@@ -122,7 +128,7 @@ class SwarmSession:
             base_url = self.sim.base_url
         else:
             base_url = plan.profile.base_url
-        self.client = ProviderClient(plan.profile, base_url, attempt_timeout_s=plan.settings.timeout_s)
+        self.client = ProviderClient(plan.profile, base_url, **_client_limits(plan.settings))
         model = (
             plan.profile.model
             or (tasks[0].body.get("model") if tasks else None)
@@ -133,9 +139,7 @@ class SwarmSession:
         self.fallback = None
         fallback_price = None
         if fallback_profile is not None:
-            self.fallback = ProviderClient(
-                fallback_profile, fallback_profile.base_url, attempt_timeout_s=plan.settings.timeout_s
-            )
+            self.fallback = ProviderClient(fallback_profile, fallback_profile.base_url, **_client_limits(plan.settings))
             fallback_price = PriceTable.builtin(plan.prices).lookup(
                 fallback_profile.model or model, fallback_profile.name.split("/")[0]
             )
@@ -202,7 +206,7 @@ class SwarmSession:
             if profile.is_simulator:  # the embedded simulator as the judge of a run elsewhere
                 self.judge_sim = SimServer(self.plan.sim or DEMO_SIM).start(mode="thread")
                 base_url = self.judge_sim.base_url
-            self.judge_client = ProviderClient(profile, base_url, attempt_timeout_s=self.plan.settings.timeout_s)
+            self.judge_client = ProviderClient(profile, base_url, **_client_limits(self.plan.settings))
             admission = AdmissionController(JUDGE_CONCURRENCY, rate_limits=RateLimits(profile.rpm, profile.tpm))
         model = spec.model or (profile.model if profile is not None else None) or self.model or ""
         if self.judge_client is not None:
@@ -529,10 +533,10 @@ def write_outputs(
 
 def _result_line(custom_id: str, request_id: str | None, body: str) -> str:
     """One results.jsonl line (the OpenAI Batch output format) with the answer spliced in as the
-    journal keeps it (the bytes received): no answer is read or encoded again at export."""
+    journal keeps it (strict one-line JSON, `providers.answer`): no answer is read or encoded
+    again at export, unless a journal written before answers were checked holds one to repair."""
     head = json.dumps({"id": f"batch_req_{request_id or custom_id}", "custom_id": custom_id}, ensure_ascii=False)
-    if "\n" in body or "\r" in body:  # a pretty-printed answer: its line breaks are whitespace
-        body = body.replace("\r", " ").replace("\n", " ")
+    body = repaired_text(body)
     request = json.dumps(request_id, ensure_ascii=False)
     return (
         f'{head[:-1]}, "response": {{"status_code": 200, "request_id": {request}, "body": {body}}}, "error": null}}\n'

@@ -20,6 +20,8 @@ from openai._constants import RAW_RESPONSE_HEADER
 from openai._legacy_response import LegacyAPIResponse
 from openai.resources.chat.completions import AsyncCompletions
 
+from .. import secrets
+from .answer import MAX_ANSWER_BYTES, NOT_PARSED, AnswerRefused, strict_answer, strict_body
 from .errors import BadResponseError, BrokenStreamError, CallError, classify, classify_reply
 from .profile import ProviderProfile, resolve_api_key
 from .usage import Usage
@@ -43,7 +45,8 @@ class CallResult:
     rate_headers: dict[str, str] = field(default_factory=dict)
     ttft_ms: float | None = None
     raw: bytes | None = None
-    """The body as it was received (a streamed answer has none): the journal keeps these bytes, and
+    """The body as strict one-line JSON (`providers.answer`: the bytes received, unless they had to
+    be written again; a streamed answer's, encoded once): the journal keeps these bytes, and
     results.jsonl splices them in, instead of encoding `body` again."""
 
     @property
@@ -65,9 +68,17 @@ class StreamDeadlines:
 class ProviderClient:
     """An endpoint the engine can call. Holds the only reference to the key."""
 
-    def __init__(self, profile: ProviderProfile, base_url: str, *, attempt_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        profile: ProviderProfile,
+        base_url: str,
+        *,
+        attempt_timeout_s: float = 60.0,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+    ) -> None:
         self.profile = profile
         self.base_url = base_url.rstrip("/")
+        self.max_answer_bytes = max_answer_bytes
         api_key = resolve_api_key(profile, self.base_url)
         self._secrets = (api_key,)
         # Never follow a redirect: httpx turns a POST into a GET on 302/303, and a 307 would send the
@@ -104,11 +115,13 @@ class ProviderClient:
         return f"ProviderClient({self.profile.name!r}, {self.base_url!r})"
 
     def classify(self, exc: BaseException) -> CallError:
-        return classify(exc, secrets=self._secrets)
+        """The attempt's failure; a key echoed anywhere in it (code, request id, headers) masked."""
+        error = exc.error if isinstance(exc, AnswerRefused) else classify(exc, secrets=self._secrets)
+        return secrets.mask_value(error)
 
     def classify_answer(self, status: int, body: Any, request_id: str | None = None) -> CallError:
         """An error answer that came as data (a line of a Batch output or error file)."""
-        return classify_reply(status, body, request_id=request_id, secrets=self._secrets)
+        return secrets.mask_value(classify_reply(status, body, request_id=request_id, secrets=self._secrets))
 
     async def complete(
         self, body: dict[str, Any], *, stream: bool = False, deadlines: StreamDeadlines | None = None
@@ -117,7 +130,7 @@ class ProviderClient:
             return await self._complete_streaming(_create_kwargs(body), deadlines or StreamDeadlines())
         if self._direct is not None:
             status, headers, content = await self._direct.post(wire_body(body))
-            return _chat_result(status, headers, content)
+            return _chat_result(status, headers, content, self.max_answer_bytes)
         # The client's own request path (auth, headers, timeouts, error types: the SDK's wire
         # semantics), with the body as the job gave it: `create()` would first walk every
         # message and tool schema through its parameter transform (1.7 ms a request, 8 ms for an
@@ -126,7 +139,7 @@ class ProviderClient:
             LegacyAPIResponse[object],
             await self._client.post("/chat/completions", cast_to=object, body=wire_body(body), options=_RAW_REQUEST),
         )
-        return _chat_result(raw.status_code, raw.headers, raw.content)
+        return _chat_result(raw.status_code, raw.headers, raw.content, self.max_answer_bytes)
 
     async def _complete_streaming(self, kwargs: dict[str, Any], deadlines: StreamDeadlines) -> CallResult:
         kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
@@ -192,12 +205,14 @@ class ProviderClient:
             ],
             "usage": usage_data,
         }
+        body, strict = strict_body(body, self.max_answer_bytes)
         return CallResult(
             body=body,
             usage=Usage.from_response(usage_data),
             request_id=headers.get("x-request-id") or first.get("id"),
             rate_headers=_rate_headers(headers),
             ttft_ms=ttft_ms,
+            raw=strict,
         )
 
     # ----------------------------------------------------------------- the Batch API (`--lane batch`)
@@ -242,10 +257,12 @@ class ProviderClient:
         await self._client.close()
 
 
-def _chat_result(status: int, headers: Any, content: bytes) -> CallResult:
-    """A successful status's answer, read as a chat completion (`BadResponseError` when it is not one)."""
+def _chat_result(status: int, headers: Any, content: bytes, max_answer_bytes: int = MAX_ANSWER_BYTES) -> CallResult:
+    """A successful status's answer, read as a chat completion (`BadResponseError` when it is not
+    one, `AnswerRefused` when it cannot be kept as strict JSON)."""
     request_id = headers.get("x-request-id")
-    data = chat_completion_or_raise(content, headers.get("content-type"), status, request_id)
+    content, parsed = strict_answer(content, status, request_id, max_answer_bytes)
+    data = chat_completion_or_raise(content, headers.get("content-type"), status, request_id, parsed)
     return CallResult(
         body=data,
         usage=Usage.from_response(data.get("usage")),
@@ -286,10 +303,11 @@ def _streamed_message(pieces: list[str], reasoning: list[str], calls: dict[int, 
 
 
 def chat_completion_or_raise(
-    content: bytes, content_type: str | None, status: int, request_id: str | None = None
+    content: bytes, content_type: str | None, status: int, request_id: str | None = None, parsed: Any = NOT_PARSED
 ) -> dict[str, Any]:
     """The body of a successful status as a chat completion, or `BadResponseError` saying what it
-    is instead (not JSON, an HTML page, an array, no choices...), with the start of it kept."""
+    is instead (not JSON, an HTML page, an array, no choices...), with the start of it kept.
+    `parsed`: the body's value when the caller has read it already."""
 
     def bad(problem: str) -> BadResponseError:
         text = " ".join(content[: BODY_EXCERPT_CHARS * 2].decode("utf-8", "replace").split())[:BODY_EXCERPT_CHARS]
@@ -301,7 +319,7 @@ def chat_completion_or_raise(
         )
 
     try:
-        data = json.loads(content)
+        data = json.loads(content) if parsed is NOT_PARSED else parsed
     except ValueError:
         raise bad("the body is not JSON") from None
     if not isinstance(data, dict):

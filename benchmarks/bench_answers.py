@@ -1,0 +1,89 @@
+"""What checking an answer costs: reading a provider's 200 as a chat completion, before and after
+answers were held to strict JSON (`swarm_tui.providers.answer`, issue 23).
+
+Cases, each on a typical answer of about 1 KB (a chat completion of ~150 words):
+
+  before       the body parsed as a chat completion and kept as received (what the client did)
+  after        the same, through `strict_answer` first (one strict parse, shared with the shape
+               check, and a few substring checks): the common case
+  after+key    the same with an API key registered (each answer is also searched for its spellings)
+  rewrite      an answer with a BOM, read and written again canonically (the rare case)
+  stream-body  a streamed answer's assembled body encoded under the same rules (`strict_body`)
+
+Usage:  python benchmarks/bench_answers.py [--repeat 5] [--number 20000]
+Figures are microseconds per answer, the best of --repeat runs; `after / before` is the ratio in
+the same run. Absolute numbers depend on the machine and its load (check `ps aux` first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import timeit
+
+from swarm_tui import secrets
+from swarm_tui.providers.answer import MAX_ANSWER_BYTES, strict_answer, strict_body
+from swarm_tui.providers.client import CallResult, chat_completion_or_raise
+from swarm_tui.providers.usage import Usage
+
+KEY = "sk-bench-0123456789abcdefABCDEF0123456789"
+
+
+def typical_answer() -> bytes:
+    body = {
+        "id": "chatcmpl-0123456789ab",
+        "object": "chat.completion",
+        "created": 1718000000,
+        "model": "gpt-4.1-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Here is a typical answer, caf\u00e9. " * 28},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 180, "total_tokens": 300},
+    }
+    return json.dumps(body, ensure_ascii=False).encode()
+
+
+def before(content: bytes) -> CallResult:
+    data = chat_completion_or_raise(content, "application/json", 200, "req-1")
+    return CallResult(body=data, usage=Usage.from_response(data.get("usage")), request_id="req-1", raw=content)
+
+
+def after(content: bytes) -> CallResult:
+    content, parsed = strict_answer(content, 200, "req-1", MAX_ANSWER_BYTES)
+    data = chat_completion_or_raise(content, "application/json", 200, "req-1", parsed)
+    return CallResult(body=data, usage=Usage.from_response(data.get("usage")), request_id="req-1", raw=content)
+
+
+def measure(fn, arg, number: int, repeat: int) -> float:
+    return min(timeit.repeat(lambda: fn(arg), number=number, repeat=repeat)) / number * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--number", type=int, default=20000)
+    args = parser.parse_args()
+    answer = typical_answer()
+    body = json.loads(answer)
+    print(f"a typical answer: {len(answer):,} bytes")
+    figures = {
+        "before": measure(before, answer, args.number, args.repeat),
+        "after": measure(after, answer, args.number, args.repeat),
+    }
+    figures["rewrite"] = measure(after, b"\xef\xbb\xbf" + answer, args.number // 4, args.repeat)
+    figures["stream-body"] = measure(lambda b: strict_body(b, MAX_ANSWER_BYTES), body, args.number, args.repeat)
+    secrets.register(KEY)
+    figures["after+key"] = measure(after, answer, args.number, args.repeat)
+    for name, us in figures.items():
+        print(f"  {name:<12} {us:7.2f} us per answer")
+    extra, keyed = figures["after"] - figures["before"], figures["after+key"] - figures["before"]
+    ratio = figures["after"] / figures["before"]
+    print(f"  after / before: {ratio:.2f}x (+{extra:.2f} us); with a key: +{keyed:.2f} us")
+
+
+if __name__ == "__main__":
+    main()
