@@ -25,6 +25,10 @@ Errors that echo the key (a 401 each; `authorization` is read from the request):
     keyheader    the key in `x-request-id`
     keyspell     the key URL-encoded, lower-cased, upper-cased and as `Bearer <key>` in the message
     keytype      the key as `error.type` and `error.param`
+    keyok        a normal 200 whose `x-request-id`, `id` and content echo the key (URL-encoded,
+                 lower-cased, `Bearer <key>`)
+
+`default_fate`: the fate of a request that names none (`providers test` sends its own prompt).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ ANSWER_FATES = frozenset(
     {"bom", "nan", "dupkeys", "surrogate", "control", "lineseps", "hugenum", "bigusage", "utf16", "deep",
      "notutf8", "huge"}
 )
-KEY_FATES = frozenset({"keycode", "keyheader", "keyspell", "keytype"})
+KEY_FATES = frozenset({"keycode", "keyheader", "keyspell", "keytype", "keyok"})
 MARKER = re.compile(r"\[\[hostile:([a-z0-9]+?)(?:x(\d+))?\]\]")
 """`tests/hostile`'s marker."""
 
@@ -82,15 +86,22 @@ def answer_bytes(fate: str, prompt: str, model: str) -> bytes:
 class ByteHostileServer(HostileServer):
     """`HostileServer` with the answers above and the key-echoing errors."""
 
+    def __init__(self, *, default_fate: str | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.default_fate = default_fate
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if request.method != "POST" or not request.path.endswith("/chat/completions"):
             return await super()._handle(request)
         body = await request.json()
         prompt = str(body["messages"][-1]["content"])
         marker = self._peek(prompt)
-        if marker not in ANSWER_FATES | KEY_FATES:
+        if marker is None and self.default_fate is not None:
+            fate = self.default_fate
+        elif marker in ANSWER_FATES | KEY_FATES:
+            fate = self._fate(prompt)
+        else:
             return await super()._handle(request)  # aiohttp keeps the body read: it reads it again
-        fate = self._fate(prompt)
         self.requests[f"{request.method} {request.path}"] += 1
         if fate is None:  # `NAMExN` after its N: a normal answer
             self.answered[prompt] += 1
@@ -99,7 +110,14 @@ class ByteHostileServer(HostileServer):
             self.answered[prompt] += 1
             data = answer_bytes(fate, prompt, body.get("model", "hostile-1"))
             return web.Response(status=200, body=data, headers={"content-type": "application/json"})
-        return self._echo_key(fate, (request.headers.get("authorization") or "").removeprefix("Bearer "))
+        key = (request.headers.get("authorization") or "").removeprefix("Bearer ")
+        if fate == "keyok":
+            self.answered[prompt] += 1
+            answer = completion(prompt, body.get("model", "hostile-1"))
+            answer["id"] = f"chatcmpl-{key}"
+            answer["choices"][0]["message"]["content"] += f" (you sent {quote(key, safe='')}, {key.lower()}, Bearer {key})"
+            return web.json_response(answer, headers={"x-request-id": f"req-{key}"})
+        return self._echo_key(fate, key)
 
     @staticmethod
     def _peek(prompt: str) -> str | None:

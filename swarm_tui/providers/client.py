@@ -209,7 +209,7 @@ class ProviderClient:
         return CallResult(
             body=body,
             usage=Usage.from_response(usage_data),
-            request_id=headers.get("x-request-id") or first.get("id"),
+            request_id=secrets.mask_value(headers.get("x-request-id") or first.get("id")),
             rate_headers=_rate_headers(headers),
             ttft_ms=ttft_ms,
             raw=strict,
@@ -260,7 +260,7 @@ class ProviderClient:
 def _chat_result(status: int, headers: Any, content: bytes, max_answer_bytes: int = MAX_ANSWER_BYTES) -> CallResult:
     """A successful status's answer, read as a chat completion (`BadResponseError` when it is not
     one, `AnswerRefused` when it cannot be kept as strict JSON)."""
-    request_id = headers.get("x-request-id")
+    request_id = secrets.mask_value(headers.get("x-request-id"))  # a key echoed in it masked
     content, parsed = strict_answer(content, status, request_id, max_answer_bytes)
     data = chat_completion_or_raise(content, headers.get("content-type"), status, request_id, parsed)
     return CallResult(
