@@ -21,12 +21,17 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ABORTED = 0, 1, 2, 130
 REFRESH_S = 0.25
 
 
-def exit_code(finished: RunFinished) -> int:
-    if finished.aborted:
+def exit_code(finished: RunFinished, output_error: str | None = None) -> int:
+    """The run's exit code, headless and in the TUI alike: 0 every task succeeded and the outputs
+    were written; 130 the user aborted with work left (the journal is resumable); 1 otherwise: failed
+    or unfinished tasks, a stop (budget, error rate, the journal), or results.jsonl / summary.json
+    that could not be written (`output_error`: a run whose outputs are missing never says 0)."""
+    complete = not (finished.failed or finished.cancelled or finished.stop_reason)
+    if complete and output_error is None:
+        return EXIT_OK
+    if finished.aborted and not complete:
         return EXIT_ABORTED
-    if finished.failed or finished.cancelled or finished.stop_reason:
-        return EXIT_FAILED
-    return EXIT_OK
+    return EXIT_FAILED
 
 
 def format_duration(seconds: float | None) -> str:
@@ -110,7 +115,7 @@ async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) ->
                 loop.remove_signal_handler(sig)
             except (NotImplementedError, RuntimeError):
                 pass
-    return exit_code(finished)
+    return exit_code(finished, session.output_error)
 
 
 async def _paint(engine, stream: TextIO) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 from .engine import eventlog
 from .engine.batch_records import BatchLines, BatchRow
 from .engine.events import Attempt, EngineEvent, TaskState
-from .errors import JournalWriteError
+from .errors import InputError, JournalWriteError
 from .jobs import Task
 from .masked_db import MaskedConnection
 from .providers.answer import strict_text
@@ -151,10 +151,12 @@ class IncompleteRunError(Exception):
 
 
 class Journal:
-    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+    def __init__(self, path: Path, *, readonly: bool = False, immutable: bool = False) -> None:
+        """`immutable`: read a journal no process writes (a finished run in a read-only directory)."""
         self.path = Path(path)
         if readonly:
-            db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            flags = "mode=ro&immutable=1" if immutable else "mode=ro"
+            db = sqlite3.connect(f"file:{self.path}?{flags}", uri=True, check_same_thread=False)
         else:
             db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db = MaskedConnection(db)
@@ -239,6 +241,20 @@ class Journal:
         try:
             journal = cls(path, readonly=readonly)
             meta = journal.meta()
+        except sqlite3.OperationalError as exc:
+            if readonly and not path.with_name(path.name + "-wal").exists():
+                # a finished run in a read-only directory: SQLite cannot make the -shm a WAL journal is
+                # read with, and with no -wal the file alone is the whole journal (read as immutable)
+                journal = cls(path, readonly=True, immutable=True)
+                meta = journal.meta()
+            elif readonly:
+                raise InputError.single(
+                    path, "journal", f"cannot be read ({exc}): its directory is read-only and it has a -wal file"
+                ) from None
+            else:  # resume: a journal that cannot take writes (a read-only file or directory)
+                raise InputError.single(
+                    path, "journal", f"{describe_write_failure(exc, path)}; resume writes the journal"
+                ) from None
         except sqlite3.DatabaseError as exc:
             raise IncompleteRunError(f"{path} is not a swarm-tui journal ({exc})") from None
         if "plan" not in meta or "job" not in meta:
@@ -295,6 +311,18 @@ class Journal:
         with self._writing():
             self._db.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value, ensure_ascii=False))
+            )
+
+    def replace_bodies(self, bodies: dict[int, dict[str, Any]]) -> None:
+        """Tasks to be sent with other bodies from now on (a resume with `--model`); a task that
+        succeeded keeps the body it was answered for."""
+        with self._writing():
+            self._db.executemany(
+                "UPDATE tasks SET body = ?, updated_at = ? WHERE idx = ? AND state != ?",
+                (
+                    (json.dumps(body, ensure_ascii=False), time.time(), index, TaskState.SUCCEEDED)
+                    for index, body in bodies.items()
+                ),
             )
 
     def tasks(self) -> list[TaskRow]:

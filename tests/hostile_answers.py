@@ -18,6 +18,7 @@ Answers Python's `json` reads but a strict reader (jq, serde_json, Go, a JSON Li
     deep         an answer nested 100,000 arrays deep
     notutf8      a Latin-1 byte in the content: not UTF-8 at all
     huge         an answer of 1 MiB (over a cap a test sets lower)
+    big          an ordinary answer of 32 KiB (to fill a file quickly)
 
 Errors that echo the key (a 401 each; `authorization` is read from the request):
 
@@ -43,7 +44,7 @@ from .hostile import HostileServer, completion
 
 ANSWER_FATES = frozenset(
     {"bom", "nan", "dupkeys", "surrogate", "control", "lineseps", "hugenum", "bigusage", "utf16", "deep",
-     "notutf8", "huge"}
+     "notutf8", "huge", "big"}
 )
 KEY_FATES = frozenset({"keycode", "keyheader", "keyspell", "keytype", "keyok"})
 MARKER = re.compile(r"\[\[hostile:([a-z0-9]+?)(?:x(\d+))?\]\]")
@@ -78,6 +79,8 @@ def answer_bytes(fate: str, prompt: str, model: str) -> bytes:
             return text.replace('"created": 1', '"created": 1, "deep": ' + "[" * 100_000 + "]" * 100_000).encode()
         case "notutf8":
             return text.replace(f'"content": {content}', f'"content": {content[:-1]} caf\xe9"').encode("latin-1")
+        case "big":
+            return text.replace(f'"content": {content}', f'"content": {content[:-1]} {"y" * 32 * 1024}"').encode()
         case "huge":
             return text.replace(f'"content": {content}', f'"content": {content[:-1]} {"x" * 1024 * 1024}"').encode()
     raise AssertionError(fate)
@@ -115,7 +118,8 @@ class ByteHostileServer(HostileServer):
             self.answered[prompt] += 1
             answer = completion(prompt, body.get("model", "hostile-1"))
             answer["id"] = f"chatcmpl-{key}"
-            answer["choices"][0]["message"]["content"] += f" (you sent {quote(key, safe='')}, {key.lower()}, Bearer {key})"
+            echoed = f" (you sent {quote(key, safe='')}, {key.lower()}, Bearer {key})"
+            answer["choices"][0]["message"]["content"] += echoed
             return web.json_response(answer, headers={"x-request-id": f"req-{key}"})
         return self._echo_key(fate, key)
 

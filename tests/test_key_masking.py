@@ -15,7 +15,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-
 from swarm_tui import secrets
 from swarm_tui.engine.events import AttemptEnded, TaskFailed
 
