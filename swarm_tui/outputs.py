@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import secrets
 from .currency import USD, DisplayCurrency
 from .engine import TaskState
 from .engine.stats import latency_summary
@@ -22,7 +21,7 @@ from .errors import InputError
 from .journal import Journal
 from .judge.judge import quality_summary
 from .pricing import summary_cost_fields
-from .providers.answer import repaired_text
+from .providers.answer import repaired_text, strict_text
 from .rundir import open_private, temp_name
 
 OUTPUT_NAMES = ("results.jsonl", "errors.jsonl", "transcripts.jsonl", "summary.json")
@@ -63,14 +62,14 @@ def write_outputs(
                 "response": {"status_code": failure.get("status"), "request_id": request_id, "body": None},
                 "error": {"code": failure.get("code"), "message": failure.get("message")},
             }
-            errors.write(json.dumps(secrets.mask_value(line), ensure_ascii=False) + "\n")
+            errors.write(strict_text(line) + "\n")  # a key masked, U+2028 escaped: one strict line
     summary = summarize(
         journal, model=model, provider=provider, simulated=simulated, deadlines=deadlines, currency=currency
     )
     if summary.get("agents"):  # multi-step agents: each one's whole transcript, custom_id first
         with _atomic(run_dir / "transcripts.jsonl") as transcripts:
             for transcript in journal.iter_transcripts():
-                transcripts.write(json.dumps(transcript, ensure_ascii=False) + "\n")
+                transcripts.write(strict_text(transcript) + "\n")
     with _atomic(run_dir / "summary.json") as fh:
         json.dump(summary, fh, indent=2, ensure_ascii=False)
         fh.write("\n")
@@ -81,9 +80,9 @@ def _result_line(custom_id: str, request_id: str | None, body: str) -> str:
     """One results.jsonl line (the OpenAI Batch output format) with the answer spliced in as the
     journal keeps it (strict one-line JSON, `providers.answer`): no answer is read or encoded
     again at export, unless a journal written before answers were checked holds one to repair."""
-    head = json.dumps({"id": f"batch_req_{request_id or custom_id}", "custom_id": custom_id}, ensure_ascii=False)
+    head = strict_text({"id": f"batch_req_{request_id or custom_id}", "custom_id": custom_id})
     body = repaired_text(body)
-    request = json.dumps(request_id, ensure_ascii=False)
+    request = strict_text(request_id)
     return (
         f'{head[:-1]}, "response": {{"status_code": 200, "request_id": {request}, "body": {body}}}, "error": null}}\n'
     )

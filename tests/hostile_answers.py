@@ -29,6 +29,11 @@ Errors that echo the key (a 401 each; `authorization` is read from the request):
     keyok        a normal 200 whose `x-request-id`, `id` and content echo the key (URL-encoded,
                  lower-cased, `Bearer <key>`)
 
+An error whose text a strict reader chokes on once it is written back:
+
+    errweird     a 400 whose message holds U+2028, U+0085, a lone surrogate and a NUL, with an
+                 `x-request-id` holding a raw 0x85 byte (U+0085 to a latin-1 reader)
+
 `default_fate`: the fate of a request that names none (`providers test` sends its own prompt).
 """
 
@@ -47,6 +52,7 @@ ANSWER_FATES = frozenset(
      "notutf8", "huge", "big"}
 )
 KEY_FATES = frozenset({"keycode", "keyheader", "keyspell", "keytype", "keyok"})
+ERROR_FATES = frozenset({"errweird"})
 MARKER = re.compile(r"\[\[hostile:([a-z0-9]+?)(?:x(\d+))?\]\]")
 """`tests/hostile`'s marker."""
 
@@ -101,7 +107,7 @@ class ByteHostileServer(HostileServer):
         marker = self._peek(prompt)
         if marker is None and self.default_fate is not None:
             fate = self.default_fate
-        elif marker in ANSWER_FATES | KEY_FATES:
+        elif marker in ANSWER_FATES | KEY_FATES | ERROR_FATES:
             fate = self._fate(prompt)
         else:
             return await super()._handle(request)  # aiohttp keeps the body read: it reads it again
@@ -113,6 +119,10 @@ class ByteHostileServer(HostileServer):
             self.answered[prompt] += 1
             data = answer_bytes(fate, prompt, body.get("model", "hostile-1"))
             return web.Response(status=200, body=data, headers={"content-type": "application/json"})
+        if fate == "errweird":
+            error = {"message": "bad\u2028request\u0085 \ud800 \x00 end", "type": "invalid_request_error"}
+            return web.Response(status=400, text=json.dumps({"error": error}), content_type="application/json",
+                                headers={"x-request-id": "req-\x85x"})
         key = (request.headers.get("authorization") or "").removeprefix("Bearer ")
         if fate == "keyok":
             self.answered[prompt] += 1

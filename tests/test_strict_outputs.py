@@ -85,7 +85,8 @@ FATES = ["bom", "nan", "dupkeys", "surrogate", "control", "lineseps", "hugenum",
 
 def test_every_answer_a_provider_sends_is_a_strict_json_line_of_results(tmp_path, byte_hostile):
     prompts = [f"t{i} [[hostile:{fate}]]" for i, fate in enumerate(FATES)]
-    prompts += ["once not utf-8 [[hostile:notutf8x1]]", "always deep [[hostile:deep]]", "plain"]
+    prompts += ["once not utf-8 [[hostile:notutf8x1]]", "always deep [[hostile:deep]]", "plain",
+                "an error a strict reader chokes on [[hostile:errweird]]"]
     job = write_batch(tmp_path / "job.jsonl", prompts)
     run_dir = tmp_path / "run"
     result = run_cli("run", str(job), "--headless", "--base-url", byte_hostile.base_url, "--out", str(run_dir),
@@ -97,7 +98,7 @@ def test_every_answer_a_provider_sends_is_a_strict_json_line_of_results(tmp_path
     errors = {line["custom_id"]: line for line in strict_lines(run_dir / "errors.jsonl")}
     assert_jq_reads(run_dir / "results.jsonl", len(results))
     assert_jq_reads(run_dir / "errors.jsonl", len(errors))
-    assert len(results) == len(FATES) + 2 and set(errors) == {"task-0011"}
+    assert len(results) == len(FATES) + 2 and set(errors) == {"task-0011", "task-0013"}
 
     def message(i: int) -> dict:
         return results[f"task-{i:04d}"]["response"]["body"]["choices"][0]["message"]
@@ -118,6 +119,9 @@ def test_every_answer_a_provider_sends_is_a_strict_json_line_of_results(tmp_path
     assert message(10)["content"].startswith("answer to once")
     deep = errors["task-0011"]["error"]
     assert deep["code"] == "malformed_answer" and "nested deeper" in deep["message"]
+    weird = errors["task-0013"]
+    assert weird["error"]["message"] == "bad\u2028request\u0085 \ufffd \x00 end"  # escaped, not raw: one line
+    assert weird["response"]["request_id"] == "req-\x85x"
     assert byte_hostile.answered["once not utf-8 [[hostile:notutf8x1]]"] == 2, "malformed: retried"
     assert byte_hostile.answered["always deep [[hostile:deep]]"] == 2, "malformed: retried up to --max-attempts"
     db = sqlite3.connect(f"file:{run_dir / 'journal.sqlite'}?mode=ro", uri=True)

@@ -24,6 +24,7 @@ So each answer is checked when it arrives (`strict_answer`):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any
@@ -259,6 +260,17 @@ def _encodable_text(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def storable_error(error: CallError) -> CallError:
+    """`error` with its provider texts (message, code, request id) encodable as UTF-8: an error
+    body's `\ud800` escape must not fail the journal's write, nor the screen's."""
+    changes: dict[str, Any] = {}
+    for name in ("message", "code", "request_id"):
+        value = getattr(error, name)
+        if isinstance(value, str) and (safe := storable_text(value)) is not value:
+            changes[name] = safe
+    return dataclasses.replace(error, **changes) if changes else error
 
 
 def storable_text(text: str) -> str:

@@ -21,7 +21,7 @@ from openai._legacy_response import LegacyAPIResponse
 from openai.resources.chat.completions import AsyncCompletions
 
 from .. import secrets
-from .answer import MAX_ANSWER_BYTES, NOT_PARSED, AnswerRefused, strict_answer, strict_body
+from .answer import MAX_ANSWER_BYTES, NOT_PARSED, AnswerRefused, storable_error, strict_answer, strict_body
 from .errors import BadResponseError, BrokenStreamError, CallError, classify, classify_reply
 from .profile import ProviderProfile, resolve_api_key
 from .usage import Usage
@@ -117,11 +117,12 @@ class ProviderClient:
     def classify(self, exc: BaseException) -> CallError:
         """The attempt's failure; a key echoed anywhere in it (code, request id, headers) masked."""
         error = exc.error if isinstance(exc, AnswerRefused) else classify(exc, secrets=self._secrets)
-        return secrets.mask_value(error)
+        return secrets.mask_value(storable_error(error))
 
     def classify_answer(self, status: int, body: Any, request_id: str | None = None) -> CallError:
         """An error answer that came as data (a line of a Batch output or error file)."""
-        return secrets.mask_value(classify_reply(status, body, request_id=request_id, secrets=self._secrets))
+        error = classify_reply(status, body, request_id=request_id, secrets=self._secrets)
+        return secrets.mask_value(storable_error(error))
 
     async def complete(
         self, body: dict[str, Any], *, stream: bool = False, deadlines: StreamDeadlines | None = None
