@@ -41,5 +41,11 @@ def _safe_row(params: Sequence[Any]) -> tuple[Any, ...]:
 
 
 def _safe(text: str, masking: bool) -> str:
-    text = storable_text(text)
-    return secrets.mask(text) if masking else text
+    try:
+        data = text.encode("utf-8")  # the bytes SQLite will store (a plain copy for ASCII)
+    except UnicodeEncodeError:
+        text = storable_text(text)
+        data = text.encode("utf-8")
+    if masking and secrets.found_in(data):  # the cheap check first: most strings hold no key
+        return secrets.mask(text)
+    return text

@@ -35,52 +35,50 @@ MIN_SECRET_CHARS = 8
 ordinary words everywhere, and no provider issues one."""
 
 _secrets: list[str] = []
-_spellings: tuple[str, ...] = ()
-"""Every spelling of every registered secret, lower-cased (for the quick check)."""
 _byte_spellings: tuple[bytes, ...] = ()
+"""Every spelling of every registered secret, lower-cased, in UTF-8 (for the quick check)."""
 _pattern: re.Pattern[str] | None = None
 
 
 def register(secret: str) -> None:
     """Mask `secret` from now on (a value too short to be a key is ignored)."""
-    global _spellings, _byte_spellings, _pattern
+    global _byte_spellings, _pattern
     if len(secret) < MIN_SECRET_CHARS or secret in _secrets:
         return
     _secrets.append(secret)
-    _spellings, _pattern = _compiled(tuple(_secrets))
-    _byte_spellings = tuple(s.encode("utf-8") for s in _spellings)
+    _byte_spellings, _pattern = _compiled(tuple(_secrets))
 
 
 def registered() -> bool:
     return bool(_secrets)
 
 
-def found_in(data: bytes) -> bool:
-    """Whether `data` may hold a registered secret (cheap: one lower-casing, a substring search each)."""
-    if not _byte_spellings:
-        return False
-    lowered = data.lower()
-    return any(spelling in lowered for spelling in _byte_spellings)
+def found_in(data: bytes, spellings: tuple[bytes, ...] | None = None) -> bool:
+    """Whether `data` may hold a registered secret: cheap (the bytes lower-cased, which only touches
+    ASCII letters and a key is ASCII, then a substring search a spelling), so every answer and every
+    journal write can afford it; `mask` does the work only when it says yes."""
+    spellings = _byte_spellings if spellings is None else spellings
+    if spellings:
+        lowered = data.lower()
+        for spelling in spellings:
+            if spelling in lowered:
+                return True
+    return False
 
 
 def found_in_text(text: str) -> bool:
-    if not _spellings:
-        return False
-    lowered = text.lower()
-    return any(spelling in lowered for spelling in _spellings)
+    """`found_in` for a text (its UTF-8 bytes: lower-casing a text is 10x slower than its bytes)."""
+    return bool(_byte_spellings) and found_in(text.encode("utf-8", "surrogatepass"))
 
 
 def mask(text: str, extra: Iterable[str] = ()) -> str:
     """`text` with every spelling of every registered secret (and of `extra`) replaced by `***`."""
-    extra = tuple(s for s in extra if s and len(s) >= MIN_SECRET_CHARS and s not in _secrets)
+    spellings, pattern = _byte_spellings, _pattern
     if extra:
-        spellings, pattern = _compiled(tuple(_secrets) + extra)
-    else:
-        spellings, pattern = _spellings, _pattern
-    if pattern is None or not text:
-        return text
-    lowered = text.lower()
-    if not any(spelling in lowered for spelling in spellings):
+        others = tuple(s for s in extra if s and len(s) >= MIN_SECRET_CHARS and s not in _secrets)
+        if others:
+            spellings, pattern = _compiled(tuple(_secrets) + others)
+    if pattern is None or not found_in(text.encode("utf-8", "surrogatepass"), spellings):
         return text
     return pattern.sub(MASK, text)
 
@@ -88,7 +86,7 @@ def mask(text: str, extra: Iterable[str] = ()) -> str:
 def mask_value(value: Any) -> Any:
     """`value` with `mask` applied to every string in it: dicts (keys too), lists, tuples and
     dataclasses are rebuilt only where something changed (the same object otherwise)."""
-    if not _spellings:
+    if not _byte_spellings:
         return value
     return _masked(value)
 
@@ -122,12 +120,13 @@ def _masked(value: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled(secrets: tuple[str, ...]) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
+def _compiled(secrets: tuple[str, ...]) -> tuple[tuple[bytes, ...], re.Pattern[str] | None]:
+    """(each spelling lower-cased in UTF-8, for `found_in`; one pattern replacing them all, longest first)."""
     spellings = sorted({s for secret in secrets for s in spellings_of(secret)}, key=len, reverse=True)
     if not spellings:
         return (), None
     pattern = re.compile("|".join(re.escape(s) for s in spellings), re.IGNORECASE)
-    return tuple(s.lower() for s in spellings), pattern
+    return tuple(s.lower().encode("utf-8") for s in spellings), pattern
 
 
 def spellings_of(secret: str) -> set[str]:
@@ -163,7 +162,7 @@ def install_log_masking() -> None:
 
     def masked_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = make_record(*args, **kwargs)
-        if _spellings:
+        if _byte_spellings:
             MaskingFilter().filter(record)
         return record
 
@@ -174,7 +173,7 @@ class MaskingFilter(logging.Filter):
     """A record's message, arguments and exception text masked (for a handler of one's own, too)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not _spellings:
+        if not _byte_spellings:
             return True
         try:
             message = record.getMessage()
