@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from typing import Any
 
 from .. import secrets
@@ -76,7 +77,7 @@ def strict_answer(content: bytes, status: int, request_id: str | None, max_bytes
         value = _STRICT.decode(text)  # NaN, Infinity, raw control characters, duplicate keys fail
     except (ValueError, RecursionError):
         return _rewritten(content, status, request_id)
-    if _LONE_SURROGATE_HINT in text or _LONE_SURROGATE_HINT_UPPER in text:
+    if (_LONE_SURROGATE_HINT in text or _LONE_SURROGATE_HINT_UPPER in text) and _SURROGATE_ESCAPE.search(text):
         if not _encodable(value):  # a \ud800 escape with no partner
             return _rewritten(content, status, request_id)
     if "\n" in text or "\r" in text:  # pretty-printed: outside strings (inside, the parse failed)
@@ -147,6 +148,8 @@ than Python reads (4,300) is rewritten as null."""
 
 _LONE_SURROGATE_HINT = "\\ud"
 _LONE_SURROGATE_HINT_UPPER = "\\uD"
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+"""`\\uD800`-`\\uDFFF` (an escaped Hangul syllable, `\\uD000`-`\\uD7FF`, is no surrogate)."""
 """A surrogate reaches a parsed string only through a `\\uD800`-`\\uDFFF` escape (UTF-8 cannot
 encode one): without such an escape in the text, no string needs checking."""
 
