@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
 
-from . import __version__
+from . import __version__, secrets
 from .argtypes import (
     STRAGGLER_OFF,
     non_negative_float,
@@ -43,23 +44,29 @@ from .tools import Toolbox, ToolsSpec
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:  # bare `swarm-tui`: the demo swarm on the embedded simulator
-        args = parser.parse_args(["run", *(argv if argv is not None else sys.argv[1:])])
+    """Every failure a user can meet ends in one line and its exit code, never a traceback: bad
+    input 2 (nothing sent), Ctrl-C at any moment 130 (`swarm_tui.__main__` covers the imports)."""
     from .journal import IncompleteRunError
 
+    secrets.install_log_masking()
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:  # bare `swarm-tui`: the demo swarm on the embedded simulator
+            args = parser.parse_args(["run", *(argv if argv is not None else sys.argv[1:])])
         return args.handler(args)
-    except InputError as exc:
-        print(f"swarm-tui: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (FileNotFoundError, FileExistsError, IncompleteRunError) as exc:
-        print(f"swarm-tui: {exc}", file=sys.stderr)
+    except (InputError, FileNotFoundError, FileExistsError, IncompleteRunError) as exc:
+        print(f"swarm-tui: {secrets.mask(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:  # Ctrl-C before the run's own handler was installed (or after it ended)
-        print("\nswarm-tui: interrupted", file=sys.stderr)
-        return EXIT_ABORTED
+        return interrupted()
+
+
+def interrupted() -> int:
+    """Ctrl-C outside the run's own handler: one line, exit 130 (a second Ctrl-C meanwhile is ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print("\nswarm-tui: interrupted", file=sys.stderr)
+    return EXIT_ABORTED
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,6 +143,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "--rpm", type=positive_int, help="requests per minute the provider allows (else learned from headers)"
     )
     e.add_argument("--tpm", type=positive_int, help="tokens per minute the provider allows (else learned from headers)")
+    e.add_argument(
+        "--max-answer-bytes",
+        type=positive_int,
+        metavar="N",
+        help="what one answer may hold (default 8388608, 8 MiB); a larger one fails as answer_too_large",
+    )
     e.add_argument("--stream", action="store_true", help="stream answers (time to first token is measured)")
     e.add_argument("--ttft-timeout", type=positive_float, help="streaming: seconds to the first token (default 30)")
     e.add_argument("--idle-timeout", type=positive_float, help="streaming: seconds between chunks (default 30)")
@@ -284,6 +297,7 @@ def resolve_settings(
         lane=args.lane or base.lane,
         live_share=args.live_share if args.live_share is not None else base.live_share,
         batch_poll_s=args.batch_poll or base.batch_poll_s,
+        max_answer_bytes=args.max_answer_bytes or base.max_answer_bytes,
     )
 
 
@@ -392,6 +406,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _drive(session, args)
 
 
+PROFILE_FLAGS = ("model", "api_key_env", "backend", "fallback_base_url", "fallback_model", "fallback_api_key_env")
+"""Flags that change a profile: on `resume` without --base-url or --provider they apply to the run's own."""
+
+
 def cmd_resume(args: argparse.Namespace) -> int:
     config = load_config()
     _check_theme(args)
@@ -405,6 +423,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     meta = journal.meta()
     journal.close()
     stored = plan_from_meta(meta["plan"])
+    if profile is None and any(getattr(args, flag) is not None for flag in PROFILE_FLAGS):
+        profile = _with_flag_overrides(stored.profile, args)  # e.g. --model: the run's endpoint, another model
     effective = profile or stored.profile
     _check_key(effective)
     settings = resolve_settings(args, effective, stored.settings)
@@ -746,7 +766,6 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 def cmd_shadow(args: argparse.Namespace) -> int:
     import json
-    import signal
     import time
 
     from .shadow import (

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ import tomli_w
 
 from .errors import InputError
 from .providers.profile import SIM_PROFILE_NAME, ProviderProfile
+from .textfile import TomlLines, read_text_file, split_lines
 
 if TYPE_CHECKING:
     from .currency import DisplayCurrency
@@ -149,16 +151,39 @@ def _private_dir(directory: Path) -> None:
 
 
 def load_config(path: Path | None = None) -> Config:
+    """The config file's settings; `InputError` (exit 2) naming file, line and field for a file that
+    cannot be read (a directory, permission, not UTF-8, not TOML) or holds a value of the wrong type."""
     path = path or config_path()
     config = Config(path=path)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return config
-    doc = _read(path)
-    for name, table in (doc.get("providers") or {}).items():
+    text = read_text_file(path, "config")
+    doc = _parse(path, text)
+    try:
+        _apply(config, doc)
+    except InputError as exc:  # a problem found in the parsed document: name its line
+        lines = TomlLines(split_lines(text))
+        exc.problems = [
+            replace(p, line=lines.line_of(p.field)) if p.line is None and p.source == str(path) else p
+            for p in exc.problems
+        ]
+        raise
+    return config
+
+
+def _apply(config: Config, doc: dict[str, Any]) -> None:
+    path = config.path
+    providers = _table(path, doc, "providers", "tables: [providers.NAME]")
+    for name, table in providers.items():
         if not isinstance(table, dict):
             raise InputError.single(path, f"providers.{name}", "must be a table")
+        _check_profile_types(path, name, table)
         config.profiles[name] = ProviderProfile.from_toml(name, table, source=str(path))
-    defaults = doc.get("defaults") or {}
+    defaults = _table(path, doc, "defaults", "a table: [defaults]")
+    for key in ("provider", "theme", "currency"):
+        value = defaults.get(key)
+        if value is not None and not isinstance(value, str):
+            raise InputError.single(path, f"defaults.{key}", f"must be a string, not {_type_name(value)}")
     config.default_provider = defaults.get("provider", config.default_provider)
     config.theme = defaults.get("theme", config.theme)
     config.currency = defaults.get("currency", config.currency)
@@ -169,7 +194,46 @@ def load_config(path: Path | None = None) -> Config:
     _check_money(config)
     if config.default_provider not in config.profiles:
         raise InputError.single(path, "defaults.provider", f"no profile named {config.default_provider!r}")
-    return config
+
+
+def _table(path: Path, doc: dict[str, Any], key: str, what: str) -> dict[str, Any]:
+    value = doc.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError.single(path, key, f"must be {what}, not {_type_name(value)}")
+    return value
+
+
+_FIELD_TYPES = {"str": (str,), "int": (int,), "float": (int, float)}
+
+
+def _check_profile_types(path: Path, name: str, table: dict[str, Any]) -> None:
+    """Each setting of a profile has its field's type (a table or a list where a string or a number
+    belongs fails here, naming it, not later in a request); what the values may be is
+    `ProviderProfile.problem`'s to say. A value is named by its type only: it may be a key."""
+    for field_ in fields(ProviderProfile):
+        value = table.get(field_.name)
+        if value is None:
+            continue
+        kinds = [t for part in str(field_.type).split("|") for t in _FIELD_TYPES.get(part.strip(), ())]
+        if kinds and (isinstance(value, bool) or not isinstance(value, tuple(kinds))):
+            expected = " or ".join(part.strip() for part in str(field_.type).split("|") if part.strip() != "None")
+            wanted = {"str": "a string", "int": "an integer", "float": "a number"}.get(expected, expected)
+            raise InputError.single(
+                path, f"providers.{name}.{field_.name}", f"must be {wanted}, not {_type_name(value)}"
+            )
+
+
+def _type_name(value: Any) -> str:
+    return {
+        dict: "a table",
+        list: "a list",
+        bool: "a boolean",
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
 
 
 def keymap_of(path: Path, table: Any, prefix: str = "keys") -> dict[str, str]:
@@ -234,7 +298,13 @@ def _check_money(config: Config) -> None:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    return _parse(path, read_text_file(path, "config"))
+
+
+def _parse(path: Path, text: str) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise InputError.single(path, "toml", str(exc)) from None
+        match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        raise InputError.single(path, "toml", message, line=int(match.group(1)) if match else None) from None

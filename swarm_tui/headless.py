@@ -22,12 +22,17 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ABORTED = 0, 1, 2, 130
 REFRESH_S = 0.25
 
 
-def exit_code(finished: RunFinished) -> int:
-    if finished.aborted:
+def exit_code(finished: RunFinished, output_error: str | None = None) -> int:
+    """The run's exit code, headless and in the TUI alike: 0 every task succeeded and the outputs
+    were written; 130 the user aborted with work left (the journal is resumable); 1 otherwise: failed
+    or unfinished tasks, a stop (budget, error rate, the journal), or results.jsonl / summary.json
+    that could not be written (`output_error`: a run whose outputs are missing never says 0)."""
+    complete = not (finished.failed or finished.cancelled or finished.stop_reason)
+    if complete and output_error is None:
+        return EXIT_OK
+    if finished.aborted and not complete:
         return EXIT_ABORTED
-    if finished.failed or finished.cancelled or finished.stop_reason:
-        return EXIT_FAILED
-    return EXIT_OK
+    return EXIT_FAILED
 
 
 def format_duration(seconds: float | None) -> str:
@@ -98,7 +103,9 @@ async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) ->
         if painter:
             painter.cancel()
         stops.remove(loop)
-    return EXIT_ABORTED if stops.signalled else exit_code(finished)
+    code = exit_code(finished, session.output_error)
+    # a stop by signal with work left is the user's stop (resumable), unless the outputs are missing
+    return EXIT_ABORTED if stops.signalled and code == EXIT_FAILED and session.output_error is None else code
 
 
 STOP_GRACE_S = 15.0

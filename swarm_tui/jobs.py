@@ -14,11 +14,12 @@ line and field, and a job with any problem raises `InputError` (the CLI exits 2)
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import math
 import re
+import string
 import tomllib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -28,6 +29,7 @@ from .errors import InputError, Problem
 from .judge.spec import JudgeSpec, parse_judge_spec
 from .lanes import LANES
 from .swarm.spec import SwarmSpec, parse_swarm_spec
+from .textfile import TomlLines, read_job_lines, read_text_file, split_lines
 from .tools.spec import ToolsSpec, parse_tools_spec
 
 CHAT_COMPLETIONS_URLS = ("/v1/chat/completions", "/chat/completions")
@@ -35,6 +37,14 @@ VALID_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 MAX_PROBLEMS = 50
 SHARED_MESSAGES_MAX = 1024
 """How many distinct leading messages a Batch job's tasks share (see `_share_prefix`)."""
+MAX_TASKS = 1_000_000
+"""What one job may hold. A task keeps about 1.1 KB in memory (its body), so a million is about a
+gigabyte: a larger job is refused, naming this limit (a TOML `count` of 10**11 would otherwise
+grow memory until the machine gives out); split it into several runs."""
+MAX_FIELD_WIDTH = 1_000
+"""The widest a placeholder may be formatted (`{agent:06}` is 6): `{agent:999999999}` would
+build a gigabyte-long string for every task."""
+PLACEHOLDERS = ("agent", "index", "total")
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,64 +147,6 @@ def load_job(path: str | Path, *, model_override: str | None = None) -> Job:
     )
 
 
-def read_job_text(path: Path) -> str:
-    """The file's text, or `InputError` naming the line of the first byte that is not UTF-8.
-
-    A leading byte-order mark is dropped (editors on Windows write one)."""
-    try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise InputError.single(path, "job", "is a directory, not a job file") from None
-    except OSError as exc:
-        raise InputError.single(path, "job", f"cannot read: {exc.strerror or exc}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise _not_utf8(path, data, exc, line, data.rfind(b"\n", 0, exc.start) + 1) from None
-    return text[1:] if text.startswith("\ufeff") else text
-
-
-def _not_utf8(path: Path, data: bytes, exc: UnicodeDecodeError, line: int, line_start: int) -> InputError:
-    column = exc.start - line_start + 1
-    return InputError.single(
-        path,
-        "encoding",
-        f"not UTF-8 text: byte 0x{data[exc.start]:02x} at column {column} ({exc.reason}); save the file as UTF-8",
-        line=line,
-    )
-
-
-def read_job_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text) of each line, read one at a time: what `split_lines(read_job_text(path))`
-    gives, with the same errors (the first byte that is not UTF-8 is reported however many
-    lines come before it), without holding the file's bytes, its text and its lines at once."""
-    try:
-        with path.open("rb") as file:
-            for lineno, data in enumerate(file, start=1):
-                try:
-                    line = data.decode("utf-8")  # with its "\n": a sequence cut by it fails as in the whole file
-                except UnicodeDecodeError as exc:
-                    raise _not_utf8(path, data, exc, lineno, 0) from None
-                if lineno == 1 and line.startswith("\ufeff"):
-                    line = line[1:]
-                if line.endswith("\n"):
-                    line = line[:-1]
-                yield lineno, line[:-1] if line.endswith("\r") else line
-    except IsADirectoryError:
-        raise InputError.single(path, "job", "is a directory, not a job file") from None
-    except OSError as exc:
-        raise InputError.single(path, "job", f"cannot read: {exc.strerror or exc}") from None
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines as a JSONL reader and a person count them: split on "\\n" only (a "\\r" before it is
-    dropped). `str.splitlines` also splits on U+2028, U+0085 and form feeds, which are legal
-    inside JSON and TOML strings: it would break a valid line in two and shift every later number."""
-    lines = text.split("\n")
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
-
-
 # --------------------------------------------------------------------------- Batch JSONL
 
 
@@ -236,6 +188,9 @@ def load_batch_jsonl(path: Path, *, model_override: str | None = None) -> Job:
             problem(lineno, "custom_id", f"duplicate {custom_id!r} (first on line {first_line_of[custom_id]})")
             continue
         first_line_of[custom_id] = lineno
+        if len(first_line_of) > MAX_TASKS:
+            problem(lineno, "job", f"more than {MAX_TASKS:,} requests: over the limit of a job (split it)")
+            break
         method = request.get("method", "POST")
         if method != "POST":
             problem(lineno, "method", f"must be POST, not {method!r}")
@@ -500,70 +455,6 @@ TASKS_KEYS = frozenset({"count", "prompt", "id"})
 TASK_ENTRY_KEYS = frozenset({"id", "prompt"})
 CONTEXT_KEYS = frozenset({"text", "file"})
 
-_KEY_PART = r"""(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')"""
-_DOTTED_KEY = rf"{_KEY_PART}(?:\s*\.\s*{_KEY_PART})*"
-_HEADER = re.compile(rf"^\s*\[\[?\s*({_DOTTED_KEY})\s*\]\]?\s*(?:#.*)?$")
-_ASSIGNMENT = re.compile(rf"^\s*({_DOTTED_KEY})\s*=")
-_FIELD_PART = re.compile(r"([^.\[\]]+)(?:\[(\d+)\])?")
-
-
-def _normal_key(written: str) -> str:
-    """`"a" . b` -> `a.b`: a dotted key as the parsed document names it."""
-    return ".".join(part.strip().strip("\"'") for part in re.findall(_KEY_PART, written))
-
-
-class _LineIndex:
-    """Where each table header and `key =` of a TOML text stands, found in one pass.
-
-    A field is then located with a couple of dict lookups, so validating a job stays linear in
-    its size (rescanning the text per field made a 2,000-task job take seconds). Lines inside a
-    multi-line string are skipped: a `[x]` or `k = v` in a shared context is text, not TOML.
-    """
-
-    def __init__(self, lines: list[str]) -> None:
-        self.root: dict[str, int] = {}
-        self.tables: dict[str, list[tuple[int, dict[str, int]]]] = {}
-        keys = self.root
-        open_string: str | None = None
-        for lineno, line in enumerate(lines, start=1):
-            if open_string is not None:
-                if line.count(open_string) % 2:
-                    open_string = None
-                continue
-            header = _HEADER.match(line)
-            if header:
-                keys = {}
-                self.tables.setdefault(_normal_key(header.group(1)), []).append((lineno, keys))
-                continue
-            assignment = _ASSIGNMENT.match(line)
-            if assignment:
-                keys.setdefault(_normal_key(assignment.group(1)), lineno)
-                value = line[assignment.end() :]
-                for quotes in ('"""', "'''"):
-                    if value.count(quotes) % 2:
-                        open_string = quotes
-                        break
-
-    def line_of(self, dotted: str) -> int | None:
-        """Line of a problem field such as `request.max_tokens`, `task[3].prompt` or `modle`: the
-        key's own line when written, else its table's header, else None."""
-        parts = _FIELD_PART.findall(dotted)
-        for cut in range(len(parts), 0, -1):
-            entries = self.tables.get(".".join(name for name, _ in parts[:cut]))
-            position = int(parts[cut - 1][1] or 0)
-            if entries and position < len(entries):
-                header_line, keys = entries[position]
-                return self._key_line(keys, [name for name, _ in parts[cut:]]) or header_line
-        return self._key_line(self.root, [name for name, _ in parts])
-
-    @staticmethod
-    def _key_line(keys: dict[str, int], names: list[str]) -> int | None:
-        for cut in range(len(names), 0, -1):
-            line = keys.get(".".join(names[:cut]))
-            if line is not None:
-                return line
-        return None
-
 
 class _TomlChecker:
     """Collects problems in a TOML job, locating each field's line in the source text."""
@@ -574,9 +465,9 @@ class _TomlChecker:
         self.problems: list[Problem] = []
 
     @cached_property
-    def index(self) -> _LineIndex:
+    def index(self) -> TomlLines:
         """Built on the first problem only: a valid job never pays for locating fields."""
-        return _LineIndex(split_lines(self.text))
+        return TomlLines(split_lines(self.text))
 
     def line_of(self, dotted: str) -> int | None:
         return self.index.line_of(dotted)
@@ -602,7 +493,7 @@ class _TomlChecker:
 
 
 def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
-    text = read_job_text(path)
+    text = read_text_file(path)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -665,7 +556,7 @@ def load_tools_file(path: str | Path) -> ToolsSpec:
     """`--tools FILE.toml`: the `[[tools.mcp]]`, `[[tools.python]]` and `[agents]` tables of a
     TOML file, for a job (e.g. a Batch JSONL) that does not declare its own."""
     path = Path(path)
-    text = read_job_text(path)
+    text = read_text_file(path)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -734,23 +625,38 @@ def _task_prompts(doc: dict[str, Any], check: _TomlChecker) -> list[tuple[str, s
         check.unknown_keys(tasks_table, TASKS_KEYS, "tasks.")
         count = tasks_table.get("count")
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            check.add("tasks.count", f"must be a positive integer, not {count!r}")
+            check.add("tasks.count", f"must be a positive integer, not {_shown(count)}")
+            return []
+        if count > MAX_TASKS:
+            check.add("tasks.count", f"{count:,} tasks is over the limit of {MAX_TASKS:,} a job (split it)")
             return []
         prompt = check.string(tasks_table, "prompt", "tasks.prompt", required=True)
         id_template = check.string(tasks_table, "id", "tasks.id") or f"agent-{{agent:0{len(str(count))}}}"
         if prompt is None:
             return []
+        agent_of: dict[str, int] = {}
         for index in range(count):
             values = {"agent": index + 1, "index": index, "total": count}
             custom_id = _render(id_template, values, check, "tasks.id")
             if custom_id is None:
                 return []
+            if custom_id in agent_of:  # e.g. an id without {agent}: every task would be one
+                check.add(
+                    "tasks.id",
+                    f"gives agents {agent_of[custom_id]} and {index + 1} the same id {_shown(custom_id)}: "
+                    f"put {{agent}} (or {{index}}) in it",
+                )
+                return []
+            agent_of[custom_id] = index + 1
             prompts.append((custom_id, prompt, "tasks.prompt"))
     if task_list is not None:
         if not isinstance(task_list, list):
             check.add("task", "must be an array of tables ([[task]])")
             return prompts
         seen = {custom_id for custom_id, *_ in prompts}
+        if len(prompts) + len(task_list) > MAX_TASKS:
+            check.add("task", f"{len(prompts) + len(task_list):,} tasks is over the limit of {MAX_TASKS:,} a job")
+            return prompts
         for i, entry in enumerate(task_list):
             where = f"task[{i}]"
             if not isinstance(entry, dict):
@@ -772,12 +678,35 @@ def _task_prompts(doc: dict[str, Any], check: _TomlChecker) -> list[tuple[str, s
 
 
 def _render(template: str, values: dict[str, int], check: _TomlChecker, dotted: str) -> str | None:
+    problem = _template_problem(template)
+    if problem is None:
+        try:
+            return template.format(**values)
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError, OverflowError) as exc:
+            problem = f"unknown or malformed placeholder {exc!s}"
+    check.add(
+        dotted,
+        f"bad template {_shown(template)}: {problem} "
+        f"(known: {{agent}}, {{index}}, {{total}}; write {{{{ }}}} for braces)",
+    )
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _template_problem(template: str) -> str | None:
+    """What makes `template` unsafe to render, checked once however many tasks it renders: a
+    placeholder that is not one of ours (`{agent.__class__}`, `{0}`), or a format wider than
+    `MAX_FIELD_WIDTH` or holding a placeholder of its own (`{agent:{total}}`)."""
     try:
-        return template.format(**values)
-    except (KeyError, IndexError, ValueError) as exc:
-        check.add(
-            dotted,
-            f"bad template {template!r}: unknown or malformed placeholder {exc!s} "
-            f"(known: {{agent}}, {{index}}, {{total}}; write {{{{ }}}} for braces)",
-        )
-        return None
+        fields = [(name, spec) for _, name, spec, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        return f"malformed placeholder ({exc})"
+    for name, spec in fields:
+        if name not in PLACEHOLDERS:
+            return f"unknown placeholder {{{name[:30]}}}"
+        if spec and "{" in spec:
+            return f"the format of {{{name}}} holds a placeholder of its own"
+        for digits in re.findall(r"\d+", spec or ""):
+            if len(digits) > 7 or int(digits) > MAX_FIELD_WIDTH:
+                return f"the format of {{{name}}} is wider than {MAX_FIELD_WIDTH:,} characters"
+    return None

@@ -28,8 +28,10 @@ from typing import Any
 from .engine import eventlog
 from .engine.batch_records import BatchLines, BatchRow
 from .engine.events import Attempt, EngineEvent, TaskState
-from .errors import JournalWriteError
+from .errors import InputError, JournalWriteError
 from .jobs import Task
+from .masked_db import MaskedConnection
+from .providers.answer import strict_text
 from .providers.errors import CallError, ErrorClass, error_body
 from .providers.usage import Usage
 from .rundir import JOURNAL_NAME, PRIVATE_FILE, describe_write_failure, temp_name
@@ -151,12 +153,17 @@ class IncompleteRunError(Exception):
 
 
 class Journal:
-    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+    def __init__(self, path: Path, *, readonly: bool = False, immutable: bool = False) -> None:
+        """`immutable`: read a journal no process writes (a finished run in a read-only directory)."""
         self.path = Path(path)
         if readonly:
-            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            flags = "mode=ro&immutable=1" if immutable else "mode=ro"
+            db = sqlite3.connect(f"file:{self.path}?{flags}", uri=True, check_same_thread=False)
         else:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db = MaskedConnection(db)
+        """Every string a write binds is masked of the process's keys and storable as UTF-8."""
+        if not readonly:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
@@ -249,6 +256,20 @@ class Journal:
         try:
             journal = cls(path, readonly=readonly)
             meta = journal.meta()
+        except sqlite3.OperationalError as exc:
+            if readonly and not path.with_name(path.name + "-wal").exists():
+                # a finished run in a read-only directory: SQLite cannot make the -shm a WAL journal is
+                # read with, and with no -wal the file alone is the whole journal (read as immutable)
+                journal = cls(path, readonly=True, immutable=True)
+                meta = journal.meta()
+            elif readonly:
+                raise InputError.single(
+                    path, "journal", f"cannot be read ({exc}): its directory is read-only and it has a -wal file"
+                ) from None
+            else:  # resume: a journal that cannot take writes (a read-only file or directory)
+                raise InputError.single(
+                    path, "journal", f"{describe_write_failure(exc, path)}; resume writes the journal"
+                ) from None
         except sqlite3.DatabaseError as exc:
             raise IncompleteRunError(f"{path} is not a swarm-tui journal ({exc})") from None
         if "plan" not in meta or "job" not in meta:
@@ -305,6 +326,18 @@ class Journal:
         with self._writing():
             self._db.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value, ensure_ascii=False))
+            )
+
+    def replace_bodies(self, bodies: dict[int, dict[str, Any]]) -> None:
+        """Tasks to be sent with other bodies from now on (a resume with `--model`); a task that
+        succeeded keeps the body it was answered for."""
+        with self._writing():
+            self._db.executemany(
+                "UPDATE tasks SET body = ?, updated_at = ? WHERE idx = ? AND state != ?",
+                (
+                    (json.dumps(body, ensure_ascii=False), time.time(), index, TaskState.SUCCEEDED)
+                    for index, body in bodies.items()
+                ),
             )
 
     def tasks(self) -> list[TaskRow]:
@@ -899,20 +932,20 @@ class Journal:
 
 
 def _response_text(response: dict[str, Any] | bytes) -> str:
-    """An answer as the journal keeps it: the bytes received when they are UTF-8 JSON on one line
-    (a body a server pretty-printed is kept too: its newlines are whitespace, replaced at export)."""
+    """An answer as the journal keeps it: strict one-line JSON in UTF-8 (`providers.answer`): the
+    bytes a client checked when they came, or a body (a batch line's) encoded under the same rules."""
     if isinstance(response, bytes | bytearray):
         try:
             return response.decode("utf-8")
         except UnicodeDecodeError:
-            return json.dumps(json.loads(response), ensure_ascii=False)
-    return json.dumps(response, ensure_ascii=False)
+            return strict_text(json.loads(response))
+    return strict_text(response)
 
 
 class _Transaction:
     """BEGIN IMMEDIATE ... COMMIT (or ROLLBACK on error) on an autocommit connection."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: MaskedConnection) -> None:
         self._db = db
 
     def __enter__(self) -> None:

@@ -65,12 +65,14 @@ def require_posix() -> None:
         )
 
 
-def prepare_new(run_dir: Path, *, field: str = "--out") -> None:
-    """Make `run_dir` ready for a new run: created 0700, or an existing empty directory.
+def prepare_new(run_dir: Path, *, field: str = "--out") -> bool:
+    """Make `run_dir` ready for a new run: created 0700, or an existing empty directory; whether it
+    was created (`discard_new` undoes this for a run that never started).
 
     Raises InputError (exit 2, nothing sent) when it cannot be: a file is in the way, it holds
     files (a run: use resume; anything else: never overwritten), or it cannot be created."""
     require_posix()
+    existed = run_dir.is_dir()
     if run_dir.exists() and not run_dir.is_dir():
         raise InputError.single(field, "run directory", f"{run_dir} exists and is not a directory")
     if run_dir.is_dir():
@@ -97,6 +99,18 @@ def prepare_new(run_dir: Path, *, field: str = "--out") -> None:
         probe.unlink()
     except OSError as exc:
         raise InputError.single(field, "run directory", f"{run_dir} cannot be written: {_os_reason(exc)}") from None
+    return not existed
+
+
+def discard_new(run_dir: Path, created: bool) -> None:
+    """Undo `prepare_new` for a run whose journal was never made (Ctrl-C, a full disk): the lock
+    file goes, and the directory too when this process created it and nothing else is in it."""
+    with contextlib.suppress(OSError):
+        (run_dir / LOCK_NAME).unlink()
+    remove_leftovers(run_dir)
+    if created:
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()  # only when empty
 
 
 class RunDirLock:
@@ -195,6 +209,8 @@ def describe_write_failure(exc: BaseException, path: Path) -> str:
     if code == errno.EROFS:
         return f"cannot write {path}: the file system is read-only"
     if code == errno.ENOENT or name.startswith("SQLITE_CANTOPEN") or not path.exists():
+        if path.exists():  # SQLite could not open a file it needs next to it (its -wal, -shm)
+            return f"cannot write {path}: it cannot be opened for writing (a read-only file or directory?)"
         return f"cannot write {path}: the run directory was deleted or moved"
     if name.startswith("SQLITE_IOERR") or isinstance(exc, OSError):
         return f"cannot write {path}: disk I/O error ({exc})"

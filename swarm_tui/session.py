@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
+import sqlite3
 import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
@@ -20,24 +19,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import configured_currency
-from .currency import USD, DisplayCurrency
 from .engine import EngineSettings, SwarmEngine, TaskState
 from .engine.admission import AdmissionController
 from .engine.events import RunFinished, TaskQueued
 from .engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from .engine.pacing import RateLimits
-from .engine.stats import latency_summary
-from .errors import JournalWriteError
+from .errors import InputError, JournalWriteError
 from .jobs import Job, Task, TaskTemplate
 from .journal import Journal
 from .judge.judge import CONCURRENCY as JUDGE_CONCURRENCY
-from .judge.judge import Judge, quality_summary
+from .judge.judge import Judge
 from .judge.spec import JudgeSpec
 from .legacy_journal import migrate
-from .pricing import PriceTable, summary_cost_fields
+from .outputs import discard_outputs, summarize, write_outputs
+from .pricing import PriceTable
 from .providers.client import ProviderClient
 from .providers.profile import ProviderProfile
-from .rundir import RunDirLock, describe_write_failure, open_private, prepare_new, temp_name
+from .rundir import JOURNAL_NAME, RunDirLock, describe_write_failure, discard_new, prepare_new
 from .runlog import close_interrupted_run
 from .sim import SimConfig, SimServer
 from .swarm.pipeline import SwarmPipeline, drop_memory, json_validator
@@ -74,6 +72,11 @@ class RayOptions:
     address: str | None = None
     actors: int | None = None
     """How many worker actors (default: one per alive node)."""
+
+
+def _client_limits(settings: EngineSettings) -> dict[str, Any]:
+    """What each of the run's clients is bound by: one attempt's time, one answer's size."""
+    return {"attempt_timeout_s": settings.timeout_s, "max_answer_bytes": settings.max_answer_bytes}
 
 
 def default_run_dir(job_name: str, root: Path = Path("runs")) -> Path:
@@ -123,7 +126,7 @@ class SwarmSession:
             base_url = self.sim.base_url
         else:
             base_url = plan.profile.base_url
-        self.client = ProviderClient(plan.profile, base_url, attempt_timeout_s=plan.settings.timeout_s)
+        self.client = ProviderClient(plan.profile, base_url, **_client_limits(plan.settings))
         model = (
             plan.profile.model
             or (tasks[0].body.get("model") if tasks else None)
@@ -134,9 +137,7 @@ class SwarmSession:
         self.fallback = None
         fallback_price = None
         if fallback_profile is not None:
-            self.fallback = ProviderClient(
-                fallback_profile, fallback_profile.base_url, attempt_timeout_s=plan.settings.timeout_s
-            )
+            self.fallback = ProviderClient(fallback_profile, fallback_profile.base_url, **_client_limits(plan.settings))
             fallback_price = PriceTable.builtin(plan.prices).lookup(
                 fallback_profile.model or model, fallback_profile.name.split("/")[0]
             )
@@ -204,7 +205,7 @@ class SwarmSession:
             if profile.is_simulator:  # the embedded simulator as the judge of a run elsewhere
                 self.judge_sim = SimServer(self.plan.sim or DEMO_SIM).start(mode="thread")
                 base_url = self.judge_sim.base_url
-            self.judge_client = ProviderClient(profile, base_url, attempt_timeout_s=self.plan.settings.timeout_s)
+            self.judge_client = ProviderClient(profile, base_url, **_client_limits(self.plan.settings))
             admission = AdmissionController(JUDGE_CONCURRENCY, rate_limits=RateLimits(profile.rpm, profile.tpm))
         model = spec.model or (profile.model if profile is not None else None) or self.model or ""
         if self.judge_client is not None:
@@ -293,21 +294,26 @@ class SwarmSession:
         template = job.template
         if template is not None and plan.profile.model:  # later rounds and planned tasks ask for it too
             template = replace(template, model=plan.profile.model)
-        prepare_new(run_dir)
+        created = prepare_new(run_dir)
         lock = RunDirLock(run_dir).acquire()
+        meta = {
+            "job": {"name": job.name, "source": job.source, "options": job.options},
+            "plan": plan_to_meta(plan),
+            "swarm": job.swarm.to_meta() if job.swarm else None,
+            "template": asdict(template) if template else None,
+            "tools": job.tools.to_meta() if job.tools else None,
+            "judge": judge_to_meta(job.judge, judge_profile),
+        }
         try:
-            journal = Journal.create(
-                run_dir,
-                tasks,
-                {
-                    "job": {"name": job.name, "source": job.source, "options": job.options},
-                    "plan": plan_to_meta(plan),
-                    "swarm": job.swarm.to_meta() if job.swarm else None,
-                    "template": asdict(template) if template else None,
-                    "tools": job.tools.to_meta() if job.tools else None,
-                    "judge": judge_to_meta(job.judge, judge_profile),
-                },
-            )
+            journal = Journal.create(run_dir, tasks, meta)
+        except BaseException as exc:  # Ctrl-C, a full disk: no run was made, so no half-made directory stays
+            lock.release()
+            discard_new(run_dir, created)
+            if isinstance(exc, OSError | sqlite3.Error) and not isinstance(exc, FileExistsError):
+                path = run_dir / JOURNAL_NAME
+                raise InputError.single(run_dir, "journal", describe_write_failure(exc, path)) from None
+            raise
+        try:
             journal.begin_session()
             return cls(
                 run_dir,
@@ -365,7 +371,14 @@ class SwarmSession:
         meta = journal.meta()
         stored = plan_from_meta(meta["plan"])
         plan = RunPlan(profile or stored.profile, settings or stored.settings, sim or stored.sim, stored.prices)
-        journal.begin_session()
+        try:
+            journal.begin_session()  # the first write: a journal that cannot take one fails here, nothing sent
+        except JournalWriteError as exc:
+            journal.close()
+            raise InputError.single(journal.path, "journal", f"{exc.cause}; resume writes the journal") from None
+        discard_outputs(run_dir)  # this session's, or none: never the last session's looking current
+        if profile is not None and profile != stored.profile:  # the run goes on with it (a later resume too)
+            journal.set_meta("plan", plan_to_meta(replace(stored, profile=profile)))
         migrate(journal)  # a journal from before the event log gets one, rebuilt from its rows
         close_interrupted_run(journal)  # its last process was killed: its calls in flight were lost
         rows = journal.tasks()
@@ -376,6 +389,9 @@ class SwarmSession:
         tasks = [Task(r.index, r.custom_id, r.body) for r in rows]
         if profile is not None and profile.model:
             tasks = [Task(t.index, t.custom_id, {**t.body, "model": profile.model}) for t in tasks]
+            journal.replace_bodies(  # what is sent from now on is what the journal says is sent
+                {r.index: {**r.body, "model": profile.model} for r in rows if r.body.get("model") != profile.model}
+            )
         states = {r.index: r.state for r in rows}
         attempts = {r.index: r.attempts for r in rows}
         swarm = SwarmSpec.from_meta(meta["swarm"]) if meta.get("swarm") else None
@@ -519,172 +535,6 @@ class SwarmSession:
         self.journal.close()
         if self.lock is not None:
             self.lock.release()
-
-
-# --------------------------------------------------------------------------- outputs
-
-
-def write_outputs(
-    run_dir: Path,
-    journal: Journal,
-    model: str | None,
-    provider: str,
-    simulated: bool,
-    deadlines: dict[str, Any] | None = None,
-    currency: DisplayCurrency = USD,
-    budget: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    with _atomic(run_dir / "results.jsonl") as results, _atomic(run_dir / "errors.jsonl") as errors:
-        for custom_id, ok, request_id, response, error in journal.iter_result_texts():
-            if ok:
-                results.write(_result_line(custom_id, request_id, response or "null"))
-                continue
-            failure = error or {}  # a failed task's result always holds its error
-            line = {
-                "id": f"batch_req_{request_id or custom_id}",
-                "custom_id": custom_id,
-                "response": {"status_code": failure.get("status"), "request_id": request_id, "body": None},
-                "error": {"code": failure.get("code"), "message": failure.get("message")},
-            }
-            errors.write(json.dumps(line, ensure_ascii=False) + "\n")
-    summary = summarize(
-        journal,
-        model=model,
-        provider=provider,
-        simulated=simulated,
-        deadlines=deadlines,
-        currency=currency,
-        budget=budget,
-    )
-    if summary.get("agents"):  # multi-step agents: each one's whole transcript, custom_id first
-        with _atomic(run_dir / "transcripts.jsonl") as transcripts:
-            for transcript in journal.iter_transcripts():
-                transcripts.write(json.dumps(transcript, ensure_ascii=False) + "\n")
-    with _atomic(run_dir / "summary.json") as fh:
-        json.dump(summary, fh, indent=2, ensure_ascii=False)
-        fh.write("\n")
-    return summary
-
-
-def _result_line(custom_id: str, request_id: str | None, body: str) -> str:
-    """One results.jsonl line (the OpenAI Batch output format) with the answer spliced in as the
-    journal keeps it (the bytes received): no answer is read or encoded again at export."""
-    head = json.dumps({"id": f"batch_req_{request_id or custom_id}", "custom_id": custom_id}, ensure_ascii=False)
-    if "\n" in body or "\r" in body:  # a pretty-printed answer: its line breaks are whitespace
-        body = body.replace("\r", " ").replace("\n", " ")
-    request = json.dumps(request_id, ensure_ascii=False)
-    return (
-        f'{head[:-1]}, "response": {{"status_code": 200, "request_id": {request}, "body": {body}}}, "error": null}}\n'
-    )
-
-
-def summarize(
-    journal: Journal,
-    *,
-    model: str | None,
-    provider: str,
-    simulated: bool,
-    deadlines: dict[str, Any] | None = None,
-    currency: DisplayCurrency = USD,
-    budget: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """summary.json; `deadlines`: the engine's tail deadlines as it ended (the rule and its figures);
-    `budget`: the spend ledger's report (`SpendLedger.report`), when the run has a budget."""
-    counts = journal.counts()
-    totals = journal.attempt_totals()
-    latencies = journal.success_latencies()
-    total = sum(counts.values())
-    succeeded = counts.get(TaskState.SUCCEEDED, 0)
-    failed = counts.get(TaskState.FAILED, 0)
-    makespan = None
-    if totals["first_started"] is not None:
-        makespan = round(totals["last_ended"] - totals["first_started"], 3)
-    cost = totals["cost_usd"]
-    cost_usd = round(cost, 6) if cost is not None and not totals["unpriced"] else None
-    unfinished = total - succeeded - failed
-    summary = {
-        "total": total,
-        "succeeded": succeeded,
-        "failed": failed,
-        "unfinished": unfinished,
-        "makespan_s": makespan,
-        "latency_ms": latency_summary(latencies),
-        "tokens": {
-            "prompt": totals["prompt"],
-            "completion": totals["completion"],
-            "cached": totals["cached"],
-            "reasoning": totals["reasoning"],
-        },
-        "cost_usd": cost_usd,
-        "cost_estimated_usd": round(totals["estimated_cost_usd"] or 0.0, 6),
-        "cost_note": _cost_note(totals, model),
-        "truncated": totals["truncated"],
-        "requests": {k: totals[k] for k in ("sent", "retried", "rate_limited", "server_errors", "timeouts")},
-        "provider": provider,
-        "model": model,
-        "simulated": simulated,
-        "failovers": [{"at": at, **(data or {})} for _, at, kind, data in journal.events() if kind == "failover"],
-        "deadlines": {**(deadlines or {}), "abandoned": journal.abandoned_attempts()},
-    }
-    if budget is not None:  # whether the budget held, and how near the run came to it
-        summary["budget"] = budget
-    agents = journal.agent_totals()
-    if agents is not None:  # multi-step agents: steps, tool calls, the critical path
-        summary["agents"] = agents
-    quality = quality_summary(journal)
-    if quality is not None:  # the judge: scores, drifts acted on, its cost apart
-        summary["quality"] = quality
-    batches = journal.batch_summary()
-    if batches:  # the batch lane: its batches (latency_ms is the live calls' only)
-        summary["batches"] = batches
-    summary.update(
-        summary_cost_fields(
-            journal,
-            model=model,
-            provider=provider,
-            cost_usd=cost_usd,
-            makespan_s=makespan,
-            finished=succeeded + failed,
-            unfinished=unfinished,
-            currency=currency,
-        )
-    )
-    return summary
-
-
-def _cost_note(totals: dict[str, Any], model: str | None) -> str | None:
-    notes = []
-    if totals["unpriced"]:
-        notes.append(f"price unknown for model {model!r}")
-    if totals["estimated"]:
-        notes.append(
-            f"{totals['estimated']} attempt{'s' if totals['estimated'] != 1 else ''} billed by estimate "
-            f"(${totals['estimated_cost_usd'] or 0:.4f}): no usage reported, or cut after it went out"
-        )
-    return "; ".join(notes) or None
-
-
-class _atomic:
-    """Write a file (0600) under a temporary name and move it into place: never half-written."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.tmp = path.with_name(temp_name(path.name))
-
-    def __enter__(self):
-        self.fh = open_private(self.tmp)
-        return self.fh
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        try:
-            self.fh.close()
-            if exc_type is None:
-                os.replace(self.tmp, self.path)
-        except BaseException:
-            self.tmp.unlink(missing_ok=True)
-            raise
-        if exc_type is not None:
-            self.tmp.unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------- plan <-> journal meta

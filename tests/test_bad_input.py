@@ -289,8 +289,8 @@ def test_toml_fields_are_located_from_one_index(tmp_path, monkeypatch):
     """Locating a field never rescans the file: the line index is built once, and only when a
     problem needs a line (a valid job does not pay for it)."""
     built = []
-    real = jobs._LineIndex
-    monkeypatch.setattr(jobs, "_LineIndex", lambda lines: built.append(1) or real(lines))
+    real = jobs.TomlLines
+    monkeypatch.setattr(jobs, "TomlLines", lambda lines: built.append(1) or real(lines))
     path = tmp_path / "big.toml"
     _big_toml(path, 300, broken=False)
     assert len(load_job(path).tasks) == 300 and built == []

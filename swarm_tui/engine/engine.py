@@ -31,6 +31,7 @@ from ..errors import JournalWriteError
 from ..jobs import Task
 from ..lanes import LIVE
 from ..pricing import Price
+from ..providers.answer import MAX_ANSWER_BYTES
 from ..providers.client import CallResult, ProviderClient, StreamDeadlines
 from ..providers.errors import CallError, ErrorClass
 from ..providers.usage import Usage
@@ -154,6 +155,8 @@ class EngineSettings:
     batch_max_requests: int = 50_000
     batch_max_bytes: int = 200 * 1024 * 1024
     """The provider's limits on one batch's input file (OpenAI's)."""
+    max_answer_bytes: int = MAX_ANSWER_BYTES
+    """What one answer may hold (`--max-answer-bytes`): a larger body fails as `answer_too_large`."""
 
 
 class SwarmEngine(ObservableEngine):

@@ -22,8 +22,10 @@ import openai
 from openai.resources.chat.completions import AsyncCompletions
 from yarl import URL
 
+from .. import secrets
 from ..errors import InputError
 from ..stalls import StallWatch
+from .answer import MAX_ANSWER_BYTES, NOT_PARSED, AnswerRefused, storable_error, strict_answer, strict_body
 from .errors import (
     BadResponseError,
     BrokenStreamError,
@@ -57,7 +59,8 @@ class CallResult:
     rate_headers: dict[str, str] = field(default_factory=dict)
     ttft_ms: float | None = None
     raw: bytes | None = None
-    """The body as it was received (a streamed answer has none): the journal keeps these bytes, and
+    """The body as strict one-line JSON (`providers.answer`: the bytes received, unless they had to
+    be written again; a streamed answer's, encoded once): the journal keeps these bytes, and
     results.jsonl splices them in, instead of encoding `body` again."""
 
     @property
@@ -79,11 +82,19 @@ class StreamDeadlines:
 class ProviderClient:
     """An endpoint the engine can call. Holds the only reference to the key."""
 
-    def __init__(self, profile: ProviderProfile, base_url: str, *, attempt_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        profile: ProviderProfile,
+        base_url: str,
+        *,
+        attempt_timeout_s: float = 60.0,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+    ) -> None:
         self._attempt_timeout_s = attempt_timeout_s
         self.profile = profile
         self.base_url = base_url.rstrip("/")
         """As given (its query included): what the screens show."""
+        self.max_answer_bytes = max_answer_bytes
         api_key, headers, self.route = preflight(profile, self.base_url)
         self._secrets = (api_key, *(headers[name] for name in profile.headers_env), *self.route.secrets)
         endpoint, query = split_query(self.base_url)
@@ -117,15 +128,17 @@ class ProviderClient:
         return f"ProviderClient({self.profile.name!r}, {self.base_url!r})"
 
     def classify(self, exc: BaseException) -> CallError:
-        error = classify(exc, secrets=self._secrets)
+        """The attempt's failure; a key echoed anywhere in it (code, request id, headers) masked."""
+        error = exc.error if isinstance(exc, AnswerRefused) else classify(exc, secrets=self._secrets)
         if error.should_retry is False and untrusted_certificate(exc) is not None:
             hint = "a private CA: name its PEM file in the profile's ca_bundle, or in SSL_CERT_FILE"
-            return replace(error, message=f"{error.message}; TLS trust: {self.route.trust} ({hint})")
-        return error
+            error = replace(error, message=f"{error.message}; TLS trust: {self.route.trust} ({hint})")
+        return secrets.mask_value(storable_error(error))
 
     def classify_answer(self, status: int, body: Any, request_id: str | None = None) -> CallError:
         """An error answer that came as data (a line of a Batch output or error file)."""
-        return classify_reply(status, body, request_id=request_id, secrets=self._secrets)
+        error = classify_reply(status, body, request_id=request_id, secrets=self._secrets)
+        return secrets.mask_value(storable_error(error))
 
     async def complete(
         self, body: dict[str, Any], *, stream: bool = False, deadlines: StreamDeadlines | None = None
@@ -135,13 +148,13 @@ class ProviderClient:
         if self._direct is not None:  # its whole call bounded here, stall-aware (aiohttp's own total is not)
             async with StallWatch.of_running_loop().deadline(self._attempt_timeout_s):
                 status, headers, content = await self._direct.post(wire_body(body))
-            return _chat_result(status, headers, content)
+            return _chat_result(status, headers, content, self.max_answer_bytes)
         # The client's own request path (auth, headers, timeouts, error types: the SDK's wire
         # semantics), with the body as the job gave it: `create()` would first walk every
         # message and tool schema through its parameter transform (1.7 ms a request, 8 ms for an
         # agent's fifth step), for a body that is plain JSON already.
         status, headers, content = await post_raw(self._client, "/chat/completions", wire_body(body))
-        return _chat_result(status, headers, content)
+        return _chat_result(status, headers, content, self.max_answer_bytes)
 
     async def _complete_streaming(self, kwargs: dict[str, Any], deadlines: StreamDeadlines) -> CallResult:
         kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
@@ -215,12 +228,14 @@ class ProviderClient:
             ],
             "usage": usage_data,
         }
+        body, strict = strict_body(body, self.max_answer_bytes)
         return CallResult(
             body=body,
             usage=Usage.from_response(usage_data),
-            request_id=headers.get("x-request-id") or first.get("id"),
+            request_id=secrets.mask_value(headers.get("x-request-id") or first.get("id")),
             rate_headers=_rate_headers(headers),
             ttft_ms=ttft_ms,
+            raw=strict,
         )
 
     # ----------------------------------------------------------------- the Batch API (`--lane batch`)
@@ -265,10 +280,12 @@ class ProviderClient:
         await self._client.close()
 
 
-def _chat_result(status: int, headers: Any, content: bytes) -> CallResult:
-    """A successful status's answer, read as a chat completion (`BadResponseError` when it is not one)."""
-    request_id = headers.get("x-request-id")
-    data = chat_completion_or_raise(content, headers.get("content-type"), status, request_id, headers=headers)
+def _chat_result(status: int, headers: Any, content: bytes, max_answer_bytes: int = MAX_ANSWER_BYTES) -> CallResult:
+    """A successful status's answer, read as a chat completion (`BadResponseError` when it is not
+    one, `AnswerRefused` when it cannot be kept as strict JSON)."""
+    request_id = secrets.mask_value(headers.get("x-request-id"))  # a key echoed in it masked
+    content, parsed = strict_answer(content, status, request_id, max_answer_bytes)
+    data = chat_completion_or_raise(content, headers.get("content-type"), status, request_id, parsed, headers=headers)
     return CallResult(
         body=data,
         usage=Usage.from_response(data.get("usage")),
@@ -340,12 +357,14 @@ def chat_completion_or_raise(
     content_type: str | None,
     status: int,
     request_id: str | None = None,
+    parsed: Any = NOT_PARSED,
     *,
     headers: Any = None,
 ) -> dict[str, Any]:
     """The body of a successful status as a chat completion, or `BadResponseError` saying what it
     is instead (not JSON, an HTML page, an array, no choices...), with the start of it kept; an
-    `ErrorInAnswer` (a `BadResponseError` too) when it is an error object."""
+    `ErrorInAnswer` (a `BadResponseError` too) when it is an error object. `parsed`: the body's
+    value when the caller has read it already."""
 
     def bad(problem: str) -> BadResponseError:
         text = " ".join(content[: BODY_EXCERPT_CHARS * 2].decode("utf-8", "replace").split())[:BODY_EXCERPT_CHARS]
@@ -357,7 +376,7 @@ def chat_completion_or_raise(
         )
 
     try:
-        data = json.loads(content)
+        data = json.loads(content) if parsed is NOT_PARSED else parsed
     except ValueError:
         raise bad("the body is not JSON") from None
     if not isinstance(data, dict):

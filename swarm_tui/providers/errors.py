@@ -26,6 +26,7 @@ from typing import Any
 import aiohttp
 import openai
 
+from .. import secrets as masking
 from .wire import HttpStatusError
 from .words import answer_body, one_line, provider_words, status_line
 
@@ -48,6 +49,10 @@ class ErrorClass(StrEnum):
     """A 200 that is not a chat completion (no choices, not JSON, an HTML page): retried like a 5xx."""
     REDIRECT = "redirect"
     """A 3xx: a chat call never follows it (a POST turned into a GET, prompts sent elsewhere)."""
+    MALFORMED_ANSWER = "malformed_answer"
+    """A 200 whose JSON cannot be kept strictly (not UTF-8, nested too deep): retried like bad_response."""
+    ANSWER_TOO_LARGE = "answer_too_large"
+    """A 200 over `--max-answer-bytes`: not retried (the same request asks for as much again)."""
     UNEXPECTED = "unexpected"
 
 
@@ -60,6 +65,7 @@ RETRYABLE = frozenset(
         ErrorClass.CONFLICT,
         ErrorClass.BROKEN_STREAM,
         ErrorClass.BAD_RESPONSE,
+        ErrorClass.MALFORMED_ANSWER,
     }
 )
 """Classes worth another attempt; everything else fails the task at once."""
@@ -358,11 +364,9 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
 
 
 def redact(text: str, secrets: tuple[str, ...]) -> str:
-    """Replace every known secret in `text`; a provider may echo part of a key back."""
-    for secret in secrets:
-        if secret and len(secret) >= 6:
-            text = text.replace(secret, "***")
-    return text
+    """Replace every known secret in `text` (`secrets` and the process's registered keys, in every
+    spelling: `swarm_tui.secrets`); a provider may echo a key back."""
+    return masking.mask(text, secrets)
 
 
 def error_body(error: CallError) -> dict[str, Any]:

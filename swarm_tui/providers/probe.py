@@ -6,6 +6,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+from .. import secrets
 from ..errors import InputError
 from .client import ProviderClient
 from .profile import ProviderProfile
@@ -22,9 +23,10 @@ class ProbeResult:
     detail: str
 
     def describe(self) -> str:
+        """One line for `providers test` and the provider pane; a key the endpoint echoed masked."""
         if self.ok:
-            return f"{self.profile}: OK in {self.latency_ms:.0f} ms ({self.base_url}; {self.detail})"
-        return f"{self.profile}: FAILED ({self.base_url}): {self.detail}"
+            return secrets.mask(f"{self.profile}: OK in {self.latency_ms:.0f} ms ({self.base_url}; {self.detail})")
+        return secrets.mask(f"{self.profile}: FAILED ({self.base_url}): {self.detail}")
 
 
 async def probe_profile(

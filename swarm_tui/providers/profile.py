@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlparse, urlsplit, urlunsplit
 
+from .. import secrets
 from ..errors import InputError
 
 SIM_PROFILE_NAME = "sim"
@@ -344,6 +345,7 @@ def resolve_api_key(profile: ProviderProfile, base_url: str) -> str:
         raise InputError.single(f"provider {profile.name!r}", "api_key_env", problem)
     key = os.environ.get(env_name, "")
     if key:
+        secrets.register(key)  # masked from now on in everything written or shown
         return key
     if profile.is_simulator or is_loopback_url(base_url):
         return NO_KEY_PLACEHOLDER

@@ -47,5 +47,9 @@ class Usage:
         )
 
 
+MAX_TOKENS = 2**53 - 1
+"""A count past this is no count (and past what SQLite or a JSON reader holds exactly): taken as none."""
+
+
 def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_TOKENS else 0

@@ -38,6 +38,8 @@ def answer_of(result: dict[str, Any] | None) -> tuple[str, dict[str, Any] | None
         content = body["choices"][0]["message"].get("content") or ""
     except (KeyError, IndexError, TypeError, AttributeError):
         content = ""
+    if not isinstance(content, str):  # a provider's list of parts, a number...
+        content = json.dumps(content, ensure_ascii=False)
     return content, body
 
 
@@ -138,7 +140,10 @@ class AgentDetailScreen(Screen[None]):
             title += f" · {key_hint(self.app, AgentDetailScreen, 'detail.retry')} retries it"
         self.query_one("#detail-title", Static).update(Text(title))
         self._fill_attempts(attempts)
-        result = self.source.result_of(index)
+        try:
+            result = self.source.result_of(index)
+        except ValueError as exc:  # an answer journaled before answers were kept as strict JSON (a BOM...)
+            result = {"ok": True, "response": {"unreadable": f"the journaled answer is not JSON: {exc}"}}
         content, body = answer_of(result)
         error = (result or {}).get("error") if result and not result.get("ok") else None
         final = self.query_one("#detail-error", Static)

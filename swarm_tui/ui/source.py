@@ -15,12 +15,12 @@ from typing import Any, Protocol
 
 from ..engine import EngineSettings, RunStats, SwarmEngine, TaskState
 from ..engine.events import AnswerJudged, BatchEnded, BatchProgress, BatchSubmitted, EngineEvent, QualityDrift
+from ..headless import exit_code
 from ..jobs import Task
 from ..providers.profile import ProviderProfile
 from ..runlog import RunFigures, replay_history
 from ..session import SwarmSession
 
-EXIT_OK, EXIT_FAILED, EXIT_ABORTED = 0, 1, 130
 BATCH_EVENTS = (BatchSubmitted, BatchProgress, BatchEnded)
 QUALITY_EVENTS = (AnswerJudged, QualityDrift)
 
@@ -218,13 +218,8 @@ class LiveRun:
         return self.session.journal.result_of(index)
 
     def exit_code(self) -> int:
-        """0 every task succeeded; 130 the user aborted (work left); 1 failed or unfinished work."""
-        states = self.engine.states
-        if all(s is TaskState.SUCCEEDED for s in states.values()):
-            return EXIT_OK
-        if self.engine.aborted:
-            return EXIT_ABORTED
-        return EXIT_FAILED
+        """The headless rule (`headless.exit_code`): outputs not written is never a success."""
+        return exit_code(self.engine.outcome(), self.session.output_error)
 
     async def aclose(self) -> None:
         await self.session.aclose()

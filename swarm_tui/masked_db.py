@@ -1,0 +1,51 @@
+"""The journal's SQLite connection: the one place every journal write passes through.
+
+Each string a statement binds is masked of the process's keys (`swarm_tui.secrets`: an error
+code, a request id or a header a provider echoed the key in never reaches the file, nor its WAL)
+and made storable: SQLite keeps UTF-8, and a lone surrogate (a provider's `\\ud800` escape,
+decoded by a JSON reader) would fail the whole transaction, and with it the answers it carries.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from . import secrets
+from .providers.answer import storable_text
+
+
+class MaskedConnection:
+    """`sqlite3.Connection`'s `execute`, `executemany`, `executescript` and `close`, strings made safe."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        return self._db.execute(sql, _safe_row(params))
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> sqlite3.Cursor:
+        return self._db.executemany(sql, (_safe_row(row) for row in rows))
+
+    def executescript(self, script: str) -> sqlite3.Cursor:
+        return self._db.executescript(script)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _safe_row(params: Sequence[Any]) -> tuple[Any, ...]:
+    masking = secrets.registered()
+    return tuple(_safe(value, masking) if type(value) is str else value for value in params)
+
+
+def _safe(text: str, masking: bool) -> str:
+    try:
+        data = text.encode("utf-8")  # the bytes SQLite will store (a plain copy for ASCII)
+    except UnicodeEncodeError:
+        text = storable_text(text)
+        data = text.encode("utf-8")
+    if masking and secrets.found_in(data):  # the cheap check first: most strings hold no key
+        return secrets.mask(text)
+    return text

@@ -1,0 +1,204 @@
+"""A run's outputs, written from its journal: results.jsonl, errors.jsonl, transcripts.jsonl and
+summary.json (contract: DESIGN.md, "Files").
+
+Each is written under a temporary name (0600) and renamed into place, so a reader never sees
+half a file; a resume removes the previous session's before it sends anything
+(`discard_outputs`), so that outputs which cannot be written at its end are missing, never
+stale files that look current.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .currency import USD, DisplayCurrency
+from .engine import TaskState
+from .engine.stats import latency_summary
+from .errors import InputError
+from .journal import Journal
+from .judge.judge import quality_summary
+from .pricing import summary_cost_fields
+from .providers.answer import repaired_text, strict_text
+from .rundir import open_private, temp_name
+
+OUTPUT_NAMES = ("results.jsonl", "errors.jsonl", "transcripts.jsonl", "summary.json")
+
+
+def discard_outputs(run_dir: Path) -> None:
+    """Remove an earlier session's outputs before this one sends anything: if this session cannot
+    write its own at the end, none is left to look current (InputError, exit 2, when they cannot
+    be removed: nothing has been sent)."""
+    for name in OUTPUT_NAMES:
+        path = run_dir / name
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise InputError.single(
+                path, "run directory", f"cannot remove the previous session's output: {exc.strerror or exc}"
+            ) from None
+
+
+def write_outputs(
+    run_dir: Path,
+    journal: Journal,
+    model: str | None,
+    provider: str,
+    simulated: bool,
+    deadlines: dict[str, Any] | None = None,
+    currency: DisplayCurrency = USD,
+    budget: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    with _atomic(run_dir / "results.jsonl") as results, _atomic(run_dir / "errors.jsonl") as errors:
+        for custom_id, ok, request_id, response, error in journal.iter_result_texts():
+            if ok:
+                results.write(_result_line(custom_id, request_id, response or "null"))
+                continue
+            failure = error or {}  # a failed task's result always holds its error
+            line = {
+                "id": f"batch_req_{request_id or custom_id}",
+                "custom_id": custom_id,
+                "response": {"status_code": failure.get("status"), "request_id": request_id, "body": None},
+                "error": {"code": failure.get("code"), "message": failure.get("message")},
+            }
+            errors.write(strict_text(line) + "\n")  # a key masked, U+2028 escaped: one strict line
+    summary = summarize(
+        journal,
+        model=model,
+        provider=provider,
+        simulated=simulated,
+        deadlines=deadlines,
+        currency=currency,
+        budget=budget,
+    )
+    if summary.get("agents"):  # multi-step agents: each one's whole transcript, custom_id first
+        with _atomic(run_dir / "transcripts.jsonl") as transcripts:
+            for transcript in journal.iter_transcripts():
+                transcripts.write(strict_text(transcript) + "\n")
+    with _atomic(run_dir / "summary.json") as fh:
+        json.dump(summary, fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
+    return summary
+
+
+def _result_line(custom_id: str, request_id: str | None, body: str) -> str:
+    """One results.jsonl line (the OpenAI Batch output format) with the answer spliced in as the
+    journal keeps it (strict one-line JSON, `providers.answer`): no answer is read or encoded
+    again at export, unless a journal written before answers were checked holds one to repair."""
+    head = strict_text({"id": f"batch_req_{request_id or custom_id}", "custom_id": custom_id})
+    body = repaired_text(body)
+    request = strict_text(request_id)
+    return (
+        f'{head[:-1]}, "response": {{"status_code": 200, "request_id": {request}, "body": {body}}}, "error": null}}\n'
+    )
+
+
+def summarize(
+    journal: Journal,
+    *,
+    model: str | None,
+    provider: str,
+    simulated: bool,
+    deadlines: dict[str, Any] | None = None,
+    currency: DisplayCurrency = USD,
+    budget: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """summary.json; `deadlines`: the engine's tail deadlines as it ended (the rule and its figures);
+    `budget`: the spend ledger's report (`SpendLedger.report`), when the run has a budget."""
+    counts = journal.counts()
+    totals = journal.attempt_totals()
+    latencies = journal.success_latencies()
+    total = sum(counts.values())
+    succeeded = counts.get(TaskState.SUCCEEDED, 0)
+    failed = counts.get(TaskState.FAILED, 0)
+    makespan = None
+    if totals["first_started"] is not None:
+        makespan = round(totals["last_ended"] - totals["first_started"], 3)
+    cost = totals["cost_usd"]
+    cost_usd = round(cost, 6) if cost is not None and not totals["unpriced"] else None
+    unfinished = total - succeeded - failed
+    summary = {
+        "total": total,
+        "succeeded": succeeded,
+        "failed": failed,
+        "unfinished": unfinished,
+        "makespan_s": makespan,
+        "latency_ms": latency_summary(latencies),
+        "tokens": {
+            "prompt": totals["prompt"],
+            "completion": totals["completion"],
+            "cached": totals["cached"],
+            "reasoning": totals["reasoning"],
+        },
+        "cost_usd": cost_usd,
+        "cost_estimated_usd": round(totals["estimated_cost_usd"] or 0.0, 6),
+        "cost_note": _cost_note(totals, model),
+        "truncated": totals["truncated"],
+        "requests": {k: totals[k] for k in ("sent", "retried", "rate_limited", "server_errors", "timeouts")},
+        "provider": provider,
+        "model": model,
+        "simulated": simulated,
+        "failovers": [{"at": at, **(data or {})} for _, at, kind, data in journal.events() if kind == "failover"],
+        "deadlines": {**(deadlines or {}), "abandoned": journal.abandoned_attempts()},
+    }
+    if budget is not None:  # whether the budget held, and how near the run came to it
+        summary["budget"] = budget
+    agents = journal.agent_totals()
+    if agents is not None:  # multi-step agents: steps, tool calls, the critical path
+        summary["agents"] = agents
+    quality = quality_summary(journal)
+    if quality is not None:  # the judge: scores, drifts acted on, its cost apart
+        summary["quality"] = quality
+    batches = journal.batch_summary()
+    if batches:  # the batch lane: its batches (latency_ms is the live calls' only)
+        summary["batches"] = batches
+    summary.update(
+        summary_cost_fields(
+            journal,
+            model=model,
+            provider=provider,
+            cost_usd=cost_usd,
+            makespan_s=makespan,
+            finished=succeeded + failed,
+            unfinished=unfinished,
+            currency=currency,
+        )
+    )
+    return summary
+
+
+def _cost_note(totals: dict[str, Any], model: str | None) -> str | None:
+    notes = []
+    if totals["unpriced"]:
+        notes.append(f"price unknown for model {model!r}")
+    if totals["estimated"]:
+        notes.append(
+            f"{totals['estimated']} attempt{'s' if totals['estimated'] != 1 else ''} billed by estimate "
+            f"(${totals['estimated_cost_usd'] or 0:.4f}): no usage reported, or cut after it went out"
+        )
+    return "; ".join(notes) or None
+
+
+class _atomic:
+    """Write a file (0600) under a temporary name and move it into place: never half-written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.tmp = path.with_name(temp_name(path.name))
+
+    def __enter__(self):
+        self.fh = open_private(self.tmp)
+        return self.fh
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            self.fh.close()
+            if exc_type is None:
+                os.replace(self.tmp, self.path)
+        except BaseException:
+            self.tmp.unlink(missing_ok=True)
+            raise
+        if exc_type is not None:
+            self.tmp.unlink(missing_ok=True)

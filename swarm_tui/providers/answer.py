@@ -1,0 +1,284 @@
+"""An answer as results.jsonl keeps it: strict JSON (RFC 8259) in UTF-8, on one line.
+
+A provider's 200 is kept as the bytes received (the journal stores them, results.jsonl splices
+them in), so whatever a reader of results.jsonl meets is what the provider sent. Python's `json`
+tolerates more than JSON: a byte-order mark, UTF-16, `NaN` and `Infinity`, raw control characters
+(`strict=False`), duplicate keys, numbers no double holds; jq, Go, Rust's serde_json or a JSON
+Lines tool refuse some of these, and Python's own `str.splitlines` breaks a line at a raw U+2028.
+So each answer is checked when it arrives (`strict_answer`):
+
+* the common case (UTF-8, strict JSON, one line) is verified by one parse, the one the client
+  needs anyway, with hooks that refuse what is not strict, and a few substring checks: its bytes
+  are kept as they came;
+* an answer that can be made strict is written again canonically: the BOM dropped, UTF-16/32
+  decoded, raw control characters escaped, the last of duplicate keys kept (as Python, JavaScript
+  and jq read them), `NaN`, `Infinity` and numbers past a double's range written `null` (as
+  JavaScript's `JSON.stringify` writes them), a lone surrogate (half of an emoji) written U+FFFD
+  (as every UTF-8 encoder does), line breaks escaped;
+* one that cannot (bytes that are not UTF-8, nesting no reader follows, more than
+  `--max-answer-bytes`) fails the attempt with an error of its own class, never a corrupt line:
+  `malformed_answer` is retried like `bad_response` (a corrupt transfer is as likely to be
+  transient as a truncated body), `answer_too_large` is not (the same request asks for as many
+  tokens again, and each try is paid).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from typing import Any
+
+from .. import secrets
+from .errors import CallError, ErrorClass
+
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
+"""Default cap on one answer's body (`--max-answer-bytes`): a chat completion of 100k tokens is
+under 1 MiB; past this a body is a server's fault, not an answer."""
+
+NOT_PARSED: Any = object()
+"""`strict_answer`'s value when the body is not JSON at all (the caller says what it is instead)."""
+
+_BOM = b"\xef\xbb\xbf"
+_LINE_BREAKS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"}
+_LINE_BREAK_BYTES = tuple(c.encode("utf-8") for c in _LINE_BREAKS)
+"""Characters `str.splitlines` (and some JSON Lines readers) break a line at: legal raw inside a JSON
+string, escaped so that a line of results.jsonl is a line to every reader."""
+
+
+class AnswerRefused(Exception):
+    """A 200 whose body cannot be kept as strict JSON; `error` is the attempt's classified failure."""
+
+    def __init__(self, error: CallError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def strict_answer(content: bytes, status: int, request_id: str | None, max_bytes: int) -> tuple[bytes, Any]:
+    """(the body as strict one-line UTF-8 JSON, its parsed value) of a successful status's body.
+
+    The value is `NOT_PARSED` (the bytes returned as they came) when the body is not JSON at all;
+    `AnswerRefused` when it is JSON that cannot be kept strictly, or larger than `max_bytes`.
+    A key of this process that the body echoes is masked (`swarm_tui.secrets`)."""
+    if len(content) > max_bytes:
+        raise AnswerRefused(
+            CallError(
+                ErrorClass.ANSWER_TOO_LARGE,
+                f"HTTP {status} with an answer of {len(content):,} bytes, over the cap of {max_bytes:,} "
+                f"(--max-answer-bytes)",
+                status,
+                "answer_too_large",
+                request_id=request_id,
+            )
+        )
+    try:
+        text = content.decode("utf-8")  # strict: a byte that is not UTF-8, or an encoded surrogate, fails
+        value = _STRICT.decode(text)  # NaN, Infinity, raw control characters, duplicate keys fail
+    except (ValueError, RecursionError):
+        return _rewritten(content, status, request_id)
+    if (_LONE_SURROGATE_HINT in text or _LONE_SURROGATE_HINT_UPPER in text) and _SURROGATE_ESCAPE.search(text):
+        if not _encodable(value):  # a \ud800 escape with no partner
+            return _rewritten(content, status, request_id)
+    if "\n" in text or "\r" in text:  # pretty-printed: outside strings (inside, the parse failed)
+        content = content.replace(b"\r", b" ").replace(b"\n", b" ")
+    if "\u2028" in text or "\u2029" in text or "\x85" in text:  # only inside strings: escaped there
+        content = _escape_line_breaks(content.decode("utf-8")).encode("utf-8")
+    if secrets.found_in(content):  # a key of ours echoed back
+        return _encoded(value)
+    return content, value
+
+
+def strict_body(body: dict[str, Any], max_bytes: int) -> tuple[dict[str, Any], bytes]:
+    """(body, its strict JSON bytes) of an answer assembled from parts (a stream's chunks): the
+    same rules as `strict_answer`, applied to a value instead of bytes."""
+    content, value = _dumped(body)
+    if len(content) > max_bytes:
+        strict_answer(content, 200, None, max_bytes)  # raises AnswerRefused naming the cap
+    return value, content
+
+
+def strict_text(value: Any) -> str:
+    """`value` as strict one-line JSON text (what the journal stores of an answer given as a value)."""
+    return _dumped(value)[0].decode("utf-8")
+
+
+def repaired_text(text: str) -> str:
+    """An answer's journaled text, made strict if it is not (a journal written before answers were
+    checked): cheap screens first, the whole rewrite only when one of them hits."""
+    if text.startswith("\ufeff") or "NaN" in text or "Infinity" in text or any(c in text for c in _LINE_BREAKS):
+        try:
+            return _rewritten(text.encode("utf-8", "surrogatepass"), 200, None)[0].decode("utf-8")
+        except AnswerRefused:
+            return "null"
+    if "\n" in text or "\r" in text:
+        return text.replace("\r", " ").replace("\n", " ")
+    return text
+
+
+# --------------------------------------------------------------------------- the strict parse
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise ValueError("duplicate key")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is past a double's range")
+    return number
+
+
+_STRICT = json.JSONDecoder(
+    object_pairs_hook=_unique_keys,
+    parse_constant=_reject_constant,
+    parse_float=_finite_float,  # called for numbers with a fraction or an exponent only: rare in an answer
+)
+"""What a strict reader accepts (a leading BOM fails too: it is not JSON whitespace). Integers are
+kept as written (exact in Python, jq 1.7 and JavaScript's BigInt-aware readers); one of more digits
+than Python reads (4,300) is rewritten as null."""
+
+_LONE_SURROGATE_HINT = "\\ud"
+_LONE_SURROGATE_HINT_UPPER = "\\uD"
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+"""`\\uD800`-`\\uDFFF` (an escaped Hangul syllable, `\\uD000`-`\\uD7FF`, is no surrogate)."""
+"""A surrogate reaches a parsed string only through a `\\uD800`-`\\uDFFF` escape (UTF-8 cannot
+encode one): without such an escape in the text, no string needs checking."""
+
+
+# --------------------------------------------------------------------------- the rewrite
+
+
+def _tolerant_number(text: str) -> float | int | None:
+    """A number a double holds, else None (as `JSON.stringify` writes a non-finite one)."""
+    number = float(text)
+    if not math.isfinite(number):
+        return None
+    return int(text) if text.lstrip("-").isdigit() else number
+
+
+_TOLERANT = json.JSONDecoder(
+    strict=False,  # raw control characters inside strings: escaped when written again
+    parse_constant=lambda name: None,  # NaN, Infinity, -Infinity -> null
+    parse_float=_tolerant_number,
+    parse_int=_tolerant_number,  # an integer of 5,000 digits is past a double (and past int())
+)
+
+
+def _rewritten(content: bytes, status: int, request_id: str | None) -> tuple[bytes, Any]:
+    """The body read as tolerantly as Python can, written again strictly."""
+    encoding = json.detect_encoding(content)  # UTF-8 (its BOM dropped), UTF-16 or UTF-32, as Python reads it
+    try:
+        text = content.decode(encoding)
+    except UnicodeDecodeError as exc:
+        what = "UTF-8" if encoding.startswith("utf-8") else encoding.upper()
+        problem = f"not {what} text (byte 0x{content[exc.start]:02x} at offset {exc.start}: {exc.reason})"
+        raise _malformed(problem, status, request_id) from None
+    try:
+        value = _TOLERANT.decode(text.lstrip("\ufeff"))
+    except RecursionError:
+        raise _malformed("nested deeper than a JSON reader follows", status, request_id) from None
+    except ValueError:
+        return content, NOT_PARSED  # not JSON: the caller says what it is instead
+    return _encoded(_repaired(value))
+
+
+def _malformed(problem: str, status: int, request_id: str | None) -> AnswerRefused:
+    return AnswerRefused(
+        CallError(
+            ErrorClass.MALFORMED_ANSWER,
+            f"HTTP {status} but the answer cannot be kept as JSON: {problem}",
+            status,
+            "malformed_answer",
+            request_id=request_id,
+        )
+    )
+
+
+def _repaired(value: Any) -> Any:
+    """`value` with every string encodable as UTF-8 (surrogate pairs joined, a lone one U+FFFD) and
+    every float finite (else None). Unchanged parts are returned as they are."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        return {_repaired(k): _repaired(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_repaired(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _dumped(value: Any) -> tuple[bytes, Any]:
+    """`_encoded(_repaired(value))`, with the common case (nothing to repair) encoded once."""
+    try:
+        content = json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (ValueError, UnicodeEncodeError):  # a NaN, a lone surrogate: repaired
+        return _encoded(_repaired(value))
+    if any(c in content for c in _LINE_BREAK_BYTES) or secrets.found_in(content):
+        return _encoded(value)
+    return content, value
+
+
+def _encoded(value: Any) -> tuple[bytes, Any]:
+    """(strict one-line JSON bytes, value) of a repaired value; a key of ours in it masked."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    if secrets.found_in_text(text):
+        value = secrets.mask_value(value)
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    if any(c in text for c in _LINE_BREAKS):
+        text = _escape_line_breaks(text)
+    return text.encode("utf-8"), value
+
+
+def _escape_line_breaks(text: str) -> str:
+    for char, escape in _LINE_BREAKS.items():
+        text = text.replace(char, escape)
+    return text
+
+
+def _encodable(value: Any) -> bool:
+    if isinstance(value, str):
+        return _encodable_text(value)
+    if isinstance(value, dict):
+        return all(_encodable_text(k) and _encodable(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_encodable(v) for v in value)
+    return True
+
+
+def _encodable_text(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def storable_error(error: CallError) -> CallError:
+    """`error` with its provider texts (message, code, request id) encodable as UTF-8: an error
+    body's `\ud800` escape must not fail the journal's write, nor the screen's."""
+    changes: dict[str, Any] = {}
+    for name in ("message", "code", "request_id"):
+        value = getattr(error, name)
+        if isinstance(value, str) and (safe := storable_text(value)) is not value:
+            changes[name] = safe
+    return dataclasses.replace(error, **changes) if changes else error
+
+
+def storable_text(text: str) -> str:
+    """`text` encodable as UTF-8: surrogate pairs joined into their character, a lone surrogate
+    replaced by U+FFFD (as a UTF-8 encoder writes it). The same object when it is already."""
+    if _encodable_text(text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
