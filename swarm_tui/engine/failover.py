@@ -80,8 +80,8 @@ class CircuitBreaker:
             self._open()
             status = f" {error.status}" if error.status else ""
             return (
-                f"the primary refused a call ({error.kind}{status}: {error.message[:120]}); no retry there can fix "
-                f"that: new attempts go to the fallback, the primary is probed again in {self._cooldown_s:g}s"
+                f"the primary refused a call ({error.kind}{status}: {error.message[:120]}), which no retry there can "
+                f"fix: failing over at once; the primary is probed again in {self._cooldown_s:g}s"
             )
         self._outcomes.append(bad)
         self._bad_run = self._bad_run + 1 if bad else 0

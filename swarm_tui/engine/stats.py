@@ -210,6 +210,8 @@ class RunStats:
     """The part of `cost_usd` the judge's calls cost (shown apart)."""
     batch_cost_usd: float = 0.0
     """The part of `cost_usd` billed for batch lines (`--lane batch|auto`)."""
+    estimated_cost_usd: float = 0.0
+    """The part of `cost_usd` that is an estimate (no usage reported, or a call cut after it went out)."""
     batch_sent: int = 0
     batch_waiting: int = 0
     """Batch lines submitted whose answer has not come back yet (not counted `in_flight`)."""
@@ -266,6 +268,7 @@ class RunStats:
                     self.batch_waiting = max(0, self.batch_waiting - 1)
                 elif attempt is not None:
                     self.in_flight = max(0, self.in_flight - 1)
+                    self._bill(attempt, batch=False)  # a call cut after it went out: its input, estimated
             case TaskQueued(previous=previous):
                 if previous is TaskState.FAILED:
                     self.failed -= 1
@@ -287,13 +290,7 @@ class RunStats:
             self.batch_waiting = max(0, self.batch_waiting - 1)
         else:
             self.in_flight = max(0, self.in_flight - 1)
-        self.usage = self.usage + attempt.usage
-        if attempt.cost_usd is not None:
-            self.cost_usd += attempt.cost_usd
-            if batch:
-                self.batch_cost_usd += attempt.cost_usd
-        elif attempt.usage.total:
-            self.unpriced_attempts += 1
+        self._bill(attempt, batch)
         if attempt.error is not None:
             kind = attempt.error.kind
             if kind is ErrorClass.RATE_LIMIT:
@@ -308,6 +305,18 @@ class RunStats:
         self._recent.append((now, attempt.usage.total))
         while self._recent and now - self._recent[0][0] > RATE_WINDOW_S:
             self._recent.popleft()
+
+    def _bill(self, attempt: Attempt, batch: bool) -> None:
+        """What an attempt cost (billed, or estimated: `estimated_cost_usd` says how much of it)."""
+        self.usage = self.usage + attempt.usage
+        if attempt.cost_usd is not None:
+            self.cost_usd += attempt.cost_usd
+            if batch:
+                self.batch_cost_usd += attempt.cost_usd
+            if attempt.estimated:
+                self.estimated_cost_usd += attempt.cost_usd
+        elif attempt.usage.total:
+            self.unpriced_attempts += 1
 
     # ----------------------------------------------------------------- derived figures
 
