@@ -476,7 +476,7 @@ def _check_lane(settings: EngineSettings, tools: ToolsSpec | None, ray) -> None:
 def _drive(session: SwarmSession, args: argparse.Namespace) -> int:
     if args.headless or not _tui_available():
         return asyncio.run(_headless(session, args))
-    from .ui.app import run_tui
+    from .ui.launch import run_tui
 
     return run_tui(session, theme=args.theme, **_console_options(args))
 
@@ -500,7 +500,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
         from .ui.themes import check_theme
 
         check_theme(args.theme)
-    from .ui.app import run_attached
+    from .ui.launch import run_attached
 
     return run_attached(args.run_dir, theme=args.theme, bell=args.bell)
 

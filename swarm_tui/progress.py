@@ -195,6 +195,8 @@ class SessionPace:
         self.stats = stats
         self._clock = clock
         self.started_at: float | None = None
+        self.first_started_at: float | None = None
+        self.ended_at: float | None = None
         self._done_at_start = 0
         self.running = False
 
@@ -205,12 +207,19 @@ class SessionPace:
         match event:
             case RunStarted():
                 self.started_at, self._done_at_start, self.running = self.now(), self.stats.done, True
+                self.ended_at = None
+                if self.first_started_at is None:
+                    self.first_started_at = self.started_at
             case RunFinished():
-                self.running = False
+                self.running, self.ended_at = False, self.now()
 
     @property
     def session_elapsed_s(self) -> float | None:
-        return None if self.started_at is None else max(0.0, self.now() - self.started_at)
+        """From this session's first start to its last end (or now, while it runs)."""
+        if self.first_started_at is None:
+            return None
+        end = self.ended_at if self.ended_at is not None else self.now()
+        return max(0.0, end - self.first_started_at)
 
     def eta_s(self) -> float | None:
         """Seconds to the end at this pace; 0 when nothing is left; None before a first task of
