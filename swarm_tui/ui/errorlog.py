@@ -39,7 +39,7 @@ from ..progress import PHASE_LABELS
 from .format import clock_time, one_line, span
 
 MAX_ROWS = 500
-COLUMNS = (("time", 8), ("agent", 5), ("error", 14), ("st", 3), ("next", 13))
+COLUMNS: tuple[tuple[str, int], ...] = (("time", 8), ("agent", 5), ("error", 14), ("st", 3), ("next", 13))
 NO_TIME_BELOW = 72
 """Below this width the log leaves out the time column (the message keeps some room)."""
 PRUNE_SLACK = 100
