@@ -234,17 +234,18 @@ class RunPanel(TextPanel):
         dim = self._dim
         lines: list[Line] = []
         shown = grid.visible_range()
-        if shown is not None or follow:
+        width = self.content_size.width
+        follow_key = key_hint(self.app, type(self.app), "app.follow")
+        if shown is not None:
             line = Text()
-            if shown is not None:
-                first, last = (grid.index_at(p) + 1 for p in shown)
-                line.append(f"agents {first}–{last} of {grid.count}", "bold")
-            if follow:
-                line.append(" · " if shown is not None else "")
-                line.append(f"following {follow}", self._style("run-panel--paused"))
-            elif shown is not None:
-                line.append(f" · {key_hint(self.app, type(self.app), 'app.follow')} follow", dim)
+            first, last = (grid.index_at(p) + 1 for p in shown)
+            line.append(f"agents {first}–{last} of {grid.count}", "bold")
+            hint = f" · {follow_key} follow"
+            if not follow and (not width or line.cell_len + len(hint) <= width):
+                line.append(hint, dim)
             lines.append((1, line))
+        if follow:
+            lines.append((1, Text(f"following {follow} agents ({follow_key}: next)", self._style("run-panel--paused"))))
         index = grid.cursor_index
         if index is None:
             return lines
@@ -257,7 +258,6 @@ class RunPanel(TextPanel):
         open_key = key_hint(self.app, AgentGrid, "grid.open")
         retry = f"  {key_hint(self.app, type(self.app), 'app.retry_agent')}: retry" if state is TaskState.FAILED else ""
         hint = f"  {open_key}: detail{retry}"
-        width = self.content_size.width
         if not width or cursor.cell_len + len(hint) <= width:
             cursor.append(hint, dim)
         lines.append((1, cursor))
