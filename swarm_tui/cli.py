@@ -407,6 +407,9 @@ def _check_tools(tools: ToolsSpec | None, ray) -> None:
     if ray is not None:
         raise InputError.single(tools.source, "tools", "multi-step agents do not run on Ray yet (drop --ray)")
 
+    servers = f"{len(tools.mcp)} MCP server{'s' if len(tools.mcp) != 1 else ''}" if tools.mcp else "its Python tools"
+    print(f"swarm-tui: starting the job's tools to check them ({servers}) ...", file=sys.stderr, flush=True)
+
     async def probe() -> None:
         toolbox = Toolbox(tools)
         await toolbox.start()

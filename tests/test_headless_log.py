@@ -184,3 +184,16 @@ def test_a_redirected_log_gets_progress_lines_while_the_run_goes_on(tmp_path):
     log = wait_for_file_text(log_path, "succeeded, ")
     progress = [line for line in log.splitlines() if PROGRESS.match(line)]
     assert len(progress) >= 3, log
+
+
+def test_a_job_with_tools_says_they_are_starting_before_anything_else(tmp_path, sim):
+    from .conftest import run_cli, write_batch
+
+    job = write_batch(tmp_path / "job.jsonl", ["add 2 and 3 [[sim:tools=1]]"], max_tokens=1024)
+    tools = tmp_path / "tools.toml"
+    tools.write_text('[[tools.python]]\nfunction = "tests.agent_tools:add"\n')
+    result = run_cli("run", str(job), "--tools", str(tools), "--headless", "--base-url", sim.base_url,
+                     "--out", str(tmp_path / "run"), env={"PYTHONPATH": str(REPO)}, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert first == "swarm-tui: starting the job's tools to check them (its Python tools) ...", first

@@ -65,6 +65,7 @@ async def test_the_console_shows_the_batch_lane_while_it_waits_then_its_lines_ar
             assert lane.startswith("=  30 of 30 batch lines waiting · 1 batch · half price, back within 24h"), lane
             assert "poll in" in lane or "polling" in lane, lane
             assert "0 running" in panel_text(app), "running counts live calls; the lines wait in the batch"
+            assert "=  30 in batch" in panel_text(app), "the legend counts the batch lines too (issue 25)"
             footer = footer_text(app)
             assert "in flight    0/" in footer and "in batch    30 waiting" in footer, footer
             assert app.query_one(StatsFooter).has_class("-batch")

@@ -277,3 +277,30 @@ async def test_every_column_of_the_cost_projection_can_be_read(app_on_run, size)
                 break
             await pilot.press("left")
         assert "cost CNY" in screen_text(app)
+
+
+async def test_only_themes_with_the_grids_colours_are_offered_and_the_choice_is_remembered(app_on_run, tmp_path):
+    from swarm_tui.config import load_config
+
+    config = tmp_path / "config.toml"
+    config.write_text('# my settings\n[defaults]\ncurrency = "CNY"  # keep this\n\n[keys]\napp.help = "f1"\n')
+    app = app_on_run()
+    async with app.run_test(size=(80, 24)) as pilot:
+        offered = set(app.available_themes)  # what the palette's Theme command lists
+        assert offered == set(THEMES), offered
+        assert app.theme == "swarm-dark"
+        await pilot.press("t")
+        await wait_until(lambda: "theme = \"swarm-light\"" in config.read_text(), "the choice written",
+                         step=pilot.pause)
+    text = config.read_text()
+    assert text.startswith('# my settings\n[defaults]\ntheme = "swarm-light"\ncurrency = "CNY"  # keep this\n'), text
+    assert load_config(config).theme == "swarm-light" and load_config(config).keys == {"app.help": "f1"}
+
+
+def test_a_textual_theme_is_refused_before_anything_starts(tmp_path, monkeypatch, capsys):
+    from swarm_tui.cli import main
+
+    monkeypatch.setenv("SWARM_TUI_FORCE_TUI", "1")
+    assert main(["run", "--theme", "textual-light", "--out", str(tmp_path / "run")]) == 2
+    assert "no theme named 'textual-light' (known: swarm-dark, swarm-high-contrast, swarm-light" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

@@ -130,12 +130,13 @@ def cell(text: str, *, justify: str = "left", style: str = "") -> Text:
 
 
 def retry_countdown(remaining_s: float) -> str:
-    """At most 13 characters (the column): `retry in 1.5s`, `retry in 42s`, `retry in 16m`."""
+    """At most 13 characters (the column): `retry in 1.5s`, `retry in 42s`, `in 2h00m`."""
     if remaining_s <= 0:
         return NEXT_SLOT
-    if remaining_s < 10:
+    if round(remaining_s, 1) < 10:
         return f"retry in {remaining_s:.1f}s"
-    return f"retry in {span(remaining_s)}"
+    text = f"retry in {span(remaining_s)}"
+    return text if len(text) <= 13 else f"in {span(remaining_s)}"
 
 
 def what_became(failure: Failure, state: TaskState | None, latest: bool) -> str | None:
