@@ -148,7 +148,7 @@ def test_without_colour_a_failed_a_running_and_a_done_cell_read_apart_in_a_real_
     env = (f"NO_COLOR=1 PYTHONPATH={REPO} SWARM_TUI_CONFIG={tmp_path / 'config.toml'} "
            f"PATH={Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
     command = (f"cd {tmp_path} && env {env} swarm-tui run {job} --max-attempts 1 --timeout 120 "
-               f"--sim-latency-ms 20 --out {tmp_path / 'run'}; sleep 30")
+               f"--sim-latency-ms 20 --sim-error-rate 0 --out {tmp_path / 'run'}; sleep 30")
     width, height = size
     subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), command], check=True)
     try:

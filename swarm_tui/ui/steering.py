@@ -14,9 +14,9 @@ from typing import ClassVar
 
 from ..engine import TaskState
 from .aggregate import AggregateScreen
-from .console import ConsoleCore
 from .detail import AgentDetailScreen
 from .dialogs import ConfirmScreen
+from .drain import DrainingConsole
 from .estimate import EstimateScreen
 from .grid import STATE_LABELS
 from .provider import ProviderScreen
@@ -47,7 +47,7 @@ def small_usd(value: float) -> str:
     return f"${value:.4f}" if value < 10 else f"${value:,.2f}"
 
 
-class Steering(ConsoleCore):
+class Steering(DrainingConsole):
     """The keys' actions, on the console's core (layout, drain); `SwarmApp` binds keys to them."""
 
     STEERING_ACTIONS: ClassVar[tuple[tuple[str, tuple[object, ...]], ...]] = (
