@@ -145,17 +145,21 @@ async def test_plus_names_the_ceiling_and_the_panel_both_numbers(app_on_run):
         assert f"limit {app.source.limit} · ceiling {app.source.ceiling}" in panel, panel
 
 
-async def test_the_heat_view_shows_its_scale_in_ms(app_on_run):
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+async def test_the_heat_view_shows_its_scale_in_ms(app_on_run, size):
     app = app_on_run()
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=size) as pilot:
         await pilot.press("h")
-        await wait_until(lambda: "heat:" in app.run_panel._text.plain, "the heat scale", step=pilot.pause)
+        await wait_until(lambda: "heat" in app.run_panel._text.plain, "the heat scale", step=pilot.pause)
         panel = app.run_panel._text.plain
         bounds = app.grid.heat_bounds
-        assert len(bounds) == 4 and "fast → slow (ms)" in panel
-        assert all(f" {b:.0f} " in panel for b in bounds), panel
+        title = "heat ms, fast → slow" if size[0] < 120 else "heat: latency, fast → slow (ms)"
+        assert len(bounds) == 4 and title in panel, panel
+        assert all(f"{b:.0f} " in panel for b in bounds), panel
+        lines = [app.run_panel.render_line(y).text.rstrip() for y in range(app.run_panel.size.height)]
+        assert not [line for line in lines if line.endswith("…")], lines
         await pilot.press("h")
-        await wait_until(lambda: "heat:" not in app.run_panel._text.plain, "the scale to go", step=pilot.pause)
+        await wait_until(lambda: "heat" not in app.run_panel._text.plain, "the scale to go", step=pilot.pause)
 
 
 async def test_the_palette_has_one_quit_and_screenshots_go_to_the_run_directory(app_on_run, tmp_path,

@@ -59,14 +59,16 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 PANES = """\
-Grid       a cell per agent, coloured by state and marked with its glyph:
-           . queued  > running  ~ retrying  o done  x failed  - cancelled
-           (* in its tools, = in a batch, ! scored low); the cursor's agent
-           opens in full: prompt, answer, attempts. f follows the work.
+Grid       a cell per agent, coloured by state, marked by its glyph:
+           . queued  > running  ~ retrying  o done  x failed
+           - cancelled  * in its tools  = in a batch  ! scored low;
+           the cursor's agent opens in full: prompt, answer, attempts;
+           f makes the cursor follow the work.
 Error log  a row per failed attempt: time, agent, error class, HTTP
-           status, what became of it (retry in N s / retried / gave up),
-           message. Tab moves focus there: Enter opens the row's agent,
-           R retries it (its title says the cost), c a class, u repeats.
+           status, what became of it (retry in N s / retried / gave
+           up), message. Tab moves focus there: Enter opens the row's
+           agent, R retries it (the title says the cost), c shows one
+           error class, u groups repeats.
 Footer     cost (USD and your display currency), tokens in/out/cached,
            latency p50/p95/p99, req/s, tok/s, in flight / limit,
            done / failed / total, elapsed and ETA, latency sparkline."""

@@ -187,7 +187,7 @@ class ErrorLog(DataTable, inherit_bindings=False):
         Binding("home,ctrl+home", "scroll_top", "First", id="errorlog.first", show=False),
         Binding("end,ctrl+end", "scroll_bottom", "Last", id="errorlog.last", show=False),
         Binding("enter", "select_cursor", "Detail", id="errorlog.open"),
-        Binding("R", "retry_row", "Retry", id="errorlog.retry"),
+        Binding("R", "retry_row", "Retry row", id="errorlog.retry"),
         Binding("c", "cycle_class", "Class", id="errorlog.filter"),
         Binding("u", "toggle_group", "Group", id="errorlog.group"),
     ]

@@ -326,16 +326,20 @@ class RunPanel(TextPanel):
         return lines
 
     def _heat_scale(self, grid: AgentGrid) -> list[Line]:
-        """The heat view's key: its five colours, fast to slow, with the latencies between them."""
+        """The heat view's key: its five colours, fast to slow, with the latencies between them
+        (one-column swatches in a narrow panel)."""
         bounds = grid.heat_bounds
         if not bounds:
             return [(1, Text("heat: no finished call yet", self._dim))]
+        narrow = 0 < self.content_size.width < 32
+        swatch, pad = (" ", "") if narrow else ("  ", " ")
         scale = Text()
         for level in range(1, 6):
-            scale.append("  ", grid.heat_style(level))
+            scale.append(swatch, grid.heat_style(level))
             if level <= len(bounds):
-                scale.append(f" {bounds[level - 1]:.0f} ")
-        return [(1, Text("heat: latency, fast → slow (ms)", self._dim)), (1, scale)]
+                scale.append(f"{pad}{bounds[level - 1]:.0f} ")
+        title = "heat ms, fast → slow" if narrow else "heat: latency, fast → slow (ms)"
+        return [(1, Text(title, self._dim)), (1, scale)]
 
     # ----------------------------------------------------------------- fitting
 
