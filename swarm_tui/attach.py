@@ -184,9 +184,10 @@ class AttachedRun:
             return last is not None and self._wall_clock() - last > HEARTBEAT_STALE_S
         return age > HEARTBEAT_STALE_S
 
-    def liveness(self) -> str:
+    def liveness(self, short: bool = False) -> str:
         """Who drives this journal, in a few words (the status panel puts the phase before it,
-        and the resume command, when there is work left, on a line of its own)."""
+        and the resume command, when there is work left, on a line of its own). `short`: for a
+        narrow panel (no pid: it fits one line at 80x24)."""
         age = self.heartbeat_age_s
         beat = self.follower.heartbeat or {}
         if self.follower.finished is not None:
@@ -194,7 +195,7 @@ class AttachedRun:
         if age is None:
             return "no heartbeat: never run, or run by an older swarm-tui"
         if self.live:
-            return f"live · pid {beat.get('pid')} · beat {age:.1f}s ago"
+            return f"live · beat {age:.1f}s ago" if short else f"live · pid {beat.get('pid')} · beat {age:.1f}s ago"
         alive = process_alive(beat.get("pid"))
         return "its process is gone" if alive is False else f"nobody running it: silent for {age:.0f}s"
 

@@ -305,7 +305,7 @@ class ConsoleCore(App[int]):
         if source.attached:  # who drives the journal, said once; how to go on, when nobody does
             if not source.running and phase in ("RUNNING", "PAUSED", "STARTING"):
                 phase, detail = "NOT RUNNING", counts_detail(source.states)
-            notes.append((1, source.liveness()))
+            notes.append((1, source.liveness(short=0 < self.run_panel.content_size.width < 36)))
             if not source.running:
                 states = source.states.values()
                 unfinished = any(not state.is_final for state in states)
