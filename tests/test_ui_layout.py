@@ -25,6 +25,7 @@ from .helpers import open_session, wait_until
 from .test_ui_agent_cells import panel_text
 from .test_ui_app import wait_for
 from .test_ui_console import screen_text
+from .test_ui_lifecycle import run_over
 from .test_ui_snapshots import app_on_run, finished_run  # noqa: F401  (fixtures)
 
 SIZES = [(120, 40), (80, 24), (60, 20)]
@@ -127,6 +128,7 @@ async def test_a_scrolling_grid_says_which_agents_it_shows_and_follows_the_activ
             await pilot.press("home")
             await wait_for(pilot, lambda: app.follow is None, what="a cursor key to end the follow")
             session.engine.abort()
+            await wait_for(pilot, lambda: run_over(app), what="the run's outputs written")
     finally:
         await session.aclose()
 

@@ -26,6 +26,12 @@ from .test_ui_agent_cells import panel_text
 from .test_ui_app import on_top, wait_for
 
 
+def run_over(app: SwarmApp) -> bool:
+    """The run's worker is over: its outputs are written (leaving before would close the
+    journal under the thread that writes them)."""
+    return app._worker is None or app._worker.is_finished
+
+
 def footer_labels(app: SwarmApp) -> list[str]:
     from textual.widgets._footer import FooterKey
 
@@ -67,6 +73,7 @@ async def test_a_six_round_swarm_says_its_round_while_it_runs_and_never_done_bef
                            what="the six rounds to end")
             text = panel_text(app)
             assert text.startswith("DONE 48 done, 0 failed in 6 rounds"), text
+            await wait_for(pilot, lambda: run_over(app), what="the run's outputs written")
     finally:
         await session.aclose()
     running = [detail for phase, detail in seen if phase == "RUNNING"]
@@ -115,6 +122,7 @@ async def test_the_footer_and_the_panel_agree_on_what_p_does(tmp_path, sim_facto
             session.engine.abort("test: stop")
             await wait_for(pilot, lambda: app.phase == "ABORTED", what="the abort")
             await wait_for(pilot, lambda: "p Resume" in footer_labels(app), what="p resumes what the abort left")
+            await wait_for(pilot, lambda: run_over(app), what="the run's outputs written")
     finally:
         await session.aclose()
 
@@ -140,6 +148,7 @@ async def test_figures_after_the_end_are_the_runs_average_not_its_last_seconds(t
             app._update_panels()
             assert f"{req_s:6.1f} req/s" in app.figures._text.plain, "not frozen, not decaying: the average"
             assert "ETA --:--" in app.figures._text.plain
+            await wait_for(pilot, lambda: run_over(app), what="the run's outputs written")
     finally:
         await session.aclose()
 
@@ -171,6 +180,7 @@ async def test_after_a_resume_the_eta_is_this_sessions_pace(tmp_path, sim_factor
                 return app.phase == "DONE"
 
             await wait_for(pilot, sample, timeout=30, what="the resumed run to end")
+            await wait_for(pilot, lambda: run_over(app), what="the run's outputs written")
     finally:
         await resumed.aclose()
     assert etas, "an ETA while the resumed session ran"
@@ -199,6 +209,7 @@ async def test_a_running_agents_detail_shows_its_attempt_in_flight_and_deadlines
             await wait_for(pilot, lambda: session.engine.states[1] is TaskState.SUCCEEDED, what="the answer")
             await wait_for(pilot, lambda: not detail.query_one("#detail-in-flight").display, what="nothing in flight")
             assert "DONE · 1 attempt done" in str(detail.query_one("#detail-title").content)
+            await wait_for(pilot, lambda: run_over(app), timeout=30, what="the run's outputs written")
     finally:
         await session.aclose()
 
@@ -237,6 +248,7 @@ async def test_a_planner_error_shows_in_the_error_log_named_by_its_step(tmp_path
             await wait_for(pilot, lambda: any(n.title == "Step error" for n in app._notifications),
                            what="enter on the planner's row to show its failure in full")
             assert not isinstance(app.screen, AgentDetailScreen)
+            await wait_for(pilot, lambda: run_over(app), what="the run's outputs written")
     finally:
         await session.aclose()
 
@@ -256,6 +268,7 @@ async def test_tools_starting_say_so(tmp_path, sim):
             app._start_run()
             assert app.phase == "STARTING" and "starting the job's tools" in app.phase_detail
             await wait_for(pilot, lambda: app.phase == "DONE", timeout=20, what="the agent to end")
+            await wait_for(pilot, lambda: run_over(app), what="the run's outputs written")
     finally:
         await session.aclose()
 
@@ -335,3 +348,33 @@ async def test_detaching_from_a_live_run_says_how_to_come_back(tmp_path, sim_fac
         await runner
         await session.aclose()
         await source.aclose()
+
+
+async def test_q_while_the_outputs_are_written_waits_for_them_then_quits(tmp_path, sim):
+    import threading
+
+    session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(5)])
+    writing, release = threading.Event(), threading.Event()
+    finalize = session.finalize
+
+    def slow_finalize():  # results.jsonl of a big run takes seconds: here, until the test says
+        writing.set()
+        release.wait(30)
+        return finalize()
+
+    session.finalize = slow_finalize  # type: ignore[method-assign]
+    app = make_app(session, config=Config(path=tmp_path / "config.toml"))
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: writing.is_set() and not session.engine.running, what="the outputs begun")
+            await pilot.press("q")
+            await wait_for(pilot, lambda: any(n.message.startswith("Writing results.jsonl") for n in app._notifications),
+                           what="q to say it waits for the outputs")
+            assert app.is_running, "q left while the journal was still being read"
+            release.set()
+            await wait_for(pilot, lambda: not app.is_running, what="the app to quit once they are written")
+        assert app.return_value == 0
+        assert (tmp_path / "run" / "summary.json").exists()
+    finally:
+        release.set()
+        await session.aclose()

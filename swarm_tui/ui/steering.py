@@ -386,6 +386,8 @@ class Steering(DrainingConsole):
 
     async def action_quit(self) -> None:
         source = self.source
+        if not source.attached and not source.running and self._finishing():
+            return  # it quits once the run's outputs are written
         if self._quitting or source.attached or not source.running:
             self.exit(source.exit_code())
             return
@@ -425,8 +427,18 @@ class Steering(DrainingConsole):
             self.exit(source.exit_code())
         elif source.running and not self._quitting:
             self._stop_and_quit("interrupted by the user (ctrl+c)")
-        elif not source.running:
+        elif not source.running and not self._finishing():
             self.exit(source.exit_code())
+
+    def _finishing(self) -> bool:
+        """The engine is done but its worker still writes the run's outputs (results.jsonl of a
+        big run takes seconds): quit when it has, not under it. True when the quit now waits."""
+        worker = self._worker
+        if worker is None or worker.is_finished:
+            return False
+        self._quitting = True
+        self.notify("Writing results.jsonl and summary.json, then quitting…", timeout=10)
+        return True
 
     def _stop_and_quit(self, reason: str) -> None:
         self._quitting = True
