@@ -197,3 +197,49 @@ def test_a_job_with_tools_says_they_are_starting_before_anything_else(tmp_path, 
     assert result.returncode == 0, result.stderr
     first = result.stderr.splitlines()[0]
     assert first == "swarm-tui: starting the job's tools to check them (its Python tools) ...", first
+
+
+def test_every_state_change_has_its_line_and_its_stable_json_keys():
+    from swarm_tui.engine.events import (BatchEnded, BatchSubmitted, ConcurrencyChanged, EndpointSwitched,
+                                         PhaseChanged, QualityDrift, RunFinished, RunStopping)
+
+    stream = io.StringIO()
+    log = ProgressLog(stream, RunStats(total=10), log_format="json", wall_clock=lambda: 1_796_119_205.0)
+    for event in (
+        ConcurrencyChanged(12, "429", None),  # the adaptive limit's own move: no line
+        ConcurrencyChanged(20, "attached view", ceiling=20),
+        EndpointSwitched("fallback", "5xx above 1% of recent attempts"),
+        QualityDrift(5.1, 7.9, "flush_memory", "rolling 5.1 < baseline 7.9 - 1.5; memory flushed (2 rounds)", 3),
+        RunStopping("budget $1.00 reached"),
+        BatchSubmitted("batch_1", "sim/batch", (1, 2, 3), (1, 1, 1)),
+        BatchEnded("batch_1", "completed", 2, 1, 0),
+        PhaseChanged("fan-out", "round 2/6: 5 agents"),
+        RunFinished(10, 0, 0, False),
+    ):
+        log.observe(event)
+    records = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [r["event"] for r in records] == ["limit", "failover", "drift", "stopping", "batch_submitted",
+                                             "batch_ended", "phase", "round_finished"]
+    assert all(r["ts"] == "2026-12-01T10:00:05Z" and r["message"] for r in records)
+    by = {r["event"]: r for r in records}
+    assert (by["limit"]["ceiling"], by["limit"]["by"]) == (20, "attached view")
+    assert by["failover"]["endpoint"] == "fallback" and by["drift"]["action"] == "flush_memory"
+    assert by["stopping"]["reason"] == "budget $1.00 reached"
+    assert (by["batch_ended"]["succeeded"], by["batch_ended"]["failed"]) == (2, 1)
+    assert (by["phase"]["round"], by["phase"]["rounds"]) == (2, 6)
+    assert by["round_finished"]["message"] == "round 2/6 finished: 10 done, 0 failed"
+    log.progress()
+    assert json.loads(stream.getvalue().splitlines()[-1])["round"] == 2
+
+
+def test_the_bell_rings_on_a_terminal_only_and_only_when_asked():
+    from swarm_tui.engine.events import RunStopping
+
+    rings = []
+    for live, bell in ((True, True), (True, False), (False, True)):
+        stream = io.StringIO()
+        log = ProgressLog(stream, RunStats(total=1), live=live, bell=bell)
+        log.observe(RunStopping("error rate 50% above --fail-on-error 20%"))
+        log.finish()
+        rings.append(stream.getvalue().count("\a"))
+    assert rings == [2, 0, 0], "a stop and the end, on a terminal that asked; a log file never gets a BEL"
