@@ -76,7 +76,7 @@ def display_currency_or_usd(config: Config, provider: str) -> DisplayCurrency:
 
 
 class ConsoleCore(App[int]):
-    """Watch one swarm run: the screen, the drain, the themes. The result is the exit code."""
+    """Watch one swarm run: the screen, its panels and themes. The result is the exit code."""
 
     def __init__(
         self,
