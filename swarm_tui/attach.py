@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -37,6 +39,7 @@ from .engine.stats import RunStats
 from .jobs import Task
 from .journal import Journal
 from .legacy_journal import JournalFollower
+from .progress import SessionPace
 from .providers.profile import ProviderProfile
 from .runlog import Listener, LogFollower
 
@@ -97,9 +100,14 @@ class AttachedRun:
         )
         self.stats = RunStats(clock=self._stats_clock)
         self.follower.subscribe(self.stats.observe)
+        self.pace = SessionPace(self.stats)
+        """The ETA at the pace of the session that writes the run now."""
+        self.follower.subscribe(self.pace.observe)
         self._grown: set[int] = set()
         self.follower.subscribe(self._note_growth)
         self._commands: Journal | None = None
+        self.resumer: subprocess.Popen[bytes] | None = None
+        """A `swarm-tui resume` this view started for a run nobody drove (`resume_in_background`)."""
 
     # ----------------------------------------------------------------- what the UI reads
 
@@ -176,9 +184,10 @@ class AttachedRun:
             return last is not None and self._wall_clock() - last > HEARTBEAT_STALE_S
         return age > HEARTBEAT_STALE_S
 
-    def liveness(self) -> str:
+    def liveness(self, short: bool = False) -> str:
         """Who drives this journal, in a few words (the status panel puts the phase before it,
-        and the resume command, when there is work left, on a line of its own)."""
+        and the resume command, when there is work left, on a line of its own). `short`: for a
+        narrow panel (no pid: it fits one line at 80x24)."""
         age = self.heartbeat_age_s
         beat = self.follower.heartbeat or {}
         if self.follower.finished is not None:
@@ -186,12 +195,16 @@ class AttachedRun:
         if age is None:
             return "no heartbeat: never run, or run by an older swarm-tui"
         if self.live:
-            return f"live · pid {beat.get('pid')} · heartbeat {age:.1f}s ago"
+            return f"live · beat {age:.1f}s ago" if short else f"live · pid {beat.get('pid')} · beat {age:.1f}s ago"
         alive = process_alive(beat.get("pid"))
         return "its process is gone" if alive is False else f"nobody running it: silent for {age:.0f}s"
 
     def eta_s(self) -> float | None:
-        return self.stats.eta_s() if self.live else None
+        return self.pace.eta_s() if self.live and not self.paused else None
+
+    def event_time(self) -> float:
+        """When the event being delivered was logged (epoch seconds)."""
+        return self.follower.now if self.follower.now is not None else self._wall_clock()
 
     def task_of(self, index: int) -> Task | None:
         position = self._position.get(index)
@@ -253,6 +266,14 @@ class AttachedRun:
         swarm = self.journal_meta.get("swarm") or {}
         return (swarm.get("memory") or {}).get("rounds", 1) > 1
 
+    @property
+    def has_aggregate_step(self) -> bool:
+        return bool((self.journal_meta.get("swarm") or {}).get("aggregate"))
+
+    @property
+    def has_tools(self) -> bool:
+        return False  # the running process starts them; this view only reads its journal
+
     def flush_memory(self) -> int | None:
         """Ask the running session to flush its rolling memory (how many rounds is not known here)."""
         self._send("flush_memory")
@@ -271,6 +292,34 @@ class AttachedRun:
         if chosen:
             self._send("cancel", {"indices": chosen})
         return chosen
+
+    def resume_in_background(self, *, retry_failed: bool = False) -> Path:
+        """A run nobody drives: start `swarm-tui resume RUN_DIR --headless` as a process of its own
+        (its own session: it outlives this view and the terminal), its output appended to
+        RUN_DIR/resume.log; this view then follows it through the journal as any writer.
+        Returns the log's path."""
+        log = self.run_dir / "resume.log"
+        command = [sys.executable, "-m", "swarm_tui", "resume", str(self.run_dir.resolve()), "--headless"]
+        if retry_failed:
+            command.append("--retry-failed")
+        with open(log, "ab") as out:
+            self.resumer = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        return log
+
+    def resume_failed(self) -> str | None:
+        """Why a resume started here ended without the run going live (its log's last line), once."""
+        resumer = self.resumer
+        if resumer is None or resumer.poll() is None or resumer.returncode == 0:
+            return None
+        self.resumer = None
+        try:
+            lines = (self.run_dir / "resume.log").read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            lines = []
+        last = next((line for line in reversed(lines) if line.strip()), "")
+        return f"the resume exited {resumer.returncode}: {last}" if last else f"the resume exited {resumer.returncode}"
 
     def exit_code(self) -> int:
         return 0  # leaving an attached view detaches; it says nothing about the run

@@ -36,6 +36,7 @@ from .judge.spec import ACTIONS, JudgeSpec, read_rubric
 from .judge.spec import SELF as JUDGE_SELF
 from .lanes import LANES, LIVE
 from .locations import demo_job
+from .progress_log import DEFAULT_EVERY_S, LOG_FORMATS
 from .providers.client import preflight
 from .providers.profile import ProviderProfile
 from .session import RunPlan, SwarmSession, default_run_dir
@@ -88,17 +89,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="tools for a job that declares none ([[tools.mcp]], [[tools.python]], [agents]): every task an agent",
     )
     _add_run_options(run)
+    _add_console_options(run)
     run.set_defaults(handler=cmd_run)
 
     resume = commands.add_parser("resume", help="finish what a run left unfinished; never re-sends a success")
     resume.add_argument("run_dir", type=Path)
     resume.add_argument("--retry-failed", action="store_true", help="also run the tasks that failed finally")
     _add_run_options(resume)
+    _add_console_options(resume)
     resume.set_defaults(handler=cmd_resume)
 
     attach = commands.add_parser("attach", help="watch (and steer) a run another process drives, e.g. over SSH")
     attach.add_argument("run_dir", type=Path)
     attach.add_argument("--theme", help="TUI theme name or a theme file")
+    _add_console_options(attach, logs=False)
     attach.set_defaults(handler=cmd_attach)
 
     sim = commands.add_parser("sim", help="serve the OpenAI-compatible simulator in the foreground")
@@ -229,6 +233,32 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="answers degrade once the swarm's memory holds more than N rounds (context pollution, for --judge)",
     )
+
+
+def _add_console_options(p: argparse.ArgumentParser, *, logs: bool = True) -> None:
+    """How a run speaks to someone not watching: the headless log's format and pace, a bell (issue 25)."""
+    g = p.add_argument_group("console and log")
+    if logs:
+        g.add_argument(
+            "--log-format",
+            choices=LOG_FORMATS,
+            default="text",
+            help="headless: text lines, or one JSON object a line for log shippers (default text)",
+        )
+        g.add_argument(
+            "--log-every",
+            type=positive_float,
+            default=DEFAULT_EVERY_S,
+            metavar="S",
+            help="headless, stderr not a terminal: a timestamped progress line every S seconds (default 5)",
+        )
+    g.add_argument(
+        "--bell", action="store_true", help="ring the terminal's bell when the run finishes, stops or drifts"
+    )
+
+
+def _console_options(args: argparse.Namespace) -> dict:
+    return {"bell": args.bell, "retried": bool(getattr(args, "retry_failed", False))}
 
 
 # --------------------------------------------------------------------------- provider + settings
@@ -459,6 +489,9 @@ def _check_tools(tools: ToolsSpec | None, ray) -> None:
     if ray is not None:
         raise InputError.single(tools.source, "tools", "multi-step agents do not run on Ray yet (drop --ray)")
 
+    servers = f"{len(tools.mcp)} MCP server{'s' if len(tools.mcp) != 1 else ''}" if tools.mcp else "its Python tools"
+    print(f"swarm-tui: starting the job's tools to check them ({servers}) ...", file=sys.stderr, flush=True)
+
     async def probe() -> None:
         toolbox = Toolbox(tools)
         await toolbox.start()
@@ -527,10 +560,10 @@ def _check_lane(settings: EngineSettings, tools: ToolsSpec | None, ray) -> None:
 
 def _drive(session: SwarmSession, args: argparse.Namespace) -> int:
     if args.headless or not _tui_available():
-        return asyncio.run(_headless(session))
-    from .ui.app import run_tui
+        return asyncio.run(_headless(session, args))
+    from .ui.launch import run_tui
 
-    return run_tui(session, theme=args.theme)
+    return run_tui(session, theme=args.theme, **_console_options(args))
 
 
 def _check_theme(args: argparse.Namespace) -> None:
@@ -552,14 +585,14 @@ def cmd_attach(args: argparse.Namespace) -> int:
         from .ui.themes import check_theme
 
         check_theme(args.theme)
-    from .ui.app import run_attached
+    from .ui.launch import run_attached
 
-    return run_attached(args.run_dir, theme=args.theme)
+    return run_attached(args.run_dir, theme=args.theme, bell=args.bell)
 
 
-async def _headless(session: SwarmSession) -> int:
+async def _headless(session: SwarmSession, args: argparse.Namespace) -> int:
     try:
-        return await run_headless(session)
+        return await run_headless(session, log_format=args.log_format, every_s=args.log_every, **_console_options(args))
     finally:
         await session.aclose()
 

@@ -1,8 +1,10 @@
-"""Headless runs: no UI, one live progress line on stderr, a summary at the end.
+"""Headless runs: no UI; progress and state changes on stderr, a summary at the end.
 
-When stderr is not a terminal (CI, cron, `nohup ... &`) the progress line is not drawn; only
-the final summary is printed. Ctrl-C (or SIGTERM) aborts: in-flight calls are cancelled, the
-journal stays resumable, and the exit code is 130.
+On a terminal the progress line is repainted in place and state changes are printed above
+it. When stderr is not a terminal (CI, cron, `nohup ... > big.log 2>&1 &`) the log gets a
+timestamped progress line every `--log-every` seconds (5 by default) and a line for each state
+change; `--log-format json` writes both as JSON lines (`progress_log.py`). Ctrl-C aborts at
+once; SIGTERM and SIGHUP stop gently (`StopSignals`); the journal stays resumable, exit 130.
 """
 
 from __future__ import annotations
@@ -11,15 +13,17 @@ import asyncio
 import contextlib
 import signal
 import sys
+import time
 from typing import TextIO
 
 from .engine.events import RunFinished
 from .engine.stats import RunStats
+from .progress import counts_text
+from .progress_log import DEFAULT_EVERY_S, TICK_S, ProgressLog, clock_text, progress_fields, progress_text
 from .runlog import replay_history
 from .session import SwarmSession
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ABORTED = 0, 1, 2, 130
-REFRESH_S = 0.25
 
 
 def exit_code(finished: RunFinished, output_error: str | None = None) -> int:
@@ -36,11 +40,7 @@ def exit_code(finished: RunFinished, output_error: str | None = None) -> int:
 
 
 def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "--:--"
-    seconds = int(seconds)
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
+    return clock_text(seconds)
 
 
 def format_cost(stats: RunStats) -> str:
@@ -48,17 +48,9 @@ def format_cost(stats: RunStats) -> str:
 
 
 def progress_line(stats: RunStats, waiting: str = "") -> str:
-    """The live line; `waiting` says why nothing is being sent now (a provider's Retry-After)."""
-    req_s, tok_s = stats.rates()
-    p95 = stats.percentile(0.95)
-    return (
-        f"{stats.succeeded}/{stats.total} done  {stats.failed} failed  {stats.in_flight} in flight  "
-        f"{req_s:5.1f} req/s  p95 {p95 / 1000 if p95 else 0:5.2f}s  "
-        f"tok {stats.usage.prompt:,}/{stats.usage.completion:,}  {format_cost(stats)}  "
-        f"ETA {format_duration(stats.eta_s())}"
-        + (f"  batch {stats.batch_waiting:,} waiting" if stats.batch_sent else "")
-        + (f"  {waiting}" if waiting else "")
-    )
+    """The progress line of `stats` alone (the run's ETA); `waiting` says why nothing is being
+    sent now (a provider's Retry-After). The headless log adds the session's pace, round, pause."""
+    return progress_text(progress_fields(stats, waiting=waiting))
 
 
 def gate_wait(engine) -> str:
@@ -71,7 +63,18 @@ def gate_wait(engine) -> str:
     return f"waiting {remaining:.0f}s: provider's Retry-After{cap}"
 
 
-async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) -> int:
+async def run_headless(
+    session: SwarmSession,
+    *,
+    stream: TextIO = sys.stderr,
+    log_format: str = "text",
+    every_s: float = DEFAULT_EVERY_S,
+    retried: bool = False,
+    bell: bool = False,
+) -> int:
+    """Run the session to its end, saying how it goes on `stream`. `retried`: the session was
+    opened with `--retry-failed` (the summary does not suggest the command just run); `bell`:
+    ring on a terminal when it stops, drifts or ends."""
     engine = session.engine
     loop = asyncio.get_running_loop()
     stops = StopSignals(engine, stream)
@@ -79,29 +82,59 @@ async def run_headless(session: SwarmSession, *, stream: TextIO = sys.stderr) ->
     if engine.stats.sent == 0 and session.has_history:
         # a resumed run: count what earlier sessions did, so "126/400 done" reads as the TUI's does
         replay_history(session.journal, engine.stats)
-    live = stream.isatty()
+    log = ProgressLog(
+        stream,
+        engine.stats,
+        log_format=log_format,
+        every_s=every_s,
+        live=stream.isatty(),
+        bell=bell,
+        waiting=lambda: gate_wait(engine),
+    )
+    engine.subscribe(log.observe)
     label = "SIMULATED" if session.simulated else session.client.base_url
     what = "plan -> fan-out -> aggregate" if session.pipeline and not session.tasks else f"{len(session.tasks)} tasks"
-    print(
+    log.say(
+        "start",
         f"swarm-tui: {what}, {session.job_name} -> {session.plan.profile.name} "
         f"({label}), model {session.model}, run dir {session.run_dir}",
-        file=stream,
+        run_dir=str(session.run_dir),
+        job=session.job_name,
+        provider=session.plan.profile.name,
+        simulated=session.simulated,
+        model=session.model,
     )
     budget = session.budget_note()
     if budget:
-        print(f"swarm-tui: {budget}", file=stream)
-    painter = asyncio.create_task(_paint(engine, stream)) if live else None
+        log.say("budget", f"swarm-tui: {budget}", note=budget)
+    ticker = asyncio.create_task(_tick(log))
+    started = time.monotonic()
     try:
         finished = await session.run()
-        if painter:
-            painter.cancel()
-            stream.write("\r\033[K")
+        ticker.cancel()
+        log.finish()
+        session_s = time.monotonic() - started
+        log.say(
+            "finished",
+            f"{'aborted' if finished.aborted else 'finished'}: {counts_text(finished)} in {session_s:.1f}s"
+            + (f" ({finished.stop_reason})" if finished.stop_reason else ""),
+            succeeded=finished.succeeded,
+            failed=finished.failed,
+            unfinished=finished.cancelled,
+            aborted=finished.aborted,
+            stop_reason=finished.stop_reason,
+            session_s=round(session_s, 1),
+        )
         summary = session.summary if session.summary is not None else session.finalize()
         with contextlib.suppress(OSError):  # a terminal that went away (SIGHUP): the outputs are written
-            print_summary(summary, finished, session, stream)
+            if log.json:
+                log.say("summary", "", **summary_fields(summary, finished, session, retried=retried))
+            else:
+                print_summary(summary, finished, session, stream, session_s=session_s, retried=retried)
     finally:
-        if painter:
-            painter.cancel()
+        ticker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticker
         stops.remove(loop)
     code = exit_code(finished, session.output_error)
     # a stop by signal with work left is the user's stop (resumable), unless the outputs are missing
@@ -169,22 +202,66 @@ class StopSignals:
             print(f"\nswarm-tui: {text}", file=self.stream)
 
 
-async def _paint(engine, stream: TextIO) -> None:
+async def _tick(log: ProgressLog) -> None:
     while True:
-        stream.write("\r\033[K" + progress_line(engine.stats, gate_wait(engine)))
-        stream.flush()
-        await asyncio.sleep(REFRESH_S)
+        await asyncio.sleep(min(TICK_S, log.every_s))
+        log.tick()
 
 
-def print_summary(summary: dict, finished: RunFinished, session: SwarmSession, stream: TextIO) -> None:
-    """Where the run stands, after it ended (headless) or after the TUI closed: counts, figures, what next."""
+def elapsed_text(summary: dict, session_s: float | None) -> str:
+    """How long: this session's time, and the run's span when it is another (a resume)."""
+    makespan = summary["makespan_s"] or 0.0
+    if session_s is None:
+        return f"in {makespan:.1f}s"
+    if makespan > session_s + 1.0:  # earlier sessions: the run started before this one
+        return f"in {session_s:.1f}s (this session; {makespan:.1f}s since the run's first call)"
+    return f"in {session_s:.1f}s"
+
+
+def next_step(finished: RunFinished, session: SwarmSession, *, retried: bool = False) -> str | None:
+    """What to do next, in one line: resume what is unfinished, retry what failed (but not the
+    very command that just retried them: say where their errors are)."""
+    run_dir = session.run_dir
+    if finished.aborted or finished.cancelled or session.output_error:
+        return f"resume with: swarm-tui resume {run_dir}"
+    if finished.failed and retried:
+        return f"{finished.failed} still failed after the retry: their errors are in {run_dir}/errors.jsonl"
+    if finished.failed:
+        return f"retry the failed tasks with: swarm-tui resume {run_dir} --retry-failed"
+    return None
+
+
+def summary_fields(summary: dict, finished: RunFinished, session: SwarmSession, *, retried: bool = False) -> dict:
+    """The summary as the JSON log's last record: the counts, figures and the next step."""
+    keys = ("total", "succeeded", "failed", "unfinished", "makespan_s", "latency_ms", "tokens", "cost_usd", "requests")
+    return {
+        **{key: summary.get(key) for key in keys},
+        "stop_reason": finished.stop_reason,
+        "next": next_step(finished, session, retried=retried),
+        "output_error": session.output_error,
+        "results": None if session.output_error else str(session.run_dir / "results.jsonl"),
+    }
+
+
+def print_summary(
+    summary: dict,
+    finished: RunFinished,
+    session: SwarmSession,
+    stream: TextIO,
+    *,
+    session_s: float | None = None,
+    retried: bool = False,
+) -> None:
+    """Where the run stands, after it ended (headless) or after the TUI closed: counts, figures,
+    what next. `session_s`: how long this session ran (a resume's, not the run's since it was
+    created); `retried`: it was opened with `--retry-failed`."""
     lat = summary["latency_ms"]
     req = summary["requests"]
     tok = summary["tokens"]
     cost = f"${summary['cost_usd']:.4f}" if summary["cost_usd"] is not None else "price unknown"
     lines = [
         f"{summary['succeeded']}/{summary['total']} succeeded, {summary['failed']} failed, "
-        f"{summary['unfinished']} unfinished in {summary['makespan_s'] or 0:.1f}s",
+        f"{summary['unfinished']} unfinished {elapsed_text(summary, session_s)}",
         f"latency p50 {lat['p50']} ms  p95 {lat['p95']} ms  p99 {lat['p99']} ms"
         if lat["p50"] is not None
         else "latency: no live call succeeded",
@@ -238,10 +315,9 @@ def print_summary(summary: dict, finished: RunFinished, session: SwarmSession, s
         lines.append(
             f"results.jsonl and summary.json not written ({session.output_error}); the journal keeps every result"
         )
-    if finished.aborted or finished.cancelled or session.output_error:
-        lines.append(f"resume with: swarm-tui resume {session.run_dir}")
-    elif finished.failed:
-        lines.append(f"retry the failed tasks with: swarm-tui resume {session.run_dir} --retry-failed")
+    step = next_step(finished, session, retried=retried)
+    if step:
+        lines.append(step)
     if not session.output_error:
         lines.append(f"results: {session.run_dir}/results.jsonl  errors: {session.run_dir}/errors.jsonl")
     if (session.run_dir / "aggregate.md").exists():

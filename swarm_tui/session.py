@@ -47,8 +47,10 @@ if TYPE_CHECKING:
 
 CONTROL_POLL_S = 0.5
 
-DEMO_SIM = SimConfig(latency_ms=700.0, latency_sigma=0.6, error_rate=0.02, seed=7)
-"""The embedded simulator of the demo: slow enough to watch, with a few 5xx to retry."""
+DEMO_SIM = SimConfig(latency_ms=700.0, latency_sigma=0.6, error_rate=0.1, seed=11547)
+"""The embedded simulator of the demo: slow enough to watch, with about fifteen 5xx to retry, and
+(this seed, the demo's 100 agents) agents 71 and 99 failing all four attempts, so that the error
+log, `r` (their fifth call succeeds) and pause can be tried without a single `--sim-*` flag."""
 
 
 @dataclass(frozen=True)

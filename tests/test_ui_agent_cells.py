@@ -99,7 +99,7 @@ async def test_a_cell_shows_the_step_and_whether_the_agent_thinks_or_runs_a_tool
     try:
         async with app.run_test(size=size) as pilot:
             grid = app.grid
-            beside = size == (120, 40)  # 4-wide cells there; at 80x24 the 2 digits fill the cell
+            beside = size == (120, 40)  # 4-wide cells there; at 80x24 a glyph and the 2 digits fill it
             assert grid.step_beside_number is beside
 
             def shows(index: int, mark: str, step: int) -> str:
@@ -153,7 +153,8 @@ async def test_a_cell_shows_the_step_and_whether_the_agent_thinks_or_runs_a_tool
             gate.open.set()  # for good: they answer (a third model call) and are done
             await wait_for(pilot, lambda: app.phase == "DONE", "the run to end")
             await pilot.pause()
-            assert [cell(grid, i)[0].strip() for i in range(agents)] == [str(i + 1) for i in range(agents)]
+            assert [cell(grid, i)[0] for i in range(agents)] == [f"o{' ' if beside else ''}{i + 1:>2}"
+                                                                 for i in range(agents)], "a glyph and the number"
             assert grid.in_tools == 0
             assert session.engine.stats.critical_path == 3
             await pilot.press("q")
@@ -209,7 +210,8 @@ class GridHost(App[None]):
 
     CSS = "AgentGrid { margin-bottom: 1; }"
 
-    def __init__(self, layouts=(("wide", 100, (120 - 40, 40 - 12)), ("narrow", 100, (80 - 40, 24 - 12)))) -> None:
+    def __init__(self, layouts=(("wide", 100, (120 - 40, 40 - 12, 120 - 28)),
+                                ("narrow", 100, (80 - 40, 24 - 12, 80 - 28)))) -> None:
         super().__init__()
         self.layouts = layouts
 
@@ -224,9 +226,9 @@ class GridHost(App[None]):
         for theme in bundled_themes():
             self.register_theme(theme)
         self.theme = "swarm-dark"
-        for name, agents, (width, height) in self.layouts:
+        for name, agents, room in self.layouts:
             grid = self.query_one(f"#{name}", AgentGrid)
-            grid.fit(width, height)
+            grid.fit(*room)
             step_through(grid)
             grid.update_cells(range(agents))
 
@@ -240,10 +242,10 @@ async def test_the_grid_s_cells_in_each_layout():
     app = GridHost()
     async with app.run_test(size=(60, 30)):
         wide, narrow = app.query_one("#wide", AgentGrid), app.query_one("#narrow", AgentGrid)
-        assert (wide.cell_width, narrow.cell_width) == (5, 3)
-        assert [cell(wide, i)[0] for i in shown] == ["  31 ", " 35*2", " 36:4", "  37 ", " 38:3", " 39*3", "60*12",
-                                                     "  61 "]
-        assert [cell(narrow, i)[0] for i in shown] == [" 31", " *2", " :4", " 37", " :3", " *3", "*12", " 61"]
+        assert (wide.cell_width, narrow.cell_width) == (5, 4)
+        assert [cell(wide, i)[0] for i in shown] == [">  31", " 35*2", " 36~4", "x  37", " 38:3", " 39*3", "60*12",
+                                                     ".  61"]
+        assert [cell(narrow, i)[0] for i in shown] == ["> 31", "  *2", "  ~4", "x 37", "  :3", "  *3", " *12", ". 61"]
         assert cell(wide, 34)[1].bgcolor == wide.tool_style().bgcolor
         assert cell(wide, 35)[1].bgcolor == wide.state_style(TaskState.RETRYING).bgcolor  # retrying, at step 4
         assert cell(wide, 37)[1].bgcolor == wide.state_style(TaskState.RUNNING).bgcolor
@@ -251,7 +253,7 @@ async def test_the_grid_s_cells_in_each_layout():
         assert wide.step_of(59) == (12, ("add", "note")) and wide.step_of(30) is None
         assert wide.in_tools == 13
 
-    app = GridHost((("compact", 1000, (40, 12)),))  # one character a cell: a glyph, no step
+    app = GridHost((("compact", 1000, (40, 12, 52)),))  # one character a cell: a glyph, no step
     async with app.run_test(size=(60, 30)):
         compact = app.query_one("#compact", AgentGrid)
         assert compact.compact

@@ -72,19 +72,35 @@ async def test_r_reruns_the_failed_agents_and_they_end_done(tmp_path, sim):
     assert read_jsonl(tmp_path / "run" / "errors.jsonl") == []
 
 
-async def test_enter_on_an_error_row_and_r_in_the_detail_retry_one_agent(tmp_path, sim):
+async def test_enter_on_an_error_row_opens_its_agent_and_sends_nothing_r_retries_it(tmp_path, sim):
+    """Issue 25 changed the key contract on purpose: Enter on an error-log row used to re-send
+    the call (a paid one); it opens the agent's detail now, and `R` in the log retries, saying
+    first what that costs."""
     prompts = [f"task {i}" + (FLAKY if i in (3, 7) else "") for i in range(12)]
-    session = open_session(tmp_path, sim.base_url, prompts, max_attempts=1, concurrency=4)
+    session = open_session(tmp_path, sim.base_url, prompts, max_attempts=1, concurrency=4,
+                           prices={"custom/sim-1": {"input": 1.0, "cached_input": 0.5, "output": 2.0}})
     app = app_for(session, tmp_path)
     try:
-        async with app.run_test(size=(80, 24)) as pilot:
+        async with app.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: app.phase == "FINISHED")
             log = app.query_one(ErrorLog)
             log.focus()
             log.move_cursor(row=[str(log.get_row_at(i)[1]) for i in range(2)].index("#4"))
+            await wait_for(pilot, lambda: "R retry #4 ≈$" in str(log.border_title), what="what R costs, said first")
+            sent = sim.stats()["requests"]
             await pilot.press("enter")
+            await wait_for(pilot, on_top(app, AgentDetailScreen), what="enter to open the row's agent")
+            assert app.screen.index == 3 and "FAILED" in str(app.screen.query_one("#detail-title").content)
+            await pilot.pause(0.3)
+            assert sim.stats()["requests"] == sent and session.engine.states[3] is TaskState.FAILED, "nothing sent"
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, AgentDetailScreen), what="escape to go back")
+            log.focus()
+            await pilot.press("R")
             await wait_for(pilot, lambda: session.engine.states[3] is TaskState.SUCCEEDED, what="agent 4 retried")
             assert session.engine.states[7] is TaskState.FAILED, "only the selected agent was retried"
+            assert any(n.message.startswith("Retrying agent 4 (≈$") and "the run's mean per answer" in n.message
+                       for n in app._notifications), [n.message for n in app._notifications]
 
             app.grid.focus()
             app.grid.move_to(7)
@@ -264,7 +280,7 @@ async def test_a_planned_swarm_shows_its_plan_as_agents_then_its_aggregate(tmp_p
             assert app.grid.count == 0  # nothing to show until the planner answers
             assert app.check_action("aggregate", ()) is False
             await wait_for(pilot, lambda: app.phase == "DONE", what="the swarm to end")
-            assert app.phase_detail == "aggregate written"
+            assert app.phase_detail == "12 done, 0 failed; aggregate written"
             assert app.grid.count == 12
             assert "Sub-task 3 of 12" in session.tasks[2].prompt
             await pilot.press("down", "right", "enter")  # the detail of a planned agent opens

@@ -70,9 +70,10 @@ async def test_the_console_shows_the_batch_lane_while_it_waits_then_its_lines_ar
             assert grid.batch_style().bgcolor != grid.state_style(TaskState.RUNNING).bgcolor
             assert grid.in_batch == app.source.stats.batch_waiting == 30
             lane = lane_text(app)
-            assert lane.startswith("   30 of 30 batch lines waiting · 1 batch · half price, back within 24h"), lane
+            assert lane.startswith("=  30 of 30 batch lines waiting · 1 batch · half price, back within 24h"), lane
             assert polled(lane), lane
             assert "0 running" in panel_text(app), "running counts live calls; the lines wait in the batch"
+            assert "=  30 in batch" in panel_text(app), "the legend counts the batch lines too (issue 25)"
             footer = footer_text(app)
             assert "in flight    0/" in footer and "in batch    30 waiting" in footer, footer
             assert app.query_one(StatsFooter).has_class("-batch")
@@ -175,7 +176,7 @@ async def test_lane_panel_lines_from_the_events_alone(app_on_run):
         app._update_panels()  # (as the next tick does, now that the panel has its width)
         await pilot.pause()
         lane = lane_text(app).splitlines()
-        assert lane[0] == "   45 of 45 batch lines waiting · 3 batches (2 open), latest 2 shown", lane
+        assert lane[0] == "=  45 of 45 batch lines waiting · 3 batches (2 open), latest 2 shown", lane
         assert lane[1:] == ["batch_…0c9c2b07 in progress  4/20 done 1 failed  12m of 24h · poll in 3s",
                             "batch_…22222222 validating   0/5  done  11m of 24h"], "the open ones, not the ended"
         assert footer.has_class("-batch") and footer.size.height == 4

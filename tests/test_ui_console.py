@@ -120,11 +120,12 @@ async def test_latencies_carry_their_unit_past_ten_seconds(app_on_run):
 
 
 async def test_keys_that_do_nothing_now_say_why(app_on_run):
-    """A done agent under the cursor, no aggregate, no rolling memory: g, m and R each explain."""
+    """A done agent under the cursor, no aggregate step (it talks of none), no rolling memory: g,
+    m and R each explain."""
     app = app_on_run()
     async with app.run_test(size=(120, 40)) as pilot:
         assert app.source.states[0].value == "succeeded"
-        for key, expected in (("g", "No aggregate yet"), ("m", "No rolling memory"),
+        for key, expected in (("g", "This job has no aggregate step"), ("m", "No rolling memory"),
                               ("R", "Agent 1 is done: R retries a failed agent")):
             await pilot.press(key)
             await wait_until(lambda: any(expected in m for m in messages(app)), f"{key} to say why",
@@ -144,17 +145,21 @@ async def test_plus_names_the_ceiling_and_the_panel_both_numbers(app_on_run):
         assert f"limit {app.source.limit} · ceiling {app.source.ceiling}" in panel, panel
 
 
-async def test_the_heat_view_shows_its_scale_in_ms(app_on_run):
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+async def test_the_heat_view_shows_its_scale_in_ms(app_on_run, size):
     app = app_on_run()
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=size) as pilot:
         await pilot.press("h")
-        await wait_until(lambda: "heat:" in app.run_panel._text.plain, "the heat scale", step=pilot.pause)
+        await wait_until(lambda: "heat" in app.run_panel._text.plain, "the heat scale", step=pilot.pause)
         panel = app.run_panel._text.plain
         bounds = app.grid.heat_bounds
-        assert len(bounds) == 4 and "fast → slow (ms)" in panel
-        assert all(f" {b:.0f} " in panel for b in bounds), panel
+        title = "heat ms, fast → slow" if size[0] < 120 else "heat: latency, fast → slow (ms)"
+        assert len(bounds) == 4 and title in panel, panel
+        assert all(f"{b:.0f} " in panel for b in bounds), panel
+        lines = [app.run_panel.render_line(y).text.rstrip() for y in range(app.run_panel.size.height)]
+        assert not [line for line in lines if line.endswith("…")], lines
         await pilot.press("h")
-        await wait_until(lambda: "heat:" not in app.run_panel._text.plain, "the scale to go", step=pilot.pause)
+        await wait_until(lambda: "heat" not in app.run_panel._text.plain, "the scale to go", step=pilot.pause)
 
 
 async def test_the_palette_has_one_quit_and_screenshots_go_to_the_run_directory(app_on_run, tmp_path,
@@ -240,7 +245,9 @@ async def test_an_attached_view_says_its_state_once_and_shows_the_resume_command
             assert shown.startswith(f"{phase} 97 done, 3 failed"), lines
             reason = "the run that wrote it has ended" if writer == "finished" else "its process is gone"
             assert reason in shown
-            assert "resume: swarm-tui resume swarm-100-demo --retry-failed" in shown, lines
+            assert "r: resume it here, in the background" in shown, lines
+            if size[1] >= 40:  # the command too, where the rows allow
+                assert "or: swarm-tui resume swarm-100-demo --retry-failed" in shown, lines
     finally:
         await source.aclose()
 
@@ -274,3 +281,30 @@ async def test_every_column_of_the_cost_projection_can_be_read(app_on_run, size)
                 break
             await pilot.press("left")
         assert "cost CNY" in screen_text(app)
+
+
+async def test_only_themes_with_the_grids_colours_are_offered_and_the_choice_is_remembered(app_on_run, tmp_path):
+    from swarm_tui.config import load_config
+
+    config = tmp_path / "config.toml"
+    config.write_text('# my settings\n[defaults]\ncurrency = "CNY"  # keep this\n\n[keys]\napp.help = "f1"\n')
+    app = app_on_run()
+    async with app.run_test(size=(80, 24)) as pilot:
+        offered = set(app.available_themes)  # what the palette's Theme command lists
+        assert offered == set(THEMES), offered
+        assert app.theme == "swarm-dark"
+        await pilot.press("t")
+        await wait_until(lambda: "theme = \"swarm-light\"" in config.read_text(), "the choice written",
+                         step=pilot.pause)
+    text = config.read_text()
+    assert text.startswith('# my settings\n[defaults]\ntheme = "swarm-light"\ncurrency = "CNY"  # keep this\n'), text
+    assert load_config(config).theme == "swarm-light" and load_config(config).keys == {"app.help": "f1"}
+
+
+def test_a_textual_theme_is_refused_before_anything_starts(tmp_path, monkeypatch, capsys):
+    from swarm_tui.cli import main
+
+    monkeypatch.setenv("SWARM_TUI_FORCE_TUI", "1")
+    assert main(["run", "--theme", "textual-light", "--out", str(tmp_path / "run")]) == 2
+    assert "no theme named 'textual-light' (known: swarm-dark, swarm-high-contrast, swarm-light" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

@@ -115,8 +115,10 @@ async def test_the_console_shows_the_judge_the_drift_and_its_cost_then_an_attach
 
             lines = judge_lines(app)
             assert lines["legend"].split() == [
+                "o",
                 str(len(quality.judged)),
                 "judged",
+                LOW_GLYPH,
                 str(low),
                 "scored",
                 f"≤{LOW_SCORE:g}",

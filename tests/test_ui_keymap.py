@@ -154,13 +154,16 @@ async def test_remapped_keys_of_grid_detail_error_log_and_dialog_work_and_the_ol
             assert isinstance(app.screen, AgentDetailScreen), "escape still closes the detail"
             await pilot.press("b")
             await wait_for(pilot, lambda: not isinstance(app.screen, AgentDetailScreen), what="b to go back")
-            # the error log: Enter no longer retries the row's agent, x does
+            # the error log: its retry is x now (Enter opens the row's agent, and retries nothing)
             log = app.error_log
             log.focus()
             log.move_cursor(row=[str(log.get_row_at(i)[1]) for i in range(log.row_count)].index("#4"))
             await pilot.press("enter")
-            await pilot.pause(0.2)
-            assert session.engine.states[3] is TaskState.FAILED, "enter still retries in the error log"
+            await wait_for(pilot, on_top(app, AgentDetailScreen), what="enter to open the row's agent")
+            assert session.engine.states[3] is TaskState.FAILED, "enter retried in the error log"
+            await pilot.press("b")
+            await wait_for(pilot, lambda: not isinstance(app.screen, AgentDetailScreen), what="b to go back")
+            log.focus()
             await pilot.press("x")
             await wait_for(pilot, lambda: session.engine.states[3] is TaskState.SUCCEEDED, what="x to retry agent 4")
             assert session.engine.states[7] is TaskState.FAILED, "only the row's agent was retried"

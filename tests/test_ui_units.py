@@ -67,14 +67,21 @@ def test_bundled_themes_load_with_the_swarm_variables():
 
 def test_a_user_theme_file_needs_only_what_it_changes(tmp_path):
     path = tmp_path / "mine.toml"
-    path.write_text('name = "mine"\nprimary = "#ff8800"\n[variables]\nswarm-failed = "#ff0000"\n')
+    path.write_text('name = "mine"\n[variables]\nswarm-failed = "#ff0000"\n')  # no primary: swarm-dark's
     theme = load_theme_file(path)
-    assert theme.name == "mine" and theme.variables == {"swarm-failed": "#ff0000"}
+    dark = next(t for t in bundled_themes() if t.name == "swarm-dark")
+    assert theme.name == "mine" and theme.variables == {**dark.variables, "swarm-failed": "#ff0000"}
+    assert (theme.primary, theme.background, theme.dark) == (dark.primary, dark.background, True)
     check_theme(str(path))
+    path.write_text('name = "mine-light"\ndark = false\nprimary = "#0000aa"\n')
+    light = next(t for t in bundled_themes() if t.name == "swarm-light")
+    theme = load_theme_file(path)
+    assert (theme.primary, theme.background, theme.variables) == ("#0000aa", light.background, light.variables)
 
 
 @pytest.mark.parametrize("text, field", [
     ('primary = "#fff"\n', "name"),
+    ('name = "x"\n[variables]\nswarm-failed = "not a colour"\n', "variables.swarm-failed"),
     ('name = "x"\nprimary = "#fff"\ncolour = "red"\n', "colour"),
     ('name = "x"\nprimary = "not a colour"\n', "colors"),
     ('name = "x"\nprimary = ', "toml"),
@@ -120,10 +127,13 @@ def test_the_provider_form_validates_and_never_holds_a_key():
 
 
 class GridApp(App):
+    """A grid alone, fitted as the console fits it at 80x24: `size` beside a full run panel, 12
+    columns more beside a narrow one."""
+
     def __init__(self, n: int, size: tuple[int, int]) -> None:
         super().__init__()
         self.states = {i: TaskState.QUEUED for i in range(n)}
-        self.fit_to = size
+        self.fit_to = (*size, size[0] + 12)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return swarm_variable_defaults()
@@ -140,8 +150,8 @@ async def test_100_agents_make_a_10x10_grid_of_numbered_cells():
     async with app.run_test(size=(80, 24)):
         grid = app.query_one(AgentGrid)
         assert (grid.columns, grid.rows, grid.compact) == (10, 10, False)
-        assert grid.render_line(0).text.split() == [str(n) for n in range(1, 11)]
-        assert grid.render_line(9).text.split()[-1] == "100"
+        assert grid.render_line(0).text.split() == [part for n in range(1, 11) for part in (".", str(n))]
+        assert grid.render_line(9).text.split()[-1] == ".100", "a glyph and the number in every cell"
 
 
 async def test_1000_agents_go_compact_and_scroll_at_80x24():
@@ -169,7 +179,7 @@ async def test_a_state_change_redraws_only_its_row_in_the_state_colour():
         grid.update_cells({42})
         assert set(grid._rows) == set(range(10)) - {4}, "only row 5 was invalidated"
         assert all(grid._rows[row] is cached[row] for row in grid._rows), "the other rows stay cached"
-        cell = [segment for segment in grid.render_line(4) if segment.text.strip() == "43"][0]
+        cell = [segment for segment in grid.render_line(4) if segment.text.strip() == "x 43"][0]
         assert cell.style == grid.state_style(TaskState.FAILED)
 
 
@@ -218,9 +228,10 @@ async def test_provider_text_is_shown_literally_never_as_markup():
     app = LogApp()
     async with app.run_test(size=(120, 10)):
         log = app.query_one(ErrorLog)
-        log.add_failures([Failure.final(attempt), Failure.retrying(attempt, 1.5), Failure.retrying(attempt, math.nan)])
+        again = [Attempt(i, 1, "sim", 1_700_000_000.0, 120.0, "retry", status=500, error=error) for i in (5, 6)]
+        log.add_failures([Failure.final(attempt), Failure.retrying(again[0], 1.5), Failure.retrying(again[1], math.nan)])
         row = log.get_row_at(0)
-        assert row[5].plain == message and not row[5].spans
+        assert row[5].plain == message and not row[5].spans and row[5].overflow == "ellipsis"
         assert row[1].plain == "#5" and row[2].plain == "server_error" and row[3].plain == "500"
         assert [log.get_row_at(i)[4].plain for i in range(3)] == ["gave up", "retry in 1.5s", "retrying"]
 

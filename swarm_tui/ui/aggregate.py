@@ -9,7 +9,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Markdown, Static
+from textual.widgets import Markdown, Static
+
+from .footer import KeyFooter
 
 
 class AggregateScreen(Screen[None]):
@@ -38,4 +40,4 @@ class AggregateScreen(Screen[None]):
                 yield Static(
                     "No aggregate yet: it is written when the workers of the last round are done.", markup=False
                 )
-        yield Footer()
+        yield KeyFooter()

@@ -2,13 +2,19 @@
 with a judge) the judge's score of its answer and the reason given.
 
 Everything shown comes from the journal (the source of truth), re-read when the app says the
-agent changed, so a retry started from here is seen through to its end. Provider text
-(prompts, answers, error messages) is shown literally, never as markup.
+agent changed, so a retry started from here is seen through to its end; an attempt still in
+flight is not journaled yet, so the app says which it is (`InFlight`, from its `AttemptStarted`)
+and the detail shows it with its elapsed time and the deadlines it runs under, ticking once a
+second. Provider text (prompts, answers, error messages) is shown literally, never as markup,
+and in full.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
@@ -16,10 +22,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Collapsible, Footer, Static
+from textual.widgets import Collapsible, Static
 
 from ..engine import TaskState
 from . import format as fmt
+from .footer import KeyFooter
 from .grid import LOW_SCORE, STATE_LABELS
 from .keys import key_hint
 from .source import run_figures
@@ -69,6 +76,28 @@ def messages_text(body: dict[str, Any]) -> Text:
 ATTEMPT_HEADER = " #  started   outcome   st  ms      error          in/out/cached      cost"
 
 
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """An agent's attempt in flight: what its `AttemptStarted` said, and when (epoch seconds)."""
+
+    number: int
+    endpoint: str
+    started_at: float
+    hedge: bool = False
+
+
+def deadlines_text(source: RunSource, elapsed_s: float) -> str:
+    """The deadlines an attempt runs under (README: the three deadlines), with what is left."""
+    settings = source.settings
+    parts = [f"hard timeout {settings.timeout_s:g}s ({max(0.0, settings.timeout_s - elapsed_s):.0f}s left)"]
+    straggler = source.straggler_s
+    if straggler is not None:
+        parts.append(f"straggler cut at {straggler:.1f}s (then sent again)")
+    if settings.stream:
+        parts.append(f"first token {settings.first_token_timeout_s:g}s, idle {settings.idle_timeout_s:g}s")
+    return "deadlines: " + "; ".join(parts)
+
+
 class AgentDetailScreen(Screen[None]):
     """Enter on a grid cell opens this; `r` retries the agent, ←/→ step through agents."""
 
@@ -89,10 +118,19 @@ class AgentDetailScreen(Screen[None]):
         Binding("right,full_stop", "step(1)", "Next", id="detail.next"),
     ]
 
-    def __init__(self, source: RunSource, index: int) -> None:
+    def __init__(
+        self,
+        source: RunSource,
+        index: int,
+        in_flight: Mapping[int, InFlight] | None = None,
+        wall_clock=time.time,
+    ) -> None:
+        """`in_flight`: the app's attempts in flight, by agent (kept current by its drain)."""
         super().__init__()
         self.source = source
         self.index = index
+        self._in_flight = in_flight if in_flight is not None else {}
+        self._wall_clock = wall_clock
         self._tasks = {task.index: task for task in source.tasks}
         self._order = sorted(self._tasks)
         self._shown: tuple | None = None
@@ -101,6 +139,7 @@ class AgentDetailScreen(Screen[None]):
         yield Static(id="detail-title", markup=False)
         with VerticalScroll():
             yield Static("Attempts", classes="section")
+            yield Static("", id="detail-in-flight", markup=False)
             yield Static(id="detail-attempts", markup=False)
             yield Static("", id="detail-error", markup=False)
             yield Static("", classes="section", id="judge-title", markup=False)
@@ -111,10 +150,14 @@ class AgentDetailScreen(Screen[None]):
                 yield Static(id="detail-raw-json", markup=False)
             yield Static("Prompt (messages as sent)", classes="section")
             yield Static(id="detail-prompt", markup=False)
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.refresh_detail()
+
+    def tick(self) -> None:
+        """Once a second (the app's tick): the elapsed time of an attempt in flight."""
+        self._fill_in_flight()
 
     # ----------------------------------------------------------------- data
 
@@ -128,18 +171,20 @@ class AgentDetailScreen(Screen[None]):
         state = self.source.states.get(index, TaskState.QUEUED)
         attempts = self.source.attempts_of(index)
         verdict = self._verdict(index)
-        key = (index, state, len(attempts), len(task.body.get("messages", ())), verdict)
+        flying = self._in_flight.get(index) if not state.is_final else None
+        key = (index, state, len(attempts), len(task.body.get("messages", ())), verdict, flying)
         if key == self._shown:
             return
         self._shown = key
-        title = (
-            f"Agent {task.agent} · {task.custom_id} · {STATE_LABELS[state].upper()} · {len(attempts)} attempt"
-            f"{'' if len(attempts) == 1 else 's'}"
-        )
+        done = f"{len(attempts)} attempt{'' if len(attempts) == 1 else 's'} done"
+        now = f"attempt {flying.number} in flight" if flying is not None else ""
+        parts = (f"Agent {task.agent}", task.custom_id, STATE_LABELS[state].upper(), now, done)
+        title = " · ".join(part for part in parts if part)
         if state is TaskState.FAILED and self.source.can_steer:
             title += f" · {key_hint(self.app, AgentDetailScreen, 'detail.retry')} retries it"
         self.query_one("#detail-title", Static).update(Text(title))
-        self._fill_attempts(attempts)
+        self._fill_in_flight()
+        self._fill_attempts(attempts, waiting=flying is None and not state.is_final)
         try:
             result = self.source.result_of(index)
         except ValueError as exc:  # an answer journaled before answers were kept as strict JSON (a BOM...)
@@ -180,7 +225,24 @@ class AgentDetailScreen(Screen[None]):
         title.update(f"Judge: {score:g}/10" + (f" (low: {LOW_SCORE:g} or less)" if low else ""))
         reason.update(Text(why or "(the judge gave no reason)"))
 
-    def _fill_attempts(self, attempts: list[dict[str, Any]]) -> None:
+    def _fill_in_flight(self) -> None:
+        """The attempt in flight: which, on which endpoint, for how long, under which deadlines."""
+        line = self.query_one("#detail-in-flight", Static)
+        state = self.source.states.get(self.index, TaskState.QUEUED)
+        flying = self._in_flight.get(self.index) if not state.is_final else None
+        line.display = flying is not None
+        if flying is None:
+            return
+        elapsed = max(0.0, self._wall_clock() - flying.started_at)
+        hedge = " (a hedge: a backup of a slow first call)" if flying.hedge else ""
+        line.update(
+            Text(
+                f"attempt {flying.number} in flight on {flying.endpoint}{hedge}: {elapsed:.1f}s so far, started "
+                f"{fmt.clock_time(flying.started_at)}\n{deadlines_text(self.source, elapsed)}"
+            )
+        )
+
+    def _fill_attempts(self, attempts: list[dict[str, Any]], waiting: bool = False) -> None:
         """A fixed-width table (76 columns: fits 80x24), each attempt's message on its own line."""
         text = Text(no_wrap=False)
         text.append(ATTEMPT_HEADER + "\n", "bold")
@@ -200,7 +262,7 @@ class AgentDetailScreen(Screen[None]):
             if row.get("error_message"):
                 text.append(f"    {row['error_message']}\n", "italic")
         if not attempts:
-            text.append("(no attempt yet)")
+            text.append("(no attempt done yet)" if not waiting else "(no attempt yet: waiting for a slot)")
         text.rstrip()
         self.query_one("#detail-attempts", Static).update(text)
 

@@ -59,11 +59,16 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 PANES = """\
-Grid       a cell per agent, coloured by state (legend beside it); the
-           cursor's agent opens in full: prompt, answer, attempts.
+Grid       a cell per agent, coloured by state, marked by its glyph:
+           . queued  > running  ~ retrying  o done  x failed
+           - cancelled  * in its tools  = in a batch  ! scored low;
+           the cursor's agent opens in full: prompt, answer, attempts;
+           f makes the cursor follow the work.
 Error log  a row per failed attempt: time, agent, error class, HTTP
-           status, what happens next (retry in N s / gave up), message.
-           Tab moves focus there; a row's agent can be retried from it.
+           status, what became of it (retry in N s / retried / gave
+           up), message. Tab moves focus there: Enter opens the row's
+           agent, R retries it (the title says the cost), c shows one
+           error class, u groups repeats.
 Footer     cost (USD and your display currency), tokens in/out/cached,
            latency p50/p95/p99, req/s, tok/s, in flight / limit,
            done / failed / total, elapsed and ETA, latency sparkline."""
@@ -79,10 +84,12 @@ Quitting during a run aborts it: in-flight calls are cancelled and
 nothing finished is lost. The journal stays resumable:
   swarm-tui resume {run_dir}
 
-Over SSH: start a long run headless, detach, watch it from anywhere:
-  nohup swarm-tui run JOB --headless --out runs/big &   (or in tmux)
+Over SSH: start a long run headless, log out, watch it from anywhere:
+  mkdir -p runs
+  nohup swarm-tui run JOB --headless --out runs/big > runs/big.log 2>&1 &
   swarm-tui attach runs/big     the same screen, and it steers the run
-Leaving an attached view (quit) never stops the run."""
+Leaving an attached view (q: Detach) never stops the run; a run nobody
+drives any more can be resumed from its attached view (p, or r)."""
 
 
 class HelpScreen(ModalScreen[None]):

@@ -19,7 +19,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from ..config import Config
 from ..currency import DisplayCurrency
@@ -27,6 +27,7 @@ from ..engine import RunStats
 from ..errors import InputError
 from ..estimate import Estimate, Scenario, build_estimate, format_table, scenario_from_usage, table_cells
 from ..pricing import PriceTable
+from .footer import KeyFooter
 
 
 def projection(stats: RunStats, config: Config, currency: DisplayCurrency) -> Estimate | str:
@@ -76,7 +77,7 @@ class EstimateScreen(Screen[None]):
             yield Static(Text(summary), id="estimate-summary")
             yield DataTable(id="estimate-table", cursor_type="row", zebra_stripes=True, fixed_columns=1)
             yield Static(Text(notes), id="estimate-notes")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         if isinstance(self._estimate, str):

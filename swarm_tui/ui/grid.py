@@ -6,39 +6,41 @@ grid draws each row of cells as one `Strip`, caches it, and redraws only the row
 agents changed (`update_cells`), so an event costs a dict lookup until the next paint.
 
 Colours come from component classes (`agent-grid--succeeded` ...) whose CSS uses the theme's
-`$swarm-*` variables, so a theme recolours the grid. Layout:
+`$swarm-*` variables, so a theme recolours the grid. Every cell also carries its state's glyph
+(`.` queued, `>` running, `~` retrying, `o` done, `x` failed, `-` cancelled), so that states
+differ in their text too: without colour (`NO_COLOR`, a monochrome terminal, a colour-blind
+eye) a failed, a running and a done cell still read apart. Layout (`fit`):
 
-* up to 100 agents: 10 columns (a 10x10 square for the demo), numbered cells;
-* more: as many columns as fit; numbered cells while all rows fit on screen, otherwise
-  compact one-character cells (a glyph per state, so states stay distinct without colour);
-  the grid scrolls when even that does not fit.
+* up to 100 agents: 10 columns (a 10x10 square for the demo) of numbered cells, `o  42` where
+  there is room, `o 42` where the run panel would be too narrow otherwise (80x24); where even
+  that does not fit (60x20) one-character cells, as many columns as keep every row on screen;
+* more: as many numbered columns as fit while all rows fit on screen, otherwise compact
+  one-character cells (the glyph alone); the grid scrolls when even that does not fit, and
+  says which agents it shows (`visible_range`).
 
 Multi-step agents (a job with tools): a running agent that has taken a step shows the step it
 is on, and whether it is thinking (its model call in flight: the running colour, `:`) or in
-its tools (from `AgentStepped` to its next `AttemptStarted`: the tool colour, `*`):
+its tools (from `AgentStepped` to its next `AttemptStarted`: the tool colour, `*`), or waits
+out a backoff (`~`); the mark takes the glyph's place:
 
 * a cell with room for two more characters than the number: `42:3` thinking at step 3,
   `42*3` running step 3's tools (`42:+` from step 10 on where the digits do not fit);
-* a narrow cell (the number fills it, e.g. 100 agents at 80x24): `:3`, `*3` in place of the
-  number while the agent runs (its place in the grid, and the run panel's cursor line, say
-  which agent it is): a digit in the gap beside the number would read as part of it;
+* a narrow cell: `:3`, `*3` in place of the number while the agent runs (its place in the
+  grid, and the run panel's cursor line, say which agent it is);
 * a compact cell: `>` thinking, `*` in its tools.
 
 The layout never changes for steps: a run's cells stay where they are.
 
 The batch lane (`--lane batch|auto`): a task carried as a line of a provider batch is running
 too, but for minutes or hours, at the provider's pace, not ours: from `BatchSubmitted` until
-its line comes back its cell has its own colour (`$swarm-batch`; `=` when compact), so the
-live calls stand apart from the lines waiting in a batch.
+its line comes back its cell has its own colour (`$swarm-batch`) and glyph (`=`), so the live
+calls stand apart from the lines waiting in a batch.
 
 The judge (`--judge`, a job's `[judge]`): a done agent whose answer the judge scored is
 underlined; one scored at or below `LOW_SCORE` (at best "usable with edits", by the default
-rubric) takes the low-score colour (`$swarm-low-score`; `!` when compact), so a falling quality
+rubric) takes the low-score colour (`$swarm-low-score`) and glyph (`!`), so a falling quality
 shows in the grid, not only in the run panel's score. In the heat view a judged cell keeps its
 latency colour and its underline.
-
-A task without tools never steps, a run without a judge scores nothing: their cells are drawn
-exactly as they always were.
 """
 
 from __future__ import annotations
@@ -59,58 +61,34 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..engine import TaskState
-from .contrast import readable_on
-
-STATES: tuple[TaskState, ...] = (
-    TaskState.QUEUED,
-    TaskState.RUNNING,
-    TaskState.RETRYING,
-    TaskState.SUCCEEDED,
-    TaskState.FAILED,
-    TaskState.CANCELLED,
+from .cells import (
+    BATCH_GLYPH,
+    GLYPHS,
+    LOW_GLYPH,
+    LOW_SCORE,
+    MANY_STEPS,
+    RETRY_MARK,
+    STATE_LABELS,
+    STATES,
+    STEP_STATES,
+    THINKING_MARK,
+    TOOL_GLYPH,
+    TOOL_MARK,
+    CellFacts,
 )
-STATE_LABELS = {
-    TaskState.QUEUED: "queued",
-    TaskState.RUNNING: "running",
-    TaskState.RETRYING: "retrying",
-    TaskState.SUCCEEDED: "done",
-    TaskState.FAILED: "failed",
-    TaskState.CANCELLED: "cancelled",
-}
-GLYPHS = {
-    TaskState.QUEUED: ".",
-    TaskState.RUNNING: ">",
-    TaskState.RETRYING: "~",
-    TaskState.SUCCEEDED: "o",
-    TaskState.FAILED: "x",
-    TaskState.CANCELLED: "-",
-}
-"""Compact cells: ASCII, so that no terminal (CJK ambiguous-width ones included) widens them."""
-TOOL_GLYPH = "*"
-"""A compact cell whose agent runs its tools (`>`: it is thinking)."""
-BATCH_GLYPH = "="
-"""A compact cell whose task waits as a line of a provider batch."""
-LOW_GLYPH = "!"
-"""A compact cell whose answer the judge scored low."""
-LOW_SCORE = 5.0
-"""A judged answer scored at or below this is low (the default rubric: 5 is "usable with edits")."""
-THINKING_MARK = ":"
-TOOL_MARK = "*"
-"""Between the number and the step in a wide cell: `42:3` thinking, `42*3` in its tools."""
-MANY_STEPS = "+"
-"""The step where its digits do not fit (step 10 and later)."""
-STEP_STATES = frozenset({TaskState.RUNNING, TaskState.RETRYING})
-"""The states whose cells show the agent's step."""
+from .contrast import readable_on
+from .grid_layout import choose_layout
+
+__all__ = ["BATCH_GLYPH", "GLYPHS", "LOW_GLYPH", "LOW_SCORE", "STATES", "STATE_LABELS", "TOOL_GLYPH", "AgentGrid"]
+
 HEAT_LEVELS = 5
-NUMBERED_MAX = 100
-"""Up to this many agents the grid is a fixed 10-column square."""
 
 
 def state_class(state: TaskState) -> str:
     return f"agent-grid--{state.value}"
 
 
-class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
+class AgentGrid(ScrollView, CellFacts, can_focus=True, inherit_bindings=False):
     """Agents as cells coloured by state (or by latency, in the heat view), with a cursor.
 
     Its keys are its own (`grid.*` ids, remappable), not a scroll view's: the cursor scrolls."""
@@ -176,9 +154,11 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
             self.index = index
 
     class CursorMoved(Message):
-        def __init__(self, index: int) -> None:
+        def __init__(self, index: int, by_user: bool = False) -> None:
             super().__init__()
             self.index = index
+            self.by_user = by_user
+            """A key or a click of the user's moved it (the app's follow mode ends then)."""
 
     def __init__(
         self,
@@ -192,19 +172,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         super().__init__(name=name, id=id, classes=classes)
         self._states = states
         self._set_indices(indices)
-        self._latency: dict[int, float] = {}
-        self._stepped: dict[int, int] = {}
-        """Multi-step agents: the last step whose model call asked for tools."""
-        self._in_tools: dict[int, tuple[str, ...]] = {}
-        """Agents running their tools now (from `AgentStepped` to their next model call): the tools' names."""
-        self.stepping = False
-        """An agent has taken a step: cells show steps (never true for a job without tools)."""
-        self._in_batch: set[int] = set()
-        """Tasks whose attempt is a line of a provider batch not back yet (`BatchSubmitted`)."""
-        self.batching = False
-        """A batch was submitted in this run: the legend shows the batch colour (never true for a live run)."""
-        self._scores: dict[int, float] = {}
-        """The judge's score of each judged answer (`AnswerJudged`)."""
+        CellFacts.__init__(self)
         self._step_inside = False
         """Cells have room for `:step` after the number; otherwise the step takes the number's place."""
         self._heat_bounds: list[float] = []
@@ -215,7 +183,10 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         self.cell_width = self._digits
         self.row_gap = 0
         self.compact = False
-        self._fit_to = (80, 10)
+        self._layout_narrow_panel = False
+        self._user_move = False
+        """The next cursor change comes from the user's key or click (not from the app's follow)."""
+        self._fit_to = (80, 10, 80)
         self._apply_layout()
 
     # ----------------------------------------------------------------- layout
@@ -244,10 +215,12 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         """Screen columns from one cell to the next (cell + one gap)."""
         return self.cell_width + 1
 
-    def fit(self, width: int, height: int) -> None:
-        """Lay the cells out for at most `width` x `height` cells of screen (the app decides)."""
-        if (width, height) != self._fit_to:
-            self._fit_to = (max(8, width), max(3, height))
+    def fit(self, width: int, height: int, narrow_width: int | None = None) -> None:
+        """Lay the cells out for at most `width` x `height` cells of screen beside a run panel
+        of full width, or `narrow_width` beside a narrow one (the app decides; `grid_layout`)."""
+        fit_to = (max(8, width), max(3, height), max(8, narrow_width or width))
+        if fit_to != self._fit_to:
+            self._fit_to = fit_to
             self._apply_layout()
 
     @property
@@ -255,30 +228,40 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         """The rows the app gives the grid (and the panel beside it) at this terminal size."""
         return self._fit_to[1]
 
+    @property
+    def narrow_panel(self) -> bool:
+        """The grid took the room of a full run panel: the panel beside it is narrow."""
+        return self._layout_narrow_panel
+
     def _apply_layout(self) -> None:
-        width, height = self._fit_to
-        n, digits = self.count, self._digits
-        if n <= NUMBERED_MAX:
-            self.compact = False
-            self.columns = min(10, max(1, n))
-            pad = 1 if self.columns * (digits + 3) - 1 <= width - 1 else 0
-            self.cell_width = digits + 2 * pad
-            rows = self.rows
-            self.row_gap = 1 if pad and 2 * rows - 1 <= height else 0
-        else:
-            self.row_gap = 0
-            usable = width - 1  # the vertical scrollbar
-            numbered_cols = max(1, (usable + 1) // (digits + 1))
-            if -(-n // numbered_cols) <= height:
-                self.compact, self.cell_width, self.columns = False, digits, numbered_cols
-            else:
-                self.compact, self.cell_width, self.columns = True, 1, max(1, (usable + 1) // 2)
+        width, height, narrow_width = self._fit_to
+        layout = choose_layout(self.count, self._digits, width, height, narrow_width)
+        self.columns, self.cell_width, self.row_gap = layout.columns, layout.cell_width, layout.row_gap
+        self.compact = layout.compact
+        self._layout_narrow_panel = layout.narrow_panel
+        digits = self._digits
         self._step_inside = not self.compact and self.cell_width >= digits + 2
         lines = self.rows * (1 + self.row_gap) - self.row_gap
         self.virtual_size = Size(self.columns * self.pitch - 1, max(1, lines))
         self.styles.max_height = height
         self._rows.clear()
         self.refresh(layout=True)
+
+    def visible_range(self) -> tuple[int, int] | None:
+        """The first and last position (not task index) of the rows on screen, while the grid
+        scrolls; None when every row is shown."""
+        lines = self.rows * (1 + self.row_gap) - self.row_gap
+        shown = self.size.height
+        if not self.count or shown <= 0 or lines <= shown:
+            return None
+        top = self.scroll_offset.y
+        first_row = -(-top // (1 + self.row_gap))
+        last_row = min(self.rows - 1, (top + shown - 1) // (1 + self.row_gap))
+        return first_row * self.columns, min(self.count - 1, (last_row + 1) * self.columns - 1)
+
+    def index_at(self, position: int) -> int:
+        """The task index at a grid position."""
+        return self._indices[position]
 
     def _row_line(self, row: int) -> int:
         return row * (1 + self.row_gap)
@@ -292,79 +275,10 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
             if self._rows.pop(row, None) is not None:
                 self.refresh_line(self._row_line(row))
 
-    # Multi-step agents. Each call is O(1): the app calls them per event, then `update_cells`.
-
-    def agent_stepped(self, index: int, step: int, tools: tuple[str, ...]) -> None:
-        """`AgentStepped`: step `step`'s model call asked for `tools`; the agent runs them now."""
-        self._stepped[index] = max(step, self._stepped.get(index, 0))
-        self._in_tools[index] = tools
-        self.stepping = True
-
-    def tool_call_ended(self, index: int, step: int) -> None:
-        """`ToolCallEnded`: the agent is at step `step` at least (tools owed since a stop run
-        without a new `AgentStepped`)."""
-        if step > self._stepped.get(index, 0):
-            self._stepped[index] = step
-            self.stepping = True
-
-    def left_tools(self, index: int) -> None:
-        """Its next model call started (`AttemptStarted`: it thinks), or it stopped running."""
-        self._in_tools.pop(index, None)
-
-    def step_of(self, index: int) -> tuple[int, tuple[str, ...] | None] | None:
-        """The step a multi-step agent is on and, while it runs them, its tools' names (None:
-        it is thinking); None for an agent that has taken no step."""
-        stepped = self._stepped.get(index)
-        if stepped is None:
-            return None
-        tools = self._in_tools.get(index)
-        return (stepped, tools) if tools is not None else (stepped + 1, None)
-
     @property
     def step_beside_number(self) -> bool:
         """Cells show `42:3` (else `:3`, or only `>`/`*` when compact)."""
         return self._step_inside
-
-    @property
-    def in_tools(self) -> int:
-        """How many agents run their tools now."""
-        return len(self._in_tools)
-
-    # The batch lane. O(1) per task, like the steps above.
-
-    def batch_submitted(self, indices: Sequence[int]) -> None:
-        """`BatchSubmitted`: these tasks wait as lines of a provider batch."""
-        self._in_batch.update(indices)
-        self.batching = True
-
-    def left_batch(self, index: int) -> None:
-        """Its line came back (or it was cancelled, queued again, started live): no longer waiting."""
-        self._in_batch.discard(index)
-
-    def is_in_batch(self, index: int) -> bool:
-        return index in self._in_batch
-
-    @property
-    def in_batch(self) -> int:
-        """How many tasks wait as batch lines now."""
-        return len(self._in_batch)
-
-    # The judge. O(1) per verdict.
-
-    def judged(self, index: int, score: float) -> None:
-        """`AnswerJudged`: the judge scored this agent's answer."""
-        self._scores[index] = score
-
-    def score_of(self, index: int) -> float | None:
-        return self._scores.get(index)
-
-    @property
-    def judging(self) -> bool:
-        """An answer of this run was judged: the legend shows the judged cells (never true without a judge)."""
-        return bool(self._scores)
-
-    def set_latency(self, index: int, latency_ms: float) -> None:
-        self._latency[index] = latency_ms
 
     def set_heat_bounds(self, bounds: list[float]) -> None:
         """Latency quantiles splitting the heat levels; a redraw of the whole grid in heat view."""
@@ -443,14 +357,17 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
     def _cell_text(
         self, index: int, state: TaskState, step: int | None, in_tools: bool, batched: bool = False, low: bool = False
     ) -> str:
+        """The cell's text: its state's glyph (or its step) and its number, as wide as the cell."""
         width = self.cell_width
+        glyph = BATCH_GLYPH if batched else TOOL_GLYPH if in_tools else LOW_GLYPH if low else GLYPHS[state]
         if self.compact:
-            return BATCH_GLYPH if batched else TOOL_GLYPH if in_tools else LOW_GLYPH if low else GLYPHS[state]
+            return glyph
         number = str(index + 1)
         if step is None:
-            return number.center(width) if width > self._digits else number.rjust(width)
+            spaced = width >= self._digits + 2
+            return f"{glyph}{' ' if spaced else ''}{number:>{self._digits}}".ljust(width)
         head = number if self._step_inside else ""
-        mark = TOOL_MARK if in_tools else THINKING_MARK
+        mark = TOOL_MARK if in_tools else RETRY_MARK if state is TaskState.RETRYING else THINKING_MARK
         label = f"{head}{mark}{step}"
         return (label if len(label) <= width else f"{head}{mark}{MANY_STEPS}").rjust(width)
 
@@ -519,22 +436,31 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         self.scroll_to_region(
             Region(col * self.pitch, self._row_line(row), self.cell_width, 1), animate=False, immediate=True
         )
+        by_user, self._user_move = self._user_move, False
         if self._indices:
-            self.post_message(self.CursorMoved(self._indices[new]))
+            self.post_message(self.CursorMoved(self._indices[new], by_user))
 
     def validate_cursor(self, cursor: int) -> int:
         return max(0, min(cursor, self.count - 1)) if self.count else 0
 
+    def _move_by_user(self, position: int) -> None:
+        """The user moved the cursor (a key, a click): said with the move, for the app's follow."""
+        self._user_move = True
+        try:
+            self.cursor = position
+        finally:
+            self._user_move = False
+
     def action_move(self, dx: int, dy: int) -> None:
         if dx:
-            self.cursor += dx
+            self._move_by_user(self.cursor + dx)
         elif dy:
             target = self.cursor + dy * self.columns
             if 0 <= target < self.count or abs(dy) > 1:
-                self.cursor = target
+                self._move_by_user(target)
 
     def action_jump(self, where: str) -> None:
-        self.cursor = 0 if where == "first" else self.count - 1
+        self._move_by_user(0 if where == "first" else self.count - 1)
 
     def action_open(self) -> None:
         if self._indices:
@@ -553,6 +479,6 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         pos = self._position_at(event.x, event.y)
         if pos is None:
             return
-        self.cursor = pos
+        self._move_by_user(pos)
         if event.chain >= 2:
             self.action_open()

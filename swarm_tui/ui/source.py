@@ -9,6 +9,7 @@ same steering calls; the app never asks which one it has, except to word a messa
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -17,6 +18,7 @@ from ..engine import EngineSettings, RunStats, SwarmEngine, TaskState
 from ..engine.events import AnswerJudged, BatchEnded, BatchProgress, BatchSubmitted, EngineEvent, QualityDrift
 from ..headless import exit_code
 from ..jobs import Task
+from ..progress import SessionPace
 from ..providers.profile import ProviderProfile
 from ..runlog import RunFigures, replay_history
 from ..session import SwarmSession
@@ -68,9 +70,14 @@ class RunSource(Protocol):
     def cancel(self, indices: Iterable[int]) -> list[int]: ...
     @property
     def has_memory(self) -> bool: ...
+    @property
+    def has_aggregate_step(self) -> bool: ...
+    @property
+    def has_tools(self) -> bool: ...
     def flush_memory(self) -> int | None: ...
     def eta_s(self) -> float | None: ...
-    def liveness(self) -> str: ...
+    def event_time(self) -> float: ...
+    def liveness(self, short: bool = False) -> str: ...
     def attempts_of(self, index: int) -> list[dict[str, Any]]: ...
     def result_of(self, index: int) -> dict[str, Any] | None: ...
     def exit_code(self) -> int: ...
@@ -112,7 +119,9 @@ class LiveRun:
             self.history = replay_history(session.journal, self.stats)
         if not self.stats.total:
             self.stats.total = len(self.tasks)
-        self._done_before = self.stats.done
+        self.pace = SessionPace(self.stats)
+        """The ETA at this session's pace (a resumed run's earlier sessions do not count)."""
+        self.engine.subscribe(self.pace.observe)
         adaptive = getattr(self.engine, "adaptive", None)
         self.figures = RunFigures(self.engine.admission.limit, adaptive.ceiling if adaptive else None)
         """The limit, ceiling and pause the screen shows: from the engine's events, as an attached view's."""
@@ -152,7 +161,6 @@ class LiveRun:
         self.engine.subscribe(listener)
 
     async def run(self) -> Any:
-        self._done_before = self.stats.done
         return await self.session.run()
 
     def pause(self) -> None:
@@ -195,21 +203,29 @@ class LiveRun:
     def flush_memory(self) -> int | None:
         return self.session.pipeline.flush_memory() if self.session.pipeline else None
 
-    def eta_s(self) -> float | None:
-        """Remaining tasks at this session's pace (a resumed run's earlier work does not count)."""
-        stats = self.stats
-        if not self.engine.running:
-            return None
-        remaining = stats.total - stats.done - stats.cancelled
-        done_now = stats.done - self._done_before
-        if remaining <= 0:
-            return 0.0
-        if done_now <= 0:
-            return None
-        return remaining * stats.elapsed_s / done_now
+    @property
+    def has_aggregate_step(self) -> bool:
+        """A swarm job with an `[aggregate]` step (it writes aggregate.md once its last round is done)."""
+        swarm = self.session.swarm
+        return swarm is not None and swarm.aggregate is not None
 
-    def liveness(self) -> str:
-        return f"this process (pid {os.getpid()})"
+    @property
+    def has_tools(self) -> bool:
+        """The job's agents have tools (MCP servers, Python tools) that start with the run."""
+        return self.session.toolbox is not None
+
+    def eta_s(self) -> float | None:
+        """Remaining tasks at this session's pace; None while paused (no pace then)."""
+        if not self.engine.running or self.paused:
+            return None
+        return self.pace.eta_s()
+
+    def event_time(self) -> float:
+        """When the event being delivered happened (epoch seconds): now, for a live engine."""
+        return time.time()
+
+    def liveness(self, short: bool = False) -> str:
+        return "this process" if short else f"this process (pid {os.getpid()})"
 
     def attempts_of(self, index: int) -> list[dict[str, Any]]:
         return self.session.journal.attempts_of(index)

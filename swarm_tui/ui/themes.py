@@ -1,21 +1,31 @@
 """Themes: Textual `Theme` objects built from the TOML files in `themes/`.
 
 The bundled files (swarm-dark, swarm-light, swarm-high-contrast) are what a user copies to
-make their own; `--theme NAME` picks a registered theme, `--theme path/to/file.toml` loads
-one. Top-level keys are Textual's colours; `[variables]` holds swarm-tui's own (`swarm-*`),
-and a variable a user theme leaves out falls back to swarm-dark's value, so a theme file
-only needs the colours it changes.
+make their own; `--theme NAME` picks one, `--theme path/to/file.toml` loads a file. Top-level
+keys are Textual's colours; `[variables]` holds swarm-tui's own (`swarm-*`). A theme file needs
+only its `name` and the colours it changes: the rest comes from swarm-dark (swarm-light for a
+file that says `dark = false`), the grid's colours included.
+
+Only these themes are offered (the `t` cycle, the palette's Theme command): Textual's own
+themes carry none of the grid's colours and most fail the contrast the bundled ones are held to
+(`tests/test_ui_console.py`), so the console unregisters them. The theme chosen is remembered
+as the config's `[defaults] theme` (`remember_theme`), the rest of the file kept as it was.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
-from dataclasses import fields
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from textual.theme import Theme
+import tomli_w
+from textual.app import App
+from textual.color import Color, ColorParseError
+from textual.theme import BUILTIN_THEMES, Theme
 
+from ..config import write_private
 from ..errors import InputError
 from ..locations import bundled
 
@@ -38,7 +48,9 @@ def load_theme_file(path: Path) -> Theme:
     return theme_from_dict(doc, source=str(path))
 
 
-def theme_from_dict(doc: dict[str, Any], *, source: str) -> Theme:
+def theme_from_dict(doc: dict[str, Any], *, source: str, base: Theme | None = None) -> Theme:
+    """A theme from a file's table; what it leaves out comes from `base` (none: swarm-dark, or
+    swarm-light for `dark = false`; the bundled files themselves need no base)."""
     doc = dict(doc)
     variables = doc.pop("variables", {}) or {}
     if not isinstance(variables, dict) or not all(isinstance(v, str) for v in variables.values()):
@@ -46,10 +58,20 @@ def theme_from_dict(doc: dict[str, Any], *, source: str) -> Theme:
     unknown = sorted(set(doc) - _THEME_FIELDS)
     if unknown:
         raise InputError.single(source, unknown[0], f"unknown theme key (known: {', '.join(sorted(_THEME_FIELDS))})")
-    for key in ("name", "primary"):
-        if not isinstance(doc.get(key), str) or not doc[key]:
-            raise InputError.single(source, key, "required (a string)")
-    theme = Theme(**doc, variables={str(k): v for k, v in variables.items()})
+    if not isinstance(doc.get("name"), str) or not doc["name"]:
+        raise InputError.single(source, "name", "required (a string)")
+    for key, value in variables.items():
+        try:
+            Color.parse(value)
+        except ColorParseError as exc:
+            raise InputError.single(source, f"variables.{key}", str(exc)) from None
+    if base is None:
+        base = _base_theme(dark=doc.get("dark", True) is not False)
+    inherited = {k: v for k, v in asdict(base).items() if k in _THEME_FIELDS and v is not None}
+    merged = {**inherited, **doc}
+    if not isinstance(merged.get("primary"), str) or not merged["primary"]:
+        raise InputError.single(source, "primary", "required (a string)")
+    theme = Theme(**merged, variables={**base.variables, **{str(k): v for k, v in variables.items()}})
     try:
         theme.to_color_system().generate()
     except Exception as exc:  # a bad colour: Textual's own message names it
@@ -57,19 +79,33 @@ def theme_from_dict(doc: dict[str, Any], *, source: str) -> Theme:
     return theme
 
 
+def _base_theme(*, dark: bool) -> Theme:
+    name = DEFAULT_THEME if dark else "swarm-light"
+    path = bundled("themes") / f"{name}.toml"
+    return theme_from_dict(tomllib.loads(path.read_text(encoding="utf-8")), source=str(path), base=_NO_BASE)
+
+
+_NO_BASE = Theme(name="-", primary="#000000")
+"""A bundled file's base: nothing (it names every colour itself)."""
+
+
 def bundled_themes() -> list[Theme]:
     """The themes shipped in `themes/`, the cycle's ones first."""
     folder = bundled("themes")
-    themes = {path.stem: load_theme_file(path) for path in sorted(folder.glob("*.toml"))}
+    themes = {path.stem: _load_bundled(path) for path in sorted(folder.glob("*.toml"))}
     order = [name for name in THEME_ORDER if name in themes] + sorted(set(themes) - set(THEME_ORDER))
     return [themes[name] for name in order]
 
 
+def _load_bundled(path: Path) -> Theme:
+    """A bundled file: complete, it inherits nothing."""
+    return theme_from_dict(tomllib.loads(path.read_text(encoding="utf-8")), source=str(path), base=_NO_BASE)
+
+
 def swarm_variable_defaults() -> dict[str, str]:
-    """swarm-dark's `swarm-*` colours: what any theme (a Textual one, a partial user file)
-    falls back to. An app hosting swarm-tui's widgets returns these from
+    """swarm-dark's `swarm-*` colours. An app hosting swarm-tui's widgets returns these from
     `get_theme_variable_defaults`, or their CSS does not parse."""
-    return dict(load_theme_file(bundled("themes") / f"{DEFAULT_THEME}.toml").variables)
+    return dict(_base_theme(dark=True).variables)
 
 
 def looks_like_path(name: str) -> bool:
@@ -77,9 +113,61 @@ def looks_like_path(name: str) -> bool:
 
 
 def known_theme_names() -> set[str]:
-    from textual.theme import BUILTIN_THEMES
+    """The themes `--theme NAME` and `[defaults] theme` may name (Textual's own are not offered)."""
+    return {path.stem for path in bundled("themes").glob("*.toml")}
 
-    return {path.stem for path in bundled("themes").glob("*.toml")} | set(BUILTIN_THEMES)
+
+def drop_textual_themes(app: App[Any]) -> None:
+    """Unregister Textual's built-in themes (the app's theme must be set to one of ours first):
+    the palette's Theme command then offers only themes with the grid's colours."""
+    for name in BUILTIN_THEMES:
+        if name != app.theme:
+            app.unregister_theme(name)
+
+
+DEFAULTS_TABLE = re.compile(r"^\s*\[\s*defaults\s*\]\s*(#.*)?$")
+TABLE_HEADER = re.compile(r"^\s*\[")
+THEME_KEY = re.compile(r"^\s*(theme|\"theme\"|'theme')\s*=")
+
+
+def remember_theme(config_path: Path, theme: str) -> None:
+    """Write `theme` as the config's `[defaults] theme`, keeping the rest of the file as it is
+    (its comments and order too: only that line is written, by tomli-w; a file whose
+    `[defaults]` is not a plain table is read and written whole instead). A config that does
+    not parse is left alone (InputError, naming it)."""
+    path = Path(config_path)
+    line = tomli_w.dumps({"theme": theme}).strip()
+    if not path.exists():
+        write_private(path, tomli_w.dumps({"defaults": {"theme": theme}}))
+        return
+    text = path.read_text(encoding="utf-8")
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError.single(path, "toml", f"not remembering the theme: {exc}") from None
+    wanted = {**doc, "defaults": {**(doc.get("defaults") or {}), "theme": theme}}
+    edited = _with_theme_line(text, line)
+    if edited is None or tomllib.loads(edited) != wanted:
+        edited = tomli_w.dumps(wanted)
+    write_private(path, edited)
+
+
+def _with_theme_line(text: str, line: str) -> str | None:
+    """`text` with its `[defaults]` table's theme line replaced (or added under the header,
+    or a `[defaults]` table added at the end); None when the table is not found as a header."""
+    lines = text.splitlines(keepends=True)
+    start = next((n for n, row in enumerate(lines) if DEFAULTS_TABLE.match(row)), None)
+    if start is None:
+        if re.search(r"^\s*defaults\s*[.=]", text, re.M):
+            return None  # dotted keys or an inline table: not a header to edit under
+        return text + ("" if text.endswith("\n") or not text else "\n") + f"\n[defaults]\n{line}\n"
+    end = next((n for n in range(start + 1, len(lines)) if TABLE_HEADER.match(lines[n])), len(lines))
+    for n in range(start + 1, end):
+        if THEME_KEY.match(lines[n]):
+            lines[n] = line + "\n"
+            return "".join(lines)
+    lines.insert(start + 1, line + "\n")
+    return "".join(lines)
 
 
 def check_theme(name: str | None, known: set[str] | None = None) -> None:

@@ -1,0 +1,80 @@
+"""The console's entry points, as the CLI calls them: run a session in the TUI, or attach to a
+run another process drives; each says where things stand once the screen is gone."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from ..engine import TaskState
+from ..headless import print_summary
+from ..session import SwarmSession
+from .app import make_app
+from .phase import counts_detail
+
+
+def run_tui(session: SwarmSession, theme: str | None = None, *, bell: bool = False, retried: bool = False) -> int:
+    """`swarm-tui run` / `resume`: run the session in the TUI; the exit code of the run.
+    `retried`: opened with `--retry-failed` (the summary does not suggest it again)."""
+
+    async def main() -> int:
+        app = make_app(session, theme=theme, bell=bell)
+        try:
+            code = await app.run_async()
+            if session.summary is not None or session.engine.tasks:  # the screen is gone: say where things stand
+                pace = getattr(app.source, "pace", None)
+                print_summary(
+                    session.summary or session.finalize(),
+                    session.engine.outcome(),
+                    session,
+                    sys.stderr,
+                    session_s=pace.session_elapsed_s if pace is not None else None,
+                    retried=retried,
+                )
+        finally:
+            await session.aclose()
+        return 1 if code is None else code
+
+    return asyncio.run(main())
+
+
+def run_attached(run_dir: Path, theme: str | None = None, *, bell: bool = False) -> int:
+    """`swarm-tui attach RUN_DIR`: the same screen for a run another process drives."""
+    from ..attach import AttachedRun
+
+    source = AttachedRun(run_dir)
+
+    async def main() -> int:
+        app = make_app(source, theme=theme, bell=bell)
+        try:
+            code = await app.run_async()
+            say_detached(source, sys.stderr)
+        finally:
+            await source.aclose()
+        return 0 if code is None else code
+
+    return asyncio.run(main())
+
+
+def say_detached(source, stream: TextIO) -> None:
+    """What leaving an attached view left behind, and how to come back (or go on)."""
+    run_dir = source.run_dir
+    if source.live:
+        pid = (source.follower.heartbeat or {}).get("pid")
+        print(
+            f"Detached from {run_dir}: the run goes on{f' (pid {pid})' if pid else ''}.\n"
+            f"Come back with: swarm-tui attach {run_dir}",
+            file=stream,
+        )
+        return
+    states = source.states
+    failed = any(state is TaskState.FAILED for state in states.values())
+    unfinished = any(not state.is_final for state in states.values())
+    counts = counts_detail(states)
+    if unfinished or failed:
+        flag = " --retry-failed" if failed else ""
+        print(f"Left {run_dir}: nobody runs it ({counts}).\nGo on with: swarm-tui resume {run_dir}{flag}", file=stream)
+    else:
+        print(f"Left {run_dir}: the run has ended ({counts}).", file=stream)
