@@ -41,6 +41,7 @@ from .journal import Journal
 from .legacy_journal import JournalFollower
 from .progress import SessionPace
 from .providers.profile import ProviderProfile
+from .rundir import lock_holder
 from .runlog import Listener, LogFollower
 
 POLL_S = 0.5
@@ -62,6 +63,18 @@ def process_alive(pid: int | None) -> bool | None:
     except (PermissionError, OSError):
         return None
     return True
+
+
+def process_stopped(pid: int | None) -> bool | None:
+    """Whether `pid` is stopped (SIGSTOP, Ctrl-Z, a debugger), from /proc; None where it cannot be told."""
+    if not pid:
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    state = stat.rpartition(")")[2].split()[:1]  # the name in parentheses may hold spaces
+    return bool(state) and state[0] in ("T", "t")
 
 
 class AttachedRun:
@@ -177,12 +190,26 @@ class AttachedRun:
 
     def _writer_gone(self) -> bool:
         """The process that started the run is not running it any more (killed, or lost): its
-        heartbeat is stale (the pid alone could be an earlier session's while a new one starts)."""
+        heartbeat is stale (the pid alone could be an earlier session's while a new one starts),
+        and nobody holds the run's lock (a writer stopped with SIGSTOP beats no more, but holds it)."""
         age = self.heartbeat_age_s
         if age is None:  # no heartbeat yet: give a starting writer time to beat
             last = self.follower.last_at if isinstance(self.follower, LogFollower) else None
-            return last is not None and self._wall_clock() - last > HEARTBEAT_STALE_S
-        return age > HEARTBEAT_STALE_S
+            stale = last is not None and self._wall_clock() - last > HEARTBEAT_STALE_S
+        else:
+            stale = age > HEARTBEAT_STALE_S
+        return stale and self.holder() is None
+
+    def holder(self) -> int | None:
+        """The pid of a process holding the run's lock (None: nobody), asked only when the
+        heartbeat is stale (a live writer's beat says it is there)."""
+        return lock_holder(self.run_dir)
+
+    @property
+    def resumable(self) -> bool:
+        """Nobody drives the run and nobody holds it: a resume would be taken (a stopped writer's
+        lock would refuse one, so none is offered)."""
+        return not self.live and self.holder() is None
 
     def liveness(self, short: bool = False) -> str:
         """Who drives this journal, in a few words (the status panel puts the phase before it,
@@ -196,6 +223,18 @@ class AttachedRun:
             return "no heartbeat: never run, or run by an older swarm-tui"
         if self.live:
             return f"live · beat {age:.1f}s ago" if short else f"live · pid {beat.get('pid')} · beat {age:.1f}s ago"
+        holder = self.holder()
+        if holder is not None:  # silent, but it holds the run: stopped or stuck, not dead
+            pid = holder or beat.get("pid")
+            if process_stopped(pid):
+                return (
+                    f"stopped (SIGSTOP?) · pid {pid}"
+                    if short
+                    else (f"stopped (SIGSTOP?) — pid {pid}: it goes on when continued (kill -CONT {pid} or fg)")
+                )
+            return (
+                f"silent {age:.0f}s · pid {pid}" if short else f"pid {pid} holds the run but is silent for {age:.0f}s"
+            )
         alive = process_alive(beat.get("pid"))
         return "its process is gone" if alive is False else f"nobody running it: silent for {age:.0f}s"
 
@@ -323,6 +362,13 @@ class AttachedRun:
 
     def exit_code(self) -> int:
         return 0  # leaving an attached view detaches; it says nothing about the run
+
+    output_error = None
+    """An attached view writes no outputs."""
+
+    def stop_dispatch(self, reason: str) -> None:
+        """Ask the running engine, through the journal, to send nothing new (its calls in flight finish)."""
+        self._send("stop", {"reason": reason})
 
     async def aclose(self) -> None:
         self.journal.close()

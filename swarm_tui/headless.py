@@ -136,9 +136,13 @@ async def run_headless(
         with contextlib.suppress(asyncio.CancelledError):
             await ticker
         stops.remove(loop)
-    code = exit_code(finished, session.output_error)
-    # a stop by signal with work left is the user's stop (resumable), unless the outputs are missing
-    return EXIT_ABORTED if stops.signalled and code == EXIT_FAILED and session.output_error is None else code
+    return signalled_exit_code(exit_code(finished, session.output_error), stops.signalled, session.output_error)
+
+
+def signalled_exit_code(code: int, signalled: str | None, output_error: str | None) -> int:
+    """A run stopped by a signal (SIGTERM, SIGHUP) with work left is the user's stop: 130, resumable;
+    unless its outputs are missing (1 says so)."""
+    return EXIT_ABORTED if signalled and code == EXIT_FAILED and output_error is None else code
 
 
 STOP_GRACE_S = 15.0

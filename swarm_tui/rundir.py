@@ -171,6 +171,28 @@ class RunDirLock:
         return self._fd is not None
 
 
+def lock_holder(run_dir: Path) -> int | None:
+    """The pid written by a live process that holds `run_dir`'s lock (0 when it wrote none); None
+    when nobody holds it. Probed with a shared lock taken and dropped at once: it never blocks,
+    and a starting writer is kept out for no longer than the probe."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(run_dir / LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            return int(text) if text.isdigit() else 0
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 def remove_leftovers(run_dir: Path) -> list[Path]:
     """Temporary files of processes that died while writing (this process holds the lock, so no
     other live writer can own one)."""

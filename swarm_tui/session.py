@@ -463,6 +463,8 @@ class SwarmSession:
                 engine.resume()
             case "abort":
                 engine.abort("aborted from an attached view")
+            case "stop":
+                engine.stop_dispatch(str(args.get("reason") or "stopped from an attached view"))
             case "retry":
                 engine.retry_failed(args.get("indices"))
             case "cancel":

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from .conftest import read_jsonl, write_batch
+from .conftest import REPO, read_jsonl, write_batch
 
 
 def journal_count(run_dir, sql: str) -> int:
@@ -93,3 +95,66 @@ def test_a_hangup_stops_dispatch_lets_the_calls_in_flight_answer_and_writes_the_
     cancelled = journal_count(run_dir, "SELECT COUNT(*) FROM attempts WHERE outcome = 'cancelled'")
     assert cancelled == 0, f"{cancelled} calls in flight were cut (of {in_flight_at_signal}): the grace is theirs"
     assert sim.stats()["in_flight"] == 0
+
+
+def test_an_attached_view_tells_a_stopped_writer_from_a_dead_one(tmp_path, sim_factory):
+    """A writer stopped with SIGSTOP beats no more, but holds the run's lock: attach says so and
+    never offers (or suggests) a resume that would be refused, nor closes the run as killed."""
+    from swarm_tui.attach import HEARTBEAT_STALE_S, AttachedRun
+
+    sim = sim_factory(mode="process", latency_ms=300.0, latency_sigma=0.1)
+    child, run_dir = start_run(tmp_path, sim.base_url, 200, "--concurrency", "10", "--no-adaptive")
+    try:
+        wait_for(lambda: succeeded(run_dir) >= 20, "the first answers", child)
+        child.send_signal(signal.SIGSTOP)
+        time.sleep(HEARTBEAT_STALE_S + 1.5)
+        attached = AttachedRun(run_dir)
+        try:
+            attached.poll()
+            liveness = attached.liveness()
+            assert f"stopped (SIGSTOP?) — pid {child.pid}" in liveness, liveness
+            assert not attached.live and not attached.resumable
+            assert any(state.value == "running" for state in attached.states.values()), "not closed as killed"
+        finally:
+            import asyncio
+
+            asyncio.run(attached.aclose())
+        child.send_signal(signal.SIGCONT)
+        assert child.wait(120) == 0
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGCONT)
+            child.kill()
+    assert sim.stats()["duplicate_successes"] == 0
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_a_hangup_of_the_console_stops_it_gently_and_writes_the_outputs(tmp_path, sim_factory):
+    """The TUI in a real terminal gets SIGHUP (the SSH connection dropped): the answers in flight
+    are let in, results.jsonl and summary.json written, exit 130."""
+    sim = sim_factory(mode="process", latency_ms=800.0, latency_sigma=0.1)
+    job = write_batch(tmp_path / "job.jsonl", [f"hangup task {i}" for i in range(300)])
+    run_dir = tmp_path / "run"
+    name = f"swarm-hangup-{os.getpid()}"
+    env = (f"PYTHONPATH={REPO} SWARM_TUI_CONFIG={tmp_path / 'config.toml'} "
+           f"PATH={Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    command = (f"cd {tmp_path} && env {env} swarm-tui run {job} --base-url {sim.base_url} --concurrency 20 "
+               f"--no-adaptive --out {run_dir}; echo EXIT $? > {tmp_path / 'exit.txt'}; sleep 30")
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", command], check=True)
+    try:
+        deadline = time.monotonic() + 60
+        while succeeded(run_dir) < 20:
+            assert time.monotonic() < deadline, "the console never got its first answers"
+            time.sleep(0.05)
+        pid = int((run_dir / ".lock").read_text().split()[0])
+        os.kill(pid, signal.SIGHUP)
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "exit.txt").exists():
+            assert time.monotonic() < deadline, "the console did not end after SIGHUP"
+            time.sleep(0.1)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+    assert (tmp_path / "exit.txt").read_text().split() == ["EXIT", "130"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["succeeded"] == len(read_jsonl(run_dir / "results.jsonl")) > 20
+    assert journal_count(run_dir, "SELECT COUNT(*) FROM attempts WHERE outcome = 'cancelled'") == 0

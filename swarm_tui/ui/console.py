@@ -114,6 +114,8 @@ class ConsoleCore(App[int]):
         self._refresh_hz = refresh_hz
         self._events: list[EngineEvent] = []
         self._quitting = False
+        self.signalled: str | None = None
+        """The signal that stopped the run (SIGHUP, SIGTERM): it exits 130 once its outputs are written."""
         self._aggregate_ready = (source.run_dir / "aggregate.md").exists()
         self._enabled_keys: tuple[object, ...] = ()
         self.keymap: dict[str, str] = {}
@@ -306,7 +308,7 @@ class ConsoleCore(App[int]):
             if not source.running and phase in ("RUNNING", "PAUSED", "STARTING"):
                 phase, detail = "NOT RUNNING", counts_detail(source.states)
             notes.append((1, source.liveness(short=0 < self.run_panel.content_size.width < 36)))
-            if not source.running:
+            if getattr(source, "resumable", not source.running):  # a stopped writer's lock would refuse it
                 states = source.states.values()
                 unfinished = any(not state.is_final for state in states)
                 failed = any(state is TaskState.FAILED for state in states)

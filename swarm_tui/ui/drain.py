@@ -42,6 +42,7 @@ from ..engine.events import (
     TaskSucceeded,
     ToolCallEnded,
 )
+from ..headless import signalled_exit_code
 from .console import PANELS_EVERY_S, TOOLS_STARTING, ConsoleCore
 from .detail import AgentDetailScreen, InFlight
 from .errorlog import Failure
@@ -89,7 +90,12 @@ class DrainingConsole(ConsoleCore):
         self._drain()
         self._announce_if_over()
         if self._quitting:
-            self.exit(self.source.exit_code())
+            self.exit(self.run_exit_code())
+
+    def run_exit_code(self) -> int:
+        """The run's exit code (the headless rule); 130 for a stop by signal with work left."""
+        source = self.source
+        return signalled_exit_code(source.exit_code(), self.signalled, source.output_error)
 
     # ----------------------------------------------------------------- draining events (the one timer)
 

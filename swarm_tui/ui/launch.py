@@ -4,6 +4,7 @@ run another process drives; each says where things stand once the screen is gone
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -21,6 +22,9 @@ def run_tui(session: SwarmSession, theme: str | None = None, *, bell: bool = Fal
 
     async def main() -> int:
         app = make_app(session, theme=theme, bell=bell)
+        loop = asyncio.get_running_loop()
+        for sig in hang_up_signals():  # the SSH session dropped (or a service manager): stop gently
+            loop.add_signal_handler(sig, app.hang_up, sig.name)
         try:
             code = await app.run_async()
             if session.summary is not None or session.engine.tasks:  # the screen is gone: say where things stand
@@ -38,6 +42,11 @@ def run_tui(session: SwarmSession, theme: str | None = None, *, bell: bool = Fal
         return 1 if code is None else code
 
     return asyncio.run(main())
+
+
+def hang_up_signals() -> list[signal.Signals]:
+    """SIGTERM, and SIGHUP unless `nohup` made the process ignore it."""
+    return [sig for sig in (signal.SIGHUP, signal.SIGTERM) if signal.getsignal(sig) is not signal.SIG_IGN]
 
 
 def run_attached(run_dir: Path, theme: str | None = None, *, bell: bool = False) -> int:

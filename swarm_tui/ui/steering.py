@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..engine import TaskState
+from ..headless import STOP_GRACE_S
 from .aggregate import AggregateScreen
 from .detail import AgentDetailScreen
 from .dialogs import ConfirmScreen
@@ -439,6 +440,25 @@ class Steering(DrainingConsole):
         self._quitting = True
         self.notify("Writing results.jsonl and summary.json, then quitting…", timeout=10)
         return True
+
+    def hang_up(self, signal_name: str) -> None:
+        """SIGHUP (the SSH session dropped) or SIGTERM: as headless, stop gently. Nothing new is
+        sent, the calls in flight have `STOP_GRACE_S` to answer, then the rest is cut; the app
+        quits once the run's outputs are written (exit 130), or at once when attached."""
+        source = self.source
+        if source.attached or not source.running:
+            if not self._finishing():
+                self.exit(source.exit_code())
+            return
+        if self._quitting:  # a second one: cut the calls in flight now
+            source.abort(f"stopped by {signal_name}", leave_batches=True)
+            return
+        self._quitting = True
+        self.signalled = signal_name
+        source.stop_dispatch(
+            f"stopped by {signal_name}: nothing new is sent, the calls in flight have {STOP_GRACE_S:g}s to answer"
+        )
+        self.set_timer(STOP_GRACE_S, lambda: source.abort(f"stopped by {signal_name}", leave_batches=True))
 
     def _stop_and_quit(self, reason: str) -> None:
         self._quitting = True
