@@ -366,6 +366,12 @@ class AttachedRun:
     output_error = None
     """An attached view writes no outputs."""
 
+    def outlive_app(self) -> None:
+        """An attached view drives no run: nothing goes on after it."""
+
+    async def finished(self) -> None:
+        return None
+
     def stop_dispatch(self, reason: str) -> None:
         """Ask the running engine, through the journal, to send nothing new (its calls in flight finish)."""
         self._send("stop", {"reason": reason})

@@ -138,7 +138,7 @@ def test_a_hangup_of_the_console_stops_it_gently_and_writes_the_outputs(tmp_path
     name = f"swarm-hangup-{os.getpid()}"
     env = (f"PYTHONPATH={REPO} SWARM_TUI_CONFIG={tmp_path / 'config.toml'} "
            f"PATH={Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    command = (f"cd {tmp_path} && env {env} swarm-tui run {job} --base-url {sim.base_url} --concurrency 20 "
+    command = (f"cd {tmp_path} && env -u COLUMNS -u LINES {env} swarm-tui run {job} --base-url {sim.base_url} --concurrency 20 "
                f"--no-adaptive --out {run_dir}; echo EXIT $? > {tmp_path / 'exit.txt'}; sleep 30")
     subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", command], check=True)
     try:

@@ -149,7 +149,9 @@ def test_without_colour_a_failed_a_running_and_a_done_cell_read_apart_in_a_real_
     name = f"swarm-nocolor-{os.getpid()}-{size[0]}"
     env = (f"NO_COLOR=1 PYTHONPATH={REPO} SWARM_TUI_CONFIG={tmp_path / 'config.toml'} "
            f"PATH={Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    command = (f"cd {tmp_path} && env {env} swarm-tui run {job} --max-attempts 1 --timeout 120 "
+    # COLUMNS/LINES may be in the tmux server's environment (inherited from whoever started it, seen
+    # under pytest as 80x24): Textual would take them over the pane's real size (shutil's rule)
+    command = (f"cd {tmp_path} && env -u COLUMNS -u LINES {env} swarm-tui run {job} --max-attempts 1 --timeout 120 "
                f"--sim-latency-ms 20 --sim-error-rate 0 --out {tmp_path / 'run'}; sleep 30")
     width, height = size
     subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), command], check=True)

@@ -4,6 +4,7 @@ run another process drives; each says where things stand once the screen is gone
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 from pathlib import Path
@@ -25,18 +26,24 @@ def run_tui(session: SwarmSession, theme: str | None = None, *, bell: bool = Fal
         loop = asyncio.get_running_loop()
         for sig in hang_up_signals():  # the SSH session dropped (or a service manager): stop gently
             loop.add_signal_handler(sig, app.hang_up, sig.name)
+        code: int | None = None
         try:
-            code = await app.run_async()
+            with contextlib.suppress(OSError):  # a terminal gone (SIGHUP) cannot be restored
+                code = await app.run_async()
+            await app.source.finished()  # a run that outlived its screen (SIGHUP): its calls in flight answer
+            if app.signalled:
+                code = app.run_exit_code()
             if session.summary is not None or session.engine.tasks:  # the screen is gone: say where things stand
                 pace = getattr(app.source, "pace", None)
-                print_summary(
-                    session.summary or session.finalize(),
-                    session.engine.outcome(),
-                    session,
-                    sys.stderr,
-                    session_s=pace.session_elapsed_s if pace is not None else None,
-                    retried=retried,
-                )
+                with contextlib.suppress(OSError):
+                    print_summary(
+                        session.summary or session.finalize(),
+                        session.engine.outcome(),
+                        session,
+                        sys.stderr,
+                        session_s=pace.session_elapsed_s if pace is not None else None,
+                        retried=retried,
+                    )
         finally:
             await session.aclose()
         return 1 if code is None else code

@@ -8,6 +8,8 @@ same steering calls; the app never asks which one it has, except to word a messa
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -66,6 +68,8 @@ class RunSource(Protocol):
     def resume(self) -> None: ...
     def abort(self, reason: str = ..., *, leave_batches: bool = False) -> None: ...
     def stop_dispatch(self, reason: str) -> None: ...
+    def outlive_app(self) -> None: ...
+    async def finished(self) -> None: ...
     @property
     def output_error(self) -> str | None: ...
     def set_concurrency(self, limit: int, reason: str = ...) -> int: ...
@@ -106,6 +110,8 @@ class LiveRun:
 
     def __init__(self, session: SwarmSession) -> None:
         self.session = session
+        self._run: asyncio.Future[Any] | None = None
+        self._outlives_app = False
         self.engine = session.engine
         self.run_dir = session.run_dir
         self.job_name = session.job_name
@@ -164,7 +170,27 @@ class LiveRun:
         self.engine.subscribe(listener)
 
     async def run(self) -> Any:
-        return await self.session.run()
+        """The session's run, as the app's worker. It ends with the worker (a quit cancels it),
+        unless `outlive_app` was asked for: then it goes on after the app has gone (`finished`)."""
+        self._run = asyncio.ensure_future(self.session.run())
+        try:
+            return await asyncio.shield(self._run)
+        except asyncio.CancelledError:
+            if not self._outlives_app:
+                self._run.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._run
+            raise
+
+    def outlive_app(self) -> None:
+        """The terminal went away (SIGHUP): the run goes on without a screen until it ends."""
+        self._outlives_app = True
+
+    async def finished(self) -> None:
+        """Wait for a run that outlived the app (its outputs written); at once otherwise."""
+        if self._outlives_app and self._run is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._run
 
     def pause(self) -> None:
         self.engine.pause()

@@ -10,6 +10,7 @@ resume it, in the background, and goes on watching it.
 
 from __future__ import annotations
 
+import asyncio
 from typing import ClassVar
 
 from ..engine import TaskState
@@ -443,22 +444,19 @@ class Steering(DrainingConsole):
 
     def hang_up(self, signal_name: str) -> None:
         """SIGHUP (the SSH session dropped) or SIGTERM: as headless, stop gently. Nothing new is
-        sent, the calls in flight have `STOP_GRACE_S` to answer, then the rest is cut; the app
-        quits once the run's outputs are written (exit 130), or at once when attached."""
+        sent and the screen goes at once (its terminal may be gone: nothing more is drawn); the
+        run goes on without it while the calls in flight have `STOP_GRACE_S` to answer, then the
+        rest is cut and the outputs written (`launch.run_tui` waits for that; exit 130)."""
         source = self.source
-        if source.attached or not source.running:
-            if not self._finishing():
-                self.exit(source.exit_code())
-            return
-        if self._quitting:  # a second one: cut the calls in flight now
-            source.abort(f"stopped by {signal_name}", leave_batches=True)
-            return
-        self._quitting = True
         self.signalled = signal_name
-        source.stop_dispatch(
-            f"stopped by {signal_name}: nothing new is sent, the calls in flight have {STOP_GRACE_S:g}s to answer"
-        )
-        self.set_timer(STOP_GRACE_S, lambda: source.abort(f"stopped by {signal_name}", leave_batches=True))
+        if not source.attached and source.running:
+            source.stop_dispatch(
+                f"stopped by {signal_name}: nothing new is sent, the calls in flight have {STOP_GRACE_S:g}s to answer"
+            )
+            source.outlive_app()
+            reason = f"stopped by {signal_name}"
+            asyncio.get_running_loop().call_later(STOP_GRACE_S, lambda: source.abort(reason, leave_batches=True))
+        self.exit(source.exit_code())
 
     def _stop_and_quit(self, reason: str) -> None:
         self._quitting = True

@@ -1,0 +1,3 @@
+import runpy
+def test_repro():
+    runpy.run_path("/tmp/repro.py")
