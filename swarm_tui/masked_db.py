@@ -35,12 +35,17 @@ class MaskedConnection:
         self._db.close()
 
 
-def _safe_row(params: Sequence[Any]) -> tuple[Any, ...]:
+def _safe_row(params: Sequence[Any]) -> Sequence[Any]:
     masking = secrets.registered()
-    return tuple(_safe(value, masking) if type(value) is str else value for value in params)
+    for value in params:  # most rows, with no key registered, have nothing to do: no new tuple
+        if type(value) is str and (masking or not value.isascii()):
+            return tuple(_safe(value, masking) if type(value) is str else value for value in params)
+    return params
 
 
 def _safe(text: str, masking: bool) -> str:
+    if text.isascii():  # no surrogate can be in it (a flag CPython keeps: no scan)
+        return secrets.mask(text) if masking and secrets.found_in(text.encode("ascii")) else text
     try:
         data = text.encode("utf-8")  # the bytes SQLite will store (a plain copy for ASCII)
     except UnicodeEncodeError:

@@ -50,6 +50,11 @@ HEDGE_FLOOR_S = 0.2
 RECHECK_S = 0.5
 """How often an attempt without a deadline yet (or with one that may move) looks again."""
 
+REFIT_EVERY = 16
+"""The figures are refitted every this many answers (a fit walks the whole window: at thousands
+of answers a second, once per answer would cost more than the rest of the engine); always while
+the window is still small."""
+
 LONGEST_SHARE = 0.25
 """A call allowed more than any answer wrote is judged by the longest quarter of the answers."""
 
@@ -71,11 +76,15 @@ class WorkTimes:
         self._memo: dict[tuple[int, float], float | None] = {}
         self._fit: tuple[float, float, list[float]] | None = None
         """(a, s, sorted residuals) of the current window, computed when first asked for."""
+        self._since_fit = 0
 
     def observe(self, latency_s: float, tokens: int) -> None:
         self.answers.append(Answer(latency_s, max(0, tokens)))
-        self._memo.clear()
-        self._fit = None
+        self._since_fit += 1
+        if self._since_fit >= REFIT_EVERY or len(self.answers) <= 2 * MIN_SAMPLES:
+            self._memo.clear()
+            self._fit = None
+            self._since_fit = 0
 
     def expected_s(self, ceiling: int, q: float) -> float | None:
         """The q-quantile of how long a healthy call allowed `ceiling` tokens takes; None until

@@ -242,6 +242,8 @@ class SwarmEngine(ObservableEngine):
         """The last Retry-After that was capped: what the provider asked for (shown while waiting)."""
         self._fatal: str | None = None
         """Why the run cannot go on (the journal cannot be written, an internal error)."""
+        self._stalls: StallWatch | None = None
+        self._stalls_loop: asyncio.AbstractEventLoop | None = None
         self._direct_calls = 0
         """Direct calls (planner, aggregator, judge) on the wire now."""
         self._refusals: list[CallError] = []
@@ -324,8 +326,11 @@ class SwarmEngine(ObservableEngine):
     @property
     def stalls(self) -> StallWatch:
         """The running loop's watch of the time the process did not run (SIGSTOP and the like):
-        kept off every deadline and latency."""
-        return StallWatch.of_running_loop()
+        kept off every deadline and latency (looked up once per loop the engine runs in)."""
+        loop = asyncio.get_running_loop()
+        if self._stalls is None or self._stalls_loop is not loop:
+            self._stalls, self._stalls_loop = StallWatch.of_running_loop(), loop
+        return self._stalls
 
     def _journal_failed(self, error: JournalWriteError) -> None:
         in_flight = len(self._in_flight)
@@ -456,7 +461,9 @@ class SwarmEngine(ObservableEngine):
             self._direct_calls += 1
             try:
                 async with self.stalls.deadline(self.settings.timeout_s):
-                    result = await endpoint.complete(body, stream=self.settings.stream, deadlines=self._deadlines)
+                    result = await endpoint.complete(
+                        body, stream=self.settings.stream, deadlines=self._deadlines, bounded_by_caller=True
+                    )
             except asyncio.CancelledError:  # an abort: the call went out and may be billed
                 cut = self._cut_attempt(index, number, endpoint.name, started_at, t0, body, "cancelled")
                 self._record_phase_attempt(phase, cut)
@@ -561,7 +568,7 @@ class SwarmEngine(ObservableEngine):
                 self.admission.release()
                 continue
             client = self._route()
-            if not self._reserve(
+            if self.ledger.budget_usd is not None and not self._reserve(
                 index, self._attempt_numbers.get(index, 0) + 1, self._request_body(index, client), client.name
             ):
                 self.admission.release()
@@ -731,7 +738,9 @@ class SwarmEngine(ObservableEngine):
 
         async def call() -> CallResult:
             async with stalls.deadline(self.settings.timeout_s):
-                return await client.complete(body, stream=self.settings.stream, deadlines=deadlines)
+                return await client.complete(
+                    body, stream=self.settings.stream, deadlines=deadlines, bounded_by_caller=True
+                )
 
         self._sends += 1
         stalls = self.stalls
@@ -743,6 +752,7 @@ class SwarmEngine(ObservableEngine):
             stalls.now(),
             asyncio.create_task(call(), name=f"call-{index}-{number}"),
             body,
+            stalls.now,
             self._sends,
         )
 
@@ -878,7 +888,8 @@ class SwarmEngine(ObservableEngine):
     def _on_success(self, index: int, call: _Call, result: CallResult) -> None:
         number, started_at, latency_ms, endpoint = call.number, call.started_at, call.latency_ms(), call.client.name
         asks_for_tools = self.toolbox is not None and bool(_answer_message(result).get("tool_calls"))
-        if not asks_for_tools and _cut_before_any_content(result):
+        finish_reason = _finish_reason(result)
+        if not asks_for_tools and finish_reason == "length" and _cut_before_any_content(result):
             self._on_empty_answer(index, call, result)
             return
         problem = self.validator(self.tasks[index], result) if self.validator and not asks_for_tools else None
@@ -1359,9 +1370,8 @@ def _finish_reason(result: CallResult) -> str | None:
 
 
 def _cut_before_any_content(result: CallResult) -> bool:
-    """`finish_reason: length` with neither text nor a tool call: nothing of the answer is usable."""
-    if _finish_reason(result) != "length":
-        return False
+    """An answer cut at its token limit (`finish_reason: length`, checked by the caller) with neither
+    text nor a tool call: nothing of it is usable."""
     message = _answer_message(result)
     return not message.get("content") and not message.get("tool_calls")
 
@@ -1388,6 +1398,8 @@ class _Call:
     task: asyncio.Task[CallResult]
     body: dict[str, Any]
     """What was sent."""
+    clock: Callable[[], float]
+    """The clock `t0` is on (the running loop's stall-aware `StallWatch.now`)."""
     send_seq: int = 0
     """The engine's count of requests sent, this one included: the ones sent after it are
     not in the rate-limit headers of its answer."""
@@ -1401,7 +1413,7 @@ class _Call:
         self.work = f"{self.client.name} {self.body.get('model') or ''}"
 
     def latency_ms(self) -> float:
-        return _ms_since(self.t0)
+        return (self.clock() - self.t0) * 1000.0
 
 
 def _answer_message(result: CallResult) -> dict[str, Any]:

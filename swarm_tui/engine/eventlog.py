@@ -69,7 +69,10 @@ def encode(event: EngineEvent) -> tuple[str, str]:
 
 
 def _plain(value: Any) -> Any:
-    shape = _SHAPES.get(type(value))
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:  # most fields: nothing to do
+        return value
+    shape = _SHAPES.get(kind)
     if shape is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
         shape = _SHAPES[type(value)] = tuple(
             (f.name, f.default) for f in dataclasses.fields(value) if f.name not in _NOT_WRITTEN

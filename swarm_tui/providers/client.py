@@ -141,13 +141,23 @@ class ProviderClient:
         return secrets.mask_value(storable_error(error))
 
     async def complete(
-        self, body: dict[str, Any], *, stream: bool = False, deadlines: StreamDeadlines | None = None
+        self,
+        body: dict[str, Any],
+        *,
+        stream: bool = False,
+        deadlines: StreamDeadlines | None = None,
+        bounded_by_caller: bool = False,
     ) -> CallResult:
+        """One chat call. Its whole time is bounded by the attempt timeout (stall-aware), unless
+        `bounded_by_caller` (the engine's own deadline is around it: one timer a call, not two)."""
         if stream:
             return await self._complete_streaming(_create_kwargs(body), deadlines or StreamDeadlines())
         if self._direct is not None:  # its whole call bounded here, stall-aware (aiohttp's own total is not)
-            async with StallWatch.of_running_loop().deadline(self._attempt_timeout_s):
+            if bounded_by_caller:
                 status, headers, content = await self._direct.post(wire_body(body))
+            else:
+                async with StallWatch.of_running_loop().deadline(self._attempt_timeout_s):
+                    status, headers, content = await self._direct.post(wire_body(body))
             return _chat_result(status, headers, content, self.max_answer_bytes)
         # The client's own request path (auth, headers, timeouts, error types: the SDK's wire
         # semantics), with the body as the job gave it: `create()` would first walk every
