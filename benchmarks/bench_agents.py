@@ -48,16 +48,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from swarm_tui.core.events import AgentStepped, ConcurrencyChanged, RunStarted, TaskFailed, TaskSucceeded, ToolCallEnded
+from swarm_tui.core.task import Task
 from swarm_tui.engine import EngineSettings
-from swarm_tui.engine.events import (
-    AgentStepped,
-    ConcurrencyChanged,
-    RunStarted,
-    TaskFailed,
-    TaskSucceeded,
-    ToolCallEnded,
-)
-from swarm_tui.jobs import Job, Task
+from swarm_tui.jobs import Job
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.session import RunPlan, SwarmSession
 from swarm_tui.sim import SimConfig, SimServer

@@ -27,13 +27,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from article_orchestrator import run_article  # noqa: E402
-
+from swarm_tui.core.task import Task
 from swarm_tui.engine import EngineSettings  # noqa: E402
-from swarm_tui.jobs import Job, Task  # noqa: E402
+from swarm_tui.jobs import Job
 from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
 from swarm_tui.session import RunPlan, SwarmSession  # noqa: E402
 from swarm_tui.sim import SimConfig, SimServer  # noqa: E402
+
+from article_orchestrator import run_article  # noqa: E402
 
 
 def bodies(n: int, tag: str) -> list[dict]:
@@ -149,7 +150,7 @@ async def scenario(name: str, cfg: SimConfig, n: int, ideal: float | None, conte
 async def failover_scenario(n: int, down_after_s: float = 2.0) -> None:
     """The primary goes down mid-run: seconds from the outage to the first answer from the fallback,
     and tasks lost. The article's answer to an outage is a manual DNS switch (45 s measured)."""
-    from swarm_tui.engine.events import EndpointSwitched, TaskSucceeded
+    from swarm_tui.core.events import EndpointSwitched, TaskSucceeded
 
     cfg = SimConfig(latency_ms=50.0, latency_sigma=0.3, seed=4)
     print(f"\nfailover: {n} tasks; simulator latency 50 ms; the primary answers 503 to everything "

@@ -24,7 +24,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import ray  # noqa: E402
-
 from swarm_tui.engine import EngineSettings  # noqa: E402
 from swarm_tui.jobs import load_job  # noqa: E402
 from swarm_tui.providers.profile import ProviderProfile  # noqa: E402

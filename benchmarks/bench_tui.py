@@ -26,10 +26,11 @@ import time
 from pathlib import Path
 
 from swarm_tui.config import Config
+from swarm_tui.core.events import AttemptStarted, RunFinished, RunStarted
+from swarm_tui.core.task import Task
 from swarm_tui.engine import EngineSettings, TaskState
-from swarm_tui.engine.events import AttemptStarted, RunFinished, RunStarted
 from swarm_tui.headless import run_headless
-from swarm_tui.jobs import Job, Task
+from swarm_tui.jobs import Job
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.session import RunPlan, SwarmSession
 from swarm_tui.sim import SimConfig, SimServer
@@ -121,8 +122,8 @@ async def tui_run(session: SwarmSession, root: Path) -> tuple[Span, list[float]]
 def synthetic_flow(rate: int = 1000, seconds: float = 5.0, agents: int = 1000) -> tuple[float, list[float]]:
     """The TUI alone: `rate` engine events a second (start + success pairs over `agents` agents)
     fed to the app's listener from a loop task, no HTTP; returns (events/s achieved, lags)."""
-    from swarm_tui.engine.events import Attempt, TaskSucceeded
-    from swarm_tui.providers.usage import Usage
+    from swarm_tui.core.events import Attempt, TaskSucceeded
+    from swarm_tui.core.usage import Usage
 
     root = Path(tempfile.mkdtemp(prefix="bench-flow-"))
     session = open_session(root, "flow", "http://127.0.0.1:9/v1", agents, 50)

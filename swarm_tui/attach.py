@@ -1,7 +1,7 @@
 """Watch and steer a run that another process drives, through its journal. No Textual here.
 
 `swarm-tui attach RUN_DIR` shows the same screen as the TUI that runs the swarm. The engine
-writes every event it emits to the journal's log (`engine/eventlog.py`), in order, in the
+writes every event it emits to the journal's log (`core/codec.py`), in order, in the
 same transaction as the change it reports; a view here reads that log from a sequence number
 and replays the very same events through the same code a live view runs (the `TaskBoard`,
 `RunStats`, the TUI's handlers). Nothing is reconstructed, so an attached view shows what a
@@ -29,14 +29,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .engine.events import (
-    AgentStepped,
-    EngineEvent,
-    TaskState,
-    ToolCallEnded,
-)
+from .core.events import AgentStepped, EngineEvent, TaskState, ToolCallEnded
+from .core.task import Task
 from .engine.stats import RunStats
-from .jobs import Task
 from .journal import Journal
 from .legacy_journal import JournalFollower
 from .progress import SessionPace

@@ -26,6 +26,7 @@ from .argtypes import (
     straggler,
 )
 from .config import Config, load_config
+from .core.lanes import LANES, LIVE
 from .engine import EngineSettings
 from .engine.deadlines import STRAGGLER_FACTOR
 from .engine.ledger import answer_ceiling
@@ -34,7 +35,6 @@ from .headless import EXIT_ABORTED, EXIT_BAD_INPUT, run_headless
 from .jobs import Job, load_job, load_tools_file
 from .judge.spec import ACTIONS, JudgeSpec, read_rubric
 from .judge.spec import SELF as JUDGE_SELF
-from .lanes import LANES, LIVE
 from .locations import demo_job
 from .progress_log import DEFAULT_EVERY_S, LOG_FORMATS
 from .providers.client import preflight

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .core.usage import Usage
 from .currency import USD, DisplayCurrency, format_usd
 from .errors import InputError
 from .pricing import Price, PriceTable
-from .providers.usage import Usage
 
 SOURCE = "estimate"
 

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import TextIO
 
-from .engine.events import RunFinished
+from .core.events import RunFinished
 from .engine.stats import RunStats
 from .progress import counts_text
 from .progress_log import DEFAULT_EVERY_S, TICK_S, ProgressLog, clock_text, progress_fields, progress_text

@@ -25,9 +25,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from .core.lanes import LANES
+from .core.task import Task
 from .errors import InputError, Problem
 from .judge.spec import JudgeSpec, parse_judge_spec
-from .lanes import LANES
 from .swarm.spec import SwarmSpec, parse_swarm_spec
 from .textfile import TomlLines, read_job_lines, read_text_file, split_lines
 from .tools.spec import ToolsSpec, parse_tools_spec
@@ -45,29 +46,6 @@ MAX_FIELD_WIDTH = 1_000
 """The widest a placeholder may be formatted (`{agent:06}` is 6): `{agent:999999999}` would
 build a gigabyte-long string for every task."""
 PLACEHOLDERS = ("agent", "index", "total")
-
-
-@dataclass(frozen=True, slots=True)
-class Task:
-    """One sub-agent call: its position in the swarm, its id, and the request body."""
-
-    index: int
-    custom_id: str
-    body: dict[str, Any]
-
-    @property
-    def agent(self) -> int:
-        """The 1-based agent number people see in the grid."""
-        return self.index + 1
-
-    @property
-    def prompt(self) -> str:
-        """The last user message: what this agent was asked."""
-        for message in reversed(self.body.get("messages", [])):
-            if message.get("role") == "user":
-                content = message.get("content")
-                return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-        return ""
 
 
 @dataclass(frozen=True)

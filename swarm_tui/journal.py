@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .engine import eventlog
-from .engine.batch_records import BatchLines, BatchRow
-from .engine.events import Attempt, EngineEvent, TaskState
+from .core import codec as eventlog
+from .core.batches import BatchLines, BatchRow
+from .core.errors import CallError, ErrorClass, error_body
+from .core.events import Attempt, EngineEvent, TaskState
+from .core.task import Task
+from .core.usage import Usage
 from .errors import InputError, JournalWriteError
-from .jobs import Task
 from .masked_db import MaskedConnection
 from .providers.answer import strict_text
-from .providers.errors import CallError, ErrorClass, error_body
-from .providers.usage import Usage
 from .rundir import JOURNAL_NAME, PRIVATE_FILE, describe_write_failure, temp_name
 
 SCHEMA_VERSION = 2

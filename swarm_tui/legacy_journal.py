@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .engine.events import (
+from .core.errors import CallError, ErrorClass
+from .core.events import (
     Attempt,
     AttemptEnded,
     AttemptStarted,
@@ -40,9 +41,8 @@ from .engine.events import (
     TaskState,
     TaskSucceeded,
 )
+from .core.usage import Usage
 from .journal import Journal
-from .providers.errors import CallError, ErrorClass
-from .providers.usage import Usage
 
 TASK_OUTCOMES = frozenset({"ok", "retry", "failed", "cancelled"})
 """Attempt outcomes that decide their task's state; others (a hedged pair's loser) do not."""

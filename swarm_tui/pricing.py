@@ -33,9 +33,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .core.lanes import BATCH, LIVE, is_batch_endpoint, lane_of
+from .core.usage import Usage
 from .errors import InputError
-from .lanes import BATCH, LIVE, is_batch_endpoint, lane_of
-from .providers.usage import Usage
 
 if TYPE_CHECKING:
     from .currency import DisplayCurrency

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine.events import (
+from .core.events import (
     BatchEnded,
     BatchSubmitted,
     ConcurrencyChanged,

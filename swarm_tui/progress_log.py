@@ -25,7 +25,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from .engine.events import EngineEvent
+from .core.events import EngineEvent
 from .engine.stats import RunStats
 from .progress import Narrator, News, SessionPace
 

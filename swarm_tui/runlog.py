@@ -1,6 +1,6 @@
 """The run's event log, read: a follower that replays it, and what a resumed run does with it.
 
-The engine writes every event it emits to the journal's log (`engine/eventlog.py`). Reading it
+The engine writes every event it emits to the journal's log (`core/codec.py`). Reading it
 back through `LogFollower` gives the same events, in the same order, moving the same
 `TaskBoard`: an attached view (`attach.py`), a resumed run's cumulative figures
 (`replay_history`) and the closing of a run whose process died (`close_interrupted_run`) all
@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine.board import TaskBoard
-from .engine.events import (
+from .core.board import TaskBoard
+from .core.events import (
     AnswerJudged,
     Attempt,
     BatchEnded,

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import configured_currency
+from .core.events import RunFinished, TaskQueued
+from .core.task import Task
 from .engine import EngineSettings, SwarmEngine, TaskState
 from .engine.admission import AdmissionController
-from .engine.events import RunFinished, TaskQueued
 from .engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from .engine.pacing import RateLimits
 from .errors import InputError, JournalWriteError
-from .jobs import Job, Task, TaskTemplate
+from .jobs import Job, TaskTemplate
 from .journal import Journal
 from .judge.judge import CONCURRENCY as JUDGE_CONCURRENCY
 from .judge.judge import Judge

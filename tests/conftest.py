@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from swarm_tui.sim import SimConfig, SimServer
 
 REPO = Path(__file__).resolve().parent.parent

@@ -64,7 +64,7 @@ class HostileServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self) -> "HostileServer":
+    def start(self) -> HostileServer:
         self._thread.start()
         if not self._started.wait(10):
             raise RuntimeError("the hostile server did not start")

@@ -10,7 +10,6 @@ import ssl
 import threading
 
 from aiohttp import web
-
 from swarm_tui.sim import SimConfig
 from swarm_tui.sim.server import create_app
 

@@ -15,8 +15,8 @@ import subprocess
 import sys
 import textwrap
 
+from swarm_tui.core.events import AgentStepped, AttemptStarted, TaskState, ToolCallEnded
 from swarm_tui.engine import EngineSettings
-from swarm_tui.engine.events import AgentStepped, AttemptStarted, TaskState, ToolCallEnded
 from swarm_tui.jobs import load_job
 from swarm_tui.journal import Journal
 from swarm_tui.providers.profile import ProviderProfile
@@ -127,7 +127,7 @@ async def test_an_agent_killed_mid_trajectory_resumes_without_redoing_a_complete
             return f"lookup({term}) done"
     '''))
     job = tmp_path / "agents.toml"
-    job.write_text(textwrap.dedent(f'''
+    job.write_text(textwrap.dedent('''
         name = "agents"
         model = "sim-1"
         [request]
@@ -138,7 +138,7 @@ async def test_an_agent_killed_mid_trajectory_resumes_without_redoing_a_complete
         function = "slowtools:lookup"
         [tasks]
         count = 6
-        prompt = "agent {{agent}} [[sim:tools=3]]"
+        prompt = "agent {agent} [[sim:tools=3]]"
     '''))
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     run_dir = tmp_path / "run"

@@ -7,7 +7,6 @@ import argparse
 import json
 
 import pytest
-
 from swarm_tui import jobs
 from swarm_tui.errors import InputError
 from swarm_tui.jobs import load_job

@@ -18,8 +18,7 @@ from collections import Counter
 
 import openai
 import pytest
-
-from swarm_tui.engine.events import BatchEnded, BatchProgress, BatchSubmitted, TaskState
+from swarm_tui.core.events import BatchEnded, BatchProgress, BatchSubmitted, TaskState
 from swarm_tui.journal import Journal
 from swarm_tui.session import SwarmSession
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
+from swarm_tui.core.events import AttemptStarted
 from swarm_tui.engine import EngineSettings
-from swarm_tui.engine.events import AttemptStarted
 from swarm_tui.engine.ledger import SpendLedger, prompt_upper_estimate, worst_usage
 from swarm_tui.jobs import load_job
 from swarm_tui.providers.profile import ProviderProfile

@@ -8,7 +8,6 @@ import stat
 from pathlib import Path
 
 import pytest
-
 from swarm_tui.config import Config, load_config
 from swarm_tui.errors import InputError
 from swarm_tui.providers.profile import ProviderProfile

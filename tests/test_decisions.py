@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from swarm_tui.core.events import AttemptStarted, TaskFailed, TaskRetrying
 from swarm_tui.engine import TaskState
-from swarm_tui.engine.events import AttemptStarted, TaskFailed, TaskRetrying
 
 from .helpers import open_session
 

@@ -7,9 +7,8 @@ import json
 from collections import Counter
 
 import pytest
-
+from swarm_tui.core.events import AttemptStarted, RateGateClosed, TaskRetrying
 from swarm_tui.engine import TaskState
-from swarm_tui.engine.events import AttemptStarted, RateGateClosed, TaskRetrying
 
 from .conftest import read_jsonl
 from .helpers import attempts_of, open_session, wait_until
@@ -203,12 +202,12 @@ async def test_stalled_stream_is_retried_as_a_new_request(tmp_path, sim_factory)
 
 
 async def test_shared_context_hits_the_prefix_cache_and_cached_tokens_cost_less(tmp_path, sim):
+    from swarm_tui.core.usage import Usage
     from swarm_tui.engine import EngineSettings
     from swarm_tui.jobs import load_job
     from swarm_tui.locations import demo_job
     from swarm_tui.pricing import PriceTable
     from swarm_tui.providers.profile import ProviderProfile
-    from swarm_tui.providers.usage import Usage
     from swarm_tui.session import RunPlan, SwarmSession
 
     job = load_job(demo_job())

@@ -16,9 +16,8 @@ from collections import Counter
 
 import pytest
 from aiohttp import web
-
+from swarm_tui.core.errors import ErrorClass
 from swarm_tui.providers.client import ProviderClient
-from swarm_tui.providers.errors import ErrorClass
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.providers.words import PROVIDER_WORDS_CHARS
 

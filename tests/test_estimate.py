@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from swarm_tui.cli import main
 from swarm_tui.currency import resolve_currency
 from swarm_tui.estimate import Scenario, build_estimate, format_table, measure_run, scenario_from_run
@@ -126,8 +125,8 @@ def test_bad_input_exits_2_with_a_clear_message(argv, message, capsys):
 
 
 def test_a_live_runs_usage_gives_the_per_task_tokens():
+    from swarm_tui.core.usage import Usage
     from swarm_tui.estimate import scenario_from_usage
-    from swarm_tui.providers.usage import Usage
 
     scenario = scenario_from_usage(Usage(prompt=4000, completion=1000, cached=3000), 10, Scenario(agents=5))
     assert (scenario.agents, scenario.input_tokens, scenario.output_tokens, scenario.cached_share) == (5, 400, 100, 0.75)

@@ -15,7 +15,6 @@ import time
 import httpx
 import pytest
 from mcp import Client, StdioServerParameters
-
 from swarm_tui.sim import SimConfig, SimServer
 from swarm_tui.sim.tools import quote_results
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 
+from swarm_tui.core.errors import CallError, ErrorClass
+from swarm_tui.core.events import EndpointSwitched
 from swarm_tui.engine import EngineSettings
-from swarm_tui.engine.events import EndpointSwitched
 from swarm_tui.engine.failover import BreakerState, CircuitBreaker
 from swarm_tui.jobs import load_job
-from swarm_tui.providers.errors import CallError, ErrorClass
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.session import RunPlan, SwarmSession
 

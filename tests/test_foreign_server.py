@@ -97,7 +97,7 @@ class ForeignServer:
         self._started.set()
         self._loop.run_forever()
 
-    def __enter__(self) -> "ForeignServer":
+    def __enter__(self) -> ForeignServer:
         self._thread.start()
         self._started.wait(10)
         return self

@@ -6,8 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-
-from swarm_tui.engine.events import TaskSucceeded
+from swarm_tui.core.events import TaskSucceeded
 
 from .helpers import open_session
 
@@ -34,7 +33,7 @@ async def test_every_answer_shown_is_already_on_disk(tmp_path, sim_factory):
 
 
 def test_a_transaction_keeps_all_of_its_writes_or_none(tmp_path):
-    from swarm_tui.jobs import Task
+    from swarm_tui.core.task import Task
     from swarm_tui.journal import Journal
 
     journal = Journal.create(tmp_path / "run", [Task(0, "a", {}), Task(1, "b", {})], {"plan": {}, "job": {}})

@@ -200,8 +200,16 @@ def test_a_job_with_tools_says_they_are_starting_before_anything_else(tmp_path, 
 
 
 def test_every_state_change_has_its_line_and_its_stable_json_keys():
-    from swarm_tui.engine.events import (BatchEnded, BatchSubmitted, ConcurrencyChanged, EndpointSwitched,
-                                         PhaseChanged, QualityDrift, RunFinished, RunStopping)
+    from swarm_tui.core.events import (
+        BatchEnded,
+        BatchSubmitted,
+        ConcurrencyChanged,
+        EndpointSwitched,
+        PhaseChanged,
+        QualityDrift,
+        RunFinished,
+        RunStopping,
+    )
 
     stream = io.StringIO()
     log = ProgressLog(stream, RunStats(total=10), log_format="json", wall_clock=lambda: 1_796_119_205.0)
@@ -233,7 +241,7 @@ def test_every_state_change_has_its_line_and_its_stable_json_keys():
 
 
 def test_the_bell_rings_on_a_terminal_only_and_only_when_asked():
-    from swarm_tui.engine.events import RunStopping
+    from swarm_tui.core.events import RunStopping
 
     rings = []
     for live, bell in ((True, True), (True, False), (False, True)):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from swarm_tui.errors import InputError
 from swarm_tui.jobs import load_job
 from swarm_tui.locations import bundled, demo_job

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-
 from swarm_tui.errors import InputError
 from swarm_tui.jobs import load_job
 from swarm_tui.judge.judge import sampled

@@ -8,9 +8,8 @@ import asyncio
 import json
 
 import pytest
-
+from swarm_tui.core.events import AnswerJudged, EndpointSwitched, QualityDrift
 from swarm_tui.engine import EngineSettings
-from swarm_tui.engine.events import AnswerJudged, EndpointSwitched, QualityDrift
 from swarm_tui.jobs import load_job
 from swarm_tui.journal import Journal
 from swarm_tui.judge.judge import sampled

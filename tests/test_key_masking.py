@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pytest
 from swarm_tui import secrets
-from swarm_tui.engine.events import AttemptEnded, TaskFailed
+from swarm_tui.core.events import AttemptEnded, TaskFailed
 
 from .conftest import read_jsonl, run_cli, write_batch
 from .helpers import open_session

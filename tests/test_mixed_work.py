@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
+from swarm_tui.core.errors import CallError, ErrorClass
+from swarm_tui.core.events import ConcurrencyChanged, EndpointSwitched
 from swarm_tui.engine import EngineSettings
 from swarm_tui.engine.deadlines import TailDeadlines
-from swarm_tui.engine.events import ConcurrencyChanged, EndpointSwitched
 from swarm_tui.engine.failover import CircuitBreaker
 from swarm_tui.jobs import load_job
-from swarm_tui.providers.errors import CallError, ErrorClass
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.session import RunPlan, SwarmSession
 

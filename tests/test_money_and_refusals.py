@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import load_job
 from swarm_tui.providers.profile import ProviderProfile

@@ -17,8 +17,8 @@ import sys
 import time
 
 from swarm_tui.attach import AttachedRun
+from swarm_tui.core.events import EndpointSwitched, TaskState
 from swarm_tui.engine import EngineSettings
-from swarm_tui.engine.events import EndpointSwitched, TaskState
 from swarm_tui.jobs import load_job
 from swarm_tui.journal import Journal
 from swarm_tui.providers.profile import ProviderProfile

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from swarm_tui.engine.events import ConcurrencyChanged, RateLimitsLearned
+from swarm_tui.core.events import ConcurrencyChanged, RateLimitsLearned
 from swarm_tui.engine.pacing import AdaptiveConcurrency, RateLimits, TokenBucket, parse_duration
 
 from .helpers import attempts_of, open_session

@@ -20,9 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
-
+from swarm_tui.core.events import RateGateClosed
 from swarm_tui.engine import EngineSettings
-from swarm_tui.engine.events import RateGateClosed
 from swarm_tui.headless import gate_wait
 from swarm_tui.session import SwarmSession
 
@@ -138,9 +137,9 @@ def test_a_second_process_on_a_run_directory_is_refused_and_a_dead_ones_lock_is_
 
 
 def test_a_success_already_journaled_is_never_overwritten_by_a_failure(tmp_path, sim):
-    from swarm_tui.engine.events import Attempt
+    from swarm_tui.core.errors import CallError, ErrorClass
+    from swarm_tui.core.events import Attempt
     from swarm_tui.journal import Journal
-    from swarm_tui.providers.errors import CallError, ErrorClass
 
     session = open_session(tmp_path, sim.base_url, ["a"])
     journal: Journal = session.journal
@@ -333,7 +332,7 @@ async def test_the_budget_is_one_ledger_across_sessions(tmp_path, sim):
 async def test_an_abort_right_after_dispatch_leaves_no_agent_running(tmp_path, sim):
     """Attempts cancelled before their first step never run their own cleanup: the engine must
     still count them as stopped (the screen once showed 'running' cells for good)."""
-    from swarm_tui.engine.events import AttemptStarted
+    from swarm_tui.core.events import AttemptStarted
     from swarm_tui.engine import TaskState
 
     session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(20)], concurrency=10,

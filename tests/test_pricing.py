@@ -7,14 +7,13 @@ import tomllib
 from importlib import resources
 
 import pytest
-
 from swarm_tui.config import load_config
+from swarm_tui.core.events import Attempt, RunStarted, TaskSucceeded
+from swarm_tui.core.usage import Usage
 from swarm_tui.currency import display_currency, format_usd, from_config, resolve_currency
-from swarm_tui.engine.events import Attempt, RunStarted, TaskSucceeded
 from swarm_tui.engine.stats import RunStats
 from swarm_tui.errors import InputError
 from swarm_tui.pricing import PriceTable, billable_output, cost_per_minute, projected_total
-from swarm_tui.providers.usage import Usage
 
 from .conftest import run_cli
 
@@ -196,7 +195,7 @@ def test_a_run_on_a_model_without_a_price_says_so_in_its_summary(tmp_path, sim):
 
 
 def test_the_elapsed_clock_counts_run_time_not_the_idle_gap_before_a_restart():
-    from swarm_tui.engine.events import RunFinished, RunStarted
+    from swarm_tui.core.events import RunFinished, RunStarted
     from swarm_tui.engine.stats import RunStats
 
     now = [100.0]
@@ -307,7 +306,7 @@ class _Journal:
 
 
 def test_batch_lane_attempts_are_billed_at_the_batch_rate_and_split_by_lane():
-    from swarm_tui.lanes import lane_of
+    from swarm_tui.core.lanes import lane_of
     from swarm_tui.pricing import run_cost_details, summary_cost_fields
 
     assert lane_of("sim/batch") == "batch" and lane_of("holysheep/batch") == "batch"

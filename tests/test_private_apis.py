@@ -13,7 +13,6 @@ from pathlib import Path
 import httpx2
 import openai
 import pytest
-
 from swarm_tui.providers import private_apis
 
 from .servers import clear_proxy_env

@@ -15,9 +15,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from swarm_tui.core.events import TaskQueued, TaskSucceeded
 from swarm_tui.distributed import driver as driver_module  # noqa: E402
 from swarm_tui.engine import EngineSettings  # noqa: E402
-from swarm_tui.engine.events import TaskQueued, TaskSucceeded  # noqa: E402
 from swarm_tui.jobs import load_job  # noqa: E402
 from swarm_tui.journal import Journal  # noqa: E402
 from swarm_tui.providers.profile import ProviderProfile  # noqa: E402

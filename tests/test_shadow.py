@@ -6,7 +6,6 @@ baseline or erroring; answers compared, keys never shown."""
 from __future__ import annotations
 
 import asyncio
-
 import json
 import signal
 import subprocess
@@ -14,10 +13,8 @@ import sys
 import time
 
 import pytest
-
 from swarm_tui.cli import main
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.swarm.json_repair import json_answer
 from swarm_tui.shadow import (
     ADOPT,
     ROLLBACK,
@@ -30,6 +27,7 @@ from swarm_tui.shadow import (
     run_shadow,
     safe_url,
 )
+from swarm_tui.swarm.json_repair import json_answer
 
 from .conftest import REPO, run_cli, write_batch
 
@@ -249,10 +247,9 @@ def test_the_rules_behind_the_mirror_and_the_names():
 
 
 async def test_the_live_view_shows_both_endpoints_and_returns_the_verdict(sim_factory):
-    from textual.widgets import Static
-
     from swarm_tui.shadow import ShadowRun
     from swarm_tui.ui.shadow_view import ShadowApp
+    from textual.widgets import Static
 
     primary, secondary = _sims(sim_factory, 20.0, 20.0)
     config = ShadowConfig(primary=ProviderProfile("a", base_url=primary.base_url),

@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 import pytest
 from aiohttp import web
-
 from swarm_tui.cli import main
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.shadow import (

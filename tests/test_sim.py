@@ -15,7 +15,6 @@ import time
 import httpx
 import openai
 import pytest
-
 from swarm_tui.sim import SimConfig, SimServer, add_arguments, config_from_args
 from swarm_tui.sim.args import config_to_argv
 from swarm_tui.sim.behaviour import (
@@ -399,7 +398,7 @@ async def test_hang_times_out_and_stop_is_quick(make_sim):
     assert time.monotonic() - t0 < 2
     try:
         await asyncio.wait_for(pending, 5)
-    except (httpx.HTTPError, asyncio.TimeoutError):
+    except (TimeoutError, httpx.HTTPError):
         pass
 
 

@@ -16,7 +16,6 @@ import httpx
 import jsonschema
 import openai
 import pytest
-
 from swarm_tui.sim import SimConfig, SimServer
 from swarm_tui.sim.behaviour import estimate_tokens, find_marker, marker_message, prompt_tokens
 from swarm_tui.sim.tools import (

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import load_job
 from swarm_tui.locations import bundled
@@ -157,7 +156,7 @@ window = 5
 """
     session = _session(tmp_path, sim.base_url, toml, concurrency=1)
     phases = []
-    from swarm_tui.engine.events import PhaseChanged
+    from swarm_tui.core.events import PhaseChanged
 
     session.engine.subscribe(lambda e: isinstance(e, PhaseChanged) and phases.append(e.phase))
     try:
@@ -201,8 +200,8 @@ def test_a_planner_that_fails_for_good_ends_the_run_with_exit_1_and_no_traceback
 
 
 async def test_a_request_past_the_context_length_is_retried_once_without_its_memory(tmp_path, sim_factory):
+    from swarm_tui.core.task import Task
     from swarm_tui.engine import EngineSettings, SwarmEngine
-    from swarm_tui.jobs import Task
     from swarm_tui.journal import Journal
     from swarm_tui.providers.client import ProviderClient
     from swarm_tui.swarm.memory import RollingMemory

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
+from swarm_tui.core.events import ConcurrencyChanged
 from swarm_tui.engine.deadlines import MIN_SAMPLES, STRAGGLER_FLOOR_S, TailDeadlines
-from swarm_tui.engine.events import ConcurrencyChanged
 
 from .helpers import attempts_of, open_session
 

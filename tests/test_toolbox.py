@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from swarm_tui.errors import InputError
 from swarm_tui.jobs import load_job, load_tools_file
 from swarm_tui.tools import Toolbox, ToolSetupError

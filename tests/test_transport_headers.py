@@ -6,7 +6,6 @@ every call of that profile (chat on both backends, streaming, files, batches, th
 from __future__ import annotations
 
 import pytest
-
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile
 

@@ -14,7 +14,6 @@ import json
 
 import pytest
 from aiohttp import web
-
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile
 

@@ -9,9 +9,8 @@ import json
 
 import pytest
 from aiohttp import web
-
+from swarm_tui.core.errors import ErrorClass
 from swarm_tui.providers.client import ProviderClient
-from swarm_tui.providers.errors import ErrorClass
 from swarm_tui.providers.profile import ProviderProfile
 
 from .conftest import read_jsonl, run_cli, write_batch

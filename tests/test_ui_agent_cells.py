@@ -11,9 +11,6 @@ import asyncio
 
 import pytest
 from rich.style import Style
-from textual.app import App, ComposeResult
-from textual.color import Color
-
 from swarm_tui.config import Config
 from swarm_tui.engine import EngineSettings, TaskState
 from swarm_tui.jobs import load_job
@@ -25,6 +22,8 @@ from swarm_tui.ui.contrast import contrast_ratio, readable_on
 from swarm_tui.ui.grid import AgentGrid
 from swarm_tui.ui.panels import RunPanel
 from swarm_tui.ui.themes import bundled_themes, swarm_variable_defaults
+from textual.app import App, ComposeResult
+from textual.color import Color
 
 from .conftest import write_batch
 from .helpers import wait_until

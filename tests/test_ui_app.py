@@ -7,20 +7,19 @@ and presses keys; the assertions read the engine, the journal and the widgets.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable
-
-from textual.pilot import Pilot
-from textual.widgets import DataTable
+from collections.abc import Callable
 
 from swarm_tui.config import Config
+from swarm_tui.core.events import AttemptStarted
 from swarm_tui.engine import TaskState
-from swarm_tui.engine.events import AttemptStarted
 from swarm_tui.session import SwarmSession
 from swarm_tui.ui.app import SwarmApp, concurrency_step, make_app
 from swarm_tui.ui.detail import AgentDetailScreen
 from swarm_tui.ui.dialogs import ConfirmScreen, HelpScreen
 from swarm_tui.ui.errorlog import ErrorLog
 from swarm_tui.ui.provider import ProviderScreen
+from textual.pilot import Pilot
+from textual.widgets import DataTable
 
 from .conftest import read_jsonl
 from .helpers import open_session, wait_until

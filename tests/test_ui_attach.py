@@ -10,11 +10,11 @@ import time
 from collections import Counter
 
 from swarm_tui.attach import AttachedRun
-from swarm_tui.legacy_journal import JournalFollower
 from swarm_tui.config import Config
+from swarm_tui.core.events import TaskSucceeded
 from swarm_tui.engine import RunStats, TaskState
-from swarm_tui.engine.events import TaskSucceeded
 from swarm_tui.journal import Journal
+from swarm_tui.legacy_journal import JournalFollower
 from swarm_tui.session import SwarmSession, summarize
 from swarm_tui.ui.app import make_app
 
@@ -152,7 +152,7 @@ async def test_the_attached_screen_steers_the_running_engine(tmp_path, sim_facto
 
 def test_follower_orders_a_resume_before_its_attempts(tmp_path):
     """Events and attempts interleave: a `run` (resume) comes before that session's attempts."""
-    from swarm_tui.jobs import Task
+    from swarm_tui.core.task import Task
 
     tasks = [Task(i, f"t{i}", {"model": "m", "messages": [{"role": "user", "content": "x"}]}) for i in range(2)]
     journal = Journal.create(tmp_path / "r", tasks, {"plan": {"settings": {"concurrency": 3}}})

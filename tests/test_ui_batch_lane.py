@@ -11,17 +11,16 @@ from __future__ import annotations
 import asyncio
 import re
 
-from textual.color import Color
-
 from swarm_tui.attach import AttachedRun
 from swarm_tui.config import Config
+from swarm_tui.core.events import BatchEnded, BatchProgress, BatchSubmitted
 from swarm_tui.engine import TaskState
-from swarm_tui.engine.events import BatchEnded, BatchProgress, BatchSubmitted
 from swarm_tui.ui.app import SwarmApp, make_app
 from swarm_tui.ui.contrast import contrast_ratio, readable_on
 from swarm_tui.ui.grid import AgentGrid
 from swarm_tui.ui.panels import LanePanel, StatsFigures, StatsFooter
 from swarm_tui.ui.themes import bundled_themes
+from textual.color import Color
 
 from .helpers import open_session
 from .test_ui_agent_cells import cell, panel_text

@@ -5,11 +5,10 @@ keys that say why they do nothing, a palette without doubles."""
 from __future__ import annotations
 
 import pytest
-from textual.color import Color
-from textual.widgets import Footer
-
 from swarm_tui.ui.contrast import AA_TEXT, contrast_ratio, readable_on
 from swarm_tui.ui.themes import bundled_themes
+from textual.color import Color
+from textual.widgets import Footer
 
 from .helpers import wait_until
 from .test_ui_snapshots import app_on_run, finished_run  # noqa: F401  (fixtures)
@@ -186,7 +185,7 @@ async def test_the_palette_has_one_quit_and_screenshots_go_to_the_run_directory(
 
 async def test_the_elapsed_clock_stops_when_the_run_is_done(tmp_path, sim):
     from swarm_tui.config import Config
-    from swarm_tui.engine.events import TaskSucceeded
+    from swarm_tui.core.events import TaskSucceeded
     from swarm_tui.ui.app import make_app
 
     from .helpers import open_session

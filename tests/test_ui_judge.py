@@ -15,9 +15,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from textual.color import Color
-from textual.widgets import Static
-
 from swarm_tui.attach import AttachedRun
 from swarm_tui.config import Config
 from swarm_tui.engine import TaskState
@@ -30,6 +27,8 @@ from swarm_tui.ui.grid import LOW_GLYPH, LOW_SCORE, AgentGrid
 from swarm_tui.ui.panels import SPARK_BARS, StatsFooter
 from swarm_tui.ui.source import run_figures
 from swarm_tui.ui.themes import bundled_themes
+from textual.color import Color
+from textual.widgets import Static
 
 from .test_judge_loop import open_run, swarm_job
 from .test_ui_agent_cells import cell, panel_text

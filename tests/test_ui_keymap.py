@@ -11,13 +11,8 @@ import pkgutil
 from pathlib import Path
 
 import pytest
-from rich.console import Console
-from textual.app import App
-from textual.binding import Binding
-from textual.dom import DOMNode
-from textual.widgets import Static
-
 import swarm_tui.ui
+from rich.console import Console
 from swarm_tui.config import Config, load_config
 from swarm_tui.engine import TaskState
 from swarm_tui.errors import InputError
@@ -25,6 +20,10 @@ from swarm_tui.ui.app import KEY_SCOPES, SwarmApp, make_app
 from swarm_tui.ui.detail import AgentDetailScreen
 from swarm_tui.ui.dialogs import ConfirmScreen, HelpScreen
 from swarm_tui.ui.keys import LEGACY_IDS, resolve_keymap
+from textual.app import App
+from textual.binding import Binding
+from textual.dom import DOMNode
+from textual.widgets import Static
 
 from .helpers import open_session
 from .test_ui_app import FLAKY, on_top, wait_for

@@ -13,15 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
-from textual.widgets._footer import FooterKey
-
 from swarm_tui.config import Config
 from swarm_tui.engine import TaskState
 from swarm_tui.ui.footer import KeyFooter
 from swarm_tui.ui.grid import GLYPHS, AgentGrid
+from textual.widgets._footer import FooterKey
 
 from .conftest import REPO, write_batch
-from .helpers import open_session, wait_until
+from .helpers import open_session
 from .test_ui_agent_cells import panel_text
 from .test_ui_app import wait_for
 from .test_ui_console import screen_text

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 
 from swarm_tui.config import Config
+from swarm_tui.core.events import RunFinished
 from swarm_tui.engine import EngineSettings, TaskState
-from swarm_tui.engine.events import RunFinished
 from swarm_tui.jobs import load_job
 from swarm_tui.progress import average_rates
 from swarm_tui.providers.profile import ProviderProfile

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import tomllib
 
-from textual.widgets import Input, Static
-
 from swarm_tui.config import Config
 from swarm_tui.ui.app import make_app
 from swarm_tui.ui.provider import ProviderScreen
+from textual.widgets import Input, Static
 
 from .helpers import open_session
 

@@ -17,11 +17,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from swarm_tui.config import Config
-from swarm_tui.engine import EngineSettings, eventlog
-from swarm_tui.engine.events import AttemptStarted, RunFinished, TaskRetrying
-from swarm_tui.jobs import Job, Task
+from swarm_tui.core.events import AttemptStarted, RunFinished, TaskRetrying
+from swarm_tui.core.task import Task
+from swarm_tui.core import codec as eventlog
+from swarm_tui.engine import EngineSettings
+from swarm_tui.jobs import Job
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.session import RunPlan, SwarmSession
 from swarm_tui.sim import SimConfig

@@ -9,19 +9,18 @@ import subprocess
 import sys
 
 import pytest
-from textual.app import App, ComposeResult
-
 from swarm_tui.cli import main
+from swarm_tui.core.errors import CallError, ErrorClass
+from swarm_tui.core.events import Attempt
 from swarm_tui.engine import TaskState
-from swarm_tui.engine.events import Attempt
 from swarm_tui.errors import InputError
-from swarm_tui.providers.errors import CallError, ErrorClass
+from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.ui import format as fmt
 from swarm_tui.ui.errorlog import ErrorLog, Failure
 from swarm_tui.ui.grid import AgentGrid
 from swarm_tui.ui.provider import profile_from_form
 from swarm_tui.ui.themes import bundled_themes, check_theme, load_theme_file, swarm_variable_defaults
-from swarm_tui.providers.profile import ProviderProfile
+from textual.app import App, ComposeResult
 
 from .helpers import wait_until
 

@@ -5,7 +5,6 @@ a redirect."""
 from __future__ import annotations
 
 import pytest
-
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile
 

@@ -34,7 +34,7 @@ class LocalCA:
 def make_ca(directory: Path) -> LocalCA:
     """A fresh CA and a certificate for 127.0.0.1 and localhost, as PEM files in `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "swarm-tui test CA")])
     ca_cert = (

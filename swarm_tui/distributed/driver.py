@@ -31,9 +31,8 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.exceptions import RayError
 
-from ..engine import EngineSettings, TaskState
-from ..engine.board import TaskBoard
-from ..engine.events import (
+from ..core.board import TaskBoard
+from ..core.events import (
     Attempt,
     AttemptStarted,
     ConcurrencyChanged,
@@ -49,10 +48,11 @@ from ..engine.events import (
     TaskQueued,
     TasksAdded,
 )
+from ..core.task import Task
+from ..engine import EngineSettings, TaskState
 from ..engine.observable import Listener, ObservableEngine
 from ..engine.stats import RunStats
 from ..errors import InputError
-from ..jobs import Task
 from ..pricing import Price
 from ..providers.client import ProviderClient
 from ..providers.profile import ProviderProfile

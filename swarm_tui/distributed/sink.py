@@ -1,6 +1,6 @@
 """What a shard's engine writes instead of SQLite: an outbox the driver replays into the journal.
 
-The engine only ever calls the `JournalSink` methods below on its journal. On a Ray actor they
+The engine only ever calls the `JournalSink` methods (`core.ports`) on its journal. On a Ray actor they
 go, in order and interleaved with the engine's events, into one outbox; the actor streams the
 outbox to the driver in batches, and the driver applies each record to the real `Journal`
 before it lets its listeners hear the events that followed it. So the rule of the
@@ -12,44 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any
 
-from ..engine.events import Attempt, EngineEvent
-from ..jobs import Task
+from ..core.events import Attempt, EngineEvent
+from ..core.task import Task
 
 JOURNAL = "j"
 EVENT = "e"
-
-
-class JournalSink(Protocol):
-    """The part of `Journal` the engine writes to. `logged`: the events reporting the change,
-    for the journal's event log (written in the same transaction)."""
-
-    def record_attempt(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None: ...
-    def record_retry(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None: ...
-    def record_success(
-        self, attempt: Attempt, response: dict[str, Any], logged: Iterable[EngineEvent] = ()
-    ) -> None: ...
-    def record_failure(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None: ...
-    def record_cancelled(
-        self, indices: Iterable[int], attempts: Iterable[Attempt] = (), logged: Iterable[EngineEvent] = ()
-    ) -> None: ...
-    def requeue(self, indices: Iterable[int], logged: Iterable[EngineEvent] = ()) -> None: ...
-    def record_step(self, attempt: Attempt, body: dict[str, Any], logged: Iterable[EngineEvent] = ()) -> None: ...
-    def record_tool_call(
-        self,
-        index: int,
-        step: int,
-        call: dict[str, Any],
-        result: str,
-        ok: bool,
-        latency_ms: float,
-        body: dict[str, Any],
-        logged: Iterable[EngineEvent] = (),
-    ) -> None: ...
-    def add_tasks(self, tasks: Iterable[Task], logged: Iterable[EngineEvent] = ()) -> None: ...
-    def log(self, events: Iterable[EngineEvent]) -> None: ...
-    def log_event(self, kind: str, data: dict[str, Any] | None = None) -> None: ...
 
 
 class Outbox:

@@ -24,9 +24,9 @@ from typing import Any
 
 import ray
 
+from ..core.events import EngineEvent, TaskFailed, TaskRetrying
+from ..core.task import Task
 from ..engine import EngineSettings, SwarmEngine
-from ..engine.events import EngineEvent, TaskFailed, TaskRetrying
-from ..jobs import Task
 from ..pricing import Price
 from ..providers.client import ProviderClient
 from ..providers.profile import ProviderProfile

@@ -34,13 +34,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import JournalWriteError
-from ..lanes import AUTO, BATCH, LIVE, batch_endpoint
-from ..providers.client import CallResult, chat_completion_or_raise, wire_body
-from ..providers.errors import BadResponseError, CallError, ErrorClass
-from ..providers.usage import Usage
-from .batch_records import BatchLines, BatchRow
-from .events import (
+from ..core.batches import BatchLines, BatchRow
+from ..core.decide import Next
+from ..core.errors import CallError, ErrorClass
+from ..core.events import (
     Attempt,
     BatchEnded,
     BatchProgress,
@@ -52,8 +49,12 @@ from .events import (
     TaskState,
     TaskSucceeded,
 )
+from ..core.lanes import AUTO, BATCH, LIVE, batch_endpoint
+from ..core.usage import Usage
+from ..errors import JournalWriteError
+from ..providers.client import CallResult, chat_completion_or_raise, wire_body
+from ..providers.errors import BadResponseError
 from .ledger import worst_usage
-from .retry import Next
 
 if TYPE_CHECKING:
     from ..pricing import Price

@@ -37,10 +37,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from ..core.errors import STRAGGLER_CODE
 from .stats import nearest_rank
 
-STRAGGLER_CODE = "straggler"
-"""The code of a timeout the engine called itself: an attempt abandoned past the straggler deadline."""
+__all__ = ["STRAGGLER_CODE", "TailDeadlines", "WorkTimes"]
+
 
 MIN_SAMPLES = 20
 WINDOW = 200

@@ -27,21 +27,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import JournalWriteError
-from ..jobs import Task
-from ..lanes import LIVE
-from ..pricing import Price
-from ..providers.answer import MAX_ANSWER_BYTES
-from ..providers.client import CallResult, ProviderClient, StreamDeadlines
-from ..providers.errors import CallError, ErrorClass
-from ..providers.usage import Usage
-from ..stalls import StallWatch
-from ..tools.transcript import assistant_message, pending_tool_calls, steps_taken, tool_message
-from .admission import AdmissionController
-from .batch_lane import BatchLane, BatchLimits
-from .board import TaskBoard
-from .deadlines import RECHECK_S, STRAGGLER_CODE, STRAGGLER_FACTOR, TailDeadlines
-from .events import (
+from ..core.board import TaskBoard
+from ..core.decide import Next
+from ..core.errors import STRAGGLER_CODE, CallError, ErrorClass
+from ..core.events import (
     AgentStepped,
     Attempt,
     AttemptEnded,
@@ -67,15 +56,27 @@ from .events import (
     TaskSucceeded,
     ToolCallEnded,
 )
+from ..core.lanes import LIVE
+from ..core.stalls import StallWatch
+from ..core.task import Task
+from ..core.usage import Usage
+from ..errors import JournalWriteError
+from ..pricing import Price
+from ..providers.answer import MAX_ANSWER_BYTES
+from ..providers.client import CallResult, ProviderClient, StreamDeadlines
+from ..tools.transcript import assistant_message, pending_tool_calls, steps_taken, tool_message
+from .admission import AdmissionController
+from .batch_lane import BatchLane, BatchLimits
+from .deadlines import RECHECK_S, STRAGGLER_FACTOR, TailDeadlines
 from .failover import CircuitBreaker
 from .ledger import SpendLedger, answer_ceiling, worst_usage
 from .observable import Listener, ObservableEngine
 from .pacing import AdaptiveConcurrency, RateLimits
-from .retry import Next, RetryPolicy
+from .retry import RetryPolicy
 from .stats import RunStats
 
 if TYPE_CHECKING:
-    from ..distributed.sink import JournalSink
+    from ..core.ports import JournalSink
     from ..tools.toolbox import Toolbox
 
 log = logging.getLogger(__name__)

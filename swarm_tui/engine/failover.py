@@ -15,10 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from enum import StrEnum
 
-from ..providers.errors import CallError, ErrorClass
-
-ACCOUNT_ERRORS = frozenset({ErrorClass.AUTH, ErrorClass.QUOTA, ErrorClass.PERMISSION})
-"""Errors no retry on the same endpoint can fix: fail over at once."""
+from ..core.errors import ACCOUNT_ERRORS, CallError, ErrorClass
 
 
 class BreakerState(StrEnum):

@@ -10,30 +10,11 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 import tenacity
 
-from ..providers.errors import CallError
-from .deadlines import STRAGGLER_CODE
-from .failover import ACCOUNT_ERRORS
-
-
-class Next(StrEnum):
-    """What a task does after a failed attempt."""
-
-    RETRY = "retry"
-    TRIM = "trim"
-    """Sent again at once, shortened (its context was too long)."""
-    FAIL_OVER = "fail over"
-    """Sent again at once, to the fallback endpoint (an account error on the primary)."""
-    GIVE_UP = "give up"
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    next: Next
-    delay_s: float = 0.0
+from ..core.decide import Decision, Next
+from ..core.errors import ACCOUNT_ERRORS, STRAGGLER_CODE, CallError
 
 
 @dataclass(frozen=True)

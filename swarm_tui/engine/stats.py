@@ -15,11 +15,8 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import overload
 
-from ..lanes import is_batch_endpoint
-from ..pricing import cost_per_minute, projected_total
-from ..providers.errors import ErrorClass
-from ..providers.usage import Usage
-from .events import (
+from ..core.errors import ErrorClass
+from ..core.events import (
     AgentStepped,
     Attempt,
     AttemptEnded,
@@ -38,6 +35,9 @@ from .events import (
     TaskSucceeded,
     ToolCallEnded,
 )
+from ..core.lanes import is_batch_endpoint
+from ..core.usage import Usage
+from ..pricing import cost_per_minute, projected_total
 
 RATE_WINDOW_S = 10.0
 JUDGE_PHASE = "judge"

@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..core.events import AnswerJudged, EngineEvent, QualityDrift, TaskSucceeded
 from ..engine.engine import RunStopped
-from ..engine.events import AnswerJudged, EngineEvent, QualityDrift, TaskSucceeded
 from ..engine.stats import JUDGE_PHASE, nearest_rank
 from .monitor import Drift, QualityMonitor
 from .spec import JudgeSpec

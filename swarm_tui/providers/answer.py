@@ -31,7 +31,7 @@ import re
 from typing import Any
 
 from .. import secrets
-from .errors import CallError, ErrorClass
+from ..core.errors import CallError, ErrorClass
 
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 """Default cap on one answer's body (`--max-answer-bytes`): a chat completion of 100k tokens is

@@ -23,22 +23,15 @@ from openai.resources.chat.completions import AsyncCompletions
 from yarl import URL
 
 from .. import secrets
+from ..core.errors import CallError
+from ..core.stalls import StallWatch
+from ..core.usage import Usage
 from ..errors import InputError
-from ..stalls import StallWatch
 from .answer import MAX_ANSWER_BYTES, NOT_PARSED, AnswerRefused, storable_error, strict_answer, strict_body
-from .errors import (
-    BadResponseError,
-    BrokenStreamError,
-    CallError,
-    ErrorInAnswer,
-    classify,
-    classify_reply,
-    untrusted_certificate,
-)
+from .errors import BadResponseError, BrokenStreamError, ErrorInAnswer, classify, classify_reply, untrusted_certificate
 from .private_apis import post_raw
 from .profile import ProviderProfile, resolve_api_key, resolve_headers, split_query
 from .transport import Route, route_for
-from .usage import Usage
 from .wire import AiohttpChat
 
 CREATE_PARAMS = frozenset(inspect.signature(AsyncCompletions.create).parameters) - {"self"}

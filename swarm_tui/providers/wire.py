@@ -10,7 +10,7 @@ response. Streaming, the Batch API and the httpx backend stay on the SDK.
 It goes by the client's `Route` (`providers.transport`: the proxy, TLS trust and pool the SDK's
 client of the same endpoint uses), never follows a redirect (a POST turned into a GET, prompts
 sent elsewhere), and bounds the connect time; the whole call is bounded by its caller's deadline
-(the engine's is stall-aware, `swarm_tui.stalls`: time the process was stopped is not a call's
+(the engine's is stall-aware, `swarm_tui.core.stalls`: time the process was stopped is not a call's
 time, which an aiohttp total timeout would count). Nothing is resolved per call.
 """
 

@@ -20,11 +20,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.usage import Usage
 from ..currency import DisplayCurrency
 from ..judge.verdict import Preference, VerdictError, pairwise_body, read_preference, reask_body, task_text
 from ..pricing import Price
 from ..providers.client import ProviderClient, StreamDeadlines
-from ..providers.usage import Usage
 from .config import ShadowJudge, mirrored
 
 PRIMARY_BETTER, EQUAL, SECONDARY_BETTER = "primary", "equal", "secondary"

@@ -18,13 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.usage import Usage
 from ..currency import DisplayCurrency
 from ..engine.stats import latency_summary
 from ..errors import InputError
 from ..pricing import Price, PriceTable
 from ..providers.client import ProviderClient, StreamDeadlines
 from ..providers.profile import ProviderProfile
-from ..providers.usage import Usage
 from ..swarm.json_repair import json_answer
 from .config import ShadowConfig, mirrored
 from .judging import PairJudge

@@ -13,9 +13,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.events import RunFinished
+from ..core.task import Task
 from ..engine.engine import RunStopped
-from ..engine.events import RunFinished
-from ..jobs import Task, TaskTemplate
+from ..jobs import TaskTemplate
 from .aggregator import Aggregate, aggregate
 from .json_repair import JsonExtractionError, extract_json
 from .memory import MEMORY_HEADER, RollingMemory, estimate_tokens

@@ -23,12 +23,9 @@ from textual.widgets import Sparkline
 from textual.worker import Worker
 
 from ..config import Config, load_config
+from ..core.events import EngineEvent, RunFinished
 from ..currency import USD, DisplayCurrency, display_currency
 from ..engine import TaskState
-from ..engine.events import (
-    EngineEvent,
-    RunFinished,
-)
 from ..errors import InputError
 from .detail import InFlight
 from .errorlog import ErrorLog

@@ -20,8 +20,7 @@ from __future__ import annotations
 from textual import on
 from textual.worker import Worker, WorkerState
 
-from ..engine import TaskState
-from ..engine.events import (
+from ..core.events import (
     AgentStepped,
     AnswerJudged,
     AttemptEnded,
@@ -42,6 +41,7 @@ from ..engine.events import (
     TaskSucceeded,
     ToolCallEnded,
 )
+from ..engine import TaskState
 from ..headless import signalled_exit_code
 from .console import PANELS_EVERY_S, TOOLS_STARTING, ConsoleCore
 from .detail import AgentDetailScreen, InFlight

@@ -33,8 +33,8 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
+from ..core.events import Attempt
 from ..engine import TaskState
-from ..engine.events import Attempt
 from ..progress import PHASE_LABELS
 from .format import clock_time, one_line, span
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from ..engine import TaskState
-from ..engine.events import (
+from ..core.events import (
     EndpointSwitched,
     EngineEvent,
     PhaseChanged,
@@ -24,6 +23,7 @@ from ..engine.events import (
     RunStarted,
     RunStopping,
 )
+from ..engine import TaskState
 from ..progress import counts_text, round_of
 
 

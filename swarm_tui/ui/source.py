@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..core.events import AnswerJudged, BatchEnded, BatchProgress, BatchSubmitted, EngineEvent, QualityDrift
+from ..core.task import Task
 from ..engine import EngineSettings, RunStats, SwarmEngine, TaskState
-from ..engine.events import AnswerJudged, BatchEnded, BatchProgress, BatchSubmitted, EngineEvent, QualityDrift
 from ..headless import exit_code
-from ..jobs import Task
 from ..progress import SessionPace
 from ..providers.profile import ProviderProfile
 from ..runlog import RunFigures, replay_history

@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
-from ..providers.errors import CallError, ErrorClass
-from ..providers.usage import Usage
 from . import events as ev
+from .errors import CallError, ErrorClass
 from .events import Attempt, EngineEvent, TaskState
+from .usage import Usage
 
 EVENT_TYPES: dict[str, type] = {
     cls.__name__: cls

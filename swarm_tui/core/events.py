@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ..providers.errors import CallError
-from ..providers.usage import Usage
+from .errors import CallError
+from .usage import Usage
 
 
 class TaskState(StrEnum):

@@ -25,7 +25,6 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..lanes import is_batch_endpoint
 from .events import (
     AgentStepped,
     Attempt,
@@ -40,6 +39,7 @@ from .events import (
     TaskState,
     TaskSucceeded,
 )
+from .lanes import is_batch_endpoint
 
 LOST_OUTCOME = "cancelled"
 
