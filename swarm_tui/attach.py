@@ -360,6 +360,8 @@ class AttachedRun:
 
     output_error = None
     """An attached view writes no outputs."""
+    fatal = None
+    """What stops the run is the writer's to say (in its log)."""
 
     def outlive_app(self) -> None:
         """An attached view drives no run: nothing goes on after it."""

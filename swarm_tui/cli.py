@@ -27,6 +27,7 @@ from .argtypes import (
 )
 from .config import Config, load_config
 from .core.lanes import LANES, LIVE
+from .core.ports import Capability, missing
 from .engine import EngineSettings
 from .engine.deadlines import STRAGGLER_FACTOR
 from .engine.ledger import answer_ceiling
@@ -429,8 +430,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     job, judge_profile = _judge(args, job, profile, config)
     _check_budget(plan, job, job.model or (job.tasks[0].body.get("model") if job.tasks else None), config)
     ray = _ray_options(args)
-    _check_tools(job.tools, ray)
-    _check_lane(plan.settings, job.tools, ray)
+    _check_engine(
+        ray,
+        job.tools,
+        plan.settings,
+        judged=job.judge is not None,
+        judge_where=str(args.judge and "--judge" or job.source),
+    )
+    _check_tools(job.tools)
+    _check_lane(plan.settings, job.tools)
     run_dir = args.out or default_run_dir(job.name)
     session = SwarmSession.open_new(job, plan, run_dir, ray=ray, judge_profile=judge_profile)
     return _drive(session, args)
@@ -461,8 +469,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     sim = _sim_config(args, effective, stored.sim)
     ray = _ray_options(args)
     tools = ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None
-    _check_tools(tools, ray)
-    _check_lane(settings, tools, ray)
+    _check_engine(ray, tools, settings, judged=bool(meta.get("judge")), judge_where=f"{args.run_dir} (its [judge])")
+    _check_tools(tools)
+    _check_lane(settings, tools)
     session = SwarmSession.open_existing(
         args.run_dir, profile=profile, settings=settings, retry_failed=args.retry_failed, ray=ray, sim=sim
     )
@@ -482,12 +491,10 @@ def _ray_options(args: argparse.Namespace):
     return RayOptions(address=args.ray, actors=args.ray_actors)
 
 
-def _check_tools(tools: ToolsSpec | None, ray) -> None:
+def _check_tools(tools: ToolsSpec | None) -> None:
     """Start the job's tools once and stop them (exit 2, nothing sent, when one does not start)."""
     if tools is None or not tools.any:
         return
-    if ray is not None:
-        raise InputError.single(tools.source, "tools", "multi-step agents do not run on Ray yet (drop --ray)")
 
     servers = f"{len(tools.mcp)} MCP server{'s' if len(tools.mcp) != 1 else ''}" if tools.mcp else "its Python tools"
     print(f"swarm-tui: starting the job's tools to check them ({servers}) ...", file=sys.stderr, flush=True)
@@ -546,7 +553,27 @@ def _rubric_problem(path: Path):
     return report
 
 
-def _check_lane(settings: EngineSettings, tools: ToolsSpec | None, ray) -> None:
+def _check_engine(ray, tools: ToolsSpec | None, settings: EngineSettings, *, judged: bool, judge_where: str) -> None:
+    """The engine that will run the swarm must be able to do everything the run asks for: what
+    it cannot do is refused (exit 2, naming it, nothing sent), never silently dropped."""
+    if ray is None:
+        return
+    from .distributed import CAPABILITIES
+
+    asked = {
+        Capability.TOOLS: tools.source if tools is not None and tools.any else None,
+        Capability.BATCH: "--lane" if settings.lane != LIVE else None,
+        Capability.JUDGE: judge_where if judged else None,
+    }
+    lacking = missing(CAPABILITIES, [capability for capability, where in asked.items() if where is not None])
+    if lacking:
+        first = lacking[0]
+        raise InputError.single(
+            asked[first] or "--ray", "ray", f"{first.value} does not run on Ray yet: drop --ray to run it here"
+        )
+
+
+def _check_lane(settings: EngineSettings, tools: ToolsSpec | None) -> None:
     """The batch lane carries one-call tasks of one engine (exit 2 otherwise, nothing sent)."""
     if settings.lane == LIVE:
         return
@@ -554,8 +581,6 @@ def _check_lane(settings: EngineSettings, tools: ToolsSpec | None, ray) -> None:
         raise InputError.single(
             tools.source, "lane", f"multi-step agents run live only (--lane {settings.lane} needs a job without tools)"
         )
-    if ray is not None:
-        raise InputError.single("--lane", "lane", f"--lane {settings.lane} does not run on Ray (drop --ray)")
 
 
 def _drive(session: SwarmSession, args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import configured_currency
 from .core.events import RunFinished, TaskQueued
+from .core.ports import Capability, Engine
 from .core.task import Task
 from .engine import EngineSettings, SwarmEngine, TaskState
 from .engine.admission import AdmissionController
@@ -44,7 +45,7 @@ from .swarm.spec import SwarmSpec
 from .tools import Toolbox, ToolsSpec
 
 if TYPE_CHECKING:
-    from .distributed.driver import RayEngine
+    pass
 
 CONTROL_POLL_S = 0.5
 
@@ -147,7 +148,7 @@ class SwarmSession:
         validator = json_validator if swarm and swarm.workers.json else None
         self.toolbox = Toolbox(tools) if tools is not None and tools.any else None
         """The run's tools: with them, every task is a multi-step agent."""
-        self.engine: SwarmEngine | RayEngine
+        self.engine: Engine
         if ray is not None:  # the same swarm, its engines on Ray actors (swarm_tui.distributed)
             from .distributed.driver import RayEngine
 
@@ -195,13 +196,13 @@ class SwarmSession:
         self.judge_client: ProviderClient | None = None
         self.judge_sim: SimServer | None = None
         self.judge: Judge | None = None
-        if judge is not None and isinstance(self.engine, SwarmEngine):
+        if judge is not None and Capability.JUDGE in self.engine.capabilities:  # the CLI refuses it otherwise
             self.judge = self._make_judge(judge, judge_profile)
 
     def _make_judge(self, spec: JudgeSpec, profile: ProviderProfile | None) -> Judge:
         """The judge, on the run's own endpoint (its admission and pacing) or on one of its own."""
         engine = self.engine
-        assert isinstance(engine, SwarmEngine)
+        assert isinstance(engine, SwarmEngine)  # the engine that declares the judge capability
         admission = None
         if profile is not None and profile.name != self.plan.profile.name:
             base_url = profile.base_url
@@ -469,9 +470,8 @@ class SwarmSession:
             case "retry":
                 engine.retry_failed(args.get("indices"))
             case "cancel":
-                cancel_tasks = getattr(engine, "cancel_tasks", None)
-                if cancel_tasks is not None:
-                    cancel_tasks(args.get("indices") or [])
+                if Capability.CANCEL in engine.capabilities:
+                    engine.cancel_tasks(args.get("indices") or [])
             case "concurrency":
                 engine.set_concurrency(int(args["limit"]), "attached view")
             case "flush_memory":
@@ -511,7 +511,7 @@ class SwarmSession:
 
     def _budget(self) -> dict[str, Any] | None:
         """The budget's report: the engine's ledger (this session's peak) over the journal's spend."""
-        ledger = getattr(self.engine, "ledger", None)  # a distributed engine splits its budget by shard
+        ledger = self.engine.ledger  # None: a distributed engine splits its budget by shard
         report = ledger.report() if ledger is not None else None
         if report is None:
             budget = self.plan.settings.budget_usd
@@ -519,15 +519,13 @@ class SwarmSession:
         return replace(report, spent_usd=self.journal.spent_usd()).to_dict()
 
     def _deadlines(self) -> dict[str, Any] | None:
-        tail = getattr(self.engine, "tail", None)  # a distributed engine's deadlines live on its shards
+        tail = self.engine.tail  # None: a distributed engine's deadlines live on its shards
         return tail.describe() if tail is not None else None
 
     async def aclose(self) -> None:
         if self.toolbox is not None:
             await self.toolbox.aclose()
-        engine_close = getattr(self.engine, "aclose", None)  # a distributed engine's actors
-        if engine_close is not None:
-            await engine_close()
+        await self.engine.aclose()  # a distributed engine's actors
         await self.client.aclose()
         if self.fallback is not None:
             await self.fallback.aclose()

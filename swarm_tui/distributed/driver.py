@@ -56,6 +56,7 @@ from ..errors import InputError
 from ..pricing import Price
 from ..providers.client import ProviderClient
 from ..providers.profile import ProviderProfile
+from . import CAPABILITIES
 from .limiter import RateLimiter
 from .sink import EVENT, JOURNAL
 from .worker import DONE, ShardSpec, SwarmWorker
@@ -123,7 +124,16 @@ class _Shard:
 
 
 class RayEngine(ObservableEngine):
-    """`SwarmEngine`'s interface, with the work done by engines on Ray actors."""
+    """`SwarmEngine`'s interface (`core.ports.Engine`), with the work done by engines on Ray actors."""
+
+    capabilities = CAPABILITIES
+    tail = None
+    """The tail deadlines live on the shards' engines."""
+    ledger = None
+    """The budget is split into the shards' allowances (`_free_budget`), each its engine's ledger."""
+    adaptive = None
+    fatal: str | None = None
+    last_retry_after_asked_s: float | None = None
 
     def __init__(
         self,
@@ -210,7 +220,8 @@ class RayEngine(ObservableEngine):
         self._emit_now(ConcurrencyChanged(limit, reason, ceiling=limit))
         return limit
 
-    def abort(self, reason: str = "aborted by user") -> None:
+    def abort(self, reason: str = "aborted by user", *, leave_batches: bool = False) -> None:
+        """`leave_batches`: nothing to leave (no batch lane on Ray)."""
         if self._aborted:
             return
         self._aborted = True
@@ -218,6 +229,10 @@ class RayEngine(ObservableEngine):
         self._broadcast("abort", reason)
         if self._direct is not None:  # a planner / aggregator call waiting for admission stops too
             self._direct.abort(reason)
+
+    def cancel_tasks(self, indices: Iterable[int]) -> list[int]:
+        """One agent is not cancelled on Ray (no `Capability.CANCEL`): the whole run is, by abort."""
+        return []
 
     def stop_dispatch(self, reason: str) -> None:
         if self._stop_reason is None:

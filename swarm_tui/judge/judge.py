@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core.events import AnswerJudged, EngineEvent, QualityDrift, TaskSucceeded
-from ..engine.engine import RunStopped
+from ..engine.settings import RunStopped
 from ..engine.stats import JUDGE_PHASE, nearest_rank
 from .monitor import Drift, QualityMonitor
 from .spec import JudgeSpec
@@ -112,7 +112,7 @@ class Judge:
             except Exception as exc:  # noqa: BLE001 - a judge that fails must not stop the swarm
                 self.errors += 1
                 log.warning("the judge could not score task %s: %s", task.custom_id, exc)
-                self.engine._log("judge_failed", {"index": index, "error": str(exc)[:300]})
+                self.engine.log("judge_failed", {"index": index, "error": str(exc)[:300]})
                 return
         self._record(index, verdict)
 
@@ -148,7 +148,7 @@ class Judge:
         )
         log.warning("quality drift: %s; action: %s", why, self.action)
         detail = self.actions[self.action]() if self.action in self.actions else "alert only"
-        self.engine._log(
+        self.engine.log(
             "quality_drift",
             {
                 "rolling": round(drift.rolling, 2),
@@ -158,9 +158,7 @@ class Judge:
                 "round": round_number,
             },
         )
-        self.engine._emit_now(
-            QualityDrift(drift.rolling, drift.baseline, self.action, f"{why}; {detail}", round_number)
-        )
+        self.engine.emit_now(QualityDrift(drift.rolling, drift.baseline, self.action, f"{why}; {detail}", round_number))
 
 
 def quality_summary(journal: Journal) -> dict[str, Any] | None:

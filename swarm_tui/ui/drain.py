@@ -242,7 +242,7 @@ class DrainingConsole(ConsoleCore):
         self._ended_elapsed_s = self.source.stats.elapsed_s
         if self.source.attached or self._quitting or not announce:
             return
-        fatal = getattr(getattr(self.source, "engine", None), "fatal", None)
+        fatal = self.source.fatal
         if fatal:  # the journal cannot be written: nothing more can be done from here
             self.phase = "STOPPED"
             self.notify(

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..core.events import AnswerJudged, BatchEnded, BatchProgress, BatchSubmitted, EngineEvent, QualityDrift
+from ..core.ports import Capability
 from ..core.task import Task
-from ..engine import EngineSettings, RunStats, SwarmEngine, TaskState
+from ..engine import EngineSettings, RunStats, TaskState
 from ..headless import exit_code
 from ..progress import SessionPace
 from ..providers.profile import ProviderProfile
@@ -68,6 +69,8 @@ class RunSource(Protocol):
     def resume(self) -> None: ...
     def abort(self, reason: str = ..., *, leave_batches: bool = False) -> None: ...
     def stop_dispatch(self, reason: str) -> None: ...
+    @property
+    def fatal(self) -> str | None: ...
     def outlive_app(self) -> None: ...
     async def finished(self) -> None: ...
     @property
@@ -131,7 +134,7 @@ class LiveRun:
         self.pace = SessionPace(self.stats)
         """The ETA at this session's pace (a resumed run's earlier sessions do not count)."""
         self.engine.subscribe(self.pace.observe)
-        adaptive = getattr(self.engine, "adaptive", None)
+        adaptive = self.engine.adaptive
         self.figures = RunFigures(self.engine.admission.limit, adaptive.ceiling if adaptive else None)
         """The limit, ceiling and pause the screen shows: from the engine's events, as an attached view's."""
         for event in self.history:  # earlier sessions' batches and scores (their limits are not this one's)
@@ -163,7 +166,7 @@ class LiveRun:
     @property
     def straggler_s(self) -> float | None:
         """The straggler deadline now (None until enough answers; a Ray run keeps it on its shards)."""
-        tail = getattr(self.engine, "tail", None)
+        tail = self.engine.tail
         return tail.typical_straggler_s() if tail is not None else None
 
     def subscribe(self, listener: Callable[[EngineEvent], None]) -> None:
@@ -206,11 +209,13 @@ class LiveRun:
     def output_error(self) -> str | None:
         return self.session.output_error
 
+    @property
+    def fatal(self) -> str | None:
+        """Why the run cannot go on (its journal cannot be written), if so."""
+        return self.engine.fatal
+
     def abort(self, reason: str = "aborted by user", *, leave_batches: bool = False) -> None:
-        if leave_batches and isinstance(self.engine, SwarmEngine):
-            self.engine.abort(reason, leave_batches=True)
-        else:
-            self.engine.abort(reason)
+        self.engine.abort(reason, leave_batches=leave_batches)
 
     def set_concurrency(self, limit: int, reason: str = "user") -> int:
         return self.engine.set_concurrency(limit, reason)
@@ -219,8 +224,9 @@ class LiveRun:
         return self.engine.retry_failed(indices)
 
     def cancel(self, indices: Iterable[int]) -> list[int]:
-        cancel_tasks = getattr(self.engine, "cancel_tasks", None)  # a Ray run cancels the whole run only
-        return cancel_tasks(indices) if cancel_tasks is not None else []
+        if Capability.CANCEL not in self.engine.capabilities:  # a Ray run cancels the whole run only
+            return []
+        return self.engine.cancel_tasks(indices)
 
     @property
     def tasks(self) -> list[Task]:
