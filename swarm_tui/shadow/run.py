@@ -23,7 +23,7 @@ from ..errors import InputError
 from ..pricing import Price, PriceTable
 from ..providers.client import ProviderClient, StreamDeadlines
 from ..providers.profile import ProviderProfile
-from .config import ShadowConfig, mirrored
+from .config import ShadowConfig, ShadowJudge, mirrored
 from .judging import PairJudge
 from .measure import Agreement, EndpointStats
 from .report import safe_url
@@ -80,53 +80,14 @@ class ShadowRun:
                     "--model", "model", f"the primary ({config.primary.name}) names no model: pass --model"
                 )
         self.endpoints = [
-            _Endpoint(
-                "primary",
-                config.primary,
-                primary_model,
-                self.table.lookup(primary_model, config.primary.name),
-                config.currency.for_provider(self.table, config.primary.name),
-            ),
-            _Endpoint(
-                "secondary",
-                config.secondary,
-                secondary_model,
-                self.table.lookup(secondary_model, config.secondary.name),
-                config.currency.for_provider(self.table, config.secondary.name),
-            ),
+            self._endpoint("primary", config.primary, primary_model),
+            self._endpoint("secondary", config.secondary, secondary_model),
         ]
         self.judge_endpoint: _Endpoint | None = None
         """The judge's own endpoint (None: no judge, or the primary judges)."""
         self.judge: PairJudge | None = None
         if config.judge is not None:
-            judge_profile = config.judge.endpoint
-            if judge_profile is None:  # --judge self
-                judge_model = config.judge.model or primary_model
-                judge_name = config.primary.name
-            else:
-                judge_model = (
-                    config.judge.model
-                    or judge_profile.model
-                    or (SIM_MODEL if judge_profile.is_simulator else None)
-                    or primary_model
-                )
-                judge_name = judge_profile.name
-                self.judge_endpoint = _Endpoint(
-                    "judge",
-                    judge_profile,
-                    judge_model,
-                    self.table.lookup(judge_model, judge_name),
-                    config.currency.for_provider(self.table, judge_name),
-                )
-            self.judge = PairJudge(
-                config.judge,
-                name=judge_name,
-                base_url=safe_url((judge_profile or config.primary).base_url or ""),
-                model=judge_model,
-                price=self.table.lookup(judge_model, judge_name),
-                currency=config.currency.for_provider(self.table, judge_name),
-                timeout_s=config.timeout_s,
-            )
+            self._set_up_judge(config.judge, primary_model)
         self._stop = asyncio.Event()
         self._started_wall = time.time()
         self._run_id = f"{int(self._started_wall * 1000) % 0xFFFFFF:06x}"
@@ -141,6 +102,42 @@ class ShadowRun:
         self._finished = False
         self._stopped_early = False
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def _endpoint(self, label: str, profile: ProviderProfile, model: str | None) -> _Endpoint:
+        """An endpoint of the run, priced and its currency chosen for its provider."""
+        return _Endpoint(
+            label,
+            profile,
+            model,
+            self.table.lookup(model, profile.name),
+            self.config.currency.for_provider(self.table, profile.name),
+        )
+
+    def _set_up_judge(self, rule: ShadowJudge, primary_model: str | None) -> None:
+        """The pair judge: on an endpoint of its own, or the primary's (`--judge self`), billed apart."""
+        config = self.config
+        judge_profile = rule.endpoint
+        if judge_profile is None:  # --judge self
+            judge_model = rule.model or primary_model
+            judge_name = config.primary.name
+        else:
+            judge_model = (
+                rule.model
+                or judge_profile.model
+                or (SIM_MODEL if judge_profile.is_simulator else None)
+                or primary_model
+            )
+            judge_name = judge_profile.name
+            self.judge_endpoint = self._endpoint("judge", judge_profile, judge_model)
+        self.judge = PairJudge(
+            rule,
+            name=judge_name,
+            base_url=safe_url((judge_profile or config.primary).base_url or ""),
+            model=judge_model,
+            price=self.table.lookup(judge_model, judge_name),
+            currency=config.currency.for_provider(self.table, judge_name),
+            timeout_s=config.timeout_s,
+        )
 
     # ----------------------------------------------------------------- control
 
