@@ -20,8 +20,8 @@ from .engine.stats import latency_summary
 from .errors import InputError
 from .journal import Journal
 from .judge.judge import quality_summary
-from .pricing import summary_cost_fields
 from .providers.answer import repaired_text, strict_text
+from .run_cost import summary_cost_fields
 from .rundir import open_private, temp_name
 
 OUTPUT_NAMES = ("results.jsonl", "errors.jsonl", "transcripts.jsonl", "summary.json")
