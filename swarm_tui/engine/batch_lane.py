@@ -373,22 +373,45 @@ class BatchLane:
     async def _collect(self, row: BatchRow, batch: dict[str, Any]) -> None:
         """Read a finished batch's files and journal every line, with the batch closed, at once."""
         engine = self.engine
-        client = self.client
         assert row.batch_id is not None
         status = batch.get("status") or "?"
         files = (batch.get("output_file_id"), batch.get("error_file_id"))
         answered: dict[str, dict[str, Any]] = {}
         for file_id in files:
             if file_id:
-                for line in jsonl(await client.file_content(file_id)):
+                for line in jsonl(await self.client.file_content(file_id)):
                     custom_id = line.get("custom_id")
                     if isinstance(custom_id, str) and custom_id not in answered:
                         answered[custom_id] = line
+        lines, events, requeue = self._outcomes(row, status, answered, batch_errors(batch))
+        billed = {a.index: a.cost_usd for a in (*(a for a, _ in lines.succeeded), *lines.failed, *lines.retried)}
+        for index, _ in row.tasks:  # each line's reservation becomes what it cost, in one step
+            engine.ledger.settle(_held(index), billed.get(index))
+        ended = BatchEnded(
+            row.batch_id, status, len(lines.succeeded), len(lines.failed), len(requeue), len(lines.unfinished)
+        )
+        try:
+            engine.commit(engine.journal.record_batch_lines, row.row, status, files, lines, events=[*events, ended])
+        except JournalWriteError:
+            return  # the run is stopping; the batch stays open for the next session
+        for index in requeue:
+            if self.lane == BATCH and not self._aborting:
+                self._pending.append(index)
+            else:  # lane auto: a failed batch line is retried live
+                engine.retry_soon(index, 0.0)
+        engine.check_failure_rate()
+        engine.wake()
+
+    def _outcomes(
+        self, row: BatchRow, status: str, answered: dict[str, dict[str, Any]], why_failed: str | None
+    ) -> tuple[BatchLines, list[EngineEvent], list[int]]:
+        """Each line of a finished batch as its task's outcome: (the lines by how they ended, the
+        events reporting them, the tasks to run again)."""
+        engine = self.engine
         lines = BatchLines()
         events: list[EngineEvent] = []
         requeue: list[int] = []
         ended_at = time.time()
-        why_failed = batch_errors(batch)
         for index, number in row.tasks:
             if engine.states.get(index) is TaskState.SUCCEEDED:
                 continue  # answered meanwhile (a live retry of an earlier session): never twice
@@ -422,41 +445,38 @@ class BatchLane:
                     "invalid_json",
                     request_id=outcome.request_id,
                 )
-            error = outcome
-            attempt = replace(attempt, status=error.status, error=error, request_id=error.request_id)
-            decision = engine.retry_policy.after_failure(
-                error,
-                engine.round_attempts(index),
-                stopping=engine.stopping is not None,
-                trimmed=False,
-                can_fail_over=False,
+            self._failed_line(
+                index,
+                replace(attempt, status=outcome.status, error=outcome, request_id=outcome.request_id),
+                lines,
+                events,
+                requeue,
             )
-            if decision.next is Next.GIVE_UP:
-                attempt = replace(attempt, outcome="failed")
-                lines.failed.append(attempt)
-                events.append(TaskFailed(attempt))
-            else:
-                attempt = replace(attempt, outcome="retry", retry_in_s=0.0)
-                lines.retried.append(attempt)
-                events.append(TaskRetrying(attempt, 0.0))
-                requeue.append(index)
-        billed = {a.index: a.cost_usd for a in (*(a for a, _ in lines.succeeded), *lines.failed, *lines.retried)}
-        for index, _ in row.tasks:  # each line's reservation becomes what it cost, in one step
-            engine.ledger.settle(_held(index), billed.get(index))
-        ended = BatchEnded(
-            row.batch_id, status, len(lines.succeeded), len(lines.failed), len(requeue), len(lines.unfinished)
+        return lines, events, requeue
+
+    def _failed_line(
+        self, index: int, attempt: Attempt, lines: BatchLines, events: list[EngineEvent], requeue: list[int]
+    ) -> None:
+        """A line that failed: retried (in the next batch, or live) or the task's end, as a live
+        attempt's failure would be."""
+        engine = self.engine
+        assert attempt.error is not None
+        decision = engine.retry_policy.after_failure(
+            attempt.error,
+            engine.round_attempts(index),
+            stopping=engine.stopping is not None,
+            trimmed=False,
+            can_fail_over=False,
         )
-        try:
-            engine.commit(engine.journal.record_batch_lines, row.row, status, files, lines, events=[*events, ended])
-        except JournalWriteError:
-            return  # the run is stopping; the batch stays open for the next session
-        for index in requeue:
-            if self.lane == BATCH and not self._aborting:
-                self._pending.append(index)
-            else:  # lane auto: a failed batch line is retried live
-                engine.retry_soon(index, 0.0)
-        engine.check_failure_rate()
-        engine.wake()
+        if decision.next is Next.GIVE_UP:
+            attempt = replace(attempt, outcome="failed")
+            lines.failed.append(attempt)
+            events.append(TaskFailed(attempt))
+        else:
+            attempt = replace(attempt, outcome="retry", retry_in_s=0.0)
+            lines.retried.append(attempt)
+            events.append(TaskRetrying(attempt, 0.0))
+            requeue.append(index)
 
     def _cost(self, usage: Usage) -> float | None:
         return self.price.cost(usage) if self.price is not None else None
