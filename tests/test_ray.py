@@ -68,7 +68,7 @@ async def test_1000_tasks_on_two_actors_exactly_once_with_the_rpm_respected_in_t
     # the swarm as a whole kept to the limit: both actors worked, under one budget metered at the
     # run's rpm, and every request sent was leased from it. That leases never outrun the bucket
     # (capacity + rate x time) is test_distributed_budget's, on a clock it moves itself.
-    assert {shard.actor_no for shard in session.engine._shards.values()} == {0, 1}
+    assert {shard.actor_no for shard in session.engine.shards.values()} == {0, 1}
     assert limiter["rpm"] == rpm
     assert limiter["leased_requests"] >= stats["requests"]
 

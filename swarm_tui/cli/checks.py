@@ -21,7 +21,7 @@ from ..judge.spec import SELF as JUDGE_SELF
 from ..judge.spec import JudgeSpec, read_rubric
 from ..providers.client import preflight
 from ..providers.profile import ProviderProfile
-from ..session import RunPlan
+from ..run_plan import RunPlan
 from ..tools import Toolbox, ToolsSpec
 
 
@@ -73,7 +73,7 @@ def ray_options(args: argparse.Namespace):
             raise InputError.single("--ray-actors", "ray", "--ray-actors needs --ray")
         return None
     from ..distributed import require_ray
-    from ..session import RayOptions
+    from ..run_plan import RayOptions
 
     require_ray()
     return RayOptions(address=args.ray, actors=args.ray_actors)

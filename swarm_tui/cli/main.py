@@ -21,7 +21,8 @@ from ..errors import InputError
 from ..headless import EXIT_ABORTED, EXIT_BAD_INPUT, run_headless
 from ..jobs import load_job, load_tools_file
 from ..locations import demo_job
-from ..session import RunPlan, SwarmSession, default_run_dir
+from ..run_plan import RunPlan
+from ..session import SwarmSession, default_run_dir
 from ..sim import add_arguments as add_sim_arguments
 from ..tools import ToolsSpec
 from .checks import (
@@ -159,7 +160,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if profile is not None:
         check_key(profile)
     from ..journal import Journal
-    from ..session import plan_from_meta
+    from ..run_plan import plan_from_meta
 
     journal = Journal.open(args.run_dir, readonly=True)
     meta = journal.meta()

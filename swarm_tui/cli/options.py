@@ -283,7 +283,7 @@ def sim_config(args: argparse.Namespace, profile: ProviderProfile, stored=None):
                 f"the run's provider is {profile.name!r}, not the embedded simulator: --sim-* options do not apply",
             )
         return None
-    from ..session import DEMO_SIM
+    from ..run_plan import DEMO_SIM
 
     try:
         return replace(stored or DEMO_SIM, **overrides)
