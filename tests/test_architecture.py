@@ -36,8 +36,6 @@ SIZE_ALLOWANCE = (
     "ui",  # the RunView and one actions table: being rewritten
     "progress",  # the Narrator's event match: one of the reducers the RunView replaces
 )
-    "progress",  # the Narrator's event match: one of the reducers the RunView replaces
-)
 """Modules (and packages) rewritten now by other parts of issue 26: the lead empties this list as
 each part lands. A name covers the module `swarm_tui.NAME` and everything under `swarm_tui.NAME.`."""
 
