@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .core.board import TaskBoard
+from .core.notes import NOTE_TYPES
 from .core.events import (
     AnswerJudged,
     Attempt,
@@ -186,6 +187,8 @@ class LogFollower(RunFigures):
         return len(closing)
 
     def _take(self, event: EngineEvent, at: float) -> int:
+        if isinstance(event, NOTE_TYPES):  # logged beside the events, not emitted to a live view
+            return 0
         index = getattr(event, "index", None)
         if index is not None and index in self._closed_here:
             self._closed_here.discard(index)

@@ -27,11 +27,10 @@ from .engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from .engine.pacing import RateLimits
 from .errors import InputError, JournalWriteError
 from .jobs import Job, TaskTemplate
-from .journal import Journal
+from .journal import Journal, migrate
 from .judge.judge import CONCURRENCY as JUDGE_CONCURRENCY
 from .judge.judge import Judge
 from .judge.spec import JudgeSpec
-from .legacy_journal import migrate
 from .outputs import discard_outputs, summarize, write_outputs
 from .pricing import PriceTable
 from .providers.client import ProviderClient
