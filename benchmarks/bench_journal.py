@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,8 @@ from swarm_tui.core.events import Attempt, TaskSucceeded
 from swarm_tui.core.task import Task
 from swarm_tui.core.usage import Usage
 from swarm_tui.journal import Journal
+
+from bench_answers import typical_answer  # the same ~1 KB chat completion
 
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = "c966e52"
@@ -59,29 +60,13 @@ def journal_before(rev: str) -> type:
     return module.Journal
 
 
-def typical_answer(index: int) -> bytes:
-    body = {
-        "id": f"chatcmpl-{index:012d}",
-        "object": "chat.completion",
-        "model": "gpt-4.1-mini",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "Here is a typical answer, caf\u00e9. " * 28},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 120, "completion_tokens": 180, "total_tokens": 300},
-    }
-    return json.dumps(body, ensure_ascii=False).encode()
-
-
 def answers(count: int) -> list[tuple[Attempt, bytes, str]]:
+    answer = typical_answer()
     out = []
     for i in range(count):
         attempt = Attempt(i, 1, "sim", 1000.0 + i, 850.0, "ok", status=200, request_id=f"req-{i}",
                           usage=Usage(120, 180), cost_usd=0.0004)  # fmt: skip
-        out.append((attempt, typical_answer(i), "Here is a typical answer"))
+        out.append((attempt, answer, "Here is a typical answer"))
     return out
 
 

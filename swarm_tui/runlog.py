@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .core.board import TaskBoard
-from .core.notes import NOTE_TYPES
 from .core.events import (
     AnswerJudged,
     Attempt,
@@ -35,6 +34,7 @@ from .core.events import (
     TaskCancelled,
     TaskState,
 )
+from .core.notes import NOTE_TYPES
 from .engine.stats import RunStats
 from .journal import Journal
 

@@ -3,7 +3,7 @@
 They are logged like every event (`core.codec`), in the journal's one event log; summary.json
 and the journal read them back (the judge's failures, the planner's sub-tasks...). A view may
 show them or pass them by: no reducer needs them. Before schema 3 the journal kept them as
-untyped rows of an `events` table (`journal.notes` turns those into these).
+untyped rows of an `events` table (`journal.note_kinds` turns those into these).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 from ..core import codec
 from ..core.batches import BatchRow
 from ..core.events import EngineEvent
-from .notes import old_note
+from .note_kinds import old_note
 from .schema import OLD_EVENTS_TABLE
 from .writer import JournalWriter
 
@@ -148,7 +148,7 @@ class JournalHistory(JournalWriter):
     def logged(self, *types: type) -> list[tuple[float, EngineEvent]]:
         """(epoch time, event) of every logged event of these types, in order. A journal of an
         older schema read as it is (read-only, so not migrated) gives its untyped notes too, as
-        the typed events they became (`journal.notes`)."""
+        the typed events they became (`journal.note_kinds`)."""
         names = [t.__name__ for t in types]
         found: list[tuple[float, EngineEvent]] = []
         if self._has_table("log"):

@@ -1,7 +1,7 @@
 """Journals of older schemas: brought to this one when resumed, or read as they are.
 
 Schema 2 kept the run's notes (a failover, a trimmed request...) as untyped rows of an
-`events` table; `migrate` turns them into the typed events they are now (`journal.notes`),
+`events` table; `migrate` turns them into the typed events they are now (`journal.note_kinds`),
 appended to the log, and drops the table. Schema 1 had no event log at all: tasks, attempts and
 a few run events. `JournalFollower` rebuilds the events the engine emitted by merging attempt
 rows and run events by time, and by comparing task states; it serves two things only:
@@ -45,7 +45,7 @@ from ..core.events import (
     TaskSucceeded,
 )
 from ..core.usage import Usage
-from .notes import old_note
+from .note_kinds import old_note
 from .schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:

@@ -39,7 +39,7 @@ from ..core.events import (
     ToolCallEnded,
 )
 from ..core.task import Task
-from .notes import note_event
+from .note_kinds import note_event
 from .writer import JournalWriter
 
 
@@ -132,7 +132,7 @@ class RecordWrappers(JournalWriter):
 
     def log_event(self, kind: str, data: dict[str, Any] | None = None) -> None:
         """A note by its old name ("trimmed", "batch_refused"...): logged as its typed event
-        (`journal.notes`; "failover" and "quality_drift" write nothing: the `EndpointSwitched`
+        (`journal.note_kinds`; "failover" and "quality_drift" write nothing: the `EndpointSwitched`
         and `QualityDrift` logged with them say it)."""
         event = note_event(kind, data or {})
         if event is not None:

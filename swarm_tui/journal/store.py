@@ -8,7 +8,7 @@ succeeded, and `resume` never sends those again.
 The package's parts: `schema` (the tables), `writer` (the connection and the one write path,
 `append(events)`), `projections` (what each event writes besides its log row), `queries` and
 `history` (the read side), `control` (the queue `attach` steers through, the heartbeat),
-`records` (the `record_*` wrappers over the write path), `notes` and `migrate` (journals of
+`records` (the `record_*` wrappers over the write path), `note_kinds` and `migrate` (journals of
 older schemas). `Journal` (here) puts them together, and opens, creates and numbers sessions.
 """
 
