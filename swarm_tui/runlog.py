@@ -34,6 +34,7 @@ from .core.events import (
     TaskCancelled,
     TaskState,
 )
+from .core.notes import NOTE_TYPES
 from .engine.stats import RunStats
 from .journal import Journal
 
@@ -186,6 +187,8 @@ class LogFollower(RunFigures):
         return len(closing)
 
     def _take(self, event: EngineEvent, at: float) -> int:
+        if isinstance(event, NOTE_TYPES):  # logged beside the events, not emitted to a live view
+            return 0
         index = getattr(event, "index", None)
         if index is not None and index in self._closed_here:
             self._closed_here.discard(index)

@@ -25,10 +25,9 @@ from .engine import EngineSettings, SwarmEngine, TaskState
 from .engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from .errors import InputError, JournalWriteError
 from .jobs import Job, TaskTemplate
-from .journal import Journal
+from .journal import Journal, migrate
 from .judge.judge import Judge
 from .judge.spec import JudgeSpec
-from .legacy_journal import migrate
 from .outputs import discard_outputs, summarize, write_outputs
 from .providers.client import ProviderClient
 from .providers.profile import ProviderProfile

@@ -16,6 +16,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from swarm_tui.core.events import TaskQueued, TaskSucceeded
+from swarm_tui.core.notes import ActorLost  # noqa: E402
 from swarm_tui.distributed import driver as driver_module  # noqa: E402
 from swarm_tui.engine import EngineSettings  # noqa: E402
 from swarm_tui.jobs import load_job  # noqa: E402
@@ -101,7 +102,7 @@ async def test_an_actor_killed_mid_run_loses_no_task(tmp_path, sim_factory):
     assert set(sim.stats()["successes_by_prompt"]) == set(prompts)
     journal = Journal.open(tmp_path / "run", readonly=True)
     try:
-        assert any(kind == "actor_lost" for _, _, kind, _ in journal.events())
+        assert journal.logged(ActorLost)
     finally:
         journal.close()
 

@@ -107,7 +107,6 @@ def finished_run(tmp_path_factory) -> Path:
         db.execute("UPDATE attempts SET started_at = ? + idx * 0.05 + number * 2.0, "
                    "latency_ms = 180 + (idx * 37) % 900, ttft_ms = NULL, "
                    "retry_in_s = CASE WHEN outcome = 'retry' THEN 0.5 + number ELSE NULL END", (FROZEN,))
-        db.execute("UPDATE events SET at = ? + id * 0.01", (FROZEN,))
         events = [fixed_times(eventlog.decode(kind, data))
                   for kind, data in db.execute("SELECT kind, data FROM log ORDER BY seq")]
         db.execute("DELETE FROM log")

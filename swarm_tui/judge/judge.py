@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core.events import AnswerJudged, EngineEvent, QualityDrift, TaskSucceeded
+from ..core.notes import JudgeFailed
 from ..engine.settings import RunStopped
 from ..engine.stats import JUDGE_PHASE, nearest_rank
 from .monitor import Drift, QualityMonitor
@@ -165,8 +166,8 @@ def quality_summary(journal: Journal) -> dict[str, Any] | None:
     """summary.json's `quality`: what was judged, by round, the drifts acted on, and the judge's
     cost (apart from the swarm's); None for a run without a judge."""
     judgments = journal.judgments()
-    events = journal.events()
-    errors = sum(1 for _, _, kind, _ in events if kind == "judge_failed")
+    noted = journal.logged(JudgeFailed, QualityDrift)
+    errors = sum(1 for _, event in noted if isinstance(event, JudgeFailed))
     if not judgments and not errors:
         return None
     scores = sorted(score for score, _, _ in judgments.values())
@@ -180,7 +181,18 @@ def quality_summary(journal: Journal) -> dict[str, Any] | None:
         "by_round": {
             str(r): {"judged": len(s), "mean": round(sum(s) / len(s), 2)} for r, s in sorted(by_round.items())
         },
-        "drifts": [{"at": at, **(data or {})} for _, at, kind, data in events if kind == "quality_drift"],
+        "drifts": [
+            {
+                "at": at,
+                "rolling": round(event.rolling, 2),
+                "baseline": round(event.baseline, 2),
+                "action": event.action,
+                "detail": event.detail,
+                "round": event.round,
+            }
+            for at, event in noted
+            if isinstance(event, QualityDrift)
+        ],
         "judge_errors": errors,
         "judge_cost_usd": round(journal.cost_of_indices_below(JUDGE_INDEX + 1), 6),
     }
