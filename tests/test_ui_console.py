@@ -220,7 +220,8 @@ async def test_an_attached_view_says_its_state_once_and_shows_the_resume_command
     from swarm_tui.config import Config
     from swarm_tui.ui.app import make_app
 
-    app_on_run()  # the finished run, copied into the working directory
+    # the fixture copied the finished run into the working directory; no session is opened on it
+    # (one would hold its lock, and the view would rightly say a live process holds the run)
     run_dir = Path("swarm-100-demo")
     if writer == "crashed":  # its writer died before saying it finished
         db = sqlite3.connect(run_dir / "journal.sqlite")
