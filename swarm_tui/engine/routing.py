@@ -32,8 +32,7 @@ class Endpoints:
         reason = self.breaker.on_primary_result(error)
         if reason is not None:
             target = self.client.name if self.breaker.state == "closed" else self.fallback.name
-            self.host.log("failover", {"to": target, "reason": reason, "from_primary": was_primary})
-            self.host.emit(EndpointSwitched(target, reason))
+            self.host.emit(EndpointSwitched(target, reason, from_primary=was_primary))
 
     def fail_over(self, reason: str) -> bool:
         """Send new attempts to the fallback now (the judge saw quality drop on the primary);
@@ -41,8 +40,7 @@ class Endpoints:
         if self.fallback is None or self.breaker is None:
             return False
         self.breaker.force_open(reason)
-        self.host.log("failover", {"to": self.fallback.name, "reason": reason, "from_primary": True})
-        self.host.emit(EndpointSwitched(self.fallback.name, reason))
+        self.host.emit(EndpointSwitched(self.fallback.name, reason, from_primary=True))
         return True
 
     def can_fail_over(self, endpoint: str) -> bool:

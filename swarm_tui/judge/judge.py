@@ -149,16 +149,6 @@ class Judge:
         )
         log.warning("quality drift: %s; action: %s", why, self.action)
         detail = self.actions[self.action]() if self.action in self.actions else "alert only"
-        self.engine.log(
-            "quality_drift",
-            {
-                "rolling": round(drift.rolling, 2),
-                "baseline": round(drift.baseline, 2),
-                "action": self.action,
-                "detail": detail,
-                "round": round_number,
-            },
-        )
         self.engine.emit_now(QualityDrift(drift.rolling, drift.baseline, self.action, f"{why}; {detail}", round_number))
 
 
