@@ -109,7 +109,9 @@ def test_a_journal_that_cannot_grow_stops_the_run_and_resume_pays_nothing_twice(
 
 
 def test_a_second_process_on_a_run_directory_is_refused_and_a_dead_ones_lock_is_taken_over(tmp_path, sim_factory):
-    sim = sim_factory(latency_ms=300.0)
+    # 60 tasks two at a time at 1 s each: the first process runs for ~30 s, long past the two
+    # refused starts even on a loaded machine (at 300 ms it could finish and free its lock first)
+    sim = sim_factory(latency_ms=1000.0)
     job = write_batch(tmp_path / "job.jsonl", [f"slow task {i}" for i in range(60)])
     run_dir = tmp_path / "run"
     first = cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir),
