@@ -124,7 +124,8 @@ def make_app(
     bell: bool = False,
 ) -> SwarmApp:
     """The app for a session (run here) or a run source (e.g. `AttachedRun`). Tests pass a
-    session on a seeded simulator, a config on a temporary path, and a frozen clock."""
+    session on a seeded simulator or a recorded run's source (`tests/scripted_run.py`), a config
+    on a temporary path, and a frozen clock."""
     run_source = LiveRun(source) if isinstance(source, SwarmSession) else source
     return SwarmApp(
         run_source,

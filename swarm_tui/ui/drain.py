@@ -87,7 +87,7 @@ class DrainingConsole(ConsoleCore):
             for news in changes.news:
                 self._announce(news)
         if changes.finished is not None:
-            self._finished(changes.finished, announce=not replay)
+            self._finished(changes.finished, changes.finished_phase, announce=not replay)
         self._spark_bucket.extend(changes.latencies)
         with self.batch_update():
             self._paint(changes)
@@ -167,8 +167,9 @@ class DrainingConsole(ConsoleCore):
             if grid.cursor_index != last_failed:
                 grid.move_to(last_failed)
 
-    def _finished(self, finished: RunFinished, announce: bool = True) -> None:
-        """The run ended (the view's phase says so already; a round with more to come is no end)."""
+    def _finished(self, finished: RunFinished, phase: tuple[str, str], announce: bool = True) -> None:
+        """The run ended (the view's phase says so already; a round with more to come is no end);
+        `phase`: the phase and its detail as it ended, which its announcement is titled with."""
         self._ended_elapsed_s = self.source.stats.elapsed_s
         if self.source.attached or self._quitting or not announce:
             return
@@ -183,7 +184,7 @@ class DrainingConsole(ConsoleCore):
                 markup=False,
             )
             return
-        self._finish_news = (finished, self.phase, self.phase_detail)  # said when the worker is over
+        self._finish_news = (finished, *phase)  # said when the worker is over
 
     def _announce_if_over(self) -> None:
         """The run's end, once its worker is over (a multi-round swarm finishes a run a round, and

@@ -50,6 +50,12 @@ def bindings_for(scope: str) -> list[BindingType]:
     ]
 
 
+def merged_bindings(node: type[DOMNode]) -> BindingsMap:
+    """A class's bindings as Textual merges them (its own over those it inherits): the keys a
+    remap may take from another binding. Textual has no public way to read them from a class."""
+    return node._merge_bindings()  # noqa: SLF001
+
+
 def own_bindings(node: type[DOMNode]) -> list[Binding]:
     """The bindings a class declares itself (not those it inherits), one per key."""
     return list(Binding.make_bindings(node.__dict__.get("BINDINGS", [])))
@@ -103,7 +109,7 @@ def resolve_keymap(keys: Mapping[str, str], scopes: Iterable[type[DOMNode]], con
 def clashes(scope: type[DOMNode], keymap: Mapping[str, str], given_as: Mapping[str, str]) -> list[str]:
     """Keys a remap takes from another binding of the same class (Textual then drops that
     binding from the key), and keys two remaps both claim."""
-    before = scope._merge_bindings().key_to_bindings
+    before = merged_bindings(scope).key_to_bindings
     after = bound_keys(scope, keymap)
     on_key: dict[str, list[str]] = {}
     for binding_id, bindings in after.items():
@@ -136,7 +142,7 @@ def bound_keys(node: type[DOMNode], keymap: Mapping[str, str]) -> dict[str, list
 
 @lru_cache(maxsize=256)
 def _bound_keys(node: type[DOMNode], keymap: tuple[tuple[str, str], ...]) -> dict[str, list[Binding]]:
-    bindings: BindingsMap = node._merge_bindings()
+    bindings = merged_bindings(node)
     if keymap:
         bindings.apply_keymap(dict(keymap))
     found: dict[str, list[Binding]] = {}

@@ -85,6 +85,8 @@ class Changes:
     """State changes worth a sentence (none from `replay`)."""
     finished: RunFinished | None = None
     """The run ended (not a round of a multi-round swarm with more to come)."""
+    finished_phase: tuple[str, str] = ("", "")
+    """The phase and its detail as the run ended (later events of the same drain may move them)."""
 
     def __bool__(self) -> bool:
         return self.events > 0
@@ -318,6 +320,7 @@ class RunView:
             self.pace.observe(event)
         if end and self._pending is not None:
             self._pending.finished = event
+            self._pending.finished_phase = (self.phases.phase, self.phases.detail)
 
     def _paused(self, event: RunPaused, at: float | None) -> None:
         self.figures.paused = True
