@@ -51,8 +51,8 @@ async def one_run(base_url: str, n: int, concurrency: int, actors: int | None, r
         session = SwarmSession.open_new(job, plan, tmp / "run",
                                         ray=RayOptions(actors=actors) if actors else None)
         if actors:  # actors up and connected before the clock starts (their start is not the swarm's speed)
-            session.engine._ensure_actors()
-            await asyncio.gather(*(a.ping.remote() for a in session.engine.actors))
+            session.engine.pool.ensure()
+            await session.engine.pool.ping()
         t0 = time.perf_counter()
         try:
             finished = await session.run()

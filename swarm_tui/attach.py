@@ -16,7 +16,7 @@ reconstructed, so an attached view shows what a live one shows, at any moment.
   to the journal's control queue through a second, writable connection that `SwarmSession` in
   the running process polls.
 
-A journal written before the log existed (schema 1) is read by `legacy_journal.JournalFollower`.
+A journal written before the log existed (schema 1) is read by `journal.migrate.JournalFollower`.
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ from typing import Any
 from .core.events import AgentStepped, EngineEvent, TaskState, ToolCallEnded
 from .core.task import Task
 from .engine.stats import RunStats
-from .journal import Journal
-from .legacy_journal import JournalFollower
+from .journal import Journal, JournalFollower
 from .providers.profile import ProviderProfile
 from .rundir import lock_holder
 from .runlog import Listener, LogFollower

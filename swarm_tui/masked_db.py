@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import secrets
-from .providers.answer import storable_text
+from .strict_json import storable_text
 
 
 class MaskedConnection:

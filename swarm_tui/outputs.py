@@ -14,15 +14,17 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .core.events import EndpointSwitched, RunStarted
 from .currency import USD, DisplayCurrency
 from .engine import TaskState
 from .engine.stats import latency_summary
 from .errors import InputError
 from .journal import Journal
 from .judge.judge import quality_summary
-from .pricing import summary_cost_fields
-from .providers.answer import repaired_text, strict_text
+from .providers.answer import repaired_text
+from .run_cost import summary_cost_fields
 from .rundir import open_private, temp_name
+from .strict_json import strict_text
 
 OUTPUT_NAMES = ("results.jsonl", "errors.jsonl", "transcripts.jsonl", "summary.json")
 
@@ -140,7 +142,7 @@ def summarize(
         "provider": provider,
         "model": model,
         "simulated": simulated,
-        "failovers": [{"at": at, **(data or {})} for _, at, kind, data in journal.events() if kind == "failover"],
+        "failovers": failovers(journal),
         "deadlines": {**(deadlines or {}), "abandoned": journal.abandoned_attempts()},
     }
     if budget is not None:  # whether the budget held, and how near the run came to it
@@ -167,6 +169,23 @@ def summarize(
         )
     )
     return summary
+
+
+def failovers(journal: Journal) -> list[dict[str, Any]]:
+    """Each switch of endpoints the log holds (to the fallback, or back): when, to where, why, and
+    whether it left the primary (said by the event, else worked out from the endpoints: each run
+    starts on its primary, `RunStarted.provider`)."""
+    switches: list[dict[str, Any]] = []
+    primary = current = None
+    for at, event in journal.logged(RunStarted, EndpointSwitched):
+        if isinstance(event, RunStarted):
+            primary = current = event.provider
+            continue
+        assert isinstance(event, EndpointSwitched)
+        left_primary = event.from_primary if event.from_primary is not None else current == primary
+        switches.append({"at": at, "to": event.endpoint, "reason": event.reason, "from_primary": left_primary})
+        current = event.endpoint
+    return switches
 
 
 def _cost_note(totals: dict[str, Any], model: str | None) -> str | None:

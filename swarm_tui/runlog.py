@@ -14,9 +14,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .core.events import Attempt, EngineEvent, RunFinished, TaskCancelled, TaskState
+from .core.notes import NOTE_TYPES
 from .engine.stats import RunStats
 from .journal import Journal
-from .view.run_view import RunView, forget_recent
+from .view.run_view import RunView
 
 READ_BATCH = 5000
 """Log rows read per query: a long run is replayed in steps, never in one huge list."""
@@ -51,7 +52,7 @@ class LogFollower(RunView):
         self._listeners: list[Listener] = []
 
     # What an attached view reads of a follower, as of one of a schema-1 journal
-    # (`legacy_journal.JournalFollower`): the states, the end, the pause, the limit and ceiling.
+    # (`journal.migrate.JournalFollower`): the states, the end, the pause, the limit and ceiling.
 
     @property
     def view(self) -> Mapping[int, TaskState]:
@@ -107,6 +108,8 @@ class LogFollower(RunView):
         return len(closing)
 
     def _take(self, event: EngineEvent, at: float) -> int:
+        if isinstance(event, NOTE_TYPES):  # logged beside the events, not emitted to a live view
+            return 0
         index = getattr(event, "index", None)
         if index is not None and index in self._closed_here:
             self._closed_here.discard(index)
@@ -144,7 +147,7 @@ def replay_history(journal: Journal, stats: RunStats) -> list[EngineEvent]:
         follower.poll()
     finally:
         stats.clock = original_clock
-    forget_recent(stats)
+    stats.forget_recent()
     return events
 
 

@@ -12,30 +12,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .config import configured_currency
 from .core.events import RunFinished, TaskQueued
+from .core.ports import Capability, Engine
 from .core.task import Task
 from .engine import EngineSettings, SwarmEngine, TaskState
-from .engine.admission import AdmissionController
 from .engine.ledger import BudgetReport, answer_ceiling, worst_usage
-from .engine.pacing import RateLimits
 from .errors import InputError, JournalWriteError
 from .jobs import Job, TaskTemplate
-from .journal import Journal
-from .judge.judge import CONCURRENCY as JUDGE_CONCURRENCY
+from .journal import Journal, migrate
 from .judge.judge import Judge
 from .judge.spec import JudgeSpec
-from .legacy_journal import migrate
 from .outputs import discard_outputs, summarize, write_outputs
-from .pricing import PriceTable
 from .providers.client import ProviderClient
 from .providers.profile import ProviderProfile
+from .run_judge import JudgeEndpoint, make_judge
+from .run_plan import (
+    DEMO_SIM,
+    RayOptions,
+    RunContents,
+    RunPlan,
+    judge_from_meta,
+    judge_to_meta,
+    plan_from_meta,
+    plan_to_meta,
+)
 from .rundir import JOURNAL_NAME, RunDirLock, describe_write_failure, discard_new, prepare_new
 from .runlog import close_interrupted_run
 from .sim import SimConfig, SimServer
@@ -43,43 +49,9 @@ from .swarm.pipeline import SwarmPipeline, drop_memory, json_validator
 from .swarm.spec import SwarmSpec
 from .tools import Toolbox, ToolsSpec
 
-if TYPE_CHECKING:
-    from .distributed.driver import RayEngine
+__all__ = ["DEMO_SIM", "RayOptions", "RunContents", "RunPlan", "SwarmSession", "default_run_dir", "summarize"]
 
 CONTROL_POLL_S = 0.5
-
-DEMO_SIM = SimConfig(latency_ms=700.0, latency_sigma=0.6, error_rate=0.1, seed=11547)
-"""The embedded simulator of the demo: slow enough to watch, with about fifteen 5xx to retry, and
-(this seed, the demo's 100 agents) agents 71 and 99 failing all four attempts, so that the error
-log, `r` (their fifth call succeeds) and pause can be tried without a single `--sim-*` flag."""
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """Everything about how to run, apart from the tasks; stored in the journal (no key)."""
-
-    profile: ProviderProfile
-    settings: EngineSettings
-    sim: SimConfig | None = None
-    prices: dict[str, Any] = field(default_factory=dict)
-    """The user's price overrides (config `[prices]`)."""
-
-    def price_for(self, model: str | None):
-        return PriceTable.builtin(self.prices).lookup(model, self.profile.name)
-
-
-@dataclass(frozen=True)
-class RayOptions:
-    """`--ray [ADDRESS]`: run the swarm's engines on Ray actors (None/"local": a local Ray)."""
-
-    address: str | None = None
-    actors: int | None = None
-    """How many worker actors (default: one per alive node)."""
-
-
-def _client_limits(settings: EngineSettings) -> dict[str, Any]:
-    """What each of the run's clients is bound by: one attempt's time, one answer's size."""
-    return {"attempt_timeout_s": settings.timeout_s, "max_answer_bytes": settings.max_answer_bytes}
 
 
 def default_run_dir(job_name: str, root: Path = Path("runs")) -> Path:
@@ -99,19 +71,10 @@ class SwarmSession:
         run_dir: Path,
         journal: Journal,
         plan: RunPlan,
-        tasks: list[Task],
-        states: dict[int, TaskState],
-        attempts_made: dict[int, int],
-        job_name: str,
-        swarm: SwarmSpec | None = None,
-        template: TaskTemplate | None = None,
+        contents: RunContents,
         ray: RayOptions | None = None,
         lock: RunDirLock | None = None,
-        tools: ToolsSpec | None = None,
-        judge: JudgeSpec | None = None,
-        judge_profile: ProviderProfile | None = None,
     ) -> None:
-        """`judge`: score a sample of the answers (`judge_profile`: its own endpoint; None: the run's)."""
         self.run_dir = run_dir
         self.journal = journal
         self.lock = lock
@@ -122,129 +85,97 @@ class SwarmSession:
         self.currency = configured_currency(provider=plan.profile.name, prices=plan.prices)
         """The display currency of summary.json, chosen now: the same run exports the same anywhere."""
         self.plan = plan
-        self.job_name = job_name
+        self.job_name = contents.job_name
+        self.model = contents.model(plan)
+        self.template = contents.template
+        self.swarm = contents.swarm
         self.sim: SimServer | None = None
         if plan.profile.is_simulator:
             self.sim = SimServer(plan.sim or DEMO_SIM).start(mode="thread")
-            base_url = self.sim.base_url
-        else:
-            base_url = plan.profile.base_url
-        self.client = ProviderClient(plan.profile, base_url, **_client_limits(plan.settings))
-        model = (
-            plan.profile.model
-            or (tasks[0].body.get("model") if tasks else None)
-            or (template.model if template else None)
-        )
-        price = plan.price_for(model)
+        self.client = ProviderClient(plan.profile, self.base_url, **plan.client_limits())
         fallback_profile = plan.profile.fallback()
-        self.fallback = None
-        fallback_price = None
-        if fallback_profile is not None:
-            self.fallback = ProviderClient(fallback_profile, fallback_profile.base_url, **_client_limits(plan.settings))
-            fallback_price = PriceTable.builtin(plan.prices).lookup(
-                fallback_profile.model or model, fallback_profile.name.split("/")[0]
-            )
-        validator = json_validator if swarm and swarm.workers.json else None
-        self.toolbox = Toolbox(tools) if tools is not None and tools.any else None
+        self.fallback = (
+            ProviderClient(fallback_profile, fallback_profile.base_url, **plan.client_limits())
+            if fallback_profile is not None
+            else None
+        )
+        self.toolbox = Toolbox(contents.tools) if contents.tools is not None and contents.tools.any else None
         """The run's tools: with them, every task is a multi-step agent."""
-        self.engine: SwarmEngine | RayEngine
-        if ray is not None:  # the same swarm, its engines on Ray actors (swarm_tui.distributed)
-            from .distributed.driver import RayEngine
-
-            self.engine = RayEngine(
-                tasks,
-                self.client,
-                journal,
-                plan.settings,
-                profile=plan.profile,
-                base_url=base_url,
-                address=ray.address,
-                actors=ray.actors,
-                price=price,
-                states=states,
-                attempts_made=attempts_made,
-                simulated=self.simulated,
-                fallback_price=fallback_price,
-                validator=validator,
-            )
-        else:
-            self.engine = SwarmEngine(
-                tasks,
-                self.client,
-                journal,
-                plan.settings,
-                price=price,
-                states=states,
-                attempts_made=attempts_made,
-                simulated=self.simulated,
-                fallback=self.fallback,
-                fallback_price=fallback_price,
-                validator=validator,
-                trimmer=drop_memory if swarm and swarm.memory.rounds > 1 else None,
-                toolbox=self.toolbox,
-            )
-        self.model = model
-        self.template = template
-        self.swarm = swarm
+        self.engine = self._make_engine(contents, ray)
         self.pipeline = (
-            SwarmPipeline(self.engine, journal, run_dir, swarm, template)
-            if swarm and swarm.is_pipeline and template
+            SwarmPipeline(self.engine, journal, run_dir, self.swarm, self.template)
+            if self.swarm and self.swarm.is_pipeline and self.template
             else None
         )
         self._control_task: asyncio.Task[None] | None = None
-        self.judge_client: ProviderClient | None = None
-        self.judge_sim: SimServer | None = None
+        self.judge_endpoint = JudgeEndpoint()
         self.judge: Judge | None = None
-        if judge is not None and isinstance(self.engine, SwarmEngine):
-            self.judge = self._make_judge(judge, judge_profile)
+        if contents.judge is not None and Capability.JUDGE in self.engine.capabilities:  # else the CLI refused it
+            self.judge = self._make_judge(contents.judge, contents.judge_profile)
+
+    @property
+    def base_url(self) -> str:
+        """Where the run's calls go: the profile's endpoint, or the embedded simulator."""
+        return self.sim.base_url if self.sim is not None else self.plan.profile.base_url
+
+    def _make_engine(self, contents: RunContents, ray: RayOptions | None) -> Engine:
+        """The run's engine: in this process, or its shards on Ray actors (swarm_tui.distributed)."""
+        plan = self.plan
+        fallback_profile = plan.profile.fallback()
+        fallback_price = (
+            plan.price_for(fallback_profile.model or self.model, fallback_profile.name.split("/")[0])
+            if fallback_profile is not None
+            else None
+        )
+        swarm = contents.swarm
+        shared: dict[str, Any] = {
+            "price": plan.price_for(self.model),
+            "states": contents.states,
+            "attempts_made": contents.attempts_made,
+            "simulated": self.simulated,
+            "fallback_price": fallback_price,
+            "validator": json_validator if swarm and swarm.workers.json else None,
+        }
+        if ray is not None:
+            from .distributed.driver import RayEngine
+
+            return RayEngine(
+                contents.tasks,
+                self.client,
+                self.journal,
+                plan.settings,
+                profile=plan.profile,
+                base_url=self.base_url,
+                address=ray.address,
+                actors=ray.actors,
+                **shared,
+            )
+        return SwarmEngine(
+            contents.tasks,
+            self.client,
+            self.journal,
+            plan.settings,
+            fallback=self.fallback,
+            trimmer=drop_memory if swarm and swarm.memory.rounds > 1 else None,
+            toolbox=self.toolbox,
+            **shared,
+        )
 
     def _make_judge(self, spec: JudgeSpec, profile: ProviderProfile | None) -> Judge:
-        """The judge, on the run's own endpoint (its admission and pacing) or on one of its own."""
         engine = self.engine
-        assert isinstance(engine, SwarmEngine)
-        admission = None
-        if profile is not None and profile.name != self.plan.profile.name:
-            base_url = profile.base_url
-            if profile.is_simulator:  # the embedded simulator as the judge of a run elsewhere
-                self.judge_sim = SimServer(self.plan.sim or DEMO_SIM).start(mode="thread")
-                base_url = self.judge_sim.base_url
-            self.judge_client = ProviderClient(profile, base_url, **_client_limits(self.plan.settings))
-            admission = AdmissionController(JUDGE_CONCURRENCY, rate_limits=RateLimits(profile.rpm, profile.tpm))
+        assert isinstance(engine, SwarmEngine)  # the engine that declares the judge capability
+        self.judge_endpoint = JudgeEndpoint.open(profile, self.plan)
         model = spec.model or (profile.model if profile is not None else None) or self.model or ""
-        if self.judge_client is not None:
-            table = PriceTable.builtin(self.plan.prices)
-            engine.add_price(self.judge_client.name, table.lookup(model, self.judge_client.name))
-        pipeline = self.pipeline
-        multi_round = self.swarm is not None and self.swarm.memory.rounds > 1
-
-        def flush() -> str:
-            return (
-                f"memory flushed ({pipeline.flush_memory()} rounds)" if pipeline is not None else "no memory to flush"
-            )
-
-        def pause() -> str:
-            engine.pause()
-            return "paused until resumed"
-
-        def fail_over() -> str:
-            return "failed over to the fallback" if engine.fail_over("quality drift") else "no fallback to fail over to"
-
-        judge = Judge(
+        return make_judge(
             engine,
             self.journal,
             spec,
+            self.judge_endpoint,
+            self.plan,
             model=model,
-            action=spec.action_for(multi_round),
-            actions={"flush_memory": flush, "pause": pause, "failover": fail_over},
-            round_of=(lambda: pipeline.round_number) if pipeline is not None else (lambda: 1),
-            client=self.judge_client,
-            admission=admission,
+            pipeline=self.pipeline,
+            multi_round=self.swarm is not None and self.swarm.memory.rounds > 1,
         )
-        engine.subscribe(judge.observe)
-        if pipeline is not None:
-            pipeline.settle = judge.settle
-            pipeline.flushed.append(judge.monitor.start_over)
-        return judge
 
     def budget_note(self) -> str | None:
         """What the budget holds back for each call until it is answered (shown as the run starts):
@@ -318,22 +249,16 @@ class SwarmSession:
             raise
         try:
             journal.begin_session()
-            return cls(
-                run_dir,
-                journal,
-                plan,
-                tasks,
-                {},
-                {},
+            contents = RunContents(
                 job.name,
-                job.swarm,
-                template,
-                ray,
-                lock,
-                job.tools,
-                job.judge,
-                judge_profile,
+                tasks,
+                swarm=job.swarm,
+                template=template,
+                tools=job.tools,
+                judge=job.judge,
+                judge_profile=judge_profile,
             )
+            return cls(run_dir, journal, plan, contents, ray, lock)
         except BaseException:
             lock.release()
             raise
@@ -403,22 +328,10 @@ class SwarmSession:
             template = replace(template, model=profile.model)
         tools = ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None
         judge, judge_profile = judge_from_meta(meta.get("judge"))
-        return cls(
-            run_dir,
-            journal,
-            plan,
-            tasks,
-            states,
-            attempts,
-            meta["job"]["name"],
-            swarm,
-            template,
-            ray,
-            lock,
-            tools,
-            judge,
-            judge_profile,
+        contents = RunContents(
+            meta["job"]["name"], tasks, states, attempts, swarm, template, tools, judge, judge_profile
         )
+        return cls(run_dir, journal, plan, contents, ray, lock)
 
     # ----------------------------------------------------------------- running
 
@@ -469,9 +382,8 @@ class SwarmSession:
             case "retry":
                 engine.retry_failed(args.get("indices"))
             case "cancel":
-                cancel_tasks = getattr(engine, "cancel_tasks", None)
-                if cancel_tasks is not None:
-                    cancel_tasks(args.get("indices") or [])
+                if Capability.CANCEL in engine.capabilities:
+                    engine.cancel_tasks(args.get("indices") or [])
             case "concurrency":
                 engine.set_concurrency(int(args["limit"]), "attached view")
             case "flush_memory":
@@ -511,7 +423,7 @@ class SwarmSession:
 
     def _budget(self) -> dict[str, Any] | None:
         """The budget's report: the engine's ledger (this session's peak) over the journal's spend."""
-        ledger = getattr(self.engine, "ledger", None)  # a distributed engine splits its budget by shard
+        ledger = self.engine.ledger  # None: a distributed engine splits its budget by shard
         report = ledger.report() if ledger is not None else None
         if report is None:
             budget = self.plan.settings.budget_usd
@@ -519,58 +431,19 @@ class SwarmSession:
         return replace(report, spent_usd=self.journal.spent_usd()).to_dict()
 
     def _deadlines(self) -> dict[str, Any] | None:
-        tail = getattr(self.engine, "tail", None)  # a distributed engine's deadlines live on its shards
+        tail = self.engine.tail  # None: a distributed engine's deadlines live on its shards
         return tail.describe() if tail is not None else None
 
     async def aclose(self) -> None:
         if self.toolbox is not None:
             await self.toolbox.aclose()
-        engine_close = getattr(self.engine, "aclose", None)  # a distributed engine's actors
-        if engine_close is not None:
-            await engine_close()
+        await self.engine.aclose()  # a distributed engine's actors
         await self.client.aclose()
         if self.fallback is not None:
             await self.fallback.aclose()
-        if self.judge_client is not None:
-            await self.judge_client.aclose()
-        if self.judge_sim is not None:
-            self.judge_sim.stop()
+        await self.judge_endpoint.aclose()
         if self.sim is not None:
             self.sim.stop()
         self.journal.close()
         if self.lock is not None:
             self.lock.release()
-
-
-# --------------------------------------------------------------------------- plan <-> journal meta
-
-
-def judge_to_meta(spec: JudgeSpec | None, profile: ProviderProfile | None) -> dict[str, Any] | None:
-    """The judge as the journal keeps it (its profile without a key, as the run's)."""
-    if spec is None:
-        return None
-    return {"spec": spec.to_meta(), "profile": asdict(profile) if profile is not None else None}
-
-
-def judge_from_meta(data: dict[str, Any] | None) -> tuple[JudgeSpec | None, ProviderProfile | None]:
-    if not data:
-        return None, None
-    profile = ProviderProfile(**data["profile"]) if data.get("profile") else None
-    return JudgeSpec.from_meta(data["spec"]), profile
-
-
-def plan_to_meta(plan: RunPlan) -> dict[str, Any]:
-    return {
-        "profile": {"name": plan.profile.name, **plan.profile.to_toml()},
-        "settings": asdict(plan.settings),
-        "sim": asdict(plan.sim) if plan.sim else None,
-        "prices": plan.prices,
-        "saved_at": time.time(),
-    }
-
-
-def plan_from_meta(meta: dict[str, Any]) -> RunPlan:
-    profile_data = dict(meta["profile"])
-    profile = ProviderProfile(name=profile_data.pop("name"), **profile_data)
-    sim = SimConfig().patched(meta["sim"]) if meta.get("sim") else None  # JSON gave lists for its tuples
-    return RunPlan(profile, EngineSettings(**meta["settings"]), sim, meta.get("prices") or {})

@@ -207,7 +207,7 @@ async def test_x_cancels_one_agent_and_a_retry_continues_it_from_its_last_comple
     run = asyncio.create_task(session.run())
     try:
         await wait_until(lambda: any(s.index == 0 for s in steps), "agent 1 to finish a step")
-        where = {"in flight": 0 in engine._in_flight, "tools": 0 in engine._tool_runs, "ready": 0 in engine._ready}
+        where = {place: engine.whereabouts(0) == place for place in ("in flight", "tools", "ready")}
         assert engine.cancel_tasks([0]) == [0]
         await wait_until(lambda: engine.states[0] is TaskState.CANCELLED, f"agent 1 to stop ({where}, {agent_1})")
         assert engine.states[1] is not TaskState.CANCELLED  # only the one asked for
@@ -237,7 +237,7 @@ async def test_x_on_a_task_waiting_for_a_slot_keeps_it_from_starting(tmp_path, s
     try:
         await wait_until(lambda: started == [0], "the first task to take the only slot")
         await asyncio.sleep(0)  # the dispatcher has taken the second task and waits for the slot
-        assert 1 not in engine._ready  # (else this test would not test the window it is about)
+        assert 1 not in engine.queued  # (else this test would not test the window it is about)
         assert engine.cancel_tasks([1]) == [1]
         finished = await asyncio.wait_for(run, 30)
     finally:

@@ -7,9 +7,8 @@ import argparse
 import json
 
 import pytest
-from swarm_tui import jobs
 from swarm_tui.errors import InputError
-from swarm_tui.jobs import load_job
+from swarm_tui.jobs import load_job, toml_checks
 from swarm_tui.sim import SimConfig, add_arguments, config_from_args
 from swarm_tui.sim.args import non_negative_float, share
 
@@ -288,8 +287,8 @@ def test_toml_fields_are_located_from_one_index(tmp_path, monkeypatch):
     """Locating a field never rescans the file: the line index is built once, and only when a
     problem needs a line (a valid job does not pay for it)."""
     built = []
-    real = jobs.TomlLines
-    monkeypatch.setattr(jobs, "TomlLines", lambda lines: built.append(1) or real(lines))
+    real = toml_checks.TomlLines
+    monkeypatch.setattr(toml_checks, "TomlLines", lambda lines: built.append(1) or real(lines))
     path = tmp_path / "big.toml"
     _big_toml(path, 300, broken=False)
     assert len(load_job(path).tasks) == 300 and built == []

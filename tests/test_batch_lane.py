@@ -19,6 +19,7 @@ from collections import Counter
 import openai
 import pytest
 from swarm_tui.core.events import BatchEnded, BatchProgress, BatchSubmitted, TaskState
+from swarm_tui.engine.batch_lines import input_line
 from swarm_tui.journal import Journal
 from swarm_tui.session import SwarmSession
 
@@ -184,7 +185,7 @@ async def test_resume_finds_a_batch_created_before_its_id_was_journaled(tmp_path
     lane = session.engine.lane
     assert lane is not None
     lines = [(i, 1) for i in range(10)]
-    data = b"".join(lane._line(i) for i, _ in lines)
+    data = b"".join(input_line(session.engine.tasks[i]) for i, _ in lines)
     file_id = await session.client.upload_batch_file("x.jsonl", data)
     session.journal.record_batch_intent(lane.endpoint, file_id, lines)
     await session.client.create_batch(file_id, {})  # ... and the process died here
@@ -204,7 +205,8 @@ async def test_resume_submits_an_intent_whose_batch_was_never_created(tmp_path, 
     lane = session.engine.lane
     assert lane is not None
     lines = [(i, 1) for i in range(6)]
-    file_id = await session.client.upload_batch_file("x.jsonl", b"".join(lane._line(i) for i, _ in lines))
+    data = b"".join(input_line(session.engine.tasks[i]) for i, _ in lines)
+    file_id = await session.client.upload_batch_file("x.jsonl", data)
     session.journal.record_batch_intent(lane.endpoint, file_id, lines)  # ... and the process died here
     await session.aclose()
 

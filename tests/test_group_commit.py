@@ -33,14 +33,15 @@ async def test_every_answer_shown_is_already_on_disk(tmp_path, sim_factory):
 
 
 def test_a_transaction_keeps_all_of_its_writes_or_none(tmp_path):
+    from swarm_tui.core.notes import MemoryFlushed
     from swarm_tui.core.task import Task
     from swarm_tui.journal import Journal
 
     journal = Journal.create(tmp_path / "run", [Task(0, "a", {}), Task(1, "b", {})], {"plan": {}, "job": {}})
     with pytest.raises(sqlite3.IntegrityError), journal.transaction():
-        journal.log_event("first")
+        journal.append([MemoryFlushed(1)])
         journal.add_tasks([Task(2, "c", {})])
         journal._db.execute("INSERT INTO tasks (idx, custom_id, body, state) VALUES (3, 'a', '{}', 'queued')")
     assert [row.index for row in journal.tasks()] == [0, 1]  # the write that came first was rolled back too
-    assert not [kind for _, _, kind, _ in journal.events() if kind == "first"]
+    assert not journal.logged(MemoryFlushed)
     journal.close()

@@ -9,6 +9,7 @@ import json
 
 import pytest
 from swarm_tui.core.events import AnswerJudged, EndpointSwitched, QualityDrift
+from swarm_tui.core.notes import MemoryFlushed
 from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import load_job
 from swarm_tui.journal import Journal
@@ -105,7 +106,7 @@ async def test_alert_and_pause(tmp_path, sim_factory, action):
     assert finished.failed == 0 and not finished.aborted
     journal = Journal.open(tmp_path / "run", readonly=True)
     try:
-        assert not any(kind == "memory_flushed" for _, _, kind, _ in journal.events())  # only what was asked
+        assert not journal.logged(MemoryFlushed)  # only what was asked
     finally:
         journal.close()
 

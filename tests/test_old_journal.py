@@ -75,7 +75,8 @@ def test_resume_of_a_schema_1_journal_finishes_the_run_exactly_once(tmp_path):
 def test_a_schema_1_journal_gets_its_event_log_when_resumed_and_reads_the_same_attached(tmp_path):
     from swarm_tui.attach import AttachedRun
     from swarm_tui.journal import Journal
-    from swarm_tui.legacy_journal import JournalFollower
+    from swarm_tui.journal import SCHEMA_VERSION
+    from swarm_tui.journal.migrate import JournalFollower
     from swarm_tui.runlog import LogFollower
 
     run_dir = tmp_path / "run"
@@ -90,7 +91,7 @@ def test_a_schema_1_journal_gets_its_event_log_when_resumed_and_reads_the_same_a
 
     journal = Journal.open(run_dir, readonly=True)
     try:
-        assert journal.has_log() and journal.meta()["schema"] == 2
+        assert journal.has_log() and journal.meta()["schema"] == SCHEMA_VERSION
     finally:
         journal.close()
     after = AttachedRun(run_dir)  # now through the log: the old sessions rebuilt once, the new one logged

@@ -16,6 +16,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from swarm_tui.core.events import TaskQueued, TaskSucceeded
+from swarm_tui.core.notes import ActorLost  # noqa: E402
 from swarm_tui.distributed import driver as driver_module  # noqa: E402
 from swarm_tui.engine import EngineSettings  # noqa: E402
 from swarm_tui.jobs import load_job  # noqa: E402
@@ -68,7 +69,7 @@ async def test_1000_tasks_on_two_actors_exactly_once_with_the_rpm_respected_in_t
     # the swarm as a whole kept to the limit: both actors worked, under one budget metered at the
     # run's rpm, and every request sent was leased from it. That leases never outrun the bucket
     # (capacity + rate x time) is test_distributed_budget's, on a clock it moves itself.
-    assert {shard.actor_no for shard in session.engine._shards.values()} == {0, 1}
+    assert {shard.actor_no for shard in session.engine.shards.values()} == {0, 1}
     assert limiter["rpm"] == rpm
     assert limiter["leased_requests"] >= stats["requests"]
 
@@ -101,7 +102,7 @@ async def test_an_actor_killed_mid_run_loses_no_task(tmp_path, sim_factory):
     assert set(sim.stats()["successes_by_prompt"]) == set(prompts)
     journal = Journal.open(tmp_path / "run", readonly=True)
     try:
-        assert any(kind == "actor_lost" for _, _, kind, _ in journal.events())
+        assert journal.logged(ActorLost)
     finally:
         journal.close()
 

@@ -16,18 +16,13 @@ import httpx
 import openai
 import pytest
 from swarm_tui.sim import SimConfig, SimServer, add_arguments, config_from_args
+from swarm_tui.sim.answers import build_answer, split_pieces
 from swarm_tui.sim.args import config_to_argv
-from swarm_tui.sim.behaviour import (
-    PrefixCache,
-    RateLimiter,
-    TokenBucket,
-    build_answer,
-    estimate_tokens,
-    find_marker,
-    openai_duration,
-    request_key,
-    split_pieces,
-)
+from swarm_tui.sim.draws import request_key
+from swarm_tui.sim.faults import find_marker
+from swarm_tui.sim.prefix_cache import PrefixCache
+from swarm_tui.sim.rate_limits import RateLimiter, TokenBucket, openai_duration
+from swarm_tui.sim.tokens import estimate_tokens
 
 
 @pytest.fixture

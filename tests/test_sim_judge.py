@@ -17,9 +17,10 @@ import httpx
 import openai
 import pytest
 from swarm_tui.sim import SimConfig, add_arguments, config_from_args
+from swarm_tui.sim.answers import build_answer
 from swarm_tui.sim.args import config_to_argv
-from swarm_tui.sim.behaviour import build_answer, estimate_tokens
 from swarm_tui.sim.judging import MEMORY_HEADER, QUALITY_MARK, judge_request, memory_rounds, quality_of
+from swarm_tui.sim.tokens import estimate_tokens
 from swarm_tui.swarm import memory as swarm_memory
 from swarm_tui.swarm.memory import RollingMemory
 

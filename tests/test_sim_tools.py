@@ -17,18 +17,11 @@ import jsonschema
 import openai
 import pytest
 from swarm_tui.sim import SimConfig, SimServer
-from swarm_tui.sim.behaviour import estimate_tokens, find_marker, marker_message, prompt_tokens
-from swarm_tui.sim.tools import (
-    check_tool_messages,
-    choose_calls,
-    directives,
-    fit_tool_answer,
-    parse_tools,
-    quote_results,
-    schema_arguments,
-    split_arguments,
-    task_token,
-)
+from swarm_tui.sim.faults import find_marker, marker_message
+from swarm_tui.sim.tokens import estimate_tokens, prompt_tokens
+from swarm_tui.sim.tool_arguments import schema_arguments
+from swarm_tui.sim.tool_request import check_tool_messages, parse_tools
+from swarm_tui.sim.tools import choose_calls, directives, fit_tool_answer, quote_results, split_arguments, task_token
 
 LOOKUP = {
     "type": "function",

@@ -83,7 +83,7 @@ async def test_with_hedge_a_straggler_is_abandoned_when_no_backup_may_be_sent(tm
     session = open_session(tmp_path, sim.base_url, prompts, concurrency=5, adaptive=False, hedge=True,
                            timeout_s=60.0)
     engine = session.engine
-    engine._last_rate_limited = float("inf")  # the provider is pushing back for the whole run: no backups
+    engine.live.last_rate_limited = float("inf")  # the provider is pushing back for the whole run: no backups
     try:
         finished = await session.run()
     finally:
@@ -91,4 +91,4 @@ async def test_with_hedge_a_straggler_is_abandoned_when_no_backup_may_be_sent(tm
     assert finished.succeeded == 41
     first, second = attempts_of(tmp_path / "run", 40)
     assert first["error_code"] == "straggler" and "no backup" in first["error_message"]
-    assert second["outcome"] == "ok" and engine._hedges_sent == 0
+    assert second["outcome"] == "ok" and engine.hedges_sent == 0

@@ -14,7 +14,7 @@ from swarm_tui.config import Config
 from swarm_tui.core.events import TaskSucceeded
 from swarm_tui.engine import RunStats, TaskState
 from swarm_tui.journal import Journal
-from swarm_tui.legacy_journal import JournalFollower
+from swarm_tui.journal.migrate import JournalFollower
 from swarm_tui.session import SwarmSession, summarize
 from swarm_tui.ui.app import make_app
 
@@ -150,6 +150,10 @@ async def test_the_attached_screen_steers_the_running_engine(tmp_path, sim_facto
         await session.aclose()
 
 
+OLD_EVENTS_DDL = ("CREATE TABLE events (id INTEGER PRIMARY KEY, at REAL NOT NULL, session INTEGER NOT NULL, "
+                  "kind TEXT NOT NULL, data TEXT)")
+
+
 def test_follower_orders_a_resume_before_its_attempts(tmp_path):
     """Events and attempts interleave: a `run` (resume) comes before that session's attempts."""
     from swarm_tui.core.task import Task
@@ -159,6 +163,7 @@ def test_follower_orders_a_resume_before_its_attempts(tmp_path):
     journal.begin_session()
     t0 = time.time()
     db = journal._db
+    db.execute(OLD_EVENTS_DDL)  # a schema-1 journal's run events, as that version wrote them
     db.execute("INSERT INTO events (at, session, kind, data) VALUES (?, 1, 'run', '{\"pending\": 2}')", (t0,))
     db.execute("INSERT INTO attempts (idx, number, session, endpoint, started_at, latency_ms, outcome) "
                "VALUES (0, 1, 1, 'e', ?, 10, 'cancelled')", (t0 + 1,))

@@ -103,9 +103,12 @@ async def test_the_console_shows_the_judge_the_drift_and_its_cost_then_an_attach
                 timeout=60,
                 what="the six rounds to end",
             )
-            await wait_for(pilot, lambda: f" {len(quality_of(app).judged)} judged" in judge_lines(app).get("legend", ""),
-                           what="the last events drained, the panels repainted")
             quality = quality_of(app)
+            await wait_for(  # the panels repaint on their own beat (PANELS_EVERY_S), not at each event
+                pilot,
+                lambda: judge_lines(app).get("legend", "").split()[1:3] == [str(len(quality.judged)), "judged"],
+                what="the run panel to count every judged answer",
+            )
             assert quality.drifts and quality.drifts[0].action == "flush_memory"
             low = sum(1 for score, _ in quality.judged.values() if score <= LOW_SCORE)
             assert low, "the polluted rounds scored low"

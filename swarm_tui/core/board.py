@@ -43,6 +43,30 @@ from .lanes import is_batch_endpoint
 
 LOST_OUTCOME = "cancelled"
 
+KEPT: dict[TaskState, frozenset[TaskState]] = {
+    **{state: frozenset({TaskState.SUCCEEDED}) for state in TaskState},
+    TaskState.CANCELLED: frozenset({TaskState.SUCCEEDED, TaskState.FAILED}),
+}
+"""The transition rule, for the board and the journal's tables alike: the states a task never
+leaves for each state. A paid answer is never turned into anything else (another attempt's late
+failure, a second process); a stop leaves finished work as it is."""
+
+SETTLES: dict[type, TaskState] = {
+    TaskSucceeded: TaskState.SUCCEEDED,
+    TaskFailed: TaskState.FAILED,
+    TaskRetrying: TaskState.RETRYING,
+    AgentStepped: TaskState.RUNNING,
+    TaskCancelled: TaskState.CANCELLED,
+    TaskQueued: TaskState.QUEUED,
+}
+"""The state each event moves its task to (under `KEPT`). `AttemptStarted` and `BatchSubmitted`
+start tasks running; `TasksAdded` queues new ones."""
+
+
+def moves(current: TaskState | None, target: TaskState) -> bool:
+    """Whether a task in `current` (None: not on the board) goes to `target` (see `KEPT`)."""
+    return current not in KEPT[target]
+
 
 @dataclass(frozen=True, slots=True)
 class InFlight:
@@ -71,18 +95,14 @@ class TaskBoard:
                 for i, number in zip(indices, numbers, strict=True):
                     self.states[i] = TaskState.RUNNING
                     self.in_flight[i] = InFlight(number, endpoint, started)
-            case TaskSucceeded(attempt=attempt):
-                self._settle(attempt.index, TaskState.SUCCEEDED)
-            case TaskFailed(attempt=attempt):
-                self._settle(attempt.index, TaskState.FAILED)
-            case TaskRetrying(attempt=attempt):
-                self._settle(attempt.index, TaskState.RETRYING)
+            case TaskSucceeded(attempt=attempt) | TaskFailed(attempt=attempt) | TaskRetrying(attempt=attempt):
+                self._settle(attempt.index, SETTLES[type(event)])
             case AgentStepped(attempt=attempt):  # its model call is over; it runs its tools
                 self._settle(attempt.index, TaskState.RUNNING)
             case TaskCancelled(index=i):
                 self._settle(i, TaskState.CANCELLED)
             case TaskQueued(index=i):
-                if self.states.get(i) is not TaskState.SUCCEEDED:
+                if moves(self.states.get(i), TaskState.QUEUED):
                     self.states[i] = TaskState.QUEUED
             case TasksAdded(indices=indices):
                 for i in indices:
@@ -90,11 +110,8 @@ class TaskBoard:
 
     def _settle(self, index: int, state: TaskState) -> None:
         self.in_flight.pop(index, None)
-        if self.states.get(index) is TaskState.SUCCEEDED:
-            return  # a paid answer is never turned into anything else
-        if state is TaskState.CANCELLED and self.states.get(index) is TaskState.FAILED:
-            return  # a stop leaves finished work as it is
-        self.states[index] = state
+        if moves(self.states.get(index), state):
+            self.states[index] = state
 
     def count(self, state: TaskState) -> int:
         return sum(1 for s in self.states.values() if s is state)

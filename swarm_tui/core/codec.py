@@ -7,8 +7,10 @@ process reads the log from a sequence number and replays the very same events th
 same code the live view uses (`TaskBoard`, `RunStats`, the TUI): nothing is reconstructed.
 
 The encoding is plain JSON of the dataclass fields. What is never written: an error's
-`rate_headers` (raw provider headers, useless to a view). Error messages are redacted where
-they are made (`providers.errors`), so no key reaches the log.
+`rate_headers` (raw provider headers, useless to a view), and an event's payload for the
+journal's tables (`events.payload()` fields: an answer's bytes, a transcript, a tool's result,
+added tasks' bodies), which the journal writes to its tables instead; decoded, they are None.
+Error messages are redacted where they are made (`providers.errors`), so no key reaches the log.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from enum import Enum
 from typing import Any
 
 from . import events as ev
+from . import notes
 from .errors import CallError, ErrorClass
 from .events import Attempt, EngineEvent, TaskState
 from .usage import Usage
@@ -54,6 +57,18 @@ EVENT_TYPES: dict[str, type] = {
         ev.QualityDrift,
         ev.RunStopping,
         ev.RunFinished,
+        notes.SessionStarted,
+        notes.TaskTrimmed,
+        notes.BatchRefused,
+        notes.BatchLookupFailed,
+        notes.BatchPollFailed,
+        notes.JudgeFailed,
+        notes.MemoryFlushed,
+        notes.PlanMade,
+        notes.AggregateWritten,
+        notes.SwarmFinished,
+        notes.RayStarted,
+        notes.ActorLost,
     )
 }
 """Every event type the log holds, by the name it is written under."""
@@ -75,7 +90,7 @@ def _plain(value: Any) -> Any:
     shape = _SHAPES.get(kind)
     if shape is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
         shape = _SHAPES[type(value)] = tuple(
-            (f.name, f.default) for f in dataclasses.fields(value) if f.name not in _NOT_WRITTEN
+            (f.name, f.default) for f in dataclasses.fields(value) if f.name not in _NOT_WRITTEN and ev.is_logged(f)
         )
     if shape is not None:
         out = {}
@@ -136,5 +151,6 @@ _FIELD_DECODERS: dict[str, Callable[[Any], Any]] = {
     "indices": tuple,
     "numbers": tuple,
     "tools": tuple,
+    "subtasks": tuple,
     "delay_s": lambda value: math.nan if value is None else value,
 }

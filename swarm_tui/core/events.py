@@ -3,15 +3,51 @@
 Listeners (the journal exporter, the headless progress line, the TUI's buffer) receive these
 synchronously from the engine's loop; they must be cheap. A task's final result is already
 committed to the journal when its event is emitted.
+
+Some events carry a payload for the journal that its log does not hold (an answer's bytes, an
+agent's transcript, a tool's result, added tasks' bodies, a batch's journal row): the journal's
+projections write it to their tables (`journal.projections`), the codec skips it (`payload()`
+fields), so an event read back from the log has it as None. Payloads are left out of equality
+and of `repr` (an answer or a transcript in a log line is noise, and could hold what a user
+typed).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from .errors import CallError
+from .notes import (
+    ActorLost,
+    AggregateWritten,
+    BatchLookupFailed,
+    BatchPollFailed,
+    BatchRefused,
+    JudgeFailed,
+    MemoryFlushed,
+    PlanMade,
+    RayStarted,
+    SessionStarted,
+    SwarmFinished,
+    TaskTrimmed,
+)
+from .task import Task
 from .usage import Usage
+
+NOT_LOGGED = "log"
+"""Field metadata key: `False` for a payload field the event log does not write."""
+
+
+def payload(default: Any = None) -> Any:
+    """A field the journal's projections read and the event log does not write (see the module)."""
+    return field(default=default, compare=False, repr=False, metadata={NOT_LOGGED: False})
+
+
+def is_logged(f: Any) -> bool:
+    """Whether the log writes dataclass field `f` (a `payload()` field: no)."""
+    return f.metadata.get(NOT_LOGGED, True) is not False
 
 
 class TaskState(StrEnum):
@@ -108,6 +144,9 @@ class TaskRetrying:
 class TaskSucceeded:
     attempt: Attempt
     content: str
+    response: dict[str, Any] | bytes | None = payload()
+    """The answer as the journal keeps it in `results`: the bytes received (strict one-line JSON,
+    `providers.answer`) or a body (a batch line's). Not logged."""
 
     @property
     def index(self) -> int:
@@ -132,6 +171,9 @@ class AgentStepped:
     step: int
     tools: tuple[str, ...]
     """The names of the tools called, in the order the model asked."""
+    body: dict[str, Any] | None = payload()
+    """The task's request body that now holds this step's answer (its transcript): a resumed run
+    goes on from it and never sends the call again. Not logged."""
 
     @property
     def index(self) -> int:
@@ -148,6 +190,12 @@ class ToolCallEnded:
     name: str
     ok: bool
     latency_ms: float
+    arguments: str | None = payload()
+    """The arguments the model gave (JSON text, as it wrote them). Not logged."""
+    result: str | None = payload()
+    """What the tool answered (or why it failed), as the transcript carries it. Not logged."""
+    body: dict[str, Any] | None = payload()
+    """The task's transcript that now carries the result (the call is never run again). Not logged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +248,9 @@ class EndpointSwitched:
 
     endpoint: str
     reason: str
+    from_primary: bool | None = None
+    """The calls went to the primary until now (summary.json's failovers say it); None: not said
+    (a log written before the field: the summary works it out from the endpoints)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +259,9 @@ class TasksAdded:
 
     indices: tuple[int, ...]
     total: int
+    tasks: tuple[Task, ...] = payload(())
+    """The new tasks, bodies included (the journal holds every task: resume needs no job file).
+    Not logged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +293,10 @@ class BatchSubmitted:
     input_file_id: str = ""
     submitted_at: float = 0.0
     """Epoch seconds: when its input file was journaled (the provider's 24 h window runs from about then)."""
+    row: int | None = payload()
+    """The batch's row in the journal (`Journal.record_batch_intent`). Not logged."""
+    status: str = payload("validating")
+    """The batch's status as the provider created it. Not logged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +310,10 @@ class BatchProgress:
     failed: int
     total: int
     next_poll_s: float | None = None
+    row: int | None = payload()
+    """The batch's row in the journal. Not logged."""
+    counts: dict[str, int] | None = payload()
+    """The provider's `request_counts` as it said them. Not logged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +328,10 @@ class BatchEnded:
     failed: int
     requeued: int
     unfinished: int = 0
+    row: int | None = payload()
+    """The batch's row in the journal. Not logged."""
+    files: tuple[str | None, str | None] = payload((None, None))
+    """The batch's output and error file ids. Not logged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,4 +402,16 @@ EngineEvent = (
     | QualityDrift
     | RunStopping
     | RunFinished
+    | SessionStarted
+    | TaskTrimmed
+    | BatchRefused
+    | BatchLookupFailed
+    | BatchPollFailed
+    | JudgeFailed
+    | MemoryFlushed
+    | PlanMade
+    | AggregateWritten
+    | SwarmFinished
+    | RayStarted
+    | ActorLost
 )

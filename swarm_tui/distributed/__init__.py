@@ -14,7 +14,12 @@ Ray is optional (`pip install 'swarm-tui[ray]'`); nothing here is imported unles
 
 from __future__ import annotations
 
+from ..core.ports import Capability
 from ..errors import InputError
+
+CAPABILITIES: frozenset[Capability] = frozenset()
+"""What `RayEngine` can do beyond one call per task (a swarm's planner and aggregator included):
+none of the rest yet. The CLI refuses a run that needs more, naming what (exit 2)."""
 
 INSTALL_HINT = "Ray is not installed: pip install 'swarm-tui[ray]'  (or: pip install ray)"
 

@@ -15,6 +15,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
+from ..core.board import TaskBoard
 from ..engine.admission import AdmissionController
 from ..engine.pacing import LearnedLimits, RateLimits
 from .budget import Grant
@@ -171,3 +172,19 @@ class LeasedAdmission(AdmissionController):
             self._pool_tokens += grant.tokens
             self._pool_at = self._clock()
         return grant
+
+
+class SwarmAdmission:
+    """The driver's admission as the UI reads it: the swarm's limit, pause state and calls in flight
+    (each shard admits its own calls, by `LeasedAdmission`)."""
+
+    def __init__(self, limit: int, board: TaskBoard) -> None:
+        self.limit = limit
+        self.paused = False
+        self.closed = False
+        self.gate_remaining_s = 0.0
+        self._board = board
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._board.in_flight)

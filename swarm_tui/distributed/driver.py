@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -52,13 +51,14 @@ from ..core.task import Task
 from ..engine import EngineSettings, TaskState
 from ..engine.observable import Listener, ObservableEngine
 from ..engine.stats import RunStats
-from ..errors import InputError
 from ..pricing import Price
 from ..providers.client import ProviderClient
 from ..providers.profile import ProviderProfile
-from .limiter import RateLimiter
+from . import CAPABILITIES
+from .actors import ActorPool, Shard, connect
+from .admission import SwarmAdmission
 from .sink import EVENT, JOURNAL
-from .worker import DONE, ShardSpec, SwarmWorker
+from .worker import DONE, ShardSpec
 
 if TYPE_CHECKING:
     from ..engine.engine import SwarmEngine
@@ -70,60 +70,17 @@ _SKIPPED_EVENTS = (RunStarted, RunFinished, TasksAdded, RunStopping, RunPaused, 
 """A shard's own run-level events: the driver announces the swarm's instead."""
 
 
-def connect(address: str | None) -> None:
-    """`ray.init` once: a new local cluster for None/"local", else the given address ("auto", ray://...)."""
-    if ray.is_initialized():
-        return
-    kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
-    try:
-        if address in (None, "", "local"):
-            ray.init(include_dashboard=False, **kwargs)
-        else:
-            ray.init(address=address, **kwargs)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise InputError.single("--ray", "address", f"cannot connect to Ray at {address!r}: {exc}") from None
-
-
-def key_env(profile: ProviderProfile) -> dict[str, str]:
-    """The key env vars the actors need, from the driver's environment (for `runtime_env` only)."""
-    names = {profile.api_key_env or "OPENAI_API_KEY"}
-    fallback = profile.fallback()
-    if fallback is not None:
-        names.add(fallback.api_key_env or "OPENAI_API_KEY")
-    return {name: os.environ[name] for name in sorted(names) if os.environ.get(name)}
-
-
-class _DriverAdmission:
-    """What the UI reads of admission: the swarm's limit, pause state and calls in flight."""
-
-    def __init__(self, limit: int, board: TaskBoard) -> None:
-        self.limit = limit
-        self.paused = False
-        self.closed = False
-        self.gate_remaining_s = 0.0
-        self._board = board
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._board.in_flight)
-
-
-class _Shard:
-    def __init__(self, shard_id: int, actor, indices: list[int], concurrency: int) -> None:
-        self.shard_id = shard_id
-        self.actor = actor
-        self.indices = indices
-        self.concurrency = concurrency
-        self.limit = concurrency
-        self.task: asyncio.Task[None] | None = None
-        self.lease_calls = 0
-        self.actor_no = 0
-        self.allowance_usd: float | None = None
-        """The part of the run's budget this shard may spend or reserve (its engine's own budget)."""
-
-
 class RayEngine(ObservableEngine):
-    """`SwarmEngine`'s interface, with the work done by engines on Ray actors."""
+    """`SwarmEngine`'s interface (`core.ports.Engine`), with the work done by engines on Ray actors."""
+
+    capabilities = CAPABILITIES
+    tail = None
+    """The tail deadlines live on the shards' engines."""
+    ledger = None
+    """The budget is split into the shards' allowances (`_free_budget`), each its engine's ledger."""
+    adaptive = None
+    fatal: str | None = None
+    last_retry_after_asked_s: float | None = None
 
     def __init__(
         self,
@@ -153,9 +110,6 @@ class RayEngine(ObservableEngine):
         self.fallback_price = fallback_price
         self.simulated = simulated
         self.validator = validator
-        self.profile = profile
-        self.base_url = base_url
-        self.forward_keys = forward_keys
         self.stats = RunStats()
         self.board = TaskBoard({i: TaskState.QUEUED for i in self.tasks})
         if states:
@@ -164,23 +118,28 @@ class RayEngine(ObservableEngine):
         self._attempts: dict[int, int] = dict(attempts_made or {})
         self._listeners: list[Listener] = [self.stats.observe]
         self._outbox: list = []
-        self.admission = _DriverAdmission(settings.concurrency, self.board)
-        self.n_actors = actors or max(1, len([n for n in ray.nodes() if n.get("Alive")]))
-        self.limiter = None
-        self.actors: list = []
-        self._dead: set[int] = set()
+        self.admission = SwarmAdmission(settings.concurrency, self.board)
+        self.pool = ActorPool(
+            profile,
+            base_url,
+            timeout_s=settings.timeout_s,
+            rpm=settings.rpm,
+            tpm=settings.tpm,
+            size=actors,
+            forward_keys=forward_keys,
+        )
         self._broken_shards = 0
         """Shards that failed (actor alive) since the last success: see `_lost`."""
         self._direct: SwarmEngine | None = None
         """A local engine for the swarm's planner / aggregator calls (see `call_direct`)."""
-        self._shards: dict[int, _Shard] = {}
+        self.shards: dict[int, Shard] = {}
+        """Every shard of this session so far, by id (the running ones hold tasks)."""
         self._next_shard = 0
         self._running = False
         self._aborted = False
         self._stop_reason: str | None = None
         self._learned: tuple[int | None, int | None] = (settings.rpm, settings.tpm)
         self._wake = asyncio.Event()
-        self.actors_lost = 0
         self._spent_before_usd = 0.0
         self._stats_cost_at_start = 0.0
 
@@ -189,20 +148,20 @@ class RayEngine(ObservableEngine):
     def pause(self) -> None:
         if not self.admission.paused:
             self.admission.paused = True
-            self._broadcast("pause")
+            self.pool.broadcast("pause")
             self._emit_now(RunPaused())
 
     def resume(self) -> None:
         if self.admission.paused:
             self.admission.paused = False
-            self._broadcast("resume")
+            self.pool.broadcast("resume")
             self._emit_now(RunResumed())
 
     def set_concurrency(self, limit: int, reason: str = "user") -> int:
         """The swarm's ceiling, split over the running shards."""
         limit = max(1, limit)
         self.admission.limit = limit
-        running = [s for s in self._shards.values() if s.task is not None and not s.task.done()]
+        running = [s for s in self.shards.values() if s.running]
         share = max(1, math.ceil(limit / max(1, len(running))))
         for shard in running:
             shard.concurrency = shard.limit = share
@@ -210,19 +169,24 @@ class RayEngine(ObservableEngine):
         self._emit_now(ConcurrencyChanged(limit, reason, ceiling=limit))
         return limit
 
-    def abort(self, reason: str = "aborted by user") -> None:
+    def abort(self, reason: str = "aborted by user", *, leave_batches: bool = False) -> None:
+        """`leave_batches`: nothing to leave (no batch lane on Ray)."""
         if self._aborted:
             return
         self._aborted = True
         self._stop(reason)
-        self._broadcast("abort", reason)
+        self.pool.broadcast("abort", reason)
         if self._direct is not None:  # a planner / aggregator call waiting for admission stops too
             self._direct.abort(reason)
+
+    def cancel_tasks(self, indices: Iterable[int]) -> list[int]:
+        """One agent is not cancelled on Ray (no `Capability.CANCEL`): the whole run is, by abort."""
+        return []
 
     def stop_dispatch(self, reason: str) -> None:
         if self._stop_reason is None:
             self._stop(reason)
-            self._broadcast("stop_dispatch", reason)
+            self.pool.broadcast("stop_dispatch", reason)
 
     def retry_failed(self, indices: Iterable[int] | None = None) -> list[int]:
         chosen = [i for i in (self.tasks if indices is None else indices) if self.states.get(i) is TaskState.FAILED]
@@ -279,8 +243,8 @@ class RayEngine(ObservableEngine):
         self._spent_before_usd = self.journal.spent_usd()  # the one ledger: every session of the run
         self._stats_cost_at_start = self.stats.cost_usd
         pending = [i for i in sorted(self.tasks) if not self.states[i].is_final]
-        self._ensure_actors()
-        self.journal.log_event("ray", {"actors": len(self._alive())})
+        self.pool.ensure(paused=self.admission.paused)
+        self.journal.log_event("ray", {"actors": len(self.pool.alive())})
         self._emit(RunStarted(len(self.tasks), len(pending), self.admission.limit, self.client.name, self.simulated))
         for index in pending:
             previous = self.states[index]
@@ -292,7 +256,7 @@ class RayEngine(ObservableEngine):
             if pending:
                 self._dispatch(pending, spread=True)
             while True:
-                running = [s.task for s in self._shards.values() if s.task is not None and not s.task.done()]
+                running = [s.task for s in self.shards.values() if s.task is not None and s.running]
                 if not running:
                     break
                 self._wake.clear()
@@ -314,53 +278,29 @@ class RayEngine(ObservableEngine):
 
     async def aclose(self) -> None:
         """Kill the actors and the limiter (the run's journal is untouched)."""
-        for actor in self.actors:
-            try:
-                ray.kill(actor)
-            except Exception:
-                pass
-        if self.limiter is not None:
-            try:
-                ray.kill(self.limiter)
-            except Exception:
-                pass
-        self.actors, self.limiter = [], None
+        self.pool.kill()
+
+    @property
+    def actors(self) -> list:
+        """The worker actors made so far (a dead one stays in its place)."""
+        return self.pool.actors
+
+    @property
+    def actors_lost(self) -> int:
+        return self.pool.lost
 
     def limiter_stats(self) -> dict[str, Any]:
-        return ray.get(self.limiter.stats.remote()) if self.limiter is not None else {}
+        return self.pool.limiter_stats()
 
     # ----------------------------------------------------------------- internals
-
-    def _alive(self) -> list[int]:
-        return [i for i in range(len(self.actors)) if i not in self._dead]
-
-    def _ensure_actors(self) -> None:
-        if self.limiter is None:
-            # ray.remote makes the actor class at run time; mypy sees the undecorated class
-            self.limiter = RateLimiter.remote(self.settings.rpm, self.settings.tpm)  # type: ignore[attr-defined]
-        while len(self._alive()) < self.n_actors:
-            self._new_actor()
-
-    def _new_actor(self) -> int:
-        options: dict[str, Any] = {"scheduling_strategy": "SPREAD"}
-        env = key_env(self.profile) if self.forward_keys else {}
-        if env:
-            options["runtime_env"] = {"env_vars": env}
-        actor = SwarmWorker.options(**options).remote(  # type: ignore[attr-defined]  # a ray actor class
-            self.profile, self.base_url, self.settings.timeout_s, self.limiter
-        )
-        if self.admission.paused:
-            actor.pause.remote()
-        self.actors.append(actor)
-        return len(self.actors) - 1
 
     def _dispatch(self, indices: list[int], *, spread: bool = False) -> None:
         """Hand tasks to actors: over all of them at the start, else to the least busy one."""
         if not indices:
             return
-        alive = self._alive()
+        alive = self.pool.alive()
         if not alive:
-            alive = [self._new_actor()]
+            alive = [self.pool.new_actor(paused=self.admission.paused)]
         free = self._free_budget()
         if spread:
             n = len(alive)
@@ -373,8 +313,8 @@ class RayEngine(ObservableEngine):
                     )
             return
         load = {a: 0 for a in alive}
-        for shard in self._shards.values():
-            if shard.task is not None and not shard.task.done() and shard.actor_no in load:
+        for shard in self.shards.values():
+            if shard.running and shard.actor_no in load:
                 load[shard.actor_no] += len(shard.indices)
         actor_no = min(load, key=load.__getitem__)
         share = max(1, math.ceil(self.admission.limit / len(alive)))
@@ -383,9 +323,8 @@ class RayEngine(ObservableEngine):
     def _start_shard(self, actor_no: int, indices: list[int], concurrency: int, allowance_usd: float | None) -> None:
         shard_id = self._next_shard
         self._next_shard += 1
-        shard = _Shard(shard_id, self.actors[actor_no], list(indices), concurrency)
-        shard.actor_no = actor_no
-        self._shards[shard_id] = shard
+        shard = Shard(shard_id, actor_no, self.pool.actors[actor_no], list(indices), concurrency)
+        self.shards[shard_id] = shard
         shard.allowance_usd = allowance_usd
         settings = replace(self.settings, concurrency=concurrency, budget_usd=shard.allowance_usd, fail_on_error=None)
         spec = ShardSpec(
@@ -401,7 +340,7 @@ class RayEngine(ObservableEngine):
         shard.task = asyncio.create_task(self._consume(shard, spec), name=f"shard-{shard_id}")
         self._wake.set()
 
-    async def _consume(self, shard: _Shard, spec: ShardSpec) -> None:
+    async def _consume(self, shard: Shard, spec: ShardSpec) -> None:
         try:
             async for ref in shard.actor.run_shard.remote(spec):
                 self._apply(shard, await ref)
@@ -416,7 +355,7 @@ class RayEngine(ObservableEngine):
         if leftover and self._stop_reason is None:  # should not happen; never lose a task
             self._requeue(leftover, "shard ended without them")
 
-    def _apply(self, shard: _Shard, batch: list[tuple]) -> None:
+    def _apply(self, shard: Shard, batch: list[tuple]) -> None:
         journal = self.journal
         for item in batch:
             kind = item[0]
@@ -440,7 +379,7 @@ class RayEngine(ObservableEngine):
         self._flush_outbox()  # the batch's events: one commit, then out (the guards read what they did)
         self._check_guards()
 
-    def _relay(self, shard: _Shard, event: EngineEvent) -> None:
+    def _relay(self, shard: Shard, event: EngineEvent) -> None:
         if isinstance(event, RunStopping) and event.reason.startswith("budget"):
             self.stop_dispatch(f"{event.reason} (a shard's part of the run's budget)")  # the swarm's guard
         if isinstance(event, _SKIPPED_EVENTS):
@@ -449,7 +388,7 @@ class RayEngine(ObservableEngine):
             self._attempts[event.index] = max(self._attempts.get(event.index, 0), event.number)
         elif isinstance(event, ConcurrencyChanged):
             shard.limit = event.limit
-            running = [s for s in self._shards.values() if s.task is not None and not s.task.done()]
+            running = [s for s in self.shards.values() if s.running]
             total = sum(s.limit for s in running) or event.limit
             event = ConcurrencyChanged(total, event.reason, ceiling=self.admission.limit)
         elif isinstance(event, RateLimitsLearned):
@@ -458,13 +397,12 @@ class RayEngine(ObservableEngine):
             self._learned = (event.rpm, event.tpm)
         self._emit(event)
 
-    def _lost(self, shard: _Shard, exc: BaseException) -> None:
+    def _lost(self, shard: Shard, exc: BaseException) -> None:
         """An actor died (or its shard broke): nothing it had not reported as finished is lost."""
         actor_no = shard.actor_no
         dead = not isinstance(exc, ray.exceptions.RayTaskError)
         if dead:
-            self._dead.add(actor_no)
-            self.actors_lost += 1
+            self.pool.mark_dead(actor_no)
         else:
             # the actor lives but its shard broke (e.g. the limiter actor is gone): re-queueing on the
             # same actor would fail the same way, over and over; after a few failures with no
@@ -535,7 +473,7 @@ class RayEngine(ObservableEngine):
         budget = self.settings.budget_usd
         if budget is None:
             return None
-        held = sum(s.allowance_usd or 0.0 for s in self._shards.values() if s.task is not None and not s.task.done())
+        held = sum(s.allowance_usd or 0.0 for s in self.shards.values() if s.running)
         return max(0.0, budget - self.spent_usd - held)
 
     def _check_guards(self) -> None:
@@ -550,7 +488,3 @@ class RayEngine(ObservableEngine):
         self._stop_reason = reason
         self.admission.closed = True
         self._emit(RunStopping(reason))
-
-    def _broadcast(self, method: str, *args: Any) -> None:
-        for actor_no in self._alive():
-            getattr(self.actors[actor_no], method).remote(*args)

@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..core.batches import BatchLines, BatchRow
@@ -52,13 +51,15 @@ from ..core.events import (
 from ..core.lanes import AUTO, BATCH, LIVE, batch_endpoint
 from ..core.usage import Usage
 from ..errors import JournalWriteError
-from ..providers.client import CallResult, chat_completion_or_raise, wire_body
-from ..providers.errors import BadResponseError
+from ..providers.client import CallResult
+from .batch_lines import BatchLimits, batch_errors, input_files, jsonl, line_outcome
 from .ledger import worst_usage
 
 if TYPE_CHECKING:
+    from ..core.ports import LaneHost
     from ..pricing import Price
-    from .engine import SwarmEngine
+    from ..providers.client import ProviderClient
+    from .settings import Validator
 
 log = logging.getLogger(__name__)
 
@@ -67,26 +68,29 @@ TERMINAL = frozenset({"completed", "expired", "cancelled", "failed"})
 ABORT_WAIT_S = 30.0
 """How long an abort waits for a cancelled batch to say which lines it completed (a resume
 collects them later when the provider takes longer)."""
-EXPIRED_CODE = "batch_expired"
-MISSING_CODE = "batch_missing"
-
-
-@dataclass(frozen=True)
-class BatchLimits:
-    """The provider's limits on one batch (OpenAI: 50,000 requests, 200 MB input file)."""
-
-    max_requests: int = 50_000
-    max_bytes: int = 200 * 1024 * 1024
 
 
 class BatchLane:
     """The engine's batch lane: claims its tasks out of the live queue at run start, submits
     them as batches, follows the batches, and hands their lines back as task outcomes."""
 
-    def __init__(self, engine: SwarmEngine, lane: str, price: Price | None, limits: BatchLimits) -> None:
-        self.engine = engine
+    name = "batch"
+
+    def __init__(
+        self,
+        host: LaneHost,
+        client: ProviderClient,
+        lane: str,
+        price: Price | None,
+        limits: BatchLimits,
+        validator: Validator | None = None,
+    ) -> None:
+        self.engine = host
+        """The kernel, through its `LaneHost` port."""
+        self.client = client
+        self.validator = validator
         self.lane = lane
-        self.endpoint = batch_endpoint(engine.client.name)
+        self.endpoint = batch_endpoint(client.name)
         batch_price = price.batch_price() if price is not None else None
         self.price = batch_price or price
         """Batch lines are billed at the batch rate; at the live rate (an upper bound) when the
@@ -114,8 +118,7 @@ class BatchLane:
         in_batches = {i for row in self._open for i, _ in row.tasks}
         for row in self._open:  # the numbers those lines carry are taken
             for index, number in row.tasks:
-                numbers = self.engine._attempt_numbers
-                numbers[index] = max(numbers.get(index, 0), number)
+                self.engine.take_numbers(index, number)
         free = [i for i in ready if i not in in_batches]
         if self.lane == LIVE:  # a live session following the batches of an earlier one
             return free
@@ -138,8 +141,11 @@ class BatchLane:
         """Tasks the lane has not submitted yet."""
         return list(self._pending)
 
-    def abort(self) -> None:
-        """Cancel the open batches (what they completed is kept); submit nothing more."""
+    def abort(self, *, leave_open: bool = False) -> None:
+        """Cancel the open batches (what they completed is kept); submit nothing more. `leave_open`
+        (a quit): they run on at the provider, and `resume` collects them."""
+        if leave_open:
+            return
         self._aborting = True
         self._wake.set()
 
@@ -158,9 +164,9 @@ class BatchLane:
             if self._live_first and not await self._live_share_passed():
                 self._pending_back_to_engine()  # nothing submitted; open batches are still followed
             while True:
-                if self._pending and engine._stop_reason is None and not self._aborting:
+                if self._pending and engine.stopping is None and not self._aborting:
                     todo, self._pending = self._pending, []
-                    for chunk in self._chunks(todo):
+                    for chunk in input_files(todo, self.engine.tasks, self.limits):
                         followers.add(asyncio.create_task(self._submit(chunk), name="batch-submit"))
                 if not followers:
                     return
@@ -172,20 +178,20 @@ class BatchLane:
             for task in followers:
                 task.cancel()
             self._pending_back_to_engine()
-            engine._wake.set()
+            engine.wake()
 
     def _pending_back_to_engine(self) -> None:
         """Tasks never submitted (a stop, a failed live share): back to the engine's queue, where
         a stop leaves them unfinished and a resume finds them."""
         if self._pending:
-            self.engine._ready.extend(self._pending)
+            self.engine.give_back(self._pending)
             self._pending = []
 
     async def _live_share_passed(self) -> bool:
         engine = self.engine
         states = engine.states
         while not all(states[i].is_final for i in self._live_first):
-            if engine._stop_reason is not None:
+            if engine.stopping is not None:
                 return False
             await asyncio.sleep(0.05)
         if any(states[i] is TaskState.SUCCEEDED for i in self._live_first):
@@ -198,38 +204,12 @@ class BatchLane:
 
     # ----------------------------------------------------------------- submitting
 
-    def _line(self, index: int) -> bytes:
-        engine = self.engine
-        task = engine.tasks[index]
-        body = {k: v for k, v in wire_body(task.body).items() if k not in ("stream", "stream_options")}
-        line = {"custom_id": task.custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
-        return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-
-    def _chunks(self, indices: list[int]) -> Iterator[list[tuple[int, bytes]]]:
-        """The tasks as input files within the provider's limits (requests and bytes a file), one
-        model a file (OpenAI and Kimi refuse a file that names two)."""
-        by_model: dict[str, list[int]] = {}
-        for index in indices:
-            by_model.setdefault(str(self.engine.tasks[index].body.get("model")), []).append(index)
-        for same_model in by_model.values():
-            chunk: list[tuple[int, bytes]] = []
-            size = 0
-            for index in same_model:
-                line = self._line(index)
-                if chunk and (len(chunk) >= self.limits.max_requests or size + len(line) > self.limits.max_bytes):
-                    yield chunk
-                    chunk, size = [], 0
-                chunk.append((index, line))
-                size += len(line)
-            if chunk:
-                yield chunk
-
     async def _submit(self, chunk: list[tuple[int, bytes]]) -> None:
         engine = self.engine
-        client = engine.client
+        client = self.client
         within = self._within_budget([i for i, _ in chunk])
         if len(within) < len(chunk):
-            engine._ready.extend(i for i, _ in chunk[len(within) :])  # left unfinished by the budget stop
+            engine.give_back(i for i, _ in chunk[len(within) :])  # left unfinished by the budget stop
             chunk = chunk[: len(within)]
             if not chunk:
                 return
@@ -238,11 +218,11 @@ class BatchLane:
         except Exception as exc:  # noqa: BLE001 - any failure to upload puts the tasks back
             await self._not_submitted([i for i, _ in chunk], client.classify(exc), "upload")
             return
-        lines = [(index, engine._next_number(index)) for index, _ in chunk]
+        lines = [(index, engine.next_number(index)) for index, _ in chunk]
         try:
             row = engine.journal.record_batch_intent(self.endpoint, file_id, lines)
         except JournalWriteError:  # the run is stopping; nothing was submitted
-            engine._ready.extend(i for i, _ in lines)
+            engine.give_back(i for i, _ in lines)
             return
         try:
             batch = await client.create_batch(file_id, {"swarm_tui": f"batch {row.row}"})
@@ -261,7 +241,7 @@ class BatchLane:
     def _submitted(self, row: BatchRow, batch_id: str, status: str) -> None:
         engine = self.engine
         for index, _ in row.tasks:
-            engine._round_attempts[index] = engine._round_attempts.get(index, 0) + 1
+            engine.count_attempt(index)
         submitted = BatchSubmitted(
             batch_id,
             self.endpoint,
@@ -270,7 +250,7 @@ class BatchLane:
             row.input_file_id,
             row.submitted_at,
         )
-        engine._commit(engine.journal.record_batch_created, row.row, batch_id, status, events=[submitted])
+        engine.commit(engine.journal.record_batch_created, row.row, batch_id, status, events=[submitted])
 
     async def _not_submitted(self, indices: list[int], error: CallError, step: str) -> None:
         """The provider took no batch: lane auto sends the tasks live; lane batch tries again
@@ -279,17 +259,17 @@ class BatchLane:
         engine = self.engine
         for index in indices:  # nothing was submitted: what the lines held goes back
             engine.ledger.settle(_held(index), None)
-        engine._log("batch_refused", {"step": step, "error": error.message, "status": error.status})
+        engine.log("batch_refused", {"step": step, "error": error.message, "status": error.status})
         if self.lane == AUTO:
-            engine._ready.extend(indices)
-            engine._wake.set()
+            engine.give_back(indices)
+            engine.wake()
             return
         self._refusals += 1
-        if error.retryable and self._refusals < engine.settings.max_attempts and engine._stop_reason is None:
+        if error.retryable and self._refusals < engine.settings.max_attempts and engine.stopping is None:
             await asyncio.sleep(engine.retry_policy.delay_s(error, self._refusals))
             self._pending.extend(indices)  # the lane's loop submits them when this returns
             return
-        engine._ready.extend(indices)
+        engine.give_back(indices)
         engine.stop_dispatch(f"the provider refused the batch ({step}): {error.message}")
 
     def _within_budget(self, indices: list[int]) -> list[int]:
@@ -319,9 +299,9 @@ class BatchLane:
         engine = self.engine
         if row.batch_id is None:
             try:
-                found = await engine.client.find_batch(row.input_file_id)
+                found = await self.client.find_batch(row.input_file_id)
             except Exception as exc:  # noqa: BLE001 - cannot tell: leave it for the next session
-                engine._log("batch_lookup_failed", {"input_file_id": row.input_file_id, "error": str(exc)})
+                engine.log("batch_lookup_failed", {"input_file_id": row.input_file_id, "error": str(exc)})
                 return
             if found is None:  # never created: the tasks are free
                 engine.journal.drop_batch(row.row, "not_created")
@@ -334,7 +314,7 @@ class BatchLane:
     async def _follow(self, row: BatchRow) -> None:
         """Poll the batch until it ends, then journal its lines."""
         engine = self.engine
-        client = engine.client
+        client = self.client
         assert row.batch_id is not None
         settings = engine.settings
         wait = settings.batch_poll_s
@@ -348,14 +328,14 @@ class BatchLane:
                 abort_deadline = time.monotonic() + ABORT_WAIT_S
                 with contextlib.suppress(Exception):
                     await client.cancel_batch(row.batch_id)
-            elif engine._stop_reason is not None and not self._aborting:
+            elif engine.stopping is not None and not self._aborting:
                 return  # a stop that is not an abort: the batch runs on; resume collects it
             try:
                 batch = await client.retrieve_batch(row.batch_id)
                 failures = 0
             except Exception as exc:  # noqa: BLE001 - a failed poll is tried again
                 failures += 1
-                engine._log("batch_poll_failed", {"batch_id": row.batch_id, "error": client.classify(exc).message})
+                engine.log("batch_poll_failed", {"batch_id": row.batch_id, "error": client.classify(exc).message})
                 batch = None
             if batch is not None:
                 status = batch.get("status") or "?"
@@ -369,7 +349,7 @@ class BatchLane:
                     progress = BatchProgress(
                         row.batch_id, status, now[1], now[2], counts.get("total") or len(row.tasks), round(wait, 1)
                     )
-                    engine._commit(
+                    engine.commit(
                         engine.journal.record_batch_progress,
                         row.row,
                         status,
@@ -386,29 +366,52 @@ class BatchLane:
 
     async def _until_stopped(self, cancel_sent: bool) -> None:
         """Wait (for the next poll) until the run stops or aborts, whichever is news."""
-        while not (self._aborting and not cancel_sent) and (self._aborting or self.engine._stop_reason is None):
+        while not (self._aborting and not cancel_sent) and (self._aborting or self.engine.stopping is None):
             self._wake.clear()
             await self._wake.wait()
 
     async def _collect(self, row: BatchRow, batch: dict[str, Any]) -> None:
         """Read a finished batch's files and journal every line, with the batch closed, at once."""
         engine = self.engine
-        client = engine.client
         assert row.batch_id is not None
         status = batch.get("status") or "?"
         files = (batch.get("output_file_id"), batch.get("error_file_id"))
         answered: dict[str, dict[str, Any]] = {}
         for file_id in files:
             if file_id:
-                for line in _jsonl(await client.file_content(file_id)):
+                for line in jsonl(await self.client.file_content(file_id)):
                     custom_id = line.get("custom_id")
                     if isinstance(custom_id, str) and custom_id not in answered:
                         answered[custom_id] = line
+        lines, events, requeue = self._outcomes(row, status, answered, batch_errors(batch))
+        billed = {a.index: a.cost_usd for a in (*(a for a, _ in lines.succeeded), *lines.failed, *lines.retried)}
+        for index, _ in row.tasks:  # each line's reservation becomes what it cost, in one step
+            engine.ledger.settle(_held(index), billed.get(index))
+        ended = BatchEnded(
+            row.batch_id, status, len(lines.succeeded), len(lines.failed), len(requeue), len(lines.unfinished)
+        )
+        try:
+            engine.commit(engine.journal.record_batch_lines, row.row, status, files, lines, events=[*events, ended])
+        except JournalWriteError:
+            return  # the run is stopping; the batch stays open for the next session
+        for index in requeue:
+            if self.lane == BATCH and not self._aborting:
+                self._pending.append(index)
+            else:  # lane auto: a failed batch line is retried live
+                engine.retry_soon(index, 0.0)
+        engine.check_failure_rate()
+        engine.wake()
+
+    def _outcomes(
+        self, row: BatchRow, status: str, answered: dict[str, dict[str, Any]], why_failed: str | None
+    ) -> tuple[BatchLines, list[EngineEvent], list[int]]:
+        """Each line of a finished batch as its task's outcome: (the lines by how they ended, the
+        events reporting them, the tasks to run again)."""
+        engine = self.engine
         lines = BatchLines()
         events: list[EngineEvent] = []
         requeue: list[int] = []
         ended_at = time.time()
-        why_failed = _batch_errors(batch)
         for index, number in row.tasks:
             if engine.states.get(index) is TaskState.SUCCEEDED:
                 continue  # answered meanwhile (a live retry of an earlier session): never twice
@@ -416,7 +419,7 @@ class BatchLane:
             attempt = Attempt(
                 index, number, row.endpoint, row.submitted_at, max(0.0, (ended_at - row.submitted_at) * 1000.0), "ok"
             )
-            outcome = self._line_outcome(answered.get(task.custom_id), status, why_failed)
+            outcome = line_outcome(answered.get(task.custom_id), status, why_failed, self.client.classify_answer)
             if outcome is None:  # not run: the batch was cancelled (abort); the task waits, unfinished
                 attempt = replace(attempt, outcome="cancelled")
                 lines.unfinished.append(attempt)
@@ -430,7 +433,7 @@ class BatchLane:
                     usage=outcome.usage,
                     cost_usd=self._cost(outcome.usage),
                 )
-                problem = engine.validator(task, outcome) if engine.validator else None
+                problem = self.validator(task, outcome) if self.validator else None
                 if problem is None:
                     lines.succeeded.append((attempt, outcome.body))
                     events.append(TaskSucceeded(attempt, outcome.content))
@@ -442,81 +445,38 @@ class BatchLane:
                     "invalid_json",
                     request_id=outcome.request_id,
                 )
-            error = outcome
-            attempt = replace(attempt, status=error.status, error=error, request_id=error.request_id)
-            decision = engine.retry_policy.after_failure(
-                error,
-                engine._round_attempts.get(index, 1),
-                stopping=engine._stop_reason is not None,
-                trimmed=False,
-                can_fail_over=False,
+            self._failed_line(
+                index,
+                replace(attempt, status=outcome.status, error=outcome, request_id=outcome.request_id),
+                lines,
+                events,
+                requeue,
             )
-            if decision.next is Next.GIVE_UP:
-                attempt = replace(attempt, outcome="failed")
-                lines.failed.append(attempt)
-                events.append(TaskFailed(attempt))
-            else:
-                attempt = replace(attempt, outcome="retry", retry_in_s=0.0)
-                lines.retried.append(attempt)
-                events.append(TaskRetrying(attempt, 0.0))
-                requeue.append(index)
-        billed = {a.index: a.cost_usd for a in (*(a for a, _ in lines.succeeded), *lines.failed, *lines.retried)}
-        for index, _ in row.tasks:  # each line's reservation becomes what it cost, in one step
-            engine.ledger.settle(_held(index), billed.get(index))
-        ended = BatchEnded(
-            row.batch_id, status, len(lines.succeeded), len(lines.failed), len(requeue), len(lines.unfinished)
-        )
-        try:
-            engine._commit(engine.journal.record_batch_lines, row.row, status, files, lines, events=[*events, ended])
-        except JournalWriteError:
-            return  # the run is stopping; the batch stays open for the next session
-        for index in requeue:
-            if self.lane == BATCH and not self._aborting:
-                self._pending.append(index)
-            else:  # lane auto: a failed batch line is retried live
-                engine._retry_timers[index] = asyncio.get_running_loop().call_later(0, engine._requeue, index)
-        engine._check_failure_rate()
-        engine._wake.set()
+        return lines, events, requeue
 
-    def _line_outcome(
-        self, line: dict[str, Any] | None, status: str, why_failed: str | None
-    ) -> CallResult | CallError | None:
-        """A task's line of a finished batch: its answer, its error, or None when it was not run
-        because the batch was cancelled."""
-        if line is None:
-            if status == "cancelled":
-                return None
-            if status == "expired":
-                return CallError(ErrorClass.TIMEOUT, "the batch expired before this line ran", None, EXPIRED_CODE)
-            if status == "failed":
-                return CallError(
-                    ErrorClass.BAD_REQUEST, f"the provider failed the batch: {why_failed}", None, "batch_failed"
-                )
-            return CallError(
-                ErrorClass.BAD_RESPONSE, "the batch ended without a line for this task", None, MISSING_CODE
-            )
-        response = line.get("response") if isinstance(line.get("response"), dict) else None
-        if response is None:
-            error: dict[str, Any] = line["error"] if isinstance(line.get("error"), dict) else {}
-            code = error.get("code")
-            message = str(error.get("message") or "the batch line has neither a response nor an error")
-            if code == EXPIRED_CODE:
-                return CallError(ErrorClass.TIMEOUT, message, None, EXPIRED_CODE)
-            if status == "cancelled" and code in ("batch_cancelled", "cancelled"):
-                return None
-            return CallError(ErrorClass.BAD_REQUEST, message, None, str(code) if code else None)
-        request_id = response.get("request_id")
-        body = response.get("body")
-        status_code = response.get("status_code")
-        if status_code != 200:
-            return self.engine.client.classify_answer(
-                status_code if isinstance(status_code, int) else 500, body, request_id
-            )
-        try:
-            data = chat_completion_or_raise(json.dumps(body).encode(), "application/json", 200, request_id)
-        except BadResponseError as exc:
-            return CallError(ErrorClass.BAD_RESPONSE, str(exc), 200, "bad_response", request_id=request_id)
-        return CallResult(data, Usage.from_response(data.get("usage")), request_id or data.get("id"))
+    def _failed_line(
+        self, index: int, attempt: Attempt, lines: BatchLines, events: list[EngineEvent], requeue: list[int]
+    ) -> None:
+        """A line that failed: retried (in the next batch, or live) or the task's end, as a live
+        attempt's failure would be."""
+        engine = self.engine
+        assert attempt.error is not None
+        decision = engine.retry_policy.after_failure(
+            attempt.error,
+            engine.round_attempts(index),
+            stopping=engine.stopping is not None,
+            trimmed=False,
+            can_fail_over=False,
+        )
+        if decision.next is Next.GIVE_UP:
+            attempt = replace(attempt, outcome="failed")
+            lines.failed.append(attempt)
+            events.append(TaskFailed(attempt))
+        else:
+            attempt = replace(attempt, outcome="retry", retry_in_s=0.0)
+            lines.retried.append(attempt)
+            events.append(TaskRetrying(attempt, 0.0))
+            requeue.append(index)
 
     def _cost(self, usage: Usage) -> float | None:
         return self.price.cost(usage) if self.price is not None else None
@@ -527,23 +487,13 @@ def _held(index: int) -> tuple[str, int]:
     return ("batch", index)
 
 
-def _jsonl(data: bytes) -> Iterable[dict[str, Any]]:
-    for raw in data.splitlines():
-        raw = raw.strip()
-        if not raw:
-            continue
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            log.warning("a batch output line that is not JSON was skipped: %r", raw[:200])
-            continue
-        if isinstance(line, dict):
-            yield line
-
-
-def _batch_errors(batch: dict[str, Any]) -> str | None:
-    errors = batch.get("errors") or {}
-    data = errors.get("data") if isinstance(errors, dict) else None
-    if not data:
+def make_lane(engine: LaneHost, client: ProviderClient, price: Price | None, validator: Validator | None):
+    """The batch lane of a run that asks for it (`--lane batch|auto`), or of a live run resuming one
+    whose batches are still open (it follows them: never sends their tasks again); else None."""
+    settings = engine.settings
+    open_batches = getattr(engine.journal, "open_batches", None)  # a shard's forwarding journal has none
+    follows_batches = open_batches is not None and bool(open_batches())
+    if settings.lane == LIVE and not follows_batches:
         return None
-    return "; ".join(str(e.get("message") or e.get("code")) for e in data if isinstance(e, dict))
+    limits = BatchLimits(settings.batch_max_requests, settings.batch_max_bytes)
+    return BatchLane(engine, client, settings.lane, price, limits, validator)

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core.events import AnswerJudged, EngineEvent, QualityDrift, TaskSucceeded
-from ..engine.engine import RunStopped
+from ..core.notes import JudgeFailed
+from ..engine.settings import RunStopped
 from ..engine.stats import JUDGE_PHASE, nearest_rank
 from .monitor import Drift, QualityMonitor
 from .spec import JudgeSpec
@@ -112,7 +113,7 @@ class Judge:
             except Exception as exc:  # noqa: BLE001 - a judge that fails must not stop the swarm
                 self.errors += 1
                 log.warning("the judge could not score task %s: %s", task.custom_id, exc)
-                self.engine._log("judge_failed", {"index": index, "error": str(exc)[:300]})
+                self.engine.log("judge_failed", {"index": index, "error": str(exc)[:300]})
                 return
         self._record(index, verdict)
 
@@ -148,27 +149,15 @@ class Judge:
         )
         log.warning("quality drift: %s; action: %s", why, self.action)
         detail = self.actions[self.action]() if self.action in self.actions else "alert only"
-        self.engine._log(
-            "quality_drift",
-            {
-                "rolling": round(drift.rolling, 2),
-                "baseline": round(drift.baseline, 2),
-                "action": self.action,
-                "detail": detail,
-                "round": round_number,
-            },
-        )
-        self.engine._emit_now(
-            QualityDrift(drift.rolling, drift.baseline, self.action, f"{why}; {detail}", round_number)
-        )
+        self.engine.emit_now(QualityDrift(drift.rolling, drift.baseline, self.action, f"{why}; {detail}", round_number))
 
 
 def quality_summary(journal: Journal) -> dict[str, Any] | None:
     """summary.json's `quality`: what was judged, by round, the drifts acted on, and the judge's
     cost (apart from the swarm's); None for a run without a judge."""
     judgments = journal.judgments()
-    events = journal.events()
-    errors = sum(1 for _, _, kind, _ in events if kind == "judge_failed")
+    noted = journal.logged(JudgeFailed, QualityDrift)
+    errors = sum(1 for _, event in noted if isinstance(event, JudgeFailed))
     if not judgments and not errors:
         return None
     scores = sorted(score for score, _, _ in judgments.values())
@@ -182,7 +171,18 @@ def quality_summary(journal: Journal) -> dict[str, Any] | None:
         "by_round": {
             str(r): {"judged": len(s), "mean": round(sum(s) / len(s), 2)} for r, s in sorted(by_round.items())
         },
-        "drifts": [{"at": at, **(data or {})} for _, at, kind, data in events if kind == "quality_drift"],
+        "drifts": [
+            {
+                "at": at,
+                "rolling": round(event.rolling, 2),
+                "baseline": round(event.baseline, 2),
+                "action": event.action,
+                "detail": event.detail,
+                "round": event.round,
+            }
+            for at, event in noted
+            if isinstance(event, QualityDrift)
+        ],
         "judge_errors": errors,
         "judge_cost_usd": round(journal.cost_of_indices_below(JUDGE_INDEX + 1), 6),
     }

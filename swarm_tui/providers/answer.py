@@ -32,6 +32,15 @@ from typing import Any
 
 from .. import secrets
 from ..core.errors import CallError, ErrorClass
+from ..strict_json import (
+    LINE_BREAKS,
+    dumped,
+    encodable,
+    encoded,
+    escape_line_breaks,
+    repaired,
+    storable_text,
+)
 
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 """Default cap on one answer's body (`--max-answer-bytes`): a chat completion of 100k tokens is
@@ -41,10 +50,6 @@ NOT_PARSED: Any = object()
 """`strict_answer`'s value when the body is not JSON at all (the caller says what it is instead)."""
 
 _BOM = b"\xef\xbb\xbf"
-_LINE_BREAKS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"}
-_LINE_BREAK_BYTES = tuple(c.encode("utf-8") for c in _LINE_BREAKS)
-"""Characters `str.splitlines` (and some JSON Lines readers) break a line at: legal raw inside a JSON
-string, escaped so that a line of results.jsonl is a line to every reader."""
 
 
 class AnswerRefused(Exception):
@@ -78,35 +83,30 @@ def strict_answer(content: bytes, status: int, request_id: str | None, max_bytes
     except (ValueError, RecursionError):
         return _rewritten(content, status, request_id)
     if (_LONE_SURROGATE_HINT in text or _LONE_SURROGATE_HINT_UPPER in text) and _SURROGATE_ESCAPE.search(text):
-        if not _encodable(value):  # a \ud800 escape with no partner
+        if not encodable(value):  # a \ud800 escape with no partner
             return _rewritten(content, status, request_id)
     if "\n" in text or "\r" in text:  # pretty-printed: outside strings (inside, the parse failed)
         content = content.replace(b"\r", b" ").replace(b"\n", b" ")
     if "\u2028" in text or "\u2029" in text or "\x85" in text:  # only inside strings: escaped there
-        content = _escape_line_breaks(content.decode("utf-8")).encode("utf-8")
+        content = escape_line_breaks(content.decode("utf-8")).encode("utf-8")
     if secrets.found_in(content):  # a key of ours echoed back
-        return _encoded(value)
+        return encoded(value)
     return content, value
 
 
 def strict_body(body: dict[str, Any], max_bytes: int) -> tuple[dict[str, Any], bytes]:
     """(body, its strict JSON bytes) of an answer assembled from parts (a stream's chunks): the
     same rules as `strict_answer`, applied to a value instead of bytes."""
-    content, value = _dumped(body)
+    content, value = dumped(body)
     if len(content) > max_bytes:
         strict_answer(content, 200, None, max_bytes)  # raises AnswerRefused naming the cap
     return value, content
 
 
-def strict_text(value: Any) -> str:
-    """`value` as strict one-line JSON text (what the journal stores of an answer given as a value)."""
-    return _dumped(value)[0].decode("utf-8")
-
-
 def repaired_text(text: str) -> str:
     """An answer's journaled text, made strict if it is not (a journal written before answers were
     checked): cheap screens first, the whole rewrite only when one of them hits."""
-    if text.startswith("\ufeff") or "NaN" in text or "Infinity" in text or any(c in text for c in _LINE_BREAKS):
+    if text.startswith("\ufeff") or "NaN" in text or "Infinity" in text or any(c in text for c in LINE_BREAKS):
         try:
             return _rewritten(text.encode("utf-8", "surrogatepass"), 200, None)[0].decode("utf-8")
         except AnswerRefused:
@@ -188,7 +188,7 @@ def _rewritten(content: bytes, status: int, request_id: str | None) -> tuple[byt
         raise _malformed("nested deeper than a JSON reader follows", status, request_id) from None
     except ValueError:
         return content, NOT_PARSED  # not JSON: the caller says what it is instead
-    return _encoded(_repaired(value))
+    return encoded(repaired(value))
 
 
 def _malformed(problem: str, status: int, request_id: str | None) -> AnswerRefused:
@@ -203,68 +203,6 @@ def _malformed(problem: str, status: int, request_id: str | None) -> AnswerRefus
     )
 
 
-def _repaired(value: Any) -> Any:
-    """`value` with every string encodable as UTF-8 (surrogate pairs joined, a lone one U+FFFD) and
-    every float finite (else None). Unchanged parts are returned as they are."""
-    if isinstance(value, str):
-        return storable_text(value)
-    if isinstance(value, dict):
-        return {_repaired(k): _repaired(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_repaired(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _dumped(value: Any) -> tuple[bytes, Any]:
-    """`_encoded(_repaired(value))`, with the common case (nothing to repair) encoded once."""
-    try:
-        content = json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
-    except (ValueError, UnicodeEncodeError):  # a NaN, a lone surrogate: repaired
-        return _encoded(_repaired(value))
-    if any(c in content for c in _LINE_BREAK_BYTES) or secrets.found_in(content):
-        return _encoded(value)
-    return content, value
-
-
-def _encoded(value: Any) -> tuple[bytes, Any]:
-    """(strict one-line JSON bytes, value) of a repaired value; a key of ours in it masked."""
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    if secrets.found_in_text(text):
-        value = secrets.mask_value(value)
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    if any(c in text for c in _LINE_BREAKS):
-        text = _escape_line_breaks(text)
-    return text.encode("utf-8"), value
-
-
-def _escape_line_breaks(text: str) -> str:
-    for char, escape in _LINE_BREAKS.items():
-        text = text.replace(char, escape)
-    return text
-
-
-def _encodable(value: Any) -> bool:
-    if isinstance(value, str):
-        return _encodable_text(value)
-    if isinstance(value, dict):
-        return all(_encodable_text(k) and _encodable(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(_encodable(v) for v in value)
-    return True
-
-
-def _encodable_text(text: str) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def storable_error(error: CallError) -> CallError:
     """`error` with its provider texts (message, code, request id) encodable as UTF-8: an error
     body's `\ud800` escape must not fail the journal's write, nor the screen's."""
@@ -274,11 +212,3 @@ def storable_error(error: CallError) -> CallError:
         if isinstance(value, str) and (safe := storable_text(value)) is not value:
             changes[name] = safe
     return dataclasses.replace(error, **changes) if changes else error
-
-
-def storable_text(text: str) -> str:
-    """`text` encodable as UTF-8: surrogate pairs joined into their character, a lone surrogate
-    replaced by U+FFFD (as a UTF-8 encoder writes it). The same object when it is already."""
-    if _encodable_text(text):
-        return text
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")

@@ -31,6 +31,7 @@ from .answer import MAX_ANSWER_BYTES, NOT_PARSED, AnswerRefused, storable_error,
 from .errors import BadResponseError, BrokenStreamError, ErrorInAnswer, classify, classify_reply, untrusted_certificate
 from .private_apis import post_raw
 from .profile import ProviderProfile, resolve_api_key, resolve_headers, split_query
+from .streamed import StreamedAnswer
 from .transport import Route, route_for
 from .wire import AiohttpChat
 
@@ -161,30 +162,22 @@ class ProviderClient:
 
     async def _complete_streaming(self, kwargs: dict[str, Any], deadlines: StreamDeadlines) -> CallResult:
         kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
-        started = time.monotonic()
+        answer = StreamedAnswer(time.monotonic())
         raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
         headers = raw.headers
         stream = raw.parse()
-        pieces: list[str] = []
-        reasoning: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
-        """Tool calls by their index, assembled from their deltas (name once, arguments in pieces)."""
-        finish_reason = None
-        usage_data: dict[str, Any] | None = None
-        first: dict[str, Any] = {}
-        ttft_ms: float | None = None
         chunks = stream.__aiter__()
         stalls = StallWatch.of_running_loop()
         try:
             while True:
-                deadline = deadlines.first_token_s if ttft_ms is None else deadlines.idle_s
+                deadline = deadlines.first_token_s if answer.ttft_ms is None else deadlines.idle_s
                 try:
                     async with stalls.deadline(deadline):  # a stop of the process is not a stalled stream
                         chunk = await chunks.__anext__()
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
-                    what = "no first token" if ttft_ms is None else "stream idle"
+                    what = "no first token" if answer.ttft_ms is None else "stream idle"
                     raise BrokenStreamError(f"{what} for {deadline:g}s") from None
                 except openai.APIError as exc:
                     if type(exc) is not openai.APIError:  # a connection or timeout error: classified as such
@@ -194,50 +187,18 @@ class ProviderClient:
                 data = chunk.model_dump(exclude_none=True)
                 if data.get("object") == "error":  # vLLM's bare error object as a chunk
                     raise _error_event(data, None, headers)
-                first = first or data
-                if data.get("usage"):
-                    usage_data = data["usage"]
-                for choice in data.get("choices", []):
-                    delta = choice.get("delta") or {}
-                    text, thought, call_deltas = (
-                        delta.get("content"),
-                        delta.get("reasoning_content"),
-                        delta.get("tool_calls"),
-                    )
-                    if (text or thought or call_deltas) and ttft_ms is None:
-                        ttft_ms = (time.monotonic() - started) * 1000
-                    if text:
-                        pieces.append(text)
-                    if thought:  # Kimi's and DeepSeek's thinking, before the answer
-                        reasoning.append(thought)
-                    for call_delta in call_deltas or ():
-                        _merge_tool_call(calls, call_delta)
-                    finish_reason = choice.get("finish_reason") or finish_reason
+                answer.add(data)
         finally:
             await stream.close()
-        if finish_reason is None:
+        if answer.finish_reason is None:
             raise BrokenStreamError("stream ended without a finish reason")
-        body = {
-            "id": first.get("id"),
-            "object": "chat.completion",
-            "created": first.get("created"),
-            "model": first.get("model"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": _streamed_message(pieces, reasoning, calls),
-                    "finish_reason": finish_reason,
-                }
-            ],
-            "usage": usage_data,
-        }
-        body, strict = strict_body(body, self.max_answer_bytes)
+        body, strict = strict_body(answer.body(), self.max_answer_bytes)
         return CallResult(
             body=body,
-            usage=Usage.from_response(usage_data),
-            request_id=secrets.mask_value(headers.get("x-request-id") or first.get("id")),
+            usage=Usage.from_response(answer.usage),
+            request_id=secrets.mask_value(headers.get("x-request-id") or answer.first.get("id")),
             rate_headers=_rate_headers(headers),
-            ttft_ms=ttft_ms,
+            ttft_ms=answer.ttft_ms,
             raw=strict,
         )
 
@@ -329,30 +290,6 @@ def _sdk_headers(client: openai.AsyncOpenAI) -> dict[str, str]:
                     del merged[same]
                 merged[name] = value
     return merged
-
-
-def _merge_tool_call(calls: dict[int, dict[str, Any]], delta: dict[str, Any]) -> None:
-    """One streamed piece of a tool call: its first piece names it, later ones extend its arguments."""
-    call = calls.setdefault(
-        delta.get("index", len(calls)), {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
-    )
-    if delta.get("id"):
-        call["id"] = delta["id"]
-    function = delta.get("function") or {}
-    if function.get("name"):
-        call["function"]["name"] += function["name"]
-    if function.get("arguments"):
-        call["function"]["arguments"] += function["arguments"]
-
-
-def _streamed_message(pieces: list[str], reasoning: list[str], calls: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """The assistant message a streamed answer adds up to, as a non-streamed answer carries it."""
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(pieces) or (None if calls else "")}
-    if reasoning:
-        message["reasoning_content"] = "".join(reasoning)
-    if calls:
-        message["tool_calls"] = [calls[i] for i in sorted(calls)]
-    return message
 
 
 def chat_completion_or_raise(

@@ -10,7 +10,8 @@ receives a `ShadowReport` snapshot a few times a second and the final one at the
 The package, one module per concern:
 - `config`: the run's settings (`ShadowConfig`), their validation, which requests are mirrored,
   and the `--primary`/`--secondary` arguments turned into provider profiles;
-- `run`: sending the workload to the primary, mirroring its share to the secondary, measuring both;
+- `run`: sending the workload to the primary, mirroring its share to the secondary;
+- `measure`: what is measured of each endpoint, and how far the mirrored pairs' answers agree;
 - `judging`: with `--judge`, which answer of each mirrored pair is better (positions balanced and
   mapped back, unreadable verdicts re-asked once, the judge billed apart);
 - `verdict`: the decision (the primary judged, the secondary its baseline, the thresholds) and the

@@ -42,7 +42,31 @@ def progress_line(report: ShadowReport) -> str:
 
 
 def format_report(report: ShadowReport) -> str:
-    p, s = report.primary, report.secondary
+    """The report for people: the side-by-side table, agreement, the rule it was judged by, the verdict."""
+    lines = _table(report.primary, report.secondary)
+    ag = report.agreement
+    if ag["compared"]:
+        json_part = (
+            f"JSON-equal {ag['json_equal']}/{ag['json_comparable']}"
+            if ag["json_comparable"]
+            else "JSON-equal n/a (no JSON answers)"
+        )
+        lines.append(
+            f"agreement over {ag['compared']} answered pairs: exact {ag['exact_share']:.0%}, {json_part}, "
+            f"length ratio median {ag['length_ratio']['median']}"
+        )
+    else:
+        lines.append("agreement: no pair where both endpoints answered")
+    lines += judged_lines(report)
+    paired = report.paired["primary_latency_ms"]["p95"]
+    if paired is not None:
+        lines.append(f"primary p95 on the mirrored requests only: {paired:.0f} ms")
+    lines += _rule_lines(report)
+    return "\n".join(lines)
+
+
+def _table(p: EndpointReport, s: EndpointReport) -> list[str]:
+    """The primary and the secondary side by side, one figure a row, columns aligned."""
 
     def ms(value: float | None) -> str:
         return f"{value:.0f} ms" if value is not None else "-"
@@ -86,32 +110,18 @@ def format_report(report: ShadowReport) -> str:
     ]
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
-    lines = [f"{a.ljust(w0)}  {b.ljust(w1)}  {c}".rstrip() for a, b, c in rows]
-    ag = report.agreement
-    if ag["compared"]:
-        json_part = (
-            f"JSON-equal {ag['json_equal']}/{ag['json_comparable']}"
-            if ag["json_comparable"]
-            else "JSON-equal n/a (no JSON answers)"
-        )
-        lines.append(
-            f"agreement over {ag['compared']} answered pairs: exact {ag['exact_share']:.0%}, {json_part}, "
-            f"length ratio median {ag['length_ratio']['median']}"
-        )
-    else:
-        lines.append("agreement: no pair where both endpoints answered")
-    lines += judged_lines(report)
-    paired = report.paired["primary_latency_ms"]["p95"]
-    if paired is not None:
-        lines.append(f"primary p95 on the mirrored requests only: {paired:.0f} ms")
+    return [f"{a.ljust(w0)}  {b.ljust(w1)}  {c}".rstrip() for a, b, c in rows]
+
+
+def _rule_lines(report: ShadowReport) -> list[str]:
+    """Who was judged against whom, the rule (what ROLLBACK and ADOPT mean here), the verdict, the notes."""
+    p, s = report.primary, report.secondary
     settings = report.settings
     points = settings["max_error_excess"] * 100
     judge = settings.get("judge")
-    lines.append(
+    lines = [
         f"judged: the primary {p.name} (all traffic) against the secondary {s.name} (the baseline, "
-        f"{settings['rate']:.0%} mirrored)"
-    )
-    lines.append(
+        f"{settings['rate']:.0%} mirrored)",
         f"rule: ROLLBACK (exit 1, go back to the secondary) when primary p95 / secondary p95 > "
         f"{settings['threshold']:g} or the primary's error rate is more than {points:g} "
         f"point{'' if points == 1 else 's'} above the secondary's"
@@ -121,14 +131,14 @@ def format_report(report: ShadowReport) -> str:
             if judge
             else ""
         )
-        + "; else ADOPT (exit 0, keep the primary)"
-    )
+        + "; else ADOPT (exit 0, keep the primary)",
+    ]
     meaning = verdict_meaning(report.verdict, p.name, s.name)
     reasons = f" ({'; '.join(report.reasons)})" if report.reasons else ""
     lines.append(f"verdict: {report.verdict}: {meaning}{reasons}")
     for note in report.notes:
         lines.append(f"note: {note}")
-    return "\n".join(lines)
+    return lines
 
 
 def judged_lines(report: ShadowReport) -> list[str]:

@@ -6,6 +6,7 @@ endpoint. Per endpoint: p50 / p95 / p99 latency, time to first token when stream
 class, tokens and cost (the secondary's is shadow cost, reported apart). For every mirrored pair
 that both answered: exact agreement, JSON equality (code fences tolerated) and the length ratio;
 with a judge (`ShadowConfig.judge`), which of the two answers is better (`judging`), billed apart.
+What is counted is `measure`'s; the decision on it is `verdict`'s.
 """
 
 from __future__ import annotations
@@ -13,23 +14,20 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..core.usage import Usage
 from ..currency import DisplayCurrency
 from ..engine.stats import latency_summary
 from ..errors import InputError
 from ..pricing import Price, PriceTable
 from ..providers.client import ProviderClient, StreamDeadlines
 from ..providers.profile import ProviderProfile
-from ..swarm.json_repair import json_answer
-from .config import ShadowConfig, mirrored
+from .config import ShadowConfig, ShadowJudge, mirrored
 from .judging import PairJudge
+from .measure import Agreement, EndpointStats
 from .report import safe_url
-from .verdict import PENDING, ROLLBACK, EndpointReport, ShadowReport, decide, decide_judged, judgement
+from .verdict import PENDING, ROLLBACK, ShadowReport, decide, decide_judged, judgement
 
 if TYPE_CHECKING:
     from ..sim import SimServer
@@ -49,107 +47,6 @@ PROBE_PROMPTS = (
 """The built-in workload: short, cheap, partly JSON so that answers can be compared structurally."""
 
 
-# --------------------------------------------------------------------------- measurement
-
-
-class _EndpointStats:
-    def __init__(
-        self,
-        label: str,
-        profile: ProviderProfile,
-        base_url: str,
-        model: str | None,
-        price: Price | None,
-        currency: DisplayCurrency,
-    ) -> None:
-        self.label, self.profile, self.base_url, self.model = label, profile, base_url, model
-        self.price, self.currency = price, currency
-        self.sent = 0
-        self.in_flight = 0
-        self.latencies: list[float] = []
-        self.ttfts: list[float] = []
-        self.errors: Counter[str] = Counter()
-        self.usage = Usage()
-        self.cost = 0.0
-        self.unpriced = 0
-
-    def succeeded(self, latency_ms: float, ttft_ms: float | None, usage: Usage) -> None:
-        bisect.insort(self.latencies, latency_ms)
-        if ttft_ms is not None:
-            bisect.insort(self.ttfts, ttft_ms)
-        self.usage = self.usage + usage
-        if self.price is not None:
-            self.cost += self.price.cost(usage)
-        elif usage.total:
-            self.unpriced += 1
-
-    def report(self, streaming: bool) -> EndpointReport:
-        finished = len(self.latencies) + sum(self.errors.values())
-        cost = self.cost if self.price is not None and not self.unpriced else None
-        return EndpointReport(
-            label=self.label,
-            name=self.profile.name,
-            base_url=safe_url(self.base_url),
-            model=self.model,
-            simulated=self.profile.is_simulator,
-            requests=self.sent,
-            in_flight=self.in_flight,
-            succeeded=len(self.latencies),
-            errors=dict(self.errors),
-            error_rate=round(sum(self.errors.values()) / finished, 4) if finished else None,
-            latency_ms=latency_summary(self.latencies),
-            ttft_ms=latency_summary(self.ttfts) if streaming else None,
-            tokens={"prompt": self.usage.prompt, "completion": self.usage.completion, "cached": self.usage.cached},
-            cost_usd=round(cost, 6) if cost is not None else None,
-            cost_display=self.currency.format(cost)
-            if cost is not None
-            else (f"price unknown for model {self.model!r}" if self.model else "price unknown"),
-            price=self.price.to_dict() if self.price else None,
-        )
-
-
-@dataclass
-class Agreement:
-    compared: int = 0
-    exact: int = 0
-    json_comparable: int = 0
-    json_equal: int = 0
-    length_ratios: list[float] = field(default_factory=list)
-
-    def add(self, primary: str, secondary: str) -> None:
-        self.compared += 1
-        self.exact += primary.strip() == secondary.strip()
-        try:
-            a, b = json_answer(primary), json_answer(secondary)
-        except ValueError:
-            pass
-        else:
-            self.json_comparable += 1
-            self.json_equal += a == b
-        if primary:
-            bisect.insort(self.length_ratios, len(secondary) / len(primary))
-
-    def to_dict(self) -> dict[str, Any]:
-        ratios = self.length_ratios
-        return {
-            "compared": self.compared,
-            "exact": self.exact,
-            "exact_share": round(self.exact / self.compared, 4) if self.compared else None,
-            "json_comparable": self.json_comparable,
-            "json_equal": self.json_equal,
-            "json_equal_share": round(self.json_equal / self.json_comparable, 4) if self.json_comparable else None,
-            "length_ratio": {
-                "median": round(ratios[len(ratios) // 2], 3) if ratios else None,
-                "mean": round(sum(ratios) / len(ratios), 3) if ratios else None,
-                "min": round(ratios[0], 3) if ratios else None,
-                "max": round(ratios[-1], 3) if ratios else None,
-            },
-        }
-
-
-# --------------------------------------------------------------------------- the run
-
-
 class _Endpoint:
     def __init__(
         self, label: str, profile: ProviderProfile, model: str | None, price: Price | None, currency: DisplayCurrency
@@ -158,7 +55,7 @@ class _Endpoint:
         self.price, self.currency = price, currency
         self.sim: SimServer | None = None
         self.client: ProviderClient | None = None
-        self.stats: _EndpointStats | None = None
+        self.stats: EndpointStats | None = None
 
 
 class ShadowRun:
@@ -183,53 +80,14 @@ class ShadowRun:
                     "--model", "model", f"the primary ({config.primary.name}) names no model: pass --model"
                 )
         self.endpoints = [
-            _Endpoint(
-                "primary",
-                config.primary,
-                primary_model,
-                self.table.lookup(primary_model, config.primary.name),
-                config.currency.for_provider(self.table, config.primary.name),
-            ),
-            _Endpoint(
-                "secondary",
-                config.secondary,
-                secondary_model,
-                self.table.lookup(secondary_model, config.secondary.name),
-                config.currency.for_provider(self.table, config.secondary.name),
-            ),
+            self._endpoint("primary", config.primary, primary_model),
+            self._endpoint("secondary", config.secondary, secondary_model),
         ]
         self.judge_endpoint: _Endpoint | None = None
         """The judge's own endpoint (None: no judge, or the primary judges)."""
         self.judge: PairJudge | None = None
         if config.judge is not None:
-            judge_profile = config.judge.endpoint
-            if judge_profile is None:  # --judge self
-                judge_model = config.judge.model or primary_model
-                judge_name = config.primary.name
-            else:
-                judge_model = (
-                    config.judge.model
-                    or judge_profile.model
-                    or (SIM_MODEL if judge_profile.is_simulator else None)
-                    or primary_model
-                )
-                judge_name = judge_profile.name
-                self.judge_endpoint = _Endpoint(
-                    "judge",
-                    judge_profile,
-                    judge_model,
-                    self.table.lookup(judge_model, judge_name),
-                    config.currency.for_provider(self.table, judge_name),
-                )
-            self.judge = PairJudge(
-                config.judge,
-                name=judge_name,
-                base_url=safe_url((judge_profile or config.primary).base_url or ""),
-                model=judge_model,
-                price=self.table.lookup(judge_model, judge_name),
-                currency=config.currency.for_provider(self.table, judge_name),
-                timeout_s=config.timeout_s,
-            )
+            self._set_up_judge(config.judge, primary_model)
         self._stop = asyncio.Event()
         self._started_wall = time.time()
         self._run_id = f"{int(self._started_wall * 1000) % 0xFFFFFF:06x}"
@@ -244,6 +102,42 @@ class ShadowRun:
         self._finished = False
         self._stopped_early = False
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def _endpoint(self, label: str, profile: ProviderProfile, model: str | None) -> _Endpoint:
+        """An endpoint of the run, priced and its currency chosen for its provider."""
+        return _Endpoint(
+            label,
+            profile,
+            model,
+            self.table.lookup(model, profile.name),
+            self.config.currency.for_provider(self.table, profile.name),
+        )
+
+    def _set_up_judge(self, rule: ShadowJudge, primary_model: str | None) -> None:
+        """The pair judge: on an endpoint of its own, or the primary's (`--judge self`), billed apart."""
+        config = self.config
+        judge_profile = rule.endpoint
+        if judge_profile is None:  # --judge self
+            judge_model = rule.model or primary_model
+            judge_name = config.primary.name
+        else:
+            judge_model = (
+                rule.model
+                or judge_profile.model
+                or (SIM_MODEL if judge_profile.is_simulator else None)
+                or primary_model
+            )
+            judge_name = judge_profile.name
+            self.judge_endpoint = self._endpoint("judge", judge_profile, judge_model)
+        self.judge = PairJudge(
+            rule,
+            name=judge_name,
+            base_url=safe_url((judge_profile or config.primary).base_url or ""),
+            model=judge_model,
+            price=self.table.lookup(judge_model, judge_name),
+            currency=config.currency.for_provider(self.table, judge_name),
+            timeout_s=config.timeout_s,
+        )
 
     # ----------------------------------------------------------------- control
 
@@ -298,7 +192,7 @@ class ShadowRun:
             except BaseException:
                 await self._close()
                 raise
-            ep.stats = _EndpointStats(ep.label, ep.profile, base_url, ep.model, ep.price, ep.currency)
+            ep.stats = EndpointStats(ep.label, ep.profile, base_url, ep.model, ep.price, ep.currency)
         if self.judge is not None:
             judge_ep = self.judge_endpoint or self.endpoints[0]  # --judge self: the primary's client
             self.judge.client = judge_ep.client
@@ -435,13 +329,12 @@ class ShadowRun:
 
     def _report(self) -> ShadowReport:
         config = self.config
-        streaming = config.stream
         reports = []
         for ep in self.endpoints:
-            stats = ep.stats or _EndpointStats(
+            stats = ep.stats or EndpointStats(
                 ep.label, ep.profile, ep.profile.base_url or "", ep.model, ep.price, ep.currency
             )
-            reports.append(stats.report(streaming))
+            reports.append(stats.report(config.stream))
         primary, secondary = reports
         verdict, ratio, excess, reasons, notes = decide(
             primary, secondary, threshold=config.threshold, max_error_excess=config.max_error_excess
@@ -465,32 +358,12 @@ class ShadowRun:
         if self._stopped_early:
             notes.append("stopped early: the verdict covers the traffic sent until then")
         now = self._ended if self._ended is not None else time.monotonic()
-        elapsed = round(now - self._t0, 3) if self._t0 is not None else 0.0
         return ShadowReport(
             started_at=self._started_wall,
-            elapsed_s=elapsed,
+            elapsed_s=round(now - self._t0, 3) if self._t0 is not None else 0.0,
             finished=self._finished,
             stopped_early=self._stopped_early,
-            settings={
-                "rate": config.rate,
-                "duration_s": config.duration_s,
-                "threshold": config.threshold,
-                "max_error_excess": config.max_error_excess,
-                "rps": config.rps,
-                "stream": config.stream,
-                "timeout_s": config.timeout_s,
-                "workload": config.workload,
-                "currency": config.currency.to_dict(),
-                "judge": {
-                    "endpoint": "self" if config.judge.endpoint is None else config.judge.endpoint.name,
-                    "rate": config.judge.rate,
-                    "min_pairs": config.judge.min_pairs,
-                    "margin": config.judge.margin,
-                    "alpha": config.judge.alpha,
-                }
-                if config.judge is not None
-                else None,
-            },
+            settings=self._settings(),
             primary=primary,
             secondary=secondary,
             paired={
@@ -516,6 +389,31 @@ class ShadowRun:
             ),
             judged_agreement=judged,
         )
+
+    def _settings(self) -> dict[str, Any]:
+        """The settings a report is read against (shadow.json keeps them with the figures)."""
+        config = self.config
+        judge = config.judge
+        return {
+            "rate": config.rate,
+            "duration_s": config.duration_s,
+            "threshold": config.threshold,
+            "max_error_excess": config.max_error_excess,
+            "rps": config.rps,
+            "stream": config.stream,
+            "timeout_s": config.timeout_s,
+            "workload": config.workload,
+            "currency": config.currency.to_dict(),
+            "judge": {
+                "endpoint": "self" if judge.endpoint is None else judge.endpoint.name,
+                "rate": judge.rate,
+                "min_pairs": judge.min_pairs,
+                "margin": judge.margin,
+                "alpha": judge.alpha,
+            }
+            if judge is not None
+            else None,
+        }
 
 
 async def run_shadow(config: ShadowConfig, on_update: Callable[[ShadowReport], None] | None = None) -> ShadowReport:

@@ -3,9 +3,9 @@
 What a client sees is what OpenAI's ``/v1/files`` and ``/v1/batches`` answer (the routes are
 in ``server.py``): an uploaded JSONL file of ``{"custom_id", "method": "POST", "url":
 "/v1/chat/completions", "body"}`` lines is checked line by line at upload (a bad line is a
-400 naming it), a batch made from it moves validating → in_progress → finalizing →
-completed, and its results are an output file (lines that succeeded) and an error file
-(lines that did not), each line in OpenAI's format::
+400 naming it: ``batch_files.py``), a batch made from it (``batch_object.py``) moves
+validating → in_progress → finalizing → completed, and its results are an output file (lines
+that succeeded) and an error file (lines that did not), each line in OpenAI's format::
 
     {"id": "batch_req_...", "custom_id": "...", "response": {"status_code": 200,
      "request_id": "req_...", "body": {<chat.completion>}}, "error": null}     # output file
@@ -41,336 +41,29 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import errors
+from .batch_files import InputLine, StoredFile, parse_batch_file
+from .batch_object import Batch, read_create
+from .errors import ApiError, bad_request_error, not_found_error
 
 if TYPE_CHECKING:
     from .core import Simulator
 
-__all__ = [
-    "ApiError",
-    "BatchStore",
-    "StoredFile",
-    "ENDPOINT",
-    "MAX_LINES",
-    "MAX_BYTES",
-    "access_denied",
-]
+__all__ = ["BatchStore"]
 
-#: the one endpoint the simulator's batches serve
-ENDPOINT = "/v1/chat/completions"
-#: OpenAI's limits of a batch input file
-MAX_LINES = 50_000
-MAX_BYTES = 200 * 1024 * 1024
-#: files with these purposes are accepted (only ``batch`` files are parsed)
-PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
-#: what OpenAI supports as ``endpoint`` (all but ours are refused as not simulated)
-_OPENAI_ENDPOINTS = (
-    "/v1/responses",
-    "/v1/chat/completions",
-    "/v1/embeddings",
-    "/v1/completions",
-    "/v1/moderations",
-    "/v1/images/generations",
-    "/v1/images/edits",
-    "/v1/videos",
-)
 #: shares of ``batch_seconds``: validating until the first, in progress until the second
 _VALIDATING = 0.1
 _IN_PROGRESS_END = 0.9
 #: share of ``batch_seconds`` a batch spends cancelling
 _CANCELLING = 0.1
-_DAY = 86_400
-_FILE_TTL = 30 * _DAY
 _TERMINAL = frozenset({"completed", "expired", "cancelled", "failed"})
 _EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."
 
 
-class ApiError(Exception):
-    """An OpenAI error answer: ``status`` and its ``{"error": {...}}`` body."""
-
-    def __init__(self, status: int, body: dict[str, Any]) -> None:
-        super().__init__(body["error"]["message"])
-        self.status = status
-        self.body = body
-
-
-def _bad(message: str, param: str | None = None, code: str | None = None, line: int | None = None) -> ApiError:
-    status, body = errors.bad_request(message, param, code)
-    if line is not None:
-        body["error"]["line"] = line
-    return ApiError(status, body)
-
-
-def _not_found(kind: str, ident: str, param: str) -> ApiError:
-    return ApiError(404, errors.error_body(f"No such {kind} object: {ident}", "invalid_request_error", param, None))
-
-
-def access_denied(sim: Simulator, authorization: str | None) -> tuple[int, dict[str, Any]] | None:
-    """The answer to a files/batches request the endpoint refuses (down: 503; a wrong or
-    missing key when ``require_key`` is set: 401, as ``chat`` answers), else None."""
-    cfg = sim.config
-    if cfg.down:
-        return errors.server_error(503)
-    if cfg.require_key is not None:
-        if not authorization:
-            return errors.invalid_api_key(True)
-        if authorization != "Bearer " + cfg.require_key:
-            return errors.invalid_api_key(False)
-    return None
-
-
 def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-@dataclass(slots=True)
-class InputLine:
-    #: 1-based line number in the uploaded file
-    line: int
-    custom_id: str
-    #: the request body, re-encoded as JSON (what ``chat`` reads)
-    body: bytes
-
-
-@dataclass
-class StoredFile:
-    id: str
-    filename: str
-    purpose: str
-    data: bytes
-    created_at: int
-    #: a batch input file's requests (None for other purposes)
-    lines: list[InputLine] | None = None
-    #: the model every line of a batch input file asks for
-    model: str | None = None
-
-    def obj(self) -> dict[str, Any]:
-        """The OpenAI File object."""
-        return {
-            "id": self.id,
-            "object": "file",
-            "bytes": len(self.data),
-            "created_at": self.created_at,
-            "expires_at": self.created_at + _FILE_TTL if self.purpose in ("batch", "batch_output") else None,
-            "filename": self.filename,
-            "purpose": self.purpose,
-            "status": "processed",
-            "status_details": None,
-        }
-
-
-def parse_batch_file(data: bytes) -> tuple[list[InputLine], str]:
-    """The requests of a batch input file and their model; ApiError (400, naming the line)
-    on the first line OpenAI would refuse."""
-    if len(data) > MAX_BYTES:
-        raise _bad(
-            f"The file is {len(data)} bytes; a batch input file can be up to {MAX_BYTES} bytes.",
-            "file",
-            "file_too_large",
-        )
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise _bad(f"Line {line}: the file is not valid UTF-8.", "file", "invalid_json_line", line) from None
-    lines: list[InputLine] = []
-    first: dict[str, int] = {}
-    model: str | None = None
-    model_line = 0
-    for n, raw in enumerate(text.split("\n"), 1):
-        if not raw.strip():
-            continue
-        if len(lines) >= MAX_LINES:
-            raise _bad(
-                f"Line {n}: a batch input file can hold up to {MAX_LINES} requests.", "file", "too_many_requests", n
-            )
-        try:
-            item = json.loads(raw)
-        except ValueError as e:
-            raise _bad(f"Line {n}: this line is not valid JSON ({e}).", "file", "invalid_json_line", n) from None
-        if not isinstance(item, dict):
-            raise _bad(f"Line {n}: each line must be a JSON object.", "file", "invalid_json_line", n)
-        cid = item.get("custom_id")
-        if cid is None:
-            raise _bad(
-                f"Line {n}: missing required parameter 'custom_id'.", "custom_id", "missing_required_parameter", n
-            )
-        if not isinstance(cid, str) or not cid:
-            raise _bad(
-                f"Line {n}: 'custom_id' must be a non-empty string, got {cid!r}.", "custom_id", "invalid_custom_id", n
-            )
-        if cid in first:
-            raise _bad(
-                f"Line {n}: the custom_id {cid!r} is also on line {first[cid]}; each custom_id must be "
-                "unique within a batch file.",
-                "custom_id",
-                "duplicate_custom_id",
-                n,
-            )
-        first[cid] = n
-        method = item.get("method")
-        if method != "POST":
-            raise _bad(
-                f"Line {n}: invalid 'method' {method!r}; batch requests must use 'POST'.", "method", "invalid_method", n
-            )
-        url = item.get("url")
-        if url != ENDPOINT:
-            what = "not supported by the simulator" if url in _OPENAI_ENDPOINTS else "not a batch endpoint"
-            raise _bad(f"Line {n}: the url {url!r} is {what}; use {ENDPOINT!r}.", "url", "invalid_url", n)
-        body = item.get("body")
-        if not isinstance(body, dict):
-            raise _bad(
-                f"Line {n}: missing or invalid 'body'; it must be a JSON object.",
-                "body",
-                "missing_required_parameter" if body is None else "invalid_body",
-                n,
-            )
-        m = body.get("model")
-        if not isinstance(m, str) or not m:
-            raise _bad(
-                f"Line {n}: missing required parameter 'body.model'.", "body.model", "missing_required_parameter", n
-            )
-        if model is None:
-            model, model_line = m, n
-        elif m != model:
-            raise _bad(
-                f"Line {n}: the model {m!r} differs from {model!r} on line {model_line}; each batch file must "
-                "only include requests to a single model.",
-                "body.model",
-                "mismatched_model",
-                n,
-            )
-        if body.get("stream") is True:
-            raise _bad(
-                f"Line {n}: streaming is not supported in batch requests ('body.stream').",
-                "body.stream",
-                "invalid_value",
-                n,
-            )
-        lines.append(InputLine(n, cid, _dumps(body)))
-    if not lines:
-        raise _bad("The file is empty: a batch input file needs at least one request line.", "file", "empty_file")
-    assert model is not None
-    return lines, model
-
-
-@dataclass
-class Batch:
-    id: str
-    input_file_id: str
-    completion_window: str
-    metadata: dict[str, str] | None
-    model: str
-    lines: list[InputLine]
-    #: each line's submission index among all submissions of its custom_id (seeds its draw)
-    nth: list[int]
-    authorization: str | None
-    #: monotonic and wall-clock times of creation
-    t0: float
-    wall0: float
-    #: the config when created: duration, extra failures, expiry share, seed
-    seconds: float
-    error_rate: float
-    expire_after: float | None
-    seed: int
-    status: str = "validating"
-    #: lines run so far (the output and error lines they made)
-    done: int = 0
-    completed: int = 0
-    failed: int = 0
-    out: list[bytes] = field(default_factory=list)
-    err: list[bytes] = field(default_factory=list)
-    #: "in_progress_at", "finalizing_at", ... → unix seconds
-    times: dict[str, int] = field(default_factory=dict)
-    #: seconds after t0 when cancel was asked
-    cancel_el: float | None = None
-    output_file_id: str | None = None
-    error_file_id: str | None = None
-    input_tokens: int = 0
-    cached_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-
-    @property
-    def limit(self) -> int:
-        """How many lines run before the batch expires (all of them unless in expiry mode)."""
-        total = len(self.lines)
-        if self.expire_after is None:
-            return total
-        return min(total, math.floor(total * self.expire_after))
-
-    @property
-    def expires_at(self) -> int:
-        if self.expire_after is not None and self.limit < len(self.lines):
-            return int(math.ceil(self.wall0 + self.seconds))
-        return int(self.wall0) + _DAY
-
-    def stamp(self, name: str, elapsed: float) -> None:
-        self.times.setdefault(name, int(self.wall0 + elapsed))
-
-    def obj(self) -> dict[str, Any]:
-        """The OpenAI Batch object."""
-        t = self.times
-        return {
-            "id": self.id,
-            "object": "batch",
-            "endpoint": ENDPOINT,
-            "model": self.model,
-            "errors": None,
-            "input_file_id": self.input_file_id,
-            "completion_window": self.completion_window,
-            "status": self.status,
-            "output_file_id": self.output_file_id,
-            "error_file_id": self.error_file_id,
-            "created_at": int(self.wall0),
-            "in_progress_at": t.get("in_progress_at"),
-            "expires_at": self.expires_at,
-            "finalizing_at": t.get("finalizing_at"),
-            "completed_at": t.get("completed_at"),
-            "failed_at": None,
-            "expired_at": t.get("expired_at"),
-            "cancelling_at": t.get("cancelling_at"),
-            "cancelled_at": t.get("cancelled_at"),
-            "request_counts": {"total": len(self.lines), "completed": self.completed, "failed": self.failed},
-            "usage": {
-                "input_tokens": self.input_tokens,
-                "input_tokens_details": {"cached_tokens": self.cached_tokens},
-                "output_tokens": self.output_tokens,
-                "output_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
-                "total_tokens": self.input_tokens + self.output_tokens,
-            },
-            "metadata": self.metadata,
-        }
-
-
-def _check_metadata(raw: Any) -> dict[str, str] | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise _bad("Invalid type for 'metadata': expected an object.", "metadata", "invalid_type")
-    if len(raw) > 16:
-        raise _bad(
-            f"Invalid 'metadata': too many properties. Expected at most 16, got {len(raw)}.",
-            "metadata",
-            "object_above_max_length",
-        )
-    for k, v in raw.items():
-        if len(k) > 64:
-            raise _bad(
-                f"Invalid 'metadata': key {k[:20]!r}... is longer than 64 characters.",
-                "metadata",
-                "string_above_max_length",
-            )
-        if not isinstance(v, str):
-            raise _bad(f"Invalid type for 'metadata.{k}': expected a string.", f"metadata.{k}", "invalid_type")
-        if len(v) > 512:
-            raise _bad(
-                f"Invalid 'metadata.{k}': longer than 512 characters.", f"metadata.{k}", "string_above_max_length"
-            )
-    return dict(raw)
 
 
 def _u(seed: int, custom_id: str, nth: int) -> float:
@@ -428,7 +121,7 @@ class BatchStore:
     def file(self, file_id: str) -> StoredFile:
         f = self.files.get(file_id)
         if f is None:
-            raise _not_found("File", file_id, "id")
+            raise not_found_error("File", file_id, "id")
         return f
 
     def delete_file(self, file_id: str) -> dict[str, Any]:
@@ -450,34 +143,12 @@ class BatchStore:
 
     def create(self, payload: Any, authorization: str | None) -> Batch:
         """``POST /v1/batches``: a new batch, ``validating``, its clock started."""
-        if not isinstance(payload, dict):
-            raise _bad("The request body must be a JSON object.")
-        for name in ("input_file_id", "endpoint", "completion_window"):
-            if payload.get(name) is None:
-                raise _bad(f"Missing required parameter: '{name}'.", name, "missing_required_parameter")
-        endpoint = payload["endpoint"]
-        if endpoint != ENDPOINT:
-            if endpoint in _OPENAI_ENDPOINTS:
-                raise _bad(
-                    f"The simulator's batches serve only {ENDPOINT!r}, not {endpoint!r}.", "endpoint", "invalid_value"
-                )
-            raise _bad(
-                f"Invalid value: {endpoint!r}. Supported values are: " + ", ".join(repr(e) for e in _OPENAI_ENDPOINTS),
-                "endpoint",
-                "invalid_value",
-            )
-        window = payload["completion_window"]
-        if window != "24h":
-            raise _bad(f"Invalid value: {window!r}. Supported values are: '24h'.", "completion_window", "invalid_value")
-        metadata = _check_metadata(payload.get("metadata"))
-        file_id = payload["input_file_id"]
-        if not isinstance(file_id, str):
-            raise _bad("Invalid type for 'input_file_id': expected a string.", "input_file_id", "invalid_type")
+        file_id, window, metadata = read_create(payload)
         f = self.files.get(file_id)
         if f is None:
-            raise _not_found("File", file_id, "input_file_id")
+            raise not_found_error("File", file_id, "input_file_id")
         if f.purpose != "batch" or f.lines is None or f.model is None:
-            raise _bad(
+            raise bad_request_error(
                 f"The file {file_id} was not uploaded with purpose 'batch'.", "input_file_id", "invalid_file_purpose"
             )
         nth: list[int] = []
@@ -515,7 +186,7 @@ class BatchStore:
         """The batch, brought up to the present (ApiError 404 when unknown)."""
         b = self.batches.get(batch_id)
         if b is None:
-            raise _not_found("batch", batch_id, "batch_id")
+            raise not_found_error("batch", batch_id, "batch_id")
         self.advance(b, self.clock())
         return b
 

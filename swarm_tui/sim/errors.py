@@ -3,14 +3,21 @@
 The engine classifies failures on status, ``code``, ``type`` and message together, so the
 simulator must produce the same shapes a real endpoint does: ``{"error": {"message",
 "type", "param", "code"}}``. Each function returns ``(status, body)``; headers such as
-``retry-after`` are the server's business.
+``retry-after`` are the server's business. Two carriers of one: a ``Refusal`` is the answer a chat
+request gets before any answer is written (with its counter category and any headers it adds),
+an ``ApiError`` is raised by the Batch API's files and batches and answered by the server.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "Refusal",
+    "ApiError",
+    "bad_request_error",
+    "not_found_error",
     "error_body",
     "invalid_api_key",
     "bad_request",
@@ -25,6 +32,40 @@ __all__ = [
 ]
 
 _RATE_DOCS = "Visit https://platform.openai.com/account/rate-limits to learn more."
+
+
+@dataclass(slots=True, frozen=True)
+class Refusal:
+    """A chat request answered with an error before any answer is written."""
+
+    status_body: tuple[int, dict[str, Any]]
+    #: "rate_limited", "quota", "scripted" ... for the counters (None: a client or server error)
+    category: str | None = None
+    #: headers the refusal adds (a 429's ``retry-after``)
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class ApiError(Exception):
+    """An OpenAI error answer: ``status`` and its ``{"error": {...}}`` body."""
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(body["error"]["message"])
+        self.status = status
+        self.body = body
+
+
+def bad_request_error(
+    message: str, param: str | None = None, code: str | None = None, line: int | None = None
+) -> ApiError:
+    """A 400 to raise; ``line`` names the line of an uploaded file it is about."""
+    status, body = bad_request(message, param, code)
+    if line is not None:
+        body["error"]["line"] = line
+    return ApiError(status, body)
+
+
+def not_found_error(kind: str, ident: str, param: str) -> ApiError:
+    return ApiError(404, error_body(f"No such {kind} object: {ident}", "invalid_request_error", param, None))
 
 
 def error_body(message: str, type_: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:

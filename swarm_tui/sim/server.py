@@ -44,9 +44,12 @@ from typing import Any
 from aiohttp import BodyPartReader, web
 
 from . import errors
-from .batches import MAX_BYTES, PURPOSES, ApiError, access_denied
+from .batch_files import MAX_BYTES, PURPOSES
 from .config import SimConfig
-from .core import Reply, Simulator
+from .core import Simulator
+from .errors import ApiError, bad_request_error
+from .reply import Reply
+from .request import endpoint_refusal
 from .sse import DONE, ChunkWriter
 
 __all__ = ["create_app", "start_site", "SIM_KEY", "STOPPING_KEY"]
@@ -127,7 +130,7 @@ async def _stream(request: web.Request, sim: Simulator, reply: Reply) -> web.Str
     headers["Cache-Control"] = "no-cache"
     resp = web.StreamResponse(status=200, headers=headers)
     await resp.prepare(request)
-    sim.stats_.streams += 1
+    sim.streamed()
     w = ChunkWriter(reply.meta, plan.include_usage)
     delay = max(sim.config.chunk_delay_ms / 1000.0, plan.piece_delay_s)
     # reasoning, then content, then tool-call deltas (only content for most answers)
@@ -174,7 +177,7 @@ def _guarded(handler: _Handler) -> _Handler:
     """Refuse as chat does (down, key), and answer an ``ApiError`` as its JSON error."""
 
     async def guarded(request: web.Request) -> web.StreamResponse:
-        denied = access_denied(request.app[SIM_KEY], request.headers.get("Authorization"))
+        denied = endpoint_refusal(request.app[SIM_KEY].config, request.headers.get("Authorization"))
         if denied is not None:
             return _json(denied[1], denied[0])
         try:
@@ -185,17 +188,13 @@ def _guarded(handler: _Handler) -> _Handler:
     return guarded
 
 
-def _bad(message: str, param: str | None = None, code: str | None = None) -> ApiError:
-    return ApiError(*errors.bad_request(message, param, code))
-
-
 async def _upload_file(request: web.Request) -> web.StreamResponse:
     if not request.content_type.startswith("multipart/"):
-        raise _bad("The request must be multipart/form-data with 'purpose' and 'file' fields.")
+        raise bad_request_error("The request must be multipart/form-data with 'purpose' and 'file' fields.")
     try:
         reader = await request.multipart()
     except (ValueError, AssertionError) as e:
-        raise _bad(f"Could not parse the multipart body: {e}") from None
+        raise bad_request_error(f"Could not parse the multipart body: {e}") from None
     purpose: str | None = None
     data: bytes | None = None
     filename = "upload"
@@ -204,7 +203,7 @@ async def _upload_file(request: web.Request) -> web.StreamResponse:
         if part is None:
             break
         if not isinstance(part, BodyPartReader):
-            raise _bad("Nested multipart bodies are not supported.")
+            raise bad_request_error("Nested multipart bodies are not supported.")
         if part.name == "purpose":
             purpose = (await part.text()).strip()
         elif part.name == "file":
@@ -213,20 +212,20 @@ async def _upload_file(request: web.Request) -> web.StreamResponse:
             while chunk := await part.read_chunk(1 << 20):
                 buf += chunk
                 if len(buf) > MAX_BYTES:
-                    raise _bad(f"The file is larger than {MAX_BYTES} bytes.", "file", "file_too_large")
+                    raise bad_request_error(f"The file is larger than {MAX_BYTES} bytes.", "file", "file_too_large")
             data = bytes(buf)
         else:
             await part.release()
     if purpose is None:
-        raise _bad("Missing required parameter: 'purpose'.", "purpose", "missing_required_parameter")
+        raise bad_request_error("Missing required parameter: 'purpose'.", "purpose", "missing_required_parameter")
     if purpose not in PURPOSES:
-        raise _bad(
+        raise bad_request_error(
             f"Invalid value for 'purpose': {purpose!r}. Supported values are: " + ", ".join(map(repr, PURPOSES)),
             "purpose",
             "invalid_value",
         )
     if data is None:
-        raise _bad("Missing required parameter: 'file'.", "file", "missing_required_parameter")
+        raise bad_request_error("Missing required parameter: 'file'.", "file", "missing_required_parameter")
     f = request.app[SIM_KEY].batches.upload(data, filename, purpose)
     return _json(f.obj())
 
@@ -252,7 +251,7 @@ async def _create_batch(request: web.Request) -> web.StreamResponse:
     try:
         payload = await request.json()
     except ValueError:
-        raise _bad("We could not parse the JSON body of your request.") from None
+        raise bad_request_error("We could not parse the JSON body of your request.") from None
     b = request.app[SIM_KEY].batches.create(payload, request.headers.get("Authorization"))
     request.app[BATCH_WAKE_KEY].set()
     return _json(b.obj())
@@ -271,9 +270,13 @@ async def _list_batches(request: web.Request) -> web.StreamResponse:
     try:
         limit = int(raw)
     except ValueError:
-        raise _bad(f"Invalid 'limit': expected an integer, got {raw!r}.", "limit", "invalid_type") from None
+        raise bad_request_error(
+            f"Invalid 'limit': expected an integer, got {raw!r}.", "limit", "invalid_type"
+        ) from None
     if not 1 <= limit <= 100:
-        raise _bad(f"Invalid 'limit': expected a value from 1 to 100, got {limit}.", "limit", "invalid_value")
+        raise bad_request_error(
+            f"Invalid 'limit': expected a value from 1 to 100, got {limit}.", "limit", "invalid_value"
+        )
     return _json(request.app[SIM_KEY].batches.list_batches(request.query.get("after"), limit))
 
 

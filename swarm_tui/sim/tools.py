@@ -23,11 +23,7 @@ N, the tool rounds before the final answer
 A tool-calling step (``choose_calls``)
     1 call (60%), 2 (25%) or 3 (15%); 1 when ``parallel_tool_calls`` is false. Each picks a
     tool from those offered (only the named one when ``tool_choice`` names one), with
-    arguments filled from its JSON schema (``schema_arguments``): the required properties
-    (``$ref``, ``anyOf``/``oneOf``, type lists, ``enum`` and ``const`` understood); a string
-    is the task token (``t-3fa2b1c9``), followed by a topic such as ``retries`` when the
-    property is a query (``term``, ``query``, ``text``, ...); integers and numbers are
-    small ints within any ``minimum``/``maximum``; booleans seeded; arrays one item.
+    arguments filled from its JSON schema (``tool_arguments.py``: the task token in strings).
     ``content`` is null or a short thought. Ids are ``call_`` + 20 hex digits (the
     simulator's random run id and the request's number), never reused. Completion tokens
     are the estimate of the content plus each call's name and arguments; above
@@ -51,35 +47,24 @@ Reasoning
     in the message of a plain answer, as ``delta.reasoning_content`` chunks in a stream.
     Its tokens count in ``completion_tokens`` and in ``completion_tokens_details.reasoning_tokens``.
 
-Validation (400, OpenAI's wording): ``tools`` must be a non-empty array of
-``{"type": "function", "function": {"name": ..., "parameters": {...}}}`` with names of
-``[a-zA-Z0-9_-]{1,64}``; ``tool_choice`` "none" / "auto" / "required" or a named function
-that is offered; a ``tool`` message must answer a ``tool_call_id`` of the assistant message
-before it, and every call of an assistant message must be answered before the next
-message. The tool definitions count in ``prompt_tokens`` (compact JSON, estimated).
-A ``tool_choice`` without ``tools`` is ignored (OpenAI refuses it; a request without tools
-is answered exactly as before tools existed).
+The request's ``tools`` and ``tool_choice`` are checked as OpenAI checks them (``tool_request.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from .behaviour import content_text, estimate_tokens
+from .tokens import content_text, estimate_tokens
+from .tool_arguments import schema_arguments
+from .tool_request import ToolSpec
 
 __all__ = [
     "scripted_tokens",
-    "ToolSpec",
-    "ToolRequest",
-    "parse_tools",
-    "check_tool_messages",
     "first_user_text",
     "task_token",
     "directives",
@@ -89,7 +74,6 @@ __all__ = [
     "folded_results",
     "planned_rounds",
     "choose_calls",
-    "schema_arguments",
     "thought",
     "reasoning_text",
     "fit_tool_answer",
@@ -100,235 +84,13 @@ __all__ = [
 #: each quoted tool result is cut to this many characters
 RESULT_WIDTH = 80
 
-_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _TOOLS_MARKER = re.compile(r"\[\[sim:tools=(\d+)\]\]", re.IGNORECASE)
 _REASONING_MARKER = "[[sim:reasoning]]"
 _TOKENS_MARKER = re.compile(r"\[\[sim:tokens=(\d+)\]\]", re.IGNORECASE)
 
-#: string properties that read as a query get a topic after the task token
-_QUERY_NAMES = frozenset(
-    {"term", "query", "q", "topic", "search", "keyword", "keywords", "question", "text", "subject", "prompt"}
-)
-_TOPICS = (
-    "rate limits",
-    "retries",
-    "prefix caching",
-    "failover",
-    "backoff",
-    "hedging",
-    "timeouts",
-    "streaming",
-    "token bucket",
-    "critical path",
-)
-
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-
-
-# --------------------------------------------------------------------------------------
-# the request
-
-
-@dataclass(slots=True, frozen=True)
-class ToolSpec:
-    name: str
-    parameters: dict[str, Any]
-
-
-@dataclass(slots=True, frozen=True)
-class ToolRequest:
-    tools: tuple[ToolSpec, ...]
-    #: "auto", "none", "required", or "function" (then ``forced`` names it)
-    choice: str
-    forced: str | None
-    parallel: bool
-    #: estimated tokens of the tool definitions (they are part of the prompt)
-    tokens: int
-
-    @property
-    def calls_allowed(self) -> bool:
-        return self.choice != "none"
-
-    @property
-    def must_call(self) -> bool:
-        return self.choice in ("required", "function")
-
-
-#: (message, param, code) of a 400
-Problem = tuple[str, str | None, str | None]
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
-def parse_tools(body: dict[str, Any]) -> ToolRequest | Problem | None:
-    """The request's tools (None when it offers none), or the 400 a real endpoint answers."""
-    raw = body.get("tools")
-    if raw is None:
-        return None
-    if not isinstance(raw, list):
-        return (
-            f"Invalid type for 'tools': expected an array of objects, but got {_type_name(raw)} instead.",
-            "tools",
-            "invalid_type",
-        )
-    if not raw:
-        return (
-            "Invalid 'tools': empty array. Expected an array with minimum length 1, but got an empty array instead.",
-            "tools",
-            "empty_array",
-        )
-    specs: list[ToolSpec] = []
-    for i, tool in enumerate(raw):
-        where = f"tools[{i}]"
-        if not isinstance(tool, dict):
-            return (
-                f"Invalid type for '{where}': expected an object, but got {_type_name(tool)} instead.",
-                where,
-                "invalid_type",
-            )
-        if tool.get("type") != "function":
-            return (
-                f"Invalid value: {tool.get('type')!r}. Supported values are: 'function'.",
-                f"{where}.type",
-                "invalid_value",
-            )
-        fn = tool.get("function")
-        if not isinstance(fn, dict):
-            return (
-                f"Missing required parameter: '{where}.function'.",
-                f"{where}.function",
-                "missing_required_parameter",
-            )
-        name = fn.get("name")
-        if not isinstance(name, str):
-            return (
-                f"Missing required parameter: '{where}.function.name'.",
-                f"{where}.function.name",
-                "missing_required_parameter",
-            )
-        if not _NAME.match(name):
-            return (
-                f"Invalid '{where}.function.name': string does not match pattern. Expected a string that matches "
-                "the pattern '^[a-zA-Z0-9_-]+$'.",
-                f"{where}.function.name",
-                "invalid_value",
-            )
-        params = fn.get("parameters", {})
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            return (
-                f"Invalid type for '{where}.function.parameters': expected an object, but got "
-                f"{_type_name(params)} instead.",
-                f"{where}.function.parameters",
-                "invalid_type",
-            )
-        specs.append(ToolSpec(name, params))
-    names = [s.name for s in specs]
-    choice_raw = body.get("tool_choice")
-    forced: str | None = None
-    if choice_raw is None:
-        choice = "auto"
-    elif isinstance(choice_raw, str) and choice_raw in ("none", "auto", "required"):
-        choice = choice_raw
-    elif (
-        isinstance(choice_raw, dict)
-        and choice_raw.get("type") == "function"
-        and isinstance(choice_raw.get("function"), dict)
-        and isinstance(choice_raw["function"].get("name"), str)
-    ):
-        forced = choice_raw["function"]["name"]
-        if forced not in names:
-            return (
-                f"Invalid value for 'tool_choice': tool_choice references '{forced}' but no such tool exists in "
-                "'tools'.",
-                "tool_choice",
-                "invalid_value",
-            )
-        choice = "function"
-    else:
-        return (
-            "Invalid value for 'tool_choice': expected 'none', 'auto', 'required' or "
-            '{"type": "function", "function": {"name": ...}}.',
-            "tool_choice",
-            "invalid_value",
-        )
-    parallel = body.get("parallel_tool_calls") is not False
-    return ToolRequest(tuple(specs), choice, forced, parallel, estimate_tokens(_dumps(raw)))
-
-
-def check_tool_messages(messages: Sequence[Any]) -> Problem | None:
-    """The 400 for a conversation whose tool messages do not answer its tool calls."""
-    pending: dict[str, None] = {}
-    pending_at = -1
-    seen_calls = False
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            continue
-        role = m.get("role")
-        if role == "tool":
-            call_id = m.get("tool_call_id")
-            if not isinstance(call_id, str) or not call_id:
-                return (
-                    "Missing parameter 'tool_call_id': messages with role 'tool' must have a 'tool_call_id'.",
-                    f"messages.[{i}].tool_call_id",
-                    None,
-                )
-            if not seen_calls:
-                return (
-                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message "
-                    "with 'tool_calls'.",
-                    f"messages.[{i}].role",
-                    None,
-                )
-            if call_id not in pending:
-                return (
-                    f"Invalid parameter: 'tool_call_id' of '{call_id}' not found in 'tool_calls' of previous message.",
-                    f"messages.[{i}].tool_call_id",
-                    None,
-                )
-            del pending[call_id]
-            continue
-        if pending:
-            break
-        seen_calls = False
-        if role == "assistant":
-            calls = m.get("tool_calls")
-            if calls:
-                if not isinstance(calls, list):
-                    return ("Invalid type for 'tool_calls': expected an array.", f"messages.[{i}].tool_calls", None)
-                for c in calls:
-                    cid = c.get("id") if isinstance(c, dict) else None
-                    if not isinstance(cid, str) or not cid:
-                        return (
-                            "Missing required parameter: 'tool_calls[].id'.",
-                            f"messages.[{i}].tool_calls",
-                            "missing_required_parameter",
-                        )
-                    pending[cid] = None
-                seen_calls, pending_at = True, i
-    if pending:
-        return (
-            "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-            f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(pending)}",
-            f"messages.[{pending_at}].role",
-            None,
-        )
-    return None
 
 
 # --------------------------------------------------------------------------------------
@@ -456,107 +218,6 @@ def reasoning_text(task: str, step: int, names: Sequence[str] | None, results: i
 
 # --------------------------------------------------------------------------------------
 # arguments from a JSON schema
-
-
-def schema_arguments(schema: Any, rng: random.Random, token: str) -> dict[str, Any]:
-    """A JSON object satisfying a tool's ``parameters`` schema (its required properties)."""
-    value = _value(schema if isinstance(schema, dict) else {}, rng, token, schema, "", 0, top=True)
-    return value if isinstance(value, dict) else {}
-
-
-def _resolve(ref: str, root: Any) -> Any:
-    if not ref.startswith("#/"):
-        return {}
-    node = root
-    for part in ref[2:].split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, dict) or part not in node:
-            return {}
-        node = node[part]
-    return node
-
-
-def _bound(schema: dict[str, Any], key: str, exclusive: str, default: int | None, step: int) -> int | None:
-    v = schema.get(key)
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-        return math.ceil(v) if step > 0 else math.floor(v)
-    v = schema.get(exclusive)
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-        return math.floor(v) + 1 if step > 0 else math.ceil(v) - 1
-    return default
-
-
-def _value(schema: Any, rng: random.Random, token: str, root: Any, name: str, depth: int, top: bool = False) -> Any:
-    if not isinstance(schema, dict):
-        return token
-    if depth > 8:
-        return None
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        return _value(_resolve(ref, root), rng, token, root, name, depth + 1, top)
-    if "const" in schema:
-        return schema["const"]
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum:
-        return rng.choice(enum)
-    for key in ("anyOf", "oneOf", "allOf"):
-        options = schema.get(key)
-        if isinstance(options, list) and options:
-            usable = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")] or options
-            return _value(usable[0], rng, token, root, name, depth + 1, top)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind is None:
-        kind = "object" if top or "properties" in schema else "array" if "items" in schema else "string"
-    if kind == "object":
-        props = schema.get("properties")
-        props = props if isinstance(props, dict) else {}
-        required = schema.get("required")
-        names = [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
-        return {n: _value(props.get(n, {"type": "string"}), rng, token, root, n, depth + 1) for n in names}
-    if kind == "array":
-        n_items = schema.get("minItems")
-        n_items = n_items if isinstance(n_items, int) and not isinstance(n_items, bool) and n_items > 1 else 1
-        items = schema.get("items", {"type": "string"})
-        return [_value(items, rng, token, root, name, depth + 1) for _ in range(min(n_items, 8))]
-    if kind in ("integer", "number"):
-        hi = _bound(schema, "maximum", "exclusiveMaximum", None, -1)
-        lo = _bound(schema, "minimum", "exclusiveMinimum", 1 if hi is None else min(1, hi), +1)
-        assert lo is not None
-        if hi is None:
-            hi = lo + 8
-        if hi < lo:
-            return lo
-        return rng.randint(lo, min(hi, lo + 8))
-    if kind == "boolean":
-        return rng.random() < 0.5
-    if kind == "null":
-        return None
-    return _string(schema, rng, token, name)
-
-
-def _string(schema: dict[str, Any], rng: random.Random, token: str, name: str) -> str:
-    fmt = schema.get("format")
-    if fmt == "date-time":
-        text = "2025-01-01T00:00:00Z"
-    elif fmt == "date":
-        text = "2025-01-01"
-    elif fmt in ("uri", "url"):
-        text = f"https://example.com/{token}"
-    elif fmt == "email":
-        text = f"{token}@example.com"
-    elif name.lower() in _QUERY_NAMES:
-        text = f"{token} {rng.choice(_TOPICS)}"
-    else:
-        text = token
-    low = schema.get("minLength")
-    if isinstance(low, int) and len(text) < low:
-        text = text + "x" * (low - len(text))
-    high = schema.get("maxLength")
-    if isinstance(high, int) and high >= 0 and len(text) > high:
-        text = text[:high]
-    return text
 
 
 # --------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.events import RunFinished
 from ..core.task import Task
-from ..engine.engine import RunStopped
+from ..engine.settings import RunStopped
 from ..jobs import TaskTemplate
 from .aggregator import Aggregate, aggregate
 from .json_repair import JsonExtractionError, extract_json
@@ -24,8 +24,7 @@ from .planner import PlanError, make_plan
 from .spec import SwarmSpec
 
 if TYPE_CHECKING:
-    from ..distributed.driver import RayEngine
-    from ..engine import SwarmEngine
+    from ..core.ports import Engine
     from ..journal import Journal
 
 WARMUP_INDEX = -3
@@ -54,7 +53,7 @@ def json_validator(task: Task, result) -> str | None:
 
 class SwarmPipeline:
     def __init__(
-        self, engine: SwarmEngine | RayEngine, journal: Journal, run_dir: Path, spec: SwarmSpec, template: TaskTemplate
+        self, engine: Engine, journal: Journal, run_dir: Path, spec: SwarmSpec, template: TaskTemplate
     ) -> None:
         """What the swarm's steps need: the engine that runs its calls, the journal that keeps its
         state, and the run directory its aggregates are written to (not the whole session)."""

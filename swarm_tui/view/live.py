@@ -19,20 +19,11 @@ from typing import Any
 from ..core.events import EngineEvent, TaskState
 from ..core.ports import Capability
 from ..core.task import Task
-from ..engine import RunStats, SwarmEngine
+from ..engine import RunStats
 from ..headless import exit_code
 from ..runlog import replay_history
 from ..session import SwarmSession
 from .run_view import RunView
-
-
-def capabilities_of(engine: object) -> frozenset[Capability]:
-    """What an engine can do beyond one call per task, as it declares it; an engine that
-    declares nothing yet: a local `SwarmEngine` can everything, another (Ray) none of it."""
-    declared = getattr(engine, "capabilities", None)
-    if declared is not None:
-        return frozenset(declared)
-    return frozenset(Capability) if isinstance(engine, SwarmEngine) else frozenset()
 
 
 class LiveRun:
@@ -54,7 +45,6 @@ class LiveRun:
         self.model = session.model
         self.simulated = session.simulated
         self.base_url = "embedded simulator" if session.simulated else session.client.base_url
-        self.capabilities = capabilities_of(self.engine)
         self.view = RunView(states=self.engine.states, stats=self.engine.stats)
         stats = self.engine.stats
         if stats.sent == 0 and session.has_history:
@@ -63,7 +53,7 @@ class LiveRun:
             self.view.replay((None, event) for event in replay_history(session.journal, stats))
         if not stats.total:
             stats.total = len(self.tasks)
-        adaptive = getattr(self.engine, "adaptive", None)
+        adaptive = self.engine.adaptive
         self.view.figures.limit = self.engine.admission.limit
         self.view.figures.ceiling = adaptive.ceiling if adaptive else None
         self.engine.subscribe(self.view.observe)
@@ -99,13 +89,9 @@ class LiveRun:
         return False
 
     @property
-    def fatal(self) -> str | None:
-        return getattr(self.engine, "fatal", None)
-
-    @property
     def straggler_s(self) -> float | None:
         """The straggler deadline now (None until enough answers; a Ray run keeps it on its shards)."""
-        tail = getattr(self.engine, "tail", None)
+        tail = self.engine.tail
         return tail.typical_straggler_s() if tail is not None else None
 
     def subscribe(self, listener: Callable[[EngineEvent], None]) -> None:
@@ -148,11 +134,13 @@ class LiveRun:
     def output_error(self) -> str | None:
         return self.session.output_error
 
+    @property
+    def fatal(self) -> str | None:
+        """Why the run cannot go on (its journal cannot be written), if so."""
+        return self.engine.fatal
+
     def abort(self, reason: str = "aborted by user", *, leave_batches: bool = False) -> None:
-        if leave_batches and Capability.LEAVE_BATCHES in self.capabilities and isinstance(self.engine, SwarmEngine):
-            self.engine.abort(reason, leave_batches=True)
-        else:
-            self.engine.abort(reason)
+        self.engine.abort(reason, leave_batches=leave_batches)
 
     def set_concurrency(self, limit: int, reason: str = "user") -> int:
         return self.engine.set_concurrency(limit, reason)
@@ -161,8 +149,8 @@ class LiveRun:
         return self.engine.retry_failed(indices)
 
     def cancel(self, indices: Iterable[int]) -> list[int]:
-        if Capability.CANCEL not in self.capabilities or not isinstance(self.engine, SwarmEngine):
-            return []  # a Ray run cancels the whole run only
+        if Capability.CANCEL not in self.engine.capabilities:  # a Ray run cancels the whole run only
+            return []
         return self.engine.cancel_tasks(indices)
 
     @property

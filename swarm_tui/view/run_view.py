@@ -198,7 +198,7 @@ class RunView:
         counts, batches, scores, rate limits, phases, agents' facts and error-log rows are
         shown; their news is not announced, their pace is not this session's, their limit and
         pause are not this session's (`RunFigures.forget_run`), and their answers count toward
-        the counts but not toward the recent rates (`forget_recent`)."""
+        the counts but not toward the recent rates (`RunStats.forget_recent`)."""
         own_stats = self._counts_stats
         stats, clock = self.stats, self.stats.clock
         now, wall = clock(), wall_clock()
@@ -214,7 +214,7 @@ class RunView:
             self._replaying = False
             if own_stats:
                 stats.clock = clock
-                forget_recent(stats)
+                stats.forget_recent()
         self.figures.forget_run()
 
     # ----------------------------------------------------------------- the events, one kind each
@@ -342,10 +342,3 @@ class RunView:
 
     def _phase_only(self, event: RateGateClosed | EndpointSwitched | PhaseChanged, at: float | None) -> None:
         self.phases.take(event)
-
-
-def forget_recent(stats: RunStats) -> None:
-    """Replayed answers count toward a run's totals, not toward its recent rates (req/s, tok/s):
-    they came before this session started. `RunStats` has no public way to observe without
-    rating yet; until it has one, this is the one place that reaches into it."""
-    stats._recent.clear()  # noqa: SLF001

@@ -1,10 +1,13 @@
-"""Reading a journal written before the event log (schema 1): its rows turned into events.
+"""Journals of older schemas: brought to this one when resumed, or read as they are.
 
-A schema-1 journal has tasks, attempts and a few run events, but no log of what the engine
-emitted. `JournalFollower` rebuilds those events by merging attempt rows and run events by
-time, and by comparing task states. It serves two things only: migrating such a journal when
-it is resumed (`migrate`: the rebuilt events become its log, once), and attaching to one
-read-only. Journals of schema 2 are read through their log (`swarm_tui.attach`).
+Schema 2 kept the run's notes (a failover, a trimmed request...) as untyped rows of an
+`events` table; `migrate` turns them into the typed events they are now (`journal.note_kinds`),
+appended to the log, and drops the table. Schema 1 had no event log at all: tasks, attempts and
+a few run events. `JournalFollower` rebuilds the events the engine emitted by merging attempt
+rows and run events by time, and by comparing task states; it serves two things only:
+migrating such a journal when it is resumed (the rebuilt events, with its notes, become its
+log, once), and attaching to one read-only. Journals of schema 2 and later are read through
+their log (`swarm_tui.attach`).
 
 What a schema-1 journal cannot say: which tasks are in flight right now (attempts are journaled
 when they end). When the writer's heartbeat lists them (`heartbeat["in_flight"]`), the
@@ -17,10 +20,10 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .core.errors import CallError, ErrorClass
-from .core.events import (
+from ..core.errors import CallError, ErrorClass
+from ..core.events import (
     Attempt,
     AttemptEnded,
     AttemptStarted,
@@ -41,8 +44,12 @@ from .core.events import (
     TaskState,
     TaskSucceeded,
 )
-from .core.usage import Usage
-from .journal import Journal
+from ..core.usage import Usage
+from .note_kinds import old_note
+from .schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from .store import Journal
 
 TASK_OUTCOMES = frozenset({"ok", "retry", "failed", "cancelled"})
 """Attempt outcomes that decide their task's state; others (a hedged pair's loser) do not."""
@@ -50,12 +57,15 @@ UNKNOWN_DELAY_S = math.nan
 """`TaskRetrying.delay_s` of a replayed retry from a journal written before `retry_in_s` existed."""
 
 
-def phase_of_index(index: int) -> str:
-    """Which swarm step a negative journal index belongs to (see swarm_tui.swarm)."""
-    from .swarm.pipeline import WARMUP_INDEX
-    from .swarm.planner import PLAN_INDEX
+OLD_PHASE_INDICES = {-1: "plan", -3: "warm-up"}
+"""The negative indices a schema-1 journal's swarm steps were journaled under (then as now
+`swarm.planner.PLAN_INDEX` and `swarm.pipeline.WARMUP_INDEX`; the aggregator's were below):
+history, so written here rather than imported from the swarm."""
 
-    return {PLAN_INDEX: "plan", WARMUP_INDEX: "warm-up"}.get(index, "aggregate")
+
+def phase_of_index(index: int) -> str:
+    """Which swarm step a negative index of a schema-1 journal belongs to."""
+    return OLD_PHASE_INDICES.get(index, "aggregate")
 
 
 Listener = Callable[[EngineEvent], None]
@@ -171,7 +181,7 @@ class JournalFollower:
         meta = self.journal.meta() if target is None else {}
         self.heartbeat = meta.get("heartbeat")
         rows = self.journal.attempts_since(self._last_attempt_id)
-        logged = self.journal.events(self._last_event_id) if target is None else []
+        logged = self.journal.old_events(self._last_event_id) if target is None else []
         states = dict(target) if target is not None else self.journal.states()
         for i in states.keys() - self.view.keys():  # tasks that joined the run (a planner's sub-tasks)
             self.view[i] = TaskState.QUEUED
@@ -191,7 +201,7 @@ class JournalFollower:
         ended: Iterable[_TimelineItem] = by_end
         timeline = heapq.merge(
             ended,
-            ((at, 0, (event_id, kind, data)) for event_id, at, kind, data in logged),
+            ((at, 0, (event_id, kind, data)) for event_id, at, _, kind, data in logged),
             key=lambda item: (item[0], item[1]),
         )
         for at, _, item in timeline:
@@ -340,18 +350,36 @@ class JournalFollower:
 
 
 def migrate(journal: Journal) -> int:
-    """Give a schema-1 journal (opened for writing) the event log it lacks, rebuilt from its rows,
-    so that every later reader replays one log. Returns how many events were written."""
-    if journal.has_log():
+    """Bring a journal of an older schema (opened for writing) to this one, so that every later
+    reader replays one log: a schema-1 journal gets the event log it lacks, rebuilt from its rows;
+    the untyped notes of schemas 1 and 2 become their typed events. Returns how many events were
+    written (0: the journal is of this schema already)."""
+    schema = int(journal.meta().get("schema") or 1)
+    old = journal.old_events()
+    if schema >= SCHEMA_VERSION and not old:
         return 0
-    timeline: list[tuple[float, EngineEvent]] = []
+    rebuilt = schema < 2
+    notes = [
+        (at, session, event)
+        for _, at, session, kind, data in old
+        if (event := old_note(kind, data or {}, rebuilt=rebuilt)) is not None
+    ]
+    timeline = _rebuilt_log(journal) if rebuilt else []
+    # the notes between the rebuilt events by time; each keeps its own order (merge never reorders one)
+    entries = list(heapq.merge(timeline, notes, key=lambda entry: entry[0]))
+    journal.adopt_log(entries)
+    return len(entries)
+
+
+def _rebuilt_log(journal: Journal) -> list[tuple[float, int, EngineEvent]]:
+    """A schema-1 journal's events, rebuilt from its rows by a follower (session 0: unknown)."""
+    timeline: list[tuple[float, int, EngineEvent]] = []
 
     def keep(event: EngineEvent) -> None:
         at = follower.now if follower.now is not None else (timeline[-1][0] if timeline else time.time())
-        timeline.append((at, event))
+        timeline.append((at, 0, event))
 
     follower = JournalFollower(journal, journal.states())
     follower.subscribe(keep)
     follower.poll(heartbeat_in_flight=False)
-    journal.adopt_log(timeline)
-    return len(timeline)
+    return timeline

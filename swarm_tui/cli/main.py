@@ -1,0 +1,239 @@
+"""The `swarm-tui` command line (contract: DESIGN.md, "CLI contract"): the parser and the commands.
+
+Exit codes: 0 every task succeeded; 1 the run ended with failed (or unfinished) tasks; 2 bad
+input or configuration, nothing sent; 130 aborted by the user, journal intact and resumable.
+`options` holds the run options and how they resolve, `checks` what is refused before anything
+is written or sent, `cost` the estimate and shadow commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from .. import __version__, secrets
+from ..config import load_config
+from ..errors import InputError
+from ..headless import EXIT_ABORTED, EXIT_BAD_INPUT, run_headless
+from ..jobs import load_job, load_tools_file
+from ..locations import demo_job
+from ..run_plan import RunPlan
+from ..session import SwarmSession, default_run_dir
+from ..sim import add_arguments as add_sim_arguments
+from ..tools import ToolsSpec
+from .checks import (
+    check_budget,
+    check_engine,
+    check_key,
+    check_lane,
+    check_theme_option,
+    check_tools,
+    judge_options,
+    ray_options,
+    tui_available,
+)
+from .cost import add_cost_commands
+from .options import (
+    PROFILE_FLAGS,
+    add_console_options,
+    add_run_options,
+    console_options,
+    resolve_profile,
+    resolve_settings,
+    sim_config,
+    with_flag_overrides,
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Every failure a user can meet ends in one line and its exit code, never a traceback: bad
+    input 2 (nothing sent), Ctrl-C at any moment 130 (`swarm_tui.__main__` covers the imports)."""
+    from ..journal import IncompleteRunError
+
+    secrets.install_log_masking()
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:  # bare `swarm-tui`: the demo swarm on the embedded simulator
+            args = parser.parse_args(["run", *(argv if argv is not None else sys.argv[1:])])
+        return args.handler(args)
+    except (InputError, FileNotFoundError, FileExistsError, IncompleteRunError) as exc:
+        print(f"swarm-tui: {secrets.mask(str(exc))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:  # Ctrl-C before the run's own handler was installed (or after it ended)
+        return interrupted()
+
+
+def interrupted() -> int:
+    """Ctrl-C outside the run's own handler: one line, exit 130 (a second Ctrl-C meanwhile is ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print("\nswarm-tui: interrupted", file=sys.stderr)
+    return EXIT_ABORTED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="swarm-tui", description="Run, watch and steer a swarm of LLM sub-agents.")
+    parser.add_argument("--version", action="version", version=f"swarm-tui {__version__}")
+    parser.add_argument("--theme", default=argparse.SUPPRESS, help="TUI theme name or a theme file (bare swarm-tui)")
+    parser.set_defaults(command=None)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run a job (the TUI unless --headless)")
+    run.add_argument(
+        "job", nargs="?", type=Path, help="a .jsonl (OpenAI Batch) or .toml (swarm) job; default: the 100-agent demo"
+    )
+    run.add_argument("--out", type=Path, help="run directory (default: runs/<timestamp>-<job name>)")
+    run.add_argument(
+        "--tools",
+        type=Path,
+        metavar="FILE.toml",
+        help="tools for a job that declares none ([[tools.mcp]], [[tools.python]], [agents]): every task an agent",
+    )
+    add_run_options(run)
+    add_console_options(run)
+    run.set_defaults(handler=cmd_run)
+
+    resume = commands.add_parser("resume", help="finish what a run left unfinished; never re-sends a success")
+    resume.add_argument("run_dir", type=Path)
+    resume.add_argument("--retry-failed", action="store_true", help="also run the tasks that failed finally")
+    add_run_options(resume)
+    add_console_options(resume)
+    resume.set_defaults(handler=cmd_resume)
+
+    attach = commands.add_parser("attach", help="watch (and steer) a run another process drives, e.g. over SSH")
+    attach.add_argument("run_dir", type=Path)
+    attach.add_argument("--theme", help="TUI theme name or a theme file")
+    add_console_options(attach, logs=False)
+    attach.set_defaults(handler=cmd_attach)
+
+    sim = commands.add_parser("sim", help="serve the OpenAI-compatible simulator in the foreground")
+    add_sim_arguments(sim)
+    sim.set_defaults(handler=cmd_sim)
+
+    providers = commands.add_parser("providers", help="list provider profiles, or test one")
+    providers.add_argument("action", nargs="?", choices=["list", "test"], default="list")
+    providers.add_argument("name", nargs="?", help="the profile to test")
+    providers.set_defaults(handler=cmd_providers)
+    add_cost_commands(commands)
+    return parser
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = load_config()
+    check_theme_option(args)
+    profile = resolve_profile(args, config) or with_flag_overrides(config.profile(config.default_provider), args)
+    job = load_job(args.job or demo_job(), model_override=args.model or profile.model)
+    if args.tools:
+        if job.tools is not None and job.tools.any:
+            raise InputError.single(args.tools, "tools", f"the job {job.source} declares its own tools")
+        job = replace(job, tools=load_tools_file(args.tools))
+    check_key(profile)
+    settings = resolve_settings(args, profile)
+    if job.lane is not None and args.lane is None:  # the job's `lane`; --lane wins
+        settings = replace(settings, lane=job.lane)
+    plan = RunPlan(profile, settings, sim_config(args, profile), config.prices)
+    job, judge_profile = judge_options(args, job, profile, config)
+    check_budget(plan, job, job.model or (job.tasks[0].body.get("model") if job.tasks else None), config)
+    ray = ray_options(args)
+    check_engine(
+        ray,
+        job.tools,
+        plan.settings,
+        judged=job.judge is not None,
+        judge_where=str(args.judge and "--judge" or job.source),
+    )
+    check_tools(job.tools)
+    check_lane(plan.settings, job.tools)
+    run_dir = args.out or default_run_dir(job.name)
+    session = SwarmSession.open_new(job, plan, run_dir, ray=ray, judge_profile=judge_profile)
+    return drive(session, args)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    config = load_config()
+    check_theme_option(args)
+    profile = resolve_profile(args, config)
+    if profile is not None:
+        check_key(profile)
+    from ..journal import Journal
+    from ..run_plan import plan_from_meta
+
+    journal = Journal.open(args.run_dir, readonly=True)
+    meta = journal.meta()
+    journal.close()
+    stored = plan_from_meta(meta["plan"])
+    if profile is None and any(getattr(args, flag) is not None for flag in PROFILE_FLAGS):
+        profile = with_flag_overrides(stored.profile, args)  # e.g. --model: the run's endpoint, another model
+    effective = profile or stored.profile
+    check_key(effective)
+    settings = resolve_settings(args, effective, stored.settings)
+    sim = sim_config(args, effective, stored.sim)
+    ray = ray_options(args)
+    tools = ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None
+    check_engine(ray, tools, settings, judged=bool(meta.get("judge")), judge_where=f"{args.run_dir} (its [judge])")
+    check_tools(tools)
+    check_lane(settings, tools)
+    session = SwarmSession.open_existing(
+        args.run_dir, profile=profile, settings=settings, retry_failed=args.retry_failed, ray=ray, sim=sim
+    )
+    return drive(session, args)
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    from ..journal import Journal
+
+    Journal.open(args.run_dir, readonly=True).close()  # no journal there: exit 2 with its path
+    if not tui_available():
+        print("swarm-tui: attach needs a terminal (stdout is not a tty)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.theme:
+        from ..ui.themes import check_theme
+
+        check_theme(args.theme)
+    from ..ui.launch import run_attached
+
+    return run_attached(args.run_dir, theme=args.theme, bell=args.bell)
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    from ..sim import config_from_args, serve_forever
+
+    serve_forever(config_from_args(args), args.host, args.port, quiet=args.sim_quiet)
+    return 0
+
+
+def cmd_providers(args: argparse.Namespace) -> int:
+    config = load_config()
+    if args.action == "list":
+        from ..providers.listing import profile_lines
+
+        print(f"config: {config.path}{'' if config.path.exists() else ' (not created yet)'}")
+        for name, profile in sorted(config.profiles.items()):
+            print("\n".join(profile_lines(name, profile, default=name == config.default_provider)))
+        return 0
+    if not args.name:
+        raise InputError.single("providers test", "name", "which profile? e.g. `swarm-tui providers test sim`")
+    from ..providers.probe import probe_profile
+
+    result = asyncio.run(probe_profile(config.profile(args.name)))
+    print(result.describe())
+    return 0 if result.ok else 1
+
+
+def drive(session: SwarmSession, args: argparse.Namespace) -> int:
+    if args.headless or not tui_available():
+        return asyncio.run(run_headless_session(session, args))
+    from ..ui.launch import run_tui
+
+    return run_tui(session, theme=args.theme, **console_options(args))
+
+
+async def run_headless_session(session: SwarmSession, args: argparse.Namespace) -> int:
+    try:
+        return await run_headless(session, log_format=args.log_format, every_s=args.log_every, **console_options(args))
+    finally:
+        await session.aclose()

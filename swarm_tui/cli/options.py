@@ -1,0 +1,295 @@
+"""The options of `run` and `resume`, and how they resolve into a profile, engine settings and
+the embedded simulator's settings."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+from ..argtypes import (
+    STRAGGLER_OFF,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    share,
+    straggler,
+)
+from ..config import Config
+from ..core.lanes import LANES
+from ..engine import EngineSettings
+from ..engine.deadlines import STRAGGLER_FACTOR
+from ..errors import InputError
+from ..judge.spec import ACTIONS
+from ..progress_log import DEFAULT_EVERY_S, LOG_FORMATS
+from ..providers.profile import ProviderProfile
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """The options `run` and `resume` share: provider, engine, judge, embedded simulator."""
+    add_provider_options(p)
+    add_engine_options(p)
+    add_judge_options(p)
+    add_sim_options(p)
+
+
+def add_provider_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("provider")
+    g.add_argument("--provider", help="a profile from the config file (built in: sim, openai)")
+    g.add_argument("--base-url", help="an ad hoc OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    g.add_argument("--model", help="the model to ask for (replaces the model named in each request)")
+    g.add_argument("--api-key-env", help="the env var holding the key (default OPENAI_API_KEY)")
+    g.add_argument(
+        "--backend",
+        choices=["aiohttp", "httpx"],
+        help="how calls are sent: aiohttp (default): chat calls on swarm-tui's own aiohttp path, with the SDK's "
+        "headers and auth, streaming and batches through the SDK on aiohttp; httpx: everything through the "
+        "SDK on httpx2. Both take the same proxy, TLS trust, headers and query",
+    )
+    g.add_argument("--fallback-base-url", help="a secondary endpoint to fail over to")
+    g.add_argument("--fallback-model", help="the model to ask the fallback for (default: the same)")
+    g.add_argument("--fallback-api-key-env", help="the env var holding the fallback's key")
+
+
+def add_engine_options(p: argparse.ArgumentParser) -> None:
+    e = p.add_argument_group("engine")
+    e.add_argument("--concurrency", type=positive_int, help="in-flight cap (default 50)")
+    e.add_argument("--max-attempts", type=positive_int, help="attempts per task, the first included (default 4)")
+    e.add_argument("--timeout", type=positive_float, help="wall-clock limit of one attempt, seconds (default 60)")
+    e.add_argument(
+        "--max-retry-after",
+        type=positive_float,
+        metavar="S",
+        help="honour a provider's Retry-After up to this many seconds (default 60)",
+    )
+    e.add_argument(
+        "--rpm", type=positive_int, help="requests per minute the provider allows (else learned from headers)"
+    )
+    e.add_argument("--tpm", type=positive_int, help="tokens per minute the provider allows (else learned from headers)")
+    e.add_argument(
+        "--max-answer-bytes",
+        type=positive_int,
+        metavar="N",
+        help="what one answer may hold (default 8388608, 8 MiB); a larger one fails as answer_too_large",
+    )
+    e.add_argument("--stream", action="store_true", help="stream answers (time to first token is measured)")
+    e.add_argument("--ttft-timeout", type=positive_float, help="streaming: seconds to the first token (default 30)")
+    e.add_argument("--idle-timeout", type=positive_float, help="streaming: seconds between chunks (default 30)")
+    e.add_argument(
+        "--hedge", action="store_true", help="send a backup when an attempt runs past p95 x 3 (<= 5%% of requests)"
+    )
+    e.add_argument(
+        "--straggler",
+        type=straggler,
+        metavar="auto|off|FACTOR",
+        help="abandon and resend a call past FACTOR x what it should take at its max_tokens (auto: 3); off: only "
+        "--timeout",
+    )
+    e.add_argument("--no-adaptive", action="store_true", help="keep the in-flight limit fixed (no AIMD)")
+    e.add_argument(
+        "--budget",
+        type=positive_float,
+        metavar="USD",
+        help="a ceiling: a call goes out only if spent + the worst case of calls in flight + its own stays within it",
+    )
+    e.add_argument(
+        "--fail-on-error", type=share, metavar="RATE", help="stop dispatch when this share of finished tasks failed"
+    )
+    e.add_argument(
+        "--lane",
+        choices=LANES,
+        help="live calls (default); batch: every task through the provider's Batch API (half price, within 24 h); "
+        "auto: a first share live (--live-share), the rest as batches, their failures retried live",
+    )
+    e.add_argument(
+        "--live-share", type=share, metavar="SHARE", help="--lane auto: share of the tasks sent live first (0.02)"
+    )
+    e.add_argument(
+        "--batch-poll",
+        type=positive_float,
+        metavar="S",
+        help="batch lane: seconds before a batch's first poll (default 2; then 1.5x longer each time, up to 60)",
+    )
+    e.add_argument("--headless", action="store_true", help="no UI: a progress line on stderr")
+    e.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="run the swarm's engines on Ray actors: a local Ray without ADDRESS, else 'auto' or "
+        "ray://host:port (needs swarm-tui[ray])",
+    )
+    e.add_argument(
+        "--ray-actors", type=positive_int, metavar="N", help="with --ray: worker actors (default: one per node)"
+    )
+    e.add_argument("--theme", help="TUI theme name or a theme file")
+
+
+def add_judge_options(p: argparse.ArgumentParser) -> None:
+    j = p.add_argument_group("judge (LLM-as-a-judge on a sample of the answers)")
+    j.add_argument(
+        "--judge", metavar="PROFILE|URL", help="judge a sample of the answers with this endpoint ('self': the run's)"
+    )
+    j.add_argument("--judge-model", help="the judge's model (default: the endpoint's, else the run's)")
+    j.add_argument("--judge-rate", type=share, metavar="SHARE", help="share of answers judged (default 0.05)")
+    j.add_argument("--judge-rubric", type=Path, metavar="FILE", help="what a good answer is (a text file)")
+    j.add_argument(
+        "--judge-action",
+        choices=ACTIONS,
+        help="when the score drifts down (default: flush_memory for a multi-round swarm, else alert)",
+    )
+    j.add_argument(
+        "--judge-drop",
+        type=positive_float,
+        metavar="POINTS",
+        help="allowed fall of the rolling score below its baseline (default 1.5; under 1: a share)",
+    )
+
+
+def add_sim_options(p: argparse.ArgumentParser) -> None:
+    s = p.add_argument_group("embedded simulator (provider sim)")
+    s.add_argument("--sim-latency-ms", type=non_negative_float, help="median latency of the simulator")
+    s.add_argument("--sim-error-rate", type=share, help="share of requests answered with a 5xx (0-1)")
+    s.add_argument("--sim-hang-rate", type=share, help="share of requests that never answer (0-1)")
+    s.add_argument("--sim-seed", type=int, help="simulator seed")
+    s.add_argument(
+        "--sim-drift",
+        type=non_negative_int,
+        metavar="N",
+        help="answers degrade once the swarm's memory holds more than N rounds (context pollution, for --judge)",
+    )
+
+
+def add_console_options(p: argparse.ArgumentParser, *, logs: bool = True) -> None:
+    """How a run speaks to someone not watching: the headless log's format and pace, a bell (issue 25)."""
+    g = p.add_argument_group("console and log")
+    if logs:
+        g.add_argument(
+            "--log-format",
+            choices=LOG_FORMATS,
+            default="text",
+            help="headless: text lines, or one JSON object a line for log shippers (default text)",
+        )
+        g.add_argument(
+            "--log-every",
+            type=positive_float,
+            default=DEFAULT_EVERY_S,
+            metavar="S",
+            help="headless, stderr not a terminal: a timestamped progress line every S seconds (default 5)",
+        )
+    g.add_argument(
+        "--bell", action="store_true", help="ring the terminal's bell when the run finishes, stops or drifts"
+    )
+
+
+def console_options(args: argparse.Namespace) -> dict:
+    return {"bell": args.bell, "retried": bool(getattr(args, "retry_failed", False))}
+
+
+def resolve_profile(args: argparse.Namespace, config: Config) -> ProviderProfile | None:
+    """The profile the flags ask for; None when they ask for nothing (keep the stored one)."""
+    if args.base_url:
+        profile = ProviderProfile(
+            name="custom", base_url=args.base_url, model=args.model, api_key_env=args.api_key_env or "OPENAI_API_KEY"
+        )
+        problem = profile.problem()
+        if problem:
+            raise InputError.single("--base-url", problem[0], problem[1])
+    elif args.provider:
+        profile = config.profile(args.provider)
+    else:
+        return None
+    return with_flag_overrides(profile, args)
+
+
+def with_flag_overrides(profile: ProviderProfile, args: argparse.Namespace) -> ProviderProfile:
+    profile = profile.with_overrides(
+        model=args.model,
+        api_key_env=args.api_key_env,
+        backend=args.backend,
+        fallback_base_url=args.fallback_base_url,
+        fallback_model=args.fallback_model,
+        fallback_api_key_env=args.fallback_api_key_env,
+    )
+    problem = profile.problem()
+    if problem:
+        raise InputError.single(f"provider {profile.name!r}", problem[0], problem[1])
+    return profile
+
+
+STREAM_DEADLINE_S = 30.0
+"""Default time-to-first-token and idle-between-chunks deadlines of a streamed attempt."""
+
+
+def resolve_settings(
+    args: argparse.Namespace, profile: ProviderProfile, stored: EngineSettings | None = None
+) -> EngineSettings:
+    base = stored or EngineSettings(
+        concurrency=profile.concurrency or EngineSettings.concurrency,
+        timeout_s=profile.timeout or EngineSettings.timeout_s,
+        rpm=profile.rpm,
+        tpm=profile.tpm,
+    )
+    return replace(
+        base,
+        concurrency=args.concurrency or base.concurrency,
+        max_attempts=args.max_attempts or base.max_attempts,
+        timeout_s=args.timeout or base.timeout_s,
+        stream=args.stream or base.stream,
+        first_token_timeout_s=args.ttft_timeout or base.first_token_timeout_s or STREAM_DEADLINE_S,
+        idle_timeout_s=args.idle_timeout or base.idle_timeout_s or STREAM_DEADLINE_S,
+        rpm=args.rpm or base.rpm,
+        tpm=args.tpm or base.tpm,
+        hedge=args.hedge or base.hedge,
+        straggler_factor=straggler_factor(args.straggler, base.straggler_factor),
+        adaptive=base.adaptive and not args.no_adaptive,
+        budget_usd=args.budget if args.budget is not None else base.budget_usd,
+        fail_on_error=args.fail_on_error if args.fail_on_error is not None else base.fail_on_error,
+        max_retry_after_s=args.max_retry_after or base.max_retry_after_s,
+        lane=args.lane or base.lane,
+        live_share=args.live_share if args.live_share is not None else base.live_share,
+        batch_poll_s=args.batch_poll or base.batch_poll_s,
+        max_answer_bytes=args.max_answer_bytes or base.max_answer_bytes,
+    )
+
+
+def straggler_factor(given: float | str | None, stored: float | None) -> float | None:
+    """`--straggler`: auto (the default factor), off (None), a factor; not given: what was stored."""
+    if given is None:
+        return stored
+    if given == STRAGGLER_OFF:
+        return None
+    return STRAGGLER_FACTOR if given == "auto" else float(given)
+
+
+def sim_config(args: argparse.Namespace, profile: ProviderProfile, stored=None):
+    """The embedded simulator's settings: the stored ones (a resume) or the demo's, with the
+    `--sim-*` flags applied; None when the run is not on the simulator."""
+    overrides = {
+        "latency_ms": args.sim_latency_ms,
+        "error_rate": args.sim_error_rate,
+        "hang_rate": args.sim_hang_rate,
+        "seed": args.sim_seed,
+        "drift_after_rounds": args.sim_drift,
+    }
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if not profile.is_simulator:
+        if overrides:
+            flag = "--sim-" + next(iter(overrides)).replace("_", "-")
+            raise InputError.single(
+                flag,
+                "provider",
+                f"the run's provider is {profile.name!r}, not the embedded simulator: --sim-* options do not apply",
+            )
+        return None
+    from ..run_plan import DEMO_SIM
+
+    try:
+        return replace(stored or DEMO_SIM, **overrides)
+    except ValueError as exc:  # e.g. --sim-hang-rate 0.99 on top of the demo's 2% errors
+        raise InputError.single("--sim-*", "simulator", str(exc)) from None
+
+
+PROFILE_FLAGS = ("model", "api_key_env", "backend", "fallback_base_url", "fallback_model", "fallback_api_key_env")
+"""Flags that change a profile: on `resume` without --base-url or --provider they apply to the run's own."""

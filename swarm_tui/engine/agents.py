@@ -1,0 +1,127 @@
+"""Multi-step agents: a model call that asked for tools is a step; its tool calls run (in parallel,
+holding no slot), each result journaled with the transcript that carries it; then the agent's
+next model call goes ahead of the queue. Past `max_steps` the agent fails as `max_steps`."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import CallError, ErrorClass
+from ..core.events import AgentStepped, Attempt, TaskFailed, ToolCallEnded
+from ..core.task import Task
+from ..errors import JournalWriteError
+from ..providers.client import CallResult
+from ..tools.transcript import assistant_message, pending_tool_calls, steps_taken, tool_message
+from .calls import answer_message
+from .settings import MAX_STEPS_CODE
+
+if TYPE_CHECKING:
+    from ..tools.toolbox import Toolbox
+    from .kernel import Kernel
+
+log = logging.getLogger(__name__)
+
+
+class ToolSteps:
+    """The tool calls of the run's agents (`toolbox` None: no task is an agent)."""
+
+    def __init__(self, kernel: Kernel, toolbox: Toolbox | None) -> None:
+        self.kernel = kernel
+        self.toolbox = toolbox
+
+    @property
+    def enabled(self) -> bool:
+        return self.toolbox is not None
+
+    def offered(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The job's tools, offered to every agent whose body names none of its own."""
+        if self.toolbox is None or "tools" in body:
+            return body
+        return {**body, "tools": self.toolbox.openai_tools()}
+
+    def resumes_itself(self, index: int) -> bool:
+        """An agent stopped between a step's model call and the end of its tool calls (a crash, an
+        abort, `x`): exactly the tool calls its transcript still owes run before the model is
+        asked again (True: they were started)."""
+        if self.toolbox is None:
+            return False
+        messages = self.kernel.tasks[index].body.get("messages", [])
+        if not pending_tool_calls(messages):
+            return False
+        self._start(index, steps_taken(messages))
+        return True
+
+    def on_tool_request(self, index: int, attempt: Attempt, result: CallResult) -> None:
+        """A model call asked for tools: journal it and the transcript that now holds it (so it is
+        never sent again), then run its tool calls; the agent calls the model again after them."""
+        kernel = self.kernel
+        assert self.toolbox is not None
+        task = kernel.tasks[index]
+        messages = list(task.body.get("messages", []))
+        step = steps_taken(messages) + 1
+        if step > self.toolbox.max_steps:
+            error = CallError(
+                ErrorClass.BAD_RESPONSE,
+                f"the agent still asked for tools after {self.toolbox.max_steps} steps (max_steps)",
+                200,
+                MAX_STEPS_CODE,
+                request_id=result.request_id,
+            )
+            failed = TaskFailed(dataclasses.replace(attempt, outcome="failed", error=error))
+            kernel.commit(kernel.journal.record_failure, failed.attempt, events=[failed])
+            kernel.check_failure_rate()
+            return
+        asked = assistant_message(answer_message(result))
+        body = {**task.body, "messages": [*messages, asked]}
+        stepped = AgentStepped(attempt, step, tuple(c["function"]["name"] for c in asked["tool_calls"]))
+        kernel.tasks[index] = Task(task.index, task.custom_id, body)
+        kernel.new_round(index)  # each step's model call has its own retries
+        kernel.commit(kernel.journal.record_step, attempt, body, events=[stepped])
+        self._start(index, step)
+
+    def _start(self, index: int, step: int) -> None:
+        task = asyncio.create_task(self._run(index, step), name=f"tools-{index}-{step}")
+        task.add_done_callback(lambda done: self._done(done, index))
+        self.kernel.work(index, task)
+
+    def _done(self, task: asyncio.Task[None], index: int) -> None:
+        """A step's tool calls are over, however (also when cancelled before they began, when the
+        coroutine never runs): the agent goes back ahead of the queue for its next model call,
+        or, cancelled by the user, waits unfinished with the tool results it has."""
+        kernel = self.kernel
+        if kernel.worked(index, task):
+            if kernel.is_held(index):
+                kernel.cancel_now(index)
+            else:
+                kernel.go_first(index)  # its next model call (or, after a stop, it waits unfinished)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("tool run %s crashed", task.get_name(), exc_info=exc)
+            kernel.fail_run(f"internal error in {task.get_name()}: {type(exc).__name__}: {exc}")
+
+    async def _run(self, index: int, step: int) -> None:
+        """The tool calls of one step, in parallel; each result is journaled (with the transcript
+        that carries it) as it arrives. What follows is `_done`'s."""
+        assert self.toolbox is not None
+        toolbox, kernel = self.toolbox, self.kernel
+
+        async def run_one(call: dict[str, Any]) -> None:
+            function = call.get("function") or {}
+            outcome = await toolbox.call(function.get("name", ""), function.get("arguments") or "{}")
+            task = kernel.tasks[index]
+            body = {**task.body, "messages": [*task.body["messages"], tool_message(call["id"], outcome.text)]}
+            ended = ToolCallEnded(index, step, call["id"], function.get("name", ""), outcome.ok, outcome.latency_ms)
+            kernel.tasks[index] = Task(task.index, task.custom_id, body)
+            kernel.commit(
+                kernel.journal.record_tool_call,
+                *(index, step, call, outcome.text, outcome.ok, outcome.latency_ms, body),
+                events=[ended],
+            )
+
+        try:
+            calls = pending_tool_calls(kernel.tasks[index].body.get("messages", []))
+            await asyncio.gather(*(run_one(call) for call in calls))
+        except JournalWriteError:
+            pass  # the journal told the engine, which is stopping the run; the agent stays unfinished

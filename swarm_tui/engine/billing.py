@@ -1,0 +1,114 @@
+"""What calls cost, and what they may cost: the records of answered and cut calls, and the budget's
+reservations (`ledger.SpendLedger`) for the calls about to go out."""
+
+from __future__ import annotations
+
+from ..core.events import Attempt
+from ..core.usage import Usage
+from ..pricing import Price
+from ..providers.client import CallResult
+from .calls import answer_estimate, finish_reason, prompt_estimate
+from .ledger import SpendLedger, worst_usage
+
+
+class Billing:
+    """Prices by endpoint, over the run's one ledger."""
+
+    def __init__(self, ledger: SpendLedger, prices: dict[str, Price | None], stop, calls_out) -> None:
+        """`stop(reason)`: stop dispatch (the budget is spent); `calls_out()`: whether calls in flight
+        will settle (then a call that does not fit waits instead)."""
+        self.ledger = ledger
+        self.prices = prices
+        self._stop = stop
+        self._calls_out = calls_out
+
+    def add_price(self, endpoint: str, price: Price | None) -> None:
+        """Bill calls to another endpoint (a judge's) at its price."""
+        self.prices.setdefault(endpoint, price)
+
+    def answered(
+        self,
+        index: int,
+        number: int,
+        endpoint: str,
+        started_at: float,
+        latency_ms: float,
+        result: CallResult,
+        outcome: str,
+        body: dict,
+    ) -> Attempt:
+        """The attempt record of a call the provider answered (200): billed as its usage says, or
+        by estimate when it says nothing; its reservation becomes what it cost."""
+        usage, cost, estimated = self.billed(result, body, endpoint)
+        self.ledger.settle((index, number), cost)
+        return Attempt(
+            index,
+            number,
+            endpoint,
+            started_at,
+            latency_ms,
+            outcome,
+            status=200,
+            request_id=result.request_id,
+            usage=usage,
+            cost_usd=cost,
+            ttft_ms=result.ttft_ms,
+            estimated=estimated,
+            finish_reason=finish_reason(result),
+        )
+
+    def billed(self, result: CallResult, body: dict, endpoint: str) -> tuple[Usage, float | None, bool]:
+        """What an answered call is billed: its usage, or, when the provider sent none, an
+        estimate (the prompt's tokens counted, the answer's from its text), marked as such."""
+        usage, estimated = result.usage, False
+        if usage.total == 0:
+            usage, estimated = Usage(prompt=prompt_estimate(body), completion=answer_estimate(result)), True
+        price = self.prices.get(endpoint)
+        return usage, (price.cost(usage) if price else None), estimated
+
+    def cut(
+        self, index: int, number: int, endpoint: str, started_at: float, latency_ms: float, body: dict, outcome: str
+    ) -> Attempt:
+        """A call cut after it went out may have been billed all the same: its input at least is
+        counted (estimated) in the totals and the budget, marked as an estimate."""
+        usage = Usage(prompt=prompt_estimate(body))
+        price = self.prices.get(endpoint)
+        cost = price.cost(usage) if price else None
+        self.ledger.settle((index, number), cost)
+        return Attempt(
+            index, number, endpoint, started_at, latency_ms, outcome, usage=usage, cost_usd=cost, estimated=True
+        )
+
+    def unbilled(self, index: int, number: int) -> None:
+        """The call failed without being billed (or never went out): its reservation goes back."""
+        self.ledger.settle((index, number), None)
+
+    def reserve(self, index: int, number: int, body: dict, endpoint: str, *, stop: bool = True) -> bool:
+        """Hold the worst case of call (index, number) against the budget; False when it would pass
+        it. With nothing else in flight to wait for, dispatch is then stopped saying why (unless
+        `stop` is False: a hedge that does not fit is simply not sent). Without a budget nothing
+        is held."""
+        ledger = self.ledger
+        if ledger.budget_usd is None:
+            return True
+        price = self.prices.get(endpoint)
+        usage = worst_usage(body, price.max_output) if price is not None else None
+        worst = price.cost(usage) if price is not None and usage is not None else None
+        if worst is not None and ledger.reserve((index, number), worst):
+            return True
+        if stop and (worst is None or not self._calls_out()):
+            self._stop(self._refusal(worst, usage, endpoint))
+        return False
+
+    def _refusal(self, worst: float | None, usage: Usage | None, endpoint: str) -> str:
+        ledger = self.ledger
+        if worst is None or usage is None:
+            why = (
+                "no price is known" if usage is not None or endpoint not in self.prices else "nothing bounds its answer"
+            )
+            return f"budget: the next call to {endpoint} cannot be bounded ({why}): nothing more is sent"
+        return (
+            f"budget: ${ledger.spent_usd:.4f} spent (this run, all sessions); the next call could cost up to "
+            f"${worst:.4f} ({usage.completion:,} output tokens at most); budget ${ledger.budget_usd:.2f}: "
+            f"nothing more is sent"
+        )

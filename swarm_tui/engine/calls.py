@@ -1,0 +1,78 @@
+"""One live call of a task's attempt (`Call`), and what can be read off a call's body and answer
+without asking anyone: the estimates and the answer's parts the lanes bill and judge by."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..providers.client import CallResult, ProviderClient
+from .ledger import answer_ceiling
+
+
+@dataclass
+class Call:
+    """One HTTP call in flight for a task (two when a backup was hedged)."""
+
+    index: int
+    number: int
+    client: ProviderClient
+    started_at: float
+    t0: float
+    task: asyncio.Task[CallResult]
+    body: dict[str, Any]
+    """What was sent."""
+    clock: Callable[[], float]
+    """The clock `t0` is on (the running loop's stall-aware `StallWatch.now`)."""
+    send_seq: int = 0
+    """The engine's count of requests sent, this one included: the ones sent after it are
+    not in the rate-limit headers of its answer."""
+    ceiling: int | None = field(init=False)
+    """The most tokens it may write (its max_tokens); None when its body sets none."""
+    work: str = field(init=False)
+    """Its endpoint and model: what its deadlines are learned from."""
+
+    def __post_init__(self) -> None:
+        self.ceiling = answer_ceiling(self.body)
+        self.work = f"{self.client.name} {self.body.get('model') or ''}"
+
+    def latency_ms(self) -> float:
+        return (self.clock() - self.t0) * 1000.0
+
+
+def prompt_estimate(body: dict) -> int:
+    """About 4 bytes of UTF-8 a token: the TPM reservation, and the bill of a call whose
+    provider reported no usage (marked estimated)."""
+    return len(json.dumps(body.get("messages", ()), ensure_ascii=False).encode()) // 4
+
+
+def answer_message(result: CallResult) -> dict[str, Any]:
+    """The assistant message of a chat completion ({} when it has none)."""
+    choices = result.body.get("choices") or [{}]
+    return choices[0].get("message") or {}
+
+
+def answer_estimate(result: CallResult) -> int:
+    """The tokens an answer wrote, from its text (reasoning and tool calls included), when the
+    provider did not say: about 4 bytes of UTF-8 a token."""
+    message = answer_message(result)
+    text = json.dumps(
+        [message.get("content"), message.get("reasoning_content"), message.get("tool_calls")], ensure_ascii=False
+    )
+    return max(1, len(text.encode()) // 4)
+
+
+def finish_reason(result: CallResult) -> str | None:
+    choices = result.body.get("choices") or [{}]
+    reason = choices[0].get("finish_reason") if isinstance(choices[0], dict) else None
+    return reason if isinstance(reason, str) else None
+
+
+def cut_before_any_content(result: CallResult) -> bool:
+    """An answer cut at its token limit (`finish_reason: length`, checked by the caller) with neither
+    text nor a tool call: nothing of it is usable."""
+    message = answer_message(result)
+    return not message.get("content") and not message.get("tool_calls")

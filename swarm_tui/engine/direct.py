@@ -1,0 +1,101 @@
+"""The direct lane: a call outside the task grid — the planner's, the warm-up's, the aggregator's,
+the judge's — through the same admission, budget, retry policy and journal as any task's, under
+a negative index (the phase's). Its backoff is waited out with its slot given back."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from ..core.events import Attempt, PhaseAttempt
+from ..providers.client import CallResult, ProviderClient, StreamDeadlines
+from .settings import RunStopped
+
+if TYPE_CHECKING:
+    from .admission import AdmissionController
+    from .billing import Billing
+    from .kernel import Kernel
+    from .routing import Endpoints
+
+
+class DirectLane:
+    def __init__(self, kernel: Kernel, endpoints: Endpoints, billing: Billing, capped) -> None:
+        """`capped(error)`: the error with its Retry-After honoured up to the run's cap."""
+        self.kernel = kernel
+        self.endpoints = endpoints
+        self.billing = billing
+        self._capped = capped
+
+    async def call(
+        self,
+        phase: str,
+        index: int,
+        body: dict,
+        *,
+        client: ProviderClient | None = None,
+        admission: AdmissionController | None = None,
+    ) -> CallResult:
+        """One request outside the task grid; raises the last failure, or `RunStopped` when the
+        run stopped (the budget included) before it could go out. `client` and `admission`:
+        another endpoint (a judge's) and its own pacing."""
+        kernel, billing = self.kernel, self.billing
+        settings = kernel.settings
+        admission = admission or kernel.admission
+        deadlines = StreamDeadlines(settings.first_token_timeout_s, settings.idle_timeout_s)
+        round_attempts = 0
+        while True:
+            if not await admission.acquire(kernel.token_estimate_of(body)):
+                raise RunStopped(kernel.stopping or "stopped")
+            endpoint = client or self.endpoints.route()
+            number = kernel.peek_number(index)
+            if not billing.reserve(index, number, body, endpoint.name):
+                admission.release()
+                if kernel.stopping is not None:
+                    raise RunStopped(kernel.stopping)
+                await kernel.ledger.room()  # it fits once calls in flight settle
+                continue
+            kernel.next_number(index)
+            round_attempts += 1
+            stalls = kernel.stalls
+            started_at, t0 = time.time(), stalls.now()
+            kernel.direct_calls += 1
+            try:
+                async with stalls.deadline(settings.timeout_s):
+                    result = await endpoint.complete(
+                        body, stream=settings.stream, deadlines=deadlines, bounded_by_caller=True
+                    )
+            except asyncio.CancelledError:  # an abort: the call went out and may be billed
+                latency_ms = (stalls.now() - t0) * 1000
+                self._record(
+                    phase, billing.cut(index, number, endpoint.name, started_at, latency_ms, body, "cancelled")
+                )
+                raise
+            except Exception as exc:
+                failure, error = exc, endpoint.classify(exc)
+            else:
+                latency_ms = (stalls.now() - t0) * 1000
+                attempt = billing.answered(index, number, endpoint.name, started_at, latency_ms, result, "ok", body)
+                self._record(phase, attempt)
+                return result
+            finally:
+                admission.release()
+                kernel.direct_calls -= 1
+            retry = kernel.retry_policy.should_retry(error, round_attempts) and kernel.stopping is None
+            billing.unbilled(index, number)
+            latency_ms = (stalls.now() - t0) * 1000
+            outcome = "retry" if retry else "failed"
+            attempt = Attempt(
+                index, number, endpoint.name, started_at, latency_ms, outcome, status=error.status, error=error
+            )
+            self._record(phase, attempt)
+            if not retry:
+                raise failure
+            error = self._capped(error)
+            if error.is_rate_limit and error.retry_after_s:
+                admission.close_gate(error.retry_after_s)
+            await asyncio.sleep(kernel.retry_policy.delay_s(error, round_attempts))
+
+    def _record(self, phase: str, attempt: Attempt) -> None:
+        event = PhaseAttempt(phase, attempt)
+        self.kernel.commit(self.kernel.journal.record_attempt, attempt, events=[event])

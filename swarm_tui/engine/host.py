@@ -1,0 +1,175 @@
+"""The kernel's sides its lanes see: `core.ports.LaneHost` for every lane (the batch lane's
+steps), and the live lane's own (a call on the wire holds its slot; an agent's tool run holds
+none). The state is the kernel's (`kernel.Kernel` makes it); lanes change it only through here."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ..core.events import Attempt, AttemptEnded, ConcurrencyChanged, EngineEvent, TaskCancelled, TaskState
+from ..core.task import Task
+from ..errors import JournalWriteError
+from .admission import AdmissionController
+from .observable import ObservableEngine
+
+
+class KernelSide(ObservableEngine):
+    """The kernel's public side (its state is made by `Kernel.__init__`)."""
+
+    tasks: dict[int, Task]
+    journal: Any
+    admission: AdmissionController
+    direct_calls: int
+    _attempt_numbers: dict[int, int]
+    _round_attempts: dict[int, int]
+    _ready: deque[int]
+    _retry_timers: dict[int, asyncio.TimerHandle]
+    _in_flight: dict[int, asyncio.Task[None]]
+    _working: dict[int, asyncio.Task[None]]
+    _held: set[int]
+    _reserved_tokens: dict[int, int]
+    _wake: asyncio.Event
+
+    # ----------------------------------------------------------------- the lanes' side (LaneHost)
+
+    @property
+    def stopping(self) -> str | None:
+        return self._stop_reason
+
+    def next_number(self, index: int) -> int:
+        self._attempt_numbers[index] = self._attempt_numbers.get(index, 0) + 1
+        return self._attempt_numbers[index]
+
+    def peek_number(self, index: int) -> int:
+        """The number the next attempt of `index` will take (nothing taken yet)."""
+        return self._attempt_numbers.get(index, 0) + 1
+
+    def take_numbers(self, index: int, number: int) -> None:
+        self._attempt_numbers[index] = max(self._attempt_numbers.get(index, 0), number)
+
+    def round_attempts(self, index: int) -> int:
+        return self._round_attempts.get(index, 1)
+
+    def count_attempt(self, index: int) -> None:
+        """A new attempt of `index` in this round."""
+        self._round_attempts[index] = self._round_attempts.get(index, 0) + 1
+
+    def new_round(self, index: int) -> None:
+        """Its attempt budget starts over (an agent's next step has retries of its own)."""
+        self._round_attempts.pop(index, None)
+
+    def give_back(self, indices: Iterable[int]) -> None:
+        self._ready.extend(indices)
+        self._wake.set()
+
+    def retry_soon(self, index: int, delay_s: float = 0.0) -> None:
+        self._retry_timers[index] = asyncio.get_running_loop().call_later(delay_s, self._requeue, index)
+
+    def _requeue(self, index: int) -> None:
+        """A backoff has ended: the task goes ahead of tasks never tried (its wait was its turn),
+        and stays `retrying` until it is in flight again."""
+        self._retry_timers.pop(index, None)
+        self._ready.appendleft(index)
+        self._wake.set()
+
+    def go_first(self, index: int) -> None:
+        """The task's next step goes ahead of the queue now (an agent back from its tools)."""
+        self._ready.appendleft(index)
+        self._wake.set()
+
+    def commit(
+        self, write: Callable[..., None], *args: Any, events: Sequence[EngineEvent], quiet: bool = False
+    ) -> None:
+        self._commit(write, *args, events=events, quiet=quiet)
+
+    def commit_soon(self, write: Callable[..., None], *args: Any, events: Sequence[EngineEvent]) -> None:
+        self._commit_soon(write, *args, events=events)
+
+    def emit(self, event: EngineEvent) -> None:
+        self._emit(event)
+
+    def emit_now(self, event: EngineEvent) -> None:
+        self._emit_now(event)
+
+    def log(self, kind: str, data: dict[str, Any] | None = None) -> None:
+        """A journal event that changes no task: when the journal cannot take it, the failure
+        has already stopped the run (`_journal_failed`), so it is not raised again here."""
+        try:
+            self.journal.log_event(kind, data)
+        except JournalWriteError:
+            pass
+
+    def check_failure_rate(self) -> None:
+        self._check_failure_rate()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # ----------------------------------------------------------------- the live lane's side
+
+    def fly(self, index: int, task: asyncio.Task[None]) -> None:
+        """The task's attempt is on the wire (it holds the slot the kernel admitted it with)."""
+        self._in_flight[index] = task
+
+    def flying(self, index: int) -> asyncio.Task[None] | None:
+        return self._in_flight.get(index)
+
+    def flights(self) -> list[asyncio.Task[None]]:
+        return list(self._in_flight.values())
+
+    def land(self, index: int) -> None:
+        """An attempt is over, whatever its outcome: its slot and TPM reservation go back."""
+        del self._in_flight[index]
+        self._reserved_tokens.pop(index, None)
+        self.admission.release()
+        self._wake.set()
+
+    def hold_tokens(self, index: int, tokens: int) -> None:
+        self._reserved_tokens[index] = tokens
+
+    def tokens_held(self, index: int) -> int:
+        """Give back the TPM reservation of `index`'s call (what it held, 0 if none)."""
+        return self._reserved_tokens.pop(index, 0)
+
+    def work(self, index: int, task: asyncio.Task[None]) -> None:
+        """The task is busy without a call (its tool calls): no slot, but the run waits for it."""
+        self._working[index] = task
+
+    def worked(self, index: int, task: asyncio.Task[None]) -> bool:
+        """Its work is over; True when `task` was its current work (not one cancelled and replaced)."""
+        if self._working.get(index) is not task:
+            return False
+        del self._working[index]
+        self._wake.set()
+        return True
+
+    def workings(self) -> list[asyncio.Task[None]]:
+        return list(self._working.values())
+
+    def is_held(self, index: int) -> bool:
+        return index in self._held
+
+    def leave_unfinished(self, index: int, attempts: list[Attempt]) -> None:
+        """A task stopped mid-attempt (abort, a journal that cannot keep its outcome): its calls
+        are journaled as cancelled (when the journal can), and it waits for the next run() or resume."""
+        events: list[EngineEvent] = [
+            *(AttemptEnded(extra) for extra in attempts[1:]),
+            TaskCancelled(index, attempts[0]),
+        ]
+        if index not in self._held:
+            self._ready.append(index)
+        self._commit(self.journal.record_cancelled, [index], attempts, events=events, quiet=True)
+
+    def cancel_now(self, index: int) -> None:
+        if self.states[index] is TaskState.CANCELLED:
+            return
+        cancelled = TaskCancelled(index)
+        self._commit(self.journal.record_cancelled, [index], (), events=[cancelled], quiet=True)
+
+    def adapt(self, limit: int, reason: str) -> None:
+        """The adaptive controller moved the limit."""
+        self.admission.set_limit(limit)
+        self._emit(ConcurrencyChanged(limit, reason))

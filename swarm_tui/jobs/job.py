@@ -1,0 +1,85 @@
+"""A job: its tasks, and the template that turns a prompt into a request.
+
+Kept apart from the loaders so that what runs a job (the session, the swarm pipeline) needs only
+this, not the parsers of either format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from ..core.task import Task
+from ..judge.spec import JudgeSpec
+from ..swarm.spec import SwarmSpec
+from ..tools.spec import ToolsSpec
+
+__all__ = ["Job", "TaskTemplate", "MAX_PROBLEMS", "MAX_TASKS"]
+
+MAX_PROBLEMS = 50
+"""A Batch JSONL job stops being read at this many problems: the list stays readable."""
+MAX_TASKS = 1_000_000
+"""What one job may hold. A task keeps about 1.1 KB in memory (its body), so a million is about a
+gigabyte: a larger job is refused, naming this limit (a TOML `count` of 10**11 would otherwise
+grow memory until the machine gives out); split it into several runs."""
+
+
+@dataclass(frozen=True)
+class TaskTemplate:
+    """How a TOML job turns a prompt into a request: shared context first, then the agent's system
+    prompt, then the task. Kept so that later rounds and planned sub-tasks are built the same way."""
+
+    model: str
+    context: str = ""
+    system: str = ""
+    request: dict[str, Any] = field(default_factory=dict)
+
+    def body(self, prompt: str, *, agent: int, total: int, memory: str = "") -> dict[str, Any]:
+        messages: list[dict[str, str]] = []
+        if self.context:
+            messages.append(self._context_message)
+        if memory:
+            messages.append({"role": "system", "content": memory})
+        if self.system:
+            messages.append(
+                self._static_system_message
+                or {"role": "system", "content": self.system.format(agent=agent, index=agent - 1, total=total)}
+            )
+        messages.append({"role": "user", "content": prompt})
+        return {"model": self.model, "messages": messages, **self.request}
+
+    # Messages identical for every agent are one object shared by every task's body (bodies are
+    # never changed in place: a later step or a trim builds a new body), not one copy per task.
+
+    @cached_property
+    def _context_message(self) -> dict[str, str]:
+        return {"role": "system", "content": self.context}
+
+    @cached_property
+    def _static_system_message(self) -> dict[str, str] | None:
+        """The system message when it has no placeholder (else each agent's is rendered)."""
+        if "{" in self.system or "}" in self.system:
+            return None
+        return {"role": "system", "content": self.system}
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    source: str
+    tasks: list[Task]
+    model: str | None = None
+    """The model the job names (TOML); None when each body names its own (JSONL)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Kept for the run's metadata; always empty now that an unknown top-level key of a TOML job is
+    an error (a typo such as `modle` must not be ignored while the job is sent)."""
+    template: TaskTemplate | None = None
+    swarm: SwarmSpec | None = None
+    """Plan → fan-out → aggregate and memory, for TOML jobs that ask for them."""
+    tools: ToolsSpec | None = None
+    """Tools for multi-step agents (`[[tools.mcp]]`, `[[tools.python]]`, `[agents]`), if any."""
+    lane: str | None = None
+    """`lane = "live" | "batch" | "auto"` (TOML): how the tasks are carried; `--lane` wins."""
+    judge: JudgeSpec | None = None
+    """`[judge]` (TOML): a sampled LLM-as-a-judge score of the answers, and what drift does."""

@@ -1,0 +1,184 @@
+"""Loading a TOML swarm job, and a `--tools` file.
+
+A swarm job: a system template, optional shared context sent first and identical for every
+agent (so provider prefix caches hit), request parameters, tasks (``toml_tasks``), and the
+tables of the swarm pipeline, the tools and the judge (each parsed by its own package's spec).
+An unknown key anywhere is a problem, with a "did you mean" when one is close.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from ..core.lanes import LANES
+from ..core.task import Task
+from ..errors import InputError, Problem
+from ..judge.spec import parse_judge_spec
+from ..swarm.spec import parse_swarm_spec
+from ..textfile import read_text_file
+from ..tools.spec import ToolsSpec, parse_tools_spec
+from .chat_checks import param_problems
+from .job import Job, TaskTemplate
+from .toml_checks import TomlChecker
+from .toml_tasks import render, task_prompts
+
+__all__ = ["load_swarm_toml", "load_tools_file", "REQUEST_KEYS", "TOP_LEVEL_KEYS", "CONTEXT_KEYS"]
+
+REQUEST_KEYS = frozenset(
+    {
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "top_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "seed",
+        "stop",
+        "response_format",
+        "reasoning_effort",
+        "extra_body",
+    }
+)
+TOP_LEVEL_KEYS = frozenset(
+    {
+        "name",
+        "model",
+        "system",
+        "context",
+        "request",
+        "tasks",
+        "task",
+        "goal",
+        "plan",
+        "workers",
+        "aggregate",
+        "memory",
+        "tools",
+        "agents",
+        "lane",
+        "judge",
+    }
+)
+CONTEXT_KEYS = frozenset({"text", "file"})
+
+
+def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
+    """The job of a TOML file, its tasks rendered; `InputError` listing every problem found."""
+    text = read_text_file(path)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        line = int(match.group(1)) if match else None
+        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        raise InputError([Problem(str(path), line, "toml", message)]) from None
+
+    check = TomlChecker(path, text)
+    check.unknown_keys(doc, TOP_LEVEL_KEYS)
+    name = check.string(doc, "name", "name") or path.stem
+    lane = check.string(doc, "lane", "lane")
+    if lane is not None and lane not in LANES:
+        check.add("lane", f"unknown lane {lane!r} (known: {', '.join(LANES)})")
+    model = model_override or check.string(doc, "model", "model")
+    if not model:
+        check.add("model", "missing (name it in the job, or pass --model)", line=1)
+    system = check.string(doc, "system", "system") or ""
+    context = _shared_context(doc, path, check)
+    request = _request_params(doc, check)
+
+    swarm = parse_swarm_spec(doc, lambda dotted, message: check.add(dotted, message))
+    tools = parse_tools_spec(doc, str(path), lambda dotted, message: check.add(dotted, message))
+    judge = parse_judge_spec(doc, path.parent, lambda dotted, message: check.add(dotted, message))
+    planned = swarm is not None and swarm.plan is not None
+    if planned and ("tasks" in doc or "task" in doc):
+        check.add("plan", "a planned job gets its tasks from the planner: remove [tasks] / [[task]]")
+    prompts = [] if planned else task_prompts(doc, check)
+    tasks: list[Task] = []
+    if swarm is not None and swarm.workers.json:
+        request = {**request, "response_format": {"type": "json_object"}}
+    template = TaskTemplate(model=model or "", context=context, system=system, request=request)
+    if system:
+        render(system, {"agent": 1, "index": 0, "total": 1}, check, "system")
+    if prompts:
+        total = len(prompts)
+        for index, (custom_id, prompt, where) in enumerate(prompts):
+            values = {"agent": index + 1, "index": index, "total": total}
+            rendered_prompt = render(prompt, values, check, where)
+            if rendered_prompt is None or check.problems:
+                break
+            tasks.append(Task(index, custom_id, template.body(rendered_prompt, agent=index + 1, total=total)))
+
+    if check.problems:
+        raise InputError(check.problems)
+    return Job(
+        name=name,
+        source=str(path),
+        tasks=tasks,
+        model=model,
+        template=template,
+        swarm=swarm,
+        tools=tools,
+        lane=lane,
+        judge=judge,
+    )
+
+
+def load_tools_file(path: str | Path) -> ToolsSpec:
+    """`--tools FILE.toml`: the `[[tools.mcp]]`, `[[tools.python]]` and `[agents]` tables of a
+    TOML file, for a job (e.g. a Batch JSONL) that does not declare its own."""
+    path = Path(path)
+    text = read_text_file(path)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError([Problem(str(path), None, "toml", str(exc))]) from None
+    check = TomlChecker(path, text)
+    check.unknown_keys(doc, frozenset({"tools", "agents"}))
+    tools = parse_tools_spec(doc, str(path), lambda dotted, message: check.add(dotted, message))
+    if tools is None or not tools.any:
+        check.add("tools", "declares no tools ([[tools.mcp]] or [[tools.python]])", line=1)
+    if check.problems:
+        raise InputError(check.problems)
+    assert tools is not None
+    return tools
+
+
+def _shared_context(doc: dict[str, Any], path: Path, check: TomlChecker) -> str:
+    context = doc.get("context")
+    if context is None:
+        return ""
+    if isinstance(context, str):
+        return context
+    if not isinstance(context, dict):
+        check.add("context", "must be a string or a table with `text` or `file`")
+        return ""
+    check.unknown_keys(context, CONTEXT_KEYS, "context.")
+    text = check.string(context, "text", "context.text")
+    file_name = check.string(context, "file", "context.file")
+    if text and file_name:
+        check.add("context", "give `text` or `file`, not both")
+    if file_name:
+        context_path = (path.parent / file_name).resolve()
+        try:
+            return context_path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            check.add("context.file", f"{context_path} is not UTF-8 text ({exc.reason} at byte {exc.start})")
+        except OSError as exc:
+            check.add("context.file", f"cannot read {context_path}: {exc.strerror or exc}")
+        return ""
+    return text or ""
+
+
+def _request_params(doc: dict[str, Any], check: TomlChecker) -> dict[str, Any]:
+    request = doc.get("request", {})
+    if not isinstance(request, dict):
+        check.add("request", "must be a table")
+        return {}
+    check.unknown_keys(request, REQUEST_KEYS, "request.", "request parameter")
+    known = {key: value for key, value in request.items() if key in REQUEST_KEYS}
+    for field_name, message in param_problems(known):
+        check.add(f"request.{field_name}", message)
+    return dict(request)

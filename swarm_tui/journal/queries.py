@@ -1,0 +1,160 @@
+"""The journal read: tasks, their attempts and answers, and the run's totals.
+
+What `outputs` (results.jsonl, summary.json), `estimate`, `attach` and a resumed run read of
+a journal, from its tables (the projections of its log, `journal.projections`): one query each,
+no replay. What an agent did and the batch lane's batches are read in `journal.history`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import ErrorClass
+from ..core.events import TaskState
+from .writer import JournalWriter
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    index: int
+    custom_id: str
+    body: dict[str, Any]
+    state: TaskState
+    attempts: int
+
+
+class JournalQueries(JournalWriter):
+    """The read side of `Journal`: tasks, attempts, results and totals."""
+
+    def tasks(self) -> list[TaskRow]:
+        return [
+            TaskRow(idx, cid, json.loads(body), TaskState(state), attempts)
+            for idx, cid, body, state, attempts in self._db.execute(
+                "SELECT idx, custom_id, body, state, attempts FROM tasks ORDER BY idx"
+            )
+        ]
+
+    def body_of(self, index: int) -> dict[str, Any]:
+        """One task's request body as journaled now (an agent's: its transcript so far)."""
+        row = self._db.execute("SELECT body FROM tasks WHERE idx = ?", (index,)).fetchone()
+        return json.loads(row[0]) if row else {}
+
+    def states(self) -> dict[int, TaskState]:
+        return {idx: TaskState(state) for idx, state in self._db.execute("SELECT idx, state FROM tasks")}
+
+    def counts(self) -> dict[str, int]:
+        return dict(self._db.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall())
+
+    def attempts_of(self, index: int) -> list[dict[str, Any]]:
+        cursor = self._db.execute("SELECT * FROM attempts WHERE idx = ? ORDER BY id", (index,))
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor]
+
+    def has_attempts(self) -> bool:
+        return self._db.execute("SELECT 1 FROM attempts LIMIT 1").fetchone() is not None
+
+    def attempts_since(self, last_id: int) -> list[dict[str, Any]]:
+        cursor = self._db.execute("SELECT * FROM attempts WHERE id > ? ORDER BY id", (last_id,))
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor]
+
+    def result_of(self, index: int) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT ok, request_id, response, error FROM results WHERE idx = ?", (index,)).fetchone()
+        if row is None:
+            return None
+        ok, request_id, response, error = row
+        return {
+            "ok": bool(ok),
+            "request_id": request_id,
+            "response": json.loads(response) if response else None,
+            "error": json.loads(error) if error else None,
+        }
+
+    def iter_result_texts(self) -> Iterator[tuple[str, bool, str | None, str | None, dict | None]]:
+        """`iter_results` with each answer as the JSON text the journal keeps (for the export,
+        which splices it in without reading it)."""
+        for cid, ok, request_id, response, error in self._db.execute(
+            "SELECT t.custom_id, r.ok, r.request_id, r.response, r.error FROM results r "
+            "JOIN tasks t ON t.idx = r.idx ORDER BY r.idx"
+        ):
+            yield cid, bool(ok), request_id, response, (json.loads(error) if error else None)
+
+    def iter_results(self) -> Iterator[tuple[str, bool, str | None, dict | None, dict | None]]:
+        """(custom_id, ok, request_id, response body, error) for every finished task, in task order."""
+        for cid, ok, request_id, response, error in self._db.execute(
+            "SELECT t.custom_id, r.ok, r.request_id, r.response, r.error FROM results r "
+            "JOIN tasks t ON t.idx = r.idx ORDER BY r.idx"
+        ):
+            yield (
+                cid,
+                bool(ok),
+                request_id,
+                json.loads(response) if response else None,
+                (json.loads(error) if error else None),
+            )
+
+    def attempt_totals(self) -> dict[str, Any]:
+        row = self._db.execute(
+            "SELECT COUNT(*), SUM(outcome = 'retry'), SUM(error_class = ?), SUM(error_class = ?), "
+            "SUM(error_class = ?), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), "
+            "COALESCE(SUM(cached_tokens), 0), COALESCE(SUM(reasoning_tokens), 0), SUM(cost_usd), "
+            "SUM(cost_usd IS NULL AND prompt_tokens + completion_tokens > 0), MIN(started_at), "
+            "MAX(started_at + latency_ms / 1000.0), "
+            + (
+                "SUM(CASE WHEN estimated THEN cost_usd END), SUM(estimated), "
+                "SUM(outcome = 'ok' AND finish_reason = 'length') "
+                if self._has_estimates()
+                else "NULL, 0, 0 "
+            )
+            + "FROM attempts",
+            (ErrorClass.RATE_LIMIT, ErrorClass.SERVER, ErrorClass.TIMEOUT),
+        ).fetchone()
+        keys = (
+            "sent",
+            "retried",
+            "rate_limited",
+            "server_errors",
+            "timeouts",
+            "prompt",
+            "completion",
+            "cached",
+            "reasoning",
+            "cost_usd",
+            "unpriced",
+            "first_started",
+            "last_ended",
+            "estimated_cost_usd",
+            "estimated",
+            "truncated",
+        )
+        nullable = ("cost_usd", "first_started", "last_ended", "estimated_cost_usd")
+        return {k: v if k in nullable else (v or 0) for k, v in zip(keys, row, strict=True)}
+
+    def _has_estimates(self) -> bool:
+        """The attempts table has the `estimated` column (a journal opened read-only from before
+        it was added has none)."""
+        return any(row[1] == "estimated" for row in self._db.execute("PRAGMA table_info(attempts)"))
+
+    def abandoned_attempts(self) -> int:
+        """Attempts the engine abandoned past the straggler deadline (and sent again), all sessions."""
+        return self._db.execute("SELECT COUNT(*) FROM attempts WHERE error_code = 'straggler'").fetchone()[0]
+
+    def spent_usd(self) -> float:
+        """What every attempt journaled so far cost (all sessions): the budget's starting point."""
+        return self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM attempts").fetchone()[0]
+
+    def success_latencies(self) -> list[float]:
+        return [
+            r[0]  # a batch line's latency is its batch's hours, not a call's
+            for r in self._db.execute(
+                "SELECT latency_ms FROM attempts WHERE outcome = 'ok' AND endpoint NOT LIKE '%/batch' "
+                "ORDER BY latency_ms"
+            )
+        ]
+
+    def cost_of_indices_below(self, index: int) -> float:
+        """What the calls journaled under indices below `index` cost (a side lane's: the judge's)."""
+        return self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM attempts WHERE idx < ?", (index,)).fetchone()[0]

@@ -1,0 +1,190 @@
+"""The journal's `record_*` methods: thin wrappers over the one write path, for the callers that
+still use them (the engine, the batch lane, the Ray driver's replay of a shard's records).
+
+Each logs the events it is given (`logged`, as before) and applies the projection of the event
+its arguments stand for (`journal.projections`: the same rules `append` applies), in one
+transaction. So `record_success(attempt, answer, logged)` writes what
+`append([TaskSucceeded(attempt, content, response=answer)])` writes, and logs `logged`.
+A caller that switches to `append` passes the reporting events with their payloads instead
+(see each method); once none is left, this module goes.
+
+Two writes here report no event: a batch's intent (written before the provider is asked, so
+that a process killed in between finds its batch) and a batch dropped before it was created.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..core.batches import BatchLines, BatchRow
+from ..core.events import (
+    AgentStepped,
+    AnswerJudged,
+    Attempt,
+    AttemptEnded,
+    BatchEnded,
+    BatchProgress,
+    BatchSubmitted,
+    EngineEvent,
+    TaskCancelled,
+    TaskFailed,
+    TaskQueued,
+    TaskRetrying,
+    TasksAdded,
+    TaskState,
+    TaskSucceeded,
+    ToolCallEnded,
+)
+from ..core.task import Task
+from .note_kinds import note_event
+from .writer import JournalWriter
+
+
+class RecordWrappers(JournalWriter):
+    """`record_*`, `requeue`, `add_tasks` and `log_event` of `Journal` (see the module)."""
+
+    def _record(self, logged: Iterable[EngineEvent], *projected: EngineEvent) -> None:
+        with self._writing():
+            self._write(logged, projected)
+
+    def record_attempt(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
+        """An attempt that changes no task state (a hedged pair's loser, a phase's call):
+        `AttemptEnded(attempt)` (or `PhaseAttempt(phase, attempt)`)."""
+        self._record(logged, AttemptEnded(attempt))
+
+    def record_retry(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
+        """`TaskRetrying(attempt, delay_s)`."""
+        self._record(logged, TaskRetrying(attempt, attempt.retry_in_s or 0.0))
+
+    def record_success(
+        self, attempt: Attempt, response: dict[str, Any] | bytes, logged: Iterable[EngineEvent] = ()
+    ) -> None:
+        """A task's answer, `response` as the bytes received (kept as they came) or as a body:
+        `TaskSucceeded(attempt, content, response=response)`."""
+        self._record(logged, TaskSucceeded(attempt, "", response=response))
+
+    def record_failure(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
+        """`TaskFailed(attempt)` (its attempt carries the error)."""
+        self._record(logged, TaskFailed(attempt))
+
+    def record_cancelled(
+        self, indices: Iterable[int], attempts: Iterable[Attempt] = (), logged: Iterable[EngineEvent] = ()
+    ) -> None:
+        """Tasks stopped before they finished: they stay unfinished, so `resume` sends them.
+        `TaskCancelled(index, attempt)` for each, a second call of the same task as its own
+        `TaskCancelled` (or `AttemptEnded`)."""
+        stopped = set(indices)
+        events: list[TaskCancelled | AttemptEnded] = [
+            TaskCancelled(a.index, a) if a.index in stopped else AttemptEnded(a) for a in attempts
+        ]
+        covered = {event.index for event in events}
+        events.extend(TaskCancelled(i) for i in sorted(stopped - covered))
+        self._record(logged, *events)
+
+    def requeue(self, indices: Iterable[int], logged: Iterable[EngineEvent] = ()) -> None:
+        """Failed tasks asked to run again: `TaskQueued(index, previous)` for each."""
+        self._record(logged, *(TaskQueued(i, TaskState.FAILED) for i in indices))
+
+    def add_tasks(self, tasks: Iterable[Task], logged: Iterable[EngineEvent] = ()) -> None:
+        """`TasksAdded(indices, total, tasks=tasks)`."""
+        tasks = tuple(tasks)
+        self._record(logged, TasksAdded(tuple(t.index for t in tasks), 0, tasks=tasks))
+
+    def record_step(self, attempt: Attempt, body: dict[str, Any], logged: Iterable[EngineEvent] = ()) -> None:
+        """A multi-step agent's model call asked for tools: `AgentStepped(attempt, step, tools, body=body)`."""
+        self._record(logged, AgentStepped(attempt, 0, (), body=body))
+
+    def record_tool_call(
+        self,
+        index: int,
+        step: int,
+        call: dict[str, Any],
+        result: str,
+        ok: bool,
+        latency_ms: float,
+        body: dict[str, Any],
+        logged: Iterable[EngineEvent] = (),
+    ) -> None:
+        """A tool call's result and the transcript that now carries it: `ToolCallEnded(index, step,
+        call_id, name, ok, latency_ms, arguments=..., result=result, body=body)`."""
+        function = call.get("function") or {}
+        ended = ToolCallEnded(
+            index,
+            step,
+            call.get("id") or "",
+            function.get("name", ""),
+            ok,
+            latency_ms,
+            arguments=function.get("arguments"),
+            result=result,
+            body=body,
+        )
+        self._record(logged, ended)
+
+    def record_judgment(
+        self, index: int, score: float, reason: str, round_number: int, logged: Iterable[EngineEvent] = ()
+    ) -> None:
+        """A judged answer: `AnswerJudged(index, score, reason, round)`."""
+        self._record(logged, AnswerJudged(index, score, reason, round_number))
+
+    def log_event(self, kind: str, data: dict[str, Any] | None = None) -> None:
+        """A note by its old name ("trimmed", "batch_refused"...): logged as its typed event
+        (`journal.note_kinds`; "failover" and "quality_drift" write nothing: the `EndpointSwitched`
+        and `QualityDrift` logged with them say it)."""
+        event = note_event(kind, data or {})
+        if event is not None:
+            self.append([event])
+
+    # ----------------------------------------------------------------- the batch lane
+
+    def record_batch_intent(self, endpoint: str, input_file_id: str, tasks: Sequence[tuple[int, int]]) -> BatchRow:
+        """An uploaded Batch input file about to become a batch: (task index, attempt number) of
+        each line. Written before the batch is created, so that a process killed in between
+        finds its batch (by this file id) instead of submitting the same tasks again."""
+        now = time.time()
+        with self._writing():
+            cursor = self._db.execute(
+                "INSERT INTO batches (endpoint, input_file_id, status, tasks, submitted_at) VALUES (?, ?, ?, ?, ?)",
+                (endpoint, input_file_id, "uploaded", json.dumps(list(tasks)), now),
+            )
+            self._db.executemany(  # the numbers are taken: a later attempt numbers on from them
+                "UPDATE tasks SET attempts = MAX(attempts, ?) WHERE idx = ?", ((n, i) for i, n in tasks)
+            )
+        assert cursor.lastrowid is not None
+        return BatchRow(cursor.lastrowid, endpoint, input_file_id, None, "uploaded", list(tasks), now)
+
+    def drop_batch(self, row: int, status: str) -> None:
+        """A batch that was never created (or cannot be found): its tasks are free again."""
+        with self._writing():
+            self._db.execute("UPDATE batches SET status = ?, ended_at = ? WHERE id = ?", (status, time.time(), row))
+
+    def record_batch_created(self, row: int, batch_id: str, status: str, logged: Iterable[EngineEvent] = ()) -> None:
+        """`BatchSubmitted(batch_id, endpoint, indices, numbers, ..., row=row, status=status)`."""
+        self._record(logged, BatchSubmitted(batch_id, "", (), (), row=row, status=status))
+
+    def record_batch_progress(
+        self, row: int, status: str, counts: dict[str, int], logged: Iterable[EngineEvent] = ()
+    ) -> None:
+        """`BatchProgress(batch_id, status, completed, failed, total, ..., row=row, counts=counts)`."""
+        self._record(logged, BatchProgress("", status, 0, 0, 0, row=row, counts=counts))
+
+    def record_batch_lines(
+        self,
+        row: int,
+        status: str,
+        files: tuple[str | None, str | None],
+        lines: BatchLines,
+        logged: Iterable[EngineEvent] = (),
+    ) -> None:
+        """A finished batch's every line, and the batch closed, in one transaction: each line's
+        `TaskSucceeded` (with its `response`), `TaskFailed`, `TaskRetrying` or `TaskCancelled`, then
+        `BatchEnded(..., row=row, files=files)`."""
+        events: list[EngineEvent] = [TaskSucceeded(a, "", response=response) for a, response in lines.succeeded]
+        events += [TaskFailed(a) for a in lines.failed]
+        events += [TaskRetrying(a, a.retry_in_s or 0.0) for a in lines.retried]
+        events += [TaskCancelled(a.index, a) for a in lines.unfinished]
+        events.append(BatchEnded("", status, 0, 0, 0, row=row, files=files))
+        self._record(logged, *events)

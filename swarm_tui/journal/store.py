@@ -1,0 +1,156 @@
+"""The journal: a run's source of truth, in SQLite (WAL) inside the run directory.
+
+Every attempt is written (failed, retried and cancelled ones too: they may be billed), and a
+task's final result is committed in the same transaction as its state, before any listener
+hears of it. So whatever instant the process dies at, the journal says exactly which tasks
+succeeded, and `resume` never sends those again.
+
+The package's parts: `schema` (the tables), `writer` (the connection and the one write path,
+`append(events)`), `projections` (what each event writes besides its log row), `queries` and
+`history` (the read side), `control` (the queue `attach` steers through, the heartbeat),
+`records` (the `record_*` wrappers over the write path), `note_kinds` and `migrate` (journals of
+older schemas). `Journal` (here) puts them together, and opens, creates and numbers sessions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..core import codec
+from ..core.events import EngineEvent, TaskState
+from ..core.notes import SessionStarted
+from ..core.task import Task
+from ..errors import InputError
+from ..rundir import JOURNAL_NAME, PRIVATE_FILE, describe_write_failure, temp_name
+from .control import ControlQueue
+from .history import JournalHistory
+from .migrate import migrate
+from .projections import TASK_ROW
+from .queries import JournalQueries
+from .records import RecordWrappers
+from .schema import OLD_EVENTS_TABLE, SCHEMA, SCHEMA_VERSION
+
+
+class IncompleteRunError(Exception):
+    """A journal file that does not hold a whole run (not made by swarm-tui, or damaged)."""
+
+
+class Journal(RecordWrappers, JournalQueries, JournalHistory, ControlQueue):
+    """A run's journal: its connection and write path (`writer`), its read side (`queries`,
+    `history`), its control queue (`control`) and the `record_*` wrappers (`records`)."""
+
+    @classmethod
+    def create(cls, run_dir: Path, tasks: list[Task], meta: dict[str, Any]) -> Journal:
+        """A new journal holding every task of the job (bodies included: resume needs no job file).
+
+        Built under a temporary name and renamed into place, so that whenever the process dies
+        (Ctrl-C, SIGTERM, kill -9 during a large job's ~1 s of writing) the directory holds
+        either a complete run or no journal at all."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path = run_dir / JOURNAL_NAME
+        if path.exists():
+            raise FileExistsError(f"{run_dir} already holds a run; use `swarm-tui resume {run_dir}`")
+        tmp = run_dir / temp_name(JOURNAL_NAME)
+        tmp.unlink(missing_ok=True)
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
+        now = time.time()
+        try:
+            db = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                db.execute("PRAGMA journal_mode=OFF")  # a new file that only the rename makes real
+                db.executescript(SCHEMA)
+                db.execute("BEGIN")
+                db.executemany(
+                    TASK_ROW,
+                    (
+                        (t.index, t.custom_id, json.dumps(t.body, ensure_ascii=False), TaskState.QUEUED, now)
+                        for t in tasks
+                    ),
+                )
+                db.executemany(
+                    "INSERT INTO meta (key, value) VALUES (?, ?)",
+                    [
+                        (k, json.dumps(v, ensure_ascii=False))
+                        for k, v in {**meta, "schema": SCHEMA_VERSION, "created_at": now}.items()
+                    ],
+                )
+                db.execute("COMMIT")
+            finally:
+                db.close()
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return cls(path)
+
+    @classmethod
+    def open(cls, run_dir: Path, *, readonly: bool = False) -> Journal:
+        """An existing run's journal; IncompleteRunError when the file is not a whole run."""
+        path = Path(run_dir) / JOURNAL_NAME
+        if not path.is_file():
+            raise FileNotFoundError(f"no journal in {run_dir} (expected {path.name})")
+        try:
+            journal = cls(path, readonly=readonly)
+            meta = journal.meta()
+        except sqlite3.OperationalError as exc:
+            if readonly and not path.with_name(path.name + "-wal").exists():
+                # a finished run in a read-only directory: SQLite cannot make the -shm a WAL journal is
+                # read with, and with no -wal the file alone is the whole journal (read as immutable)
+                journal = cls(path, readonly=True, immutable=True)
+                meta = journal.meta()
+            elif readonly:
+                raise InputError.single(
+                    path, "journal", f"cannot be read ({exc}): its directory is read-only and it has a -wal file"
+                ) from None
+            else:  # resume: a journal that cannot take writes (a read-only file or directory)
+                raise InputError.single(
+                    path, "journal", f"{describe_write_failure(exc, path)}; resume writes the journal"
+                ) from None
+        except sqlite3.DatabaseError as exc:
+            raise IncompleteRunError(f"{path} is not a swarm-tui journal ({exc})") from None
+        if "plan" not in meta or "job" not in meta:
+            journal.close()
+            raise IncompleteRunError(
+                f"{path} does not hold a whole run (its creation was interrupted?); "
+                f"start it again with `swarm-tui run JOB --out` a new directory"
+            )
+        return journal
+
+    def begin_session(self) -> int:
+        """Number this process's work on the journal (1 for the first run, 2 for its first resume...);
+        a journal of an older schema is brought to this one first (`journal.migrate`)."""
+        migrate(self)
+        row = self._db.execute("SELECT COALESCE(MAX(session), 0) + 1 FROM log").fetchone()
+        self.session = row[0]
+        self.append([SessionStarted(os.getpid())])
+        return self.session
+
+    def adopt_log(self, timeline: Iterable[tuple[float, int, EngineEvent]]) -> None:
+        """Give a journal of an older schema the log of this one: (time, session, event) of what it
+        did (rebuilt from a schema-1 journal's rows, or its untyped notes), its `events` table
+        dropped, in one transaction."""
+        with self._writing():
+            self._db.executemany(
+                "INSERT INTO log (at, session, kind, data) VALUES (?, ?, ?, ?)",
+                ((at, session, *codec.encode(event)) for at, session, event in timeline),
+            )
+            self._db.execute(f"DROP TABLE IF EXISTS {OLD_EVENTS_TABLE}")
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+
+    def replace_bodies(self, bodies: dict[int, dict[str, Any]]) -> None:
+        """Tasks to be sent with other bodies from now on (a resume with `--model`); a task that
+        succeeded keeps the body it was answered for."""
+        with self._writing():
+            self._db.executemany(
+                "UPDATE tasks SET body = ?, updated_at = ? WHERE idx = ? AND state != ?",
+                (
+                    (json.dumps(body, ensure_ascii=False), time.time(), index, TaskState.SUCCEEDED)
+                    for index, body in bodies.items()
+                ),
+            )

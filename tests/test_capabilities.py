@@ -1,0 +1,41 @@
+"""Engines declare what they can do (issue 26): a run that needs what the chosen engine lacks is
+refused before anything is written or sent (exit 2, naming it), never silently dropped — the
+judge under --ray was dropped before."""
+
+from __future__ import annotations
+
+import pytest
+
+from swarm_tui.core.ports import Capability, missing
+from swarm_tui.distributed import CAPABILITIES as RAY
+from swarm_tui.engine import SwarmEngine
+
+from .conftest import run_cli, write_batch
+
+
+def test_the_local_engine_declares_everything_and_missing_keeps_a_stable_order():
+    assert SwarmEngine.capabilities == frozenset(Capability)
+    assert missing(RAY, [Capability.JUDGE, Capability.TOOLS]) == [Capability.TOOLS, Capability.JUDGE]
+    assert missing(SwarmEngine.capabilities, list(Capability)) == []
+
+
+@pytest.mark.parametrize(("extra", "named"), [
+    (["--judge", "self"], "the judge (--judge)"),
+    (["--lane", "batch"], "the batch lane"),
+    (["--tools"], "multi-step agents"),
+])
+def test_a_run_on_ray_that_needs_what_ray_cannot_do_is_refused(tmp_path, extra, named):
+    if extra[0] == "--tools":
+        extra = ["--tools", str(write_tools(tmp_path))]
+    job = write_batch(tmp_path / "job.jsonl", ["a", "b"])
+    result = run_cli("run", str(job), "--ray", "--headless", "--out", str(tmp_path / "run"), *extra)
+    assert result.returncode == 2, result.stderr
+    assert named in result.stderr and "does not run on Ray yet" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "run").exists(), "nothing made"
+
+
+def write_tools(tmp_path):
+    path = tmp_path / "tools.toml"
+    path.write_text('[[tools.python]]\nfunction = "swarm_tui.examples.mcp_tools:lookup"\n')
+    return path
