@@ -143,6 +143,44 @@ def test_a_view_without_a_screen_collects_nothing_but_tells_its_news():
 # ----------------------------------------------------------------- the actions table
 
 
+def test_the_journal_s_notes_pass_a_view_by(tmp_path):
+    """The journal's typed notes share its log with the engine's events (core/notes.py), but they
+    move no task and are no news: a view that tails the log shows exactly what one fed the events
+    alone does, and its listeners (the replayed stats, the screen) never see a note."""
+    from swarm_tui.core.notes import JudgeFailed, MemoryFlushed, SwarmFinished, TaskTrimmed
+    from swarm_tui.core.task import Task
+    from swarm_tui.journal import Journal
+    from swarm_tui.runlog import LogFollower
+
+    tasks = [Task(i, f"t{i}", {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}) for i in range(2)]
+    journal = Journal.create(tmp_path / "run", tasks, {"plan": {}, "job": {}})
+    journal.begin_session()
+    events = [RunStarted(2, 2, 2, "sim", True), AttemptStarted(0, 1, "sim"),
+              TaskRetrying(attempt(0, 1, "retry", ErrorClass.SERVER), 1.5), AttemptStarted(0, 2, "sim"),
+              TaskSucceeded(attempt(0, 2, "ok", latency_ms=240.0), "an answer", response=b'{"id":"c"}'),
+              AttemptStarted(1, 1, "sim"), TaskFailed(attempt(1, 1, "failed", ErrorClass.AUTH)),
+              RunFinished(1, 1, 0, False)]
+    notes = [TaskTrimmed(1, "t1"), JudgeFailed(0, "no score"), MemoryFlushed(1), SwarmFinished(None, "fan-out")]
+    journal.append(events[:3] + notes[:2] + events[3:6] + notes[2:] + events[6:])
+    follower = LogFollower(journal)
+    heard: list = []
+    follower.subscribe(heard.append)
+    assert follower.poll() == len(events), "the notes are not delivered"
+    assert heard == events
+    changes = follower.take_changes()
+    alone = RunView(range(2))
+    expected = alone.apply(events)
+    assert changes.events == expected.events == len(events)
+    assert [n.kind for n in changes.news] == [n.kind for n in expected.news]
+    assert changes.agents == expected.agents and changes.latencies == expected.latencies == [240.0]
+    assert [(f.index, f.kind) for f in changes.failures] == [(f.index, f.kind) for f in expected.failures]
+    assert dict(follower.states) == dict(alone.states) == {0: TaskState.SUCCEEDED, 1: TaskState.FAILED}
+    stats = follower.stats
+    assert (stats.sent, stats.succeeded, stats.failed, stats.retried) == (3, 1, 1, 1)
+    assert (follower.phases.phase, follower.phases.detail) == (alone.phases.phase, alone.phases.detail)
+    journal.close()
+
+
 def test_every_binding_comes_from_the_actions_table_and_every_action_is_bound():
     bound = {binding.id: binding for _, scope in KEY_SCOPES for binding in own_bindings(scope)}
     assert set(bound) == {action.id for action in actions.ACTIONS}
