@@ -90,6 +90,7 @@ async def run_headless(
         live=stream.isatty(),
         bell=bell,
         waiting=lambda: gate_wait(engine),
+        states=engine.states,
     )
     engine.subscribe(log.observe)
     label = "SIMULATED" if session.simulated else session.client.base_url

@@ -23,7 +23,7 @@ from swarm_tui.jobs import load_job
 from swarm_tui.journal import Journal
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.session import RunPlan, SwarmSession
-from swarm_tui.ui.source import LiveRun
+from swarm_tui.view.live import LiveRun
 
 from .conftest import write_batch
 from .helpers import wait_until

@@ -11,7 +11,7 @@ from textual.color import Color
 from textual.widgets import Footer
 
 from .helpers import wait_until
-from .test_ui_snapshots import app_on_run, finished_run  # noqa: F401  (fixtures)
+from .test_ui_snapshots import app_on_run, finished_run, journal_copy  # noqa: F401  (fixtures)
 
 THEMES = [theme.name for theme in bundled_themes()]
 TEXT_ROLES = ("foreground", "text", "text-muted", "primary", "accent", "warning", "error", "success",
@@ -212,7 +212,7 @@ def panel_lines(app) -> list[str]:
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
 @pytest.mark.parametrize("writer", ["finished", "crashed"])
-async def test_an_attached_view_says_its_state_once_and_shows_the_resume_command(app_on_run, size, writer):
+async def test_an_attached_view_says_its_state_once_and_shows_the_resume_command(journal_copy, size, writer):
     import sqlite3
     from pathlib import Path
 
@@ -220,9 +220,7 @@ async def test_an_attached_view_says_its_state_once_and_shows_the_resume_command
     from swarm_tui.config import Config
     from swarm_tui.ui.app import make_app
 
-    # the fixture copied the finished run into the working directory; no session is opened on it
-    # (one would hold its lock, and the view would rightly say a live process holds the run)
-    run_dir = Path("swarm-100-demo")
+    run_dir = journal_copy  # the finished run, copied into the working directory
     if writer == "crashed":  # its writer died before saying it finished
         db = sqlite3.connect(run_dir / "journal.sqlite")
         with db:

@@ -331,6 +331,11 @@ class RunStats:
     def percentile(self, q: float) -> float | None:
         return nearest_rank(self.latencies_ms, q)
 
+    def forget_recent(self) -> None:
+        """Keep the counts, drop the recent-rate window (req/s, tok/s): the answers a resumed run
+        replays from its log count toward its totals, but they came before this session."""
+        self._recent.clear()
+
     def rates(self) -> tuple[float, float]:
         """(requests/s, tokens/s) over the last few seconds."""
         if not self._recent:
