@@ -25,6 +25,7 @@ from ..run_plan import RunPlan
 from ..session import SwarmSession, default_run_dir
 from ..sim import add_arguments as add_sim_arguments
 from ..tools import ToolsSpec
+from .cache_cmd import add_cache_command
 from .checks import (
     check_budget,
     check_engine,
@@ -119,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     providers.add_argument("name", nargs="?", help="the profile to test")
     providers.set_defaults(handler=cmd_providers)
     add_cost_commands(commands)
+    add_cache_command(commands)
     return parser
 
 

@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import STRAGGLER_CODE, CallError, ErrorClass
@@ -49,6 +50,8 @@ class LiveLane:
         """When the provider last pushed back (monotonic): no hedge for a while after."""
         self.last_retry_after_asked_s: float | None = None
         """The last Retry-After that was capped: what the provider asked for (shown while waiting)."""
+        self.answer_kept: Callable[[dict[str, Any], ProviderClient, CallResult, float | None], None] | None = None
+        """Where a validated answer goes besides the journal (the cache lane's `remember`), or None."""
         self.outcomes: Outcomes
         self.tools: ToolSteps
         """Set by the engine that assembles the lane (they refer back to it)."""

@@ -35,7 +35,7 @@ from ..core.events import (
     TaskSucceeded,
     ToolCallEnded,
 )
-from ..core.lanes import is_batch_endpoint
+from ..core.lanes import CACHE, is_batch_endpoint
 from ..core.usage import Usage
 from ..pricing import cost_per_minute, projected_total
 
@@ -216,6 +216,10 @@ class RunStats:
     batch_waiting: int = 0
     """Batch lines submitted whose answer has not come back yet (not counted `in_flight`)."""
     unpriced_attempts: int = 0
+    cache_hits: int = 0
+    """Tasks answered from the response cache (`--cache`): no call, cost 0."""
+    cache_saved_usd: float = 0.0
+    """What those answers cost when they were first paid for (not paid again)."""
     started_at: float = field(default_factory=time.monotonic)
     latencies_ms: SortedLatencies = field(default_factory=SortedLatencies)
     """Latencies of successful attempts, sorted (a list's reads; `add` is O(log n))."""
@@ -244,6 +248,10 @@ class RunStats:
                     self.judge_cost_usd += attempt.cost_usd
             case TasksAdded(total=total):
                 self.total = total
+            case TaskSucceeded(attempt=attempt) if attempt.endpoint == CACHE:
+                self.succeeded += 1  # a replay: nothing was in flight, sent or billed
+                self.cache_hits += 1
+                self.cache_saved_usd += attempt.saved_usd or 0.0
             case TaskSucceeded(attempt=attempt):
                 self._attempt_ended(attempt)
                 self.succeeded += 1
