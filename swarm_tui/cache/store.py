@@ -185,9 +185,10 @@ class ResponseCache:
         if self.problem is not None:
             return
         self.problem = message
-        log.warning("%s", message)
         if self._on_problem is not None:
             self._on_problem(message)
+        else:
+            log.warning("%s", message)
 
     @property
     def reading(self) -> bool:
@@ -281,7 +282,8 @@ class ResponseCache:
                     self._write_counters(db)
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # a failed COMMIT has rolled back already
+                    db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
             self._stop_writing(
@@ -327,7 +329,8 @@ class ResponseCache:
             removed = len(doomed)
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
         return removed
 
