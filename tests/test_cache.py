@@ -93,7 +93,8 @@ def test_twenty_changed_prompts_send_exactly_twenty(tmp_path, sim):
 def test_a_changed_generation_parameter_is_another_request(tmp_path, sim):
     prompts = [f"q {i}" for i in range(30)]
     cache_dir = tmp_path / "cache"
-    assert cached_run(write_batch(tmp_path / "a.jsonl", prompts), sim.base_url, tmp_path / "a", cache_dir).returncode == 0
+    first = write_batch(tmp_path / "a.jsonl", prompts)
+    assert cached_run(first, sim.base_url, tmp_path / "a", cache_dir).returncode == 0
     sim.reset()
     other = write_batch(tmp_path / "b.jsonl", prompts, max_tokens=65)
     assert cached_run(other, sim.base_url, tmp_path / "b", cache_dir).returncode == 0
@@ -252,8 +253,8 @@ db.execute("PRAGMA journal_mode = WAL")
 db.execute("PRAGMA wal_autocheckpoint = 0")
 db.execute("BEGIN")
 for i in range(400):
-    db.execute("INSERT INTO answers (key, model, response, size, created_at, last_used_at) VALUES (?, 'm', ?, 8192, ?, ?)",
-               (f"filler-{i}", b"x" * 8192, time.time(), time.time()))
+    db.execute("INSERT INTO answers (key, model, response, size, created_at, last_used_at) "
+               "VALUES (?, 'm', ?, 8192, ?, ?)", (f"filler-{i}", b"x" * 8192, time.time(), time.time()))
 db.execute("COMMIT")
 os.kill(os.getpid(), signal.SIGKILL)  # the WAL stays as it is: whoever writes next appends past it
 """
