@@ -358,3 +358,44 @@ def test_a_toml_jobs_cache_table_turns_the_cache_on(tmp_path, sim):
         result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / name))
         assert result.returncode == 0, result.stderr
     assert sim.stats()["requests"] == 2 and cache_rows(cache_dir) == 2
+
+
+async def test_an_agent_run_again_with_the_same_tool_results_replays_its_steps(tmp_path, sim_factory):
+    """Multi-step agents: each model call (a step that asked for tools, then the answer) is kept;
+    run again, the tools run again (for real) and, their results being the same, every model call
+    is replayed: the simulator sees none."""
+    from dataclasses import replace as replaced
+
+    from swarm_tui.engine import EngineSettings
+    from swarm_tui.jobs import load_job
+    from swarm_tui.providers.profile import ProviderProfile
+    from swarm_tui.session import RunPlan, SwarmSession
+    from swarm_tui.tools.spec import PythonToolSpec, ToolsSpec
+
+    sim = sim_factory(latency_ms=2)
+    tools = ToolsSpec(python=(PythonToolSpec("tests.agent_tools:lookup", where="tools.python[0]"),),
+                      max_steps=4, source="job.toml")
+    job = replaced(load_job(write_batch(tmp_path / "job.jsonl", [f"agent {i} [[sim:tools=2]]" for i in range(6)],
+                                        max_tokens=256)), tools=tools)
+    settings = EngineSettings(concurrency=4, cache="readwrite", cache_dir=str(tmp_path / "cache"))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), settings)
+
+    async def run(name: str) -> SwarmSession:
+        session = SwarmSession.open_new(job, plan, tmp_path / name)
+        try:
+            await session.run()
+        finally:
+            await session.aclose()
+        return session
+
+    first = await run("one")
+    assert first.engine.stats.succeeded == 6 and sim.stats()["tool_steps"] == 12
+    sent = sim.stats()["requests"]
+    assert sent == 18  # 6 agents x (2 steps + the answer)
+    second = await run("two")
+    assert second.engine.stats.succeeded == 6
+    assert sim.stats()["requests"] == sent, "a model call of an agent was sent again"
+    assert second.engine.stats.cache_hits == 18 and second.engine.stats.steps == 12
+    assert results_by_id(tmp_path / "one") == results_by_id(tmp_path / "two")
+    transcripts = [read_jsonl(tmp_path / name / "transcripts.jsonl") for name in ("one", "two")]
+    assert [t["messages"] for t in transcripts[0]] == [t["messages"] for t in transcripts[1]]

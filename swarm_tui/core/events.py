@@ -25,6 +25,7 @@ from .notes import (
     BatchLookupFailed,
     BatchPollFailed,
     BatchRefused,
+    CacheUnavailable,
     JudgeFailed,
     MemoryFlushed,
     PlanMade,
@@ -417,4 +418,5 @@ EngineEvent = (
     | SwarmFinished
     | RayStarted
     | ActorLost
+    | CacheUnavailable
 )

@@ -26,6 +26,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..cache import CacheEntry, ResponseCache, request_key
@@ -33,7 +34,8 @@ from ..core.events import Attempt, TaskState, TaskSucceeded
 from ..core.lanes import CACHE
 from ..core.usage import Usage
 from ..providers.client import CallResult
-from .calls import finish_reason
+from .calls import answer_message, finish_reason
+from .direct import cached_attempt
 
 if TYPE_CHECKING:
     from ..core.ports import LaneHost
@@ -60,13 +62,17 @@ class CacheLane:
         client: ProviderClient,
         body_of: Callable[[int], dict[str, Any]],
         validator: Validator | None,
+        on_step: Callable[[int, Attempt, CallResult], None] | None = None,
     ) -> None:
+        """`on_step`: how an agent's step goes on (`agents.ToolSteps.on_tool_request`), when the
+        run's tasks are multi-step agents; their step calls are replayed one by one."""
         self.engine = host
         self.cache = cache
         self.client = client
         self.body_of = body_of
         """What the live lane would send for a task (its tools offered): what the key is of."""
         self.validator = validator
+        self.on_step = on_step
         self._hits: list[tuple[int, CacheEntry]] = []
         self._followers: dict[str, list[int]] = {}
         """key -> tasks waiting for the answer of the task sent for it."""
@@ -87,14 +93,17 @@ class CacheLane:
     # ----------------------------------------------------------------- the engine's side
 
     def claim(self, ready: Sequence[int]) -> list[int]:
-        """Take the hits and the duplicates out of the live queue; return what goes live."""
+        """Take the hits and the duplicates out of the live queue; return what goes live. Agents
+        stay live: each of their model calls is looked up when it is due (`replay_step`)."""
+        if self.on_step is not None:
+            return list(ready)
         keys = {index: self.key_of_body(self.body_of(index)) for index in ready}
         found = self.cache.lookup(keys.values()) if self.cache.reading else {}
         live: list[int] = []
         for index in ready:
             key = keys[index]
             entry = found.get(key) or self._answers.get(key)
-            if entry is not None and self._acceptable(index, entry):
+            if entry is not None and self.on_step is None and self._acceptable(index, entry):
                 self._hits.append((index, entry))
             elif key in self._leaders and not self.engine.states[self._leaders[key]].is_final:
                 self._followers.setdefault(key, []).append(index)
@@ -183,19 +192,12 @@ class CacheLane:
         except ValueError:
             engine.give_back([index])
             return
-        attempt = Attempt(
+        attempt = cached_attempt(
             index,
             engine.next_number(index),
-            CACHE,
-            time.time(),
-            0.0,
-            "ok",
-            status=200,
-            request_id=entry.request_id,
-            usage=Usage(),
-            cost_usd=0.0,
-            finish_reason=entry.finish_reason,
-            saved_usd=entry.cost_usd,
+            CallResult({}, Usage(), entry.request_id),
+            entry.cost_usd,
+            entry.finish_reason,
         )
         self.cache.used(entry.key)
         self.hits += 1
@@ -203,6 +205,46 @@ class CacheLane:
         engine.commit_soon(
             engine.journal.record_success, attempt, entry.response, events=[TaskSucceeded(attempt, content)]
         )
+
+    def replay(
+        self, body: dict[str, Any], client: ProviderClient
+    ) -> tuple[CallResult, float | None, str | None] | None:
+        """A direct call's answer (planner, aggregator, judge), when the cache holds it."""
+        key = self.key_of_body(body, client)
+        entry = self._answers.get(key) or (self.cache.lookup([key]).get(key) if self.cache.reading else None)
+        if entry is None:
+            return None
+        try:
+            result = self._result(entry)
+        except ValueError:
+            return None
+        self.cache.used(key)
+        self.hits += 1
+        self.saved_usd += entry.cost_usd or 0.0
+        return result, entry.cost_usd, entry.finish_reason
+
+    def replay_step(self, index: int) -> bool:
+        """An agent's next model call, from the cache: a step that asked for tools (they run
+        again, for real) or its final answer. False: not cached, it is sent."""
+        key = self.key_of_body(self.body_of(index))
+        entry = self._answers.get(key) or (self.cache.lookup([key]).get(key) if self.cache.reading else None)
+        if entry is None or self.on_step is None:
+            return False
+        try:
+            result = self._result(entry)
+        except ValueError:
+            return False
+        if not answer_message(result).get("tool_calls"):
+            if not self._acceptable(index, entry):
+                return False
+            self._replay(index, entry)
+            return True
+        attempt = cached_attempt(index, self.engine.next_number(index), result, entry.cost_usd, entry.finish_reason)
+        self.cache.used(key)
+        self.hits += 1
+        self.saved_usd += entry.cost_usd or 0.0
+        self.on_step(index, replace(attempt, outcome="step"), result)
+        return True
 
     # ----------------------------------------------------------------- the live lane's answers
 
@@ -242,8 +284,17 @@ def make_lane(engine: Any) -> CacheLane | None:
     cache: ResponseCache | None = getattr(engine, "response_cache", None)
     if cache is None or not (cache.reading or cache.writing):
         return None
+    tools = engine.live.tools
     lane = CacheLane(
-        engine, cache, engine.client, lambda index: engine.live.request_body(index, engine.client), engine.validator
+        engine,
+        cache,
+        engine.client,
+        lambda index: engine.live.request_body(index, engine.client),
+        engine.validator,
+        tools.on_tool_request if tools.enabled else None,
     )
     engine.live.answer_kept = lane.remember
+    if tools.enabled:
+        engine.live.step_replay = lane.replay_step
+    engine.direct.cache = lane
     return lane

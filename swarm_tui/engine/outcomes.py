@@ -73,14 +73,14 @@ class Outcomes:
             "step" if asks_for_tools else "ok",
             kernel.tasks[index].body,
         )
+        if lane.answer_kept is not None:  # the response cache (`--cache`): an answer, or an agent's step
+            lane.answer_kept(call.body, call.client, result, attempt.cost_usd)
         if asks_for_tools:
             lane.tools.on_tool_request(index, attempt, result)
             return
         succeeded = TaskSucceeded(attempt, result.content)
         answer = result.raw if result.raw is not None else result.body  # kept as received
         kernel.commit_soon(kernel.journal.record_success, attempt, answer, events=[succeeded])
-        if lane.answer_kept is not None:  # the response cache (`--cache`)
-            lane.answer_kept(call.body, call.client, result, attempt.cost_usd)
 
     def _on_invalid_answer(self, index: int, call: Call, result: CallResult, problem: str) -> None:
         """An answer that fails validation: asked once more with the problem, then a failure that

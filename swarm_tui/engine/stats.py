@@ -240,6 +240,9 @@ class RunStats:
                 self.batch_waiting += len(indices)
             case AttemptEnded(attempt=attempt):
                 self._attempt_ended(attempt)
+            case PhaseAttempt(attempt=attempt) if attempt.endpoint == CACHE:
+                self.cache_hits += 1  # a direct call (planner, aggregator, judge) replayed: nothing sent
+                self.cache_saved_usd += attempt.saved_usd or 0.0
             case PhaseAttempt(phase=phase, attempt=attempt):
                 self.sent += 1
                 self.in_flight += 1  # balanced by _attempt_ended
@@ -258,7 +261,11 @@ class RunStats:
                 if not is_batch_endpoint(attempt.endpoint):  # a batch line's hours are no call latency
                     self.latencies_ms.add(attempt.latency_ms)
             case AgentStepped(attempt=attempt, step=step):
-                self._attempt_ended(attempt)
+                if attempt.endpoint == CACHE:  # a step replayed from the response cache: nothing sent
+                    self.cache_hits += 1
+                    self.cache_saved_usd += attempt.saved_usd or 0.0
+                else:
+                    self._attempt_ended(attempt)
                 self.steps += 1
                 self.critical_path = max(self.critical_path, step + 1)  # at least one call follows
             case ToolCallEnded(ok=ok):

@@ -139,13 +139,14 @@ class JournalQueries(JournalWriter):
         return any(row[1] == "estimated" for row in self._db.execute("PRAGMA table_info(attempts)"))
 
     def cache_totals(self) -> dict[str, Any] | None:
-        """Answers replayed from the response cache (lane `cache`) and what they saved, every
+        """Calls replayed from the response cache (lane `cache`: answers, agents' steps, planner,
+        aggregator and judge calls) and what they saved, every
         session; None when the run replayed none (or its journal predates the cache)."""
         if not any(row[1] == "saved_usd" for row in self._db.execute("PRAGMA table_info(attempts)")):
             return None
         hits, saved, unpriced = self._db.execute(
             "SELECT COUNT(*), COALESCE(SUM(saved_usd), 0), SUM(saved_usd IS NULL) FROM attempts "
-            "WHERE endpoint = 'cache' AND outcome = 'ok'"
+            "WHERE endpoint = 'cache'"  # answers, agents' steps, direct calls
         ).fetchone()
         if not hits:
             return None
