@@ -175,6 +175,7 @@ class SwarmSession:
                 base_url=self.base_url,
                 address=ray.address,
                 actors=ray.actors,
+                response_cache=self.response_cache,
                 **shared,
             )
         return SwarmEngine(

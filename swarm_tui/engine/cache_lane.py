@@ -34,8 +34,7 @@ from ..core.events import Attempt, TaskState, TaskSucceeded
 from ..core.lanes import CACHE
 from ..core.usage import Usage
 from ..providers.client import CallResult
-from .calls import answer_message, finish_reason
-from .direct import cached_attempt
+from .calls import answer_message, cached_attempt, finish_reason
 
 if TYPE_CHECKING:
     from ..core.ports import LaneHost

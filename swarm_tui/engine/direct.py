@@ -13,9 +13,8 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from ..core.events import Attempt, PhaseAttempt
-from ..core.lanes import CACHE
-from ..core.usage import Usage
 from ..providers.client import CallResult, ProviderClient, StreamDeadlines
+from .calls import cached_attempt
 from .settings import RunStopped
 
 if TYPE_CHECKING:
@@ -32,26 +31,6 @@ class DirectCache(Protocol):
         """(the answer, what it cost when it was paid for, its finish reason), or None: not cached."""
 
     def remember(self, body: dict, client: ProviderClient, result: CallResult, cost_usd: float | None) -> None: ...
-
-
-def cached_attempt(
-    index: int, number: int, result: CallResult, saved_usd: float | None, finish_reason: str | None
-) -> Attempt:
-    """The journal's record of an answer replayed from the response cache: lane `cache`, no call, cost 0."""
-    return Attempt(
-        index,
-        number,
-        CACHE,
-        time.time(),
-        0.0,
-        "ok",
-        status=200,
-        request_id=result.request_id,
-        usage=Usage(),
-        cost_usd=0.0,
-        finish_reason=finish_reason,
-        saved_usd=saved_usd,
-    )
 
 
 class DirectLane:
