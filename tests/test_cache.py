@@ -119,9 +119,13 @@ def test_cache_read_on_an_empty_cache_sends_everything_and_writes_nothing(tmp_pa
     result = cached_run(job, sim.base_url, tmp_path / "run", cache_dir, mode="read")
     assert result.returncode == 0, result.stderr
     assert sim.stats()["requests"] == 50
+    assert not cache_dir.exists(), "a replay-only run created a cache"
+    ResponseCache(cache_dir, CacheMode.READ_WRITE).close()  # an empty cache: read, still nothing written
+    result = cached_run(job, sim.base_url, tmp_path / "run2", cache_dir, mode="read")
+    assert result.returncode == 0 and sim.stats()["requests"] == 100
     assert cache_rows(cache_dir) == 0
     again = cached_run(job, sim.base_url, tmp_path / "again", cache_dir, mode="read")
-    assert again.returncode == 0 and sim.stats()["requests"] == 100  # nothing was kept to replay
+    assert again.returncode == 0 and sim.stats()["requests"] == 150  # nothing was kept to replay
 
 
 def test_cache_write_keeps_answers_and_replays_none(tmp_path, sim):

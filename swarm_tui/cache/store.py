@@ -54,7 +54,7 @@ CREATE TABLE IF NOT EXISTS answers (
     created_at REAL NOT NULL,
     last_used_at REAL NOT NULL,
     hits INTEGER NOT NULL DEFAULT 0
-) WITHOUT ROWID;
+);
 CREATE INDEX IF NOT EXISTS answers_by_use ON answers(last_used_at);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 """
@@ -142,9 +142,13 @@ class ResponseCache:
         self.lookups = 0
         self.hits = 0
         self._counted = (0, 0)
+        self._total_bytes: int | None = None
+        """What the entries hold, as far as this process knows (read once, then counted on)."""
         self.aliases: dict[str, str] = {}
         """Base URLs known by another name (the embedded simulator's port changes every run)."""
         self._db: sqlite3.Connection | None = None
+        if not mode.writes and not self.path.exists():  # replay only, from a cache never written: nothing to read
+            return
         try:
             self._db = self._connect()
         except (sqlite3.Error, OSError) as exc:
@@ -291,7 +295,7 @@ class ResponseCache:
             )
             return
         if pending and self._writing:
-            self._bound()
+            self._bound(sum(len(e.response) + len(e.key) for e in pending))
 
     def _counters_moved(self) -> bool:
         return self._writing and (self.lookups, self.hits) != self._counted
@@ -304,12 +308,22 @@ class ResponseCache:
         )
         self._counted = (self.lookups, self.hits)
 
-    def _bound(self) -> None:
-        """Past the size bound: the least recently used entries go until it holds again."""
+    def _bound(self, added: int) -> None:
+        """Past the size bound: the least recently used entries go until it holds again. The
+        total is read once per process and counted on (an answer written again counts twice:
+        the bound is checked early, never late); eviction reads it afresh."""
         assert self._db is not None
-        total = self._db.execute("SELECT COALESCE(SUM(size), 0) FROM answers").fetchone()[0]
-        if total > self.max_bytes:
-            self.evict_to(self.max_bytes)
+        if self._total_bytes is None:
+            self._total_bytes = self._db.execute("SELECT COALESCE(SUM(size), 0) FROM answers").fetchone()[0]
+        else:
+            self._total_bytes += added
+        if self._total_bytes > self.max_bytes:
+            try:
+                self.evict_to(self.max_bytes)
+            except sqlite3.Error as exc:
+                self._stop_writing(
+                    f"the response cache {self.path} cannot be written ({exc}): this run goes on without writing it"
+                )
 
     def evict_to(self, max_bytes: int) -> int:
         """Remove the least recently used entries until the entries hold `max_bytes` at most."""
@@ -328,6 +342,7 @@ class ResponseCache:
             db.executemany("DELETE FROM answers WHERE key = ?", ((k,) for k in doomed))
             removed = len(doomed)
             db.execute("COMMIT")
+            self._total_bytes = total
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")

@@ -80,8 +80,6 @@ class CacheLane:
         """This run's answers by key (followers take theirs here, whatever the cache's mode)."""
         self._wake = asyncio.Event()
         self._stopped = False
-        self.hits = 0
-        self.saved_usd = 0.0
 
     # ----------------------------------------------------------------- keys
 
@@ -199,8 +197,6 @@ class CacheLane:
             entry.finish_reason,
         )
         self.cache.used(entry.key)
-        self.hits += 1
-        self.saved_usd += entry.cost_usd or 0.0
         engine.commit_soon(
             engine.journal.record_success, attempt, entry.response, events=[TaskSucceeded(attempt, content)]
         )
@@ -218,8 +214,6 @@ class CacheLane:
         except ValueError:
             return None
         self.cache.used(key)
-        self.hits += 1
-        self.saved_usd += entry.cost_usd or 0.0
         return result, entry.cost_usd, entry.finish_reason
 
     def replay_step(self, index: int) -> bool:
@@ -240,8 +234,6 @@ class CacheLane:
             return True
         attempt = cached_attempt(index, self.engine.next_number(index), result, entry.cost_usd, entry.finish_reason)
         self.cache.used(key)
-        self.hits += 1
-        self.saved_usd += entry.cost_usd or 0.0
         self.on_step(index, replace(attempt, outcome="step"), result)
         return True
 
