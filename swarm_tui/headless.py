@@ -286,6 +286,10 @@ def print_summary(
             f"batch lane: {len(batches)} batch{'es' if len(batches) != 1 else ''} of "
             f"{sum(b['requests'] for b in batches):,} lines ({statuses}){billed}"
         )
+    cache = summary.get("cache")
+    if cache:  # answers replayed from the response cache: sent nothing, cost nothing
+        unpriced = f" ({cache['unpriced_hits']:,} unpriced)" if cache["unpriced_hits"] else ""
+        lines.append(f"cache {cache['hits']:,} hits · saved ${cache['saved_usd']:.4f}{unpriced}")
     quality = summary.get("quality")
     if quality:
         drifts = quality["drifts"]

@@ -67,6 +67,7 @@ def test_a_job_run_twice_sends_nothing_the_second_time_with_the_same_results(tmp
     summary = json.loads((tmp_path / "two" / "summary.json").read_text())
     assert summary["succeeded"] == 1000 and summary["requests"]["sent"] == 0
     assert summary["cache"]["hits"] == 1000 and summary["cost_usd"] in (0, None)
+    assert "cache 1,000 hits" in second.stderr
     print(f"second run of 1,000 cached tasks: {took:.2f} s (the process included)")
 
 

@@ -161,8 +161,10 @@ class CacheLane:
                         self.engine.give_back([index])
                 continue
             leader = self._leaders.get(key)
-            if leader is None or states[leader].is_final:  # it failed, or its answer was another's
-                self.engine.give_back(self._followers.pop(key))
+            if leader is None or states[leader].is_final or states[leader] is TaskState.CANCELLED:
+                self.engine.give_back(
+                    self._followers.pop(key)
+                )  # it failed, was cancelled (`x`), or answered another body
 
     # ----------------------------------------------------------------- replays
 
