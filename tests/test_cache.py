@@ -404,3 +404,24 @@ async def test_an_agent_run_again_with_the_same_tool_results_replays_its_steps(t
     assert results_by_id(tmp_path / "one") == results_by_id(tmp_path / "two")
     transcripts = [read_jsonl(tmp_path / name / "transcripts.jsonl") for name in ("one", "two")]
     assert [t["messages"] for t in transcripts[0]] == [t["messages"] for t in transcripts[1]]
+
+
+def test_a_swarm_with_its_judge_run_again_sends_nothing(tmp_path, sim):
+    """Planner, warm-up, workers, aggregator and the judge's verdicts: every call of the second run
+    is a replay (the direct calls are looked up before admission, as the tasks are)."""
+    from .conftest import REPO
+
+    job = REPO / "sample_jobs" / "research-swarm.toml"
+    cache_dir = tmp_path / "cache"
+    judged = ("--judge", "self", "--judge-rate", "1")
+    first = cached_run(job, sim.base_url, tmp_path / "one", cache_dir, *judged)
+    assert first.returncode == 0, first.stderr
+    sent = sim.stats()["requests"]
+    assert sim.stats()["judge"]["requests"] > 0
+    second = cached_run(job, sim.base_url, tmp_path / "two", cache_dir, *judged)
+    assert second.returncode == 0, second.stderr
+    assert sim.stats()["requests"] == sent, "a call of the swarm or its judge was sent again"
+    assert (tmp_path / "one" / "aggregate.md").read_text() == (tmp_path / "two" / "aggregate.md").read_text()
+    summaries = [json.loads((tmp_path / name / "summary.json").read_text()) for name in ("one", "two")]
+    assert summaries[1]["cache"]["hits"] == sent and summaries[1]["requests"]["sent"] == 0
+    assert summaries[1]["quality"]["judged"] == summaries[0]["quality"]["judged"] > 0
