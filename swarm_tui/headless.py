@@ -248,6 +248,30 @@ def summary_fields(summary: dict, finished: RunFinished, session: SwarmSession, 
     }
 
 
+def lane_lines(summary: dict) -> list[str]:
+    """The summary's lines about the lanes besides live calls: the batch lane's batches, the
+    answers replayed from the response cache (sent nothing, cost nothing)."""
+    lines: list[str] = []
+    batches = summary.get("batches") or []
+    if batches:
+        by_lane = summary.get("cost_breakdown", {}).get("by_lane") or {}
+        billed = (
+            f", ${by_lane['batch']:.4f} at the batch rate"
+            if by_lane.get("batch") is not None and summary["cost_usd"] is not None
+            else ""
+        )
+        statuses = ", ".join(sorted({b["status"] for b in batches}))
+        lines.append(
+            f"batch lane: {len(batches)} batch{'es' if len(batches) != 1 else ''} of "
+            f"{sum(b['requests'] for b in batches):,} lines ({statuses}){billed}"
+        )
+    cache = summary.get("cache")
+    if cache:
+        unpriced = f" ({cache['unpriced_hits']:,} unpriced)" if cache["unpriced_hits"] else ""
+        lines.append(f"cache {cache['hits']:,} hits · saved ${cache['saved_usd']:.4f}{unpriced}")
+    return lines
+
+
 def print_summary(
     summary: dict,
     finished: RunFinished,
@@ -274,19 +298,7 @@ def print_summary(
         f"{req['server_errors']} 5xx, {req['timeouts']} timeouts)",
         f"tokens {tok['prompt']:,} in ({tok['cached']:,} cached) / {tok['completion']:,} out  cost {cost}",
     ]
-    batches = summary.get("batches") or []
-    if batches:
-        by_lane = summary.get("cost_breakdown", {}).get("by_lane") or {}
-        billed = (
-            f", ${by_lane['batch']:.4f} at the batch rate"
-            if by_lane.get("batch") is not None and summary["cost_usd"] is not None
-            else ""
-        )
-        statuses = ", ".join(sorted({b["status"] for b in batches}))
-        lines.append(
-            f"batch lane: {len(batches)} batch{'es' if len(batches) != 1 else ''} of "
-            f"{sum(b['requests'] for b in batches):,} lines ({statuses}){billed}"
-        )
+    lines.extend(lane_lines(summary))
     quality = summary.get("quality")
     if quality:
         drifts = quality["drifts"]

@@ -153,6 +153,9 @@ def summarize(
     quality = quality_summary(journal)
     if quality is not None:  # the judge: scores, drifts acted on, its cost apart
         summary["quality"] = quality
+    cache = journal.cache_totals()
+    if cache is not None:  # the response cache: answers replayed (sent nothing, cost 0) and what they saved
+        summary["cache"] = cache
     batches = journal.batch_summary()
     if batches:  # the batch lane: its batches (latency_ms is the live calls' only)
         summary["batches"] = batches

@@ -58,7 +58,8 @@ def run_cost_details(attempts: Iterable[dict[str, Any]], price_for: Callable[[st
                 unpriced += 1
             continue
         slot["cost_usd"] += cost
-        by_lane[lane_of(endpoint)] += cost
+        lane = lane_of(endpoint)  # `cache`: a replay, cost 0
+        by_lane[lane] = by_lane.get(lane, 0.0) + cost
         if row.get("outcome") != "ok":
             overhead += cost
         if price is not None:

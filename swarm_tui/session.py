@@ -12,13 +12,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import sys
 from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from .cache import CacheMode, ResponseCache, default_cache_dir
 from .config import configured_currency
 from .core.events import RunFinished, TaskQueued
+from .core.notes import CacheUnavailable
 from .core.ports import Capability, Engine
 from .core.task import Task
 from .engine import EngineSettings, SwarmEngine, TaskState
@@ -99,6 +102,7 @@ class SwarmSession:
             if fallback_profile is not None
             else None
         )
+        self.response_cache = self._open_cache()
         self.toolbox = Toolbox(contents.tools) if contents.tools is not None and contents.tools.any else None
         """The run's tools: with them, every task is a multi-step agent."""
         self.engine = self._make_engine(contents, ray)
@@ -112,6 +116,29 @@ class SwarmSession:
         self.judge: Judge | None = None
         if contents.judge is not None and Capability.JUDGE in self.engine.capabilities:  # else the CLI refused it
             self.judge = self._make_judge(contents.judge, contents.judge_profile)
+
+    def _open_cache(self) -> ResponseCache | None:
+        """The response cache of a `--cache` run (None without: no file is even opened). A file
+        that cannot be used is said once (stderr and the journal) and the run goes on uncached."""
+        settings = self.plan.settings
+        mode = CacheMode(settings.cache)
+        if mode is CacheMode.OFF:
+            return None
+        cache = ResponseCache(
+            Path(settings.cache_dir) if settings.cache_dir else default_cache_dir(),
+            mode,
+            ttl_s=settings.cache_ttl_s,
+            max_bytes=settings.cache_max_bytes,
+            on_problem=self._cache_problem,
+        )
+        if self.sim is not None:  # the embedded simulator's port is new every run: its answers are the simulator's
+            cache.aliases[self.client.base_url] = "embedded-simulator"
+        return cache
+
+    def _cache_problem(self, message: str) -> None:
+        print(f"swarm-tui: {message}", file=sys.stderr)
+        with contextlib.suppress(JournalWriteError):
+            self.journal.append([CacheUnavailable(message, writes_only="without writing" in message)])
 
     @property
     def base_url(self) -> str:
@@ -148,6 +175,7 @@ class SwarmSession:
                 base_url=self.base_url,
                 address=ray.address,
                 actors=ray.actors,
+                response_cache=self.response_cache,
                 **shared,
             )
         return SwarmEngine(
@@ -158,6 +186,7 @@ class SwarmSession:
             fallback=self.fallback,
             trimmer=drop_memory if swarm and swarm.memory.rounds > 1 else None,
             toolbox=self.toolbox,
+            response_cache=self.response_cache,
             **shared,
         )
 
@@ -444,6 +473,8 @@ class SwarmSession:
         await self.judge_endpoint.aclose()
         if self.sim is not None:
             self.sim.stop()
+        if self.response_cache is not None:
+            self.response_cache.close()
         self.journal.close()
         if self.lock is not None:
             self.lock.release()

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from ..argtypes import (
     STRAGGLER_OFF,
+    byte_size,
+    duration,
     non_negative_float,
     non_negative_int,
     positive_float,
@@ -31,7 +33,35 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     add_provider_options(p)
     add_engine_options(p)
     add_judge_options(p)
+    add_cache_options(p)
     add_sim_options(p)
+
+
+CACHE_MODES = ("readwrite", "read", "write", "off")
+
+
+def add_cache_options(p: argparse.ArgumentParser) -> None:
+    c = p.add_argument_group("response cache (off unless asked for; a cached answer is a replay)")
+    c.add_argument(
+        "--cache",
+        nargs="?",
+        const="readwrite",
+        choices=CACHE_MODES,
+        help="replay answers the cache holds and keep new ones; --cache read: replay only; --cache write: "
+        "keep only (put it after the job file)",
+    )
+    add_cache_place_options(c)
+    c.add_argument("--cache-ttl", type=duration, metavar="AGE", help="replay answers younger than this (default 14d)")
+
+
+def add_cache_place_options(c) -> None:
+    """`--cache-dir` and `--cache-max-size`: shared by `run`, `resume` and `swarm-tui cache`."""
+    c.add_argument(
+        "--cache-dir", type=Path, metavar="DIR", help="the cache's directory (default $XDG_CACHE_HOME/swarm-tui)"
+    )
+    c.add_argument(
+        "--cache-max-size", type=byte_size, metavar="SIZE", help="least recently used answers go past it (default 2G)"
+    )
 
 
 def add_provider_options(p: argparse.ArgumentParser) -> None:
@@ -251,6 +281,10 @@ def resolve_settings(
         live_share=args.live_share if args.live_share is not None else base.live_share,
         batch_poll_s=args.batch_poll or base.batch_poll_s,
         max_answer_bytes=args.max_answer_bytes or base.max_answer_bytes,
+        cache=args.cache or base.cache,
+        cache_dir=str(args.cache_dir) if args.cache_dir is not None else base.cache_dir,
+        cache_ttl_s=args.cache_ttl or base.cache_ttl_s,
+        cache_max_bytes=args.cache_max_size or base.cache_max_bytes,
     )
 
 

@@ -31,6 +31,7 @@ from .routing import Endpoints
 from .settings import EngineSettings, Trimmer, Validator
 
 if TYPE_CHECKING:
+    from ..cache import ResponseCache
     from ..core.ports import JournalSink
     from ..tools.toolbox import Toolbox
 
@@ -58,9 +59,11 @@ class SwarmEngine(Kernel):
         trimmer: Trimmer | None = None,
         admission: AdmissionController | None = None,
         toolbox: Toolbox | None = None,
+        response_cache: ResponseCache | None = None,
     ) -> None:
         """`admission`: shared by the engines of a distributed swarm (see `Kernel`). `toolbox`: the
-        run's tools; with one, every task is a multi-step agent (`agents.ToolSteps`)."""
+        run's tools; with one, every task is a multi-step agent (`agents.ToolSteps`).
+        `response_cache`: the cache a `--cache` run replays from and writes to (`cache_lane`)."""
         if settings.budget_usd is not None and price is None:
             raise ValueError("a budget needs the model's price (none is known for it)")
         super().__init__(
@@ -77,6 +80,7 @@ class SwarmEngine(Kernel):
         self.fallback = fallback
         self.price = price
         self.toolbox = toolbox
+        self.response_cache = response_cache
         prices = {client.name: price}
         if fallback is not None:
             prices[fallback.name] = fallback_price

@@ -35,7 +35,7 @@ from ..core.events import (
     TaskSucceeded,
     ToolCallEnded,
 )
-from ..core.lanes import is_batch_endpoint
+from ..core.lanes import CACHE, is_batch_endpoint
 from ..core.usage import Usage
 from ..pricing import cost_per_minute, projected_total
 
@@ -216,6 +216,10 @@ class RunStats:
     batch_waiting: int = 0
     """Batch lines submitted whose answer has not come back yet (not counted `in_flight`)."""
     unpriced_attempts: int = 0
+    cache_hits: int = 0
+    """Tasks answered from the response cache (`--cache`): no call, cost 0."""
+    cache_saved_usd: float = 0.0
+    """What those answers cost when they were first paid for (not paid again)."""
     started_at: float = field(default_factory=time.monotonic)
     latencies_ms: SortedLatencies = field(default_factory=SortedLatencies)
     """Latencies of successful attempts, sorted (a list's reads; `add` is O(log n))."""
@@ -236,6 +240,9 @@ class RunStats:
                 self.batch_waiting += len(indices)
             case AttemptEnded(attempt=attempt):
                 self._attempt_ended(attempt)
+            case PhaseAttempt(attempt=attempt) if attempt.endpoint == CACHE:
+                self.cache_hits += 1  # a direct call (planner, aggregator, judge) replayed: nothing sent
+                self.cache_saved_usd += attempt.saved_usd or 0.0
             case PhaseAttempt(phase=phase, attempt=attempt):
                 self.sent += 1
                 self.in_flight += 1  # balanced by _attempt_ended
@@ -244,13 +251,21 @@ class RunStats:
                     self.judge_cost_usd += attempt.cost_usd
             case TasksAdded(total=total):
                 self.total = total
+            case TaskSucceeded(attempt=attempt) if attempt.endpoint == CACHE:
+                self.succeeded += 1  # a replay: nothing was in flight, sent or billed
+                self.cache_hits += 1
+                self.cache_saved_usd += attempt.saved_usd or 0.0
             case TaskSucceeded(attempt=attempt):
                 self._attempt_ended(attempt)
                 self.succeeded += 1
                 if not is_batch_endpoint(attempt.endpoint):  # a batch line's hours are no call latency
                     self.latencies_ms.add(attempt.latency_ms)
             case AgentStepped(attempt=attempt, step=step):
-                self._attempt_ended(attempt)
+                if attempt.endpoint == CACHE:  # a step replayed from the response cache: nothing sent
+                    self.cache_hits += 1
+                    self.cache_saved_usd += attempt.saved_usd or 0.0
+                else:
+                    self._attempt_ended(attempt)
                 self.steps += 1
                 self.critical_path = max(self.critical_path, step + 1)  # at least one call follows
             case ToolCallEnded(ok=ok):
