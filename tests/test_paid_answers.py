@@ -175,7 +175,7 @@ def test_a_200_that_is_not_a_chat_completion_is_retried_as_bad_response(tmp_path
     assert error["custom_id"] == f"task-{len(fates):04d}" and error["error"]["code"] == "bad_response"
     first_tries = journal_rows(run_dir, "SELECT idx, status, error_class, error_message FROM attempts "
                                         "WHERE number = 1 ORDER BY idx")
-    for (index, status, error_class, message), fate in zip(first_tries, fates):
+    for (_index, status, error_class, message), fate in zip(first_tries, fates, strict=False):
         assert (status, error_class) == (200, "bad_response"), (fate, status, error_class)
         assert "body:" in message, message  # kept for the detail view
     html_message = first_tries[fates.index("html")][3]

@@ -15,7 +15,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from swarm_tui.core.events import TaskQueued, TaskSucceeded
+from swarm_tui.core.events import TaskQueued, TaskSucceeded  # noqa: E402
 from swarm_tui.core.notes import ActorLost  # noqa: E402
 from swarm_tui.distributed import driver as driver_module  # noqa: E402
 from swarm_tui.engine import EngineSettings  # noqa: E402

@@ -23,9 +23,9 @@ from swarm_tui.ui.themes import bundled_themes
 from textual.color import Color
 
 from .helpers import open_session
+from .scripted_run import FROZEN
 from .test_ui_agent_cells import cell, panel_text
 from .test_ui_app import wait_for
-from .test_ui_snapshots import FROZEN, app_on_run, finished_run  # noqa: F401  (fixtures)
 
 FAST_POLL = {"batch_poll_s": 0.05, "batch_poll_max_s": 0.2}
 PRICES = {"custom/sim-1": {"input": 2.0, "output": 8.0, "batch_input": 1.0, "batch_output": 4.0}}

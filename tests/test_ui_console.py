@@ -11,7 +11,6 @@ from textual.color import Color
 from textual.widgets import Footer
 
 from .helpers import wait_until
-from .test_ui_snapshots import app_on_run, finished_run, journal_copy  # noqa: F401  (fixtures)
 
 THEMES = [theme.name for theme in bundled_themes()]
 TEXT_ROLES = ("foreground", "text", "text-muted", "primary", "accent", "warning", "error", "success",
@@ -127,7 +126,7 @@ async def test_keys_that_do_nothing_now_say_why(app_on_run):
         for key, expected in (("g", "This job has no aggregate step"), ("m", "No rolling memory"),
                               ("R", "Agent 1 is done: R retries a failed agent")):
             await pilot.press(key)
-            await wait_until(lambda: any(expected in m for m in messages(app)), f"{key} to say why",
+            await wait_until(lambda expected=expected: any(expected in m for m in messages(app)), f"{key} to say why",
                              step=pilot.pause)
 
 

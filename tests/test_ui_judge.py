@@ -18,7 +18,6 @@ from pathlib import Path
 from swarm_tui.attach import AttachedRun
 from swarm_tui.config import Config
 from swarm_tui.engine import TaskState
-from swarm_tui.view.figures import QualityView
 from swarm_tui.session import SwarmSession
 from swarm_tui.ui import format as fmt
 from swarm_tui.ui.app import SwarmApp, make_app
@@ -26,6 +25,7 @@ from swarm_tui.ui.detail import AgentDetailScreen
 from swarm_tui.ui.grid import LOW_GLYPH, LOW_SCORE, AgentGrid
 from swarm_tui.ui.panels import SPARK_BARS, StatsFooter
 from swarm_tui.ui.themes import bundled_themes
+from swarm_tui.view.figures import QualityView
 from textual.color import Color
 from textual.widgets import Static
 

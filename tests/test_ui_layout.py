@@ -25,7 +25,6 @@ from .test_ui_agent_cells import panel_text
 from .test_ui_app import wait_for
 from .test_ui_console import screen_text
 from .test_ui_lifecycle import run_over
-from .test_ui_snapshots import app_on_run, finished_run, journal_copy  # noqa: F401  (fixtures)
 
 SIZES = [(120, 40), (80, 24), (60, 20)]
 

@@ -219,10 +219,10 @@ async def test_the_bell_rings_on_finish_only_when_asked(tmp_path, sim):
     for bell in (False, True):
         session = open_session(tmp_path, sim.base_url, ["a", "b"], run_name=f"run-{bell}")
         app = make_app(session, config=Config(path=tmp_path / "config.toml"), bell=bell)
-        app.bell = lambda: rung.append(bell)  # type: ignore[method-assign]
+        app.bell = lambda bell=bell: rung.append(bell)  # type: ignore[method-assign]
         try:
             async with app.run_test(size=(80, 24)) as pilot:
-                await wait_for(pilot, lambda: any(n.message.startswith("Run finished") for n in app._notifications))
+                await wait_for(pilot, lambda app=app: any(n.message.startswith("Run finished") for n in app._notifications))
         finally:
             await session.aclose()
     assert rung == [True]
