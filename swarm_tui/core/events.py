@@ -89,6 +89,9 @@ class Attempt:
     (abandoned, cancelled) after it went out and may have been billed all the same."""
     finish_reason: str | None = None
     """Why the answer ended, as the provider says (`stop`, `length`, `tool_calls`...)."""
+    service_tier: str | None = None
+    """The service tier the call was billed at when not the default (`flex`, `priority`:
+    `core.tiers.billed_tier`); None for the default tier and for a batch line (its endpoint says)."""
 
 
 @dataclass(frozen=True, slots=True)
