@@ -188,6 +188,13 @@ class Price:
             source=rates.source or self.source,
         )
 
+    def billed_at(self, tier: str | None) -> Price | None:
+        """The price an answer served at `tier` is billed at: `for_tier`, except that a Flex answer
+        of a row without a flex rate is billed at the default rate (an upper bound: no provider's
+        Flex is dearer than its default), where a Priority one without a rate is priced nowhere."""
+        price = self.for_tier(tier)
+        return self if price is None and tier == FLEX else price
+
     def tiers(self) -> tuple[str, ...]:
         """The tiers this row has a price for, in the order a bill shows them."""
         return tuple(t for t in (DEFAULT, FLEX, PRIORITY, BATCH_TIER) if self.for_tier(t) is not None)

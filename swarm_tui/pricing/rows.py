@@ -162,9 +162,9 @@ def _long_context(reader: _Row) -> LongContext:
     above = table.get("above")
     if isinstance(above, bool) or not isinstance(above, int) or above < 1:
         raise reader.error("long_context.above", f"must be a whole number of prompt tokens >= 1, not {above!r}")
-    factors = {}
+    factors: dict[str, float] = {}
     for name, default in (("input_factor", None), ("output_factor", 1.0)):
-        value = table.get(name, default)
+        value: Any = table.get(name, default)
         if not is_number(value) or value <= 0:
             raise reader.error(f"long_context.{name}", f"must be a number > 0 (2 for twice the rate), not {value!r}")
         factors[name] = float(value)
