@@ -20,6 +20,7 @@ from .core.events import RunFinished
 from .engine.stats import RunStats
 from .progress import counts_text
 from .progress_log import DEFAULT_EVERY_S, TICK_S, ProgressLog, clock_text, progress_fields, progress_text
+from .run_cost import tier_text
 from .runlog import replay_history
 from .session import SwarmSession
 
@@ -273,6 +274,9 @@ def print_summary(
         f"{req['server_errors']} 5xx, {req['timeouts']} timeouts)",
         f"tokens {tok['prompt']:,} in ({tok['cached']:,} cached) / {tok['completion']:,} out  cost {cost}",
     ]
+    tiers = tier_text(summary)
+    if tiers is not None:  # --service-tier flex|priority: what it billed, against the default tier
+        lines.append(tiers)
     batches = summary.get("batches") or []
     if batches:
         by_lane = summary.get("cost_breakdown", {}).get("by_lane") or {}
