@@ -5,8 +5,9 @@ served from the provider's prefix cache) and receiving `output_tokens`. Every pr
 each chosen model is priced (official, the article's relay, other relays' average, the user's
 own rows), with the saving against the most expensive option, in USD and the display currency
 (at a provider's own billing rate when it has one: the article's relay bills ¥1 = $1), and the
-same workload through the provider's Batch API (its batch rate, where it publishes one) with
-what that saves against the live price.
+same workload each other way the provider bills it (lane and tier: live at its Flex and
+Priority tiers, and through its Batch API, where it publishes those rates). A model's
+long-context rule is judged on one task's prompt, not the month's.
 
 The source article's scenario, 100 agents x 50 tasks/day x 2,048 output tokens x 30 days, is
 307.2M output tokens a month: $2,457.60 for GPT-4.1 at $8.00/1M.
@@ -22,10 +23,13 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .core.lanes import BATCH, LIVE
+from .core.tiers import BATCH_TIER, DEFAULT, FLEX, PRIORITY
 from .core.usage import Usage
 from .currency import USD, DisplayCurrency, format_usd
 from .errors import InputError
@@ -108,6 +112,20 @@ class EstimateRow:
     priciest: bool = False
     batch_cost_usd: float | None = None
     """The same tokens at the provider's batch rate (`Price.batch_price`); None: none published."""
+    flex_cost_usd: float | None = None
+    """The same tokens live at the provider's Flex tier; None: no flex rate known."""
+    priority_cost_usd: float | None = None
+    """The same tokens live at the provider's Priority tier; None: no priority rate known."""
+
+    def ways(self) -> list[tuple[str, str, Price, float]]:
+        """(lane, tier, price, cost) of each way the provider bills these tokens, default first."""
+        out = [(LIVE, DEFAULT, self.price, self.cost_usd)]
+        for lane, tier, cost in ((LIVE, FLEX, self.flex_cost_usd), (LIVE, PRIORITY, self.priority_cost_usd),
+                                 (BATCH, BATCH_TIER, self.batch_cost_usd)):  # fmt: skip
+            price = self.price.for_tier(tier)
+            if cost is not None and price is not None:
+                out.append((lane, tier, price, cost))
+        return out
 
     @property
     def display_amount(self) -> float | None:
@@ -139,6 +157,7 @@ class EstimateRow:
             "batch_cost_usd": _r2(self.batch_cost_usd),
             "batch_saving_usd": _r2(self.batch_saving_usd),
             "batch_saving_share": None if self.batch_saving_share is None else round(self.batch_saving_share, 4),
+            "tier_costs_usd": {tier: round(cost, 2) for _, tier, _, cost in self.ways()},
         }
 
 
@@ -220,15 +239,20 @@ def build_estimate(
                 )
             wanted.add(key)
     usage = scenario.usage()
+    size = scenario.input_tokens  # one task's prompt: what a long-context rule is judged on
+
+    def cost_at(price: Price, tier: str) -> float | None:
+        tiered = price.for_tier(tier)
+        return tiered.cost(usage, size) if tiered is not None else None
+
     rows: list[EstimateRow] = []
     for model in chosen:
         offers = [o for o in table.offers(model) if wanted is None or o.provider in wanted]
         if not offers:
             continue
-        priced = sorted(((o, o.price.cost(usage)) for o in offers), key=lambda pair: (pair[1], pair[0].provider))
+        priced = sorted(((o, o.price.cost(usage, size)) for o in offers), key=lambda pair: (pair[1], pair[0].provider))
         top = max(cost for _, cost in priced)
         for offer, cost in priced:
-            batch = offer.price.batch_price()
             rows.append(
                 EstimateRow(
                     model=model,
@@ -239,7 +263,9 @@ def build_estimate(
                     saving_usd=top - cost,
                     saving_share=(top - cost) / top if top > 0 else 0.0,
                     priciest=len(priced) > 1 and cost == top,
-                    batch_cost_usd=batch.cost(usage) if batch is not None else None,
+                    batch_cost_usd=cost_at(offer.price, BATCH_TIER),
+                    flex_cost_usd=cost_at(offer.price, FLEX),
+                    priority_cost_usd=cost_at(offer.price, PRIORITY),
                 )
             )
     if not rows:
@@ -354,53 +380,54 @@ def tokens_text(n: float) -> str:
     return str(n)  # pragma: no cover
 
 
-def table_cells(estimate: Estimate, *, tokens: bool = True) -> tuple[list[str], list[list[str]], dict[str, str]]:
-    """(headers, one row of cells per provider row, billing notes) of the projection table: what
-    `format_table` prints and the TUI's `$` screen shows (`tokens=False`: without the token
-    columns, which are the same on every row). A local cost at another rate than the display
-    currency's is marked `*`; the notes say which provider bills at which rate. The batch columns
-    are the cost at the provider's batch rate and its saving against the live cost, `—` where the
-    provider publishes no batch rate."""
+def table_cells(
+    estimate: Estimate, *, tokens: bool = True, narrow: bool = False
+) -> tuple[list[str], list[list[str]], dict[str, str]]:
+    """(headers, one row of cells per way a provider bills the tokens, billing notes) of the
+    projection table: what `format_table` prints (`narrow`: its short headers) and the TUI's `$`
+    screen shows (`tokens=False`: without the token columns, which are the same on every row).
+
+    Each provider row of a model gives a line per lane and tier it has a rate for (`EstimateRow.
+    ways`): live at the default tier, at Flex, at Priority, and the batch lane. `saving vs
+    priciest` compares each with the model's priciest offer at the default tier (negative: dearer).
+    A local cost at another rate than the display currency's is marked `*`; the notes say which
+    provider bills at which rate."""
     cur = estimate.currency
     u = estimate.usage
-    headers = ["model", "provider", "in $/1M", "cached $/1M", "out $/1M"]
+    prices = ["in/1M", "out/1M"] if narrow else ["in $/1M", "out $/1M"]
+    headers = ["model", "provider", "lane", "tier", *prices]
     headers += ["input tok", "output tok"] if tokens else []
     headers.append("cost USD")
     if cur.shows_local:
         headers.append(f"cost {cur.code}")
-    headers.append("saving vs priciest")
-    headers += ["batch USD", "batch saving"]
+    headers.append("saving" if narrow else "saving vs priciest")
     rows: list[list[str]] = []
     billed_notes: dict[str, str] = {}
     for row in estimate.rows:
-        cells = [
-            row.model,
-            row.provider,
-            price_text(row.price.input),
-            price_text(row.price.cached_input),
-            price_text(row.price.output),
-        ]
-        cells += [tokens_text(u.prompt), tokens_text(u.completion)] if tokens else []
-        cells.append(format_usd(row.cost_usd))
-        if cur.shows_local:
-            local = row.currency.local(row.cost_usd)
-            if row.currency.rate != cur.rate:
-                local += "*"
-                billed_notes[row.provider] = row.currency.rate_text()
-            cells.append(local)
-        if row.priciest:
-            cells.append("- (priciest)")
-        elif row.saving_usd > 0:
-            cells.append(f"{format_usd(row.saving_usd)} ({row.saving_share:.1%})")
-        else:
-            cells.append("-")
-        if row.batch_cost_usd is None:
-            cells += [NO_BATCH, NO_BATCH]
-        else:
-            cells.append(format_usd(row.batch_cost_usd))
-            cells.append(f"{format_usd(row.batch_saving_usd)} ({row.batch_saving_share:.1%})")
-        rows.append(cells)
+        top = row.cost_usd + row.saving_usd  # the model's priciest default-tier offer
+        for lane, tier, price, cost in row.ways():
+            cells = [row.model, row.provider, lane, tier if lane == LIVE else NO_TIER]
+            cells += [price_text(price.input), price_text(price.output)]
+            cells += [tokens_text(u.prompt), tokens_text(u.completion)] if tokens else []
+            cells.append(format_usd(cost))
+            if cur.shows_local:
+                local = row.currency.local(cost)
+                if row.currency.rate != cur.rate:
+                    local += "*"
+                    billed_notes[row.provider] = row.currency.rate_text()
+                cells.append(local)
+            if row.priciest and tier == DEFAULT:
+                cells.append("priciest" if narrow else "(priciest)")
+            elif tier == DEFAULT and row.saving_usd <= 0:
+                cells.append("-")
+            else:
+                cells.append(f"{(top - cost) / top:.1%}" if top > 0 else "-")
+            rows.append(cells)
     return headers, rows, billed_notes
+
+
+TABLE_WIDTH = 80
+"""`format_table` fits a terminal of 80 columns: the model heads its rows, the notes wrap."""
 
 
 def format_table(estimate: Estimate) -> str:
@@ -415,58 +442,73 @@ def format_table(estimate: Estimate) -> str:
         f"Tokens: {tokens_text(u.prompt)} input ({tokens_text(u.cached)} cached) + {tokens_text(u.completion)} output",
     ]
     show_local = cur.shows_local
-    headers, table, billed_notes = table_cells(estimate)
-    right = set(range(2, len(headers)))
+    headers, table, billed_notes = table_cells(estimate, tokens=False, narrow=True)
+    headers, table = headers[1:], [cells[1:] for cells in table]  # the model heads its rows instead
+    right = set(range(3, len(headers)))
     widths = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(headers)]
 
     def render(cells: list[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
+        return (
+            "  "
+            + "  ".join(
+                c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            ).rstrip()
+        )
 
     lines.append("")
     lines.append(render(headers))
-    lines.append(render(["-" * w for w in widths]))
+    models = [row.model for row in estimate.rows for _ in row.ways()]
     previous = None
-    for row, cells in zip(estimate.rows, table, strict=True):
-        if previous is not None and row.model != previous:
-            lines.append("")
-        previous = row.model
+    for model, cells in zip(models, table, strict=True):
+        if model != previous:
+            if previous is not None:
+                lines.append("")
+            lines.append(model)
+        previous = model
         lines.append(render(cells))
     lines.append("")
+    notes: list[str] = []
     cheapest, priciest = estimate.cheapest, estimate.priciest
     if len({r.model for r in estimate.rows}) > 1 and priciest.cost_usd > cheapest.cost_usd:
-        lines.append(
+        notes.append(
             f"Cheapest: {cheapest.model} @ {cheapest.provider} {format_usd(cheapest.cost_usd)}, "
             f"{format_usd(priciest.cost_usd - cheapest.cost_usd)} "
             f"({(priciest.cost_usd - cheapest.cost_usd) / priciest.cost_usd:.1%}) less than the priciest, "
             f"{priciest.model} @ {priciest.provider} {format_usd(priciest.cost_usd)}"
         )
-    if any(r.batch_cost_usd is not None for r in estimate.rows):
-        lines.append(f"Batch: at the provider's Batch API rate, saving vs live; {NO_BATCH} none published")
+    notes.append(
+        "Lane live or batch (the provider's Batch API, within 24 h); tier default, flex (the batch rate, "
+        "answered live: slower, sometimes unavailable) or priority (faster, at a premium), where the provider "
+        "publishes the rate. Saving: against the model's priciest offer at the default tier."
+    )
     if show_local:
         basis = f"{cur.rate_text()} ({cur.basis})" if cur.basis else cur.rate_text()
         if billed_notes:
             bills = ", ".join(f"{p} bills {r}" for p, r in sorted(billed_notes.items()))
-            lines.append(f"{cur.code} at {basis}; * {bills} (price table [billing])")
+            notes.append(f"{cur.code} at {basis}; * {bills} (price table [billing])")
         else:
-            lines.append(f"{cur.code} at {basis}")
-    lines.append(
+            notes.append(f"{cur.code} at {basis}")
+    notes.append(
         f"Prices: USD per 1M tokens, built-in table updated {estimate.prices_updated or '?'} "
         "(official list prices and the source article's relay prices); override in your config [prices]."
     )
-    for note in estimate.notes:
-        lines.append(f"Note: {note}")
+    notes += [f"Note: {note}" for note in estimate.notes]
+    for note in notes:
+        lines += textwrap.wrap(note, TABLE_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
     return "\n".join(lines)
 
 
-NO_BATCH = "—"
-"""The batch columns of a row whose provider publishes no batch rate."""
+NO_TIER = "—"
+"""The tier column of the batch lane's row (the batch is its own rate, not a service tier)."""
 
 
 def price_text(value: float) -> str:
-    """USD per 1M tokens: `8.00`, `0.50`, `0.028`, `0.0433`."""
-    return f"{value:.2f}" if value >= 0.1 or value == 0 else f"{value:.3g}"
+    """USD per 1M tokens: `8.00`, `0.50`, `0.625`, `0.028`, `0.0433` (never rounded away: a half
+    of $1.25 is $0.625, not $0.62)."""
+    cents = value * 100
+    if value == 0 or (value >= 0.1 and abs(cents - round(cents)) < 1e-9):
+        return f"{value:.2f}"
+    return f"{value:.4g}"
 
 
 def _num(value: float) -> str:

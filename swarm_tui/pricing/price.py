@@ -241,23 +241,29 @@ class Price:
 
     # ----------------------------------------------------------------- cost
 
-    def cost(self, usage: Usage) -> float:
+    def cost(self, usage: Usage, prompt_size: float | None = None) -> float:
         """What `usage` costs at this price (USD): `breakdown(usage).total_usd`, summed directly
-        in the common case (no cache write, no long context), which is every answer's hot path."""
+        in the common case (no cache write, no long context), which is every answer's hot path.
+        `prompt_size`: the one request's prompt the long-context rule is judged on, when `usage`
+        adds up many (`estimate`); else `usage.prompt`."""
         prompt, cached = usage.prompt, usage.cached
         rule = self.long_context
-        if usage.cache_write or usage.cache_write_1h or (rule is not None and prompt > rule.above):
-            return self.breakdown(usage).total_usd
+        size = prompt if prompt_size is None else prompt_size
+        if usage.cache_write or usage.cache_write_1h or (rule is not None and size > rule.above):
+            return self.breakdown(usage, prompt_size).total_usd
         uncached = prompt - cached if prompt > cached else 0
         return (uncached * self.input + cached * self.cached_input + billable_output(usage) * self.output) / PER_TOKENS
 
-    def breakdown(self, usage: Usage) -> CostParts:
+    def breakdown(self, usage: Usage, prompt_size: float | None = None) -> CostParts:
+        """`usage` priced by kind of token (`cost`'s `prompt_size`: the one request's prompt)."""
         input_factor = output_factor = excess_factor = 1.0
-        excess = 0
+        excess = 0.0
         rule = self.long_context
-        if rule is not None and usage.prompt > rule.above:
+        size = usage.prompt if prompt_size is None else prompt_size
+        if rule is not None and size > rule.above:
             if rule.applies_to == EXCESS:
-                excess, excess_factor = min(usage.prompt - rule.above, usage.uncached), rule.input_factor
+                share = usage.prompt / size if size else 1.0  # the excess of each request, summed
+                excess, excess_factor = min((size - rule.above) * share, usage.uncached), rule.input_factor
             else:
                 input_factor, output_factor = rule.input_factor, rule.output_factor
         input_rate, cached_rate = self.input * input_factor, self.cached_input * input_factor
