@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..core.events import Attempt
 from ..core.tiers import PRIORITY, served_tier
 from ..core.usage import Usage
-from ..pricing import Price
+from ..pricing import Price, answer_cost
 from ..providers.client import CallResult
 from .calls import answer_estimate, finish_reason, prompt_estimate
 from .ledger import SpendLedger, worst_usage
@@ -90,10 +90,7 @@ class Billing:
         usage, estimated = result.usage, False
         if usage.total == 0:
             usage, estimated = Usage(prompt=prompt_estimate(body), completion=answer_estimate(result)), True
-        price = self.prices.get(endpoint)
-        if price is not None and result.service_tier is not None:
-            price = price.billed_at(result.service_tier)
-        return usage, (price.cost(usage) if price else None), estimated
+        return usage, answer_cost(self.prices.get(endpoint), usage, result.service_tier), estimated
 
     def cut(
         self, index: int, number: int, endpoint: str, started_at: float, latency_ms: float, body: dict, outcome: str

@@ -15,7 +15,18 @@ the engine, the journal or Textual (import-linter contract `pricing-below`).
 from __future__ import annotations
 
 from .figures import cost_per_minute, projected_total
-from .price import AT_BATCH_RATES, EXCESS, PER_TOKENS, WHOLE, CostParts, LongContext, Price, TierRates, billable_output
+from .price import (
+    AT_BATCH_RATES,
+    EXCESS,
+    PER_TOKENS,
+    WHOLE,
+    CostParts,
+    LongContext,
+    Price,
+    TierRates,
+    answer_cost,
+    billable_output,
+)
 from .rows import BATCH_FIELDS, CACHE_FIELDS, ENTRY_FIELDS, PRICE_FIELDS
 from .table import OFFICIAL, Offer, PriceTable, TierRule
 
@@ -36,6 +47,7 @@ __all__ = [
     "PriceTable",
     "TierRates",
     "TierRule",
+    "answer_cost",
     "billable_output",
     "cost_per_minute",
     "projected_total",

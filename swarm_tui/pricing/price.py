@@ -310,6 +310,17 @@ def _tier_dict(price: Price | None) -> dict[str, Any] | None:
     return {"input": price.input, "cached_input": price.cached_input, "output": price.output, "source": price.source}
 
 
+def answer_cost(price: Price | None, usage: Usage, tier: str | None = None) -> float | None:
+    """What an answer costs at `price`, billed at the tier that served it (`Price.billed_at`);
+    None when no price is known (for that tier)."""
+    if price is None:
+        return None
+    if tier is not None:
+        billed = price.billed_at(tier)
+        return billed.cost(usage) if billed is not None else None
+    return price.cost(usage)
+
+
 def billable_output(usage: Usage) -> int:
     """Output tokens to bill: completion tokens, which include reasoning (OpenAI's convention);
     reasoning is added only when it exceeds the completion count (a provider counting it apart)."""
