@@ -248,6 +248,29 @@ def summary_fields(summary: dict, finished: RunFinished, session: SwarmSession, 
     }
 
 
+def billed_ways(summary: dict) -> list[str]:
+    """The summary's lines of money billed another way than live at the default tier: at a service
+    tier (`--service-tier flex|priority`, against the default tier), through the batch lane."""
+    lines = []
+    tiers = tier_text(summary)
+    if tiers is not None:
+        lines.append(tiers)
+    batches = summary.get("batches") or []
+    if batches:
+        by_lane = summary.get("cost_breakdown", {}).get("by_lane") or {}
+        billed = (
+            f", ${by_lane['batch']:.4f} at the batch rate"
+            if by_lane.get("batch") is not None and summary["cost_usd"] is not None
+            else ""
+        )
+        statuses = ", ".join(sorted({b["status"] for b in batches}))
+        lines.append(
+            f"batch lane: {len(batches)} batch{'es' if len(batches) != 1 else ''} of "
+            f"{sum(b['requests'] for b in batches):,} lines ({statuses}){billed}"
+        )
+    return lines
+
+
 def print_summary(
     summary: dict,
     finished: RunFinished,
@@ -274,22 +297,7 @@ def print_summary(
         f"{req['server_errors']} 5xx, {req['timeouts']} timeouts)",
         f"tokens {tok['prompt']:,} in ({tok['cached']:,} cached) / {tok['completion']:,} out  cost {cost}",
     ]
-    tiers = tier_text(summary)
-    if tiers is not None:  # --service-tier flex|priority: what it billed, against the default tier
-        lines.append(tiers)
-    batches = summary.get("batches") or []
-    if batches:
-        by_lane = summary.get("cost_breakdown", {}).get("by_lane") or {}
-        billed = (
-            f", ${by_lane['batch']:.4f} at the batch rate"
-            if by_lane.get("batch") is not None and summary["cost_usd"] is not None
-            else ""
-        )
-        statuses = ", ".join(sorted({b["status"] for b in batches}))
-        lines.append(
-            f"batch lane: {len(batches)} batch{'es' if len(batches) != 1 else ''} of "
-            f"{sum(b['requests'] for b in batches):,} lines ({statuses}){billed}"
-        )
+    lines += billed_ways(summary)
     quality = summary.get("quality")
     if quality:
         drifts = quality["drifts"]
