@@ -59,8 +59,11 @@ class Usage:
 
     @classmethod
     def from_response(cls, usage: dict[str, Any] | None) -> Usage:
+        """The usage an answer reports, whatever its provider's shape (the module says which)."""
         if not usage or not isinstance(usage, dict):
             return cls()
+        if _OTHER_SHAPES.isdisjoint(usage):  # OpenAI's shape (and vLLM's, llama.cpp's): every answer's path
+            return cls._openai(usage)
         details = _table(usage.get("prompt_tokens_details"))
         read = (
             _int(details.get("cached_tokens"))
@@ -79,6 +82,27 @@ class Usage:
         write = min(write, prompt - read)
         write_1h = min(write_1h, prompt - read - write)
         return cls(prompt, completion, read, reasoning, write, write_1h)
+
+    @classmethod
+    def _openai(cls, usage: dict[str, Any]) -> Usage:
+        """OpenAI's usage object: the counts, and their details where it sends them."""
+        prompt = _int(usage.get("prompt_tokens"))
+        completion = _int(usage.get("completion_tokens"))
+        details = usage.get("prompt_tokens_details")
+        read = write = reasoning = 0
+        if details.__class__ is dict:
+            read = _int(details.get("cached_tokens")) or _int(details.get("cache_read_tokens"))
+            write = _int(details.get("cache_write_tokens")) or _int(details.get("cache_creation_tokens"))
+        output = usage.get("completion_tokens_details")
+        if output.__class__ is dict:
+            reasoning = _int(output.get("reasoning_tokens"))
+            if reasoning and _int(usage.get("total_tokens")) == prompt + completion + reasoning:
+                completion += reasoning  # counted apart (the total says so)
+        if read > prompt:
+            read = prompt
+        if write > prompt - read:
+            write = prompt - read
+        return cls(prompt, completion, read, reasoning, write)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -115,9 +139,27 @@ def _prompt_tokens(usage: dict[str, Any], cache_tokens: int) -> int:
         if anthropic_input or cache_tokens and "cache_read_input_tokens" in usage:
             return anthropic_input + cache_tokens  # Anthropic's input_tokens: the cache's tokens apart
         return _int(usage.get("prompt_cache_hit_tokens")) + _int(usage.get("prompt_cache_miss_tokens"))
-    if cache_tokens and (prompt < cache_tokens or prompt == anthropic_input):
+    anthropic = "cache_read_input_tokens" in usage or "cache_creation_input_tokens" in usage
+    if anthropic and cache_tokens and (prompt < cache_tokens or prompt == anthropic_input):
         return prompt + cache_tokens  # a relay passed Anthropic's input_tokens on as prompt_tokens
     return prompt
+
+
+_OTHER_SHAPES = frozenset(
+    {
+        "prompt_cache_hit_tokens",
+        "prompt_cache_miss_tokens",
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+        "cache_creation",
+        "input_tokens",
+        "output_tokens",
+        "cached_tokens",
+        "cache_write_tokens",
+    }
+)
+"""Keys only the other providers' usage objects carry (DeepSeek, Anthropic through a relay, older
+Moonshot): without any of them an answer's usage is OpenAI's shape."""
 
 
 def _table(value: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..core.events import Attempt
 from ..core.tiers import PRIORITY, served_tier
 from ..core.usage import Usage
-from ..pricing import Price, answer_cost
+from ..pricing import Price
 from ..providers.client import CallResult
 from .calls import answer_estimate, finish_reason, prompt_estimate
 from .ledger import SpendLedger, worst_usage
@@ -35,6 +35,8 @@ class Billing:
         self.ledger = ledger
         self.prices = prices
         self.tiers = tiers if tiers is not None else {}
+        self._at_tier: dict[tuple[str, str], Price | None] = {}
+        """(endpoint, tier): the price an answer served at that tier is billed at, made once."""
         self._stop = stop
         self._calls_out = calls_out
 
@@ -42,6 +44,16 @@ class Billing:
         """Bill calls to another endpoint (a judge's) at its price, asking for `tier`."""
         self.prices.setdefault(endpoint, price)
         self.tiers.setdefault(endpoint, tier)
+
+    def billed_price(self, endpoint: str, tier: str | None) -> Price | None:
+        """The price an answer of `endpoint` served at `tier` is billed at (`Price.billed_at`)."""
+        if tier is None:
+            return self.prices.get(endpoint)
+        key = (endpoint, tier)
+        if key not in self._at_tier:
+            price = self.prices.get(endpoint)
+            self._at_tier[key] = price.billed_at(tier) if price is not None else None
+        return self._at_tier[key]
 
     def unanswered_price(self, endpoint: str, body: dict) -> Price | None:
         """What a call not answered (yet) is priced at: the dearer of the tier it asks for and the
@@ -90,7 +102,8 @@ class Billing:
         usage, estimated = result.usage, False
         if usage.total == 0:
             usage, estimated = Usage(prompt=prompt_estimate(body), completion=answer_estimate(result)), True
-        return usage, answer_cost(self.prices.get(endpoint), usage, result.service_tier), estimated
+        price = self.billed_price(endpoint, result.service_tier)
+        return usage, (price.cost(usage) if price is not None else None), estimated
 
     def cut(
         self, index: int, number: int, endpoint: str, started_at: float, latency_ms: float, body: dict, outcome: str

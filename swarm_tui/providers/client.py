@@ -265,6 +265,8 @@ class ProviderClient:
 def answer_tier(asked: Any, served: Any) -> str | None:
     """The tier an answer is billed at (None: the default), from the tier asked for and the one
     the answer says served it (`core.tiers.billed_tier`)."""
+    if asked is None and (served is None or served == DEFAULT):  # most answers: nothing to decide
+        return None
     tier = billed_tier(served_tier(asked), served_tier(served))
     return None if tier == DEFAULT else tier
 
