@@ -379,3 +379,28 @@ def test_a_budget_with_priority_and_no_priority_price_refuses_to_start(tmp_path,
                      "--budget", "1", "--out", str(tmp_path / "run"))
     assert result.returncode == 2 and "no priority price is known" in result.stderr, result.stderr
     assert not (tmp_path / "run").exists()
+
+
+# --------------------------------------------------------------------------- the budget's worst case
+
+
+@pytest.mark.parametrize("tier, rate", [(None, "default"), ("flex", "default"), ("priority", "priority")],
+                         ids=["default", "flex-reserves-the-default", "priority-reserves-the-premium"])
+def test_a_reservation_is_priced_at_the_dearer_tier_and_past_the_threshold_at_the_premium(tier, rate):
+    from swarm_tui.engine.billing import Billing
+    from swarm_tui.engine.ledger import SpendLedger, worst_usage
+
+    price = TABLE.lookup("gpt-5.4" if tier != "priority" else "gpt-5")
+    short = {"model": "m", "max_tokens": 1000, "messages": [{"role": "user", "content": "word " * 1000}]}
+    long = {**short, "messages": [{"role": "user", "content": "word " * 200_000}]}  # ~333k tokens, erring high
+    for body, over in ((short, False), (long, True)):
+        ledger = SpendLedger(budget_usd=1_000.0)
+        billing = Billing(ledger, {"e": price}, stop=lambda reason: None, calls_out=lambda: False, tiers={"e": tier})
+        assert billing.reserve(0, 1, body, "e")
+        usage = worst_usage(body, price.max_output)
+        at = price if rate == "default" else price.for_tier(rate)
+        expected = at.cost(usage)
+        assert ledger.reserved_usd == pytest.approx(expected, rel=1e-12)
+        if over and price.long_context is not None:  # GPT-5.4 above 272k: 2x input, 1.5x output, reserved so
+            assert usage.prompt > 272_000
+            assert expected == pytest.approx((usage.prompt * 5.00 + usage.completion * 22.50) / M, rel=1e-12)
