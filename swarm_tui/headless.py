@@ -20,6 +20,7 @@ from .core.events import RunFinished
 from .engine.stats import RunStats
 from .progress import counts_text
 from .progress_log import DEFAULT_EVERY_S, TICK_S, ProgressLog, clock_text, progress_fields, progress_text
+from .run_cost import tier_text
 from .runlog import replay_history
 from .session import SwarmSession
 
@@ -249,9 +250,13 @@ def summary_fields(summary: dict, finished: RunFinished, session: SwarmSession, 
 
 
 def lane_lines(summary: dict) -> list[str]:
-    """The summary's lines about the lanes besides live calls: the batch lane's batches, the
-    answers replayed from the response cache (sent nothing, cost nothing)."""
+    """The summary's lines of money billed another way than live at the default tier (at a service
+    tier, `--service-tier flex|priority`, against the default tier; through the batch lane), and of
+    the answers replayed from the response cache (sent nothing, cost nothing)."""
     lines: list[str] = []
+    tiers = tier_text(summary)
+    if tiers is not None:
+        lines.append(tiers)
     batches = summary.get("batches") or []
     if batches:
         by_lane = summary.get("cost_breakdown", {}).get("by_lane") or {}

@@ -24,6 +24,7 @@ from .core.events import RunFinished, TaskQueued
 from .core.notes import CacheUnavailable
 from .core.ports import Capability, Engine
 from .core.task import Task
+from .core.tiers import PRIORITY
 from .engine import EngineSettings, SwarmEngine, TaskState
 from .engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from .errors import InputError, JournalWriteError
@@ -211,6 +212,8 @@ class SwarmSession:
         a budget is a ceiling, so a body without max_tokens reserves the model's whole maximum."""
         budget = self.plan.settings.budget_usd
         price = self.plan.price_for(self.model)
+        if price is not None and self.plan.profile.service_tier == PRIORITY:  # reserved at its premium
+            price = price.for_tier(PRIORITY)
         if budget is None or price is None:
             return None
         tasks = self.engine.tasks

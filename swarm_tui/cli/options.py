@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ..argtypes import (
     STRAGGLER_OFF,
@@ -20,6 +21,7 @@ from ..argtypes import (
 )
 from ..config import Config
 from ..core.lanes import LANES
+from ..core.tiers import FLEX, SERVICE_TIERS
 from ..engine import EngineSettings
 from ..engine.deadlines import STRAGGLER_FACTOR
 from ..errors import InputError
@@ -76,6 +78,13 @@ def add_provider_options(p: argparse.ArgumentParser) -> None:
         help="how calls are sent: aiohttp (default): chat calls on swarm-tui's own aiohttp path, with the SDK's "
         "headers and auth, streaming and batches through the SDK on aiohttp; httpx: everything through the "
         "SDK on httpx2. Both take the same proxy, TLS trust, headers and query",
+    )
+    g.add_argument(
+        "--service-tier",
+        choices=SERVICE_TIERS,
+        help="the tier to ask for (sent as service_tier): flex: at the batch price, slower (a 900 s timeout by "
+        "default), sometimes unavailable (retried); priority: faster, at a premium; billed at the tier the answer "
+        "says served it",
     )
     g.add_argument("--fallback-base-url", help="a secondary endpoint to fail over to")
     g.add_argument("--fallback-model", help="the model to ask the fallback for (default: the same)")
@@ -238,6 +247,7 @@ def with_flag_overrides(profile: ProviderProfile, args: argparse.Namespace) -> P
         model=args.model,
         api_key_env=args.api_key_env,
         backend=args.backend,
+        service_tier=args.service_tier,
         fallback_base_url=args.fallback_base_url,
         fallback_model=args.fallback_model,
         fallback_api_key_env=args.fallback_api_key_env,
@@ -250,6 +260,9 @@ def with_flag_overrides(profile: ProviderProfile, args: argparse.Namespace) -> P
 
 STREAM_DEADLINE_S = 30.0
 """Default time-to-first-token and idle-between-chunks deadlines of a streamed attempt."""
+FLEX_TIMEOUT_S = 900.0
+"""A Flex call's default hard timeout and time to its first token: OpenAI's advice (15 minutes, as
+Flex queues a call until it has room), where a default call's are 60 s and 30 s."""
 
 
 def resolve_settings(
@@ -261,7 +274,7 @@ def resolve_settings(
         rpm=profile.rpm,
         tpm=profile.tpm,
     )
-    return replace(
+    settings = replace(
         base,
         concurrency=args.concurrency or base.concurrency,
         max_attempts=args.max_attempts or base.max_attempts,
@@ -286,6 +299,21 @@ def resolve_settings(
         cache_ttl_s=args.cache_ttl or base.cache_ttl_s,
         cache_max_bytes=args.cache_max_size or base.cache_max_bytes,
     )
+    return flex_defaults(settings, args, profile) if profile.service_tier == FLEX else settings
+
+
+def flex_defaults(settings: EngineSettings, args: argparse.Namespace, profile: ProviderProfile) -> EngineSettings:
+    """A Flex run's deadlines, where neither a flag nor the profile sets them: a Flex call may wait
+    minutes in the provider's queue, so the hard timeout and the time to the first token are 15
+    minutes, and no straggler deadline abandons (and pays again for) a call that is only queued."""
+    changes: dict[str, Any] = {}
+    if not args.timeout and not profile.timeout and settings.timeout_s == EngineSettings.timeout_s:
+        changes["timeout_s"] = FLEX_TIMEOUT_S
+    if not args.ttft_timeout and settings.first_token_timeout_s == STREAM_DEADLINE_S:
+        changes["first_token_timeout_s"] = FLEX_TIMEOUT_S
+    if args.straggler is None and settings.straggler_factor == STRAGGLER_FACTOR:
+        changes["straggler_factor"] = None
+    return replace(settings, **changes) if changes else settings
 
 
 def straggler_factor(given: float | str | None, stored: float | None) -> float | None:
@@ -325,5 +353,13 @@ def sim_config(args: argparse.Namespace, profile: ProviderProfile, stored=None):
         raise InputError.single("--sim-*", "simulator", str(exc)) from None
 
 
-PROFILE_FLAGS = ("model", "api_key_env", "backend", "fallback_base_url", "fallback_model", "fallback_api_key_env")
+PROFILE_FLAGS = (
+    "model",
+    "api_key_env",
+    "backend",
+    "service_tier",
+    "fallback_base_url",
+    "fallback_model",
+    "fallback_api_key_env",
+)
 """Flags that change a profile: on `resume` without --base-url or --provider they apply to the run's own."""

@@ -93,6 +93,9 @@ class Attempt:
     saved_usd: float | None = None
     """A replay from the response cache (lane `cache`, cost 0): what the call that got the answer
     cost, which this attempt did not pay again."""
+    service_tier: str | None = None
+    """The service tier the call was billed at when not the default (`flex`, `priority`:
+    `core.tiers.billed_tier`); None for the default tier and for a batch line (its endpoint says)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,10 +82,12 @@ class SwarmEngine(Kernel):
         self.toolbox = toolbox
         self.response_cache = response_cache
         prices = {client.name: price}
+        tiers = {client.name: client.service_tier}
         if fallback is not None:
             prices[fallback.name] = fallback_price
+            tiers[fallback.name] = fallback.service_tier
         self.endpoints = Endpoints(self, client, fallback)
-        self.billing = Billing(self.ledger, prices, self.stop_dispatch, self.calls_out)
+        self.billing = Billing(self.ledger, prices, self.stop_dispatch, self.calls_out, tiers)
         self.tail = TailDeadlines(
             settings.timeout_s,
             hedge_factor=settings.hedge_factor if settings.hedge else None,
@@ -141,6 +143,6 @@ class SwarmEngine(Kernel):
         """Send new attempts to the fallback now; False when there is none (`routing.Endpoints`)."""
         return self.endpoints.fail_over(reason)
 
-    def add_price(self, endpoint: str, price: Price | None) -> None:
-        """Bill calls to another endpoint (a judge's) at its price."""
-        self.billing.add_price(endpoint, price)
+    def add_price(self, endpoint: str, price: Price | None, tier: str | None = None) -> None:
+        """Bill calls to another endpoint (a judge's) at its price, asking for `tier`."""
+        self.billing.add_price(endpoint, price, tier)

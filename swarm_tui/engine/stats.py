@@ -36,10 +36,13 @@ from ..core.events import (
     ToolCallEnded,
 )
 from ..core.lanes import CACHE, is_batch_endpoint
+from ..core.tiers import BATCH_TIER, BILLED_TIERS, DEFAULT
 from ..core.usage import Usage
 from ..pricing import cost_per_minute, projected_total
 
 RATE_WINDOW_S = 10.0
+MONEY_DUST_USD = 1e-12
+"""Less than this is float dust left by subtracting sums of costs, not money."""
 JUDGE_PHASE = "judge"
 """The phase of the judge's calls (`PhaseAttempt`)."""
 
@@ -212,6 +215,9 @@ class RunStats:
     """The part of `cost_usd` billed for batch lines (`--lane batch|auto`)."""
     estimated_cost_usd: float = 0.0
     """The part of `cost_usd` that is an estimate (no usage reported, or a call cut after it went out)."""
+    tier_cost_usd: dict[str, float] = field(default_factory=dict)
+    """The parts of `cost_usd` live calls were billed for at a tier other than the default
+    (`flex`, `priority`: `Attempt.service_tier`); see `billed_tiers`."""
     batch_sent: int = 0
     batch_waiting: int = 0
     """Batch lines submitted whose answer has not come back yet (not counted `in_flight`)."""
@@ -328,6 +334,9 @@ class RunStats:
             self.cost_usd += attempt.cost_usd
             if batch:
                 self.batch_cost_usd += attempt.cost_usd
+            elif attempt.service_tier is not None:
+                tiers = self.tier_cost_usd
+                tiers[attempt.service_tier] = tiers.get(attempt.service_tier, 0.0) + attempt.cost_usd
             if attempt.estimated:
                 self.estimated_cost_usd += attempt.cost_usd
         elif attempt.usage.total:
@@ -369,6 +378,25 @@ class RunStats:
     @property
     def cost_known(self) -> bool:
         return self.unpriced_attempts == 0
+
+    def billed_tiers(self) -> dict[str, float]:
+        """`cost_usd` by the tier it was billed at, in the order a bill shows them, those billed
+        nothing left out: `default`, `flex`, `priority` (live calls), `batch` (the batch lane)."""
+        live = self.cost_usd - self.batch_cost_usd
+        special = self.tier_cost_usd
+        split = {DEFAULT: live - sum(special.values()), **special, BATCH_TIER: self.batch_cost_usd}
+        return {tier: usd for tier in BILLED_TIERS if (usd := split.get(tier, 0.0)) > MONEY_DUST_USD}
+
+    def tier_label(self) -> str:
+        """What the footer shows beside the cost: the tiers it was billed at when not only the
+        default (`flex`; `flex 92% · default 8%`); '' for a run billed at the default tier alone."""
+        tiers = self.billed_tiers()
+        if not tiers or list(tiers) == [DEFAULT]:
+            return ""
+        if len(tiers) == 1:
+            return next(iter(tiers))
+        total = sum(tiers.values())
+        return " · ".join(f"{tier} {usd / total:.0%}" for tier, usd in sorted(tiers.items(), key=lambda t: -t[1]))
 
     @property
     def cost_per_min_usd(self) -> float | None:
