@@ -6,7 +6,7 @@ cancel, a new limit) and `run`. How an attempt is carried is a lane's business:
 
 * the **live lane** (`live.LiveLane`) is the kernel's dispatcher: each task the kernel admits, it
   sends as a live call and follows to its outcome;
-* other lanes (`core.ports.Lane`, registered in `lanes.py`: the batch lane today) claim their
+* other lanes (`core.ports.Lane`, registered in `lanes.py`: the cache and batch lanes) claim their
   tasks out of the queue when a run starts and carry them their own way;
 * the **direct lane** (`direct.DirectLane`) carries the calls outside the task grid (planner,
   warm-up, aggregator, judge) through the same admission, budget and journal.
