@@ -240,6 +240,7 @@ class ConsoleCore(App[int]):
         self.error_log.state_of = self.source.states.get
         self.error_log.retry_hint = self.retry_cost
         self.error_log.clock = self._clock
+        self.provider_bar = self.query_one(ProviderBar)
         self.run_panel = self.query_one(RunPanel)
         self.lane_panel = self.query_one(LanePanel)
         self.stats_footer = self.query_one(StatsFooter)
@@ -300,7 +301,7 @@ class ConsoleCore(App[int]):
     def _update_panels(self) -> None:
         source = self.source
         self._panels_stale = False
-        self.query_one(ProviderBar).update_from(source)
+        self.provider_bar.update_from(source)  # (found once: a drain while the app shuts down finds no widget by query)
         phase, detail = self.phase, self.phase_detail
         notes: list[tuple[int, str]] = []
         if source.attached:  # who drives the journal, said once; how to go on, when nobody does
