@@ -266,7 +266,7 @@ def test_tool_cells_stand_apart_in_every_theme():
     for theme in bundled_themes():
         colours = theme.variables
         tool = Color.parse(colours["swarm-tool"])
-        for state in ("running", "queued", "retrying", "succeeded", "failed", "cancelled"):
+        for state in ("running", "queued", "retrying", "succeeded", "failed", "cancelled", "cached"):
             other = Color.parse(colours[f"swarm-{state}"])
             distance = sum((a - b) ** 2 for a, b in zip(tool.rgb, other.rgb, strict=True)) ** 0.5
             assert distance >= 90, f"{theme.name}: $swarm-tool is too close to $swarm-{state}"

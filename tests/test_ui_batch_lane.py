@@ -204,7 +204,7 @@ def test_batch_cells_stand_apart_in_every_theme():
     for theme in bundled_themes():
         colours = theme.variables
         batch = Color.parse(colours["swarm-batch"])
-        for name in ("running", "tool", "queued", "retrying", "succeeded", "failed", "cancelled"):
+        for name in ("running", "tool", "queued", "retrying", "succeeded", "failed", "cancelled", "cached"):
             other = Color.parse(colours[f"swarm-{name}"])
             distance = sum((a - b) ** 2 for a, b in zip(batch.rgb, other.rgb, strict=True)) ** 0.5
             assert distance >= 90, f"{theme.name}: $swarm-batch is too close to $swarm-{name}"

@@ -230,7 +230,7 @@ def test_low_scored_cells_stand_apart_in_every_theme():
     for theme in bundled_themes():
         colours = theme.variables
         low = Color.parse(colours["swarm-low-score"])
-        for name in ("queued", "running", "retrying", "succeeded", "failed", "cancelled", "tool", "batch"):
+        for name in ("queued", "running", "retrying", "succeeded", "failed", "cancelled", "tool", "batch", "cached"):
             other = Color.parse(colours[f"swarm-{name}"])
             distance = sum((a - b) ** 2 for a, b in zip(low.rgb, other.rgb, strict=True)) ** 0.5
             assert distance >= 90, f"{theme.name}: $swarm-low-score is too close to $swarm-{name}"

@@ -1,7 +1,7 @@
 """What a grid cell shows of its agent: its state's glyph, the step marks of a multi-step agent,
-the batch line's and the low score's glyphs. No Textual: the grid (`grid.py`) draws with these,
-the run panel's legend too; the facts they show (step, tools, batch line, score) are the
-view's (`view.agents.AgentFacts`).
+the batch line's, the cache replay's and the low score's glyphs. No Textual: the grid
+(`grid.py`) draws with these, the run panel's legend too; the facts they show (step, tools,
+batch line, cache replay, score) are the view's (`view.agents.AgentFacts`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from ..view.agents import STATE_LABELS, STATES
 
 __all__ = [
     "BATCH_GLYPH",
+    "CACHED_GLYPH",
     "GLYPHS",
+    "KIND_GLYPHS",
     "LOW_GLYPH",
     "LOW_SCORE",
     "MANY_STEPS",
@@ -36,8 +38,17 @@ TOOL_GLYPH = "*"
 """A cell whose agent runs its tools (`>`: it is thinking); a numbered one shows its step instead."""
 BATCH_GLYPH = "="
 """A cell whose task waits as a line of a provider batch."""
+CACHED_GLYPH = "c"
+"""A done cell whose answer was replayed from the response cache (`--cache`): nothing was sent."""
 LOW_GLYPH = "!"
 """A cell whose answer the judge scored low."""
+KIND_GLYPHS: dict[object, str] = {
+    "batch": BATCH_GLYPH,
+    "tool": TOOL_GLYPH,
+    "low-score": LOW_GLYPH,
+    "cached": CACHED_GLYPH,
+}
+"""The glyph of a cell whose kind (the grid's style key for it) says more than its state."""
 LOW_SCORE = 5.0
 """A judged answer scored at or below this is low (the default rubric: 5 is "usable with edits")."""
 THINKING_MARK = ":"

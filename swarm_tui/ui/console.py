@@ -32,7 +32,7 @@ from .errorlog import ErrorLog
 from .footer import KeyFooter
 from .grid import AgentGrid
 from .keys import key_hint, resolve_keymap
-from .panels import NARROW_FOOTER_BELOW, LanePanel, ProviderBar, RunPanel, StatsFigures, StatsFooter
+from .panels import NARROW_FOOTER_BELOW, LanePanel, ProviderBar, RunPanel, StatsFigures, StatsFooter, footer_lanes
 from .themes import (
     DEFAULT_THEME,
     THEME_ORDER,
@@ -100,8 +100,8 @@ class ConsoleCore(App[int]):
         self._wall_clock = wall_clock
         self._lane_lines = 0
         """The lane panel's height as the grid was last fitted to it (0: no batches)."""
-        self._judge_line = False
-        """The footer has the judge's cost line (a run whose judge has cost something)."""
+        self._footer_lanes: tuple[str, ...] = ()
+        """The lanes' lines the footer has past its three (`footer_lanes`: batch, judge, cache)."""
         self._finish_news: tuple[RunFinished, str, str] | None = None
         """The last `RunFinished` not yet announced: announced when the run's worker is over (see
         `_announce_if_over`), so a swarm of six rounds says "finished" once, not six times over the panels."""
@@ -285,12 +285,11 @@ class ConsoleCore(App[int]):
 
     def _fit_grid(self, width: int | None = None, height: int | None = None) -> None:
         """The grid gets what the side panel and the error log's minimum leave; in a run with
-        batches, also what the lane panel and the footer's batch line need beyond two rows
-        of that minimum (a 100-agent grid stays whole at 80x24)."""
+        batches, a judge or a cache, also what the lane panel and the footer's lanes' lines need
+        beyond two rows of that minimum (a 100-agent grid stays whole at 80x24)."""
         width = self.size.width if width is None else width
         height = self.size.height if height is None else height
-        batch_rows = self._lane_lines + 1 if self._lane_lines else 0  # the footer's batch line
-        extra = batch_rows + self._judge_line  # and its judge line
+        extra = self._lane_lines + len(self._footer_lanes)
         rows = height - RESERVED_ROWS - max(0, extra - BATCH_ROWS_FROM_LOG)
         self.grid.fit(width - SIDE_PANEL_MIN, rows, width - SIDE_PANEL_NARROW)
 
@@ -322,31 +321,30 @@ class ConsoleCore(App[int]):
             source, self.grid, phase, detail, notes, max_lines=self.grid.fit_height, follow=self.follow
         )
         self._update_lane()
-        self._update_judge_line()
+        self._update_footer_lanes()
         narrow = self.size.width < NARROW_FOOTER_BELOW
         self.figures.update_from(source, self.currency, self._ended_elapsed_s, eta_s=source.eta_s(), narrow=narrow)
 
     def _update_lane(self) -> None:
-        """The lane panel and the footer's batch line, in a run with provider batches; the grid
-        gives them their rows when they appear (or grow)."""
+        """The lane panel, in a run with provider batches; the grid gives it its rows when it
+        appears (or grows)."""
         batches = self.view.figures.batches
         if not batches and not self._lane_lines:
             return  # a run without batches: nothing here changes its screen
         rows = self._lane_rows()
         self.lane_panel.update_from(batches, self.grid, self.source.stats, self._wall_clock(), rows)
-        self.stats_footer.set_class(bool(self.source.stats.batch_sent), "-batch")
         lines = self.lane_panel.lines(batches, rows)
         if lines != self._lane_lines:
             self._lane_lines = lines
             self._fit_grid()
 
-    def _update_judge_line(self) -> None:
-        """The footer's judge line, once the judge has cost something (the grid gives it a row
-        only past what the error log spares, as for the batch line)."""
-        wanted = self.source.stats.judge_cost_usd > 0
-        if wanted != self._judge_line:
-            self._judge_line = wanted
-            self.stats_footer.set_class(wanted, "-judge")
+    def _update_footer_lanes(self) -> None:
+        """The footer's lines past its three (the batch lane's, the judge's, the cache's), as the
+        run comes to have them (the grid gives them rows only past what the error log spares)."""
+        lanes = footer_lanes(self.source.stats)
+        if lanes != self._footer_lanes:
+            self._footer_lanes = lanes
+            self.stats_footer.show_lanes(lanes)
             self._fit_grid()
 
     # ----------------------------------------------------------------- which keys make sense now

@@ -36,6 +36,9 @@ too, but for minutes or hours, at the provider's pace, not ours: from `BatchSubm
 its line comes back its cell has its own colour (`$swarm-batch`) and glyph (`=`), so the live
 calls stand apart from the lines waiting in a batch.
 
+The response cache (`--cache`): a done agent whose answer was replayed from the cache (nothing
+sent, cost 0) has its own colour (`$swarm-cached`) and glyph (`c`); a low score still wins.
+
 The judge (`--judge`, a job's `[judge]`): a done agent whose answer the judge scored is
 underlined; one scored at or below `LOW_SCORE` (at best "usable with edits", by the default
 rubric) takes the low-score colour (`$swarm-low-score`) and glyph (`!`), so a falling quality
@@ -65,6 +68,7 @@ from ..view.agents import AgentFacts
 from .cells import (
     BATCH_GLYPH,
     GLYPHS,
+    KIND_GLYPHS,
     LOW_GLYPH,
     LOW_SCORE,
     MANY_STEPS,
@@ -102,6 +106,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         "agent-grid--cursor",
         "agent-grid--tool",
         "agent-grid--batch",
+        "agent-grid--cached",
         "agent-grid--judged",
         "agent-grid--low-score",
     }
@@ -127,6 +132,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
     AgentGrid > .agent-grid--heat-5 { background: $swarm-heat-5; color: auto 95%; }
     AgentGrid > .agent-grid--tool { background: $swarm-tool; color: auto 95%; }
     AgentGrid > .agent-grid--batch { background: $swarm-batch; color: auto 95%; }
+    AgentGrid > .agent-grid--cached { background: $swarm-cached; color: auto 95%; }
     AgentGrid > .agent-grid--low-score { background: $swarm-low-score; color: auto 95%; }
     AgentGrid > .agent-grid--judged { text-style: underline; }
     AgentGrid > .agent-grid--cursor { text-style: reverse bold; }
@@ -338,25 +344,26 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
             batched = state is TaskState.RUNNING and facts.is_in_batch(index)
             score = facts.score_of(index) if state is TaskState.SUCCEEDED else None
             low = score is not None and score <= LOW_SCORE
-            style = styles["batch" if batched else "tool" if in_tools else "low-score" if low else state]
+            cached = facts.caching and state is TaskState.SUCCEEDED and facts.is_from_cache(index)
+            kind = "batch" if batched else "tool" if in_tools else "low-score" if low else "cached" if cached else state
+            style = styles[kind]
             if self.heat and (latency := latencies.get(index)) is not None and self._heat_bounds:
                 style = styles[f"heat-{1 + bisect_right(self._heat_bounds, latency)}"]
             if score is not None:
                 style = style + styles["judged"]
             if pos == self.cursor:
                 style = style + cursor_style
-            text = self._cell_text(index, state, step[0] if step else None, in_tools, batched, low)
+            text = self._cell_text(index, state, step[0] if step else None, in_tools, kind)
             if pos > start:
                 segments.append(gap)
             segments.append(Segment(text, style))
         return Strip(segments).simplify()
 
-    def _cell_text(
-        self, index: int, state: TaskState, step: int | None, in_tools: bool, batched: bool = False, low: bool = False
-    ) -> str:
-        """The cell's text: its state's glyph (or its step) and its number, as wide as the cell."""
+    def _cell_text(self, index: int, state: TaskState, step: int | None, in_tools: bool, kind: object = None) -> str:
+        """The cell's text: its glyph (its kind's: batch, tool, low score, cached; else its
+        state's) or its step, and its number, as wide as the cell."""
         width = self.cell_width
-        glyph = BATCH_GLYPH if batched else TOOL_GLYPH if in_tools else LOW_GLYPH if low else GLYPHS[state]
+        glyph = KIND_GLYPHS.get(kind) or GLYPHS[state]
         if self.compact:
             return glyph
         number = str(index + 1)
@@ -380,6 +387,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
                 styles[f"heat-{n}"] = self._cell_style(f"agent-grid--heat-{n}")
             styles["tool"] = self._cell_style("agent-grid--tool")
             styles["batch"] = self._cell_style("agent-grid--batch")
+            styles["cached"] = self._cell_style("agent-grid--cached")
             styles["low-score"] = self._cell_style("agent-grid--low-score")
             styles["judged"] = self.get_component_rich_style("agent-grid--judged", partial=True)
             styles["cursor"] = self.get_component_rich_style("agent-grid--cursor", partial=True)
@@ -407,6 +415,10 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
     def batch_style(self) -> Style:
         """The cell style of a task waiting in a provider batch, for legends drawn by other widgets."""
         return self._cell_styles()["batch"]
+
+    def cached_style(self) -> Style:
+        """The cell style of a done agent whose answer came from the response cache, for legends."""
+        return self._cell_styles()["cached"]
 
     def judged_style(self) -> Style:
         """The cell style of a done agent the judge scored (not low), for legends drawn by other widgets."""

@@ -199,11 +199,22 @@ class LanePanel(TextPanel):
         return 1 + len(self.shown(batches, rows)) if batches else 0
 
 
+FOOTER_LINES = 3
+"""The footer's figures without a lane's line (`footer_lanes`)."""
+
+
+def footer_lanes(stats: RunStats) -> tuple[str, ...]:
+    """The footer's lines past its three, in the order shown: `batch` in a run with a batch lane,
+    `judge` once the judge has cost something, `cache` once an answer came from the cache."""
+    shown = (("batch", stats.batch_sent > 0), ("judge", stats.judge_cost_usd > 0), ("cache", stats.cache_hits > 0))
+    return tuple(name for name, wanted in shown if wanted)
+
+
 class StatsFigures(TextPanel):
-    """The footer's figures: three lines of fixed-width fields; a fourth in a run with a batch
-    lane (`StatsFooter.-batch`): the batch lines waiting, and the cost split live / batch; one
-    more in a run whose judge has cost something (`StatsFooter.-judge`): the judge's part of the
-    cost, shown apart."""
+    """The footer's figures: three lines of fixed-width fields, then one a lane the run has
+    (`footer_lanes`; `StatsFooter.-batch` and so on): the batch lines waiting and the cost split
+    live / batch; the judge's part of the cost, shown apart; the answers replayed from the
+    response cache and what they saved."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"stats-figures--label", "stats-figures--bad", "stats-figures--unknown"}
 
@@ -303,9 +314,10 @@ class _FooterText:
         self.field(" ETA ", fmt.duration(eta_s))
 
     def lanes(self) -> None:
-        """The batch lane's line and the judge's, in a run that has them."""
+        """The batch lane's line, the judge's and the cache's, in a run that has them (`footer_lanes`)."""
         stats = self.stats
-        if stats.batch_sent:  # "in flight" counts live calls; batch lines wait at the provider
+        lanes = footer_lanes(stats)
+        if "batch" in lanes:  # "in flight" counts live calls; batch lines wait at the provider
             self.text.append("\n")
             self.field("in batch ", f"{stats.batch_waiting:>5}")
             self.field(" waiting", "")
@@ -314,30 +326,27 @@ class _FooterText:
                 self.field("   cost (live ", fmt.usd(live, 0))
                 self.field(" · batch ", fmt.usd(stats.batch_cost_usd, 0))
                 self.field(")", "")
-        if stats.judge_cost_usd > 0:  # inside `cost` above, shown apart
+        if "judge" in lanes:  # inside `cost` above, shown apart
             self.text.append("\n")
             self.field("judge ", fmt.usd(stats.judge_cost_usd, 9))
             self.field("", fmt.money(stats.judge_cost_usd, self.currency, 11))
             share = stats.judge_cost_usd / stats.cost_usd if stats.cost_usd > 0 else 0.0
             self.field("", f"{share:>6.1%}")
             self.field(" of the cost", "")
+        if "cache" in lanes:  # answered without a call: none of them is in `cost` or the tokens
+            self.text.append("\n")
+            self.field("cache ", f"{stats.cache_hits:>5}")
+            self.field(" hits · saved ", fmt.usd(stats.cache_saved_usd, 9))
+            self.field("", fmt.money(stats.cache_saved_usd, self.currency, 11))
 
 
 class StatsFooter(Horizontal):
-    """Cost, tokens, latency, throughput, progress and time; a latency sparkline to the right."""
+    """Cost, tokens, latency, throughput, progress and time; a latency sparkline to the right.
+    One line taller for each lane's line the run has (`show_lanes`)."""
 
     DEFAULT_CSS = """
     StatsFooter { height: 3; background: $panel; }
     StatsFooter > Sparkline { width: 1fr; height: 3; min-width: 4; margin-right: 1; }
-    StatsFooter.-batch { height: 4; }
-    StatsFooter.-batch > StatsFigures { height: 4; }
-    StatsFooter.-batch > Sparkline { height: 4; }
-    StatsFooter.-judge { height: 4; }
-    StatsFooter.-judge > StatsFigures { height: 4; }
-    StatsFooter.-judge > Sparkline { height: 4; }
-    StatsFooter.-batch.-judge { height: 5; }
-    StatsFooter.-batch.-judge > StatsFigures { height: 5; }
-    StatsFooter.-batch.-judge > Sparkline { height: 5; }
     """
 
     def compose(self) -> ComposeResult:
@@ -345,3 +354,12 @@ class StatsFooter(Horizontal):
         spark = Sparkline([], id="latency-spark", summary_function=max)
         spark.tooltip = "latency of successful calls, one bar per second (max)"
         yield spark
+
+    def show_lanes(self, lanes: tuple[str, ...]) -> None:
+        """The lanes' lines the figures show (`footer_lanes`): the footer, its figures and its
+        sparkline as tall as they need, and a class per lane (`-batch`, `-judge`, `-cache`)."""
+        for lane in ("batch", "judge", "cache"):
+            self.set_class(lane in lanes, f"-{lane}")
+        height = FOOTER_LINES + len(lanes)
+        for widget in (self, *self.children):
+            widget.styles.height = height

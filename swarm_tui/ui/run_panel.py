@@ -21,6 +21,7 @@ from rich.text import Text
 from ..core.events import TaskState
 from ..view.agents import AgentFacts
 from . import format as fmt
+from .cells import CACHED_GLYPH
 from .grid import BATCH_GLYPH, GLYPHS, LOW_GLYPH, LOW_SCORE, STATE_LABELS, TOOL_GLYPH, AgentGrid
 from .keys import key_hint
 from .text_panel import TextPanel
@@ -121,7 +122,8 @@ class RunPanel(TextPanel):
 
     def _legend(self, source: RunSource, grid: AgentGrid, digits: int, width: int) -> list[Line]:
         """A count per state, each beside a swatch of its cell (colour and glyph); multi-step
-        agents split running into thinking and in their tools, a batch lane's lines apart."""
+        agents split running into thinking and in their tools, a batch lane's lines apart; with
+        `--cache`, the done answers replayed from the cache (of the done: they are results)."""
         counts = Counter(source.states.values())
         labels = dict(STATE_LABELS)
         entries: list[tuple[int, Text]] = []
@@ -152,6 +154,11 @@ class RunPanel(TextPanel):
             entry.append(f"{BATCH_GLYPH} ", grid.batch_style())
             entry.append(f" {facts.in_batch:>{digits}} in batch")
             entries.insert(3, (2, entry))
+        if facts.caching:  # last: the rows above stay as they are without a cache
+            entry = Text()
+            entry.append(f"{CACHED_GLYPH} ", grid.cached_style())
+            entry.append(f" {facts.from_cache:>{digits}} cached")
+            entries.append((1, entry))
         column = 2 + 1 + digits + 1 + LABEL_WIDTH
         lines: list[Line] = []
         if not width or 2 * column + 1 <= width:  # two entries a row

@@ -1,7 +1,8 @@
 """What a view knows of each agent besides its state: the step a multi-step agent is on and the
-tools it runs, a batch line waiting, the judge's score, the latency of its answer, the attempt in
-flight now and the last agent that failed. No Textual: the grid draws its cells from these, the
-run panel counts them, an agent's detail reads its attempt in flight.
+tools it runs, a batch line waiting, an answer replayed from the response cache, the judge's
+score, the latency of its answer, the attempt in flight now and the last agent that failed. No
+Textual: the grid draws its cells from these, the run panel counts them, an agent's detail reads
+its attempt in flight.
 
 Every update is O(1) (the view calls them per event); reads are O(1) too, except the counts,
 which are the sizes of small dicts.
@@ -59,6 +60,11 @@ class AgentFacts:
         """Tasks whose attempt is a line of a provider batch not back yet (`BatchSubmitted`)."""
         self.batching = False
         """A batch was submitted in this run: the legend shows the batch colour (never true for a live run)."""
+        self._from_cache: set[int] = set()
+        """Done agents whose answer was replayed from the response cache (`--cache`): nothing was sent."""
+        self.caching = False
+        """An answer of this run came from the cache: the legend shows the cached colour (never
+        true without `--cache`)."""
         self._scores: dict[int, float] = {}
         """The judge's score of each judged answer (`AnswerJudged`)."""
         self.in_flight: dict[int, InFlight] = {}
@@ -118,6 +124,22 @@ class AgentFacts:
         """How many tasks wait as batch lines now."""
         return len(self._in_batch)
 
+    # The response cache.
+
+    def replayed(self, index: int) -> None:
+        """`TaskSucceeded` of lane `cache`: its answer came from the response cache."""
+        self._from_cache.add(index)
+        self.latency.pop(index, None)  # an earlier call's, if it was queued again: not this answer's
+        self.caching = True
+
+    def is_from_cache(self, index: int) -> bool:
+        return index in self._from_cache
+
+    @property
+    def from_cache(self) -> int:
+        """How many done agents' answers were replayed from the cache."""
+        return len(self._from_cache)
+
     # The judge.
 
     def judged(self, index: int, score: float) -> None:
@@ -144,7 +166,9 @@ class AgentFacts:
         self._in_batch.discard(index)
 
     def stopped(self, index: int) -> None:
-        """Its call ended, or it left the running states (done, failed, cancelled, queued again)."""
+        """Its call ended, or it left the running states (done, failed, cancelled, queued again):
+        whatever it was doing, and an earlier answer's replay (a task queued again answers anew)."""
         self.in_flight.pop(index, None)
         self._in_tools.pop(index, None)
         self._in_batch.discard(index)
+        self._from_cache.discard(index)

@@ -3,9 +3,9 @@
 One reducer for the console, an attached view, the headless log and the tests: the board (the
 task states, `core.board.TaskBoard`), the counts and figures (`RunStats`), the run-wide figures
 (limit, ceiling, pause, rate limits, batches, the judge's scores: `RunFigures`), the phase
-(`PhaseView`), the per-agent facts (step, tools, batch line, score, latency, attempt in flight:
-`AgentFacts`) and the session's pace (`SessionPace`). A live view and an attached one that saw
-the same events show the same, because they are the same code fed the same events.
+(`PhaseView`), the per-agent facts (step, tools, batch line, cache replay, score, latency, attempt
+in flight: `AgentFacts`) and the session's pace (`SessionPace`). A live view and an attached one
+that saw the same events show the same, because they are the same code fed the same events.
 
 Who feeds it: a run source, synchronously, as the events are delivered (`observe` is a
 listener), so that every figure is as of its event's time (an attached view's are the times the
@@ -59,6 +59,7 @@ from ..core.events import (
     TaskSucceeded,
     ToolCallEnded,
 )
+from ..core.lanes import CACHE, lane_of
 from ..engine.stats import RunStats
 from ..progress import News, SessionPace, narrate
 from .agents import AgentFacts, InFlight
@@ -232,8 +233,13 @@ class RunView:
         attempt = event.attempt
         index = attempt.index
         self.agents.stopped(index)
-        self.agents.set_latency(index, attempt.latency_ms)
         pending = self._pending
+        if lane_of(attempt.endpoint) == CACHE:  # a replay: no call, so no latency (heat, sparkline)
+            self.agents.replayed(index)
+            if pending is not None:
+                pending.agents.add(index)
+            return
+        self.agents.set_latency(index, attempt.latency_ms)
         if pending is not None:
             pending.agents.add(index)
             pending.latencies.append(attempt.latency_ms)
