@@ -140,14 +140,18 @@ class AgentDetailScreen(Screen[None]):
         self.refresh_detail()
 
     def tick(self) -> None:
-        """Once a second (the app's tick): the elapsed time of an attempt in flight."""
-        self._fill_in_flight()
+        """Once a second (the app's tick): the elapsed time of an attempt in flight. (A screen
+        just pushed has no widgets until it is mounted: the drain's news waits for `on_mount`.)"""
+        if self.is_mounted:
+            self._fill_in_flight()
 
     # ----------------------------------------------------------------- data
 
     def agent_changed(self) -> None:
-        """The app saw an event about this agent: re-read it from the journal."""
-        self.refresh_detail()
+        """The app saw an event about this agent: re-read it from the journal (once mounted:
+        `on_mount` reads it first)."""
+        if self.is_mounted:
+            self.refresh_detail()
 
     def refresh_detail(self) -> None:
         index = self.index
