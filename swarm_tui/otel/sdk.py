@@ -1,0 +1,170 @@
+"""OpenTelemetry's SDK, behind one door: the `otel` extra's check, the standard OTLP/HTTP exporter,
+and the span records (`otel.spans`) turned into the SDK's spans.
+
+The exporter is the SDK's own (`OTLPSpanExporter`), so the standard `OTEL_EXPORTER_OTLP_*`
+variables apply as they do everywhere (endpoint, headers such as a Langfuse key, timeout,
+compression, certificates); `--endpoint` is an OTLP base URL like `OTEL_EXPORTER_OTLP_ENDPOINT`,
+the traces path added unless it is there. `CountingExporter` counts what the collector took and
+what it did not; the SDK's own warnings about an unreachable collector are silenced (the run
+reports the count once instead: a collector that is down is not an error of the swarm).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InputError
+from .spans import CLIENT, SpanRecord
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+EXTRA = "otel"
+INSTALL_HINT = f"pip install 'swarm-tui[{EXTRA}]'"
+TRACES_PATH = "/v1/traces"
+SCOPE_NAME = "swarm_tui"
+SDK_LOGGERS = ("opentelemetry.exporter", "opentelemetry.sdk", "opentelemetry.exporter.otlp.common")
+"""Loggers of the SDK that warn on every failed export: quiet while swarm-tui exports (it counts them)."""
+
+
+def require_sdk(flag: str) -> None:
+    """InputError (exit 2) naming the extra when OpenTelemetry's SDK or its OTLP/HTTP exporter is
+    not installed; `flag` is what asked for it (`--otel`, `export-traces`)."""
+    try:
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError as exc:
+        raise InputError.single(
+            flag, "otel", f"needs OpenTelemetry's SDK and OTLP/HTTP exporter ({exc.name} is missing): {INSTALL_HINT}"
+        ) from None
+
+
+def traces_url(endpoint: str | None) -> str | None:
+    """The OTLP/HTTP traces URL of `--endpoint` (a base URL, or the traces URL itself); None:
+    the standard variables decide (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT)."""
+    if not endpoint:
+        return None
+    base = endpoint.rstrip("/")
+    return base if base.endswith(TRACES_PATH) else base + TRACES_PATH
+
+
+def quiet_sdk_logs() -> None:
+    for name in SDK_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+class CountingExporter:
+    """The OTLP/HTTP exporter, counting the spans it delivered and those it could not.
+
+    `give_up()`: the run is over and the collector has failed: the spans still queued are
+    counted as dropped without another try (a collector that is down must not hold the run's
+    end for the exporter's retries and timeouts)."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+        self.exported = 0
+        self.failed = 0
+        self.failing = False
+        """The last export failed."""
+        self._giving_up = threading.Event()
+        self._lock = threading.Lock()
+        self._inner_shut = False
+
+    @property
+    def endpoint(self) -> str:
+        return str(getattr(self.inner, "_endpoint", ""))  # the SDK's resolved URL (no public accessor)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        if self._giving_up.is_set() and self.failing:
+            self.failed += len(spans)
+            return SpanExportResult.FAILURE
+        try:
+            result = self.inner.export(spans)
+        except Exception:  # an exporter that raises is a failed export, not the run's problem
+            result = SpanExportResult.FAILURE
+        if result is SpanExportResult.SUCCESS:
+            self.exported += len(spans)
+            self.failing = False
+        else:
+            self.failed += len(spans)
+            self.failing = True
+        return result
+
+    def give_up(self) -> None:
+        self._giving_up.set()
+        if self.failing:
+            self._shut_inner()  # interrupts a retry's backoff
+
+    def shutdown(self) -> None:
+        self._shut_inner()
+
+    def _shut_inner(self) -> None:
+        with self._lock:
+            if self._inner_shut:
+                return
+            self._inner_shut = True
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def make_exporter(endpoint: str | None) -> CountingExporter:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    quiet_sdk_logs()
+    return CountingExporter(OTLPSpanExporter(endpoint=traces_url(endpoint)))
+
+
+class SpanConverter:
+    """Span records -> the SDK's `ReadableSpan`s of one trace (made once per span, off no loop)."""
+
+    def __init__(self, trace_id: int, resource_attributes: dict[str, Any]) -> None:
+        from opentelemetry import trace
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        from .. import __version__
+
+        self.trace_id = trace_id
+        self.resource: Resource = Resource.create({"service.name": "swarm-tui", **resource_attributes})
+        self.scope: InstrumentationScope = InstrumentationScope(SCOPE_NAME, __version__)
+        self._flags = trace.TraceFlags(trace.TraceFlags.SAMPLED)
+        self._trace = trace
+
+    def convert(self, record: SpanRecord) -> ReadableSpan:
+        from opentelemetry.sdk.trace import Event, ReadableSpan
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        trace = self._trace
+        context = trace.SpanContext(self.trace_id, record.span_id, is_remote=False, trace_flags=self._flags)
+        parent = (
+            trace.SpanContext(self.trace_id, record.parent_id, is_remote=False, trace_flags=self._flags)
+            if record.parent_id is not None
+            else None
+        )
+        return ReadableSpan(
+            record.name,
+            context=context,
+            parent=parent,
+            resource=self.resource,
+            attributes=record.attributes,
+            events=[Event(e.name, e.attributes, _ns(e.at)) for e in record.events],
+            kind=SpanKind.CLIENT if record.kind == CLIENT else SpanKind.INTERNAL,
+            status=Status(StatusCode.ERROR, record.error) if record.error is not None else Status(StatusCode.UNSET),
+            start_time=_ns(record.start),
+            end_time=_ns(record.end),
+            instrumentation_scope=self.scope,
+        )
+
+
+def _ns(epoch_s: float) -> int:
+    return int(round(epoch_s * 1e9))
