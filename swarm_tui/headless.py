@@ -18,6 +18,7 @@ from typing import TextIO
 
 from .core.events import RunFinished
 from .engine.stats import RunStats
+from .otel.report import TraceReport
 from .progress import counts_text
 from .progress_log import DEFAULT_EVERY_S, TICK_S, ProgressLog, clock_text, progress_fields, progress_text
 from .runlog import replay_history
@@ -313,6 +314,8 @@ def print_summary(
         )
     if summary.get("truncated"):
         lines.append(f"{summary['truncated']} answers cut at their max_tokens (finish_reason length)")
+    if summary.get("traces"):  # --otel: what reached the collector, said once
+        lines.append(TraceReport.from_dict(summary["traces"]).describe())
     if finished.stop_reason:
         lines.append(f"stopped: {finished.stop_reason}")
     if session.output_error:

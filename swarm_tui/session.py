@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import configured_currency
 from .core.events import RunFinished, TaskQueued
@@ -48,6 +48,9 @@ from .sim import SimConfig, SimServer
 from .swarm.pipeline import SwarmPipeline, drop_memory, json_validator
 from .swarm.spec import SwarmSpec
 from .tools import Toolbox, ToolsSpec
+
+if TYPE_CHECKING:
+    from .otel.live import LiveTracer
 
 __all__ = ["DEMO_SIM", "RayOptions", "RunContents", "RunPlan", "SwarmSession", "default_run_dir", "summarize"]
 
@@ -112,6 +115,10 @@ class SwarmSession:
         self.judge: Judge | None = None
         if contents.judge is not None and Capability.JUDGE in self.engine.capabilities:  # else the CLI refused it
             self.judge = self._make_judge(contents.judge, contents.judge_profile)
+        self.tracer: LiveTracer | None = None
+        """`--otel`: the listener exporting the run's spans as it goes (`trace`)."""
+        self.traces: dict[str, Any] | None = None
+        """What the live export delivered (summary.json's `traces`), once the run has ended."""
 
     @property
     def base_url(self) -> str:
@@ -333,6 +340,13 @@ class SwarmSession:
         )
         return cls(run_dir, journal, plan, contents, ray, lock)
 
+    def trace(self, *, content: bool = False) -> None:
+        """Export the run's spans while it goes (`--otel`; the `otel` extra, else InputError, exit 2)."""
+        from .otel.live import LiveTracer
+
+        self.tracer = LiveTracer(self.journal, self.engine.tasks, content=content)
+        self.engine.subscribe(self.tracer)
+
     # ----------------------------------------------------------------- running
 
     async def run(self) -> RunFinished:
@@ -350,6 +364,8 @@ class SwarmSession:
             self._control_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._control_task  # it writes the heartbeat: stopped before the export reads the journal
+            if self.tracer is not None:  # the last spans sent (or counted as dropped) before the summary says so
+                self.traces = (await asyncio.to_thread(self.tracer.close)).to_dict()
             # results.jsonl of 100,000 tasks takes seconds: written off the event loop (the screen stays live)
             self.summary = await asyncio.to_thread(self.finalize)
         return finished
@@ -406,6 +422,7 @@ class SwarmSession:
                 deadlines=self._deadlines(),
                 currency=self.currency,
                 budget=self._budget(),
+                traces=self.traces,
             )
             self.output_error = None
             return summary
@@ -419,6 +436,7 @@ class SwarmSession:
                 deadlines=self._deadlines(),
                 currency=self.currency,
                 budget=self._budget(),
+                traces=self.traces,
             )
 
     def _budget(self) -> dict[str, Any] | None:

@@ -45,8 +45,10 @@ from .options import (
     resolve_profile,
     resolve_settings,
     sim_config,
+    tracing,
     with_flag_overrides,
 )
+from .traces import add_trace_commands
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     providers.add_argument("name", nargs="?", help="the profile to test")
     providers.set_defaults(handler=cmd_providers)
     add_cost_commands(commands)
+    add_trace_commands(commands)
     return parser
 
 
@@ -148,6 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     check_tools(job.tools)
     check_lane(plan.settings, job.tools)
+    check_tracing(args)
     run_dir = args.out or default_run_dir(job.name)
     session = SwarmSession.open_new(job, plan, run_dir, ray=ray, judge_profile=judge_profile)
     return drive(session, args)
@@ -177,6 +181,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     check_engine(ray, tools, settings, judged=bool(meta.get("judge")), judge_where=f"{args.run_dir} (its [judge])")
     check_tools(tools)
     check_lane(settings, tools)
+    check_tracing(args)
     session = SwarmSession.open_existing(
         args.run_dir, profile=profile, settings=settings, retry_failed=args.retry_failed, ray=ray, sim=sim
     )
@@ -224,7 +229,22 @@ def cmd_providers(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def check_tracing(args: argparse.Namespace) -> None:
+    """`--otel` without the otel extra: exit 2 naming it, before the run directory is touched."""
+    if tracing(args) is not None:
+        from ..otel.sdk import require_sdk
+
+        require_sdk("--otel-content" if args.otel_content else "--otel")
+
+
 def drive(session: SwarmSession, args: argparse.Namespace) -> int:
+    content = tracing(args)
+    if content is not None:
+        try:
+            session.trace(content=content)
+        except BaseException:
+            asyncio.run(session.aclose())  # the run directory's lock and the simulator, released
+            raise
     if args.headless or not tui_available():
         return asyncio.run(run_headless_session(session, args))
     from ..ui.launch import run_tui

@@ -32,6 +32,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     add_engine_options(p)
     add_judge_options(p)
     add_sim_options(p)
+    add_trace_options(p)
 
 
 def add_provider_options(p: argparse.ArgumentParser) -> None:
@@ -159,6 +160,28 @@ def add_sim_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="answers degrade once the swarm's memory holds more than N rounds (context pollution, for --judge)",
     )
+
+
+def add_trace_options(p: argparse.ArgumentParser) -> None:
+    t = p.add_argument_group("traces (OpenTelemetry GenAI spans; needs swarm-tui[otel])")
+    t.add_argument(
+        "--otel",
+        action="store_true",
+        help="export the run's spans while it goes, OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (default "
+        "http://localhost:4318); a collector that is down costs the run nothing (dropped spans are counted)",
+    )
+    t.add_argument(
+        "--otel-content",
+        action="store_true",
+        help="with --otel: the prompts, answers and tool arguments and results on the spans too (implies --otel)",
+    )
+
+
+def tracing(args: argparse.Namespace) -> bool | None:
+    """None: no live export; else whether the spans carry content (`--otel-content`)."""
+    if getattr(args, "otel_content", False):
+        return True
+    return False if getattr(args, "otel", False) else None
 
 
 def add_console_options(p: argparse.ArgumentParser, *, logs: bool = True) -> None:

@@ -1,21 +1,23 @@
 """What the span model needs to know of a run besides its events: read once, cheap to ask.
 
-The events say what each attempt did (usage, latency, outcome); the request a task sends (its
-model, its `max_tokens`, with `--otel-content` its messages), where an endpoint name points
-(`server.address`) and, with `--otel-content`, what an answer and a tool call said are read
-here: from the engine's tasks and the events' payloads in a live run (`LiveFacts`), from the
-journal's tables afterwards (`otel.journal_source.JournalFacts`).
+The events say what each attempt did (usage, latency, outcome, a final answer's text); the
+request a task sends (its model, its `max_tokens`, with `--otel-content` its messages), where an
+endpoint name points (`server.address`) and, with `--otel-content`, what a tool call was given
+and answered are read here: from the engine's tasks and the events' payloads in a live run
+(`LiveFacts`), from the journal's tables afterwards (`otel.journal_source.JournalFacts`).
+
+Not said: `gen_ai.response.model`. The model that answered is in the answer's bytes only, which
+a live listener does not get (the journal keeps them; the event carries the text), and a span
+that only the journal's export had would make the two exports differ.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from ..core.events import TaskSucceeded, ToolCallEnded
+from ..core.events import ToolCallEnded
 
 FALLBACK_SUFFIX = "/fallback"
 BATCH_SUFFIX = "/batch"
@@ -29,9 +31,6 @@ class RunFacts(Protocol):
 
     def body(self, index: int) -> Mapping[str, Any] | None:
         """A task's request body (None: not a task of the grid, or unknown)."""
-
-    def answer(self, event: TaskSucceeded) -> Any:
-        """The answer of a success (bytes, text or a body; None: not known). Asked only with content."""
 
     def tool_io(self, event: ToolCallEnded) -> tuple[str | None, str | None]:
         """(arguments, result) of a tool call. Asked only with content."""
@@ -69,44 +68,6 @@ def profile_model(plan: Mapping[str, Any] | None) -> str | None:
     return model if isinstance(model, str) and model else None
 
 
-def answer_message(answer: Any) -> dict[str, Any] | None:
-    """The assistant's message of an answer (bytes or text of a chat completion, or its body)."""
-    if isinstance(answer, bytes | bytearray | str):
-        try:
-            answer = json.loads(answer)
-        except ValueError:
-            return None
-    if not isinstance(answer, dict):
-        return None
-    choices = answer.get("choices") or [{}]
-    message = choices[0].get("message") if isinstance(choices[0], dict) else None
-    return message if isinstance(message, dict) else None
-
-
-_MODEL_FIELD = re.compile(rb'"model"\s*:\s*"((?:[^"\\]|\\.){1,200})"')
-ANSWER_HEAD_BYTES = 1024
-"""How much of an answer is searched for its `model`: a chat completion names it before its choices."""
-
-
-def answer_model(answer: Any) -> str | None:
-    """The model an answer says it came from, read from its head (cheap on the run's loop: an
-    answer may be megabytes, and only its first field or four are needed)."""
-    if isinstance(answer, dict):
-        model = answer.get("model")
-        return model if isinstance(model, str) else None
-    if isinstance(answer, str):
-        answer = answer[:ANSWER_HEAD_BYTES].encode("utf-8", "replace")
-    if not isinstance(answer, bytes | bytearray):
-        return None
-    found = _MODEL_FIELD.search(answer, 0, ANSWER_HEAD_BYTES)
-    if found is None:
-        return None
-    try:
-        return json.loads(b'"' + found.group(1) + b'"')
-    except ValueError:
-        return None
-
-
 class MetaFacts:
     """What a journal's `meta` says: the job's name, the profile's model and where its endpoints point."""
 
@@ -131,9 +92,6 @@ class LiveFacts(MetaFacts):
     def body(self, index: int) -> Mapping[str, Any] | None:
         task = self._tasks.get(index)
         return task.body if task is not None else None
-
-    def answer(self, event: TaskSucceeded) -> Any:
-        return event.response
 
     def tool_io(self, event: ToolCallEnded) -> tuple[str | None, str | None]:
         return event.arguments, event.result

@@ -14,10 +14,10 @@ import heapq
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..core.events import EngineEvent, TaskSucceeded, ToolCallEnded
+from ..core.events import EngineEvent, ToolCallEnded
 from ..journal import Journal, JournalFollower
 from ..journal.note_kinds import old_note
-from .facts import ANSWER_HEAD_BYTES, MetaFacts
+from .facts import MetaFacts
 
 
 def timeline(journal: Journal) -> Iterator[tuple[float, EngineEvent]]:
@@ -57,11 +57,6 @@ class JournalFacts(MetaFacts):
         tasks = journal.tasks()
         self._bodies: dict[int, Mapping[str, Any]] = {row.index: row.body for row in tasks}
         indices = {row.custom_id: row.index for row in tasks}
-        self._answers = {
-            indices[custom_id]: response if content else response[:ANSWER_HEAD_BYTES]
-            for custom_id, ok, _, response, _ in journal.iter_result_texts()
-            if ok and response
-        }
         self._tools: dict[tuple[int, str], tuple[str | None, str | None]] = {}
         if content:  # what each tool call was given and answered
             for transcript in journal.iter_transcripts():
@@ -71,9 +66,6 @@ class JournalFacts(MetaFacts):
 
     def body(self, index: int) -> Mapping[str, Any] | None:
         return self._bodies.get(index)
-
-    def answer(self, event: TaskSucceeded) -> Any:
-        return self._answers.get(event.index)
 
     def tool_io(self, event: ToolCallEnded) -> tuple[str | None, str | None]:
         return self._tools.get((event.index, event.call_id), (None, None))

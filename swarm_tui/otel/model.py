@@ -46,7 +46,7 @@ from ..core.events import (
     ToolCallEnded,
 )
 from ..core.notes import SessionStarted
-from .facts import BATCH_SUFFIX, RunFacts, answer_message, answer_model
+from .facts import BATCH_SUFFIX, RunFacts
 from .ids import SpanIds
 from .spans import CLIENT, Attributes, SpanEvent, SpanRecord
 
@@ -383,7 +383,7 @@ class SpanModel:
         if error is not None:
             attributes["error.type"] = _error_type(attempt)
         if self.facts.content and isinstance(body.get("messages"), list):
-            attributes["gen_ai.input.messages"] = _json(body["messages"])
+            attributes["gen_ai.input.messages"] = _json([_message(m) for m in body["messages"]])
         parent.attempts += 1
         parent.usage[0] += usage.prompt
         parent.usage[1] += usage.completion
@@ -404,14 +404,12 @@ class SpanModel:
         )
 
     def _answer_attributes(self, chat: SpanRecord, event: TaskSucceeded) -> None:
-        answer = self.facts.answer(event)
-        model = answer_model(answer)
-        if model:
-            chat.attributes["gen_ai.response.model"] = model
+        """With content: the final answer's text (the event's, logged with it: the same both ways)."""
         if self.facts.content:
-            message = answer_message(answer)
-            if message is not None:
-                chat.attributes["gen_ai.output.messages"] = _json([message])
+            message = {"role": "assistant", "parts": [{"type": "text", "content": event.content}]}
+            if event.attempt.finish_reason:
+                message["finish_reason"] = event.attempt.finish_reason
+            chat.attributes["gen_ai.output.messages"] = _json([message])
 
     def _tool(self, at: float, event: ToolCallEnded) -> SpanRecord:
         agent = self._agents.get(event.index)
@@ -457,6 +455,13 @@ def _error_type(attempt: Attempt) -> str:
     if error is None:
         return attempt.outcome
     return error.code or error.kind.value
+
+
+def _message(message: Any) -> Any:
+    """A chat message in the conventions' shape (role and parts); one that is not plain text as it is."""
+    if isinstance(message, dict) and isinstance(message.get("content"), str) and set(message) <= {"role", "content"}:
+        return {"role": message.get("role"), "parts": [{"type": "text", "content": message["content"]}]}
+    return message
 
 
 def _json(value: Any) -> str:

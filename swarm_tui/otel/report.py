@@ -19,6 +19,11 @@ class TraceReport:
         """Spans the collector did not take (unreachable, refused, or the queue was full)."""
         return self.spans - self.exported
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TraceReport:
+        """summary.json's `traces` read back."""
+        return cls(str(data["trace_id"]), str(data["endpoint"]), int(data["spans"]), int(data["exported"]))
+
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "dropped": self.dropped}
 
