@@ -3,8 +3,9 @@
 The spans are the live export's (the same model, `otel.model`, fed from the journal's log by
 `otel.journal_source`), with the same ids (`otel.ids`): sending a run again, or after a live
 export, gives a collector the same trace. Sent in batches by the standard OTLP/HTTP exporter;
-once a batch is refused the rest are not tried (counted as not delivered), so a collector that
-is down costs one timeout, not one per batch.
+a batch the collector does not take at once (within `sdk.CLOSE_GRACE_S`, no retries with
+backoff) ends the export, the rest counted as not delivered: a collector that is down costs a
+second, and the command says so (exit 1; run it again when the collector is up).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def export_run(run_dir: Path, endpoint: str | None = None, *, content: bool = Fa
     require_sdk("export-traces")
     ids, meta, records = journal_spans(run_dir, content=content)
     exporter = make_exporter(endpoint)
+    exporter.give_up()  # a batch the collector does not take within the grace: the rest are not tried
     converter = SpanConverter(ids.trace_id, resource_attributes(meta))
     try:
         for start in range(0, len(records), BATCH_SPANS):

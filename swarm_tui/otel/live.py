@@ -21,7 +21,7 @@ from .facts import LiveFacts
 from .ids import SpanIds, run_identity
 from .model import SpanModel
 from .report import TraceReport
-from .sdk import SpanConverter, make_exporter, require_sdk
+from .sdk import CLOSE_GRACE_S, SpanConverter, make_exporter, require_sdk
 from .spans import SpanRecord
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class LiveTracer:
                     self._send(record)
             except Exception:
                 log.exception("the OpenTelemetry export could not end its spans")
-        self.exporter.give_up()  # from now on, once an export fails the rest are dropped at once
+        self.exporter.give_up(CLOSE_GRACE_S)  # from now on, once an export fails the rest are dropped at once
         if not self.exporter.failing:
             self.processor.force_flush(CLOSE_TIMEOUT_MS)
         self.processor.shutdown()

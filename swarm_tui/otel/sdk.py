@@ -29,6 +29,8 @@ EXTRA = "otel"
 INSTALL_HINT = f"pip install 'swarm-tui[{EXTRA}]'"
 TRACES_PATH = "/v1/traces"
 SCOPE_NAME = "swarm_tui"
+CLOSE_GRACE_S = 1.0
+"""How long the end of a run lets an export under way finish before it counts the collector as down."""
 SDK_LOGGERS = ("opentelemetry.exporter", "opentelemetry.sdk", "opentelemetry.exporter.otlp.common")
 """Loggers of the SDK that warn on every failed export: quiet while swarm-tui exports (it counts them)."""
 
@@ -62,9 +64,10 @@ def quiet_sdk_logs() -> None:
 class CountingExporter:
     """The OTLP/HTTP exporter, counting the spans it delivered and those it could not.
 
-    `give_up()`: the run is over and the collector has failed: the spans still queued are
-    counted as dropped without another try (a collector that is down must not hold the run's
-    end for the exporter's retries and timeouts)."""
+    `give_up()`: the run is over; a collector that is failing (or has not answered an export
+    within `CLOSE_GRACE_S`: the SDK is retrying it with backoff) is given up on, the spans still
+    queued counted as dropped without another try. A collector that is down must not hold the run's end
+    for the exporter's retries and timeouts; one that answers gets the rest of the queue."""
 
     def __init__(self, inner: SpanExporter) -> None:
         self.inner = inner
@@ -73,8 +76,11 @@ class CountingExporter:
         self.failing = False
         """The last export failed."""
         self._giving_up = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
         self._lock = threading.Lock()
         self._inner_shut = False
+        self._grace_s = CLOSE_GRACE_S
 
     @property
     def endpoint(self) -> str:
@@ -86,10 +92,20 @@ class CountingExporter:
         if self._giving_up.is_set() and self.failing:
             self.failed += len(spans)
             return SpanExportResult.FAILURE
+        watchdog = None
+        if self._giving_up.is_set():  # the run is over: one try, not the SDK's retries with backoff
+            watchdog = threading.Timer(self._grace_s, self._shut_inner)
+            watchdog.daemon = True
+            watchdog.start()
+        self._idle.clear()
         try:
             result = self.inner.export(spans)
         except Exception:  # an exporter that raises is a failed export, not the run's problem
             result = SpanExportResult.FAILURE
+        finally:
+            self._idle.set()
+            if watchdog is not None:
+                watchdog.cancel()
         if result is SpanExportResult.SUCCESS:
             self.exported += len(spans)
             self.failing = False
@@ -98,8 +114,11 @@ class CountingExporter:
             self.failing = True
         return result
 
-    def give_up(self) -> None:
+    def give_up(self, grace_s: float = CLOSE_GRACE_S) -> None:
+        self._grace_s = grace_s
         self._giving_up.set()
+        if not self._idle.wait(grace_s):
+            self.failing = True  # still at it: retrying a collector that does not answer
         if self.failing:
             self._shut_inner()  # interrupts a retry's backoff
 
