@@ -248,6 +248,22 @@ def summary_fields(summary: dict, finished: RunFinished, session: SwarmSession, 
     }
 
 
+def quality_line(quality: dict) -> str:
+    """The judge's figures of summary.json's `quality`, as one line."""
+    drifts = quality["drifts"]
+    return (
+        f"quality: {quality['judged']} judged"
+        + (f", mean {quality['mean']:.1f}, p10 {quality['p10']:.1f}" if quality["judged"] else "")
+        + (f", {quality['judge_errors']} could not be judged" if quality["judge_errors"] else "")
+        + f", judge ${quality['judge_cost_usd']:.4f}"
+        + (
+            f"; {len(drifts)} drift{'s' if len(drifts) != 1 else ''} ({', '.join(d['action'] for d in drifts)})"
+            if drifts
+            else ""
+        )
+    )
+
+
 def print_summary(
     summary: dict,
     finished: RunFinished,
@@ -289,18 +305,7 @@ def print_summary(
         )
     quality = summary.get("quality")
     if quality:
-        drifts = quality["drifts"]
-        lines.append(
-            f"quality: {quality['judged']} judged"
-            + (f", mean {quality['mean']:.1f}, p10 {quality['p10']:.1f}" if quality["judged"] else "")
-            + (f", {quality['judge_errors']} could not be judged" if quality["judge_errors"] else "")
-            + f", judge ${quality['judge_cost_usd']:.4f}"
-            + (
-                f"; {len(drifts)} drift{'s' if len(drifts) != 1 else ''} ({', '.join(d['action'] for d in drifts)})"
-                if drifts
-                else ""
-            )
-        )
+        lines.append(quality_line(quality))
     budget = summary.get("budget")
     if budget:
         lines.append(
