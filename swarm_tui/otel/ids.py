@@ -25,12 +25,15 @@ class SpanIds:
     """The ids of one run's spans: `trace_id`, and `span(kind, *parts)` for each span."""
 
     def __init__(self, identity: str) -> None:
-        self._seed = f"swarm-tui/{identity}"
-        self.trace_id = _nonzero(int.from_bytes(hashlib.sha256(self._seed.encode()).digest()[:16], "big"))
+        seed = f"swarm-tui/{identity}".encode()
+        self.trace_id = _nonzero(int.from_bytes(hashlib.sha256(seed).digest()[:16], "big"))
+        self._run = hashlib.blake2b(seed, digest_size=8)
+        """The run's part of every span's hash, fed once (each span copies it: cheap on the loop)."""
 
     def span(self, kind: str, *parts: object) -> int:
-        key = "|".join((self._seed, kind, *map(str, parts)))
-        return _nonzero(int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big"))
+        digest = self._run.copy()
+        digest.update(f"|{kind}|{'|'.join(map(str, parts))}".encode())
+        return _nonzero(int.from_bytes(digest.digest(), "big"))
 
 
 def _nonzero(value: int) -> int:

@@ -1,11 +1,12 @@
 """`--otel`: the run's spans exported while it goes, by a listener of its engine.
 
 The listener turns each event into the spans it ends (`otel.model`, cheap: no I/O) and hands
-them to the SDK's `BatchSpanProcessor`, whose thread sends them (standard OTLP/HTTP exporter,
-`OTEL_EXPORTER_OTLP_*`, `OTEL_BSP_*`): the event loop never waits for the collector. A collector
-that is down costs the run nothing: spans that cannot be sent are dropped and counted, the
-count is said once at the end (`TraceReport`, in summary.json's `traces`), and a failure of the
-listener itself is logged once and the export stops, never the run.
+the records to the SDK's `BatchSpanProcessor`, whose thread makes them into the SDK's spans and
+sends them (standard OTLP/HTTP exporter, `OTEL_EXPORTER_OTLP_*`, `OTEL_BSP_*`): the event loop
+never waits for the collector. A collector that is down costs the run nothing: spans that
+cannot be sent are dropped and counted, the count is said once at the end (`TraceReport`, in
+summary.json's `traces`), and a failure of the listener itself is logged once and the export
+stops, never the run.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .facts import LiveFacts
 from .ids import SpanIds, run_identity
 from .model import SpanModel
 from .report import TraceReport
-from .sdk import CLOSE_GRACE_S, SpanConverter, make_exporter, require_sdk
+from .sdk import CLOSE_GRACE_S, QueuedSpan, SpanConverter, make_exporter, require_sdk
 from .spans import SpanRecord
 
 if TYPE_CHECKING:
@@ -43,8 +44,7 @@ class LiveTracer:
         meta = journal.meta()
         self.ids = SpanIds(run_identity(meta))
         self.model = SpanModel(self.ids, LiveFacts(tasks, meta, content=content), session=journal.session)
-        self.exporter = make_exporter(None)
-        self.converter = SpanConverter(self.ids.trace_id, resource_attributes(meta))
+        self.exporter = make_exporter(None, SpanConverter(self.ids.trace_id, resource_attributes(meta)))
         # CountingExporter is a SpanExporter by its methods (the SDK is not imported before an export runs)
         self.processor = BatchSpanProcessor(cast("SpanExporter", self.exporter))
         self.spans = 0
@@ -63,7 +63,7 @@ class LiveTracer:
 
     def _send(self, record: SpanRecord) -> None:
         self.spans += 1
-        self.processor.on_end(self.converter.convert(record))
+        self.processor.on_end(QueuedSpan(record))  # type: ignore[arg-type]  # made into the SDK's span when sent
 
     def close(self) -> TraceReport:
         """End the session's open spans, send what is queued (a collector that has been failing

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
@@ -69,8 +70,10 @@ class CountingExporter:
     queued counted as dropped without another try. A collector that is down must not hold the run's end
     for the exporter's retries and timeouts; one that answers gets the rest of the queue."""
 
-    def __init__(self, inner: SpanExporter) -> None:
+    def __init__(self, inner: SpanExporter, converter: SpanConverter | None = None) -> None:
         self.inner = inner
+        self.converter = converter
+        """Given: the spans come as `QueuedSpan`s, made into the SDK's here (off the loop)."""
         self.exported = 0
         self.failed = 0
         self.failing = False
@@ -86,7 +89,8 @@ class CountingExporter:
     def endpoint(self) -> str:
         return str(getattr(self.inner, "_endpoint", ""))  # the SDK's resolved URL (no public accessor)
 
-    def export(self, spans: Sequence[ReadableSpan]) -> Any:
+    def export(self, spans: Sequence[Any]) -> Any:
+        """`spans`: the SDK's, or `QueuedSpan`s when the exporter has a converter."""
         from opentelemetry.sdk.trace.export import SpanExportResult
 
         if self._giving_up.is_set() and self.failing:
@@ -99,7 +103,8 @@ class CountingExporter:
             watchdog.start()
         self._idle.clear()
         try:
-            result = self.inner.export(spans)
+            converter = self.converter
+            result = self.inner.export([converter.convert(s.record) for s in spans] if converter else spans)
         except Exception:  # an exporter that raises is a failed export, not the run's problem
             result = SpanExportResult.FAILURE
         finally:
@@ -136,53 +141,63 @@ class CountingExporter:
         return True
 
 
-def make_exporter(endpoint: str | None) -> CountingExporter:
+def make_exporter(endpoint: str | None, converter: SpanConverter | None = None) -> CountingExporter:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     quiet_sdk_logs()
-    return CountingExporter(OTLPSpanExporter(endpoint=traces_url(endpoint)))
+    return CountingExporter(OTLPSpanExporter(endpoint=traces_url(endpoint)), converter)
 
 
 class SpanConverter:
-    """Span records -> the SDK's `ReadableSpan`s of one trace (made once per span, off no loop)."""
+    """Span records -> the SDK's `ReadableSpan`s of one trace."""
 
     def __init__(self, trace_id: int, resource_attributes: dict[str, Any]) -> None:
         from opentelemetry import trace
         from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import Event, ReadableSpan
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        from opentelemetry.trace import SpanKind, Status, StatusCode
 
         from .. import __version__
 
         self.trace_id = trace_id
         self.resource: Resource = Resource.create({"service.name": "swarm-tui", **resource_attributes})
         self.scope: InstrumentationScope = InstrumentationScope(SCOPE_NAME, __version__)
-        self._flags = trace.TraceFlags(trace.TraceFlags.SAMPLED)
-        self._trace = trace
+        flags = trace.TraceFlags(trace.TraceFlags.SAMPLED)
+        self._context = lambda span_id: trace.SpanContext(trace_id, span_id, is_remote=False, trace_flags=flags)
+        self._event, self._span = Event, ReadableSpan
+        self._kinds = {CLIENT: SpanKind.CLIENT}
+        self._internal = SpanKind.INTERNAL
+        self._unset = Status(StatusCode.UNSET)
+        self._error = lambda description: Status(StatusCode.ERROR, description)
 
     def convert(self, record: SpanRecord) -> ReadableSpan:
-        from opentelemetry.sdk.trace import Event, ReadableSpan
-        from opentelemetry.trace import SpanKind, Status, StatusCode
-
-        trace = self._trace
-        context = trace.SpanContext(self.trace_id, record.span_id, is_remote=False, trace_flags=self._flags)
-        parent = (
-            trace.SpanContext(self.trace_id, record.parent_id, is_remote=False, trace_flags=self._flags)
-            if record.parent_id is not None
-            else None
-        )
-        return ReadableSpan(
+        return self._span(
             record.name,
-            context=context,
-            parent=parent,
+            context=self._context(record.span_id),
+            parent=self._context(record.parent_id) if record.parent_id is not None else None,
             resource=self.resource,
             attributes=record.attributes,
-            events=[Event(e.name, e.attributes, _ns(e.at)) for e in record.events],
-            kind=SpanKind.CLIENT if record.kind == CLIENT else SpanKind.INTERNAL,
-            status=Status(StatusCode.ERROR, record.error) if record.error is not None else Status(StatusCode.UNSET),
+            events=[self._event(e.name, e.attributes, _ns(e.at)) for e in record.events],
+            kind=self._kinds.get(record.kind, self._internal),
+            status=self._error(record.error) if record.error is not None else self._unset,
             start_time=_ns(record.start),
             end_time=_ns(record.end),
             instrumentation_scope=self.scope,
         )
+
+
+class QueuedSpan:
+    """A span record in the batch processor's queue, made into the SDK's span only when its batch
+    is sent (`CountingExporter(converter=...)`, on the processor's thread): the run's loop pays
+    for the record alone, and a span dropped (its collector down, the queue full) is never made."""
+
+    __slots__ = ("record",)
+    context = SimpleNamespace(trace_flags=SimpleNamespace(sampled=True))
+    """What the processor asks of a span before it queues it (whether it is sampled: always)."""
+
+    def __init__(self, record: SpanRecord) -> None:
+        self.record = record
 
 
 def _ns(epoch_s: float) -> int:
