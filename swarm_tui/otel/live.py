@@ -47,6 +47,8 @@ class LiveTracer:
         self.exporter = make_exporter(None, SpanConverter(self.ids.trace_id, resource_attributes(meta)))
         # CountingExporter is a SpanExporter by its methods (the SDK is not imported before an export runs)
         self.processor = BatchSpanProcessor(cast("SpanExporter", self.exporter))
+        if not self.exporter.reachable():  # a collector down from the start: no batch is made until it is up
+            self.exporter.failing = True
         self.spans = 0
         self.broken = False
         self.report: TraceReport | None = None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..core.events import (
@@ -46,12 +47,11 @@ from ..core.events import (
     ToolCallEnded,
 )
 from ..core.notes import SessionStarted
-from .facts import BATCH_SUFFIX, RunFacts
+from .attempts import NS, chat_attributes, error_type, provider_name
+from .facts import RunFacts
 from .ids import SpanIds
 from .spans import CLIENT, Attributes, SpanEvent, SpanRecord
 
-NS = "swarm_tui."
-"""The project's own attribute namespace (cost, lane, outcome...)."""
 WORKER = "worker"
 """The agent name of a task of the grid."""
 STRAGGLER = "straggler"
@@ -125,7 +125,7 @@ class SpanModel:
                 agent = self._agent(attempt.index, attempt.number, attempt.started_at)
                 out.append(self._chat(attempt, agent))
                 settled = self._settle(agent, attempt.index, _end(attempt), "failed")
-                settled.error = _error_type(attempt)
+                settled.error = error_type(attempt)
                 out.append(settled)
             case TaskCancelled(index=index, attempt=attempt):
                 if attempt is not None:
@@ -189,7 +189,7 @@ class SpanModel:
         root.settled = False
         attributes = root.record.attributes
         attributes.setdefault(NS + "tasks", event.total)
-        attributes["gen_ai.provider.name"] = _provider(event.provider)
+        attributes["gen_ai.provider.name"] = provider_name(event.provider)
         attributes[NS + "simulated"] = event.simulated
         root.record.events.append(
             SpanEvent(NS + "run_started", at, {NS + "pending": event.pending, NS + "concurrency": event.concurrency})
@@ -307,7 +307,7 @@ class SpanModel:
         if attempt.status is not None:
             attributes["http.response.status_code"] = attempt.status
         if error is not None:
-            attributes["error.type"] = _error_type(attempt)
+            attributes["error.type"] = error_type(attempt)
             if error.retry_after_s is not None:
                 attributes[NS + "retry_after_s"] = error.retry_after_s
         limited = attempt.status == 429 or (error is not None and error.kind.value == "rate_limit")
@@ -337,51 +337,19 @@ class SpanModel:
         record = span.record
         record.attributes[NS + "outcome"] = attempt.outcome
         if attempt.error is not None:
-            record.error = _error_type(attempt)
+            record.error = error_type(attempt)
         return [chat, record]
 
     # ----------------------------------------------------------------- chat and tool spans
 
     def _chat(self, attempt: Attempt, parent: _Open) -> SpanRecord:
+        """An attempt's chat span; its attributes are made when it is sent (`chat_attributes`, off
+        the loop live, never for a span dropped), but for the content, read now."""
         usage, error = attempt.usage, attempt.error
         body = self.facts.body(attempt.index) or {}
         model = body.get("model") or self.facts.default_model
-        attributes: Attributes = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": _provider(attempt.endpoint),
-            "gen_ai.usage.input_tokens": usage.prompt,
-            "gen_ai.usage.output_tokens": usage.completion,
-            "gen_ai.usage.cache_read.input_tokens": usage.cached,
-            "gen_ai.usage.reasoning.output_tokens": usage.reasoning,
-            NS + "task.index": attempt.index,
-            NS + "attempt": attempt.number,
-            NS + "endpoint": attempt.endpoint,
-            NS + "lane": "batch" if attempt.endpoint.endswith(BATCH_SUFFIX) else "live",
-            NS + "outcome": attempt.outcome,
-            NS + "latency_ms": attempt.latency_ms,
-        }
-        if model:
-            attributes["gen_ai.request.model"] = str(model)
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
-        if isinstance(max_tokens, int):
-            attributes["gen_ai.request.max_tokens"] = max_tokens
-        if attempt.finish_reason:
-            attributes["gen_ai.response.finish_reasons"] = (attempt.finish_reason,)
-        if attempt.request_id:
-            attributes["gen_ai.response.id"] = attempt.request_id
-        if attempt.cost_usd is not None:
-            attributes[NS + "cost_usd"] = attempt.cost_usd
-        if attempt.estimated:
-            attributes[NS + "estimated"] = True
-        if attempt.ttft_ms is not None:
-            attributes["gen_ai.response.time_to_first_chunk"] = attempt.ttft_ms / 1000.0
-        if attempt.status is not None:
-            attributes["http.response.status_code"] = attempt.status
-        server = self.facts.server(attempt.endpoint)
-        if server is not None:
-            attributes["server.address"], attributes["server.port"] = server
-        if error is not None:
-            attributes["error.type"] = _error_type(attempt)
+        attributes: Attributes = {}
         if self.facts.content and isinstance(body.get("messages"), list):
             attributes["gen_ai.input.messages"] = _json([_message(m) for m in body["messages"]])
         parent.attempts += 1
@@ -400,7 +368,14 @@ class SpanModel:
             _end(attempt),
             CLIENT,
             attributes,
-            error=(error.message or _error_type(attempt)) if error is not None else None,
+            error=(error.message or error_type(attempt)) if error is not None else None,
+            deferred=partial(
+                chat_attributes,
+                attempt,
+                str(model) if model else None,
+                max_tokens if isinstance(max_tokens, int) else None,
+                self.facts.server(attempt.endpoint),
+            ),
         )
 
     def _answer_attributes(self, chat: SpanRecord, event: TaskSucceeded) -> None:
@@ -443,18 +418,6 @@ class SpanModel:
 
 def _end(attempt: Attempt) -> float:
     return attempt.started_at + attempt.latency_ms / 1000.0
-
-
-def _provider(endpoint: str) -> str:
-    """The provider's name of an endpoint name (`openai`, `openai/fallback`, `openai/batch`)."""
-    return endpoint.split("/", 1)[0] or "unknown"
-
-
-def _error_type(attempt: Attempt) -> str:
-    error = attempt.error
-    if error is None:
-        return attempt.outcome
-    return error.code or error.kind.value
 
 
 def _message(message: Any) -> Any:

@@ -12,10 +12,13 @@ reports the count once instead: a collector that is down is not an error of the 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 from ..errors import InputError
 from .spans import CLIENT, SpanRecord
@@ -30,6 +33,8 @@ EXTRA = "otel"
 INSTALL_HINT = f"pip install 'swarm-tui[{EXTRA}]'"
 TRACES_PATH = "/v1/traces"
 SCOPE_NAME = "swarm_tui"
+PROBE_TIMEOUT_S = 1.0
+"""How long a check that a failing collector is back waits for its connection (off the loop)."""
 CLOSE_GRACE_S = 1.0
 """How long the end of a run lets an export under way finish before it counts the collector as down."""
 SDK_LOGGERS = ("opentelemetry.exporter", "opentelemetry.sdk", "opentelemetry.exporter.otlp.common")
@@ -93,8 +98,8 @@ class CountingExporter:
         """`spans`: the SDK's, or `QueuedSpan`s when the exporter has a converter."""
         from opentelemetry.sdk.trace.export import SpanExportResult
 
-        if self._giving_up.is_set() and self.failing:
-            self.failed += len(spans)
+        if self.failing and (self._giving_up.is_set() or not self.reachable()):
+            self.failed += len(spans)  # not made, not encoded: a collector that is down costs nothing more
             return SpanExportResult.FAILURE
         watchdog = None
         if self._giving_up.is_set():  # the run is over: one try, not the SDK's retries with backoff
@@ -119,6 +124,19 @@ class CountingExporter:
             self.failing = True
         return result
 
+    def reachable(self) -> bool:
+        """Whether the collector takes a connection (asked before a batch is made, once an export has
+        failed: the batches of a run whose collector is down are never made or encoded). True when
+        it cannot be told: through a proxy, or an endpoint that does not parse."""
+        address = direct_address(self.endpoint)
+        if address is None:
+            return True
+        try:
+            socket.create_connection(address, timeout=PROBE_TIMEOUT_S).close()
+        except OSError:
+            return False
+        return True
+
     def give_up(self, grace_s: float = CLOSE_GRACE_S) -> None:
         self._grace_s = grace_s
         self._giving_up.set()
@@ -139,6 +157,19 @@ class CountingExporter:
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
+
+
+def direct_address(url: str) -> tuple[str, int] | None:
+    """(host, port) a URL's requests connect to directly; None through a proxy (or no URL)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    host = parts.hostname
+    if not host or (parts.scheme in getproxies() and not proxy_bypass(host)):
+        return None
+    return host, port
 
 
 def make_exporter(endpoint: str | None, converter: SpanConverter | None = None) -> CountingExporter:
@@ -177,7 +208,7 @@ class SpanConverter:
             context=self._context(record.span_id),
             parent=self._context(record.parent_id) if record.parent_id is not None else None,
             resource=self.resource,
-            attributes=record.attributes,
+            attributes=record.all_attributes(),
             events=[self._event(e.name, e.attributes, _ns(e.at)) for e in record.events],
             kind=self._kinds.get(record.kind, self._internal),
             status=self._error(record.error) if record.error is not None else self._unset,

@@ -7,6 +7,7 @@ in the exporter (`otel.sdk`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,3 +40,10 @@ class SpanRecord:
     events: list[SpanEvent] = field(default_factory=list)
     error: str | None = None
     """The span failed (status ERROR), and why; None: no status set."""
+    deferred: Callable[[], Attributes] | None = None
+    """More attributes, made only when the span is sent (`all_attributes`): an attempt's."""
+
+    def all_attributes(self) -> Attributes:
+        if self.deferred is None:
+            return self.attributes
+        return {**self.deferred(), **self.attributes}
