@@ -340,11 +340,12 @@ class SwarmSession:
         )
         return cls(run_dir, journal, plan, contents, ray, lock)
 
-    def trace(self, *, content: bool = False) -> None:
-        """Export the run's spans while it goes (`--otel`; the `otel` extra, else InputError, exit 2)."""
+    def trace(self, *, content: bool = False, endpoint: str | None = None) -> None:
+        """Export the run's spans while it goes (`--otel`; the `otel` extra, else InputError, exit 2);
+        `endpoint`: the collector's OTLP/HTTP base URL (None: the `OTEL_EXPORTER_OTLP_*` variables)."""
         from .otel.live import LiveTracer
 
-        self.tracer = LiveTracer(self.journal, self.engine.tasks, content=content)
+        self.tracer = LiveTracer(self.journal, self.engine.tasks, content=content, endpoint=endpoint)
         self.engine.subscribe(self.tracer)
 
     # ----------------------------------------------------------------- running

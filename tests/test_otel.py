@@ -189,3 +189,18 @@ def test_the_same_run_keeps_its_trace_id_wherever_its_directory_goes(tmp_path, r
     shutil.copytree(here, there)
     assert export_run(here, receiver.url).trace_id == export_run(there, receiver.url).trace_id
     assert Path(there / "journal.sqlite").exists()
+
+
+def test_the_config_s_otel_table_exports_every_run_and_a_bad_setting_is_named(tmp_path, receiver):
+    config = tmp_path / "config" / "config.toml"  # SWARM_TUI_CONFIG (conftest)
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'[otel]\nenabled = true\nendpoint = "{receiver.url}"\n')
+    job = write_batch(tmp_path / "job.jsonl", [f"t{i}" for i in range(5)])
+    done = run_cli("run", str(job), "--headless", "--out", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    sent = json.loads((tmp_path / "run" / "summary.json").read_text())["requests"]["sent"]
+    assert len(chats(receiver.spans)) == sent >= 5 and "spans of trace" in done.stderr
+    config.write_text('[otel]\nenabled = true\nendpoint = "localhost:4318"\n')
+    bad = run_cli("run", str(job), "--headless", "--out", str(tmp_path / "again"))
+    assert bad.returncode == 2 and "otel.endpoint" in bad.stderr and ":3" in bad.stderr
+    assert not (tmp_path / "again").exists()

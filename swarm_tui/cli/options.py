@@ -177,11 +177,14 @@ def add_trace_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def tracing(args: argparse.Namespace) -> bool | None:
-    """None: no live export; else whether the spans carry content (`--otel-content`)."""
-    if getattr(args, "otel_content", False):
-        return True
-    return False if getattr(args, "otel", False) else None
+def tracing(args: argparse.Namespace, config: Config) -> tuple[bool, str | None] | None:
+    """None: no live export; else (whether the spans carry content, the collector's URL or None
+    for the standard variables): `--otel` / `--otel-content`, or the config's `[otel]`."""
+    otel = config.otel
+    content = bool(getattr(args, "otel_content", False) or otel.get("content"))
+    if not (content or getattr(args, "otel", False) or otel.get("enabled")):
+        return None
+    return content, otel.get("endpoint")
 
 
 def add_console_options(p: argparse.ArgumentParser, *, logs: bool = True) -> None:

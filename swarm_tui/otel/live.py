@@ -37,14 +37,16 @@ CLOSE_TIMEOUT_MS = 10_000
 class LiveTracer:
     """Subscribe it to an engine (`engine.subscribe(tracer)`); `close()` once the run is over."""
 
-    def __init__(self, journal: Journal, tasks: Mapping[int, Any], *, content: bool = False) -> None:
+    def __init__(
+        self, journal: Journal, tasks: Mapping[int, Any], *, content: bool = False, endpoint: str | None = None
+    ) -> None:
         require_sdk("--otel")
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         meta = journal.meta()
         self.ids = SpanIds(run_identity(meta))
         self.model = SpanModel(self.ids, LiveFacts(tasks, meta, content=content), session=journal.session)
-        self.exporter = make_exporter(None, SpanConverter(self.ids.trace_id, resource_attributes(meta)))
+        self.exporter = make_exporter(endpoint, SpanConverter(self.ids.trace_id, resource_attributes(meta)))
         # CountingExporter is a SpanExporter by its methods (the SDK is not imported before an export runs)
         self.processor = BatchSpanProcessor(cast("SpanExporter", self.exporter))
         if not self.exporter.reachable():  # a collector down from the start: no batch is made until it is up
