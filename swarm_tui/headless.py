@@ -245,6 +245,7 @@ def summary_fields(summary: dict, finished: RunFinished, session: SwarmSession, 
         "next": next_step(finished, session, retried=retried),
         "output_error": session.output_error,
         "results": None if session.output_error else str(session.run_dir / "results.jsonl"),
+        **({"traces": summary["traces"]} if summary.get("traces") else {}),  # --otel: spans sent and dropped
     }
 
 

@@ -204,3 +204,32 @@ def test_the_config_s_otel_table_exports_every_run_and_a_bad_setting_is_named(tm
     bad = run_cli("run", str(job), "--headless", "--out", str(tmp_path / "again"))
     assert bad.returncode == 2 and "otel.endpoint" in bad.stderr and ":3" in bad.stderr
     assert not (tmp_path / "again").exists()
+
+
+def test_a_hedge_that_loses_after_its_task_settled_is_a_chat_span_of_that_task_s_agent():
+    """The span model alone (no I/O): a hedged pair's slower call, journaled after the winner
+    settled its task, belongs to the task's agent span, not to a new one left unfinished."""
+    from swarm_tui.core.events import Attempt, AttemptEnded, AttemptStarted, TaskSucceeded
+    from swarm_tui.core.notes import SessionStarted
+    from swarm_tui.core.task import Task
+    from swarm_tui.otel.facts import LiveFacts
+    from swarm_tui.otel.ids import SpanIds
+    from swarm_tui.otel.model import SpanModel
+
+    tasks = {0: Task(0, "task-0000", {"model": "sim-1", "messages": []})}
+    model = SpanModel(SpanIds("hedge"), LiveFacts(tasks, {"job": {"name": "j"}}, content=False))
+    slow = Attempt(0, 1, "custom", 100.0, 900.0, "hedge_lost")
+    fast = Attempt(0, 2, "custom", 100.5, 100.0, "ok")
+    spans = [
+        *model.feed(99.0, SessionStarted(1)),
+        *model.feed(100.0, AttemptStarted(0, 1, "custom")),
+        *model.feed(100.5, AttemptStarted(0, 2, "custom", hedge=True)),
+        *model.feed(100.6, TaskSucceeded(fast, "answer")),
+        *model.feed(101.0, AttemptEnded(slow)),
+        *model.close(101.0),
+    ]
+    agents = [s for s in spans if s.name == "invoke_agent worker"]
+    chats_ = [s for s in spans if s.name.startswith("chat")]
+    assert len(agents) == 1 and len(chats_) == 2
+    assert {c.parent_id for c in chats_} == {agents[0].span_id}
+    assert [e.name for e in agents[0].events] == ["swarm_tui.hedge"]

@@ -63,6 +63,8 @@ class _Open:
     """A span still open: its record, filled in as its events come."""
 
     record: SpanRecord
+    first: int = 0
+    """The attempt number that opened it (an agent's)."""
     settled: bool = False
     attempts: int = 0
     usage: list[int] = field(default_factory=lambda: [0, 0])
@@ -79,6 +81,8 @@ class SpanModel:
         """The session being read (0: none yet; a live model starts at its journal's)."""
         self._workflow: _Open | None = None
         self._agents: dict[int, _Open] = {}
+        self._settled: dict[int, tuple[int, int]] = {}
+        """(span id, first attempt number) of each task's last settled agent span."""
         self._last_at = 0.0
 
     # ----------------------------------------------------------------- feeding
@@ -104,7 +108,7 @@ class SpanModel:
                 out.append(self._chat(attempt, agent))
                 agent.record.events.append(self._retry_event(attempt, delay))
             case AttemptEnded(attempt=attempt):
-                agent = self._agent(attempt.index, attempt.number, attempt.started_at)
+                agent = self._late(attempt) or self._agent(attempt.index, attempt.number, attempt.started_at)
                 out.append(self._chat(attempt, agent))
                 if attempt.error is not None and attempt.error.code == STRAGGLER:
                     abandoned = SpanEvent(NS + "abandoned", _end(attempt), {NS + "attempt": attempt.number})
@@ -149,6 +153,7 @@ class SpanModel:
             self._settle(agent, index, max(at, agent.record.start), "unfinished")
             for index, agent in list(self._agents.items())
         ]
+        self._settled.clear()  # a hedge of this session cannot end in the next
         if self._workflow is not None:
             record = self._workflow.record
             if not self._workflow.settled:
@@ -283,14 +288,26 @@ class SpanModel:
                         "gen_ai.agent.name": WORKER,
                         NS + "task.index": index,
                     },
-                )
+                ),
+                first=number,
             )
         elif at < agent.record.start:
             agent.record.start = at
         return agent
 
+    def _late(self, attempt: Attempt) -> _Open | None:
+        """The span a hedged pair's other call belongs to when it ends after its task settled (the
+        settled agent's, already sent): a stand-in carrying that span's id, its counts unused."""
+        if attempt.index in self._agents:
+            return None
+        settled = self._settled.get(attempt.index)
+        if settled is None or settled[1] > attempt.number:
+            return None
+        return _Open(SpanRecord("", settled[0], None, attempt.started_at, attempt.started_at))
+
     def _settle(self, agent: _Open, index: int, end: float, outcome: str) -> SpanRecord:
         del self._agents[index]
+        self._settled[index] = (agent.record.span_id, agent.first)
         record = agent.record
         record.end = max(end, record.start)
         record.attributes[NS + "outcome"] = outcome
