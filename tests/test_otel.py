@@ -238,3 +238,39 @@ def test_a_hedge_that_loses_after_its_task_settled_is_a_chat_span_of_that_task_s
     assert len(agents) == 1 and len(chats_) == 2
     assert {c.parent_id for c in chats_} == {agents[0].span_id}
     assert [e.name for e in agents[0].events] == ["swarm_tui.hedge"]
+
+
+async def test_a_resumed_run_is_the_same_trace_with_a_workflow_span_per_session(
+    tmp_path, sim_factory, receiver, monkeypatch
+):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+    sim = sim_factory(latency_ms=20)
+    job = load_job(write_batch(tmp_path / "job.jsonl", [f"t{i}" for i in range(60)]))
+    run_dir = tmp_path / "run"
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=4))
+    first = SwarmSession.open_new(job, plan, run_dir)
+    run = asyncio.create_task(first.run())
+    try:
+        await wait_until(lambda: first.engine.stats.succeeded >= 10, "10 answers before the stop")
+        first.engine.abort("stopped by the test")
+        await asyncio.wait_for(run, 30)
+    finally:
+        await first.aclose()
+    second = SwarmSession.open_existing(run_dir)
+    second.trace()
+    try:
+        finished = await asyncio.wait_for(second.run(), 60)
+    finally:
+        await second.aclose()
+    assert finished.succeeded == 60
+    live = list(receiver.spans)  # the resumed session's, live
+    receiver.clear()
+    export_run(run_dir, receiver.url)
+    whole = list(receiver.spans)
+    assert {s.trace_id for s in live} == {s.trace_id for s in whole} and len({s.trace_id for s in whole}) == 1
+    roots = sorted((s for s in whole if not s.parent_id), key=lambda s: s.attributes["swarm_tui.session"])
+    assert [s.attributes["swarm_tui.session"] for s in roots] == [1, 2]
+    assert [s.span_id for s in live if not s.parent_id] == [roots[1].span_id]
+    assert {s.span_id for s in live} <= {s.span_id for s in whole}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert len(chats(whole)) == summary["requests"]["sent"] > len(chats(live))
