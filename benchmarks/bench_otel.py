@@ -3,10 +3,11 @@
     python benchmarks/bench_otel.py [--tasks 1000] [--repeats 3] [--concurrency 50] [--receiver]
 
 The same N-task job against a zero-latency simulator in its own process (its CPU is not the
-client's), headless, three ways interleaved in each repeat: no `--otel`; `--otel` to a loopback
-port where nothing listens (every export fails: the SDK's thread retries with backoff, the
-spans are dropped and counted); with `--receiver`, `--otel` to a real OTLP/HTTP receiver
-(tests/otlp_receiver.py, needs opentelemetry-proto). Figures per run: the makespan
+client's), headless, three ways interleaved in each repeat (the order reversed every other
+one): no `--otel`; `--otel` to a loopback port where nothing listens (the collector down: the
+tracer leaves the events unread, asks whether it is back, and counts the spans dropped at the
+end); with `--receiver`, `--otel` to a real OTLP/HTTP receiver (tests/otlp_receiver.py, needs
+opentelemetry-proto). Figures per run: the makespan
 (summary.json's, first attempt's start to last attempt's end) and the session's wall time
 (`run()` to the summary written: the live export's close included), the client process's CPU
 time (the exporter's thread included; the simulator's not), and the spans dropped. The receiver
@@ -83,7 +84,8 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for repeat in range(args.repeats):
-                for number, (mode, endpoint) in enumerate(modes.items()):
+                order = list(modes.items())
+                for number, (mode, endpoint) in enumerate(order if repeat % 2 == 0 else order[::-1]):
                     run = asyncio.run(
                         one_run(Path(tmp), f"r{repeat}-{number}", sim.base_url, args.tasks, args.concurrency, endpoint)
                     )
