@@ -43,7 +43,7 @@ def _attributes(items) -> dict[str, Any]:
 
 
 class OtlpReceiver:
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.spans: list[ReceivedSpan] = []
         self.requests = 0
         self._lock = threading.Lock()
@@ -67,7 +67,7 @@ class OtlpReceiver:
             def log_message(self, *args) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property

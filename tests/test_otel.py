@@ -274,3 +274,28 @@ async def test_a_resumed_run_is_the_same_trace_with_a_workflow_span_per_session(
     assert {s.span_id for s in live} <= {s.span_id for s in whole}
     summary = json.loads((run_dir / "summary.json").read_text())
     assert len(chats(whole)) == summary["requests"]["sent"] > len(chats(live))
+
+
+async def test_a_collector_that_comes_up_mid_run_gets_every_span(tmp_path, sim_factory, monkeypatch):
+    """Down at the start, up later: the events kept unread meanwhile are sent once it answers."""
+    url = unused_url()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
+    sim = sim_factory(latency_ms=30)
+    job = load_job(write_batch(tmp_path / "job.jsonl", [f"t{i}" for i in range(60)]))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=4))
+    session = SwarmSession.open_new(job, plan, tmp_path / "run")
+    session.trace()
+    receiver = None
+    run = asyncio.create_task(session.run())
+    try:
+        await wait_until(lambda: session.engine.stats.succeeded >= 10, "10 answers with the collector down")
+        receiver = OtlpReceiver(int(url.rsplit(":", 1)[1])).start()
+        await wait_until(lambda: receiver.spans, "the first spans once the collector is up")
+        finished = await asyncio.wait_for(run, 60)
+    finally:
+        await session.aclose()
+        if receiver is not None:
+            receiver.stop()
+    assert finished.succeeded == 60
+    traces = json.loads((tmp_path / "run" / "summary.json").read_text())["traces"]
+    assert traces["dropped"] == 0 and traces["exported"] == traces["spans"] == len(receiver.spans) == 121
