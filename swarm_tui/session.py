@@ -454,6 +454,8 @@ class SwarmSession:
         return tail.describe() if tail is not None else None
 
     async def aclose(self) -> None:
+        if self.tracer is not None and self.tracer.report is None:  # a session that never ran: its threads end
+            await asyncio.to_thread(self.tracer.close)
         if self.toolbox is not None:
             await self.toolbox.aclose()
         await self.engine.aclose()  # a distributed engine's actors
