@@ -299,3 +299,26 @@ async def test_a_collector_that_comes_up_mid_run_gets_every_span(tmp_path, sim_f
     assert finished.succeeded == 60
     traces = json.loads((tmp_path / "run" / "summary.json").read_text())["traces"]
     assert traces["dropped"] == 0 and traces["exported"] == traces["spans"] == len(receiver.spans) == 121
+
+
+def test_a_judged_multi_round_swarm_has_its_judge_its_drift_and_its_scores_in_the_trace(tmp_path, receiver):
+    """sample_jobs/quality-drift.toml, as the README runs it, exported live: the judge's calls as
+    spans of their own, the drift acted on and every score as events of the run's span."""
+    from swarm_tui.locations import bundled
+
+    job = bundled("sample_jobs") / "quality-drift.toml"
+    out = tmp_path / "run"
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+    done = run_cli("run", str(job), "--sim-drift", "2", "--sim-latency-ms", "5", "--headless", "--otel",
+                   "--out", str(out), env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    spans = list(receiver.spans)
+    assert len(chats(spans)) == summary["requests"]["sent"]
+    judge_calls = [s for s in spans if s.name == "invoke_agent judge"]
+    assert judge_calls and all(s.attributes["swarm_tui.phase"] == "judge" for s in judge_calls)
+    assert {s.attributes.get("gen_ai.request.model") for s in chats(spans)} == {"kimi-k2.5"}  # the judge's too
+    scores = workflow_events(spans, "gen_ai.evaluation.result")
+    assert len(scores) == summary["quality"]["judged"]
+    drifts = workflow_events(spans, "swarm_tui.quality_drift")
+    assert [d["swarm_tui.action"] for d in drifts] == [d["action"] for d in summary["quality"]["drifts"]]

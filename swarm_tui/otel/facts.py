@@ -32,6 +32,9 @@ class RunFacts(Protocol):
     def body(self, index: int) -> Mapping[str, Any] | None:
         """A task's request body (None: not a task of the grid, or unknown)."""
 
+    def phase_model(self, phase: str) -> str | None:
+        """The model a call of a swarm's step or of the judge asks for."""
+
     def tool_io(self, event: ToolCallEnded) -> tuple[str | None, str | None]:
         """(arguments, result) of a tool call. Asked only with content."""
 
@@ -68,15 +71,33 @@ def profile_model(plan: Mapping[str, Any] | None) -> str | None:
     return model if isinstance(model, str) and model else None
 
 
+JUDGE_PHASE = "judge"
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 class MetaFacts:
     """What a journal's `meta` says: the job's name, the profile's model and where its endpoints point."""
 
     def __init__(self, meta: Mapping[str, Any], *, content: bool) -> None:
         job = meta.get("job") or {}
         self.job_name = str(job.get("name") or "run") if isinstance(job, dict) else "run"
-        self.default_model = profile_model(meta.get("plan"))
+        self.default_model = profile_model(meta.get("plan")) or _text((meta.get("template") or {}).get("model"))
+        """The model a call outside the grid asks for (the planner, the aggregator): the run's."""
+        judge = meta.get("judge") or {}
+        self.judge_model = (
+            _text((judge.get("spec") or {}).get("model"))
+            or _text((judge.get("profile") or {}).get("model"))
+            or self.default_model
+        )
         self.content = content
         self._servers = servers_from_plan(meta.get("plan"))
+
+    def phase_model(self, phase: str) -> str | None:
+        """The model a call of a swarm's step or of the judge asks for (its body is not journaled)."""
+        return self.judge_model if phase == JUDGE_PHASE else self.default_model
 
     def server(self, endpoint: str) -> tuple[str, int] | None:
         return self._servers.get(endpoint)

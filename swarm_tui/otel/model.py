@@ -349,7 +349,7 @@ class SpanModel:
                 },
             )
         )
-        chat = self._chat(attempt, span)
+        chat = self._chat(attempt, span, phase)
         chat.attributes[NS + "phase"] = phase
         record = span.record
         record.attributes[NS + "outcome"] = attempt.outcome
@@ -359,12 +359,12 @@ class SpanModel:
 
     # ----------------------------------------------------------------- chat and tool spans
 
-    def _chat(self, attempt: Attempt, parent: _Open) -> SpanRecord:
+    def _chat(self, attempt: Attempt, parent: _Open, phase: str | None = None) -> SpanRecord:
         """An attempt's chat span; its attributes are made when it is sent (`chat_attributes`, off
         the loop live, never for a span dropped), but for the content, read now."""
         usage, error = attempt.usage, attempt.error
-        body = self.facts.body(attempt.index) or {}
-        model = body.get("model") or self.facts.default_model
+        body = (self.facts.body(attempt.index) if phase is None else None) or {}
+        model = body.get("model") or (self.facts.phase_model(phase) if phase else self.facts.default_model)
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
         attributes: Attributes = {}
         if self.facts.content and isinstance(body.get("messages"), list):
