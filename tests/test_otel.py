@@ -322,3 +322,22 @@ def test_a_judged_multi_round_swarm_has_its_judge_its_drift_and_its_scores_in_th
     assert len(scores) == summary["quality"]["judged"]
     drifts = workflow_events(spans, "swarm_tui.quality_drift")
     assert [d["swarm_tui.action"] for d in drifts] == [d["action"] for d in summary["quality"]["drifts"]]
+
+
+async def test_a_429_is_an_event_of_its_task_with_the_retry_after(tmp_path, sim, receiver):
+    prompts = [f"t{i}" for i in range(10)]
+    prompts[3], prompts[7] = "limited 3 [[sim:429x1]]", "limited 7 [[sim:429x1]]"
+    job = load_job(write_batch(tmp_path / "job.jsonl", prompts))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=2))
+    session = SwarmSession.open_new(job, plan, tmp_path / "run")
+    try:
+        assert (await asyncio.wait_for(session.run(), 60)).succeeded == 10
+    finally:
+        await session.aclose()
+    assert export_run(tmp_path / "run", receiver.url).dropped == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    limited = [(s, e) for s in receiver.spans for (n, _, e) in s.events if n == "swarm_tui.rate_limited"]
+    assert len(limited) == summary["requests"]["rate_limited"] == 2
+    assert {s.attributes["swarm_tui.task.index"] for s, _ in limited} == {3, 7}
+    assert all(e["http.response.status_code"] == 429 and e["swarm_tui.retry_after_s"] > 0 for _, e in limited)
+    assert workflow_events(receiver.spans, "swarm_tui.rate_gate_closed")
