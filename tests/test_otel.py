@@ -93,7 +93,7 @@ async def test_a_100_agent_run_exported_live_and_from_its_journal_is_one_and_the
     assert len(retries) == summary["requests"]["retried"]
     assert by_operation(live)["invoke_workflow"] == 1
     chat = next(s for s in chats(live) if s.attributes["swarm_tui.outcome"] == "ok")
-    assert chat.attributes["gen_ai.request.model"] == "sim-1"
+    assert chat.attributes["gen_ai.request.model"] == "sim-1" and chat.attributes["gen_ai.response.model"] == "sim-1"
     assert chat.attributes["gen_ai.request.max_tokens"] == 256 and chat.attributes["server.address"] == "127.0.0.1"
     assert "gen_ai.input.messages" not in chat.attributes  # content only when asked for
     ids = {s.span_id: s for s in live}
@@ -341,3 +341,27 @@ async def test_a_429_is_an_event_of_its_task_with_the_retry_after(tmp_path, sim,
     assert {s.attributes["swarm_tui.task.index"] for s, _ in limited} == {3, 7}
     assert all(e["http.response.status_code"] == 429 and e["swarm_tui.retry_after_s"] > 0 for _, e in limited)
     assert workflow_events(receiver.spans, "swarm_tui.rate_gate_closed")
+
+
+async def test_content_only_when_asked_and_then_prompts_answers_and_tool_io_live(tmp_path, sim, receiver, monkeypatch):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+    job = load_job(write_batch(tmp_path / "job.jsonl", [f"agent {i} [[sim:tools=1]]" for i in range(4)]))
+    tools = ToolsSpec(python=(PythonToolSpec("tests.agent_tools:lookup", where="tools.python[0]"),), max_steps=3)
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=2))
+    session = SwarmSession.open_new(replace(job, tools=tools), plan, tmp_path / "run")
+    session.trace(content=True)
+    try:
+        assert (await asyncio.wait_for(session.run(), 60)).succeeded == 4
+    finally:
+        await session.aclose()
+    spans = list(receiver.spans)
+    finals = [s for s in chats(spans) if s.attributes["swarm_tui.outcome"] == "ok"]
+    assert len(finals) == 4
+    for chat in finals:
+        asked = json.loads(chat.attributes["gen_ai.input.messages"])
+        assert asked[0]["role"] == "user" and asked[0]["parts"][0]["content"].startswith("agent ")
+        said = json.loads(chat.attributes["gen_ai.output.messages"])
+        assert said[0]["role"] == "assistant" and said[0]["parts"][0]["content"]
+    tool_spans = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "execute_tool"]
+    assert tool_spans and all("lookup(" in s.attributes["gen_ai.tool.call.result"] for s in tool_spans)
+    assert all(json.loads(s.attributes["gen_ai.tool.call.arguments"]) for s in tool_spans)

@@ -6,18 +6,23 @@ endpoint name points (`server.address`) and, with `--otel-content`, what a tool 
 and answered are read here: from the engine's tasks and the events' payloads in a live run
 (`LiveFacts`), from the journal's tables afterwards (`otel.journal_source.JournalFacts`).
 
-Not said: `gen_ai.response.model`. The model that answered is in the answer's bytes only, which
-a live listener does not get (the journal keeps them; the event carries the text), and a span
-that only the journal's export had would make the two exports differ.
+The engine's listeners get neither a kept answer nor a tool call's input and output (the journal
+keeps them); the live tracer reads them from the journal, on a read-only connection of its own
+thread: `gen_ai.response.model` from the head of the answer, the tool's input and output with
+`--otel-content`.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from ..core.events import ToolCallEnded
+from ..journal import Journal
 
 FALLBACK_SUFFIX = "/fallback"
 BATCH_SUFFIX = "/batch"
@@ -37,6 +42,9 @@ class RunFacts(Protocol):
 
     def tool_io(self, event: ToolCallEnded) -> tuple[str | None, str | None]:
         """(arguments, result) of a tool call. Asked only with content."""
+
+    def response_model(self, index: int) -> str | None:
+        """The model a task's kept answer says it came from (None: no answer, or it does not say)."""
 
     def server(self, endpoint: str) -> tuple[str, int] | None:
         """(host, port) an endpoint name's calls went to (None: not known, e.g. the embedded simulator)."""
@@ -78,6 +86,23 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+ANSWER_HEAD_CHARS = 1024
+"""How much of an answer is searched for its `model` (a chat completion names it before its choices)."""
+_MODEL_FIELD = re.compile(r'"model"\s*:\s*"((?:[^"\\]|\\.){1,200})"')
+
+
+def answer_model(head: str | None) -> str | None:
+    """The `model` a kept answer's head names (strict JSON, `strict_json`), or None."""
+    found = _MODEL_FIELD.search(head) if head else None
+    if found is None:
+        return None
+    try:
+        model = json.loads(f'"{found.group(1)}"')
+    except ValueError:
+        return None
+    return model if isinstance(model, str) else None
+
+
 class MetaFacts:
     """What a journal's `meta` says: the job's name, the profile's model and where its endpoints point."""
 
@@ -104,15 +129,43 @@ class MetaFacts:
 
 
 class LiveFacts(MetaFacts):
-    """A running session's facts: the engine's tasks (bodies as sent) and the events' payloads."""
+    """A running session's facts: the engine's tasks (bodies as sent) and, with content, what a
+    tool call was given and answered, read from the journal (the engine's listeners get the
+    event without them: the journal keeps them) on a read-only connection of the tracer's own."""
 
-    def __init__(self, tasks: Mapping[int, Any], meta: Mapping[str, Any], *, content: bool) -> None:
+    def __init__(
+        self, tasks: Mapping[int, Any], meta: Mapping[str, Any], *, content: bool, run_dir: Path | None = None
+    ) -> None:
         super().__init__(meta, content=content)
         self._tasks = tasks
+        self._run_dir = run_dir
+        self._reader: Journal | None = None
 
     def body(self, index: int) -> Mapping[str, Any] | None:
         task = self._tasks.get(index)
         return task.body if task is not None else None
 
+    def _journal(self) -> Journal | None:
+        if self._reader is None and self._run_dir is not None:
+            self._reader = Journal.open(self._run_dir, readonly=True)
+        return self._reader
+
+    def response_model(self, index: int) -> str | None:
+        reader = self._journal()
+        return answer_model(reader.answer_head(index, ANSWER_HEAD_CHARS)) if reader is not None else None
+
     def tool_io(self, event: ToolCallEnded) -> tuple[str | None, str | None]:
-        return event.arguments, event.result
+        if event.arguments is not None or event.result is not None:
+            return event.arguments, event.result
+        reader = self._journal()
+        if reader is not None:
+            for call in reader.tool_calls_of(event.index):
+                if call["call_id"] == event.call_id:
+                    return call["arguments"], call["result"]
+        return None, None
+
+    def close(self) -> None:
+        """The journal's reader closed (by the thread that used it)."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None

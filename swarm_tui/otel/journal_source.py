@@ -17,7 +17,7 @@ from typing import Any
 from ..core.events import EngineEvent, ToolCallEnded
 from ..journal import Journal, JournalFollower
 from ..journal.note_kinds import old_note
-from .facts import MetaFacts
+from .facts import ANSWER_HEAD_CHARS, MetaFacts, answer_model
 
 
 def timeline(journal: Journal) -> Iterator[tuple[float, EngineEvent]]:
@@ -57,6 +57,11 @@ class JournalFacts(MetaFacts):
         tasks = journal.tasks()
         self._bodies: dict[int, Mapping[str, Any]] = {row.index: row.body for row in tasks}
         indices = {row.custom_id: row.index for row in tasks}
+        self._models = {
+            indices[custom_id]: answer_model(response[:ANSWER_HEAD_CHARS])
+            for custom_id, ok, _, response, _ in journal.iter_result_texts()
+            if ok and response
+        }
         self._tools: dict[tuple[int, str], tuple[str | None, str | None]] = {}
         if content:  # what each tool call was given and answered
             for transcript in journal.iter_transcripts():
@@ -66,6 +71,9 @@ class JournalFacts(MetaFacts):
 
     def body(self, index: int) -> Mapping[str, Any] | None:
         return self._bodies.get(index)
+
+    def response_model(self, index: int) -> str | None:
+        return self._models.get(index)
 
     def tool_io(self, event: ToolCallEnded) -> tuple[str | None, str | None]:
         return self._tools.get((event.index, event.call_id), (None, None))

@@ -62,7 +62,8 @@ class LiveTracer:
 
         meta = journal.meta()
         self.ids = SpanIds(run_identity(meta))
-        self.model = SpanModel(self.ids, LiveFacts(tasks, meta, content=content), session=journal.session)
+        self.facts = LiveFacts(tasks, meta, content=content, run_dir=journal.path.parent)
+        self.model = SpanModel(self.ids, self.facts, session=journal.session)
         self.exporter = make_exporter(endpoint, SpanConverter(self.ids.trace_id, resource_attributes(meta)))
         queue = None if "OTEL_BSP_MAX_QUEUE_SIZE" in os.environ else QUEUE_SPANS
         # CountingExporter is a SpanExporter by its methods (the SDK is not imported before an export runs)
@@ -97,6 +98,7 @@ class LiveTracer:
                 self.exporter.failing = False
             self._read()
         self._read()
+        self.facts.close()
 
     def _read(self) -> None:
         events = self._events

@@ -396,7 +396,11 @@ class SpanModel:
         )
 
     def _answer_attributes(self, chat: SpanRecord, event: TaskSucceeded) -> None:
-        """With content: the final answer's text (the event's, logged with it: the same both ways)."""
+        """The model the kept answer names; with content, the answer's text (the event's, logged
+        with it: the same both ways)."""
+        model = self.facts.response_model(event.attempt.index)
+        if model:
+            chat.attributes["gen_ai.response.model"] = model
         if self.facts.content:
             message = {"role": "assistant", "parts": [{"type": "text", "content": event.content}]}
             if event.attempt.finish_reason:
