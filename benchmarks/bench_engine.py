@@ -162,12 +162,12 @@ async def failover_scenario(n: int, down_after_s: float = 2.0) -> None:
             secondary.reset()
             marks: dict[str, float] = {}
 
-            async def outage() -> None:
+            async def outage(marks: dict[str, float] = marks) -> None:
                 await asyncio.sleep(down_after_s)
                 await asyncio.to_thread(primary.update_config, down=True)
                 marks["down"] = time.monotonic()
 
-            def watch(event) -> None:
+            def watch(event, marks: dict[str, float] = marks) -> None:
                 if isinstance(event, EndpointSwitched) and "switch" not in marks:
                     marks["switch"] = time.monotonic()
                 if (isinstance(event, TaskSucceeded) and event.attempt.endpoint.endswith("/fallback")

@@ -189,7 +189,7 @@ def grid_costs(n: int = 1000) -> tuple[float, float]:
                 state = TaskState.RUNNING if round_ % 2 == 0 else TaskState.SUCCEEDED
                 for i in range(n):
                     engine.states[i] = state
-                    app._events.append(AttemptStarted(i, 1, "bench"))
+                    app.view.observe(AttemptStarted(i, 1, "bench"))
                 t0 = time.perf_counter()
                 app._drain()
                 await pilot.pause()  # the paint that the drain asked for

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 
 def _number(text: str) -> float:
@@ -89,3 +90,29 @@ def straggler(text: str) -> float | str:
     if value < 1.5:
         raise argparse.ArgumentTypeError(f"must be auto, off or a factor >= 1.5, not {text}")
     return value
+
+
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_SIZE_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def duration(text: str) -> float:
+    """A duration > 0 in seconds, from `14d`, `12h`, `30m`, `45s` (a bare number: days)."""
+    unit = text[-1:].lower()
+    scale = _DURATION_UNITS.get(unit)
+    value = _number(text[:-1] if scale is not None else text)
+    seconds = value * (scale if scale is not None else _DURATION_UNITS["d"])
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be a duration above 0 (14d, 12h, 30m, 45s), not {text!r}")
+    return seconds
+
+
+def byte_size(text: str) -> int:
+    """A size > 0 in bytes, from `2G`, `500M`, `64K` (`MB`, `GiB`... too; a bare number: bytes)."""
+    match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"not a size (2G, 500M, 64K): {text!r}")
+    size = int(_number(match.group(1)) * _SIZE_UNITS.get(match.group(2).lower(), 1))
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"must be a size above 0 (2G, 500M, 64K), not {text!r}")
+    return size

@@ -3,17 +3,18 @@
 `swarm-tui attach RUN_DIR` shows the same screen as the TUI that runs the swarm. The engine
 writes every event it emits to the journal's log (`core/codec.py`), in order, in the
 same transaction as the change it reports; a view here reads that log from a sequence number
-and replays the very same events through the same code a live view runs (the `TaskBoard`,
-`RunStats`, the TUI's handlers). Nothing is reconstructed, so an attached view shows what a
-live one shows, at any moment.
+and replays the very same events through the same code a live view runs (a `RunView`: the
+`TaskBoard`, `RunStats`, figures, phase and agents' facts the screen paints). Nothing is
+reconstructed, so an attached view shows what a live one shows, at any moment.
 
 * `runlog.LogFollower` tails the log (a read-only connection: WAL readers never block the
-  writer). When the writer died mid-run (kill -9, a power cut), the view closes the run as the
-  next `resume` will: the calls in flight were lost, the waiting tasks are unfinished.
-* `AttachedRun` is the run source the TUI drives for an attached view: the follower, a
-  `RunStats` fed by it, the liveness of the writer (heartbeat age, process alive) and the
-  steering commands, written to the journal's control queue through a second, writable
-  connection that `SwarmSession` in the running process polls.
+  writer) into its `RunView`. When the writer died mid-run (kill -9, a power cut), the view
+  closes the run as the next `resume` will: the calls in flight were lost, the waiting tasks
+  are unfinished.
+* `AttachedRun` is the run source the TUI drives for an attached view: the follower (its view),
+  the liveness of the writer (heartbeat age, process alive) and the steering commands, written
+  to the journal's control queue through a second, writable connection that `SwarmSession` in
+  the running process polls.
 
 A journal written before the log existed (schema 1) is read by `journal.migrate.JournalFollower`.
 """
@@ -33,10 +34,10 @@ from .core.events import AgentStepped, EngineEvent, TaskState, ToolCallEnded
 from .core.task import Task
 from .engine.stats import RunStats
 from .journal import Journal, JournalFollower
-from .progress import SessionPace
 from .providers.profile import ProviderProfile
 from .rundir import lock_holder
 from .runlog import Listener, LogFollower
+from .view.run_view import RunView
 
 POLL_S = 0.5
 HEARTBEAT_STALE_S = 3.0
@@ -100,16 +101,15 @@ class AttachedRun:
         self.base_url = "embedded simulator" if self.simulated else self.profile.base_url
         self._wall_clock = clock
         indices = [t.index for t in self.tasks]
-        self.follower: LogFollower | JournalFollower = (
-            LogFollower(self.journal, indices)
-            if self.journal.has_log()
-            else JournalFollower(self.journal, indices, provider=self.profile.name, simulated=self.simulated)
-        )
-        self.stats = RunStats(clock=self._stats_clock)
-        self.follower.subscribe(self.stats.observe)
-        self.pace = SessionPace(self.stats)
-        """The ETA at the pace of the session that writes the run now."""
-        self.follower.subscribe(self.pace.observe)
+        self.follower: LogFollower | JournalFollower
+        self.view: RunView
+        """The run as its log tells it (a `LogFollower` is one): what the screen paints."""
+        if self.journal.has_log():
+            self.follower = self.view = LogFollower(self.journal, indices, clock=self._stats_clock)
+        else:  # a schema-1 journal: its follower rebuilds events from rows, and keeps the states
+            legacy = JournalFollower(self.journal, indices, provider=self.profile.name, simulated=self.simulated)
+            self.follower, self.view = legacy, RunView(states=legacy.view, clock=self._stats_clock)
+            legacy.subscribe(lambda event: self.view.observe(event, legacy.now))
         self._grown: set[int] = set()
         self.follower.subscribe(self._note_growth)
         self._commands: Journal | None = None
@@ -120,7 +120,15 @@ class AttachedRun:
 
     @property
     def states(self) -> Mapping[int, TaskState]:
-        return self.follower.view
+        return self.view.states
+
+    @property
+    def stats(self) -> RunStats:
+        return self.view.stats
+
+    @property
+    def fatal(self) -> str | None:
+        return None  # the writer's own trouble is its to say; this view reads what it journaled
 
     def subscribe(self, listener: Listener) -> None:
         self.follower.subscribe(listener)
@@ -233,11 +241,8 @@ class AttachedRun:
         return "its process is gone" if alive is False else f"nobody running it: silent for {age:.0f}s"
 
     def eta_s(self) -> float | None:
-        return self.pace.eta_s() if self.live and not self.paused else None
-
-    def event_time(self) -> float:
-        """When the event being delivered was logged (epoch seconds)."""
-        return self.follower.now if self.follower.now is not None else self._wall_clock()
+        """At the pace of the session that writes the run now."""
+        return self.view.pace.eta_s() if self.live and not self.paused else None
 
     def task_of(self, index: int) -> Task | None:
         position = self._position.get(index)
@@ -262,7 +267,7 @@ class AttachedRun:
         if isinstance(self.follower, LogFollower) and self.follower.started and self._writer_gone():
             beat = self.follower.heartbeat or {}
             delivered += self.follower.close_interrupted(beat.get("at") or self.follower.last_at or time.time())
-        if len(self.follower.view) != len(self.tasks):  # tasks joined the run: read them
+        if len(self.states) != len(self.tasks):  # tasks joined the run: read them
             self.tasks = [Task(r.index, r.custom_id, r.body) for r in self.journal.tasks()]
             self._position = {t.index: n for n, t in enumerate(self.tasks)}
             self.stats.total = len(self.tasks)
@@ -359,8 +364,6 @@ class AttachedRun:
 
     output_error = None
     """An attached view writes no outputs."""
-    fatal = None
-    """What stops the run is the writer's to say (in its log)."""
 
     def outlive_app(self) -> None:
         """An attached view drives no run: nothing goes on after it."""

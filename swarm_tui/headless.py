@@ -21,6 +21,7 @@ from .engine.stats import RunStats
 from .otel.report import TraceReport
 from .progress import counts_text
 from .progress_log import DEFAULT_EVERY_S, TICK_S, ProgressLog, clock_text, progress_fields, progress_text
+from .run_cost import tier_text
 from .runlog import replay_history
 from .session import SwarmSession
 
@@ -91,6 +92,7 @@ async def run_headless(
         live=stream.isatty(),
         bell=bell,
         waiting=lambda: gate_wait(engine),
+        states=engine.states,
     )
     engine.subscribe(log.observe)
     label = "SIMULATED" if session.simulated else session.client.base_url
@@ -265,6 +267,34 @@ def quality_line(quality: dict) -> str:
     )
 
 
+def lane_lines(summary: dict) -> list[str]:
+    """The summary's lines of money billed another way than live at the default tier (at a service
+    tier, `--service-tier flex|priority`, against the default tier; through the batch lane), and of
+    the answers replayed from the response cache (sent nothing, cost nothing)."""
+    lines: list[str] = []
+    tiers = tier_text(summary)
+    if tiers is not None:
+        lines.append(tiers)
+    batches = summary.get("batches") or []
+    if batches:
+        by_lane = summary.get("cost_breakdown", {}).get("by_lane") or {}
+        billed = (
+            f", ${by_lane['batch']:.4f} at the batch rate"
+            if by_lane.get("batch") is not None and summary["cost_usd"] is not None
+            else ""
+        )
+        statuses = ", ".join(sorted({b["status"] for b in batches}))
+        lines.append(
+            f"batch lane: {len(batches)} batch{'es' if len(batches) != 1 else ''} of "
+            f"{sum(b['requests'] for b in batches):,} lines ({statuses}){billed}"
+        )
+    cache = summary.get("cache")
+    if cache:
+        unpriced = f" ({cache['unpriced_hits']:,} unpriced)" if cache["unpriced_hits"] else ""
+        lines.append(f"cache {cache['hits']:,} hits · saved ${cache['saved_usd']:.4f}{unpriced}")
+    return lines
+
+
 def print_summary(
     summary: dict,
     finished: RunFinished,
@@ -291,19 +321,7 @@ def print_summary(
         f"{req['server_errors']} 5xx, {req['timeouts']} timeouts)",
         f"tokens {tok['prompt']:,} in ({tok['cached']:,} cached) / {tok['completion']:,} out  cost {cost}",
     ]
-    batches = summary.get("batches") or []
-    if batches:
-        by_lane = summary.get("cost_breakdown", {}).get("by_lane") or {}
-        billed = (
-            f", ${by_lane['batch']:.4f} at the batch rate"
-            if by_lane.get("batch") is not None and summary["cost_usd"] is not None
-            else ""
-        )
-        statuses = ", ".join(sorted({b["status"] for b in batches}))
-        lines.append(
-            f"batch lane: {len(batches)} batch{'es' if len(batches) != 1 else ''} of "
-            f"{sum(b['requests'] for b in batches):,} lines ({statuses}){billed}"
-        )
+    lines.extend(lane_lines(summary))
     quality = summary.get("quality")
     if quality:
         lines.append(quality_line(quality))

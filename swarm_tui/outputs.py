@@ -157,6 +157,9 @@ def summarize(
     quality = quality_summary(journal)
     if quality is not None:  # the judge: scores, drifts acted on, its cost apart
         summary["quality"] = quality
+    cache = journal.cache_totals()
+    if cache is not None:  # the response cache: answers replayed (sent nothing, cost 0) and what they saved
+        summary["cache"] = cache
     if traces is not None:  # --otel: the spans sent, and those the collector did not take
         summary["traces"] = traces
     batches = journal.batch_summary()

@@ -5,9 +5,9 @@ same things in the same words: that the run was paused (from wherever: an attach
 reaches the engine, whose event reaches every listener), that the user moved the concurrency
 ceiling, that new attempts fail over, that the judge saw the quality drift, that a budget or an
 error rate stopped dispatch, that a provider batch went out or came back, that a round of a
-multi-round swarm ended. `Narrator` turns the engine's events into `News`; `SessionPace` gives an
-ETA at the pace of the session that runs now (a resumed run's earlier work, and the hours
-between its sessions, do not count).
+multi-round swarm ended. `narrate` turns one event into `News` (the round it may name is the
+view's: `view.RunView`); `SessionPace` gives an ETA at the pace of the session that runs now (a
+resumed run's earlier work, and the hours between its sessions, do not count).
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ class News:
     """What a log shipper may want apart (the JSON log's other keys)."""
     alert: bool = False
     """Worth ringing the terminal's bell for, when the user asked for one: a stop, a drift."""
+    event: EngineEvent | None = field(default=None, compare=False, repr=False)
+    """What it reports (a console words its own notices from it; the log writes none of it)."""
 
 
 def counts_text(finished: RunFinished) -> str:
@@ -67,122 +69,153 @@ def round_of(detail: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-class Narrator:
-    """The engine's events as news, with what the news depends on: the round a multi-round swarm
-    is on, and whether the run is paused. Feed it every event, in order (`take`)."""
+Round = tuple[int, int] | None
+"""(round, rounds) of a multi-round swarm, from its fan-out phase; None for one round."""
 
-    def __init__(self) -> None:
-        self.round: tuple[int, int] | None = None
-        """(round, rounds) of a multi-round swarm, from its fan-out phase; None for one round."""
-        self.paused = False
-        self.phase = ""
 
-    @property
-    def rounds_left(self) -> bool:
-        """A round of a multi-round swarm is on and more follow it."""
-        return self.round is not None and self.round[0] < self.round[1]
+def _run_started(event: RunStarted, round_: Round) -> News:
+    ceiling = event.ceiling or event.concurrency
+    under = f" (ceiling {ceiling})" if ceiling != event.concurrency else ""
+    return News(
+        "run_started",
+        f"run started: {event.pending} of {event.total} tasks to do, concurrency limit {event.concurrency}{under}",
+        fields={"total": event.total, "pending": event.pending, "limit": event.concurrency, "ceiling": ceiling},
+        event=event,
+    )
 
-    def take(self, event: EngineEvent) -> News | None:
-        match event:
-            case RunStarted(total=total, pending=pending, concurrency=limit, ceiling=ceiling):
-                self.paused = False
-                ceiling = ceiling or limit
-                under = f" (ceiling {ceiling})" if ceiling != limit else ""
-                return News(
-                    "run_started",
-                    f"run started: {pending} of {total} tasks to do, concurrency limit {limit}{under}",
-                    fields={"total": total, "pending": pending, "limit": limit, "ceiling": ceiling},
-                )
-            case RunPaused():
-                self.paused = True
-                return News("paused", "paused: nothing new is sent; the calls in flight finish", "warning")
-            case RunResumed():
-                self.paused = False
-                return News("resumed", "resumed: dispatch goes on")
-            case ConcurrencyChanged(limit=limit, reason=reason, ceiling=ceiling) if ceiling is not None:
-                # the user's move (a key, an attached view): the adaptive limit's own moves have no ceiling
-                return News(
-                    "limit",
-                    f"concurrency ceiling set to {ceiling} ({reason})",
-                    fields={"ceiling": ceiling, "limit": limit, "by": reason},
-                )
-            case EndpointSwitched(endpoint=endpoint, reason=reason):
-                return News(
-                    "failover",
-                    f"new attempts go to {endpoint}: {reason}",
-                    "warning",
-                    fields={"endpoint": endpoint, "reason": reason},
-                    alert=True,
-                )
-            case QualityDrift(rolling=rolling, baseline=baseline, action=action, detail=detail, round=round_number):
-                return News(
-                    "drift",
-                    f"quality drift in round {round_number}: {detail or action}",
-                    "warning",
-                    fields={"round": round_number, "rolling": rolling, "baseline": baseline, "action": action},
-                    alert=True,
-                )
-            case RunStopping(reason=reason):
-                return News("stopping", f"stopping: {reason}", "warning", fields={"reason": reason}, alert=True)
-            case BatchSubmitted(batch_id=batch_id, indices=indices):
-                return News(
-                    "batch_submitted",
-                    f"batch {batch_id} submitted: {len(indices)} lines",
-                    fields={"batch_id": batch_id, "lines": len(indices)},
-                )
-            case BatchEnded(batch_id=batch_id, status=status) as ended:
-                again = f", {ended.requeued} sent again" if ended.requeued else ""
-                left = f", {ended.unfinished} unfinished" if ended.unfinished else ""
-                return News(
-                    "batch_ended",
-                    f"batch {batch_id} {status}: {ended.succeeded} done, {ended.failed} failed{again}{left}",
-                    "info" if status == "completed" else "warning",
-                    fields={
-                        "batch_id": batch_id,
-                        "status": status,
-                        "succeeded": ended.succeeded,
-                        "failed": ended.failed,
-                        "requeued": ended.requeued,
-                        "unfinished": ended.unfinished,
-                    },
-                )
-            case PhaseChanged(phase=phase, detail=detail):
-                self.phase = phase
-                found = round_of(detail)
-                if found is not None:
-                    self.round = found
-                fields: dict[str, Any] = {"phase": phase}
-                if found is not None:
-                    fields |= {"round": found[0], "rounds": found[1]}
-                return News("phase", f"{phase}: {detail}" if detail else phase, fields=fields)
-            case PhaseAttempt(phase=phase, attempt=attempt) if attempt.error is not None:
-                who = PHASE_LABELS.get(phase, phase)
-                error = attempt.error
-                again = "retrying" if attempt.outcome == "retry" else "gave up"
-                return News(
-                    "step_error",
-                    f"{who} call failed ({again}): {error.kind}: {error.message}",
-                    "warning" if attempt.outcome == "retry" else "error",
-                    fields={
-                        "step": phase,
-                        "error": str(error.kind),
-                        "status": attempt.status,
-                        "outcome": attempt.outcome,
-                    },
-                )
-            case RunFinished() as finished if self.rounds_left and not finished.aborted and not finished.stop_reason:
-                number, rounds = self.round or (0, 0)
-                return News(
-                    "round_finished",
-                    f"round {number}/{rounds} finished: {counts_text(finished)}",
-                    fields={
-                        "round": number,
-                        "rounds": rounds,
-                        "succeeded": finished.succeeded,
-                        "failed": finished.failed,
-                    },
-                )
+
+def _paused(event: RunPaused, round_: Round) -> News:
+    return News("paused", "paused: nothing new is sent; the calls in flight finish", "warning", event=event)
+
+
+def _resumed(event: RunResumed, round_: Round) -> News:
+    return News("resumed", "resumed: dispatch goes on", event=event)
+
+
+def _limit(event: ConcurrencyChanged, round_: Round) -> News | None:
+    if event.ceiling is None:  # the adaptive limit's own move; the user's (a key, an attached view) has a ceiling
         return None
+    return News(
+        "limit",
+        f"concurrency ceiling set to {event.ceiling} ({event.reason})",
+        fields={"ceiling": event.ceiling, "limit": event.limit, "by": event.reason},
+        event=event,
+    )
+
+
+def _failover(event: EndpointSwitched, round_: Round) -> News:
+    return News(
+        "failover",
+        f"new attempts go to {event.endpoint}: {event.reason}",
+        "warning",
+        fields={"endpoint": event.endpoint, "reason": event.reason},
+        alert=True,
+        event=event,
+    )
+
+
+def _drift(event: QualityDrift, round_: Round) -> News:
+    return News(
+        "drift",
+        f"quality drift in round {event.round}: {event.detail or event.action}",
+        "warning",
+        fields={"round": event.round, "rolling": event.rolling, "baseline": event.baseline, "action": event.action},
+        alert=True,
+        event=event,
+    )
+
+
+def _stopping(event: RunStopping, round_: Round) -> News:
+    return News(
+        "stopping", f"stopping: {event.reason}", "warning", fields={"reason": event.reason}, alert=True, event=event
+    )
+
+
+def _batch_submitted(event: BatchSubmitted, round_: Round) -> News:
+    return News(
+        "batch_submitted",
+        f"batch {event.batch_id} submitted: {len(event.indices)} lines",
+        fields={"batch_id": event.batch_id, "lines": len(event.indices)},
+        event=event,
+    )
+
+
+def _batch_ended(event: BatchEnded, round_: Round) -> News:
+    again = f", {event.requeued} sent again" if event.requeued else ""
+    left = f", {event.unfinished} unfinished" if event.unfinished else ""
+    return News(
+        "batch_ended",
+        f"batch {event.batch_id} {event.status}: {event.succeeded} done, {event.failed} failed{again}{left}",
+        "info" if event.status == "completed" else "warning",
+        fields={
+            "batch_id": event.batch_id,
+            "status": event.status,
+            "succeeded": event.succeeded,
+            "failed": event.failed,
+            "requeued": event.requeued,
+            "unfinished": event.unfinished,
+        },
+        event=event,
+    )
+
+
+def _phase(event: PhaseChanged, round_: Round) -> News:
+    found = round_of(event.detail)
+    fields: dict[str, Any] = {"phase": event.phase}
+    if found is not None:
+        fields |= {"round": found[0], "rounds": found[1]}
+    return News("phase", f"{event.phase}: {event.detail}" if event.detail else event.phase, fields=fields, event=event)
+
+
+def _step_error(event: PhaseAttempt, round_: Round) -> News | None:
+    attempt, error = event.attempt, event.attempt.error
+    if error is None:
+        return None
+    who = PHASE_LABELS.get(event.phase, event.phase)
+    again = "retrying" if attempt.outcome == "retry" else "gave up"
+    return News(
+        "step_error",
+        f"{who} call failed ({again}): {error.kind}: {error.message}",
+        "warning" if attempt.outcome == "retry" else "error",
+        fields={"step": event.phase, "error": str(error.kind), "status": attempt.status, "outcome": attempt.outcome},
+        event=event,
+    )
+
+
+def _round_finished(event: RunFinished, round_: Round) -> News | None:
+    if round_ is None or round_[0] >= round_[1] or event.aborted or event.stop_reason:
+        return None  # the run's end (the front end says it), not a round with more to come
+    number, rounds = round_
+    return News(
+        "round_finished",
+        f"round {number}/{rounds} finished: {counts_text(event)}",
+        fields={"round": number, "rounds": rounds, "succeeded": event.succeeded, "failed": event.failed},
+        event=event,
+    )
+
+
+NARRATED: dict[type, Callable[[Any, Round], News | None]] = {
+    RunStarted: _run_started,
+    RunPaused: _paused,
+    RunResumed: _resumed,
+    ConcurrencyChanged: _limit,
+    EndpointSwitched: _failover,
+    QualityDrift: _drift,
+    RunStopping: _stopping,
+    BatchSubmitted: _batch_submitted,
+    BatchEnded: _batch_ended,
+    PhaseChanged: _phase,
+    PhaseAttempt: _step_error,
+    RunFinished: _round_finished,
+}
+"""The events that may be news, each with its sentence: (event, the round on now) -> `News` or None."""
+
+
+def narrate(event: EngineEvent, round_: Round = None) -> News | None:
+    """The news of one event (None: it is none), `round_` the round a multi-round swarm is on
+    after it (`RunView` keeps it, from the fan-out's phases)."""
+    say = NARRATED.get(type(event))
+    return say(event, round_) if say is not None else None
 
 
 class SessionPace:

@@ -5,8 +5,9 @@ the live line cannot be repainted, so the log gets instead:
 
 * a progress line at a steady interval (`--log-every`, 5 s by default), stamped with the UTC
   time: `2026-12-01T10:00:05Z  126/400 done  2 failed  50 in flight  41.0 req/s  ETA 00:07  $0.0123`;
-* one line for each state change, as it happens (`progress.Narrator`: paused, resumed, the
-  ceiling moved, failover, drift, budget or error-rate stop, batches, rounds, the end).
+* one line for each state change, as it happens (the news of the run's `RunView`, worded by
+  `progress.narrate`: paused, resumed, the ceiling moved, failover, drift, budget or error-rate
+  stop, batches, rounds, the end).
 
 `--log-format json` writes the same as one JSON object a line, with stable keys (`ts`, `event`
 and the figures), for log shippers; it is JSON on a terminal too. On a terminal in text format
@@ -21,13 +22,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from .core.events import EngineEvent
+from .core.events import EngineEvent, TaskState
 from .engine.stats import RunStats
-from .progress import Narrator, News, SessionPace
+from .progress import News, SessionPace
+from .view.run_view import RunView
 
 LOG_FORMATS = ("text", "json")
 DEFAULT_EVERY_S = 5.0
@@ -65,10 +67,12 @@ class ProgressLog:
         waiting: Callable[[], str] = lambda: "",
         wall_clock: Callable[[], float] = time.time,
         clock: Callable[[], float] = time.monotonic,
+        states: Mapping[int, TaskState] | None = None,
     ) -> None:
         """`waiting`: why nothing is sent now (a provider's Retry-After), or ''. `bell`: ring the
         terminal's bell on a stop, a drift, a failover and the end (on a terminal only: a log file
-        gets no control characters)."""
+        gets no control characters). `states`: the engine's task states, which its view reads
+        (None: the view keeps a board of its own)."""
         if log_format not in LOG_FORMATS:
             raise ValueError(f"log format {log_format!r} (known: {', '.join(LOG_FORMATS)})")
         self.stream = stream
@@ -80,8 +84,8 @@ class ProgressLog:
         self.waiting = waiting
         self.wall_clock = wall_clock
         self.clock = clock
-        self.narrator = Narrator()
-        self.pace = SessionPace(stats)
+        self.view = RunView(states=states, stats=stats, screen=False)
+        """The run as its events tell it (its pace, its round, its pause): the figures of its lines."""
         self.started_at = clock()
         self._due = self.started_at + every_s
         self._painted = False
@@ -91,8 +95,7 @@ class ProgressLog:
 
     def observe(self, event: EngineEvent) -> None:
         """The engine's listener: a line for each state change, when it happens."""
-        self.pace.observe(event)
-        news = self.narrator.take(event)
+        news = self.view.tell(event)
         if news is not None:
             self.news(news)
 
@@ -113,7 +116,10 @@ class ProgressLog:
 
     def fields(self) -> dict[str, Any]:
         """The progress line's figures, under the JSON log's stable keys."""
-        return progress_fields(self.stats, pace=self.pace, narrator=self.narrator, waiting=self.waiting())
+        view = self.view
+        return progress_fields(
+            self.stats, pace=view.pace, paused=view.figures.paused, round_=view.phases.round, waiting=self.waiting()
+        )
 
     def progress(self) -> None:
         """One progress line, now."""
@@ -174,13 +180,17 @@ class ProgressLog:
 
 
 def progress_fields(
-    stats: RunStats, *, pace: SessionPace | None = None, narrator: Narrator | None = None, waiting: str = ""
+    stats: RunStats,
+    *,
+    pace: SessionPace | None = None,
+    paused: bool = False,
+    round_: tuple[int, int] | None = None,
+    waiting: str = "",
 ) -> dict[str, Any]:
     """The progress line's figures, under the JSON log's stable keys. `pace`: the ETA at this
-    session's pace (without it, the run's); `narrator`: the round and the pause."""
+    session's pace (without it, the run's); `round_`: the round a multi-round swarm is on."""
     req_s, tok_s = stats.rates()
     p95 = stats.percentile(0.95)
-    paused = narrator is not None and narrator.paused
     eta = pace.eta_s() if pace is not None else stats.eta_s()
     fields: dict[str, Any] = {
         "done": stats.succeeded,
@@ -194,8 +204,8 @@ def progress_fields(
         "cost_usd": round(stats.cost_usd, 6) if stats.cost_known else None,
         "paused": paused,
     }
-    if narrator is not None and narrator.round is not None:
-        fields["round"], fields["rounds"] = narrator.round
+    if round_ is not None:
+        fields["round"], fields["rounds"] = round_
     if stats.batch_sent:
         fields["batch_waiting"] = stats.batch_waiting
     if waiting:

@@ -60,7 +60,8 @@ def make_judge(
     if endpoint.client is not None:
         profile = endpoint.client.profile
         admission = AdmissionController(JUDGE_CONCURRENCY, rate_limits=RateLimits(profile.rpm, profile.tpm))
-        engine.add_price(endpoint.client.name, plan.price_for(model, endpoint.client.name))
+        client = endpoint.client
+        engine.add_price(client.name, plan.price_for(model, client.name), client.service_tier)
 
     def flush() -> str:
         return f"memory flushed ({pipeline.flush_memory()} rounds)" if pipeline is not None else "no memory to flush"

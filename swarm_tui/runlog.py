@@ -1,8 +1,8 @@
 """The run's event log, read: a follower that replays it, and what a resumed run does with it.
 
 The engine writes every event it emits to the journal's log (`core/codec.py`). Reading it
-back through `LogFollower` gives the same events, in the same order, moving the same
-`TaskBoard`: an attached view (`attach.py`), a resumed run's cumulative figures
+back through `LogFollower` gives the same events, in the same order, through the same
+`RunView` a live screen uses: an attached view (`attach.py`), a resumed run's cumulative figures
 (`replay_history`) and the closing of a run whose process died (`close_interrupted_run`) all
 read the one log and reconstruct nothing.
 """
@@ -10,33 +10,14 @@ read the one log and reconstruct nothing.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from .core.board import TaskBoard
-from .core.events import (
-    AnswerJudged,
-    Attempt,
-    BatchEnded,
-    BatchProgress,
-    BatchSubmitted,
-    ConcurrencyChanged,
-    EngineEvent,
-    QualityDrift,
-    RateLimitsLearned,
-    RunFinished,
-    RunPaused,
-    RunResumed,
-    RunStarted,
-    RunStopping,
-    TaskCancelled,
-    TaskState,
-)
+from .core.events import Attempt, EngineEvent, RunFinished, TaskCancelled, TaskState
 from .core.notes import NOTE_TYPES
 from .engine.stats import RunStats
 from .journal import Journal
+from .view.run_view import RunView
 
 READ_BATCH = 5000
 """Log rows read per query: a long run is replayed in steps, never in one huge list."""
@@ -44,104 +25,21 @@ READ_BATCH = 5000
 Listener = Callable[[EngineEvent], None]
 
 
-@dataclass
-class BatchView:
-    """One provider batch as the lane panel shows it."""
+class LogFollower(RunView):
+    """The run as its journal's log tells it: a `RunView` of its own board and `RunStats`, each
+    event applied at the time it was logged (`now`, for the stats' clock), then handed to the
+    listeners."""
 
-    batch_id: str
-    requests: int
-    submitted_at: float
-    """Epoch seconds (when the event was logged)."""
-    status: str = "validating"
-    completed: int = 0
-    failed: int = 0
-    next_poll_s: float | None = None
-    polled_at: float | None = None
-    ended: BatchEnded | None = None
-
-
-@dataclass
-class QualityView:
-    """The judge's scores as the run panel and the grid show them."""
-
-    judged: dict[int, tuple[float, str]] = field(default_factory=dict)
-    """Score and reason of each judged answer, by task index."""
-    recent: deque[float] = field(default_factory=lambda: deque(maxlen=SPARK_SCORES))
-    rolling: float | None = None
-    baseline: float | None = None
-    drifts: list[QualityDrift] = field(default_factory=list)
-
-
-SPARK_SCORES = 60
-"""Scores kept for the run panel's sparkline."""
-
-
-class RunFigures:
-    """The run-wide figures a view shows besides the board (limit, ceiling, pause, rate limits,
-    whether a run is on), kept from the events alone: a live view and an attached one that
-    saw the same events show the same figures."""
-
-    def __init__(self, limit: int | None = None, ceiling: int | None = None) -> None:
-        self.limit = limit
-        self.ceiling = ceiling
-        self.rate_limits: tuple[int | None, int | None] = (None, None)
-        self.paused = False
-        self.started = False
-        """A run has started and not finished (its writer owes us a `RunFinished`)."""
-        self.stopped = False
-        self.finished: RunFinished | None = None
-        self.batches: dict[str, BatchView] = {}
-        """The run's provider batches (`--lane batch|auto`), in the order they were submitted."""
-        self.quality = QualityView()
-        """The judge's scores and the drifts it acted on (a run with `--judge`)."""
-
-    def note(self, event: EngineEvent, at: float | None = None) -> None:
-        """`at`: when the event happened (epoch seconds; default now)."""
-        match event:
-            case AnswerJudged(index=index, score=score, reason=reason):
-                quality = self.quality
-                quality.judged[index] = (score, reason)
-                quality.recent.append(score)
-                quality.rolling, quality.baseline = event.rolling, event.baseline
-            case QualityDrift():
-                self.quality.drifts.append(event)
-            case BatchSubmitted(batch_id=batch_id, indices=indices, submitted_at=submitted_at):
-                self.batches[batch_id] = BatchView(batch_id, len(indices), submitted_at or at or time.time())
-            case BatchProgress(batch_id=batch_id) if batch_id in self.batches:
-                view = self.batches[batch_id]
-                view.status, view.completed, view.failed = event.status, event.completed, event.failed
-                view.next_poll_s, view.polled_at = event.next_poll_s, time.time() if at is None else at
-            case BatchEnded(batch_id=batch_id) if batch_id in self.batches:
-                view = self.batches[batch_id]
-                view.status, view.ended = event.status, event
-                view.completed, view.failed = event.succeeded, event.failed + event.requeued
-            case RunStarted(concurrency=limit, ceiling=ceiling):
-                self.started, self.stopped, self.finished, self.paused = True, False, None, False
-                self.limit, self.ceiling = limit, ceiling or limit
-            case ConcurrencyChanged(limit=limit, ceiling=ceiling):
-                self.limit = limit
-                if ceiling is not None:
-                    self.ceiling = ceiling
-            case RunPaused():
-                self.paused = True
-            case RunResumed():
-                self.paused = False
-            case RateLimitsLearned(rpm=rpm, tpm=tpm):
-                self.rate_limits = (rpm, tpm)
-            case RunStopping():
-                self.stopped = True
-            case RunFinished():
-                self.started, self.stopped, self.finished = False, True, event
-
-
-class LogFollower(RunFigures):
-    """The run as its journal's log tells it: a `TaskBoard`, the run's figures, and every event
-    handed to the listeners, at the time it was logged (`now`, for a `RunStats`)."""
-
-    def __init__(self, journal: Journal, indices: Iterable[int]) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        journal: Journal,
+        indices: Iterable[int] = (),
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        screen: bool = True,
+    ) -> None:
+        super().__init__(indices, clock=clock, screen=screen)
         self.journal = journal
-        self.board = TaskBoard(indices)
         self.seq = 0
         """The last log row delivered."""
         self.heartbeat: dict[str, Any] | None = None
@@ -153,9 +51,33 @@ class LogFollower(RunFigures):
         """Tasks this view closed because the writer died; its next session closes them too."""
         self._listeners: list[Listener] = []
 
+    # What an attached view reads of a follower, as of one of a schema-1 journal
+    # (`journal.migrate.JournalFollower`): the states, the end, the pause, the limit and ceiling.
+
     @property
     def view(self) -> Mapping[int, TaskState]:
-        return self.board.states
+        return self.states
+
+    @property
+    def finished(self) -> RunFinished | None:
+        return self.figures.finished
+
+    @property
+    def paused(self) -> bool:
+        return self.figures.paused
+
+    @property
+    def limit(self) -> int | None:
+        return self.figures.limit
+
+    @property
+    def ceiling(self) -> int | None:
+        return self.figures.ceiling
+
+    @property
+    def started(self) -> bool:
+        """The log's last run started and has not logged its end (its writer owes a `RunFinished`)."""
+        return self.figures.started
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -176,11 +98,10 @@ class LogFollower(RunFigures):
     def close_interrupted(self, at: float) -> int:
         """The writer died mid-run: show its calls in flight as lost and its waiting tasks as
         unfinished, as the run's next session will log them."""
-        if not self.started:
+        if not self.figures.started:
             return 0
-        self.started = False
-        self.stopped = True
-        closing = self.board.interrupted(at)
+        self.figures.started, self.figures.stopped = False, True
+        closing = self.board.interrupted(at) if self.board is not None else []
         for event in closing:
             self._deliver(event, at)
             self._closed_here.add(event.index)  # type: ignore[union-attr]
@@ -194,14 +115,13 @@ class LogFollower(RunFigures):
             self._closed_here.discard(index)
             if isinstance(event, TaskCancelled):
                 return 0  # the closing this view already showed
-        self.note(event, at)
         return self._deliver(event, at)
 
     def _deliver(self, event: EngineEvent, at: float) -> int:
-        self.board.apply(event, at)
         self.last_at = at
         self.now = at
         try:
+            self.observe(event, at)
             for listener in self._listeners:
                 listener(event)
         finally:
@@ -218,7 +138,7 @@ def replay_history(journal: Journal, stats: RunStats) -> list[EngineEvent]:
     before this session started."""
     events: list[EngineEvent] = []
     wall, now = time.time(), stats.clock()
-    follower = LogFollower(journal, ())
+    follower = LogFollower(journal, screen=False)
     follower.subscribe(stats.observe)
     follower.subscribe(events.append)
     original_clock = stats.clock
@@ -227,7 +147,7 @@ def replay_history(journal: Journal, stats: RunStats) -> list[EngineEvent]:
         follower.poll()
     finally:
         stats.clock = original_clock
-    stats._recent.clear()  # RunStats has no public way to observe without rating; see module notes
+    stats.forget_recent()
     return events
 
 
@@ -238,9 +158,9 @@ def close_interrupted_run(journal: Journal) -> int:
     Returns how many tasks were closed (0 for a run that ended normally)."""
     if journal.run_ended():  # the usual resume: nothing to close, no need to replay the log here
         return 0
-    follower = LogFollower(journal, ())
+    follower = LogFollower(journal, screen=False)
     follower.poll()
-    if not follower.started:
+    if not follower.started or follower.board is None:
         return 0
     beat = journal.meta().get("heartbeat") or {}
     at = max(beat.get("at") or 0.0, follower.last_at or 0.0) or time.time()

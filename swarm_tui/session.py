@@ -12,15 +12,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import sys
 from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .cache import CacheMode, ResponseCache, default_cache_dir
 from .config import configured_currency
 from .core.events import RunFinished, TaskQueued
+from .core.notes import CacheUnavailable
 from .core.ports import Capability, Engine
 from .core.task import Task
+from .core.tiers import PRIORITY
 from .engine import EngineSettings, SwarmEngine, TaskState
 from .engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from .errors import InputError, JournalWriteError
@@ -102,6 +106,7 @@ class SwarmSession:
             if fallback_profile is not None
             else None
         )
+        self.response_cache = self._open_cache()
         self.toolbox = Toolbox(contents.tools) if contents.tools is not None and contents.tools.any else None
         """The run's tools: with them, every task is a multi-step agent."""
         self.engine = self._make_engine(contents, ray)
@@ -119,6 +124,29 @@ class SwarmSession:
         """`--otel`: the listener exporting the run's spans as it goes (`trace`)."""
         self.traces: dict[str, Any] | None = None
         """What the live export delivered (summary.json's `traces`), once the run has ended."""
+
+    def _open_cache(self) -> ResponseCache | None:
+        """The response cache of a `--cache` run (None without: no file is even opened). A file
+        that cannot be used is said once (stderr and the journal) and the run goes on uncached."""
+        settings = self.plan.settings
+        mode = CacheMode(settings.cache)
+        if mode is CacheMode.OFF:
+            return None
+        cache = ResponseCache(
+            Path(settings.cache_dir) if settings.cache_dir else default_cache_dir(),
+            mode,
+            ttl_s=settings.cache_ttl_s,
+            max_bytes=settings.cache_max_bytes,
+            on_problem=self._cache_problem,
+        )
+        if self.sim is not None:  # the embedded simulator's port is new every run: its answers are the simulator's
+            cache.aliases[self.client.base_url] = "embedded-simulator"
+        return cache
+
+    def _cache_problem(self, message: str) -> None:
+        print(f"swarm-tui: {message}", file=sys.stderr)
+        with contextlib.suppress(JournalWriteError):
+            self.journal.append([CacheUnavailable(message, writes_only="without writing" in message)])
 
     @property
     def base_url(self) -> str:
@@ -155,6 +183,7 @@ class SwarmSession:
                 base_url=self.base_url,
                 address=ray.address,
                 actors=ray.actors,
+                response_cache=self.response_cache,
                 **shared,
             )
         return SwarmEngine(
@@ -165,6 +194,7 @@ class SwarmSession:
             fallback=self.fallback,
             trimmer=drop_memory if swarm and swarm.memory.rounds > 1 else None,
             toolbox=self.toolbox,
+            response_cache=self.response_cache,
             **shared,
         )
 
@@ -189,6 +219,8 @@ class SwarmSession:
         a budget is a ceiling, so a body without max_tokens reserves the model's whole maximum."""
         budget = self.plan.settings.budget_usd
         price = self.plan.price_for(self.model)
+        if price is not None and self.plan.profile.service_tier == PRIORITY:  # reserved at its premium
+            price = price.for_tier(PRIORITY)
         if budget is None or price is None:
             return None
         tasks = self.engine.tasks
@@ -465,6 +497,8 @@ class SwarmSession:
         await self.judge_endpoint.aclose()
         if self.sim is not None:
             self.sim.stop()
+        if self.response_cache is not None:
+            self.response_cache.close()
         self.journal.close()
         if self.lock is not None:
             self.lock.release()

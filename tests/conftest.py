@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from swarm_tui.sim import SimConfig, SimServer
 
+from .ui_fixtures import app_on_run, finished_run, journal_copy  # noqa: F401  (fixtures of the UI tests)
+
 REPO = Path(__file__).resolve().parent.parent
 
 

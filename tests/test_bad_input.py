@@ -231,7 +231,7 @@ def test_a_directory_named_like_a_job_is_an_input_error(tmp_path):
      ":4: context.fiel: unknown key, did you mean 'file'?"),
     (TOML_HEAD + '[request]\nmax_token = 5\n[tasks]\ncount = 1\nprompt = "p"\n',
      ":4: request.max_token: unknown request parameter, did you mean 'max_tokens'?"),
-    (TOML_HEAD + 'zzz = 1\n[tasks]\ncount = 1\nprompt = "p"\n', ":3: zzz: unknown key (known: agents, aggregate, context"),
+    (TOML_HEAD + 'zzz = 1\n[tasks]\ncount = 1\nprompt = "p"\n', ":3: zzz: unknown key (known: agents, aggregate, cache, context"),
     (TOML_HEAD + '[request]\nmax_tokens = true\n[tasks]\ncount = 1\nprompt = "p"\n',
      ":4: request.max_tokens: must be a positive integer, not True"),
     (TOML_HEAD + '[request]\ntemperature = "hot"\n[tasks]\ncount = 1\nprompt = "p"\n',

@@ -301,7 +301,7 @@ async def test_an_attached_view_replays_the_batch_as_the_live_run_saw_it(tmp_pat
         follower = LogFollower(journal, range(60))
         follower.poll()
         assert all(state is TaskState.SUCCEEDED for state in follower.view.values())
-        [view] = follower.batches.values()
+        [view] = follower.figures.batches.values()
         assert view.status == "completed" and view.requests == 40 and view.completed == 40
     finally:
         journal.close()

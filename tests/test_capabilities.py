@@ -5,7 +5,6 @@ judge under --ray was dropped before."""
 from __future__ import annotations
 
 import pytest
-
 from swarm_tui.core.ports import Capability, missing
 from swarm_tui.distributed import CAPABILITIES as RAY
 from swarm_tui.engine import SwarmEngine

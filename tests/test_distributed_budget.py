@@ -39,7 +39,7 @@ def test_leases_keep_the_swarm_within_capacity_plus_rate_times_time():
     budget = SharedBudget(rpm=rpm, clock=clock)
     burst = budget.limits.BURST_S
     start, granted = clock.now, 0
-    for step in range(1, 2001):
+    for _step in range(1, 2001):
         for _shard in range(3):
             granted += budget.lease(50).requests
         allowed = rpm / 60 * (burst + (clock.now - start))

@@ -15,9 +15,12 @@ from .helpers import open_session
 ARTICLE = ["--agents", "100", "--tasks-per-day", "50", "--output-tokens", "2048", "--days", "30"]
 
 
-def _row(lines: list[str], *words: str) -> str:
-    matches = [line for line in lines if all(w in line.split() for w in words)]
-    assert len(matches) == 1, (words, lines)
+def _row(lines: list[str], model: str, *words: str) -> str:
+    """The one line of `model`'s block (its name heads its rows) that holds every word."""
+    start = lines.index(model) + 1
+    end = lines.index("", start) if "" in lines[start:] else len(lines)
+    matches = [line for line in lines[start:end] if all(w in line.split() for w in words)]
+    assert len(matches) == 1, (model, words, lines)
     return matches[0]
 
 
@@ -26,14 +29,14 @@ def test_the_articles_scenario_is_307_2m_output_tokens_and_2457_60_for_gpt_4_1()
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "Tokens: 0 input (0 cached) + 307.2M output" in result.stdout
-    relay = _row(lines, "gpt-4.1", "holysheep")
-    assert "8.00" in relay.split() and "307.2M" in relay.split() and "$2,457.60" in relay.split()
-    assert "$1,044.48 (29.8%)" in relay  # against the other relays' average
+    relay = _row(lines, "gpt-4.1", "holysheep", "live", "default")
+    assert "8.00" in relay.split() and "$2,457.60" in relay.split()
+    assert relay.split()[-1] == "29.8%"  # saved against the other relays' average ($1,044.48: --json)
     average = _row(lines, "gpt-4.1", "relay-avg")
-    assert "$3,502.08" in average.split() and "(priciest)" in average
+    assert "$3,502.08" in average.split() and average.split()[-1] == "priciest"
     # CNY (the config default): the relay bills ¥1 = $1, the official rate is ¥7.3 = $1
     assert "¥2,457.60*" in relay.split()
-    assert "¥17,940.48" in _row(lines, "gpt-4.1", "official").split()
+    assert "¥17,940.48" in _row(lines, "gpt-4.1", "official", "default").split()
 
 
 def test_the_estimate_in_process_gives_exact_figures():
@@ -144,13 +147,12 @@ def test_the_batch_column_prices_the_batch_lane_and_its_saving():
     relay = rows[("gpt-4.1", "holysheep")]
     assert relay.batch_cost_usd is None and relay.batch_saving_usd is None  # the relay publishes no batch rate
     assert rows[("deepseek-v3.2", "official")].batch_cost_usd is None
-    lines = format_table(estimate).splitlines()
-    header = _row(lines, "model", "provider")
-    assert "batch USD" in header and "batch saving" in header
-    assert "$1,228.80 (50.0%)" in _row(lines, "gpt-4.1", "official")
-    assert _row(lines, "gpt-4.1", "official").split()[-3] == "$1,228.80"
-    assert _row(lines, "gpt-4.1", "(priciest)").split()[-2:] == ["—", "—"]  # relay-avg: no batch rate
-    assert any(line.startswith("Batch:") for line in lines)
+    lines = format_table(estimate).splitlines()  # the batch lane is a row of its own: lane batch
+    assert any(line.split()[:3] == ["provider", "lane", "tier"] for line in lines)
+    batch = _row(lines, "gpt-4.1", "official", "batch")
+    assert batch.split()[-4:] == ["1.00", "4.00", "$1,228.80", "64.9%"]  # 64.9% below relay-avg's $3,502.08
+    assert not [line for line in lines if "batch" in line.split() and line.split()[0] in ("holysheep", "relay-avg")]
+    assert not [line for line in lines if line.split()[:2] == ["official", "batch"] and "0.42" in line.split()]
 
     cached = build_estimate(Scenario(input_tokens=4000, output_tokens=500, cached_share=0.75),
                             models=["claude-sonnet-4.5"], providers=["official"]).rows[0]
@@ -170,3 +172,47 @@ def test_the_json_gives_the_batch_cost_and_saving_per_row():
     relay = rows[("gpt-4.1", "holysheep")]
     assert relay["batch_cost_usd"] is None and relay["batch_saving_usd"] is None and relay["batch_saving_share"] is None
     assert relay["price"]["batch_input"] is None
+
+
+# One row per way a provider bills the tokens: lane (live, batch) and tier (default, flex,
+# priority), within 80 columns. GPT-5's Flex is billed at its Batch API rates
+# (https://platform.openai.com/docs/guides/flex-processing: "priced at Batch API rates"); its
+# Priority tier at $2.50 / $20.00 (https://platform.openai.com/docs/pricing, Priority processing).
+@pytest.mark.parametrize("argv", [
+    ["--all-models"],
+    ["--all-models", "--input-tokens", "3000", "--cached-share", "0.5", "--currency", "JPY", "--rate", "150"],
+], ids=["article-cny", "with-input-jpy"])
+def test_the_estimate_has_lane_and_tier_columns_within_80_columns(argv):
+    result = run_cli("estimate", *ARTICLE, *argv)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert max(map(len, lines)) <= 80, max(lines, key=len)
+    header = next(line for line in lines if line.split()[:4] == ["provider", "lane", "tier", "in/1M"])
+    assert header.split()[-1] == "saving"
+    flex = _row(lines, "gpt-5", "official", "live", "flex")
+    default = _row(lines, "gpt-5", "official", "live", "default")
+    batch = _row(lines, "gpt-5", "official", "batch")
+    priority = _row(lines, "gpt-5", "official", "live", "priority")
+    assert flex.split()[-4] == batch.split()[-4]  # flex at the batch price, per 1M output: $5.00
+    usd = {name: float(line.split()[-3].strip("$").replace(",", "")) for name, line in
+           (("default", default), ("flex", flex), ("priority", priority))}
+    assert usd["flex"] == pytest.approx(usd["default"] / 2, abs=0.01)
+    assert usd["priority"] == pytest.approx(usd["default"] * 2, abs=0.02)  # each rounded to the cent
+
+
+def test_the_json_gives_each_rows_cost_per_tier_and_a_long_context_rule_is_judged_per_task():
+    estimate = build_estimate(Scenario(agents=100, tasks_per_day=50, output_tokens=2048, days=30),
+                              models=["gpt-5"], providers=["official"], currency=resolve_currency("USD"))
+    tiers = estimate.rows[0].to_dict()["tier_costs_usd"]
+    assert tiers == {"default": 3072.0, "flex": 1536.0, "priority": 6144.0, "batch": 1536.0}
+    # 250k-token prompts on Claude Sonnet 4.5: above its 200k threshold, each task is priced wholly at
+    # the premium (2x input, 1.5x output); 150k-token prompts are not, though the month adds up to more
+    small = build_estimate(Scenario(agents=1, tasks_per_day=1, days=1, input_tokens=150_000, output_tokens=1000),
+                           models=["claude-sonnet-4.5"], providers=["official"]).rows[0]
+    large = build_estimate(Scenario(agents=1, tasks_per_day=1, days=1, input_tokens=250_000, output_tokens=1000),
+                           models=["claude-sonnet-4.5"], providers=["official"]).rows[0]
+    assert small.cost_usd == pytest.approx((150_000 * 3.00 + 1000 * 15.00) / 1e6)
+    assert large.cost_usd == pytest.approx((250_000 * 6.00 + 1000 * 22.50) / 1e6)
+    month = build_estimate(Scenario(agents=10, tasks_per_day=10, days=30, input_tokens=150_000, output_tokens=1000),
+                           models=["claude-sonnet-4.5"], providers=["official"]).rows[0]
+    assert month.cost_usd == pytest.approx(3000 * small.cost_usd)

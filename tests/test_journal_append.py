@@ -9,14 +9,13 @@ import random
 
 import pytest
 from swarm_tui.core import codec
-from swarm_tui.core.board import TaskBoard
 from swarm_tui.core.batches import BatchLines
+from swarm_tui.core.board import TaskBoard
 from swarm_tui.core.errors import CallError, ErrorClass
 from swarm_tui.core.events import (
     AgentStepped,
     AnswerJudged,
     Attempt,
-    AttemptEnded,
     AttemptStarted,
     BatchEnded,
     BatchProgress,

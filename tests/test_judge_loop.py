@@ -205,7 +205,7 @@ async def test_an_attached_view_sees_the_same_scores_and_drifts(tmp_path, sim_fa
     try:
         follower = LogFollower(journal, ())
         follower.poll()
-        quality = follower.quality
+        quality = follower.figures.quality
         judged = {e.index: (e.score, e.reason) for e in events if isinstance(e, AnswerJudged)}
         assert quality.judged == judged == {i: (s, r) for i, (s, r, _) in journal.judgments().items()}
         assert [d.action for d in quality.drifts] == [e.action for e in events if isinstance(e, QualityDrift)]

@@ -74,8 +74,7 @@ def test_resume_of_a_schema_1_journal_finishes_the_run_exactly_once(tmp_path):
 
 def test_a_schema_1_journal_gets_its_event_log_when_resumed_and_reads_the_same_attached(tmp_path):
     from swarm_tui.attach import AttachedRun
-    from swarm_tui.journal import Journal
-    from swarm_tui.journal import SCHEMA_VERSION
+    from swarm_tui.journal import SCHEMA_VERSION, Journal
     from swarm_tui.journal.migrate import JournalFollower
     from swarm_tui.runlog import LogFollower
 

@@ -23,7 +23,7 @@ from swarm_tui.jobs import load_job
 from swarm_tui.journal import Journal
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.session import RunPlan, SwarmSession
-from swarm_tui.ui.source import LiveRun
+from swarm_tui.view.live import LiveRun
 
 from .conftest import write_batch
 from .helpers import wait_until
@@ -122,7 +122,7 @@ async def test_live_and_attached_views_agree_event_by_event(tmp_path, sim_factor
 
     assert second.succeeded == 159 and second.failed == 1  # task 5 is refused again
     # every moment of the first session, as the live view saw it, is what the attached one saw
-    for k, (a, b) in enumerate(zip(seen_attached, live_first)):
+    for k, (a, b) in enumerate(zip(seen_attached, live_first, strict=False)):
         assert a == b, (k, {key: (a[key], b[key]) for key in a if a[key] != b[key]})
     assert seen_attached[: len(live_first)] == live_first
     # then what `resume --retry-failed` logged before its engine started (the failed tasks requeued)

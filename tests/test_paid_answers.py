@@ -109,7 +109,9 @@ def test_a_journal_that_cannot_grow_stops_the_run_and_resume_pays_nothing_twice(
 
 
 def test_a_second_process_on_a_run_directory_is_refused_and_a_dead_ones_lock_is_taken_over(tmp_path, sim_factory):
-    sim = sim_factory(latency_ms=300.0)
+    # 60 tasks two at a time at 1 s each: the first process runs for ~30 s, long past the two
+    # refused starts even on a loaded machine (at 300 ms it could finish and free its lock first)
+    sim = sim_factory(latency_ms=1000.0)
     job = write_batch(tmp_path / "job.jsonl", [f"slow task {i}" for i in range(60)])
     run_dir = tmp_path / "run"
     first = cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir),
@@ -173,7 +175,7 @@ def test_a_200_that_is_not_a_chat_completion_is_retried_as_bad_response(tmp_path
     assert error["custom_id"] == f"task-{len(fates):04d}" and error["error"]["code"] == "bad_response"
     first_tries = journal_rows(run_dir, "SELECT idx, status, error_class, error_message FROM attempts "
                                         "WHERE number = 1 ORDER BY idx")
-    for (index, status, error_class, message), fate in zip(first_tries, fates):
+    for (_index, status, error_class, message), fate in zip(first_tries, fates, strict=False):
         assert (status, error_class) == (200, "bad_response"), (fate, status, error_class)
         assert "body:" in message, message  # kept for the detail view
     html_message = first_tries[fates.index("html")][3]

@@ -15,7 +15,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from swarm_tui.core.events import TaskQueued, TaskSucceeded
+from swarm_tui.core.events import TaskQueued, TaskSucceeded  # noqa: E402
 from swarm_tui.core.notes import ActorLost  # noqa: E402
 from swarm_tui.distributed import driver as driver_module  # noqa: E402
 from swarm_tui.engine import EngineSettings  # noqa: E402
@@ -180,3 +180,22 @@ async def test_the_budget_is_one_ledger_across_shards_and_sessions(tmp_path, sim
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert spent_first <= summary["cost_usd"] <= 0.1, "a resume on Ray spent as if nothing had been spent"
     assert summary["unfinished"] > 0
+
+
+async def test_the_driver_replays_cached_answers_before_it_shards_any_task(tmp_path, sim_factory):
+    """`--ray --cache`: the shards' validated answers are kept by the driver; run again, every task
+    is a hit on the driver, and no actor (nor the simulator) sees a request."""
+    sim = sim_factory(latency_ms=5)
+    prompts = [f"ray cached {i}" for i in range(60)]
+    cache = {"cache": "readwrite", "cache_dir": str(tmp_path / "cache")}
+    for name in ("one", "two"):
+        session = ray_session(tmp_path, sim.base_url, prompts, name=name, **cache)
+        try:
+            finished = await session.run()
+        finally:
+            await session.aclose()
+        assert finished.succeeded == 60
+        assert sim.stats()["requests"] == 60
+    assert session.engine.stats.cache_hits == 60 and not session.engine.shards
+    one = {line["custom_id"]: line for line in read_jsonl(tmp_path / "one" / "results.jsonl")}
+    assert one == {line["custom_id"]: line for line in read_jsonl(tmp_path / "two" / "results.jsonl")}

@@ -169,7 +169,7 @@ def test_ctrl_c_writes_the_report_and_exits_130(tmp_path, sim_factory):
 ])
 def test_bad_input_exits_2_before_anything_is_sent(argv, message, capsys, sim):
     base = {"--primary": sim.base_url, "--secondary": sim.base_url, "--model": "m", "--duration": "2"}
-    flags = dict(zip(argv[::2], argv[1::2]))
+    flags = dict(zip(argv[::2], argv[1::2], strict=False))
     merged = [x for k, v in {**base, **flags}.items() for x in (k, v)]
     try:
         code = main(["shadow", *merged])

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from swarm_tui.headless import exit_code
-from swarm_tui.ui.source import LiveRun
+from swarm_tui.view.live import LiveRun
 
 from .conftest import read_jsonl, run_cli, write_batch
 from .helpers import open_session, run_session

@@ -105,7 +105,7 @@ async def test_a_cell_shows_the_step_and_whether_the_agent_thinks_or_runs_a_tool
                 return f"{index + 1 if beside else ''}{mark}{step}".rjust(grid.cell_width)
 
             def calls_asked() -> int:  # by the steps the agents are in (the simulator may ask for several)
-                return sum(len((grid.step_of(i) or (0, ()))[1] or ()) for i in range(agents))
+                return sum(len((grid.facts.step_of(i) or (0, ()))[1] or ()) for i in range(agents))
 
             def all_show(mark: str, step: int):
                 return lambda: all(cell(grid, i)[0] == shows(i, mark, step) for i in range(agents))
@@ -154,7 +154,7 @@ async def test_a_cell_shows_the_step_and_whether_the_agent_thinks_or_runs_a_tool
             await pilot.pause()
             assert [cell(grid, i)[0] for i in range(agents)] == [f"o{' ' if beside else ''}{i + 1:>2}"
                                                                  for i in range(agents)], "a glyph and the number"
-            assert grid.in_tools == 0
+            assert grid.facts.in_tools == 0
             assert session.engine.stats.critical_path == 3
             await pilot.press("q")
         assert app.return_value == 0
@@ -170,7 +170,7 @@ async def test_a_job_without_tools_never_shows_steps(tmp_path, sim):
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: app.phase == "DONE", "the run to end")
-            assert not app.grid.stepping
+            assert not app.grid.facts.stepping
             text = panel_text(app)
             assert "in tools" not in text and "thinking" not in text and " running" in text
             await pilot.press("q")
@@ -197,10 +197,10 @@ def step_through(grid: AgentGrid) -> None:
         if MID_RUN[index] is TaskState.FAILED:
             continue
         step = 1 + index % 3
-        grid.agent_stepped(index, step, ("lookup",))
+        grid.facts.agent_stepped(index, step, ("lookup",))
         if index % 2:
-            grid.left_tools(index)  # its next model call started: thinking at step + 1
-    grid.agent_stepped(59, 12, ("add", "note"))
+            grid.facts.left_tools(index)  # its next model call started: thinking at step + 1
+    grid.facts.agent_stepped(59, 12, ("add", "note"))
 
 
 class GridHost(App[None]):
@@ -248,9 +248,9 @@ async def test_the_grid_s_cells_in_each_layout():
         assert cell(wide, 34)[1].bgcolor == wide.tool_style().bgcolor
         assert cell(wide, 35)[1].bgcolor == wide.state_style(TaskState.RETRYING).bgcolor  # retrying, at step 4
         assert cell(wide, 37)[1].bgcolor == wide.state_style(TaskState.RUNNING).bgcolor
-        assert wide.step_of(34) == (2, ("lookup",)) and wide.step_of(37) == (3, None)
-        assert wide.step_of(59) == (12, ("add", "note")) and wide.step_of(30) is None
-        assert wide.in_tools == 13
+        assert wide.facts.step_of(34) == (2, ("lookup",)) and wide.facts.step_of(37) == (3, None)
+        assert wide.facts.step_of(59) == (12, ("add", "note")) and wide.facts.step_of(30) is None
+        assert wide.facts.in_tools == 13
 
     app = GridHost((("compact", 1000, (40, 12, 52)),))  # one character a cell: a glyph, no step
     async with app.run_test(size=(60, 30)):

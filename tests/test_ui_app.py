@@ -115,6 +115,9 @@ async def test_enter_on_an_error_row_opens_its_agent_and_sends_nothing_r_retries
             attempts = str(detail.query_one("#detail-attempts").content)
             assert " 1  " in attempts and " 2  " in attempts and "server_error" in attempts, "both attempts listed"
             await pilot.press("escape")
+            # (its outputs written first: the test's end stops the app at once, and its session is closed)
+            await wait_for(pilot, lambda: (session.summary or {}).get("succeeded") == 12,
+                           what="the retried run's outputs")
             await pilot.press("q")
         assert app.return_value == 0
     finally:

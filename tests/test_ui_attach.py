@@ -182,7 +182,7 @@ def test_follower_orders_a_resume_before_its_attempts(tmp_path):
 
 
 def test_attach_module_does_not_import_textual():
-    code = ("import sys, swarm_tui.attach, swarm_tui.ui.source, swarm_tui.ui.format\n"
+    code = ("import sys, swarm_tui.attach, swarm_tui.view.live, swarm_tui.ui.format\n"
             "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'textual')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""

@@ -23,9 +23,9 @@ from swarm_tui.ui.themes import bundled_themes
 from textual.color import Color
 
 from .helpers import open_session
+from .scripted_run import FROZEN
 from .test_ui_agent_cells import cell, panel_text
 from .test_ui_app import wait_for
-from .test_ui_snapshots import FROZEN, app_on_run, finished_run  # noqa: F401  (fixtures)
 
 FAST_POLL = {"batch_poll_s": 0.05, "batch_poll_max_s": 0.2}
 PRICES = {"custom/sim-1": {"input": 2.0, "output": 8.0, "batch_input": 1.0, "batch_output": 4.0}}
@@ -67,7 +67,7 @@ async def test_the_console_shows_the_batch_lane_while_it_waits_then_its_lines_ar
                            and batch_cells(app, range(30)),
                            what="the batch to be polled and its agents drawn in the batch colour")
             assert grid.batch_style().bgcolor != grid.state_style(TaskState.RUNNING).bgcolor
-            assert grid.in_batch == app.source.stats.batch_waiting == 30
+            assert grid.facts.in_batch == app.source.stats.batch_waiting == 30
             lane = lane_text(app)
             assert lane.startswith("=  30 of 30 batch lines waiting · 1 batch · half price, back within 24h"), lane
             assert polled(lane), lane
@@ -81,7 +81,7 @@ async def test_the_console_shows_the_batch_lane_while_it_waits_then_its_lines_ar
             await wait_for(pilot, lambda: app.phase == "DONE", timeout=20, what="the batch's lines to arrive")
             await wait_for(pilot, lambda: "completed" in lane_text(app), what="the lane panel to say so")
             assert all(cell(grid, i)[1].bgcolor == grid.state_style(TaskState.SUCCEEDED).bgcolor for i in range(30))
-            assert grid.in_batch == 0
+            assert grid.facts.in_batch == 0
             lane = lane_text(app)
             assert re.search(r"0 of 30 batch lines waiting · 1 batch", lane), lane
             assert re.search(r"batch_…\w{8} +completed +30/30 done$", lane, re.M), lane
@@ -99,7 +99,7 @@ async def test_the_console_shows_the_batch_lane_while_it_waits_then_its_lines_ar
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             grid = app.query_one(AgentGrid)
-            await wait_for(pilot, lambda: lane_text(app) == live_lane and grid.batching and grid.in_batch == 0,
+            await wait_for(pilot, lambda: lane_text(app) == live_lane and grid.facts.batching and grid.facts.in_batch == 0,
                            what="the attached view to show the lane")
             assert footer_text(app).splitlines()[3] == live_split
     finally:
@@ -117,7 +117,7 @@ async def test_an_attached_view_shows_the_batch_while_its_lines_wait(tmp_path, s
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: "batch lines waiting" in lane_text(app), what="the batch to be shown")
-            [batch] = attached.follower.batches.values()
+            [batch] = attached.follower.figures.batches.values()
             waiting = [i for i in range(30) if attached.follower.board.in_flight.get(i)]
             assert len(waiting) == batch.requests == 10, "the first 20 (the least live share) went live"
             await wait_for(pilot, lambda: batch_cells(app, waiting)
@@ -150,13 +150,12 @@ SUBMITTED = [
 
 
 def feed_batches(app: SwarmApp) -> None:
-    figures, stats = app.source.figures, app.source.stats
+    view = app.view
     for event in SUBMITTED:
-        figures.note(event, FROZEN)
-        stats.observe(event)
-    figures.note(BatchProgress(SUBMITTED[0].batch_id, "in_progress", 4, 1, 20, next_poll_s=8.0), FROZEN + 720)
-    figures.note(BatchProgress(SUBMITTED[1].batch_id, "expired", 10, 3, 20), FROZEN + 700)
-    figures.note(BatchEnded(SUBMITTED[1].batch_id, "expired", succeeded=10, failed=3, requeued=7), FROZEN + 701)
+        view.observe(event, FROZEN)
+    view.observe(BatchProgress(SUBMITTED[0].batch_id, "in_progress", 4, 1, 20, next_poll_s=8.0), FROZEN + 720)
+    view.observe(BatchProgress(SUBMITTED[1].batch_id, "expired", 10, 3, 20), FROZEN + 700)
+    view.observe(BatchEnded(SUBMITTED[1].batch_id, "expired", succeeded=10, failed=3, requeued=7), FROZEN + 701)
     app._wall_clock = lambda: FROZEN + 725
     app._update_panels()
 
@@ -168,7 +167,7 @@ async def test_lane_panel_lines_from_the_events_alone(app_on_run):
     async with app.run_test(size=(80, 24)) as pilot:
         footer = app.query_one(StatsFooter)
         panel = app.query_one(LanePanel)
-        assert not panel.display and not footer.has_class("-batch") and not app.grid.batching
+        assert not panel.display and not footer.has_class("-batch") and not app.grid.facts.batching
         assert footer.size.height == 3
         feed_batches(app)
         await pilot.pause()
@@ -186,8 +185,7 @@ async def test_a_taller_lane_panel_lists_more_batches(app_on_run):
     app = app_on_run()
     async with app.run_test(size=(120, 40)) as pilot:  # every batch, the expired one in between
         feed_batches(app)
-        app.source.figures.note(BatchProgress(SUBMITTED[2].batch_id, "in_progress", 5, 0, 5, next_poll_s=30.0),
-                                FROZEN + 720)
+        app.view.observe(BatchProgress(SUBMITTED[2].batch_id, "in_progress", 5, 0, 5, next_poll_s=30.0), FROZEN + 720)
         await pilot.pause()
         app._update_panels()
         await pilot.pause()

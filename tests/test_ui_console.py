@@ -11,7 +11,6 @@ from textual.color import Color
 from textual.widgets import Footer
 
 from .helpers import wait_until
-from .test_ui_snapshots import app_on_run, finished_run  # noqa: F401  (fixtures)
 
 THEMES = [theme.name for theme in bundled_themes()]
 TEXT_ROLES = ("foreground", "text", "text-muted", "primary", "accent", "warning", "error", "success",
@@ -127,7 +126,7 @@ async def test_keys_that_do_nothing_now_say_why(app_on_run):
         for key, expected in (("g", "This job has no aggregate step"), ("m", "No rolling memory"),
                               ("R", "Agent 1 is done: R retries a failed agent")):
             await pilot.press(key)
-            await wait_until(lambda: any(expected in m for m in messages(app)), f"{key} to say why",
+            await wait_until(lambda expected=expected: any(expected in m for m in messages(app)), f"{key} to say why",
                              step=pilot.pause)
 
 
@@ -212,7 +211,7 @@ def panel_lines(app) -> list[str]:
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
 @pytest.mark.parametrize("writer", ["finished", "crashed"])
-async def test_an_attached_view_says_its_state_once_and_shows_the_resume_command(app_on_run, size, writer):
+async def test_an_attached_view_says_its_state_once_and_shows_the_resume_command(journal_copy, size, writer):
     import sqlite3
     from pathlib import Path
 
@@ -220,9 +219,7 @@ async def test_an_attached_view_says_its_state_once_and_shows_the_resume_command
     from swarm_tui.config import Config
     from swarm_tui.ui.app import make_app
 
-    # the fixture copied the finished run into the working directory; no session is opened on it
-    # (one would hold its lock, and the view would rightly say a live process holds the run)
-    run_dir = Path("swarm-100-demo")
+    run_dir = journal_copy  # the finished run, copied into the working directory
     if writer == "crashed":  # its writer died before saying it finished
         db = sqlite3.connect(run_dir / "journal.sqlite")
         with db:

@@ -18,15 +18,14 @@ from pathlib import Path
 from swarm_tui.attach import AttachedRun
 from swarm_tui.config import Config
 from swarm_tui.engine import TaskState
-from swarm_tui.runlog import QualityView
 from swarm_tui.session import SwarmSession
 from swarm_tui.ui import format as fmt
 from swarm_tui.ui.app import SwarmApp, make_app
 from swarm_tui.ui.detail import AgentDetailScreen
 from swarm_tui.ui.grid import LOW_GLYPH, LOW_SCORE, AgentGrid
 from swarm_tui.ui.panels import SPARK_BARS, StatsFooter
-from swarm_tui.ui.source import run_figures
 from swarm_tui.ui.themes import bundled_themes
+from swarm_tui.view.figures import QualityView
 from textual.color import Color
 from textual.widgets import Static
 
@@ -38,9 +37,7 @@ from .test_ui_console import low_contrast_text
 
 
 def quality_of(app: SwarmApp) -> QualityView:
-    figures = run_figures(app.source)
-    assert figures is not None
-    return figures.quality
+    return app.view.figures.quality
 
 
 def judge_lines(app: SwarmApp) -> dict[str, str]:

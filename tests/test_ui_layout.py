@@ -25,7 +25,6 @@ from .test_ui_agent_cells import panel_text
 from .test_ui_app import wait_for
 from .test_ui_console import screen_text
 from .test_ui_lifecycle import run_over
-from .test_ui_snapshots import app_on_run, finished_run  # noqa: F401  (fixtures)
 
 SIZES = [(120, 40), (80, 24), (60, 20)]
 
@@ -81,12 +80,11 @@ async def test_the_detail_footer_keeps_back_and_quit_whole(app_on_run, size):
         await assert_whole_keys(app, pilot, "esc Back", "q Quit", "? Help")
 
 
-async def test_an_attached_views_footer_says_detach_whole_at_60x20(app_on_run):
+async def test_an_attached_views_footer_says_detach_whole_at_60x20(journal_copy):
     from swarm_tui.attach import AttachedRun
     from swarm_tui.ui.app import make_app
 
-    app_on_run()  # the finished run, copied into the working directory
-    source = AttachedRun(Path("swarm-100-demo"))
+    source = AttachedRun(journal_copy)  # the finished run, copied into the working directory
     app = make_app(source, config=Config(path=Path("config.toml")))
     try:
         async with app.run_test(size=(60, 20)) as pilot:

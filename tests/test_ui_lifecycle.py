@@ -19,7 +19,7 @@ from swarm_tui.ui.app import SwarmApp, make_app
 from swarm_tui.ui.detail import AgentDetailScreen
 from swarm_tui.ui.errorlog import ErrorLog
 from swarm_tui.ui.footer import KeyFooter
-from swarm_tui.ui.phase import PhaseView
+from swarm_tui.view.phase import PhaseView
 
 from .helpers import open_session
 from .test_ui_agent_cells import panel_text
@@ -193,7 +193,7 @@ async def test_a_running_agents_detail_shows_its_attempt_in_flight_and_deadlines
     app = make_app(session, config=Config(path=tmp_path / "config.toml"))
     try:
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: session.engine.states[1] is TaskState.RUNNING and 1 in app.attempts_in_flight)
+            await wait_for(pilot, lambda: session.engine.states[1] is TaskState.RUNNING and 1 in app.view.agents.in_flight)
             app.open_agent(1)
             await wait_for(pilot, lambda: isinstance(app.screen, AgentDetailScreen)
                            and app.screen.query("#detail-in-flight"), what="the detail to open")
@@ -219,10 +219,10 @@ async def test_the_bell_rings_on_finish_only_when_asked(tmp_path, sim):
     for bell in (False, True):
         session = open_session(tmp_path, sim.base_url, ["a", "b"], run_name=f"run-{bell}")
         app = make_app(session, config=Config(path=tmp_path / "config.toml"), bell=bell)
-        app.bell = lambda: rung.append(bell)  # type: ignore[method-assign]
+        app.bell = lambda bell=bell: rung.append(bell)  # type: ignore[method-assign]
         try:
             async with app.run_test(size=(80, 24)) as pilot:
-                await wait_for(pilot, lambda: any(n.message.startswith("Run finished") for n in app._notifications))
+                await wait_for(pilot, lambda app=app: any(n.message.startswith("Run finished") for n in app._notifications))
         finally:
             await session.aclose()
     assert rung == [True]

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..config import Config
 from ..core.lanes import LIVE
 from ..core.ports import Capability, missing
+from ..core.tiers import PRIORITY
 from ..engine import EngineSettings
 from ..engine.ledger import answer_ceiling
 from ..errors import InputError
@@ -38,6 +39,14 @@ def check_budget(plan: RunPlan, job: Job, model: str | None, config: Config) -> 
             "budget",
             f"no price is known for model {model!r} on provider {plan.profile.name!r}; "
             f'add [prices."{plan.profile.name}/{model}"] with input, cached_input and output to {config.path}',
+        )
+    if plan.profile.service_tier == PRIORITY and price.for_tier(PRIORITY) is None:
+        raise InputError.single(
+            "--budget",
+            "budget",
+            f"--service-tier priority: no priority price is known for model {model!r} on provider "
+            f"{plan.profile.name!r}, so a call's worst case cannot be held against the budget; add "
+            f'priority = {{ input = ..., output = ... }} to [prices."{plan.profile.name}/{model}"] in {config.path}',
         )
     if price.max_output is not None:
         return

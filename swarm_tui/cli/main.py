@@ -25,6 +25,7 @@ from ..run_plan import RunPlan
 from ..session import SwarmSession, default_run_dir
 from ..sim import add_arguments as add_sim_arguments
 from ..tools import ToolsSpec
+from .cache_cmd import add_cache_command
 from .checks import (
     check_budget,
     check_engine,
@@ -121,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     providers.add_argument("name", nargs="?", help="the profile to test")
     providers.set_defaults(handler=cmd_providers)
     add_cost_commands(commands)
+    add_cache_command(commands)
     add_trace_commands(commands)
     return parser
 
@@ -138,6 +140,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = resolve_settings(args, profile)
     if job.lane is not None and args.lane is None:  # the job's `lane`; --lane wins
         settings = replace(settings, lane=job.lane)
+    if job.cache is not None:  # the job's `[cache]`; --cache, --cache-ttl and --cache-dir win
+        settings = replace(
+            settings,
+            cache=args.cache or job.cache.mode,
+            cache_ttl_s=args.cache_ttl or job.cache.ttl_s or settings.cache_ttl_s,
+            cache_dir=str(args.cache_dir) if args.cache_dir is not None else job.cache.dir,
+        )
     plan = RunPlan(profile, settings, sim_config(args, profile), config.prices)
     job, judge_profile = judge_options(args, job, profile, config)
     check_budget(plan, job, job.model or (job.tasks[0].body.get("model") if job.tasks else None), config)

@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ..argtypes import (
     STRAGGLER_OFF,
+    byte_size,
+    duration,
     non_negative_float,
     non_negative_int,
     positive_float,
@@ -18,6 +21,7 @@ from ..argtypes import (
 )
 from ..config import Config
 from ..core.lanes import LANES
+from ..core.tiers import FLEX, SERVICE_TIERS
 from ..engine import EngineSettings
 from ..engine.deadlines import STRAGGLER_FACTOR
 from ..errors import InputError
@@ -31,8 +35,36 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     add_provider_options(p)
     add_engine_options(p)
     add_judge_options(p)
+    add_cache_options(p)
     add_sim_options(p)
     add_trace_options(p)
+
+
+CACHE_MODES = ("readwrite", "read", "write", "off")
+
+
+def add_cache_options(p: argparse.ArgumentParser) -> None:
+    c = p.add_argument_group("response cache (off unless asked for; a cached answer is a replay)")
+    c.add_argument(
+        "--cache",
+        nargs="?",
+        const="readwrite",
+        choices=CACHE_MODES,
+        help="replay answers the cache holds and keep new ones; --cache read: replay only; --cache write: "
+        "keep only (put it after the job file)",
+    )
+    add_cache_place_options(c)
+    c.add_argument("--cache-ttl", type=duration, metavar="AGE", help="replay answers younger than this (default 14d)")
+
+
+def add_cache_place_options(c) -> None:
+    """`--cache-dir` and `--cache-max-size`: shared by `run`, `resume` and `swarm-tui cache`."""
+    c.add_argument(
+        "--cache-dir", type=Path, metavar="DIR", help="the cache's directory (default $XDG_CACHE_HOME/swarm-tui)"
+    )
+    c.add_argument(
+        "--cache-max-size", type=byte_size, metavar="SIZE", help="least recently used answers go past it (default 2G)"
+    )
 
 
 def add_provider_options(p: argparse.ArgumentParser) -> None:
@@ -47,6 +79,13 @@ def add_provider_options(p: argparse.ArgumentParser) -> None:
         help="how calls are sent: aiohttp (default): chat calls on swarm-tui's own aiohttp path, with the SDK's "
         "headers and auth, streaming and batches through the SDK on aiohttp; httpx: everything through the "
         "SDK on httpx2. Both take the same proxy, TLS trust, headers and query",
+    )
+    g.add_argument(
+        "--service-tier",
+        choices=SERVICE_TIERS,
+        help="the tier to ask for (sent as service_tier): flex: at the batch price, slower (a 900 s timeout by "
+        "default), sometimes unavailable (retried); priority: faster, at a premium; billed at the tier the answer "
+        "says served it",
     )
     g.add_argument("--fallback-base-url", help="a secondary endpoint to fail over to")
     g.add_argument("--fallback-model", help="the model to ask the fallback for (default: the same)")
@@ -234,6 +273,7 @@ def with_flag_overrides(profile: ProviderProfile, args: argparse.Namespace) -> P
         model=args.model,
         api_key_env=args.api_key_env,
         backend=args.backend,
+        service_tier=args.service_tier,
         fallback_base_url=args.fallback_base_url,
         fallback_model=args.fallback_model,
         fallback_api_key_env=args.fallback_api_key_env,
@@ -246,6 +286,9 @@ def with_flag_overrides(profile: ProviderProfile, args: argparse.Namespace) -> P
 
 STREAM_DEADLINE_S = 30.0
 """Default time-to-first-token and idle-between-chunks deadlines of a streamed attempt."""
+FLEX_TIMEOUT_S = 900.0
+"""A Flex call's default hard timeout and time to its first token: OpenAI's advice (15 minutes, as
+Flex queues a call until it has room), where a default call's are 60 s and 30 s."""
 
 
 def resolve_settings(
@@ -257,7 +300,7 @@ def resolve_settings(
         rpm=profile.rpm,
         tpm=profile.tpm,
     )
-    return replace(
+    settings = replace(
         base,
         concurrency=args.concurrency or base.concurrency,
         max_attempts=args.max_attempts or base.max_attempts,
@@ -277,7 +320,26 @@ def resolve_settings(
         live_share=args.live_share if args.live_share is not None else base.live_share,
         batch_poll_s=args.batch_poll or base.batch_poll_s,
         max_answer_bytes=args.max_answer_bytes or base.max_answer_bytes,
+        cache=args.cache or base.cache,
+        cache_dir=str(args.cache_dir) if args.cache_dir is not None else base.cache_dir,
+        cache_ttl_s=args.cache_ttl or base.cache_ttl_s,
+        cache_max_bytes=args.cache_max_size or base.cache_max_bytes,
     )
+    return flex_defaults(settings, args, profile) if profile.service_tier == FLEX else settings
+
+
+def flex_defaults(settings: EngineSettings, args: argparse.Namespace, profile: ProviderProfile) -> EngineSettings:
+    """A Flex run's deadlines, where neither a flag nor the profile sets them: a Flex call may wait
+    minutes in the provider's queue, so the hard timeout and the time to the first token are 15
+    minutes, and no straggler deadline abandons (and pays again for) a call that is only queued."""
+    changes: dict[str, Any] = {}
+    if not args.timeout and not profile.timeout and settings.timeout_s == EngineSettings.timeout_s:
+        changes["timeout_s"] = FLEX_TIMEOUT_S
+    if not args.ttft_timeout and settings.first_token_timeout_s == STREAM_DEADLINE_S:
+        changes["first_token_timeout_s"] = FLEX_TIMEOUT_S
+    if args.straggler is None and settings.straggler_factor == STRAGGLER_FACTOR:
+        changes["straggler_factor"] = None
+    return replace(settings, **changes) if changes else settings
 
 
 def straggler_factor(given: float | str | None, stored: float | None) -> float | None:
@@ -317,5 +379,13 @@ def sim_config(args: argparse.Namespace, profile: ProviderProfile, stored=None):
         raise InputError.single("--sim-*", "simulator", str(exc)) from None
 
 
-PROFILE_FLAGS = ("model", "api_key_env", "backend", "fallback_base_url", "fallback_model", "fallback_api_key_env")
+PROFILE_FLAGS = (
+    "model",
+    "api_key_env",
+    "backend",
+    "service_tier",
+    "fallback_base_url",
+    "fallback_model",
+    "fallback_api_key_env",
+)
 """Flags that change a profile: on `resume` without --base-url or --provider they apply to the run's own."""

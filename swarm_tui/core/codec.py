@@ -69,6 +69,7 @@ EVENT_TYPES: dict[str, type] = {
         notes.SwarmFinished,
         notes.RayStarted,
         notes.ActorLost,
+        notes.CacheUnavailable,
     )
 }
 """Every event type the log holds, by the name it is written under."""

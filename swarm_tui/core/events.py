@@ -25,6 +25,7 @@ from .notes import (
     BatchLookupFailed,
     BatchPollFailed,
     BatchRefused,
+    CacheUnavailable,
     JudgeFailed,
     MemoryFlushed,
     PlanMade,
@@ -89,6 +90,12 @@ class Attempt:
     (abandoned, cancelled) after it went out and may have been billed all the same."""
     finish_reason: str | None = None
     """Why the answer ended, as the provider says (`stop`, `length`, `tool_calls`...)."""
+    saved_usd: float | None = None
+    """A replay from the response cache (lane `cache`, cost 0): what the call that got the answer
+    cost, which this attempt did not pay again."""
+    service_tier: str | None = None
+    """The service tier the call was billed at when not the default (`flex`, `priority`:
+    `core.tiers.billed_tier`); None for the default tier and for a batch line (its endpoint says)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,4 +421,5 @@ EngineEvent = (
     | SwarmFinished
     | RayStarted
     | ActorLost
+    | CacheUnavailable
 )

@@ -12,6 +12,9 @@ BATCH = "batch"
 AUTO = "auto"
 """A first share of the tasks live (a broken prompt or key shows in seconds), the rest as a batch."""
 LANES = (LIVE, BATCH, AUTO)
+CACHE = "cache"
+"""Not a lane a run chooses: an answer replayed from the response cache (`--cache`), whose
+attempt's endpoint is `cache` (cost 0, its saving recorded)."""
 
 BATCH_SUFFIX = "/batch"
 
@@ -25,5 +28,7 @@ def is_batch_endpoint(endpoint: str) -> bool:
 
 
 def lane_of(endpoint: str | None) -> str:
-    """`batch` for a batch-lane attempt's endpoint (`<provider>/batch`), else `live`."""
+    """`batch` for a batch-lane attempt's endpoint (`<provider>/batch`), `cache` for a replay, else `live`."""
+    if endpoint == CACHE:
+        return CACHE
     return BATCH if endpoint and is_batch_endpoint(endpoint) else LIVE

@@ -122,3 +122,12 @@ NOTE_TYPES = (
 )
 """Every note type: the journal logs them, the engine does not deliver them to its listeners (yet),
 so a view replaying the log passes them by to see what a live view sees (`runlog.LogFollower`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheUnavailable:
+    """The response cache could not be used (a corrupt or unreadable file, a full disk): said once;
+    the run went on uncached, or without writing the cache (`writes_only`)."""
+
+    message: str
+    writes_only: bool = False

@@ -95,6 +95,10 @@ class LaneHost(Protocol):
         """A journal write and the events that report it, in one transaction, then to the views
         (`quiet`: a journal that cannot be written has already stopped the run; the events go out)."""
 
+    def commit_soon(self, write: Callable[..., None], *args: Any, events: Sequence[EngineEvent]) -> None:
+        """Group commit: the write and its events go to disk with the next commit of this turn of
+        the loop (one transaction for all of them), then out."""
+
     def emit(self, event: EngineEvent) -> None:
         """An event that reports no write of its own (on disk with the next commit, then out)."""
 

@@ -57,10 +57,12 @@ from ..providers.profile import ProviderProfile
 from . import CAPABILITIES
 from .actors import ActorPool, Shard, connect
 from .admission import SwarmAdmission
+from .cache import DriverCache
 from .sink import EVENT, JOURNAL
 from .worker import DONE, ShardSpec
 
 if TYPE_CHECKING:
+    from ..cache import ResponseCache
     from ..engine.engine import SwarmEngine
 
 log = logging.getLogger(__name__)
@@ -100,6 +102,7 @@ class RayEngine(ObservableEngine):
         fallback_price: Price | None = None,
         validator=None,
         forward_keys: bool = True,
+        response_cache: ResponseCache | None = None,
     ) -> None:
         connect(address)
         self.tasks = {t.index: t for t in tasks}
@@ -110,6 +113,7 @@ class RayEngine(ObservableEngine):
         self.fallback_price = fallback_price
         self.simulated = simulated
         self.validator = validator
+        self.cache = DriverCache(response_cache, client, validator) if response_cache is not None else None
         self.stats = RunStats()
         self.board = TaskBoard({i: TaskState.QUEUED for i in self.tasks})
         if states:
@@ -252,6 +256,10 @@ class RayEngine(ObservableEngine):
                 self._emit(TaskQueued(index, previous))
         if self.settings.rpm or self.settings.tpm:
             self._emit(RateLimitsLearned(self.settings.rpm, self.settings.tpm))
+        if self.cache is not None:  # hits before any shard: they reach no actor
+            number = lambda i: self._attempts.get(i, 0) + 1  # noqa: E731
+            pending = self.cache.replay(pending, self.tasks, number, self._commit_soon, self.journal.record_success)
+            self._flush_outbox()
         try:
             if pending:
                 self._dispatch(pending, spread=True)
@@ -371,6 +379,8 @@ class RayEngine(ObservableEngine):
                     self._attempts[attempt.index] = max(self._attempts.get(attempt.index, 0), attempt.number)
                     if method == "record_success":
                         self._broken_shards = 0
+                        if self.cache is not None:
+                            self.cache.kept(self.tasks[attempt.index], attempt, args[1])
                 # requeue: the driver journals retries itself
             elif kind == EVENT:
                 self._relay(shard, item[1])

@@ -1,9 +1,16 @@
 """What calls cost, and what they may cost: the records of answered and cut calls, and the budget's
-reservations (`ledger.SpendLedger`) for the calls about to go out."""
+reservations (`ledger.SpendLedger`) for the calls about to go out.
+
+An answered call is billed at the tier its answer says served it (`CallResult.service_tier`); a
+call not answered yet (its reservation, a call cut after it went out) at the dearer of the tier
+its endpoint asks for and the default: a ceiling errs high. Above a long-context threshold the
+price row's rule applies to the reservation too (the prompt's estimate errs high, so a prompt
+near the threshold reserves at the premium)."""
 
 from __future__ import annotations
 
 from ..core.events import Attempt
+from ..core.tiers import PRIORITY, served_tier
 from ..core.usage import Usage
 from ..pricing import Price
 from ..providers.client import CallResult
@@ -14,17 +21,48 @@ from .ledger import SpendLedger, worst_usage
 class Billing:
     """Prices by endpoint, over the run's one ledger."""
 
-    def __init__(self, ledger: SpendLedger, prices: dict[str, Price | None], stop, calls_out) -> None:
+    def __init__(
+        self,
+        ledger: SpendLedger,
+        prices: dict[str, Price | None],
+        stop,
+        calls_out,
+        tiers: dict[str, str | None] | None = None,
+    ) -> None:
         """`stop(reason)`: stop dispatch (the budget is spent); `calls_out()`: whether calls in flight
-        will settle (then a call that does not fit waits instead)."""
+        will settle (then a call that does not fit waits instead); `tiers`: the service tier each
+        endpoint asks for (None: the default)."""
         self.ledger = ledger
         self.prices = prices
+        self.tiers = tiers if tiers is not None else {}
+        self._at_tier: dict[tuple[str, str], Price | None] = {}
+        """(endpoint, tier): the price an answer served at that tier is billed at, made once."""
         self._stop = stop
         self._calls_out = calls_out
 
-    def add_price(self, endpoint: str, price: Price | None) -> None:
-        """Bill calls to another endpoint (a judge's) at its price."""
+    def add_price(self, endpoint: str, price: Price | None, tier: str | None = None) -> None:
+        """Bill calls to another endpoint (a judge's) at its price, asking for `tier`."""
         self.prices.setdefault(endpoint, price)
+        self.tiers.setdefault(endpoint, tier)
+
+    def billed_price(self, endpoint: str, tier: str | None) -> Price | None:
+        """The price an answer of `endpoint` served at `tier` is billed at (`Price.billed_at`)."""
+        if tier is None:
+            return self.prices.get(endpoint)
+        key = (endpoint, tier)
+        if key not in self._at_tier:
+            price = self.prices.get(endpoint)
+            self._at_tier[key] = price.billed_at(tier) if price is not None else None
+        return self._at_tier[key]
+
+    def unanswered_price(self, endpoint: str, body: dict) -> Price | None:
+        """What a call not answered (yet) is priced at: the dearer of the tier it asks for and the
+        default (a Priority call at the Priority rate, a Flex one at the default: it may be served so)."""
+        price = self.prices.get(endpoint)
+        if price is None:
+            return None
+        asked = served_tier(body.get("service_tier")) or served_tier(self.tiers.get(endpoint))
+        return price.for_tier(PRIORITY) if asked == PRIORITY else price
 
     def answered(
         self,
@@ -55,6 +93,7 @@ class Billing:
             ttft_ms=result.ttft_ms,
             estimated=estimated,
             finish_reason=finish_reason(result),
+            service_tier=result.service_tier,
         )
 
     def billed(self, result: CallResult, body: dict, endpoint: str) -> tuple[Usage, float | None, bool]:
@@ -63,8 +102,8 @@ class Billing:
         usage, estimated = result.usage, False
         if usage.total == 0:
             usage, estimated = Usage(prompt=prompt_estimate(body), completion=answer_estimate(result)), True
-        price = self.prices.get(endpoint)
-        return usage, (price.cost(usage) if price else None), estimated
+        price = self.billed_price(endpoint, result.service_tier)
+        return usage, (price.cost(usage) if price is not None else None), estimated
 
     def cut(
         self, index: int, number: int, endpoint: str, started_at: float, latency_ms: float, body: dict, outcome: str
@@ -72,7 +111,7 @@ class Billing:
         """A call cut after it went out may have been billed all the same: its input at least is
         counted (estimated) in the totals and the budget, marked as an estimate."""
         usage = Usage(prompt=prompt_estimate(body))
-        price = self.prices.get(endpoint)
+        price = self.unanswered_price(endpoint, body)
         cost = price.cost(usage) if price else None
         self.ledger.settle((index, number), cost)
         return Attempt(
@@ -91,21 +130,27 @@ class Billing:
         ledger = self.ledger
         if ledger.budget_usd is None:
             return True
-        price = self.prices.get(endpoint)
+        price = self.unanswered_price(endpoint, body)
         usage = worst_usage(body, price.max_output) if price is not None else None
         worst = price.cost(usage) if price is not None and usage is not None else None
         if worst is not None and ledger.reserve((index, number), worst):
             return True
         if stop and (worst is None or not self._calls_out()):
-            self._stop(self._refusal(worst, usage, endpoint))
+            no_tier_price = price is None and self.prices.get(endpoint) is not None
+            self._stop(self._refusal(worst, usage, endpoint, no_tier_price))
         return False
 
-    def _refusal(self, worst: float | None, usage: Usage | None, endpoint: str) -> str:
+    def _refusal(self, worst: float | None, usage: Usage | None, endpoint: str, no_tier_price: bool) -> str:
         ledger = self.ledger
         if worst is None or usage is None:
-            why = (
-                "no price is known" if usage is not None or endpoint not in self.prices else "nothing bounds its answer"
-            )
+            if no_tier_price:
+                why = f"no {PRIORITY} price is known for its model"
+            else:
+                why = (
+                    "no price is known"
+                    if usage is not None or endpoint not in self.prices
+                    else "nothing bounds its answer"
+                )
             return f"budget: the next call to {endpoint} cannot be bounded ({why}): nothing more is sent"
         return (
             f"budget: ${ledger.spent_usd:.4f} spent (this run, all sessions); the next call could cost up to "

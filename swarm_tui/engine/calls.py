@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.events import Attempt
+from ..core.lanes import CACHE
+from ..core.usage import Usage
 from ..providers.client import CallResult, ProviderClient
 from .ledger import answer_ceiling
 
@@ -76,3 +80,23 @@ def cut_before_any_content(result: CallResult) -> bool:
     text nor a tool call: nothing of it is usable."""
     message = answer_message(result)
     return not message.get("content") and not message.get("tool_calls")
+
+
+def cached_attempt(
+    index: int, number: int, result: CallResult, saved_usd: float | None, finish_reason: str | None
+) -> Attempt:
+    """The journal's record of an answer replayed from the response cache: lane `cache`, no call, cost 0."""
+    return Attempt(
+        index,
+        number,
+        CACHE,
+        time.time(),
+        0.0,
+        "ok",
+        status=200,
+        request_id=result.request_id,
+        usage=Usage(),
+        cost_usd=0.0,
+        finish_reason=finish_reason,
+        saved_usd=saved_usd,
+    )

@@ -1,15 +1,20 @@
 """The direct lane: a call outside the task grid — the planner's, the warm-up's, the aggregator's,
 the judge's — through the same admission, budget, retry policy and journal as any task's, under
-a negative index (the phase's). Its backoff is waited out with its slot given back."""
+a negative index (the phase's). Its backoff is waited out with its slot given back.
+
+With the response cache on (`--cache`), a call whose answer the cache holds is not sent: it is
+journaled as an attempt of lane `cache` (cost 0, its saving recorded) before any admission, and
+an answer that came back is kept (`cache_lane.CacheLane.replay` / `remember`)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..core.events import Attempt, PhaseAttempt
 from ..providers.client import CallResult, ProviderClient, StreamDeadlines
+from .calls import cached_attempt
 from .settings import RunStopped
 
 if TYPE_CHECKING:
@@ -19,6 +24,15 @@ if TYPE_CHECKING:
     from .routing import Endpoints
 
 
+class DirectCache(Protocol):
+    """What the direct lane asks of the response cache (`cache_lane.CacheLane`)."""
+
+    def replay(self, body: dict, client: ProviderClient) -> tuple[CallResult, float | None, str | None] | None:
+        """(the answer, what it cost when it was paid for, its finish reason), or None: not cached."""
+
+    def remember(self, body: dict, client: ProviderClient, result: CallResult, cost_usd: float | None) -> None: ...
+
+
 class DirectLane:
     def __init__(self, kernel: Kernel, endpoints: Endpoints, billing: Billing, capped) -> None:
         """`capped(error)`: the error with its Retry-After honoured up to the run's cap."""
@@ -26,6 +40,8 @@ class DirectLane:
         self.endpoints = endpoints
         self.billing = billing
         self._capped = capped
+        self.cache: DirectCache | None = None
+        """The response cache's side for direct calls (set by the cache lane), or None."""
 
     async def call(
         self,
@@ -41,6 +57,13 @@ class DirectLane:
         another endpoint (a judge's) and its own pacing."""
         kernel, billing = self.kernel, self.billing
         settings = kernel.settings
+        cache = self.cache
+        if cache is not None:
+            replayed = cache.replay(body, client or self.endpoints.route())
+            if replayed is not None:
+                result, saved_usd, finish = replayed
+                self._record(phase, cached_attempt(index, kernel.next_number(index), result, saved_usd, finish))
+                return result
         admission = admission or kernel.admission
         deadlines = StreamDeadlines(settings.first_token_timeout_s, settings.idle_timeout_s)
         round_attempts = 0
@@ -77,6 +100,8 @@ class DirectLane:
                 latency_ms = (stalls.now() - t0) * 1000
                 attempt = billing.answered(index, number, endpoint.name, started_at, latency_ms, result, "ok", body)
                 self._record(phase, attempt)
+                if cache is not None:
+                    cache.remember(body, endpoint, result, attempt.cost_usd)
                 return result
             finally:
                 admission.release()

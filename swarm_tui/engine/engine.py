@@ -31,6 +31,7 @@ from .routing import Endpoints
 from .settings import EngineSettings, Trimmer, Validator
 
 if TYPE_CHECKING:
+    from ..cache import ResponseCache
     from ..core.ports import JournalSink
     from ..tools.toolbox import Toolbox
 
@@ -58,9 +59,11 @@ class SwarmEngine(Kernel):
         trimmer: Trimmer | None = None,
         admission: AdmissionController | None = None,
         toolbox: Toolbox | None = None,
+        response_cache: ResponseCache | None = None,
     ) -> None:
         """`admission`: shared by the engines of a distributed swarm (see `Kernel`). `toolbox`: the
-        run's tools; with one, every task is a multi-step agent (`agents.ToolSteps`)."""
+        run's tools; with one, every task is a multi-step agent (`agents.ToolSteps`).
+        `response_cache`: the cache a `--cache` run replays from and writes to (`cache_lane`)."""
         if settings.budget_usd is not None and price is None:
             raise ValueError("a budget needs the model's price (none is known for it)")
         super().__init__(
@@ -77,11 +80,14 @@ class SwarmEngine(Kernel):
         self.fallback = fallback
         self.price = price
         self.toolbox = toolbox
+        self.response_cache = response_cache
         prices = {client.name: price}
+        tiers = {client.name: client.service_tier}
         if fallback is not None:
             prices[fallback.name] = fallback_price
+            tiers[fallback.name] = fallback.service_tier
         self.endpoints = Endpoints(self, client, fallback)
-        self.billing = Billing(self.ledger, prices, self.stop_dispatch, self.calls_out)
+        self.billing = Billing(self.ledger, prices, self.stop_dispatch, self.calls_out, tiers)
         self.tail = TailDeadlines(
             settings.timeout_s,
             hedge_factor=settings.hedge_factor if settings.hedge else None,
@@ -137,6 +143,6 @@ class SwarmEngine(Kernel):
         """Send new attempts to the fallback now; False when there is none (`routing.Endpoints`)."""
         return self.endpoints.fail_over(reason)
 
-    def add_price(self, endpoint: str, price: Price | None) -> None:
-        """Bill calls to another endpoint (a judge's) at its price."""
-        self.billing.add_price(endpoint, price)
+    def add_price(self, endpoint: str, price: Price | None, tier: str | None = None) -> None:
+        """Bill calls to another endpoint (a judge's) at its price, asking for `tier`."""
+        self.billing.add_price(endpoint, price, tier)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..core.ports import Lane
-from . import batch_lane
+from . import batch_lane, cache_lane
 
 if TYPE_CHECKING:
     from .engine import SwarmEngine
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 LaneFactory = Callable[["SwarmEngine"], "Lane | None"]
 
 REGISTERED: tuple[LaneFactory, ...] = (
+    cache_lane.make_lane,  # first: a cached answer is neither sent live nor put in a batch
     lambda engine: batch_lane.make_lane(engine, engine.client, engine.price, engine.validator),
 )
 

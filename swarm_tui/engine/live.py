@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import STRAGGLER_CODE, CallError, ErrorClass
@@ -49,6 +50,10 @@ class LiveLane:
         """When the provider last pushed back (monotonic): no hedge for a while after."""
         self.last_retry_after_asked_s: float | None = None
         """The last Retry-After that was capped: what the provider asked for (shown while waiting)."""
+        self.answer_kept: Callable[[dict[str, Any], ProviderClient, CallResult, float | None], None] | None = None
+        """Where a validated answer goes besides the journal (the cache lane's `remember`), or None."""
+        self.step_replay: Callable[[int], bool] | None = None
+        """An agent's next model call answered from the response cache (True: it was), or None."""
         self.outcomes: Outcomes
         self.tools: ToolSteps
         """Set by the engine that assembles the lane (they refer back to it)."""
@@ -56,7 +61,9 @@ class LiveLane:
     # ----------------------------------------------------------------- the kernel's side
 
     def resumes_itself(self, index: int) -> bool:
-        return self.tools.resumes_itself(index)
+        if self.tools.resumes_itself(index):
+            return True
+        return self.step_replay is not None and self.step_replay(index)
 
     def dispatch(self, index: int, tokens: int) -> bool:
         kernel = self.kernel

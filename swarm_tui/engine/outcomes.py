@@ -73,6 +73,8 @@ class Outcomes:
             "step" if asks_for_tools else "ok",
             kernel.tasks[index].body,
         )
+        if lane.answer_kept is not None:  # the response cache (`--cache`): an answer, or an agent's step
+            lane.answer_kept(call.body, call.client, result, attempt.cost_usd)
         if asks_for_tools:
             lane.tools.on_tool_request(index, attempt, result)
             return

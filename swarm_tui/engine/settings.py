@@ -86,3 +86,11 @@ class EngineSettings:
     """The provider's limits on one batch's input file (OpenAI's)."""
     max_answer_bytes: int = MAX_ANSWER_BYTES
     """What one answer may hold (`--max-answer-bytes`): a larger body fails as `answer_too_large`."""
+    cache: str = "off"
+    """The response cache (`--cache`): `off`, `read`, `write` or `readwrite` (`cache.CacheMode`)."""
+    cache_dir: str | None = None
+    """Where the cache file is (None: `$XDG_CACHE_HOME/swarm-tui`)."""
+    cache_ttl_s: float = 14 * 24 * 3600.0
+    """Cached answers older than this are not replayed (`--cache-ttl`)."""
+    cache_max_bytes: int = 2 * 1024**3
+    """The cache's size bound: past it, the least recently used answers go first."""

@@ -35,11 +35,14 @@ from ..core.events import (
     TaskSucceeded,
     ToolCallEnded,
 )
-from ..core.lanes import is_batch_endpoint
+from ..core.lanes import CACHE, is_batch_endpoint
+from ..core.tiers import BATCH_TIER, BILLED_TIERS, DEFAULT
 from ..core.usage import Usage
 from ..pricing import cost_per_minute, projected_total
 
 RATE_WINDOW_S = 10.0
+MONEY_DUST_USD = 1e-12
+"""Less than this is float dust left by subtracting sums of costs, not money."""
 JUDGE_PHASE = "judge"
 """The phase of the judge's calls (`PhaseAttempt`)."""
 
@@ -212,10 +215,17 @@ class RunStats:
     """The part of `cost_usd` billed for batch lines (`--lane batch|auto`)."""
     estimated_cost_usd: float = 0.0
     """The part of `cost_usd` that is an estimate (no usage reported, or a call cut after it went out)."""
+    tier_cost_usd: dict[str, float] = field(default_factory=dict)
+    """The parts of `cost_usd` live calls were billed for at a tier other than the default
+    (`flex`, `priority`: `Attempt.service_tier`); see `billed_tiers`."""
     batch_sent: int = 0
     batch_waiting: int = 0
     """Batch lines submitted whose answer has not come back yet (not counted `in_flight`)."""
     unpriced_attempts: int = 0
+    cache_hits: int = 0
+    """Tasks answered from the response cache (`--cache`): no call, cost 0."""
+    cache_saved_usd: float = 0.0
+    """What those answers cost when they were first paid for (not paid again)."""
     started_at: float = field(default_factory=time.monotonic)
     latencies_ms: SortedLatencies = field(default_factory=SortedLatencies)
     """Latencies of successful attempts, sorted (a list's reads; `add` is O(log n))."""
@@ -236,6 +246,9 @@ class RunStats:
                 self.batch_waiting += len(indices)
             case AttemptEnded(attempt=attempt):
                 self._attempt_ended(attempt)
+            case PhaseAttempt(attempt=attempt) if attempt.endpoint == CACHE:
+                self.cache_hits += 1  # a direct call (planner, aggregator, judge) replayed: nothing sent
+                self.cache_saved_usd += attempt.saved_usd or 0.0
             case PhaseAttempt(phase=phase, attempt=attempt):
                 self.sent += 1
                 self.in_flight += 1  # balanced by _attempt_ended
@@ -244,13 +257,21 @@ class RunStats:
                     self.judge_cost_usd += attempt.cost_usd
             case TasksAdded(total=total):
                 self.total = total
+            case TaskSucceeded(attempt=attempt) if attempt.endpoint == CACHE:
+                self.succeeded += 1  # a replay: nothing was in flight, sent or billed
+                self.cache_hits += 1
+                self.cache_saved_usd += attempt.saved_usd or 0.0
             case TaskSucceeded(attempt=attempt):
                 self._attempt_ended(attempt)
                 self.succeeded += 1
                 if not is_batch_endpoint(attempt.endpoint):  # a batch line's hours are no call latency
                     self.latencies_ms.add(attempt.latency_ms)
             case AgentStepped(attempt=attempt, step=step):
-                self._attempt_ended(attempt)
+                if attempt.endpoint == CACHE:  # a step replayed from the response cache: nothing sent
+                    self.cache_hits += 1
+                    self.cache_saved_usd += attempt.saved_usd or 0.0
+                else:
+                    self._attempt_ended(attempt)
                 self.steps += 1
                 self.critical_path = max(self.critical_path, step + 1)  # at least one call follows
             case ToolCallEnded(ok=ok):
@@ -313,6 +334,9 @@ class RunStats:
             self.cost_usd += attempt.cost_usd
             if batch:
                 self.batch_cost_usd += attempt.cost_usd
+            elif attempt.service_tier is not None:
+                tiers = self.tier_cost_usd
+                tiers[attempt.service_tier] = tiers.get(attempt.service_tier, 0.0) + attempt.cost_usd
             if attempt.estimated:
                 self.estimated_cost_usd += attempt.cost_usd
         elif attempt.usage.total:
@@ -330,6 +354,11 @@ class RunStats:
 
     def percentile(self, q: float) -> float | None:
         return nearest_rank(self.latencies_ms, q)
+
+    def forget_recent(self) -> None:
+        """Keep the counts, drop the recent-rate window (req/s, tok/s): the answers a resumed run
+        replays from its log count toward its totals, but they came before this session."""
+        self._recent.clear()
 
     def rates(self) -> tuple[float, float]:
         """(requests/s, tokens/s) over the last few seconds."""
@@ -349,6 +378,25 @@ class RunStats:
     @property
     def cost_known(self) -> bool:
         return self.unpriced_attempts == 0
+
+    def billed_tiers(self) -> dict[str, float]:
+        """`cost_usd` by the tier it was billed at, in the order a bill shows them, those billed
+        nothing left out: `default`, `flex`, `priority` (live calls), `batch` (the batch lane)."""
+        live = self.cost_usd - self.batch_cost_usd
+        special = self.tier_cost_usd
+        split = {DEFAULT: live - sum(special.values()), **special, BATCH_TIER: self.batch_cost_usd}
+        return {tier: usd for tier in BILLED_TIERS if (usd := split.get(tier, 0.0)) > MONEY_DUST_USD}
+
+    def tier_label(self) -> str:
+        """What the footer shows beside the cost: the tiers it was billed at when not only the
+        default (`flex`; `flex 92% · default 8%`); '' for a run billed at the default tier alone."""
+        tiers = self.billed_tiers()
+        if not tiers or list(tiers) == [DEFAULT]:
+            return ""
+        if len(tiers) == 1:
+            return next(iter(tiers))
+        total = sum(tiers.values())
+        return " · ".join(f"{tier} {usd / total:.0%}" for tier, usd in sorted(tiers.items(), key=lambda t: -t[1]))
 
     @property
     def cost_per_min_usd(self) -> float | None:

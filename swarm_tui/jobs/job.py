@@ -26,6 +26,15 @@ grow memory until the machine gives out); split it into several runs."""
 
 
 @dataclass(frozen=True)
+class CacheChoice:
+    """A job's `[cache]`: `mode` (`readwrite` with `[cache]` alone), `ttl` (seconds), `dir`."""
+
+    mode: str = "readwrite"
+    ttl_s: float | None = None
+    dir: str | None = None
+
+
+@dataclass(frozen=True)
 class TaskTemplate:
     """How a TOML job turns a prompt into a request: shared context first, then the agent's system
     prompt, then the task. Kept so that later rounds and planned sub-tasks are built the same way."""
@@ -83,3 +92,5 @@ class Job:
     """`lane = "live" | "batch" | "auto"` (TOML): how the tasks are carried; `--lane` wins."""
     judge: JudgeSpec | None = None
     """`[judge]` (TOML): a sampled LLM-as-a-judge score of the answers, and what drift does."""
+    cache: CacheChoice | None = None
+    """`[cache]` (TOML): the response cache for this job; `--cache`, `--cache-ttl`, `--cache-dir` win."""

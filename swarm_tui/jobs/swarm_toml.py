@@ -8,11 +8,13 @@ An unknown key anywhere is a problem, with a "did you mean" when one is close.
 
 from __future__ import annotations
 
+import argparse
 import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from ..argtypes import duration
 from ..core.lanes import LANES
 from ..core.task import Task
 from ..errors import InputError, Problem
@@ -21,7 +23,7 @@ from ..swarm.spec import parse_swarm_spec
 from ..textfile import read_text_file
 from ..tools.spec import ToolsSpec, parse_tools_spec
 from .chat_checks import param_problems
-from .job import Job, TaskTemplate
+from .job import CacheChoice, Job, TaskTemplate
 from .toml_checks import TomlChecker
 from .toml_tasks import render, task_prompts
 
@@ -60,6 +62,7 @@ TOP_LEVEL_KEYS = frozenset(
         "agents",
         "lane",
         "judge",
+        "cache",
     }
 )
 CONTEXT_KEYS = frozenset({"text", "file"})
@@ -82,6 +85,7 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
     lane = check.string(doc, "lane", "lane")
     if lane is not None and lane not in LANES:
         check.add("lane", f"unknown lane {lane!r} (known: {', '.join(LANES)})")
+    cache = _cache_choice(doc, check, path.parent)
     model = model_override or check.string(doc, "model", "model")
     if not model:
         check.add("model", "missing (name it in the job, or pass --model)", line=1)
@@ -123,7 +127,39 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
         tools=tools,
         lane=lane,
         judge=judge,
+        cache=cache,
     )
+
+
+CACHE_KEYS = frozenset({"mode", "ttl", "dir"})
+CACHE_MODES = ("readwrite", "read", "write", "off")
+
+
+def _cache_choice(doc: dict[str, Any], check: TomlChecker, base: Path) -> CacheChoice | None:
+    """`[cache]`: `mode` (readwrite, read, write, off; default readwrite), `ttl` ("14d", "12h", or a
+    number of days), `dir` (relative to the job file)."""
+    table = doc.get("cache")
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        check.add("cache", f"must be a table ([cache]), not {type(table).__name__}")
+        return None
+    check.unknown_keys(table, CACHE_KEYS, "cache.")
+    mode = check.string(table, "mode", "cache.mode") or "readwrite"
+    if mode not in CACHE_MODES:
+        check.add("cache.mode", f"unknown mode {mode!r} (known: {', '.join(CACHE_MODES)})")
+    ttl_s = None
+    ttl = table.get("ttl")
+    if ttl is not None:
+        try:
+            ttl_s = duration(str(ttl)) if isinstance(ttl, str | int | float) and not isinstance(ttl, bool) else None
+        except argparse.ArgumentTypeError as exc:
+            check.add("cache.ttl", str(exc))
+        else:
+            if ttl_s is None:
+                check.add("cache.ttl", f'must be a duration ("14d", "12h") or days, not {type(ttl).__name__}')
+    directory = check.string(table, "dir", "cache.dir")
+    return CacheChoice(mode, ttl_s, str(base / directory) if directory else None)
 
 
 def load_tools_file(path: str | Path) -> ToolsSpec:

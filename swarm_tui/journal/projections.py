@@ -80,8 +80,8 @@ _TOOL_BODY = f"UPDATE tasks SET body = ?, updated_at = ? WHERE idx = ? AND state
 _ATTEMPT = (
     "INSERT INTO attempts (idx, number, session, endpoint, started_at, latency_ms, ttft_ms, outcome, "
     "retry_in_s, status, error_class, error_code, error_message, request_id, prompt_tokens, "
-    "completion_tokens, cached_tokens, reasoning_tokens, cost_usd, estimated, finish_reason) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "completion_tokens, cached_tokens, reasoning_tokens, cost_usd, estimated, finish_reason, saved_usd) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _ANSWER = (  # a success already journaled stays as it is (the first answer paid for is the one kept)
     "INSERT INTO results (idx, ok, request_id, response, error, finished_at) VALUES (?, 1, ?, ?, NULL, ?) "
@@ -130,6 +130,7 @@ def attempt_row(a: Attempt, session: int) -> tuple[Any, ...]:
         a.cost_usd,
         a.estimated,
         a.finish_reason,
+        a.saved_usd,
     )
 
 

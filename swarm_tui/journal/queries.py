@@ -117,7 +117,7 @@ class JournalQueries(JournalWriter):
                 if self._has_estimates()
                 else "NULL, 0, 0 "
             )
-            + "FROM attempts",
+            + "FROM attempts WHERE endpoint != 'cache'",  # a replay sent nothing, cost nothing
             (ErrorClass.RATE_LIMIT, ErrorClass.SERVER, ErrorClass.TIMEOUT),
         ).fetchone()
         keys = (
@@ -146,6 +146,20 @@ class JournalQueries(JournalWriter):
         it was added has none)."""
         return any(row[1] == "estimated" for row in self._db.execute("PRAGMA table_info(attempts)"))
 
+    def cache_totals(self) -> dict[str, Any] | None:
+        """Calls replayed from the response cache (lane `cache`: answers, agents' steps, planner,
+        aggregator and judge calls) and what they saved, every
+        session; None when the run replayed none (or its journal predates the cache)."""
+        if not any(row[1] == "saved_usd" for row in self._db.execute("PRAGMA table_info(attempts)")):
+            return None
+        hits, saved, unpriced = self._db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(saved_usd), 0), SUM(saved_usd IS NULL) FROM attempts "
+            "WHERE endpoint = 'cache'"  # answers, agents' steps, direct calls
+        ).fetchone()
+        if not hits:
+            return None
+        return {"hits": hits, "saved_usd": round(saved, 6), "unpriced_hits": unpriced or 0}
+
     def abandoned_attempts(self) -> int:
         """Attempts the engine abandoned past the straggler deadline (and sent again), all sessions."""
         return self._db.execute("SELECT COUNT(*) FROM attempts WHERE error_code = 'straggler'").fetchone()[0]
@@ -159,7 +173,7 @@ class JournalQueries(JournalWriter):
             r[0]  # a batch line's latency is its batch's hours, not a call's
             for r in self._db.execute(
                 "SELECT latency_ms FROM attempts WHERE outcome = 'ok' AND endpoint NOT LIKE '%/batch' "
-                "ORDER BY latency_ms"
+                "AND endpoint != 'cache' ORDER BY latency_ms"
             )
         ]
 

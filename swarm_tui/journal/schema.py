@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from ..masked_db import MaskedConnection
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """1: tasks, attempts, results, run events. 2: the engine's event log (`log`), which views replay.
 3: the run's notes (a failover, a trimmed request, the planner's sub-tasks...) are typed events
-in the log; the untyped `events` table is gone (`journal.migrate` turns its rows into events)."""
+in the log; the untyped `events` table is gone (`journal.migrate` turns its rows into events).
+4: an attempt's `saved_usd` (a replay from the response cache: what the original call cost)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -47,7 +48,8 @@ CREATE TABLE IF NOT EXISTS attempts (
     reasoning_tokens INTEGER NOT NULL DEFAULT 0,
     cost_usd REAL,
     estimated INTEGER NOT NULL DEFAULT 0,
-    finish_reason TEXT
+    finish_reason TEXT,
+    saved_usd REAL
 );
 CREATE INDEX IF NOT EXISTS attempts_by_task ON attempts(idx);
 CREATE TABLE IF NOT EXISTS results (
@@ -114,6 +116,7 @@ them (`journal.migrate`), or to read an old journal that cannot be written."""
 ADDED_COLUMNS = (
     ("attempts", "estimated", "INTEGER NOT NULL DEFAULT 0"),
     ("attempts", "finish_reason", "TEXT"),
+    ("attempts", "saved_usd", "REAL"),
 )
 """Columns later versions added to a table: a journal made before them gets them on opening."""
 

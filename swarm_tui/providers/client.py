@@ -25,6 +25,7 @@ from yarl import URL
 from .. import secrets
 from ..core.errors import CallError
 from ..core.stalls import StallWatch
+from ..core.tiers import DEFAULT, billed_tier, served_tier
 from ..core.usage import Usage
 from ..errors import InputError
 from .answer import MAX_ANSWER_BYTES, NOT_PARSED, AnswerRefused, storable_error, strict_answer, strict_body
@@ -56,6 +57,10 @@ class CallResult:
     """The body as strict one-line JSON (`providers.answer`: the bytes received, unless they had to
     be written again; a streamed answer's, encoded once): the journal keeps these bytes, and
     results.jsonl splices them in, instead of encoding `body` again."""
+    service_tier: str | None = None
+    """The tier the answer is billed at when not the default (`flex`, `priority`): the one its own
+    `service_tier` says served it, else the dearer of the one asked for and the default
+    (`core.tiers.billed_tier`)."""
 
     @property
     def content(self) -> str:
@@ -118,6 +123,12 @@ class ProviderClient:
     def name(self) -> str:
         return self.profile.name
 
+    @property
+    def service_tier(self) -> str | None:
+        """The tier every chat call asks for (`--service-tier`, the profile's `service_tier`), sent
+        as the API's `service_tier` unless a body names its own; None: the provider's default."""
+        return self.profile.service_tier
+
     def __repr__(self) -> str:  # never show the key
         return f"ProviderClient({self.profile.name!r}, {self.base_url!r})"
 
@@ -144,23 +155,29 @@ class ProviderClient:
     ) -> CallResult:
         """One chat call. Its whole time is bounded by the attempt timeout (stall-aware), unless
         `bounded_by_caller` (the engine's own deadline is around it: one timer a call, not two)."""
+        tier = self.profile.service_tier
+        if tier is not None and "service_tier" not in body:
+            body = {**body, "service_tier": tier}
+        asked = body.get("service_tier")
         if stream:
-            return await self._complete_streaming(_create_kwargs(body), deadlines or StreamDeadlines())
+            return await self._complete_streaming(_create_kwargs(body), deadlines or StreamDeadlines(), asked)
         if self._direct is not None:  # its whole call bounded here, stall-aware (aiohttp's own total is not)
             if bounded_by_caller:
                 status, headers, content = await self._direct.post(wire_body(body))
             else:
                 async with StallWatch.of_running_loop().deadline(self._attempt_timeout_s):
                     status, headers, content = await self._direct.post(wire_body(body))
-            return _chat_result(status, headers, content, self.max_answer_bytes)
+            return _chat_result(status, headers, content, self.max_answer_bytes, asked)
         # The client's own request path (auth, headers, timeouts, error types: the SDK's wire
         # semantics), with the body as the job gave it: `create()` would first walk every
         # message and tool schema through its parameter transform (1.7 ms a request, 8 ms for an
         # agent's fifth step), for a body that is plain JSON already.
         status, headers, content = await post_raw(self._client, "/chat/completions", wire_body(body))
-        return _chat_result(status, headers, content, self.max_answer_bytes)
+        return _chat_result(status, headers, content, self.max_answer_bytes, asked)
 
-    async def _complete_streaming(self, kwargs: dict[str, Any], deadlines: StreamDeadlines) -> CallResult:
+    async def _complete_streaming(
+        self, kwargs: dict[str, Any], deadlines: StreamDeadlines, asked: Any = None
+    ) -> CallResult:
         kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
         answer = StreamedAnswer(time.monotonic())
         raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
@@ -200,6 +217,7 @@ class ProviderClient:
             rate_headers=_rate_headers(headers),
             ttft_ms=answer.ttft_ms,
             raw=strict,
+            service_tier=answer_tier(asked, body.get("service_tier")),
         )
 
     # ----------------------------------------------------------------- the Batch API (`--lane batch`)
@@ -244,9 +262,21 @@ class ProviderClient:
         await self._client.close()
 
 
-def _chat_result(status: int, headers: Any, content: bytes, max_answer_bytes: int = MAX_ANSWER_BYTES) -> CallResult:
+def answer_tier(asked: Any, served: Any) -> str | None:
+    """The tier an answer is billed at (None: the default), from the tier asked for and the one
+    the answer says served it (`core.tiers.billed_tier`)."""
+    if asked is None and (served is None or served == DEFAULT):  # most answers: nothing to decide
+        return None
+    tier = billed_tier(served_tier(asked), served_tier(served))
+    return None if tier == DEFAULT else tier
+
+
+def _chat_result(
+    status: int, headers: Any, content: bytes, max_answer_bytes: int = MAX_ANSWER_BYTES, asked: Any = None
+) -> CallResult:
     """A successful status's answer, read as a chat completion (`BadResponseError` when it is not
-    one, `AnswerRefused` when it cannot be kept as strict JSON)."""
+    one, `AnswerRefused` when it cannot be kept as strict JSON); billed at the tier it says served
+    it (`answer_tier`)."""
     request_id = secrets.mask_value(headers.get("x-request-id"))  # a key echoed in it masked
     content, parsed = strict_answer(content, status, request_id, max_answer_bytes)
     data = chat_completion_or_raise(content, headers.get("content-type"), status, request_id, parsed, headers=headers)
@@ -256,6 +286,7 @@ def _chat_result(status: int, headers: Any, content: bytes, max_answer_bytes: in
         request_id=request_id or data.get("id"),
         rate_headers=_rate_headers(headers),
         raw=content,
+        service_tier=answer_tier(asked, data.get("service_tier")),
     )
 
 

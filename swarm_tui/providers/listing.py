@@ -22,6 +22,8 @@ def profile_lines(name: str, profile: ProviderProfile, *, default: bool) -> list
     lines = [f"{name}{' (default)' if default else ''}: {url}  model {model}  key {key}: {key_status(profile)}"]
     if profile.backend != "aiohttp":
         lines.append(f"    backend: {profile.backend}")
+    if profile.service_tier is not None:
+        lines.append(f"    service tier: {profile.service_tier}")
     if profile.headers:
         lines.append("    headers: " + ", ".join(f"{k}: {masked(k, v)}" for k, v in profile.headers.items()))
     if profile.headers_env:

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlparse, urlsplit, urlunsplit
 
 from .. import secrets
+from ..core.tiers import SERVICE_TIERS
 from ..errors import InputError
 
 SIM_PROFILE_NAME = "sim"
@@ -54,6 +55,10 @@ class ProviderProfile:
     """The proxy for this profile's calls, instead of the environment's (HTTP(S)_PROXY, ALL_PROXY)."""
     ca_bundle: str | None = None
     """A PEM file (or directory) of the CAs to trust for this profile, instead of the default trust."""
+    service_tier: str | None = None
+    """The tier every chat call asks for, sent as the API's `service_tier` (`default`, `flex`: at the
+    batch price, slower, sometimes unavailable; `priority`: faster, at a premium); None: nothing is
+    sent (the provider's default). Billed at the tier the answer says served it (`core.tiers`)."""
 
     @property
     def is_simulator(self) -> bool:
@@ -110,6 +115,8 @@ class ProviderProfile:
             return "timeout", f"must be a positive number of seconds, not {self.timeout!r}"
         if self.backend not in ("httpx", "aiohttp"):
             return "backend", f"must be 'httpx' or 'aiohttp', not {self.backend!r}"
+        if self.service_tier is not None and self.service_tier not in SERVICE_TIERS:
+            return "service_tier", f"must be one of {', '.join(SERVICE_TIERS)}, not {self.service_tier!r}"
         return self._route_problem()
 
     def _route_problem(self) -> tuple[str, str] | None:
@@ -158,8 +165,8 @@ class ProviderProfile:
             concurrency=self.concurrency,
             timeout=self.timeout,
             backend=self.backend,
-            # the network's settings carry over; the headers and query are the primary's dialect (an
-            # `api-key` header sent to another provider would hand it the primary's key)
+            # the network's settings carry over; the headers, query and service tier are the primary's
+            # dialect (an `api-key` header sent to another provider would hand it the primary's key)
             proxy=self.proxy,
             ca_bundle=self.ca_bundle,
         )

@@ -3,7 +3,8 @@
 The engine, the journal and results.jsonl know one shape of answer, a non-streamed
 chat.completion; a streamed call is assembled into it chunk by chunk (content, Kimi's and
 DeepSeek's `reasoning_content`, tool calls whose arguments arrive in pieces, the usage of the
-last chunk), and its time to first token is taken at the first chunk that carries any of them.
+last chunk, the tier that served it as its chunks say), and its time to first token is taken
+at the first chunk that carries any of them.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class StreamedAnswer:
             "model": first.get("model"),
             "choices": [{"index": 0, "message": self._message(), "finish_reason": self.finish_reason}],
             "usage": self.usage,
+            **({"service_tier": first["service_tier"]} if "service_tier" in first else {}),
         }
 
     def _merge_tool_call(self, delta: dict[str, Any]) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 from ..core.usage import Usage
 from ..currency import DisplayCurrency
 from ..judge.verdict import Preference, VerdictError, pairwise_body, read_preference, reask_body, task_text
-from ..pricing import Price
+from ..pricing import Price, answer_cost
 from ..providers.client import ProviderClient, StreamDeadlines
 from .config import ShadowJudge, mirrored
 
@@ -179,8 +179,9 @@ class PairJudge:
                 body, stream=False, deadlines=StreamDeadlines(first_token_s=timeout, idle_s=timeout)
             )
         self.tally.usage = self.tally.usage + result.usage
-        if self.price is not None:
-            self.tally.cost += self.price.cost(result.usage)
+        cost = answer_cost(self.price, result.usage, result.service_tier)
+        if cost is not None:
+            self.tally.cost += cost
         elif result.usage.total:
             self.tally.unpriced += 1
         return result.content

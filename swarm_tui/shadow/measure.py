@@ -16,7 +16,7 @@ from typing import Any
 from ..core.usage import Usage
 from ..currency import DisplayCurrency
 from ..engine.stats import latency_summary
-from ..pricing import Price
+from ..pricing import Price, answer_cost
 from ..providers.profile import ProviderProfile
 from ..swarm.json_repair import json_answer
 from .report import safe_url
@@ -48,13 +48,15 @@ class EndpointStats:
         self.cost = 0.0
         self.unpriced = 0
 
-    def succeeded(self, latency_ms: float, ttft_ms: float | None, usage: Usage) -> None:
+    def succeeded(self, latency_ms: float, ttft_ms: float | None, usage: Usage, tier: str | None = None) -> None:
+        """An answer, billed at the tier that served it (`tier`: None for the default)."""
         bisect.insort(self.latencies, latency_ms)
         if ttft_ms is not None:
             bisect.insort(self.ttfts, ttft_ms)
         self.usage = self.usage + usage
-        if self.price is not None:
-            self.cost += self.price.cost(usage)
+        cost = answer_cost(self.price, usage, tier)
+        if cost is not None:
+            self.cost += cost
         elif usage.total:
             self.unpriced += 1
 

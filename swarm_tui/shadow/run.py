@@ -289,7 +289,7 @@ class ShadowRun:
             ep.stats.errors[str(ep.client.classify(exc).kind)] += 1
         else:
             latency = (time.perf_counter() - started) * 1000
-            ep.stats.succeeded(latency, result.ttft_ms, result.usage)
+            ep.stats.succeeded(latency, result.ttft_ms, result.usage, result.service_tier)
             content = result.content
             if paired and ep.label == "primary":
                 bisect.insort(self._paired_primary, latency)

@@ -179,6 +179,27 @@ _FLAGS: list[tuple[str, str, Callable[[str], Any], str, str]] = [
         "tool rounds a task takes before answering when offered tools, unless [[sim:tools=N]] says (default 1:4)",
     ),
     (
+        "--flex-latency-factor",
+        "flex_latency_factor",
+        positive_float,
+        "X",
+        "service_tier flex: answers take X times the latency (default 4)",
+    ),
+    (
+        "--priority-latency-factor",
+        "priority_latency_factor",
+        positive_float,
+        "X",
+        "service_tier priority: answers take X times the latency (default 0.5)",
+    ),
+    (
+        "--flex-unavailable-rate",
+        "flex_unavailable_rate",
+        share,
+        "P",
+        'service_tier flex: share of requests answered 429 "resource unavailable" (default 0.05)',
+    ),
+    (
         "--batch-seconds",
         "batch_seconds",
         non_negative_float,

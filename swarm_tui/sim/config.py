@@ -92,6 +92,12 @@ class SimConfig:
     #: the next N judge verdicts are prose, not JSON (counted from start, reset, or a patch
     #: setting it), so a client's JSON re-ask can be tested
     judge_prose_first: int = 0
+    #: service tiers (a request's ``service_tier``, echoed in its answer): a Flex answer takes
+    #: this many times the latency and writing time, a Priority one this share of it
+    flex_latency_factor: float = 4.0
+    priority_latency_factor: float = 0.5
+    #: share of Flex requests answered 429 "resource unavailable" (no capacity now; not billed)
+    flex_unavailable_rate: float = 0.05
 
     def __post_init__(self) -> None:
         self.validate()
@@ -104,7 +110,7 @@ class SimConfig:
         Every field is checked, types included (a ``"0.5"`` string or a ``True`` is not a
         number here, NaN and infinity are not durations): a config reaches the simulator only
         through this method, whether built in Python, from flags or from a JSON patch."""
-        for name in ("error_rate", "hang_rate", "stream_stall_rate", "batch_error_rate"):
+        for name in ("error_rate", "hang_rate", "stream_stall_rate", "batch_error_rate", "flex_unavailable_rate"):
             v = _number(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {v!r}")
@@ -113,6 +119,9 @@ class SimConfig:
         for name in ("latency_ms", "latency_sigma", "hang_s", "chunk_delay_ms", "batch_seconds"):
             if _number(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        for name in ("flex_latency_factor", "priority_latency_factor"):
+            if not _number(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
         if self.tokens_per_s is not None and not _number(self, "tokens_per_s") > 0:
             raise ValueError(f"tokens_per_s must be > 0 or None, got {self.tokens_per_s!r}")
         if self.batch_expire_after is not None and not 0.0 <= _number(self, "batch_expire_after") <= 1.0:
@@ -215,6 +224,9 @@ _FLOATS = {
     "chunk_delay_ms",
     "batch_seconds",
     "batch_error_rate",
+    "flex_latency_factor",
+    "priority_latency_factor",
+    "flex_unavailable_rate",
 }
 _INTS = {"seed", "context_window", "cache_min_tokens", "judge_prose_first"}
 _OPT_INTS = {"rpm", "tpm"}

@@ -11,11 +11,14 @@ All state lives in one event loop (the server's), so nothing here locks.
 The decision is a pipeline; each stage either answers (a refusal, a fault) or hands on what it
 learned: endpoint down (503) → API key (401) → body validation (400, tools and tool messages
 included: ``request.py``) → context length (400) → scripted marker (``faults.py``) → rate limits
-(429, ``rate_limits.py``) → random faults (5xx / hang) → the answer (``answering.py``): tool calls
+(429, ``rate_limits.py``) → a Flex request without capacity (429 resource unavailable, drawn at
+``flex_unavailable_rate``) → random faults (5xx / hang) → the answer (``answering.py``): tool calls
 while an agent has tool rounds left (see ``tools.py``), else a judge's verdict for a judge
 request, else the text or JSON answer, quoting any tool results and carrying its quality mark
 (``judging.py``) → the reply (``reply.py``). A judge request ignores scripted markers quoted in
-what it judges. Rate-limit refusals and validation errors are answered at once; everything
+what it judges. The request's ``service_tier`` is echoed in its answer; a Flex answer takes
+``flex_latency_factor`` times as long, a Priority one ``priority_latency_factor`` times.
+Rate-limit refusals and validation errors are answered at once; everything
 admitted waits its drawn latency first.
 
 The Batch API (``batches.py``, held in ``Simulator.batches``) answers each batch line with
@@ -79,6 +82,8 @@ class Simulator:
         self.batches = BatchStore(self, self._clock, self._run)
         #: judge verdicts still to be written as prose (``judge_prose_first``)
         self.judge_prose_left = cfg.judge_prose_first
+        #: answering a Batch API line (``chat_offline``): no live tier's capacity applies
+        self.offline = False
 
     def reset(self) -> None:
         """Zero the counters and forget bodies seen, cached prefixes and bucket levels, and the
@@ -125,12 +130,12 @@ class Simulator:
         and occurrence counts), but the live rate limits do not apply and the line is counted in
         ``batch_stats_``, not in the live counters. A hang is answered as its 504."""
         live_stats, live_limiter = self.stats_, self.limiter
-        self.stats_, self.limiter = self.batch_stats_, _UNLIMITED
+        self.stats_, self.limiter, self.offline = self.batch_stats_, _UNLIMITED, True
         try:
             reply = self.chat(raw, authorization)
             self.finish(reply)
         finally:
-            self.stats_, self.limiter = live_stats, live_limiter
+            self.stats_, self.limiter, self.offline = live_stats, live_limiter, False
         return reply
 
     # -- bookkeeping the server reports back ------------------------------------------------
@@ -180,7 +185,10 @@ class Simulator:
             return self._refuse(call, limited)
         # admitted: its draws, its cached prefix, a random fault after the drawn latency
         draws = draw(self.config.seed, call.key, call.occurrence)
-        latency = draws.latency_s(self.config.latency_ms, self.config.latency_sigma)
+        slowdown = self._tier_slowdown(request.service_tier)
+        if request.service_tier == "flex" and not self.offline and draws.u_tier < self.config.flex_unavailable_rate:
+            return self._refuse(call, Refusal(errors.resource_unavailable(request.model), "flex_unavailable"))
+        latency = draws.latency_s(self.config.latency_ms * slowdown, self.config.latency_sigma)
         cached = self.cache.observe(request.messages)
         if not (faults.hang or faults.stall):
             fault = drawn_fault(self.config, draws, request.stream)
@@ -193,9 +201,21 @@ class Simulator:
             return Reply(504, headers, body, self.config.hang_s, hang=True, prompt=call.prompt, key=call.key)
         # the answer, and the reply that carries it
         answer = self._answer(call, draws, faults)
+        tokens_per_s = self.config.tokens_per_s
         return answer_reply(
-            call, answer, cached=cached, latency_s=latency, tokens_per_s=self.config.tokens_per_s, stall=faults.stall
+            call,
+            answer,
+            cached=cached,
+            latency_s=latency,
+            tokens_per_s=tokens_per_s / slowdown if tokens_per_s else None,
+            stall=faults.stall,
         )
+
+    def _tier_slowdown(self, tier: str) -> float:
+        """How much longer than a default answer one of `tier` takes (Flex slower, Priority faster)."""
+        if tier == "flex":
+            return self.config.flex_latency_factor
+        return self.config.priority_latency_factor if tier == "priority" else 1.0
 
     def _call(self, request: ChatRequest, request_id: str, headers: dict[str, str]) -> Call:
         """What the simulator learns of a valid request before deciding: its body's hash and how

@@ -45,6 +45,9 @@ class ChatCounters:
     judge_prose: int = 0
     quality_answers: int = 0
     quality_sum: int = 0
+    flex_unavailable: int = 0
+    """Flex requests answered 429 resource unavailable (counted in `rate_limited` too)."""
+    successes_by_tier: dict[str, int] = field(default_factory=dict)
 
     def count(self, reply: Reply, status: int | None = None) -> None:
         """Count a response that was actually sent (``status`` overrides reply.status)."""
@@ -57,6 +60,9 @@ class ChatCounters:
             self.server_errors += 1
         elif reply.category == "rate_limited":
             self.rate_limited += 1
+        elif reply.category == "flex_unavailable":
+            self.rate_limited += 1
+            self.flex_unavailable += 1
         elif reply.category == "quota":
             self.quota_errors += 1
         else:
@@ -64,6 +70,8 @@ class ChatCounters:
 
     def _count_success(self, reply: Reply) -> None:
         self.successes += 1
+        tier = reply.meta[3]
+        self.successes_by_tier[tier] = self.successes_by_tier.get(tier, 0) + 1
         usage = reply.stream.usage if reply.stream is not None else reply.body["usage"]  # type: ignore[index]
         self.prompt_tokens += usage["prompt_tokens"]
         self.completion_tokens += usage["completion_tokens"]
@@ -103,6 +111,8 @@ class ChatCounters:
             "stream_stalls": self.stream_stalls,
             "streams": self.streams,
             "scripted": self.scripted,
+            "flex_unavailable": self.flex_unavailable,
+            "successes_by_tier": dict(sorted(self.successes_by_tier.items())),
             "cache_hits": self.cache_hits,
             "tokens": {
                 "prompt": self.prompt_tokens,

@@ -46,6 +46,7 @@ class Draws:
     z_latency: float  # standard normal for the lognormal latency
     u_length: float  # answer length within output_tokens
     u_filler: float  # where the filler text starts
+    u_tier: float  # < flex_unavailable_rate: a Flex request finds no capacity (429)
 
     def latency_s(self, median_ms: float, sigma: float) -> float:
         if median_ms <= 0:
@@ -64,7 +65,7 @@ class Draws:
 def draw(seed: int, key: str, occurrence: int) -> Draws:
     rng = request_rng(seed, key, occurrence)
     r = rng.random
-    return Draws(r(), r(), r(), rng.gauss(0.0, 1.0), r(), r())
+    return Draws(r(), r(), r(), rng.gauss(0.0, 1.0), r(), r(), r())  # a new draw goes last: the others stay
 
 
 SERVER_ERROR_STATUSES = (500, 502, 503)

@@ -27,6 +27,7 @@ __all__ = [
     "rate_limited",
     "request_too_large",
     "insufficient_quota",
+    "resource_unavailable",
     "server_error",
     "for_status",
 ]
@@ -139,6 +140,17 @@ def request_too_large(model: str, limit: int, requested: int) -> tuple[int, dict
         f"reduced in order to run successfully. {_RATE_DOCS}"
     )
     return 429, error_body(msg, "tokens", None, "rate_limit_exceeded")
+
+
+def resource_unavailable(model: str) -> tuple[int, dict]:
+    """A Flex request the provider has no capacity for now: 429, not billed; OpenAI's advice is to
+    retry with backoff, or to send it at the default tier."""
+    msg = (
+        f"Resource unavailable: flex processing for {model} has no capacity for this request right now. "
+        "Retry later with exponential backoff, or send it with service_tier 'auto' to use standard "
+        "processing. You are not charged for this request."
+    )
+    return 429, error_body(msg, "resource_unavailable", None, "resource_unavailable")
 
 
 def insufficient_quota() -> tuple[int, dict]:

@@ -61,8 +61,8 @@ class Reply:
     #: the last user message (stats key) and the body hash
     prompt: str = ""
     key: str = ""
-    #: for chunks: completion id, created, model
-    meta: tuple[str, int, str] = ("", 0, "")
+    #: for chunks: completion id, created, model, the service tier that served it
+    meta: tuple[str, int, str, str] = ("", 0, "", "default")
     #: how many tool calls the answer makes (0: a final answer)
     tool_calls: int = 0
     #: a judge's verdict: "pointwise" or "pairwise" (None: not a judge request)
@@ -93,7 +93,7 @@ def answer_reply(
         },
     }
     completion_id = "chatcmpl-sim" + call.request_id[7:]
-    meta = (completion_id, int(time.time()), request.model)
+    meta = (completion_id, int(time.time()), request.model, request.service_tier)
     writing_s = completion_tokens / tokens_per_s if tokens_per_s else 0.0
     reply = Reply(
         200,
@@ -141,13 +141,13 @@ def _stream_plan(
     )
 
 
-def _completion(answer: Answer, usage: dict[str, Any], meta: tuple[str, int, str]) -> dict[str, Any]:
+def _completion(answer: Answer, usage: dict[str, Any], meta: tuple[str, int, str, str]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": answer.content, "refusal": None, "annotations": []}
     if answer.reasoning is not None:
         message["reasoning_content"] = answer.reasoning
     if answer.tool_calls:
         message["tool_calls"] = answer.tool_calls
-    completion_id, created, model = meta
+    completion_id, created, model, service_tier = meta
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -162,7 +162,7 @@ def _completion(answer: Answer, usage: dict[str, Any], meta: tuple[str, int, str
             }
         ],
         "usage": usage,
-        "service_tier": "default",
+        "service_tier": service_tier,
         "system_fingerprint": "fp_swarm_sim",
     }
 

@@ -3,9 +3,10 @@
 The first two stages of ``Simulator.chat``: the endpoint's refusals (down: 503; a missing or
 wrong key when ``require_key`` is set: 401, the files and batches routes answer the same), then
 the body (400, OpenAI's wording: not JSON, not an object, no model, no messages, a bad
-``max_tokens``, bad tools or tool messages). What passes is a ``ChatRequest``; ``Call`` carries
-it on through the later stages with what the simulator learned of it (its body's hash and how
-often that body was seen, its prompt and prompt tokens, whether a judge asked).
+``max_tokens``, bad tools or tool messages, a ``service_tier`` OpenAI does not know). What passes
+is a ``ChatRequest``; ``Call`` carries it on through the later stages with what the simulator
+learned of it (its body's hash and how often that body was seen, its prompt and prompt tokens,
+whether a judge asked).
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from .errors import Refusal
 from .judging import JudgeRequest
 from .tool_request import ToolRequest, check_tool_messages, parse_tools
 
-__all__ = ["ChatRequest", "Call", "endpoint_refusal", "read_chat_request"]
+__all__ = ["ChatRequest", "Call", "endpoint_refusal", "read_chat_request", "SERVICE_TIERS"]
+
+SERVICE_TIERS = ("auto", "default", "flex", "scale", "priority")
+"""What OpenAI accepts as a request's ``service_tier`` (``auto`` and ``scale`` are served at the default)."""
 
 _NOT_JSON = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP "
@@ -42,6 +46,8 @@ class ChatRequest:
     stream: bool
     #: a stream's last chunk carries the usage (``stream_options.include_usage``)
     include_usage: bool
+    #: the tier that serves it, as its answer says: ``default``, ``flex`` or ``priority``
+    service_tier: str = "default"
 
 
 @dataclass(slots=True)
@@ -114,7 +120,17 @@ def read_chat_request(raw: bytes) -> ChatRequest | Refusal:
     problem = check_tool_messages(messages)
     if problem is not None:
         return Refusal(errors.bad_request(*problem))
+    tier = body.get("service_tier")
+    if tier is not None and tier not in SERVICE_TIERS:
+        return Refusal(
+            errors.bad_request(
+                f"Invalid value: {tier!r}. Supported values are: 'auto', 'default', 'flex', 'scale', and 'priority'.",
+                "service_tier",
+                "invalid_value",
+            )
+        )
     stream = body.get("stream") is True
     opts = body.get("stream_options")
     include_usage = stream and isinstance(opts, dict) and opts.get("include_usage") is True
-    return ChatRequest(body, model, messages, max_tokens, tools, stream, include_usage)
+    served = tier if tier in ("flex", "priority") else "default"
+    return ChatRequest(body, model, messages, max_tokens, tools, stream, include_usage, served)

@@ -27,18 +27,18 @@ def _dumps(obj: Any) -> str:
 
 
 class ChunkWriter:
-    """Encodes the events of one stream (``meta`` = completion id, created, model)."""
+    """Encodes the events of one stream (``meta`` = completion id, created, model, service tier)."""
 
     __slots__ = ("_base", "_pre", "_post_open", "_post_finish_head")
 
-    def __init__(self, meta: tuple[str, int, str], include_usage: bool) -> None:
-        cid, created, model = meta
+    def __init__(self, meta: tuple[str, int, str, str], include_usage: bool) -> None:
+        cid, created, model, service_tier = meta
         base: dict[str, Any] = {
             "id": cid,
             "object": "chat.completion.chunk",
             "created": created,
             "model": model,
-            "service_tier": "default",
+            "service_tier": service_tier,
             "system_fingerprint": "fp_swarm_sim",
             "choices": [{"index": 0, "delta": _MARK, "logprobs": None, "finish_reason": _MARK}],
         }

@@ -6,20 +6,19 @@ from pathlib import Path
 from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Markdown, Static
 
 from .footer import KeyFooter
+from .keys import bindings_for
 
 
 class AggregateScreen(Screen[None]):
     """Shows `aggregate.md` of the run directory; `g` or Escape goes back to the grid."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,g,q", "app.pop_screen", "Back", id="aggregate.back"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings_for("aggregate")
 
     DEFAULT_CSS = """
     AggregateScreen #aggregate-title { background: $panel; padding: 0 1; text-style: bold; }

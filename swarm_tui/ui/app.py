@@ -1,9 +1,9 @@
 """The swarm-tui console: the app's keys, what the panes ask of it, and its factory.
 
-`SwarmApp` is three layers, one concern each: `console.py` (layout, themes, the event drain),
-`steering.py` (what the keys do, and which make sense now), this module (the bindings, with
-ids a user may remap, and the messages of the grid and the error log). `launch.py` runs it
-for the CLI.
+`SwarmApp` is three layers, one concern each: `console.py` (layout, themes, panels) and
+`drain.py` (painting what the run's `RunView` says changed), `steering.py` (what the keys do,
+and which make sense now), this module (the bindings, made from the actions table with ids a
+user may remap, and the messages of the grid and the error log). `launch.py` runs it for the CLI.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ from typing import ClassVar
 
 from textual import on
 from textual.app import App
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.dom import DOMNode
 
 from ..config import Config
 from ..session import SwarmSession
+from ..view.live import LiveRun
+from ..view.source import RunSource
 from .aggregate import AggregateScreen
 from .commands import SwarmCommands
 from .console import REFRESH_HZ
@@ -28,14 +30,11 @@ from .errorlog import ErrorLog
 from .estimate import EstimateScreen
 from .format import short_path
 from .grid import AgentGrid
-from .keys import KeyRow, help_rows
+from .keys import KeyRow, bindings_for, help_rows
 from .provider import ProviderScreen
-from .source import LiveRun, RunSource
 from .steering import Steering, concurrency_step
 
 __all__ = ["KEY_SCOPES", "SwarmApp", "concurrency_step", "make_app"]
-
-CONCURRENCY = Binding.Group("Limit", compact=True)
 
 
 class SwarmApp(Steering):
@@ -45,35 +44,8 @@ class SwarmApp(Steering):
     CSS_PATH = "app.tcss"
     COMMANDS = App.COMMANDS | {SwarmCommands}
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("r", "retry_failed", "Retry", id="app.retry_failed", tooltip="retry every failed agent"),
-        Binding("R", "retry_cursor", "Retry agent", id="app.retry_agent", show=False),
-        Binding("x", "cancel_cursor", "Cancel agent", id="app.cancel_agent", show=False),
-        Binding("p", "toggle_pause", "Pause", id="app.pause", tooltip="pause / resume dispatch"),
-        Binding("a", "abort", "Abort", id="app.abort"),
-        Binding(
-            "plus,equals_sign", "concurrency(1)", "More", id="app.concurrency_up", key_display="+", group=CONCURRENCY
-        ),
-        Binding("minus", "concurrency(-1)", "Less", id="app.concurrency_down", key_display="-", group=CONCURRENCY),
-        Binding("f", "follow", "Follow", id="app.follow", show=False),
-        Binding("t", "cycle_theme", "Theme", id="app.theme"),
-        Binding("h", "toggle_heat", "Heat view", id="app.heat", show=False),
-        Binding("e", "provider", "Provider", id="app.provider"),
-        Binding("g", "aggregate", "Aggregate", id="app.aggregate", tooltip="what the aggregator wrote"),
-        Binding("dollar_sign", "estimate", "Cost projection", id="app.estimate", key_display="$", show=False),
-        Binding("m", "flush_memory", "Flush memory", id="app.flush_memory", show=False),
-        Binding("question_mark", "help", "Help", id="app.help", key_display="?"),
-        Binding("q", "quit", "Quit", id="app.quit"),
-        Binding(  # Textual's own palette binding, with an id (Textual adds none when one exists)
-            App.COMMAND_PALETTE_BINDING,
-            "command_palette",
-            "palette",
-            id="app.palette",
-            show=False,
-            priority=True,
-            tooltip="Open the command palette",
-        ),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings_for("app")
+    """The app's actions' keys, from the actions table (`view/actions.py`), ids and all."""
 
     def key_scopes(self) -> list[type]:
         return [scope for _, scope in KEY_SCOPES]
@@ -92,7 +64,7 @@ class SwarmApp(Steering):
 
     @on(AgentGrid.Opened)
     def _open_detail(self, event: AgentGrid.Opened) -> None:
-        self.push_screen(AgentDetailScreen(self.source, event.index, self.attempts_in_flight))
+        self.push_screen(AgentDetailScreen(self.source, event.index))
 
     @on(AgentGrid.CursorMoved)
     def _cursor_moved(self, event: AgentGrid.CursorMoved) -> None:
@@ -152,7 +124,8 @@ def make_app(
     bell: bool = False,
 ) -> SwarmApp:
     """The app for a session (run here) or a run source (e.g. `AttachedRun`). Tests pass a
-    session on a seeded simulator, a config on a temporary path, and a frozen clock."""
+    session on a seeded simulator or a recorded run's source (`tests/scripted_run.py`), a config
+    on a temporary path, and a frozen clock."""
     run_source = LiveRun(source) if isinstance(source, SwarmSession) else source
     return SwarmApp(
         run_source,

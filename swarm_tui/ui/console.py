@@ -13,7 +13,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import ClassVar
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
@@ -23,18 +22,17 @@ from textual.widgets import Sparkline
 from textual.worker import Worker
 
 from ..config import Config, load_config
-from ..core.events import EngineEvent, RunFinished
+from ..core.events import RunFinished, TaskState
 from ..currency import USD, DisplayCurrency, display_currency
-from ..engine import TaskState
 from ..errors import InputError
-from .detail import InFlight
+from ..view import actions
+from ..view.phase import counts_detail
+from ..view.source import RunSource
 from .errorlog import ErrorLog
 from .footer import KeyFooter
 from .grid import AgentGrid
 from .keys import key_hint, resolve_keymap
 from .panels import NARROW_FOOTER_BELOW, LanePanel, ProviderBar, RunPanel, StatsFigures, StatsFooter
-from .phase import PhaseView, counts_detail
-from .source import RunSource, run_figures
 from .themes import (
     DEFAULT_THEME,
     THEME_ORDER,
@@ -92,6 +90,8 @@ class ConsoleCore(App[int]):
         drifts or fails over."""
         super().__init__()
         self.source = source
+        self.view = source.view
+        """The run as its events tell it: what the widgets paint (the source feeds it)."""
         self.config = config if config is not None else load_config()
         self.currency = display_currency_or_usd(self.config, source.profile.name)
         self.bell_on = bell
@@ -109,50 +109,49 @@ class ConsoleCore(App[int]):
             source.stats.clock = clock
             source.stats.started_at = clock()
         self._refresh_hz = refresh_hz
-        self._events: list[EngineEvent] = []
         self._quitting = False
         self.signalled: str | None = None
         """The signal that stopped the run (SIGHUP, SIGTERM): it exits 130 once its outputs are written."""
-        self._aggregate_ready = (source.run_dir / "aggregate.md").exists()
+        self.aggregate_ready = (source.run_dir / "aggregate.md").exists()
+        """The swarm's aggregate is written: `g` shows it."""
         self._enabled_keys: tuple[object, ...] = ()
         self.keymap: dict[str, str] = {}
         """The config's `[keys]` as applied: binding id -> keys (Textual's names, comma-separated)."""
         self.keymap_problems: list[str] = []
         self._worker: Worker | None = None
-        self.phases = PhaseView()
-        self.rate_limits: tuple[int | None, int | None] = (None, None)
+        self._painted_phase: tuple[str, str] = ("", "")
+        """The phase and detail the panels show (a new one is painted at once, not at 4 Hz)."""
         self._ended_elapsed_s: float | None = None
         """The run's elapsed time when it ended: the footer's clock stops there until it runs again."""
         self._spark: deque[float] = deque(maxlen=SPARK_SECONDS)
         self._spark_bucket: list[float] = []
         self._last_second = float("-inf")
         self._panels_at = float("-inf")
+        self._panels_stale = False
+        """Events came that the panels have not been painted with yet (their 4 Hz held them back)."""
         self.follow: str | None = None
         """What the grid's cursor follows: None, "active" or "failed" (`f`)."""
-        self._last_failed: int | None = None
-        self.attempts_in_flight: dict[int, InFlight] = {}
-        """Each agent's attempt in flight now: its number, endpoint and start (the detail shows it)."""
         self._theme_paths: dict[str, str] = {}
         self._theme_cycle = self._register_themes(theme or self.config.theme or DEFAULT_THEME)
         self._theme_saved = self.theme
 
-    # ----------------------------------------------------------------- the phase (tests and panels read it)
+    # ----------------------------------------------------------------- the phase (the view's; the app sets a few)
 
     @property
     def phase(self) -> str:
-        return self.phases.phase
+        return self.view.phases.phase
 
     @phase.setter
     def phase(self, value: str) -> None:
-        self.phases.phase = value
+        self.view.phases.phase = value
 
     @property
     def phase_detail(self) -> str:
-        return self.phases.detail
+        return self.view.phases.detail
 
     @phase_detail.setter
     def phase_detail(self, value: str) -> None:
-        self.phases.detail = value
+        self.view.phases.detail = value
 
     # ----------------------------------------------------------------- themes
 
@@ -225,7 +224,7 @@ class ConsoleCore(App[int]):
         source = self.source
         yield ProviderBar(id="provider-bar")
         with Horizontal(id="top"):
-            yield AgentGrid([t.index for t in source.tasks], source.states, id="grid")
+            yield AgentGrid([t.index for t in source.tasks], source.states, self.view.agents, id="grid")
             yield RunPanel(id="run-panel")
         yield LanePanel(id="lane")
         yield ErrorLog(id="error-log")
@@ -235,10 +234,12 @@ class ConsoleCore(App[int]):
     def _mount_widgets(self) -> None:
         """The widgets the drain and the panels update, found once; the keymap applied."""
         self._apply_keymap()
+        self.view.phases.resume_key = self.key_hint("app.pause")  # the pause's detail names it
         self.grid = self.query_one(AgentGrid)
         self.error_log = self.query_one(ErrorLog)
         self.error_log.state_of = self.source.states.get
         self.error_log.retry_hint = self.retry_cost
+        self.error_log.clock = self._clock
         self.run_panel = self.query_one(RunPanel)
         self.lane_panel = self.query_one(LanePanel)
         self.stats_footer = self.query_one(StatsFooter)
@@ -298,6 +299,7 @@ class ConsoleCore(App[int]):
 
     def _update_panels(self) -> None:
         source = self.source
+        self._panels_stale = False
         self.query_one(ProviderBar).update_from(source)
         phase, detail = self.phase, self.phase_detail
         notes: list[tuple[int, str]] = []
@@ -305,7 +307,7 @@ class ConsoleCore(App[int]):
             if not source.running and phase in ("RUNNING", "PAUSED", "STARTING"):
                 phase, detail = "NOT RUNNING", counts_detail(source.states)
             notes.append((1, source.liveness(short=0 < self.run_panel.content_size.width < 36)))
-            if getattr(source, "resumable", not source.running):  # a stopped writer's lock would refuse it
+            if source.resumable:  # (a stopped writer's lock would refuse a resume: none is offered)
                 states = source.states.values()
                 unfinished = any(not state.is_final for state in states)
                 failed = any(state is TaskState.FAILED for state in states)
@@ -314,18 +316,9 @@ class ConsoleCore(App[int]):
                     key = self.key_hint("app.retry_failed" if failed else "app.pause")
                     notes.append((1, f"{key}: resume it here, in the background"))
                     notes.append((7, f"or: swarm-tui resume {source.run_dir}{flag}"))
-        figures = run_figures(source)
-        quality = figures.quality if figures is not None else None
+        self._painted_phase = (self.phase, self.phase_detail)
         self.run_panel.update_from(
-            source,
-            self.grid,
-            phase,
-            detail,
-            self.rate_limits,
-            notes,
-            quality,
-            max_lines=self.grid.fit_height,
-            follow=self.follow,
+            source, self.grid, phase, detail, notes, max_lines=self.grid.fit_height, follow=self.follow
         )
         self._update_lane()
         self._update_judge_line()
@@ -335,8 +328,7 @@ class ConsoleCore(App[int]):
     def _update_lane(self) -> None:
         """The lane panel and the footer's batch line, in a run with provider batches; the grid
         gives them their rows when they appear (or grow)."""
-        figures = run_figures(self.source)
-        batches = figures.batches if figures is not None else {}
+        batches = self.view.figures.batches
         if not batches and not self._lane_lines:
             return  # a run without batches: nothing here changes its screen
         rows = self._lane_rows()
@@ -358,18 +350,19 @@ class ConsoleCore(App[int]):
 
     # ----------------------------------------------------------------- which keys make sense now
 
-    STEERING_ACTIONS: ClassVar[tuple[tuple[str, tuple[object, ...]], ...]] = ()
-    """The actions whose enabled state the footer shows (steering.py names them)."""
-    FOOTER_LABELS: ClassVar[tuple[str, ...]] = ("app.quit", "app.pause")
-    """The bindings whose footer label may change with the run (`footer_label`)."""
+    @property
+    def cursor_index(self) -> int | None:
+        """The agent under the grid's cursor (what `R` and `x` act on)."""
+        return self.grid.cursor_index if hasattr(self, "grid") else None
 
     def footer_label(self, binding_id: str) -> str | None:
-        return None
+        """A key's label in the footer as things are now (None: the binding's own)."""
+        return actions.label_now(binding_id, self)
 
     def _refresh_bindings_if_changed(self) -> None:
         """Refresh the keys (enabled, and their labels) only when they changed: a refresh rebuilds the footer."""
-        enabled = tuple(self.check_action(action, parameters) for action, parameters in self.STEERING_ACTIONS)
-        labels = tuple(self.footer_label(binding_id) for binding_id in self.FOOTER_LABELS)
+        enabled = tuple(self.check_action(action.name, action.parameters) for action in actions.STEERED)
+        labels = tuple(self.footer_label(binding_id) for binding_id in actions.FOOTER_LABELS)
         if (enabled, labels) != self._enabled_keys:
             self._enabled_keys = (enabled, labels)
             self.refresh_bindings()

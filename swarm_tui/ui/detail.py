@@ -3,9 +3,9 @@ with a judge) the judge's score of its answer and the reason given.
 
 Everything shown comes from the journal (the source of truth), re-read when the app says the
 agent changed, so a retry started from here is seen through to its end; an attempt still in
-flight is not journaled yet, so the app says which it is (`InFlight`, from its `AttemptStarted`)
-and the detail shows it with its elapsed time and the deadlines it runs under, ticking once a
-second. Provider text (prompts, answers, error messages) is shown literally, never as markup,
+flight is not journaled yet, so the run's view says which it is (`view.agents.InFlight`, from
+its `AttemptStarted`) and the detail shows it with its elapsed time and the deadlines it runs
+under, ticking once a second. Provider text (prompts, answers, error messages) is shown literally, never as markup,
 and in full.
 """
 
@@ -14,26 +14,25 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Collapsible, Static
 
-from ..engine import TaskState
+from ..core.events import TaskState
+from ..view.agents import InFlight
 from . import format as fmt
 from .footer import KeyFooter
 from .grid import LOW_SCORE, STATE_LABELS
-from .keys import key_hint
-from .source import run_figures
+from .keys import bindings_for, key_hint
 
 if TYPE_CHECKING:
+    from ..view.source import RunSource
     from .app import SwarmApp
-    from .source import RunSource
 
 
 def answer_of(result: dict[str, Any] | None) -> tuple[str, dict[str, Any] | None]:
@@ -76,16 +75,6 @@ def messages_text(body: dict[str, Any]) -> Text:
 ATTEMPT_HEADER = " #  started   outcome   st  ms      error          in/out/cached      cost"
 
 
-@dataclass(frozen=True, slots=True)
-class InFlight:
-    """An agent's attempt in flight: what its `AttemptStarted` said, and when (epoch seconds)."""
-
-    number: int
-    endpoint: str
-    started_at: float
-    hedge: bool = False
-
-
 def deadlines_text(source: RunSource, elapsed_s: float) -> str:
     """The deadlines an attempt runs under (README: the three deadlines), with what is left."""
     settings = source.settings
@@ -111,12 +100,7 @@ class AgentDetailScreen(Screen[None]):
     AgentDetailScreen Collapsible { padding: 0; border: none; }
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "app.pop_screen", "Back", id="detail.back"),
-        Binding("r", "retry_agent", "Retry this agent", id="detail.retry"),
-        Binding("left,comma", "step(-1)", "Prev", id="detail.prev"),
-        Binding("right,full_stop", "step(1)", "Next", id="detail.next"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings_for("detail")
 
     def __init__(
         self,
@@ -125,11 +109,11 @@ class AgentDetailScreen(Screen[None]):
         in_flight: Mapping[int, InFlight] | None = None,
         wall_clock=time.time,
     ) -> None:
-        """`in_flight`: the app's attempts in flight, by agent (kept current by its drain)."""
+        """`in_flight`: the attempts in flight, by agent (default: the run view's)."""
         super().__init__()
         self.source = source
         self.index = index
-        self._in_flight = in_flight if in_flight is not None else {}
+        self._in_flight = in_flight if in_flight is not None else source.view.agents.in_flight
         self._wall_clock = wall_clock
         self._tasks = {task.index: task for task in source.tasks}
         self._order = sorted(self._tasks)
@@ -209,8 +193,7 @@ class AgentDetailScreen(Screen[None]):
 
     def _verdict(self, index: int) -> tuple[float, str] | None:
         """The judge's score and reason for this agent's answer (None: not judged)."""
-        figures = run_figures(self.source)
-        return figures.quality.judged.get(index) if figures is not None else None
+        return self.source.view.figures.quality.judged.get(index)
 
     def _fill_verdict(self, verdict: tuple[float, str] | None) -> None:
         """The judge's verdict under the attempts; hidden for an answer not judged (most are not)."""

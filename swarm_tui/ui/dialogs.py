@@ -7,12 +7,12 @@ from typing import ClassVar
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from .keys import KeyRow, key_hint
+from .keys import KeyRow, bindings_for, key_hint
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -30,10 +30,7 @@ class ConfirmScreen(ModalScreen[bool]):
     ConfirmScreen Button { margin-left: 2; }
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
-        Binding("n,escape", "answer(False)", "No", id="confirm.no"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings_for("confirm")
 
     def __init__(self, title: str, body: str, yes: str, no: str = "Cancel") -> None:
         super().__init__()
@@ -108,9 +105,7 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen .help-block { margin-top: 1; }
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,question_mark,q", "app.pop_screen", "Close", id="help.close"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings_for("help")
 
     def __init__(
         self,

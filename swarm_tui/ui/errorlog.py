@@ -22,21 +22,19 @@ message with `[brackets]` shows as written; a cell too narrow for its text ends 
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from rich.text import Text
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
-from ..core.events import Attempt
-from ..engine import TaskState
-from ..progress import PHASE_LABELS
+from ..core.events import TaskState
+from ..view.failures import Failure
 from .format import clock_time, one_line, span
+from .keys import bindings_for
 
 MAX_ROWS = 500
 COLUMNS: tuple[tuple[str, int], ...] = (("time", 8), ("agent", 5), ("error", 14), ("st", 3), ("next", 13))
@@ -45,83 +43,22 @@ NO_TIME_BELOW = 72
 PRUNE_SLACK = 100
 NEXT_SLOT = "next slot"
 """A retry whose backoff is over, waiting for a free slot."""
-DIGITS = re.compile(r"\d+")
+
+__all__ = ["COLUMNS", "ErrorLog", "Failure", "retry_countdown", "what_became"]
 
 
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """One failed attempt, as the log shows it, with what was to happen next."""
-
-    attempt: Attempt
-    next_step: str
-    gave_up: bool = False
-    retry_due: float | None = None
-    """When the retry is due (the app's clock), for the countdown; None when not a pending retry."""
-    kind: str = "retry"
-    """retry (another attempt follows), final (the agent failed), side (a hedged pair's loser),
-    step (a planner's, aggregator's or judge's call: `phase` says which)."""
-    phase: str = ""
-
-    @classmethod
-    def retrying(cls, attempt: Attempt, delay_s: float, now: float | None = None) -> Failure:
-        """NaN delay: a retry is coming but its delay is unknown (an attached view)."""
-        if math.isnan(delay_s):
-            return cls(attempt, "retrying")
-        return cls(attempt, retry_countdown(delay_s), retry_due=None if now is None else now + delay_s)
-
-    @classmethod
-    def final(cls, attempt: Attempt) -> Failure:
-        return cls(attempt, "gave up", gave_up=True, kind="final")
-
-    @classmethod
-    def side(cls, attempt: Attempt) -> Failure:
-        """A hedged pair's call that failed: the other call decides the task."""
-        return cls(attempt, "other call on", kind="side")
-
-    @classmethod
-    def step(cls, phase: str, attempt: Attempt) -> Failure:
-        """A call outside the task grid that failed (`PhaseAttempt`)."""
-        final = attempt.outcome != "retry"
-        return cls(attempt, "gave up" if final else "retrying", gave_up=final, kind="step", phase=phase)
-
-    @property
-    def index(self) -> int:
-        return self.attempt.index
-
-    @property
-    def error_class(self) -> str:
-        error = self.attempt.error
-        return str(error.kind) if error else self.attempt.outcome
-
-    @property
-    def message(self) -> str:
-        error = self.attempt.error
-        return error.message if error else ""
-
-    @property
-    def repeat_key(self) -> tuple[str, str, str]:
-        """What makes two failures repeats of each other: class, status, message (digits aside:
-        a request id or a count in the text does not make it another error)."""
-        return (self.error_class, str(self.attempt.status or ""), DIGITS.sub("#", self.message))
-
-    @property
-    def agent_label(self) -> str:
-        if self.kind == "step":
-            return PHASE_LABELS.get(self.phase, self.phase)[:5]
-        return f"#{self.index + 1}"
-
-    def cells(self, next_text: str, message_width: int = 300) -> dict[str, Text]:
-        """The row's cells by column."""
-        a = self.attempt
-        ended = a.started_at + a.latency_ms / 1000.0
-        return {
-            "time": cell(clock_time(ended)),
-            "agent": cell(self.agent_label, justify="right"),
-            "error": cell(self.error_class),
-            "st": cell(str(a.status) if a.status else "-", justify="right"),
-            "next": cell(next_text, style="bold" if next_text == "gave up" else ""),
-            "message": cell(one_line(self.message, max(4, message_width))),
-        }
+def failure_cells(failure: Failure, next_text: str, message_width: int = 300) -> dict[str, Text]:
+    """A failure's row, cell by column."""
+    a = failure.attempt
+    ended = a.started_at + a.latency_ms / 1000.0
+    return {
+        "time": cell(clock_time(ended)),
+        "agent": cell(failure.agent_label, justify="right"),
+        "error": cell(failure.error_class),
+        "st": cell(str(a.status) if a.status else "-", justify="right"),
+        "next": cell(next_text, style="bold" if next_text == "gave up" else ""),
+        "message": cell(one_line(failure.message, max(4, message_width))),
+    }
 
 
 def cell(text: str, *, justify: str = "left", style: str = "") -> Text:
@@ -179,18 +116,7 @@ class ErrorLog(DataTable, inherit_bindings=False):
     ErrorLog > .datatable--header { background: $panel; color: $text-muted; text-style: bold; }
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "cursor_up", "Cursor up", id="errorlog.cursor_up", show=False),
-        Binding("down", "cursor_down", "Cursor down", id="errorlog.cursor_down", show=False),
-        Binding("pageup", "page_up", "Page up", id="errorlog.page_up", show=False),
-        Binding("pagedown", "page_down", "Page down", id="errorlog.page_down", show=False),
-        Binding("home,ctrl+home", "scroll_top", "First", id="errorlog.first", show=False),
-        Binding("end,ctrl+end", "scroll_bottom", "Last", id="errorlog.last", show=False),
-        Binding("enter", "select_cursor", "Detail", id="errorlog.open"),
-        Binding("R", "retry_row", "Retry row", id="errorlog.retry"),
-        Binding("c", "cycle_class", "Class", id="errorlog.filter"),
-        Binding("u", "toggle_group", "Group", id="errorlog.group"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings_for("errorlog")
 
     class OpenRequested(Message):
         """Enter on a row: show its agent (a step's row: its failure in full). Nothing is sent."""
@@ -234,6 +160,9 @@ class ErrorLog(DataTable, inherit_bindings=False):
         """The agent's state now (the app gives the run's)."""
         self.retry_hint: Callable[[list[int]], str] = lambda agents: ""
         """What retrying these agents would cost, in a few words (the app's)."""
+        self.clock: Callable[[], float] | None = None
+        """The app's clock: a retry's countdown runs on it from when its row is shown (None: the
+        row says the retry's delay and no countdown)."""
 
     def on_mount(self) -> None:
         self._add_columns()
@@ -263,6 +192,9 @@ class ErrorLog(DataTable, inherit_bindings=False):
     def add_failures(self, failures: list[Failure]) -> None:
         if not failures:
             return
+        if self.clock is not None:
+            now = self.clock()
+            failures = [failure.shown_at(now) for failure in failures]
         self.failures_seen += len(failures)
         for failure in failures:
             if failure.kind != "step":
@@ -318,6 +250,8 @@ class ErrorLog(DataTable, inherit_bindings=False):
             return retry_countdown(failure.retry_due - self._now)
         if failure.kind == "retry" and not latest:
             return "retried"
+        if not failure.next_step and failure.delay_s is not None:
+            return retry_countdown(failure.delay_s)
         return failure.next_step
 
     def _shown(self, failure: Failure) -> bool:
@@ -350,7 +284,7 @@ class ErrorLog(DataTable, inherit_bindings=False):
         self.add_row(*self._cells(row), key=key)
 
     def _cells(self, row: Row) -> tuple[Text, ...]:
-        cells = row.last.cells(self.next_text(row), self._message_width)
+        cells = failure_cells(row.last, self.next_text(row), self._message_width)
         if self.grouped and len(row.failures) > 1:
             cells["agent"] = cell(f"×{len(row.failures)}", justify="right")
         return tuple(cells[key] for key, _ in (*self._shown_columns, ("message", 0)))

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
@@ -28,6 +28,7 @@ from ..errors import InputError
 from ..estimate import Estimate, Scenario, build_estimate, format_table, scenario_from_usage, table_cells
 from ..pricing import PriceTable
 from .footer import KeyFooter
+from .keys import bindings_for
 
 
 def projection(stats: RunStats, config: Config, currency: DisplayCurrency) -> Estimate | str:
@@ -47,9 +48,7 @@ def summary_and_notes(text: str) -> tuple[str, str]:
 
 
 class EstimateScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,dollar_sign,q", "app.pop_screen", "Back", id="estimate.back"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings_for("estimate")
 
     DEFAULT_CSS = """
     EstimateScreen #estimate-title { background: $panel; padding: 0 1; text-style: bold; }

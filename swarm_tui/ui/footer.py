@@ -3,9 +3,10 @@
 Textual's `Footer` lays every shown binding out in a row and lets the terminal's edge cut the
 last ones (`? Help  q▏` at 80 columns; `q Qu▏` on a busy detail screen). This one measures each
 key before it mounts it and leaves out, when the row is too short, the keys the user needs
-least here (`RANKS`: Quit/Detach, Help and Back last of all), so that every label shown is
-shown whole. A key's label may also depend on the moment: the app's `footer_label(binding_id)`
-says "Detach" for an attached view's quit and "Resume" for a paused run's pause.
+least here (each action's `rank` in `view/actions.py`: Quit/Detach, Help and Back last of
+all), so that every label shown is shown whole. A key's label may also depend on the moment:
+the app's `footer_label(binding_id)` says "Detach" for an attached view's quit and "Resume" for
+a paused run's pause.
 
 Each key is Textual's own `FooterKey` (its colours, hover, click and the `-disabled` look of a
 key that makes no sense now; Textual exports it from no public module, and is pinned exactly),
@@ -25,32 +26,7 @@ from textual.binding import Binding
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
-RANKS: dict[str, int] = {
-    "app.quit": 0,
-    "app.help": 0,
-    "detail.back": 0,
-    "aggregate.back": 0,
-    "estimate.back": 0,
-    "detail.retry": 1,
-    "errorlog.open": 1,
-    "errorlog.retry": 1,
-    "app.retry_failed": 1,
-    "app.pause": 1,
-    "app.abort": 2,
-    "detail.prev": 3,
-    "detail.next": 3,
-    "app.concurrency_up": 4,
-    "app.concurrency_down": 4,
-    "errorlog.filter": 4,
-    "errorlog.group": 4,
-    "app.provider": 5,
-    "app.follow": 5,
-    "app.aggregate": 5,
-    "app.theme": 6,
-    "app.palette": 7,
-}
-"""Which keys stay longest when the row is short (0 stays; a binding not named here: 3)."""
-DEFAULT_RANK = 3
+from ..view.actions import BY_ID, DEFAULT_RANK
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +94,8 @@ class KeyFooter(Footer):
                 label = binding.description
             if label_of is not None and binding.id:
                 label = label_of(binding.id) or label
-            rank = RANKS.get(binding.id or "", DEFAULT_RANK)
+            action = BY_ID.get(binding.id or "")
+            rank = action.rank if action is not None else DEFAULT_RANK
             items.append(FooterItem(binding, key_display, label, enabled, tooltip or binding.tooltip, rank))
         return items
 

@@ -52,7 +52,7 @@ from typing import ClassVar
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.color import Color
 from textual.geometry import Region, Size
 from textual.message import Message
@@ -60,7 +60,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ..engine import TaskState
+from ..core.events import TaskState
+from ..view.agents import AgentFacts
 from .cells import (
     BATCH_GLYPH,
     GLYPHS,
@@ -74,10 +75,10 @@ from .cells import (
     THINKING_MARK,
     TOOL_GLYPH,
     TOOL_MARK,
-    CellFacts,
 )
 from .contrast import readable_on
 from .grid_layout import choose_layout
+from .keys import bindings_for
 
 __all__ = ["BATCH_GLYPH", "GLYPHS", "LOW_GLYPH", "LOW_SCORE", "STATES", "STATE_LABELS", "TOOL_GLYPH", "AgentGrid"]
 
@@ -88,8 +89,10 @@ def state_class(state: TaskState) -> str:
     return f"agent-grid--{state.value}"
 
 
-class AgentGrid(ScrollView, CellFacts, can_focus=True, inherit_bindings=False):
-    """Agents as cells coloured by state (or by latency, in the heat view), with a cursor.
+class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
+    """Agents as cells coloured by state (or by latency, in the heat view), with a cursor; what
+    each cell shows besides its state (step, tools, batch line, score, latency) is the run view's
+    (`facts`).
 
     Its keys are its own (`grid.*` ids, remappable), not a scroll view's: the cursor scrolls."""
 
@@ -130,17 +133,7 @@ class AgentGrid(ScrollView, CellFacts, can_focus=True, inherit_bindings=False):
     AgentGrid:blur > .agent-grid--cursor { text-style: bold underline; }
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("left", "move(-1, 0)", "left", id="grid.cursor_left", show=False),
-        Binding("right", "move(1, 0)", "right", id="grid.cursor_right", show=False),
-        Binding("up", "move(0, -1)", "up", id="grid.cursor_up", show=False),
-        Binding("down", "move(0, 1)", "down", id="grid.cursor_down", show=False),
-        Binding("home", "jump('first')", "first", id="grid.first", show=False),
-        Binding("end", "jump('last')", "last", id="grid.last", show=False),
-        Binding("pageup", "move(0, -10)", "page up", id="grid.page_up", show=False),
-        Binding("pagedown", "move(0, 10)", "page down", id="grid.page_down", show=False),
-        Binding("enter", "open", "Detail", id="grid.open", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings_for("grid")
 
     cursor: reactive[int] = reactive(0, always_update=False, layout=False)
     """Position (not task index) of the cell under the cursor."""
@@ -164,6 +157,7 @@ class AgentGrid(ScrollView, CellFacts, can_focus=True, inherit_bindings=False):
         self,
         indices: Sequence[int],
         states: Mapping[int, TaskState],
+        facts: AgentFacts | None = None,
         *,
         name: str | None = None,
         id: str | None = None,
@@ -171,8 +165,9 @@ class AgentGrid(ScrollView, CellFacts, can_focus=True, inherit_bindings=False):
     ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self._states = states
+        self.facts = facts if facts is not None else AgentFacts()
+        """The agents' facts the cells show (the run view's: the app feeds it, the grid only reads)."""
         self._set_indices(indices)
-        CellFacts.__init__(self)
         self._step_inside = False
         """Cells have room for `:step` after the number; otherwise the step takes the number's place."""
         self._heat_bounds: list[float] = []
@@ -333,16 +328,18 @@ class AgentGrid(ScrollView, CellFacts, can_focus=True, inherit_bindings=False):
         segments: list[Segment] = []
         gap = Segment(" ", base)
         start = row * self.columns
+        facts = self.facts
+        latencies = facts.latency
         for pos in range(start, min(start + self.columns, self.count)):
             index = self._indices[pos]
             state = self._states.get(index, TaskState.QUEUED)
-            step = self.step_of(index) if self.stepping and state in STEP_STATES else None
+            step = facts.step_of(index) if facts.stepping and state in STEP_STATES else None
             in_tools = step is not None and step[1] is not None and state is TaskState.RUNNING
-            batched = state is TaskState.RUNNING and index in self._in_batch
-            score = self._scores.get(index) if state is TaskState.SUCCEEDED else None
+            batched = state is TaskState.RUNNING and facts.is_in_batch(index)
+            score = facts.score_of(index) if state is TaskState.SUCCEEDED else None
             low = score is not None and score <= LOW_SCORE
             style = styles["batch" if batched else "tool" if in_tools else "low-score" if low else state]
-            if self.heat and (latency := self._latency.get(index)) is not None and self._heat_bounds:
+            if self.heat and (latency := latencies.get(index)) is not None and self._heat_bounds:
                 style = styles[f"heat-{1 + bisect_right(self._heat_bounds, latency)}"]
             if score is not None:
                 style = style + styles["judged"]

@@ -6,7 +6,8 @@ one keymap (`App.set_keymap`) to the bindings of every screen and widget in the 
 so an id must be unique across them all. This module checks the user's `[keys]` against the
 ids that exist (an unknown id is reported, naming the file, never dropped in silence), says
 which binding a remapped key takes from another, and lists each binding with its key as bound
-now for the help (`?`). It imports no screen: the app hands it the classes (`KEY_SCOPES`).
+now for the help (`?`). It imports no screen: the app hands it the classes (`KEY_SCOPES`). The
+bindings themselves, their ids and help texts, come from the actions table (`view/actions.py`).
 """
 
 from __future__ import annotations
@@ -18,82 +19,41 @@ from pathlib import Path
 from typing import Any
 
 from textual.app import App
-from textual.binding import Binding, BindingsMap
+from textual.binding import Binding, BindingsMap, BindingType
 from textual.dom import DOMNode
 from textual.keys import _normalize_key_list, key_to_character
 
-LEGACY_IDS = {
-    old: "app." + old.replace("-", "_")
-    for old in (
-        "retry-failed",
-        "retry-agent",
-        "pause",
-        "abort",
-        "concurrency-up",
-        "concurrency-down",
-        "theme",
-        "heat",
-        "provider",
-        "aggregate",
-        "estimate",
-        "flush-memory",
-        "help",
-        "quit",
-    )
-}
-"""The App's ids before they were namespaced (`help`, `retry-failed`...): a config with them still works."""
+from ..view.actions import BY_ID, CONCURRENCY, LEGACY_IDS, of_scope
 
-KEY_HELP = {
-    "app.retry_failed": "retry every failed agent (they restart at once; attached to a run nobody drives: resume it)",
-    "app.retry_agent": "retry the failed (or cancelled) agent under the grid cursor",
-    "app.cancel_agent": "cancel the agent under the grid cursor (R starts it again)",
-    "app.pause": "pause dispatch (in-flight calls finish) / resume; a run nobody drives (attached): resume it",
-    "app.abort": "abort the run (asks first); the journal stays resumable",
-    "app.concurrency_up": "raise the ceiling (the adaptive limit works under it)",
-    "app.concurrency_down": "lower the ceiling (the adaptive limit works under it)",
-    "app.theme": "next theme: swarm-dark, swarm-light, swarm-high-contrast (remembered in the config)",
-    "app.follow": "follow: the cursor goes with the first agent in flight, then with each failure, then stays",
-    "app.heat": "latency heat view: colour agents by latency",
-    "app.provider": "provider pane: profiles, edit, save, test connection",
-    "app.aggregate": "the aggregate: what the swarm's aggregator wrote (aggregate.md)",
-    "app.estimate": "monthly cost projection of this run's tokens per task, on every priced model",
-    "app.flush_memory": "flush the swarm's rolling memory: later rounds start from the shared context only",
-    "app.help": "this help",
-    "app.palette": "command palette: every action by name; 'agent 42' opens one",
-    "app.quit": "quit (a run in flight is aborted after you confirm); an attached view detaches",
-    "grid.cursor_left": "cursor one agent left",
-    "grid.cursor_right": "cursor one agent right",
-    "grid.cursor_up": "cursor one row up",
-    "grid.cursor_down": "cursor one row down",
-    "grid.first": "cursor to the first agent",
-    "grid.last": "cursor to the last agent",
-    "grid.page_up": "cursor ten rows up",
-    "grid.page_down": "cursor ten rows down",
-    "grid.open": "open the agent under the cursor: prompt, answer, every attempt",
-    "errorlog.cursor_up": "previous row",
-    "errorlog.cursor_down": "next row",
-    "errorlog.page_up": "a page of rows up",
-    "errorlog.page_down": "a page of rows down",
-    "errorlog.first": "first (oldest) row",
-    "errorlog.last": "last (newest) row",
-    "errorlog.open": "open the row's agent: every attempt, the full message (sends nothing)",
-    "errorlog.retry": "retry the row's agent (a group's: every failed one); the log's title says what it costs",
-    "errorlog.filter": "show one error class, then the next (then every class)",
-    "errorlog.group": "group repeats: the same class, status and message in one row, counted",
-    "detail.back": "back to the grid",
-    "detail.retry": "retry this agent (when it failed)",
-    "detail.prev": "previous agent",
-    "detail.next": "next agent",
-    "confirm.yes": "yes: do it (abort, quit)",
-    "confirm.no": "no: cancel",
-    "help.close": "close this help",
-    "provider.close": "close the provider pane",
-    "provider.save": "save the profile to the config file",
-    "provider.test": "test the connection with the profile as edited",
-    "estimate.back": "back to the grid",
-    "aggregate.back": "back to the grid",
-}
-"""What each binding does, as the help says it (a binding missing here shows its description)."""
+__all__ = ["LEGACY_IDS", "KeyRow", "Keymap", "bindings_for", "help_rows", "key_hint", "resolve_keymap"]
+
+GROUPS = {CONCURRENCY: Binding.Group(CONCURRENCY, compact=True)}
+"""The footer's groups of keys shown as one (`+-` for the concurrency ceiling's two)."""
+
+
+def bindings_for(scope: str) -> list[BindingType]:
+    """The bindings of one screen or widget (`app`, `grid`, `errorlog`, `detail`...), from the
+    actions table (`view.actions`), in its order."""
+    return [
+        Binding(
+            action.keys,
+            action.action,
+            action.label,
+            show=action.show,
+            key_display=action.key_display,
+            priority=action.priority,
+            tooltip=action.tooltip,
+            id=action.id,
+            group=GROUPS.get(action.group) if action.group else None,
+        )
+        for action in of_scope(scope)
+    ]
+
+
+def merged_bindings(node: type[DOMNode]) -> BindingsMap:
+    """A class's bindings as Textual merges them (its own over those it inherits): the keys a
+    remap may take from another binding. Textual has no public way to read them from a class."""
+    return node._merge_bindings()  # noqa: SLF001
 
 
 def own_bindings(node: type[DOMNode]) -> list[Binding]:
@@ -149,7 +109,7 @@ def resolve_keymap(keys: Mapping[str, str], scopes: Iterable[type[DOMNode]], con
 def clashes(scope: type[DOMNode], keymap: Mapping[str, str], given_as: Mapping[str, str]) -> list[str]:
     """Keys a remap takes from another binding of the same class (Textual then drops that
     binding from the key), and keys two remaps both claim."""
-    before = scope._merge_bindings().key_to_bindings
+    before = merged_bindings(scope).key_to_bindings
     after = bound_keys(scope, keymap)
     on_key: dict[str, list[str]] = {}
     for binding_id, bindings in after.items():
@@ -182,7 +142,7 @@ def bound_keys(node: type[DOMNode], keymap: Mapping[str, str]) -> dict[str, list
 
 @lru_cache(maxsize=256)
 def _bound_keys(node: type[DOMNode], keymap: tuple[tuple[str, str], ...]) -> dict[str, list[Binding]]:
-    bindings: BindingsMap = node._merge_bindings()
+    bindings = merged_bindings(node)
     if keymap:
         bindings.apply_keymap(dict(keymap))
     found: dict[str, list[Binding]] = {}
@@ -225,6 +185,11 @@ def help_rows(scope: type[DOMNode], keymap: Mapping[str, str]) -> list[KeyRow]:
     bound = bound_keys(scope, keymap)
     described = {b.id: b.tooltip or b.description for b in own_bindings(scope) if b.id}
     return [
-        KeyRow(keys_text(bound.get(binding_id, [])), binding_id, KEY_HELP.get(binding_id, described[binding_id]))
+        KeyRow(keys_text(bound.get(binding_id, [])), binding_id, _help_of(binding_id, described[binding_id]))
         for binding_id in binding_ids(scope)
     ]
+
+
+def _help_of(binding_id: str, described: str) -> str:
+    action = BY_ID.get(binding_id)
+    return action.help if action is not None else described

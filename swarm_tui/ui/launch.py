@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from ..engine import TaskState
+from ..core.events import TaskState
 from ..headless import print_summary
 from ..session import SwarmSession
+from ..view.phase import counts_detail
 from .app import make_app
-from .phase import counts_detail
 
 
 def run_tui(session: SwarmSession, theme: str | None = None, *, bell: bool = False, retried: bool = False) -> int:
@@ -34,14 +34,13 @@ def run_tui(session: SwarmSession, theme: str | None = None, *, bell: bool = Fal
             if app.signalled:
                 code = app.run_exit_code()
             if session.summary is not None or session.engine.tasks:  # the screen is gone: say where things stand
-                pace = getattr(app.source, "pace", None)
                 with contextlib.suppress(OSError):
                     print_summary(
                         session.summary or session.finalize(),
                         session.engine.outcome(),
                         session,
                         sys.stderr,
-                        session_s=pace.session_elapsed_s if pace is not None else None,
+                        session_s=app.view.pace.session_elapsed_s,
                         retried=retried,
                     )
         finally:

@@ -31,8 +31,8 @@ from .text_panel import TextPanel
 if TYPE_CHECKING:
     from ..currency import DisplayCurrency
     from ..engine import RunStats
-    from ..runlog import BatchView
-    from .source import RunSource
+    from ..view.figures import BatchView
+    from ..view.source import RunSource
 
 __all__ = ["SPARK_BARS", "LanePanel", "ProviderBar", "RunPanel", "StatsFigures", "StatsFooter", "TextPanel"]
 
@@ -103,7 +103,7 @@ class LanePanel(TextPanel):
     colour's legend with the lines waiting, then the latest batches, one a line: id, status,
     requests done and failed of the batch's, time in the provider's 24 h window, next poll.
 
-    It reads the run's `RunFigures.batches`, kept from the events alone, so a live view and an
+    It reads the run view's `RunFigures.batches`, kept from the events alone, so a live view and an
     attached one show the same lines. Hidden (no height at all) in a run without batches."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -229,78 +229,98 @@ class StatsFigures(TextPanel):
         while it runs. `eta_s`: the ETA to show (None: unknown, or paused). `narrow`: below 80
         columns, the progress line first and the tokens left out."""
         stats = source.stats
-        label: Style = self.get_component_rich_style("stats-figures--label")
-        bad: Style = self.get_component_rich_style("stats-figures--bad")
-        text = Text(no_wrap=True, overflow="crop")
-
-        def field(name: str, value: str, style: Style | str = "") -> None:
-            text.append(name, label)
-            text.append(value, style)
-
-        def cost() -> None:
-            if stats.cost_known:
-                field("cost ", fmt.usd(stats.cost_usd, 9))
-                field("", fmt.money(stats.cost_usd, currency, 11))
-            else:
-                text.append("price unknown".ljust(25), self.get_component_rich_style("stats-figures--unknown"))
-
-        def latency() -> None:
-            field("p50 ", fmt.latency(stats.percentile(0.5)))
-            field(" p95 ", fmt.latency(stats.percentile(0.95)))
-            field(" p99 ", fmt.latency(stats.percentile(0.99)))
-
+        line = _FooterText(
+            stats,
+            currency,
+            self.get_component_rich_style("stats-figures--label"),
+            self.get_component_rich_style("stats-figures--bad"),
+            self.get_component_rich_style("stats-figures--unknown"),
+        )
         req_s, tok_s = stats.rates() if elapsed_s is None else average_rates(stats, elapsed_s)
         in_flight = f"{stats.in_flight:>4}" if source.in_flight_known else "   ?"
         clock = fmt.duration(stats.elapsed_s if elapsed_s is None else elapsed_s).rjust(7)
         if narrow:
-            field("done ", f"{stats.succeeded:>5}")
-            field(" failed ", f"{stats.failed:>4}", bad if stats.failed else "")
-            field(" of ", f"{stats.total:<5}")
-            field(" ", clock)
-            field(" ETA ", fmt.duration(eta_s))
-            text.append("\n")
-            cost()
-            field("in flight ", f"{in_flight}/{source.limit:<4}")
-            text.append("\n")
-            latency()
-            field(" ", fmt.rate(req_s))
-            field(" req/s", "")
+            line.progress(clock, eta_s)
+            line.text.append("\n")
+            line.cost()
+            line.field("in flight ", f"{in_flight}/{source.limit:<4}")
+            line.text.append("\n")
+            line.latency()
+            line.field(" ", fmt.rate(req_s))
+            line.field(" req/s", "")
         else:
-            cost()
+            line.cost()
             usage = stats.usage
-            field("tok in ", fmt.si(usage.prompt))
-            field(" out ", fmt.si(usage.completion))
-            field(" cached ", fmt.si(usage.cached))
-            text.append("\n")
-            latency()
-            field("   ", fmt.rate(req_s))
-            field(" req/s ", fmt.rate(tok_s))
-            field(" tok/s", "")
-            text.append("\n")
-            field("in flight ", f"{in_flight}/{source.limit:<4}")
-            field(" done ", f"{stats.succeeded:>5}")
-            field(" failed ", f"{stats.failed:>4}", bad if stats.failed else "")
-            field(" of ", f"{stats.total:<5}")
-            field(" ", clock)
-            field(" ETA ", fmt.duration(eta_s))
+            line.field("tok in ", fmt.si(usage.prompt))
+            line.field(" out ", fmt.si(usage.completion))
+            line.field(" cached ", fmt.si(usage.cached))
+            line.text.append("\n")
+            line.latency()
+            line.field("   ", fmt.rate(req_s))
+            line.field(" req/s ", fmt.rate(tok_s))
+            line.field(" tok/s", "")
+            line.text.append("\n")
+            line.field("in flight ", f"{in_flight}/{source.limit:<4}")
+            line.progress(clock, eta_s, lead=" ")
+        line.lanes()
+        self.set_class(narrow, "-narrow")
+        self.show(line.text)
+
+
+class _FooterText:
+    """The footer's figures as one text of fixed-width fields, labels dimmed."""
+
+    def __init__(self, stats: RunStats, currency: DisplayCurrency, label: Style, bad: Style, unknown: Style) -> None:
+        self.stats, self.currency = stats, currency
+        self.label, self.bad, self.unknown = label, bad, unknown
+        self.text = Text(no_wrap=True, overflow="crop")
+
+    def field(self, name: str, value: str, style: Style | str = "") -> None:
+        self.text.append(name, self.label)
+        self.text.append(value, style)
+
+    def cost(self) -> None:
+        stats = self.stats
+        if stats.cost_known:
+            self.field("cost ", fmt.usd(stats.cost_usd, 9))
+            self.field("", fmt.money(stats.cost_usd, self.currency, 11))
+        else:
+            self.text.append("price unknown".ljust(25), self.unknown)
+
+    def latency(self) -> None:
+        stats = self.stats
+        self.field("p50 ", fmt.latency(stats.percentile(0.5)))
+        self.field(" p95 ", fmt.latency(stats.percentile(0.95)))
+        self.field(" p99 ", fmt.latency(stats.percentile(0.99)))
+
+    def progress(self, clock: str, eta_s: float | None, lead: str = "") -> None:
+        """done, failed, of the total, the elapsed time and the ETA."""
+        stats = self.stats
+        self.field(f"{lead}done ", f"{stats.succeeded:>5}")
+        self.field(" failed ", f"{stats.failed:>4}", self.bad if stats.failed else "")
+        self.field(" of ", f"{stats.total:<5}")
+        self.field(" ", clock)
+        self.field(" ETA ", fmt.duration(eta_s))
+
+    def lanes(self) -> None:
+        """The batch lane's line and the judge's, in a run that has them."""
+        stats = self.stats
         if stats.batch_sent:  # "in flight" counts live calls; batch lines wait at the provider
-            text.append("\n")
-            field("in batch ", f"{stats.batch_waiting:>5}")
-            field(" waiting", "")
+            self.text.append("\n")
+            self.field("in batch ", f"{stats.batch_waiting:>5}")
+            self.field(" waiting", "")
             if stats.cost_known:
                 live = max(0.0, stats.cost_usd - stats.batch_cost_usd)
-                field("   cost (live ", fmt.usd(live, 0))
-                field(" · batch ", fmt.usd(stats.batch_cost_usd, 0))
-                field(")", "")
+                self.field("   cost (live ", fmt.usd(live, 0))
+                self.field(" · batch ", fmt.usd(stats.batch_cost_usd, 0))
+                self.field(")", "")
         if stats.judge_cost_usd > 0:  # inside `cost` above, shown apart
-            text.append("\n")
-            field("judge ", fmt.usd(stats.judge_cost_usd, 9))
-            field("", fmt.money(stats.judge_cost_usd, currency, 11))
+            self.text.append("\n")
+            self.field("judge ", fmt.usd(stats.judge_cost_usd, 9))
+            self.field("", fmt.money(stats.judge_cost_usd, self.currency, 11))
             share = stats.judge_cost_usd / stats.cost_usd if stats.cost_usd > 0 else 0.0
-            field("", f"{share:>6.1%}")
-            field(" of the cost", "")
-        self.set_class(narrow, "-narrow")
-        self.show(text)
+            self.field("", f"{share:>6.1%}")
+            self.field(" of the cost", "")
 
 
 class StatsFooter(Horizontal):

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
@@ -27,10 +27,10 @@ from textual.widgets import Button, Input, Label, Select, Static
 from ..config import Config
 from ..providers.probe import probe_profile
 from ..providers.profile import ProviderProfile, env_name_problem, has_credentials, key_status, looks_like_key
-from .keys import key_hint
+from .keys import bindings_for, key_hint
 
 if TYPE_CHECKING:
-    from .source import RunSource
+    from ..view.source import RunSource
 
 TEXT_FIELDS = ("base_url", "model", "api_key_env", "fallback_base_url", "fallback_model")
 NUMBER_FIELDS = {"concurrency": int, "rpm": int, "tpm": int, "timeout": float}
@@ -118,11 +118,7 @@ class ProviderScreen(ModalScreen[None]):
     ProviderScreen Button { min-width: 10; margin-right: 1; }
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "app.pop_screen", "Close", id="provider.close"),
-        Binding("ctrl+s", "save", "Save", id="provider.save"),
-        Binding("ctrl+t", "probe", "Test connection", id="provider.test"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings_for("provider")
 
     def __init__(self, config: Config, source: RunSource) -> None:
         super().__init__()

@@ -18,15 +18,16 @@ from typing import TYPE_CHECKING, ClassVar
 from rich.style import Style
 from rich.text import Text
 
-from ..engine import TaskState
+from ..core.events import TaskState
+from ..view.agents import AgentFacts
 from . import format as fmt
 from .grid import BATCH_GLYPH, GLYPHS, LOW_GLYPH, LOW_SCORE, STATE_LABELS, TOOL_GLYPH, AgentGrid
 from .keys import key_hint
 from .text_panel import TextPanel
 
 if TYPE_CHECKING:
-    from ..runlog import QualityView
-    from .source import RunSource
+    from ..view.figures import QualityView
+    from ..view.source import RunSource
 
 SPARK_BARS = "▁▂▃▄▅▆▇█"
 """The judge's sparkline: one bar a score, on the fixed 1-10 scale (a fall shows as a fall)."""
@@ -69,17 +70,16 @@ class RunPanel(TextPanel):
         grid: AgentGrid,
         phase: str,
         detail: str,
-        rate_limits: tuple[int | None, int | None] = (None, None),
         notes: Sequence[tuple[int, str]] = (),
-        quality: QualityView | None = None,
         max_lines: int | None = None,
         follow: str | None = None,
     ) -> None:
         """`notes`: ranked lines under the phase (an attached view: who drives the run, how to resume it);
         the phase, its detail and the notes wrap to the panel's width rather than lose their ends.
-        `quality`: the judge's scores (a run with a judge), shown once an answer is judged.
-        `max_lines`: the rows the panel has without squeezing the error log and the footer (the
-        grid's). `follow`: what the grid's cursor follows ("active", "failed"), if anything."""
+        The judge's scores (a run with a judge) show once an answer is judged; the agents' facts,
+        the rate limits and the scores are the run view's (`source.view`). `max_lines`: the rows
+        the panel has without squeezing the error log and the footer (the grid's). `follow`: what
+        the grid's cursor follows ("active", "failed"), if anything."""
         self._style = self.get_component_rich_style
         self._dim = self._style("run-panel--dim")
         self._bad = self._style("run-panel--bad")
@@ -89,9 +89,10 @@ class RunPanel(TextPanel):
         lines.append((8, self._run_name(source)))
         digits = len(str(len(source.states)))
         lines += self._legend(source, grid, digits, width)
-        if quality is not None and quality.judged:
+        quality = source.view.figures.quality
+        if quality.judged:
             lines += self._judge_lines(quality, grid, digits, width)
-        lines += self._figures(source, rate_limits, width)
+        lines += self._figures(source, source.view.figures.rate_limits, width)
         if grid.heat:
             lines += self._heat_scale(grid)
         lines += self._where(source, grid, follow)
@@ -124,11 +125,12 @@ class RunPanel(TextPanel):
         counts = Counter(source.states.values())
         labels = dict(STATE_LABELS)
         entries: list[tuple[int, Text]] = []
-        if grid.stepping:  # multi-step agents: a running one thinks, or runs its tools (their own entry)
+        facts = source.view.agents
+        if facts.stepping:  # multi-step agents: a running one thinks, or runs its tools (their own entry)
             labels[TaskState.RUNNING] = "thinking"
-            counts[TaskState.RUNNING] = max(0, counts[TaskState.RUNNING] - grid.in_tools)
-        if grid.batching:  # running: live calls; the lines waiting in batches have their own entry
-            counts[TaskState.RUNNING] = max(0, counts[TaskState.RUNNING] - grid.in_batch)
+            counts[TaskState.RUNNING] = max(0, counts[TaskState.RUNNING] - facts.in_tools)
+        if facts.batching:  # running: live calls; the lines waiting in batches have their own entry
+            counts[TaskState.RUNNING] = max(0, counts[TaskState.RUNNING] - facts.in_batch)
         for state, rank in LEGEND:
             entry = Text()
             if grid.heat and state is TaskState.SUCCEEDED:
@@ -140,15 +142,15 @@ class RunPanel(TextPanel):
                 entry.append(f" {counts[state]:>{digits}} ")
                 entry.append(labels[state], self._bad if state is TaskState.FAILED and counts[state] else "")
             entries.append((rank, entry))
-        if grid.stepping:
+        if facts.stepping:
             entry = Text()
             entry.append(f"{TOOL_GLYPH} ", grid.tool_style())
-            entry.append(f" {grid.in_tools:>{digits}} in tools")
+            entry.append(f" {facts.in_tools:>{digits}} in tools")
             entries.insert(3, (2, entry))
-        if grid.batching:
+        if facts.batching:
             entry = Text()
             entry.append(f"{BATCH_GLYPH} ", grid.batch_style())
-            entry.append(f" {grid.in_batch:>{digits}} in batch")
+            entry.append(f" {facts.in_batch:>{digits}} in batch")
             entries.insert(3, (2, entry))
         column = 2 + 1 + digits + 1 + LABEL_WIDTH
         lines: list[Line] = []
@@ -163,7 +165,7 @@ class RunPanel(TextPanel):
                 lines.append((min(rank for rank, _ in pair), line))
         else:
             lines = entries
-        if grid.stepping:  # and how a cell tells it: a sample cell, as the grid draws it now
+        if facts.stepping:  # and how a cell tells it: a sample cell, as the grid draws it now
             sample = Text()
             sample.append(*grid.cell_sample(6, 3, in_tools=True))
             where = " agent 7, step 3" if grid.step_beside_number else "" if grid.compact else " step 3"
@@ -251,8 +253,9 @@ class RunPanel(TextPanel):
             return lines
         state = source.states.get(index, TaskState.QUEUED)
         cursor = Text()
-        cursor.append(f"▸ agent {index + 1}: {self._agent_state(grid, index, state)}", "bold")
-        score = grid.score_of(index) if state is TaskState.SUCCEEDED else None
+        facts = source.view.agents
+        cursor.append(f"▸ agent {index + 1}: {self._agent_state(facts, index, state)}", "bold")
+        score = facts.score_of(index) if state is TaskState.SUCCEEDED else None
         if score is not None:
             cursor.append(f", judged {score:g}", self._style("run-panel--paused") if score <= LOW_SCORE else "bold")
         open_key = key_hint(self.app, AgentGrid, "grid.open")
@@ -264,9 +267,9 @@ class RunPanel(TextPanel):
         return lines
 
     @staticmethod
-    def _agent_state(grid: AgentGrid, index: int, state: TaskState) -> str:
+    def _agent_state(facts: AgentFacts, index: int, state: TaskState) -> str:
         """The state of the agent under the cursor; for a multi-step agent, its step and what it does."""
-        step = grid.step_of(index) if state in (TaskState.RUNNING, TaskState.RETRYING) else None
+        step = facts.step_of(index) if state in (TaskState.RUNNING, TaskState.RETRYING) else None
         if step is None:
             return STATE_LABELS[state]
         number, tools = step

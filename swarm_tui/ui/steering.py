@@ -11,20 +11,18 @@ resume it, in the background, and goes on watching it.
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar
 
-from ..engine import TaskState
+from ..core.events import TaskState
 from ..headless import STOP_GRACE_S
+from ..view import actions
+from ..view.rules import any_unfinished, dead_attached
 from .aggregate import AggregateScreen
 from .detail import AgentDetailScreen
 from .dialogs import ConfirmScreen
 from .drain import DrainingConsole
 from .estimate import EstimateScreen
-from .grid import STATE_LABELS
 from .provider import ProviderScreen
 
-ACTIVE_STATES = frozenset({TaskState.QUEUED, TaskState.RUNNING, TaskState.RETRYING})
-"""States of a task that `x` can cancel."""
 FOLLOW_MODES: tuple[str | None, ...] = (None, "active", "failed")
 """What the grid's cursor follows (`f` cycles): nothing, the first agent in flight, the last failure."""
 
@@ -52,109 +50,18 @@ def small_usd(value: float) -> str:
 class Steering(DrainingConsole):
     """The keys' actions, on the console's core (layout, drain); `SwarmApp` binds keys to them."""
 
-    STEERING_ACTIONS: ClassVar[tuple[tuple[str, tuple[object, ...]], ...]] = (
-        ("retry_failed", ()),
-        ("retry_cursor", ()),
-        ("toggle_pause", ()),
-        ("abort", ()),
-        ("concurrency", (1,)),
-        ("aggregate", ()),
-        ("flush_memory", ()),
-    )
-
     # ----------------------------------------------------------------- which keys make sense now
 
-    def footer_label(self, binding_id: str) -> str | None:
-        """A key's label in the footer as things are now (None: the binding's own)."""
-        source = self.source
-        if binding_id == "app.quit" and source.attached:
-            return "Detach"
-        if binding_id == "app.pause" and (source.paused or self._resumable_here()):
-            return "Resume"
-        return None
-
-    def _resumable_here(self) -> bool:
-        """`p` would start the unfinished work again (here, or in the background for a run nobody drives)."""
-        source = self.source
-        return not source.running and self._any_unfinished() and (not source.attached or self._dead_attached())
-
-    def _dead_attached(self) -> bool:
-        """An attached view of a run nobody drives (its process is gone, or it ended)."""
-        return self.source.attached and not self.source.running
-
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        source = self.source
+        """The actions table's rule for the action (`view/actions.py`): the same rule dims its
+        key, hides it from the palette and lets `why_not` say why."""
         if not hasattr(self, "grid"):
             return True
-        match action:
-            case "retry_failed":
-                if self._dead_attached() and self._any_failed():
-                    return True  # nobody runs it: offers to resume it with --retry-failed
-                return True if source.can_steer and self._any_failed() else None
-            case "retry_cursor":
-                index = self.grid.cursor_index
-                state = source.states.get(index) if index is not None else None
-                again = state is TaskState.FAILED or (state is TaskState.CANCELLED and source.running)
-                return True if source.can_steer and again else None
-            case "cancel_cursor":
-                index = self.grid.cursor_index
-                unfinished = index is not None and source.states.get(index) in ACTIVE_STATES
-                return True if source.can_steer and source.running and unfinished else None
-            case "toggle_pause":
-                if self._dead_attached():
-                    return True if self._any_unfinished() else None
-                if not source.can_steer:
-                    return None
-                return True if source.running or (not source.attached and self._any_unfinished()) else None
-            case "abort":
-                return True if source.can_steer and source.running else None
-            case "concurrency":
-                return True if source.can_steer else None
-            case "aggregate":  # hidden, not dimmed, until there is one: most runs never have one
-                return self._aggregate_ready
-            case "flush_memory":
-                return True if source.can_steer and source.has_memory else None
-        return True
+        return actions.enabled(action, self)
 
     def why_not(self, action: str) -> str | None:
         """Why a key whose action makes no sense now does nothing (None: no reason to give)."""
-        source = self.source
-        match action:
-            case "aggregate":
-                if not source.has_aggregate_step:
-                    return "This job has no aggregate step: only a swarm job with an [aggregate] table writes one."
-                return (
-                    f"No aggregate yet: {source.run_dir / 'aggregate.md'} is written by this job's "
-                    "aggregate step, once its last round is done."
-                )
-            case "flush_memory":
-                if not source.can_steer:
-                    return "Nothing to flush: nobody is running this journal."
-                return (
-                    "No rolling memory to flush: this run has one round (a swarm job with memory rounds > 1 keeps one)."
-                )
-            case "retry_cursor":
-                index = self.grid.cursor_index
-                if index is None:
-                    return None
-                if not source.can_steer:
-                    return (
-                        f"Nobody is running this journal: {self.key_hint('app.retry_failed')} resumes it here with "
-                        "--retry-failed (in the background)."
-                    )
-                label = STATE_LABELS[source.states.get(index, TaskState.QUEUED)]
-                return (
-                    f"Agent {index + 1} is {label}: {self.key_hint('app.retry_agent')} retries a failed agent "
-                    f"({self.key_hint('app.retry_failed')} retries every failed one)."
-                )
-        return None
-
-    def _any_failed(self) -> bool:
-        return self.source.stats.failed > 0
-
-    def _any_unfinished(self) -> bool:
-        stats = self.source.stats
-        return stats.succeeded + stats.failed < len(self.source.tasks)
+        return actions.why_not(action, self)
 
     # ----------------------------------------------------------------- retrying
 
@@ -213,7 +120,7 @@ class Steering(DrainingConsole):
         return f"≈{small_usd(total)} for {len(indices)}"
 
     def action_retry_failed(self) -> None:
-        if self._dead_attached():
+        if dead_attached(self.source):
             self._offer_background_resume(retry_failed=True)
             return
         self.retry_agents(None)
@@ -238,11 +145,11 @@ class Steering(DrainingConsole):
 
     def action_toggle_pause(self) -> None:
         source = self.source
-        if self._dead_attached():
+        if dead_attached(source):
             self._offer_background_resume(retry_failed=False)
             return
         if not source.running:
-            if not source.attached and self._any_unfinished():
+            if not source.attached and any_unfinished(source):
                 self.notify("Resuming the unfinished agents.", timeout=3)
                 self._start_run()
             return
@@ -264,9 +171,6 @@ class Steering(DrainingConsole):
         """A run nobody drives, seen attached: resume it in the background, here, and go on
         watching it (it goes on after this view detaches)."""
         source = self.source
-        start = getattr(source, "resume_in_background", None)
-        if start is None:
-            return
         flag = " --retry-failed" if retry_failed else ""
         command = f"swarm-tui resume {source.run_dir}{flag} --headless"
         body = (
@@ -279,9 +183,11 @@ class Steering(DrainingConsole):
             if not yes:
                 return
             try:
-                log = start(retry_failed=retry_failed)
+                log = source.resume_in_background(retry_failed=retry_failed)
             except OSError as exc:
                 self.notify(f"The resume did not start: {exc}", severity="error", markup=False)
+                return
+            if log is None:
                 return
             self.notify(f"Resuming in the background: {command} (log: {log})", timeout=8, markup=False)
 
@@ -379,7 +285,7 @@ class Steering(DrainingConsole):
 
     def open_agent(self, index: int) -> None:
         self.grid.move_to(index)
-        self.push_screen(AgentDetailScreen(self.source, index, self.attempts_in_flight))
+        self.push_screen(AgentDetailScreen(self.source, index))
 
     def follow_cursor(self, index: int) -> None:
         self.grid.move_to(index)

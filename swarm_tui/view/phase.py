@@ -22,8 +22,8 @@ from ..core.events import (
     RunResumed,
     RunStarted,
     RunStopping,
+    TaskState,
 )
-from ..engine import TaskState
 from ..progress import counts_text, round_of
 
 
@@ -41,7 +41,11 @@ class PhaseView:
 
     def __init__(self) -> None:
         self.phase = "STARTING"
-        self.detail = ""
+        self._detail = ""
+        self._paused_here = False
+        """The detail is the pause's ("in-flight calls finish; p resumes"), worded when read: the
+        key that resumes is the screen's (its keymap may move it), not the view's."""
+        self.resume_key = "p"
         self.round: tuple[int, int] | None = None
         """(round, rounds) of a multi-round swarm, once its fan-out names one."""
         self.round_detail = ""
@@ -50,20 +54,29 @@ class PhaseView:
         """The last `RunFinished` (a multi-round swarm has one a round)."""
 
     @property
+    def detail(self) -> str:
+        return f"in-flight calls finish; {self.resume_key} resumes" if self._paused_here else self._detail
+
+    @detail.setter
+    def detail(self, value: str) -> None:
+        self._detail, self._paused_here = value, False
+
+    @property
     def rounds_left(self) -> bool:
         return self.round is not None and self.round[0] < self.round[1]
 
     def _running_detail(self) -> str:
         return self.round_detail if self.round is not None else ""
 
-    def take(self, event: EngineEvent, resume_key: str = "p") -> None:
+    def take(self, event: EngineEvent) -> None:
+        """One event, in order (`RunView` hands it those that move the phase)."""
         match event:
             case EndpointSwitched(endpoint=endpoint, reason=reason):
                 self.detail = f"now sending to {endpoint}: {reason}"
             case RunStarted():
                 self.phase, self.detail = "RUNNING", self._running_detail()
             case RunPaused():
-                self.phase, self.detail = "PAUSED", f"in-flight calls finish; {resume_key} resumes"
+                self.phase, self._paused_here = "PAUSED", True
             case RunResumed():
                 self.phase, self.detail = "RUNNING", self._running_detail()
             case RateGateClosed(seconds=seconds, asked_s=asked):

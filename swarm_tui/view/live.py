@@ -1,9 +1,10 @@
-"""What the TUI drives: a run source. No Textual here.
+"""`LiveRun`: this process runs the swarm (a `SwarmSession`), as a run source for the console.
+No Textual.
 
-The screen is the same whether this process runs the swarm (`LiveRun`, a `SwarmSession`)
-or watches one that another process runs (`swarm_tui.attach.AttachedRun`, read from the
-journal). Both emit the engine's events to subscribers, keep a `RunStats`, and accept the
-same steering calls; the app never asks which one it has, except to word a message.
+Its `RunView` reads the engine's own board and `RunStats` (the engine moves them with every event
+it emits) and is fed the engine's events as they are emitted; a resumed run's earlier sessions
+are shown first, from the journal's log (`runlog.replay_history`). The engine runs as the app's
+worker (`run`), and can outlive the app when its terminal goes away (`outlive_app`).
 """
 
 from __future__ import annotations
@@ -11,97 +12,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from ..core.events import AnswerJudged, BatchEnded, BatchProgress, BatchSubmitted, EngineEvent, QualityDrift
+from ..core.events import EngineEvent, TaskState
 from ..core.ports import Capability
 from ..core.task import Task
-from ..engine import EngineSettings, RunStats, TaskState
+from ..engine import RunStats
 from ..headless import exit_code
-from ..progress import SessionPace
-from ..providers.profile import ProviderProfile
-from ..runlog import RunFigures, replay_history
+from ..runlog import replay_history
 from ..session import SwarmSession
-
-BATCH_EVENTS = (BatchSubmitted, BatchProgress, BatchEnded)
-QUALITY_EVENTS = (AnswerJudged, QualityDrift)
-
-
-class RunSource(Protocol):
-    attached: bool
-    run_dir: Path
-    job_name: str
-
-    @property
-    def tasks(self) -> Sequence[Task]: ...
-    def task_of(self, index: int) -> Task | None: ...
-
-    profile: ProviderProfile
-    settings: EngineSettings
-    model: str | None
-    simulated: bool
-    base_url: str
-    stats: RunStats
-
-    @property
-    def states(self) -> Mapping[int, TaskState]: ...
-    @property
-    def running(self) -> bool: ...
-    @property
-    def can_steer(self) -> bool: ...
-    @property
-    def paused(self) -> bool: ...
-    @property
-    def limit(self) -> int: ...
-    @property
-    def ceiling(self) -> int: ...
-    @property
-    def straggler_s(self) -> float | None: ...
-    @property
-    def in_flight_known(self) -> bool: ...
-
-    def subscribe(self, listener: Callable[[EngineEvent], None]) -> None: ...
-    async def run(self) -> Any: ...
-    def pause(self) -> None: ...
-    def resume(self) -> None: ...
-    def abort(self, reason: str = ..., *, leave_batches: bool = False) -> None: ...
-    def stop_dispatch(self, reason: str) -> None: ...
-    @property
-    def fatal(self) -> str | None: ...
-    def outlive_app(self) -> None: ...
-    async def finished(self) -> None: ...
-    @property
-    def output_error(self) -> str | None: ...
-    def set_concurrency(self, limit: int, reason: str = ...) -> int: ...
-    def retry(self, indices: Iterable[int] | None = None) -> list[int]: ...
-    def cancel(self, indices: Iterable[int]) -> list[int]: ...
-    @property
-    def has_memory(self) -> bool: ...
-    @property
-    def has_aggregate_step(self) -> bool: ...
-    @property
-    def has_tools(self) -> bool: ...
-    def flush_memory(self) -> int | None: ...
-    def eta_s(self) -> float | None: ...
-    def event_time(self) -> float: ...
-    def liveness(self, short: bool = False) -> str: ...
-    def attempts_of(self, index: int) -> list[dict[str, Any]]: ...
-    def result_of(self, index: int) -> dict[str, Any] | None: ...
-    def exit_code(self) -> int: ...
-    async def aclose(self) -> None: ...
-
-
-def run_figures(source: RunSource) -> RunFigures | None:
-    """The run-wide figures a source keeps from the events: a live run's `figures`, an attached
-    view's log follower (None for a journal without an event log)."""
-    figures = getattr(source, "figures", None)
-    if isinstance(figures, RunFigures):
-        return figures
-    follower = getattr(source, "follower", None)
-    return follower if isinstance(follower, RunFigures) else None
+from .run_view import RunView
 
 
 class LiveRun:
@@ -123,24 +45,22 @@ class LiveRun:
         self.model = session.model
         self.simulated = session.simulated
         self.base_url = "embedded simulator" if session.simulated else session.client.base_url
-        self.stats = self.engine.stats
-        self.history: list[EngineEvent] = []
-        """What earlier sessions of a resumed run did, as events (the screen shows them first)."""
-        if self.stats.sent == 0 and session.has_history:
-            # A resumed run: count what earlier sessions did, so the footer agrees with the grid.
-            self.history = replay_history(session.journal, self.stats)
-        if not self.stats.total:
-            self.stats.total = len(self.tasks)
-        self.pace = SessionPace(self.stats)
-        """The ETA at this session's pace (a resumed run's earlier sessions do not count)."""
-        self.engine.subscribe(self.pace.observe)
+        self.view = RunView(states=self.engine.states, stats=self.engine.stats)
+        stats = self.engine.stats
+        if stats.sent == 0 and session.has_history:
+            # A resumed run: count what earlier sessions did, so the footer agrees with the grid,
+            # and show it (its error log, its scores, its batches) before this session's own.
+            self.view.replay((None, event) for event in replay_history(session.journal, stats))
+        if not stats.total:
+            stats.total = len(self.tasks)
         adaptive = self.engine.adaptive
-        self.figures = RunFigures(self.engine.admission.limit, adaptive.ceiling if adaptive else None)
-        """The limit, ceiling and pause the screen shows: from the engine's events, as an attached view's."""
-        for event in self.history:  # earlier sessions' batches and scores (their limits are not this one's)
-            if isinstance(event, BATCH_EVENTS + QUALITY_EVENTS):
-                self.figures.note(event)
-        self.engine.subscribe(self.figures.note)
+        self.view.figures.limit = self.engine.admission.limit
+        self.view.figures.ceiling = adaptive.ceiling if adaptive else None
+        self.engine.subscribe(self.view.observe)
+
+    @property
+    def stats(self) -> RunStats:
+        return self.view.stats
 
     @property
     def states(self) -> Mapping[int, TaskState]:
@@ -152,16 +72,21 @@ class LiveRun:
 
     @property
     def paused(self) -> bool:
-        return self.figures.paused
+        return self.view.figures.paused
 
     @property
     def limit(self) -> int:
-        return self.figures.limit or self.engine.admission.limit
+        return self.view.figures.limit or self.engine.admission.limit
 
     @property
     def ceiling(self) -> int:
         """The user's limit; the adaptive controller works under it."""
-        return self.figures.ceiling or self.limit
+        return self.view.figures.ceiling or self.limit
+
+    @property
+    def resumable(self) -> bool:
+        """This process drives the run: a stopped one goes on here (`p`, `r`), not in the background."""
+        return False
 
     @property
     def straggler_s(self) -> float | None:
@@ -261,11 +186,7 @@ class LiveRun:
         """Remaining tasks at this session's pace; None while paused (no pace then)."""
         if not self.engine.running or self.paused:
             return None
-        return self.pace.eta_s()
-
-    def event_time(self) -> float:
-        """When the event being delivered happened (epoch seconds): now, for a live engine."""
-        return time.time()
+        return self.view.pace.eta_s()
 
     def liveness(self, short: bool = False) -> str:
         return "this process" if short else f"this process (pid {os.getpid()})"
@@ -275,6 +196,13 @@ class LiveRun:
 
     def result_of(self, index: int) -> dict[str, Any] | None:
         return self.session.journal.result_of(index)
+
+    def resume_in_background(self, *, retry_failed: bool = False) -> Path | None:
+        """This process drives the run: nothing to start elsewhere."""
+        return None
+
+    def resume_failed(self) -> str | None:
+        return None
 
     def exit_code(self) -> int:
         """The headless rule (`headless.exit_code`): outputs not written is never a success."""

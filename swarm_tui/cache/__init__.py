@@ -1,0 +1,14 @@
+"""The response cache shared by every run, lane and process (`--cache`): validated answers kept
+by what was asked of which endpoint, so that a run pays once for an answer across runs.
+
+`key` says what makes two requests the same; `store` is the SQLite file several processes share.
+Neither imports the engine, the journal or Textual: the engine's cache lane (`engine/cache_lane.py`)
+and the CLI's `cache` command use them.
+"""
+
+from __future__ import annotations
+
+from .key import request_key
+from .store import CacheEntry, CacheMode, ResponseCache, default_cache_dir
+
+__all__ = ["CacheEntry", "CacheMode", "ResponseCache", "default_cache_dir", "request_key"]

@@ -1,0 +1,89 @@
+"""The response cache of a distributed run (`--ray --cache`): the driver looks every task up
+before it shards any (a hit is journaled on the driver as a success of lane `cache`, cost 0, and
+never reaches an actor), and keeps the answers the shards' engines validated as their successes
+arrive. The actors never open the cache file: one process writes it per run."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..cache import CacheEntry, ResponseCache, request_key
+from ..core.events import Attempt, TaskSucceeded
+from ..core.task import Task
+from ..core.usage import Usage
+from ..engine.calls import cached_attempt
+from ..providers.client import CallResult, ProviderClient
+
+
+class DriverCache:
+    def __init__(self, cache: ResponseCache, client: ProviderClient, validator: Callable[..., Any] | None) -> None:
+        self.cache = cache
+        self.client = client
+        self.validator = validator
+
+    def _key(self, body: dict[str, Any]) -> str:
+        return request_key(self.cache.identity(self.client.base_url), self.client.profile.model, body)
+
+    def replay(
+        self,
+        pending: Sequence[int],
+        tasks: Mapping[int, Task],
+        next_number: Callable[[int], int],
+        commit: Callable[..., None],
+        record_success: Callable[..., None],
+    ) -> list[int]:
+        """Journal the hits among `pending` (through `commit`); return the tasks still to shard."""
+        found = self.cache.lookup(self._key(tasks[i].body) for i in pending) if self.cache.reading else {}
+        left: list[int] = []
+        for index in pending:
+            entry = found.get(self._key(tasks[index].body))
+            result = _result(entry) if entry is not None else None
+            if entry is None or result is None or not self._acceptable(tasks[index], result):
+                left.append(index)
+                continue
+            attempt = cached_attempt(index, next_number(index), result, entry.cost_usd, entry.finish_reason)
+            self.cache.used(entry.key)
+            commit(record_success, attempt, entry.response, events=[TaskSucceeded(attempt, result.content)])
+        self.cache.flush()
+        return left
+
+    def _acceptable(self, task: Task, result: CallResult) -> bool:
+        return self.validator is None or self.validator(task, result) is None
+
+    def kept(self, task: Task, attempt: Attempt, response: Any) -> None:
+        """A shard's success (validated there): kept, when it came from the run's primary endpoint."""
+        if attempt.endpoint != self.client.name or not self.cache.writing:
+            return
+        raw = response if isinstance(response, bytes) else json.dumps(response, ensure_ascii=False).encode("utf-8")
+        usage = attempt.usage
+        model = task.body.get("model") or self.client.profile.model
+        self.cache.put(
+            CacheEntry(
+                self._key(task.body),
+                model,
+                raw,
+                attempt.request_id,
+                attempt.finish_reason,
+                usage.prompt,
+                usage.completion,
+                usage.cached,
+                usage.reasoning,
+                attempt.cost_usd,
+                time.time(),
+            )
+        )
+
+
+def _result(entry: CacheEntry) -> CallResult | None:
+    try:
+        body = json.loads(entry.response)
+    except ValueError:
+        return None
+    return CallResult(body, _usage(entry), entry.request_id, raw=entry.response)
+
+
+def _usage(entry: CacheEntry) -> Usage:
+    return Usage(entry.prompt_tokens, entry.completion_tokens, entry.cached_tokens, entry.reasoning_tokens)

@@ -1,0 +1,88 @@
+"""The error log's rows, as data: one failed attempt each, with what was to happen next. No
+Textual: `RunView` makes them from the events; the error log (`ui/errorlog.py`) lays them out,
+counts a retry down on its clock and says what became of each agent since.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+
+from ..core.events import Attempt
+from ..progress import PHASE_LABELS
+
+DIGITS = re.compile(r"\d+")
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One failed attempt, as the log shows it, with what was to happen next."""
+
+    attempt: Attempt
+    next_step: str
+    """What was to happen next, in the log's words ("gave up", "other call on"); "" for a retry
+    whose delay is known: the log counts it down (`delay_s`)."""
+    gave_up: bool = False
+    retry_due: float | None = None
+    """When the retry is due (the screen's clock), for the countdown; None when not a pending retry."""
+    kind: str = "retry"
+    """retry (another attempt follows), final (the agent failed), side (a hedged pair's loser),
+    step (a planner's, aggregator's or judge's call: `phase` says which)."""
+    phase: str = ""
+    delay_s: float | None = None
+    """A retry's backoff, when known: the screen counts it down from when the row is shown."""
+
+    @classmethod
+    def retrying(cls, attempt: Attempt, delay_s: float, now: float | None = None) -> Failure:
+        """NaN delay: a retry is coming but its delay is unknown (an attached view)."""
+        if math.isnan(delay_s):
+            return cls(attempt, "retrying")
+        return cls(attempt, "", retry_due=None if now is None else now + delay_s, delay_s=delay_s)
+
+    @classmethod
+    def final(cls, attempt: Attempt) -> Failure:
+        return cls(attempt, "gave up", gave_up=True, kind="final")
+
+    @classmethod
+    def side(cls, attempt: Attempt) -> Failure:
+        """A hedged pair's call that failed: the other call decides the task."""
+        return cls(attempt, "other call on", kind="side")
+
+    @classmethod
+    def step(cls, phase: str, attempt: Attempt) -> Failure:
+        """A call outside the task grid that failed (`PhaseAttempt`)."""
+        final = attempt.outcome != "retry"
+        return cls(attempt, "gave up" if final else "retrying", gave_up=final, kind="step", phase=phase)
+
+    def shown_at(self, now: float) -> Failure:
+        """This row as shown at `now` (the screen's clock): a retry's countdown runs from here."""
+        if self.delay_s is None or self.retry_due is not None:
+            return self
+        return replace(self, retry_due=now + self.delay_s)
+
+    @property
+    def index(self) -> int:
+        return self.attempt.index
+
+    @property
+    def error_class(self) -> str:
+        error = self.attempt.error
+        return str(error.kind) if error else self.attempt.outcome
+
+    @property
+    def message(self) -> str:
+        error = self.attempt.error
+        return error.message if error else ""
+
+    @property
+    def repeat_key(self) -> tuple[str, str, str]:
+        """What makes two failures repeats of each other: class, status, message (digits aside:
+        a request id or a count in the text does not make it another error)."""
+        return (self.error_class, str(self.attempt.status or ""), DIGITS.sub("#", self.message))
+
+    @property
+    def agent_label(self) -> str:
+        if self.kind == "step":
+            return PHASE_LABELS.get(self.phase, self.phase)[:5]
+        return f"#{self.index + 1}"
