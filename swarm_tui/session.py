@@ -120,10 +120,7 @@ class SwarmSession:
         self.judge: Judge | None = None
         if contents.judge is not None and Capability.JUDGE in self.engine.capabilities:  # else the CLI refused it
             self.judge = self._make_judge(contents.judge, contents.judge_profile)
-        self.tracer: LiveTracer | None = None
-        """`--otel`: the listener exporting the run's spans as it goes (`trace`)."""
-        self.traces: dict[str, Any] | None = None
-        """What the live export delivered (summary.json's `traces`), once the run has ended."""
+        self.tracer: LiveTracer | None = None  # --otel: the run's spans exported as it goes (`trace`)
 
     def _open_cache(self) -> ResponseCache | None:
         """The response cache of a `--cache` run (None without: no file is even opened). A file
@@ -373,12 +370,10 @@ class SwarmSession:
         return cls(run_dir, journal, plan, contents, ray, lock)
 
     def trace(self, *, content: bool = False, endpoint: str | None = None) -> None:
-        """Export the run's spans while it goes (`--otel`; the `otel` extra, else InputError, exit 2);
-        `endpoint`: the collector's OTLP/HTTP base URL (None: the `OTEL_EXPORTER_OTLP_*` variables)."""
+        """Export the run's spans while it goes (`--otel`, `[otel]`; InputError, exit 2, without the extra)."""
         from .otel.live import LiveTracer
 
-        self.tracer = LiveTracer(self.journal, self.engine.tasks, content=content, endpoint=endpoint)
-        self.engine.subscribe(self.tracer)
+        self.tracer = LiveTracer.subscribed(self.engine, self.journal, content=content, endpoint=endpoint)
 
     # ----------------------------------------------------------------- running
 
@@ -398,7 +393,7 @@ class SwarmSession:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._control_task  # it writes the heartbeat: stopped before the export reads the journal
             if self.tracer is not None:  # the last spans sent (or counted as dropped) before the summary says so
-                self.traces = (await asyncio.to_thread(self.tracer.close)).to_dict()
+                await asyncio.to_thread(self.tracer.close)
             # results.jsonl of 100,000 tasks takes seconds: written off the event loop (the screen stays live)
             self.summary = await asyncio.to_thread(self.finalize)
         return finished
@@ -445,6 +440,7 @@ class SwarmSession:
         When they cannot be written (disk full, the directory gone) the summary is still
         returned and `output_error` says why: the journal keeps everything, and a resume (or
         the next finalize) writes them."""
+        traces = self.tracer.report.to_dict() if self.tracer is not None and self.tracer.report else None
         try:
             summary = write_outputs(
                 self.run_dir,
@@ -455,7 +451,7 @@ class SwarmSession:
                 deadlines=self._deadlines(),
                 currency=self.currency,
                 budget=self._budget(),
-                traces=self.traces,
+                traces=traces,
             )
             self.output_error = None
             return summary
@@ -469,7 +465,7 @@ class SwarmSession:
                 deadlines=self._deadlines(),
                 currency=self.currency,
                 budget=self._budget(),
-                traces=self.traces,
+                traces=traces,
             )
 
     def _budget(self) -> dict[str, Any] | None:

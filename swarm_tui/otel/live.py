@@ -79,6 +79,13 @@ class LiveTracer:
         self._thread = threading.Thread(target=self._consume, name="swarm-tui-otel", daemon=True)
         self._thread.start()
 
+    @classmethod
+    def subscribed(cls, engine: Any, journal: Journal, *, content: bool, endpoint: str | None) -> LiveTracer:
+        """A tracer of the run `journal` keeps, listening to its `engine` (`SwarmSession.trace`)."""
+        tracer = cls(journal, engine.tasks, content=content, endpoint=endpoint)
+        engine.subscribe(tracer)
+        return tracer
+
     def __call__(self, event: Any) -> None:
         """The engine's listener, on its loop: the event and its time, kept for the tracer's thread."""
         events = self._events
