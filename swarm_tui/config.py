@@ -66,6 +66,10 @@ class Config:
     """The TUI's keymap overrides, `[keys] binding-id = "key"` (`?` in the TUI lists the ids)."""
     billing: dict[str, Any] = field(default_factory=dict)
     """What a provider bills per $1 in a local currency, `[billing.<provider>] CNY = 1.0` (see currency)."""
+    otel: dict[str, Any] = field(default_factory=dict)
+    """`[otel]`: `enabled` (every run and resume exports its spans live, as `--otel`), `content`
+    (as `--otel-content`), `endpoint` (the collector's OTLP/HTTP base URL; default: the
+    `OTEL_EXPORTER_OTLP_*` variables)."""
 
     def profile(self, name: str) -> ProviderProfile:
         try:
@@ -191,6 +195,7 @@ def _apply(config: Config, doc: dict[str, Any]) -> None:
     config.prices = doc.get("prices") or {}
     config.keys = keymap_of(path, doc.get("keys") or {})
     config.billing = doc.get("billing") or {}
+    config.otel = _otel_table(path, _table(path, doc, "otel", "a table: [otel]"))
     _check_money(config)
     if config.default_provider not in config.profiles:
         raise InputError.single(path, "defaults.provider", f"no profile named {config.default_provider!r}")
@@ -203,6 +208,22 @@ def _table(path: Path, doc: dict[str, Any], key: str, what: str) -> dict[str, An
     if not isinstance(value, dict):
         raise InputError.single(path, key, f"must be {what}, not {_type_name(value)}")
     return value
+
+
+OTEL_KEYS = {"enabled": bool, "content": bool, "endpoint": str}
+
+
+def _otel_table(path: Path, table: dict[str, Any]) -> dict[str, Any]:
+    for key, value in table.items():
+        kind = OTEL_KEYS.get(key)
+        if kind is None:
+            raise InputError.single(path, f"otel.{key}", f"unknown setting (known: {', '.join(sorted(OTEL_KEYS))})")
+        if not isinstance(value, kind):
+            raise InputError.single(path, f"otel.{key}", f"must be a {kind.__name__}, not {_type_name(value)}")
+    endpoint = table.get("endpoint")
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        raise InputError.single(path, "otel.endpoint", f"must be an http(s) URL, not {endpoint!r}")
+    return dict(table)
 
 
 _FIELD_TYPES = {"str": (str,), "int": (int,), "float": (int, float)}

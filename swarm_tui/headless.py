@@ -18,6 +18,7 @@ from typing import TextIO
 
 from .core.events import RunFinished
 from .engine.stats import RunStats
+from .otel.report import TraceReport
 from .progress import counts_text
 from .progress_log import DEFAULT_EVERY_S, TICK_S, ProgressLog, clock_text, progress_fields, progress_text
 from .run_cost import tier_text
@@ -246,7 +247,24 @@ def summary_fields(summary: dict, finished: RunFinished, session: SwarmSession, 
         "next": next_step(finished, session, retried=retried),
         "output_error": session.output_error,
         "results": None if session.output_error else str(session.run_dir / "results.jsonl"),
+        **({"traces": summary["traces"]} if summary.get("traces") else {}),  # --otel: spans sent and dropped
     }
+
+
+def quality_line(quality: dict) -> str:
+    """The judge's figures of summary.json's `quality`, as one line."""
+    drifts = quality["drifts"]
+    return (
+        f"quality: {quality['judged']} judged"
+        + (f", mean {quality['mean']:.1f}, p10 {quality['p10']:.1f}" if quality["judged"] else "")
+        + (f", {quality['judge_errors']} could not be judged" if quality["judge_errors"] else "")
+        + f", judge ${quality['judge_cost_usd']:.4f}"
+        + (
+            f"; {len(drifts)} drift{'s' if len(drifts) != 1 else ''} ({', '.join(d['action'] for d in drifts)})"
+            if drifts
+            else ""
+        )
+    )
 
 
 def lane_lines(summary: dict) -> list[str]:
@@ -306,18 +324,7 @@ def print_summary(
     lines.extend(lane_lines(summary))
     quality = summary.get("quality")
     if quality:
-        drifts = quality["drifts"]
-        lines.append(
-            f"quality: {quality['judged']} judged"
-            + (f", mean {quality['mean']:.1f}, p10 {quality['p10']:.1f}" if quality["judged"] else "")
-            + (f", {quality['judge_errors']} could not be judged" if quality["judge_errors"] else "")
-            + f", judge ${quality['judge_cost_usd']:.4f}"
-            + (
-                f"; {len(drifts)} drift{'s' if len(drifts) != 1 else ''} ({', '.join(d['action'] for d in drifts)})"
-                if drifts
-                else ""
-            )
-        )
+        lines.append(quality_line(quality))
     budget = summary.get("budget")
     if budget:
         lines.append(
@@ -331,6 +338,8 @@ def print_summary(
         )
     if summary.get("truncated"):
         lines.append(f"{summary['truncated']} answers cut at their max_tokens (finish_reason length)")
+    if summary.get("traces"):  # --otel: what reached the collector, said once
+        lines.append(TraceReport.from_dict(summary["traces"]).describe())
     if finished.stop_reason:
         lines.append(f"stopped: {finished.stop_reason}")
     if session.output_error:

@@ -52,6 +52,7 @@ def write_outputs(
     deadlines: dict[str, Any] | None = None,
     currency: DisplayCurrency = USD,
     budget: dict[str, Any] | None = None,
+    traces: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     with _atomic(run_dir / "results.jsonl") as results, _atomic(run_dir / "errors.jsonl") as errors:
         for custom_id, ok, request_id, response, error in journal.iter_result_texts():
@@ -74,6 +75,7 @@ def write_outputs(
         deadlines=deadlines,
         currency=currency,
         budget=budget,
+        traces=traces,
     )
     if summary.get("agents"):  # multi-step agents: each one's whole transcript, custom_id first
         with _atomic(run_dir / "transcripts.jsonl") as transcripts:
@@ -106,9 +108,11 @@ def summarize(
     deadlines: dict[str, Any] | None = None,
     currency: DisplayCurrency = USD,
     budget: dict[str, Any] | None = None,
+    traces: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """summary.json; `deadlines`: the engine's tail deadlines as it ended (the rule and its figures);
-    `budget`: the spend ledger's report (`SpendLedger.report`), when the run has a budget."""
+    `budget`: the spend ledger's report (`SpendLedger.report`), when the run has a budget;
+    `traces`: what the live OpenTelemetry export delivered (`otel.report.TraceReport`), with `--otel`."""
     counts = journal.counts()
     totals = journal.attempt_totals()
     latencies = journal.success_latencies()
@@ -156,6 +160,8 @@ def summarize(
     cache = journal.cache_totals()
     if cache is not None:  # the response cache: answers replayed (sent nothing, cost 0) and what they saved
         summary["cache"] = cache
+    if traces is not None:  # --otel: the spans sent, and those the collector did not take
+        summary["traces"] = traces
     batches = journal.batch_summary()
     if batches:  # the batch lane: its batches (latency_ms is the live calls' only)
         summary["batches"] = batches

@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cache import CacheMode, ResponseCache, default_cache_dir
 from .config import configured_currency
@@ -52,6 +52,9 @@ from .sim import SimConfig, SimServer
 from .swarm.pipeline import SwarmPipeline, drop_memory, json_validator
 from .swarm.spec import SwarmSpec
 from .tools import Toolbox, ToolsSpec
+
+if TYPE_CHECKING:
+    from .otel.live import LiveTracer
 
 __all__ = ["DEMO_SIM", "RayOptions", "RunContents", "RunPlan", "SwarmSession", "default_run_dir", "summarize"]
 
@@ -117,6 +120,7 @@ class SwarmSession:
         self.judge: Judge | None = None
         if contents.judge is not None and Capability.JUDGE in self.engine.capabilities:  # else the CLI refused it
             self.judge = self._make_judge(contents.judge, contents.judge_profile)
+        self.tracer: LiveTracer | None = None  # --otel: the run's spans exported as it goes (`trace`)
 
     def _open_cache(self) -> ResponseCache | None:
         """The response cache of a `--cache` run (None without: no file is even opened). A file
@@ -365,6 +369,12 @@ class SwarmSession:
         )
         return cls(run_dir, journal, plan, contents, ray, lock)
 
+    def trace(self, *, content: bool = False, endpoint: str | None = None) -> None:
+        """Export the run's spans while it goes (`--otel`, `[otel]`; InputError, exit 2, without the extra)."""
+        from .otel.live import LiveTracer
+
+        self.tracer = LiveTracer.subscribed(self.engine, self.journal, content=content, endpoint=endpoint)
+
     # ----------------------------------------------------------------- running
 
     async def run(self) -> RunFinished:
@@ -382,6 +392,8 @@ class SwarmSession:
             self._control_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._control_task  # it writes the heartbeat: stopped before the export reads the journal
+            if self.tracer is not None:  # the last spans sent (or counted as dropped) before the summary says so
+                await asyncio.to_thread(self.tracer.close)
             # results.jsonl of 100,000 tasks takes seconds: written off the event loop (the screen stays live)
             self.summary = await asyncio.to_thread(self.finalize)
         return finished
@@ -428,6 +440,7 @@ class SwarmSession:
         When they cannot be written (disk full, the directory gone) the summary is still
         returned and `output_error` says why: the journal keeps everything, and a resume (or
         the next finalize) writes them."""
+        traces = self.tracer.report.to_dict() if self.tracer is not None and self.tracer.report else None
         try:
             summary = write_outputs(
                 self.run_dir,
@@ -438,6 +451,7 @@ class SwarmSession:
                 deadlines=self._deadlines(),
                 currency=self.currency,
                 budget=self._budget(),
+                traces=traces,
             )
             self.output_error = None
             return summary
@@ -451,6 +465,7 @@ class SwarmSession:
                 deadlines=self._deadlines(),
                 currency=self.currency,
                 budget=self._budget(),
+                traces=traces,
             )
 
     def _budget(self) -> dict[str, Any] | None:
@@ -467,6 +482,8 @@ class SwarmSession:
         return tail.describe() if tail is not None else None
 
     async def aclose(self) -> None:
+        if self.tracer is not None and self.tracer.report is None:  # a session that never ran: its threads end
+            await asyncio.to_thread(self.tracer.close)
         if self.toolbox is not None:
             await self.toolbox.aclose()
         await self.engine.aclose()  # a distributed engine's actors

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import __version__, secrets
-from ..config import load_config
+from ..config import Config, load_config
 from ..errors import InputError
 from ..headless import EXIT_ABORTED, EXIT_BAD_INPUT, run_headless
 from ..jobs import load_job, load_tools_file
@@ -46,8 +46,10 @@ from .options import (
     resolve_profile,
     resolve_settings,
     sim_config,
+    tracing,
     with_flag_overrides,
 )
+from .traces import add_trace_commands
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     providers.set_defaults(handler=cmd_providers)
     add_cost_commands(commands)
     add_cache_command(commands)
+    add_trace_commands(commands)
     return parser
 
 
@@ -157,9 +160,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     check_tools(job.tools)
     check_lane(plan.settings, job.tools)
+    traces = check_tracing(args, config)
     run_dir = args.out or default_run_dir(job.name)
     session = SwarmSession.open_new(job, plan, run_dir, ray=ray, judge_profile=judge_profile)
-    return drive(session, args)
+    return drive(session, args, traces)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -186,10 +190,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
     check_engine(ray, tools, settings, judged=bool(meta.get("judge")), judge_where=f"{args.run_dir} (its [judge])")
     check_tools(tools)
     check_lane(settings, tools)
+    traces = check_tracing(args, config)
     session = SwarmSession.open_existing(
         args.run_dir, profile=profile, settings=settings, retry_failed=args.retry_failed, ray=ray, sim=sim
     )
-    return drive(session, args)
+    return drive(session, args, traces)
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
@@ -233,7 +238,24 @@ def cmd_providers(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def drive(session: SwarmSession, args: argparse.Namespace) -> int:
+def check_tracing(args: argparse.Namespace, config: Config) -> tuple[bool, str | None] | None:
+    """The live export asked for (`--otel`, `[otel]`): exit 2 naming the otel extra when it is
+    missing, before the run directory is touched."""
+    traces = tracing(args, config)
+    if traces is not None:
+        from ..otel.sdk import require_sdk
+
+        require_sdk("--otel-content" if traces[0] else "--otel")
+    return traces
+
+
+def drive(session: SwarmSession, args: argparse.Namespace, traces: tuple[bool, str | None] | None = None) -> int:
+    if traces is not None:
+        try:
+            session.trace(content=traces[0], endpoint=traces[1])
+        except BaseException:
+            asyncio.run(session.aclose())  # the run directory's lock and the simulator, released
+            raise
     if args.headless or not tui_available():
         return asyncio.run(run_headless_session(session, args))
     from ..ui.launch import run_tui

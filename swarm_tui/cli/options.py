@@ -37,6 +37,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     add_judge_options(p)
     add_cache_options(p)
     add_sim_options(p)
+    add_trace_options(p)
 
 
 CACHE_MODES = ("readwrite", "read", "write", "off")
@@ -198,6 +199,31 @@ def add_sim_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="answers degrade once the swarm's memory holds more than N rounds (context pollution, for --judge)",
     )
+
+
+def add_trace_options(p: argparse.ArgumentParser) -> None:
+    t = p.add_argument_group("traces (OpenTelemetry GenAI spans; needs swarm-tui[otel])")
+    t.add_argument(
+        "--otel",
+        action="store_true",
+        help="export the run's spans while it goes, OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (default "
+        "http://localhost:4318); a collector that is down costs the run nothing (dropped spans are counted)",
+    )
+    t.add_argument(
+        "--otel-content",
+        action="store_true",
+        help="with --otel: the prompts, answers and tool arguments and results on the spans too (implies --otel)",
+    )
+
+
+def tracing(args: argparse.Namespace, config: Config) -> tuple[bool, str | None] | None:
+    """None: no live export; else (whether the spans carry content, the collector's URL or None
+    for the standard variables): `--otel` / `--otel-content`, or the config's `[otel]`."""
+    otel = config.otel
+    content = bool(getattr(args, "otel_content", False) or otel.get("content"))
+    if not (content or getattr(args, "otel", False) or otel.get("enabled")):
+        return None
+    return content, otel.get("endpoint")
 
 
 def add_console_options(p: argparse.ArgumentParser, *, logs: bool = True) -> None:

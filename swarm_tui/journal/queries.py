@@ -73,6 +73,14 @@ class JournalQueries(JournalWriter):
             "error": json.loads(error) if error else None,
         }
 
+    def answer_head(self, index: int, size: int = 1024) -> str | None:
+        """The first `size` characters of a task's kept answer (where a chat completion names its
+        model: the traces read it, `otel.facts`), without reading the rest; None: no answer."""
+        row = self._db.execute(
+            "SELECT substr(response, 1, ?) FROM results WHERE idx = ? AND ok = 1", (size, index)
+        ).fetchone()
+        return row[0] if row else None
+
     def iter_result_texts(self) -> Iterator[tuple[str, bool, str | None, str | None, dict | None]]:
         """`iter_results` with each answer as the JSON text the journal keeps (for the export,
         which splices it in without reading it)."""

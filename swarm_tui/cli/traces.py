@@ -1,0 +1,47 @@
+"""`swarm-tui export-traces RUN`: any run's journal sent to an OpenTelemetry collector as its trace."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..headless import EXIT_BAD_INPUT
+
+
+def add_trace_commands(commands) -> None:
+    export = commands.add_parser(
+        "export-traces",
+        help="send a run's journal (any version) to an OpenTelemetry collector as GenAI spans",
+        description="Send the run in RUN (its journal, of any swarm-tui version) to an OTLP/HTTP collector as "
+        "OpenTelemetry GenAI spans: the same spans and ids as a live --otel export, so a second export is "
+        "the same trace, not a copy. The standard OTEL_EXPORTER_OTLP_* variables apply (headers, timeout...).",
+    )
+    export.add_argument("run_dir", type=Path, metavar="RUN")
+    export.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="the collector's OTLP/HTTP base URL (/v1/traces added), e.g. http://127.0.0.1:6006 for Phoenix; "
+        "default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT, http://localhost:4318",
+    )
+    export.add_argument(
+        "--otel-content", action="store_true", help="the prompts, answers and tool arguments and results too"
+    )
+    export.set_defaults(handler=cmd_export_traces)
+
+
+def cmd_export_traces(args: argparse.Namespace) -> int:
+    """0: every span delivered; 1: some were not (the collector down or refusing); 2: no run there,
+    or the otel extra missing (nothing sent)."""
+    from ..journal import Journal
+    from ..otel.export import export_run
+    from ..otel.sdk import require_sdk
+
+    require_sdk("export-traces")
+    if args.endpoint and not args.endpoint.startswith(("http://", "https://")):
+        print(f"swarm-tui: --endpoint: not an http(s) URL: {args.endpoint!r}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    Journal.open(args.run_dir, readonly=True).close()  # no (whole) journal: exit 2 with its path
+    report = export_run(args.run_dir, args.endpoint, content=args.otel_content)
+    print(f"swarm-tui: {report.describe()}", file=sys.stdout if not report.dropped else sys.stderr)
+    return 0 if not report.dropped else 1
