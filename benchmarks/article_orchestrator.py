@@ -26,8 +26,14 @@ class ArticleResult:
     task_latencies_s: list[float]
 
 
-async def run_article(base_url: str, bodies: list[dict], *, concurrency: int = 50, timeout: float = 15.0,
-                      api_key: str = "sk-no-key-required") -> ArticleResult:
+async def run_article(
+    base_url: str,
+    bodies: list[dict],
+    *,
+    concurrency: int = 50,
+    timeout: float = 15.0,
+    api_key: str = "sk-no-key-required",
+) -> ArticleResult:
     client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
 
     @tenacity.retry(

@@ -43,9 +43,15 @@ BASE_URL = "https://api.example.com/v1"
 
 
 def body_of(i: int) -> dict:
-    return {"model": "gpt-4.1-mini", "max_tokens": 256, "temperature": 0.2,
-            "messages": [{"role": "system", "content": "You are sub-agent #7 of swarm/100."},
-                         {"role": "user", "content": f"Task {i}: summarise the findings in three sentences."}]}
+    return {
+        "model": "gpt-4.1-mini",
+        "max_tokens": 256,
+        "temperature": 0.2,
+        "messages": [
+            {"role": "system", "content": "You are sub-agent #7 of swarm/100."},
+            {"role": "user", "content": f"Task {i}: summarise the findings in three sentences."},
+        ],
+    }
 
 
 def best(rounds: int, work) -> float:
@@ -95,8 +101,14 @@ def bench_store(entries: int, repeat: int) -> None:
 
 
 async def run_engine(base_url: str, n: int, cache_dir: Path | None, mode: str) -> tuple[float, int]:
-    tasks = [Task(i, f"t{i}", {"model": "sim-1", "max_tokens": 64,
-                                "messages": [{"role": "user", "content": f"cache bench task {i}"}]}) for i in range(n)]
+    tasks = [
+        Task(
+            i,
+            f"t{i}",
+            {"model": "sim-1", "max_tokens": 64, "messages": [{"role": "user", "content": f"cache bench task {i}"}]},
+        )
+        for i in range(n)
+    ]
     settings = EngineSettings(concurrency=50, cache=mode, cache_dir=str(cache_dir) if cache_dir else None)
     with tempfile.TemporaryDirectory() as tmp:
         plan = RunPlan(ProviderProfile("bench", base_url=base_url), settings)
@@ -123,8 +135,10 @@ async def bench_engine(n: int, repeat: int) -> None:
                     assert ok == n, (name, ok)
                     figures[name] = min(figures.get(name, makespan), makespan)
         for name, makespan in figures.items():
-            print(f"  {name:<14} makespan {makespan:6.2f}s  {n / makespan:8.0f} tasks/s  "
-                  f"x{makespan / figures['off']:.2f} of off")
+            print(
+                f"  {name:<14} makespan {makespan:6.2f}s  {n / makespan:8.0f} tasks/s  "
+                f"x{makespan / figures['off']:.2f} of off"
+            )
     finally:
         sim.stop()
 

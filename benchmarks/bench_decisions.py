@@ -61,8 +61,9 @@ async def run_engine(base_url: str, tasks: list[Task], **settings) -> dict:
                 marks["ceiling"] = time.monotonic()
 
     with tempfile.TemporaryDirectory() as tmp:
-        session = SwarmSession.open_new(Job("bench", "bench", tasks), RunPlan(profile, EngineSettings(**settings)),
-                                        Path(tmp) / "run")
+        session = SwarmSession.open_new(
+            Job("bench", "bench", tasks), RunPlan(profile, EngineSettings(**settings)), Path(tmp) / "run"
+        )
         session.engine.subscribe(watch)
         t0 = time.monotonic()
         try:
@@ -70,9 +71,15 @@ async def run_engine(base_url: str, tasks: list[Task], **settings) -> dict:
         finally:
             await session.aclose()
         engine = session.engine
-    return {"ok": finished.succeeded, "makespan_s": time.monotonic() - t0, "sent": engine.stats.sent,
-            "min_limit": min(limits) if limits else None, "to_ceiling_s": marks.get("ceiling", float("nan")) - t0,
-            "abandoned": engine.tail.abandoned, "p50_s": (engine.stats.percentile(0.5) or 0) / 1000}
+    return {
+        "ok": finished.succeeded,
+        "makespan_s": time.monotonic() - t0,
+        "sent": engine.stats.sent,
+        "min_limit": min(limits) if limits else None,
+        "to_ceiling_s": marks.get("ceiling", float("nan")) - t0,
+        "abandoned": engine.tail.abandoned,
+        "p50_s": (engine.stats.percentile(0.5) or 0) / 1000,
+    }
 
 
 def share_429(stats: dict) -> float:
@@ -82,8 +89,10 @@ def share_429(stats: dict) -> float:
 async def adaptive(repeat: int) -> None:
     demo = load_job(demo_job())
     zero = [Task(i, f"t{i}", b) for i, b in enumerate(bodies(1000, "zero"))]
-    for name, cfg, tasks in (("demo (swarm-100.toml, demo simulator)", DEMO_SIM, demo.tasks),
-                             ("1,000 tasks, zero latency", SimConfig(latency_ms=0.0, latency_sigma=0.0, seed=1), zero)):
+    for name, cfg, tasks in (
+        ("demo (swarm-100.toml, demo simulator)", DEMO_SIM, demo.tasks),
+        ("1,000 tasks, zero latency", SimConfig(latency_ms=0.0, latency_sigma=0.0, seed=1), zero),
+    ):
         print(f"\nadaptive: {name}")
         ratios = []
         with SimServer(cfg).start(mode="process") as sim:
@@ -96,9 +105,12 @@ async def adaptive(repeat: int) -> None:
                 ratio = a["makespan_s"] / f["makespan_s"]
                 ratios.append(ratio)
                 rtts = a["to_ceiling_s"] / a["p50_s"] if a["p50_s"] else float("nan")
-                print(f"  run {i + 1}: fixed {f['makespan_s']:6.2f}s  adaptive {a['makespan_s']:6.2f}s  "
-                      f"ratio {ratio:5.2f}x  lowest limit {a['min_limit']}  ceiling after {a['to_ceiling_s']:.2f}s "
-                      f"(~{rtts:.1f} round trips of p50 {a['p50_s'] * 1000:.0f} ms)", flush=True)
+                print(
+                    f"  run {i + 1}: fixed {f['makespan_s']:6.2f}s  adaptive {a['makespan_s']:6.2f}s  "
+                    f"ratio {ratio:5.2f}x  lowest limit {a['min_limit']}  ceiling after {a['to_ceiling_s']:.2f}s "
+                    f"(~{rtts:.1f} round trips of p50 {a['p50_s'] * 1000:.0f} ms)",
+                    flush=True,
+                )
         print(f"  median ratio {statistics.median(ratios):.2f}x (goal <= 1.10x)")
 
 
@@ -112,8 +124,11 @@ async def ratelimit(repeat: int, headers: bool) -> None:
             sim.reset()
             r = await run_engine(sim.base_url, [Task(j, f"t{j}", b) for j, b in enumerate(bodies(n, f"rl{i}"))])
             stats = sim.stats()
-            print(f"  run {i + 1}: {r['makespan_s']:6.2f}s = {r['makespan_s'] / ideal:4.2f}x ideal  "
-                  f"429s {share_429(stats):5.1%}  ok {r['ok']}/{n}", flush=True)
+            print(
+                f"  run {i + 1}: {r['makespan_s']:6.2f}s = {r['makespan_s'] / ideal:4.2f}x ideal  "
+                f"429s {share_429(stats):5.1%}  ok {r['ok']}/{n}",
+                flush=True,
+            )
             await asyncio.sleep(2.0)
 
 
@@ -123,11 +138,21 @@ def _headers(headers: bool) -> str:
 
 async def tail(repeat: int, headers: bool) -> None:
     n = 1000
-    cfg = SimConfig(latency_ms=200.0, latency_sigma=0.3, rpm=3000, error_rate=0.01, hang_rate=0.01, hang_s=3600.0,
-                    seed=3, rate_headers=headers)
+    cfg = SimConfig(
+        latency_ms=200.0,
+        latency_sigma=0.3,
+        rpm=3000,
+        error_rate=0.01,
+        hang_rate=0.01,
+        hang_s=3600.0,
+        seed=3,
+        rate_headers=headers,
+    )
     ideal = n / 50.0
-    print(f"\ntail: {n} tasks, 3,000 RPM not told, 200 ms, 1% 5xx, 1% hang for good, {_headers(headers)}; "
-          f"ideal {ideal:.0f}s")
+    print(
+        f"\ntail: {n} tasks, 3,000 RPM not told, 200 ms, 1% 5xx, 1% hang for good, {_headers(headers)}; "
+        f"ideal {ideal:.0f}s"
+    )
     worst = {}
     with SimServer(cfg).start(mode="process") as sim:
         for i in range(repeat):
@@ -138,18 +163,25 @@ async def tail(repeat: int, headers: bool) -> None:
                     r = article_as_dict(await run_article(sim.base_url, work))
                     extra = ""
                 else:
-                    r = await run_engine(sim.base_url, [Task(j, f"t{j}", b) for j, b in enumerate(work)],
-                                         hedge=label.endswith("--hedge"))
+                    r = await run_engine(
+                        sim.base_url, [Task(j, f"t{j}", b) for j, b in enumerate(work)], hedge=label.endswith("--hedge")
+                    )
                     extra = f"  abandoned {r['abandoned']}"
                 stats = sim.stats()
                 ratio = r["makespan_s"] / ideal
                 worst[label] = max(worst.get(label, 0.0), ratio)
-                print(f"  run {i + 1} {label:<22} {r['makespan_s']:6.2f}s = {ratio:4.2f}x ideal  "
-                      f"429s {share_429(stats):5.1%}  ok {r['ok']}/{n}  duplicate answers "
-                      f"{stats['duplicate_successes']}{extra}", flush=True)
+                print(
+                    f"  run {i + 1} {label:<22} {r['makespan_s']:6.2f}s = {ratio:4.2f}x ideal  "
+                    f"429s {share_429(stats):5.1%}  ok {r['ok']}/{n}  duplicate answers "
+                    f"{stats['duplicate_successes']}{extra}",
+                    flush=True,
+                )
                 await asyncio.sleep(2.0)
-    print("  worst of the runs: " + ", ".join(f"{k} {v:.2f}x" for k, v in worst.items())
-          + " (goals: no flags <= 1.15x, --hedge <= 1.10x)")
+    print(
+        "  worst of the runs: "
+        + ", ".join(f"{k} {v:.2f}x" for k, v in worst.items())
+        + " (goals: no flags <= 1.15x, --hedge <= 1.10x)"
+    )
 
 
 async def slow() -> None:
@@ -157,11 +189,14 @@ async def slow() -> None:
     cfg = SimConfig(latency_ms=20_000.0, latency_sigma=0.3, seed=5)
     print(f"\nslow: {n} tasks, every answer ~20 s (sigma 0.3), timeout 60 s, 50 in flight")
     with SimServer(cfg).start(mode="process") as sim:
-        r = await run_engine(sim.base_url, [Task(j, f"t{j}", b) for j, b in enumerate(bodies(n, "slow"))],
-                             adaptive=False)
+        r = await run_engine(
+            sim.base_url, [Task(j, f"t{j}", b) for j, b in enumerate(bodies(n, "slow"))], adaptive=False
+        )
         stats = sim.stats()
-    print(f"  {r['makespan_s']:6.1f}s  ok {r['ok']}/{n}  requests {stats['requests']}  abandoned early "
-          f"{r['abandoned']} (goal 0)")
+    print(
+        f"  {r['makespan_s']:6.1f}s  ok {r['ok']}/{n}  requests {stats['requests']}  abandoned early "
+        f"{r['abandoned']} (goal 0)"
+    )
 
 
 def mixed_bodies(max_tokens) -> list[dict]:
@@ -170,8 +205,10 @@ def mixed_bodies(max_tokens) -> list[dict]:
     out = []
     for i in range(300):
         long = i % 50 == 25
-        body = {"model": "sim-1", "messages": [{"role": "user", "content": f"mixed {i}"
-                                                + (" [[sim:tokens=1500]]" if long else "")}]}
+        body = {
+            "model": "sim-1",
+            "messages": [{"role": "user", "content": f"mixed {i}" + (" [[sim:tokens=1500]]" if long else "")}],
+        }
         ceiling = max_tokens(long) if callable(max_tokens) else max_tokens
         if ceiling is not None:
             body["max_tokens"] = ceiling
@@ -180,13 +217,20 @@ def mixed_bodies(max_tokens) -> list[dict]:
 
 
 async def mixed(repeat: int) -> None:
-    print("\nmixed: 300 tasks, 6 long (1,500 tokens at 300 tokens/s: ~5 s) among 294 of 16 tokens, a fallback; "
-          "goal 300/300, <= 303 requests, no failover")
+    print(
+        "\nmixed: 300 tasks, 6 long (1,500 tokens at 300 tokens/s: ~5 s) among 294 of 16 tokens, a fallback; "
+        "goal 300/300, <= 303 requests, no failover"
+    )
     primary_cfg = SimConfig(latency_ms=20.0, latency_sigma=0.2, tokens_per_s=300.0, output_tokens=(16, 16), seed=11)
-    variants = {"own max_tokens (16 / 1,600)": lambda long: 1600 if long else 16, "max_tokens 2,000 for all": 2000,
-                "no max_tokens": None}
-    with SimServer(primary_cfg).start(mode="process") as primary, \
-            SimServer(replace(primary_cfg, seed=12)).start(mode="process") as fallback:
+    variants = {
+        "own max_tokens (16 / 1,600)": lambda long: 1600 if long else 16,
+        "max_tokens 2,000 for all": 2000,
+        "no max_tokens": None,
+    }
+    with (
+        SimServer(primary_cfg).start(mode="process") as primary,
+        SimServer(replace(primary_cfg, seed=12)).start(mode="process") as fallback,
+    ):
         for i in range(repeat):
             for label, ceiling in variants.items():
                 primary.reset()
@@ -195,9 +239,12 @@ async def mixed(repeat: int) -> None:
                 profile = ProviderProfile("bench", base_url=primary.base_url, fallback_base_url=fallback.base_url)
                 tasks = [Task(j, f"m{j}", b) for j, b in enumerate(mixed_bodies(ceiling))]
                 with tempfile.TemporaryDirectory() as tmp:
-                    session = SwarmSession.open_new(Job("mixed", "bench", tasks), RunPlan(profile, EngineSettings()),
-                                                    Path(tmp) / "run")
-                    session.engine.subscribe(lambda e, seen=switches: seen.append(e) if isinstance(e, EndpointSwitched) else None)
+                    session = SwarmSession.open_new(
+                        Job("mixed", "bench", tasks), RunPlan(profile, EngineSettings()), Path(tmp) / "run"
+                    )
+                    session.engine.subscribe(
+                        lambda e, seen=switches: seen.append(e) if isinstance(e, EndpointSwitched) else None
+                    )
                     t0 = time.monotonic()
                     try:
                         finished = await session.run()
@@ -205,16 +252,23 @@ async def mixed(repeat: int) -> None:
                         await session.aclose()
                     abandoned = session.engine.tail.abandoned
                 requests = primary.stats()["requests"] + fallback.stats()["requests"]
-                print(f"  run {i + 1} {label:<28} {finished.succeeded}/300 done  {requests} requests  "
-                      f"{abandoned} abandoned  {len(switches)} failovers  {time.monotonic() - t0:5.2f}s", flush=True)
+                print(
+                    f"  run {i + 1} {label:<28} {finished.succeeded}/300 done  {requests} requests  "
+                    f"{abandoned} abandoned  {len(switches)} failovers  {time.monotonic() - t0:5.2f}s",
+                    flush=True,
+                )
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenarios", default="adaptive,ratelimit,tail,slow,mixed")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--headers", choices=["both", "yes", "no"], default="both",
-                        help="whether the simulator sends x-ratelimit-* headers (ratelimit, tail)")
+    parser.add_argument(
+        "--headers",
+        choices=["both", "yes", "no"],
+        default="both",
+        help="whether the simulator sends x-ratelimit-* headers (ratelimit, tail)",
+    )
     args = parser.parse_args()
     chosen = args.scenarios.split(",")
     if "adaptive" in chosen:

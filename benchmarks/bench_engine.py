@@ -38,21 +38,37 @@ from article_orchestrator import run_article  # noqa: E402
 
 
 def bodies(n: int, tag: str) -> list[dict]:
-    return [{"model": "sim-1", "max_tokens": 64,
-             "messages": [{"role": "system", "content": f"You are sub-agent #{i} of swarm/{n}."},
-                          {"role": "user", "content": f"{tag} タスク#{i}を実行"}]} for i in range(n)]
+    return [
+        {
+            "model": "sim-1",
+            "max_tokens": 64,
+            "messages": [
+                {"role": "system", "content": f"You are sub-agent #{i} of swarm/{n}."},
+                {"role": "user", "content": f"{tag} タスク#{i}を実行"},
+            ],
+        }
+        for i in range(n)
+    ]
 
 
-async def run_swarm(base_url: str, work: list[dict], *, backend: str | None = None,
-                    fallback_base_url: str | None = None, on_event=None, **settings) -> dict:
+async def run_swarm(
+    base_url: str,
+    work: list[dict],
+    *,
+    backend: str | None = None,
+    fallback_base_url: str | None = None,
+    on_event=None,
+    **settings,
+) -> dict:
     """swarm-tui headless; `backend` None: the default (aiohttp)."""
     tasks = [Task(i, f"t{i}", body) for i, body in enumerate(work)]
     profile = ProviderProfile("bench", base_url=base_url, fallback_base_url=fallback_base_url)
     if backend is not None:
         profile = ProviderProfile("bench", base_url=base_url, backend=backend, fallback_base_url=fallback_base_url)
     with tempfile.TemporaryDirectory() as tmp:
-        session = SwarmSession.open_new(Job("bench", "bench", tasks), RunPlan(profile, EngineSettings(**settings)),
-                                        Path(tmp) / "run")
+        session = SwarmSession.open_new(
+            Job("bench", "bench", tasks), RunPlan(profile, EngineSettings(**settings)), Path(tmp) / "run"
+        )
         if on_event is not None:
             session.engine.subscribe(on_event)
         t0 = time.monotonic()
@@ -62,15 +78,23 @@ async def run_swarm(base_url: str, work: list[dict], *, backend: str | None = No
             await session.aclose()
         makespan = time.monotonic() - t0
         stats = session.engine.stats
-    return {"ok": finished.succeeded, "failed": finished.failed, "makespan_s": makespan,
-            "p95_s": (stats.percentile(0.95) or 0) / 1000}
+    return {
+        "ok": finished.succeeded,
+        "failed": finished.failed,
+        "makespan_s": makespan,
+        "p95_s": (stats.percentile(0.95) or 0) / 1000,
+    }
 
 
 async def run_bare_sdk(base_url: str, work: list[dict], concurrency: int = 50, aiohttp: bool = False) -> dict:
     from openai import AsyncOpenAI, DefaultAioHttpClient
 
-    client = AsyncOpenAI(base_url=base_url, api_key="sk-no-key-required", max_retries=0,
-                         http_client=DefaultAioHttpClient() if aiohttp else None)
+    client = AsyncOpenAI(
+        base_url=base_url,
+        api_key="sk-no-key-required",
+        max_retries=0,
+        http_client=DefaultAioHttpClient() if aiohttp else None,
+    )
     sem = asyncio.Semaphore(concurrency)
 
     async def one(body: dict) -> None:
@@ -94,8 +118,12 @@ async def run_plain_aiohttp(base_url: str, work: list[dict], concurrency: int = 
     async with aiohttp.ClientSession() as session:
 
         async def one(body: dict) -> None:
-            async with sem, session.post(f"{base_url}/chat/completions", data=json.dumps(body),
-                                         headers={"Content-Type": "application/json"}) as response:
+            async with (
+                sem,
+                session.post(
+                    f"{base_url}/chat/completions", data=json.dumps(body), headers={"Content-Type": "application/json"}
+                ) as response,
+            ):
                 json.loads(await response.read())
 
         t0 = time.monotonic()
@@ -109,20 +137,28 @@ def row(name: str, result: dict, sim_stats: dict, n: int, ideal: float | None = 
     share429 = sim_stats["rate_limited"] / requests
     ratio = f"{result['makespan_s'] / ideal:5.2f}x" if ideal else "   - "
     p95 = f"{result['p95_s']:6.2f}s" if "p95_s" in result else "    - "
-    return (f"  {name:<28} ok {result['ok']:>5}/{n:<5} lost {n - result['ok']:>4}  makespan {result['makespan_s']:7.2f}s"
-            f"  {n / result['makespan_s']:8.1f} tasks/s  ideal {ratio}  429s {share429:6.1%}"
-            f"  requests {sim_stats['requests']:>6}  p95 task {p95}")
+    return (
+        f"  {name:<28} ok {result['ok']:>5}/{n:<5} lost {n - result['ok']:>4}  makespan {result['makespan_s']:7.2f}s"
+        f"  {n / result['makespan_s']:8.1f} tasks/s  ideal {ratio}  429s {share429:6.1%}"
+        f"  requests {sim_stats['requests']:>6}  p95 task {p95}"
+    )
 
 
 def article_as_dict(r) -> dict:
     lat = r.task_latencies_s
-    return {"ok": r.ok, "failed": r.failed, "makespan_s": r.makespan_s,
-            "p95_s": lat[int(0.95 * (len(lat) - 1))] if lat else 0.0}
+    return {
+        "ok": r.ok,
+        "failed": r.failed,
+        "makespan_s": r.makespan_s,
+        "p95_s": lat[int(0.95 * (len(lat) - 1))] if lat else 0.0,
+    }
 
 
 async def scenario(name: str, cfg: SimConfig, n: int, ideal: float | None, contenders: list[str]) -> None:
-    print(f"\n{name}: {n} tasks; simulator latency {cfg.latency_ms:g} ms, rpm {cfg.rpm}, "
-          f"5xx {cfg.error_rate:.0%}, hangs {cfg.hang_rate:.0%}" + (f"; ideal {ideal:.1f}s" if ideal else ""))
+    print(
+        f"\n{name}: {n} tasks; simulator latency {cfg.latency_ms:g} ms, rpm {cfg.rpm}, "
+        f"5xx {cfg.error_rate:.0%}, hangs {cfg.hang_rate:.0%}" + (f"; ideal {ideal:.1f}s" if ideal else "")
+    )
     with SimServer(cfg).start(mode="process") as sim:
         for contender in contenders:
             sim.reset()
@@ -153,8 +189,10 @@ async def failover_scenario(n: int, down_after_s: float = 2.0) -> None:
     from swarm_tui.core.events import EndpointSwitched, TaskSucceeded
 
     cfg = SimConfig(latency_ms=50.0, latency_sigma=0.3, seed=4)
-    print(f"\nfailover: {n} tasks; simulator latency 50 ms; the primary answers 503 to everything "
-          f"from {down_after_s:g}s on")
+    print(
+        f"\nfailover: {n} tasks; simulator latency 50 ms; the primary answers 503 to everything "
+        f"from {down_after_s:g}s on"
+    )
     with SimServer(cfg).start(mode="process") as primary, SimServer(cfg).start(mode="process") as secondary:
         for contender in ["article orchestrator", "swarm-tui --fallback-base-url"]:
             primary.update_config(down=False)
@@ -170,8 +208,11 @@ async def failover_scenario(n: int, down_after_s: float = 2.0) -> None:
             def watch(event, marks: dict[str, float] = marks) -> None:
                 if isinstance(event, EndpointSwitched) and "switch" not in marks:
                     marks["switch"] = time.monotonic()
-                if (isinstance(event, TaskSucceeded) and event.attempt.endpoint.endswith("/fallback")
-                        and "first_fallback_answer" not in marks):
+                if (
+                    isinstance(event, TaskSucceeded)
+                    and event.attempt.endpoint.endswith("/fallback")
+                    and "first_fallback_answer" not in marks
+                ):
                     marks["first_fallback_answer"] = time.monotonic()
 
             timer = asyncio.create_task(outage())
@@ -179,13 +220,25 @@ async def failover_scenario(n: int, down_after_s: float = 2.0) -> None:
             if contender == "article orchestrator":
                 result = article_as_dict(await run_article(primary.base_url, work))
             else:
-                result = await run_swarm(primary.base_url, work, fallback_base_url=secondary.base_url,
-                                         on_event=watch, concurrency=50, timeout_s=15.0)
+                result = await run_swarm(
+                    primary.base_url,
+                    work,
+                    fallback_base_url=secondary.base_url,
+                    on_event=watch,
+                    concurrency=50,
+                    timeout_s=15.0,
+                )
             await timer
-            to_switch = (f"{marks['first_fallback_answer'] - marks['down']:.2f}s"
-                         if "first_fallback_answer" in marks else "never")
-            print(f"  {contender:<30} ok {result['ok']:>5}/{n:<5} lost {n - result['ok']:>4}  makespan "
-                  f"{result['makespan_s']:6.2f}s  outage -> first fallback answer: {to_switch}", flush=True)
+            to_switch = (
+                f"{marks['first_fallback_answer'] - marks['down']:.2f}s"
+                if "first_fallback_answer" in marks
+                else "never"
+            )
+            print(
+                f"  {contender:<30} ok {result['ok']:>5}/{n:<5} lost {n - result['ok']:>4}  makespan "
+                f"{result['makespan_s']:6.2f}s  outage -> first fallback answer: {to_switch}",
+                flush=True,
+            )
 
 
 async def main() -> None:
@@ -197,19 +250,40 @@ async def main() -> None:
     scale = 0.3 if args.quick else 1.0
     if "overhead" in chosen:
         n = int(3000 * scale)
-        await scenario("overhead", SimConfig(latency_ms=0.0, latency_sigma=0.0, seed=1), n, None,
-                       ["bare SDK loop", "bare SDK loop (aiohttp)", "plain aiohttp loop", "article orchestrator",
-                        "swarm-tui", "swarm-tui --backend httpx"])
+        await scenario(
+            "overhead",
+            SimConfig(latency_ms=0.0, latency_sigma=0.0, seed=1),
+            n,
+            None,
+            [
+                "bare SDK loop",
+                "bare SDK loop (aiohttp)",
+                "plain aiohttp loop",
+                "article orchestrator",
+                "swarm-tui",
+                "swarm-tui --backend httpx",
+            ],
+        )
     if "ratelimit" in chosen:
         n = int(1000 * scale)
-        await scenario("ratelimit", SimConfig(latency_ms=200.0, latency_sigma=0.3, rpm=3000, seed=2), n,
-                       n / 50.0, ["article orchestrator", "swarm-tui"])
+        await scenario(
+            "ratelimit",
+            SimConfig(latency_ms=200.0, latency_sigma=0.3, rpm=3000, seed=2),
+            n,
+            n / 50.0,
+            ["article orchestrator", "swarm-tui"],
+        )
     if "faults" in chosen:
         n = int(1000 * scale)
-        await scenario("faults", SimConfig(latency_ms=200.0, latency_sigma=0.3, rpm=3000, error_rate=0.02,
-                                           hang_rate=0.01, hang_s=60.0, seed=3), n, n / 50.0,
-                       ["article orchestrator", "swarm-tui", "swarm-tui --hedge"])
-
+        await scenario(
+            "faults",
+            SimConfig(
+                latency_ms=200.0, latency_sigma=0.3, rpm=3000, error_rate=0.02, hang_rate=0.01, hang_s=60.0, seed=3
+            ),
+            n,
+            n / 50.0,
+            ["article orchestrator", "swarm-tui", "swarm-tui --hedge"],
+        )
 
     if "failover" in chosen:
         await failover_scenario(int(1000 * scale))

@@ -34,22 +34,41 @@ from swarm_tui.sim import SimConfig, SimServer  # noqa: E402
 def write_job(path: Path, n: int) -> Path:
     with path.open("w") as fh:
         for i in range(n):
-            fh.write(json.dumps({"custom_id": f"t-{i:05d}", "method": "POST", "url": "/v1/chat/completions",
-                                 "body": {"model": "sim-1", "max_tokens": 16,
-                                          "messages": [{"role": "user", "content": f"bench {i}"}]}}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "custom_id": f"t-{i:05d}",
+                        "method": "POST",
+                        "url": "/v1/chat/completions",
+                        "body": {
+                            "model": "sim-1",
+                            "max_tokens": 16,
+                            "messages": [{"role": "user", "content": f"bench {i}"}],
+                        },
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
-async def one_run(base_url: str, n: int, concurrency: int, actors: int | None, rpm: int | None,
-                  backend: str, *, adaptive: bool | None = None) -> dict:
+async def one_run(
+    base_url: str,
+    n: int,
+    concurrency: int,
+    actors: int | None,
+    rpm: int | None,
+    backend: str,
+    *,
+    adaptive: bool | None = None,
+) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         job = load_job(write_job(tmp / "job.jsonl", n))
         profile = ProviderProfile(name="custom", base_url=base_url, backend=backend)
         adaptive = rpm is not None if adaptive is None else adaptive
         plan = RunPlan(profile, EngineSettings(concurrency=concurrency, rpm=rpm, adaptive=adaptive))
-        session = SwarmSession.open_new(job, plan, tmp / "run",
-                                        ray=RayOptions(actors=actors) if actors else None)
+        session = SwarmSession.open_new(job, plan, tmp / "run", ray=RayOptions(actors=actors) if actors else None)
         if actors:  # actors up and connected before the clock starts (their start is not the swarm's speed)
             session.engine.pool.ensure()
             await session.engine.pool.ping()
@@ -60,8 +79,14 @@ async def one_run(base_url: str, n: int, concurrency: int, actors: int | None, r
             await session.aclose()
         elapsed = time.perf_counter() - t0
         summary = json.loads((tmp / "run" / "summary.json").read_text())
-    return {"actors": actors or 0, "tasks": n, "succeeded": finished.succeeded, "seconds": round(elapsed, 2),
-            "tasks_per_s": round(n / elapsed, 1), "rate_limited": summary["requests"]["rate_limited"]}
+    return {
+        "actors": actors or 0,
+        "tasks": n,
+        "succeeded": finished.succeeded,
+        "seconds": round(elapsed, 2),
+        "tasks_per_s": round(n / elapsed, 1),
+        "rate_limited": summary["requests"]["rate_limited"],
+    }
 
 
 def main() -> None:
@@ -71,22 +96,27 @@ def main() -> None:
     ap.add_argument("--cpus", type=int, default=2)
     ap.add_argument("--rpm", type=int, default=6000, help="the rate-limited run's limit (0: skip it)")
     ap.add_argument("--backend", choices=["httpx", "aiohttp"], default="aiohttp")
-    ap.add_argument("--untold-rpm", type=int, default=3000,
-                    help="a run of 1,000 tasks at 200 ms against this RPM, the limit NOT told (0: skip it)")
+    ap.add_argument(
+        "--untold-rpm",
+        type=int,
+        default=3000,
+        help="a run of 1,000 tasks at 200 ms against this RPM, the limit NOT told (0: skip it)",
+    )
     ap.add_argument("--only-untold", action="store_true", help="run only the untold-limit run")
     args = ap.parse_args()
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
     fast = SimServer(SimConfig(latency_ms=0, latency_sigma=0)).start(mode="process")
     rows = []
     try:
-        for actors in (() if args.only_untold else (None, 1, 2)):
+        for actors in () if args.only_untold else (None, 1, 2):
             rows.append(asyncio.run(one_run(fast.base_url, args.tasks, args.concurrency, actors, None, args.backend)))
             print(rows[-1], flush=True)
         if args.untold_rpm:
             untold = SimServer(SimConfig(latency_ms=200, latency_sigma=0.3, rpm=args.untold_rpm)).start(mode="process")
             try:
-                row = asyncio.run(one_run(untold.base_url, 1000, args.concurrency, 2, None, args.backend,
-                                          adaptive=True))
+                row = asyncio.run(
+                    one_run(untold.base_url, 1000, args.concurrency, 2, None, args.backend, adaptive=True)
+                )
                 row["limit_per_s"] = round(args.untold_rpm / 60, 1)
                 row["untold"] = True
                 row["requests"] = untold.stats()["requests"]

@@ -39,15 +39,21 @@ from swarm_tui.ui.grid import AgentGrid
 
 
 def make_job(n: int) -> Job:
-    tasks = [Task(i, f"task-{i:05d}", {"model": "sim-1", "max_tokens": 32,
-                                       "messages": [{"role": "user", "content": f"question {i}"}]})
-             for i in range(n)]
+    tasks = [
+        Task(
+            i,
+            f"task-{i:05d}",
+            {"model": "sim-1", "max_tokens": 32, "messages": [{"role": "user", "content": f"question {i}"}]},
+        )
+        for i in range(n)
+    ]
     return Job(f"bench-{n}", "bench", tasks)
 
 
 def open_session(root: Path, name: str, base_url: str, n: int, concurrency: int) -> SwarmSession:
-    plan = RunPlan(ProviderProfile(name="custom", base_url=base_url),
-                   EngineSettings(concurrency=concurrency, timeout_s=30.0))
+    plan = RunPlan(
+        ProviderProfile(name="custom", base_url=base_url), EngineSettings(concurrency=concurrency, timeout_s=30.0)
+    )
     return SwarmSession.open_new(make_job(n), plan, root / name)
 
 
@@ -191,7 +197,7 @@ def grid_costs(n: int = 1000) -> tuple[float, float]:
                     engine.states[i] = state
                     app.view.observe(AttemptStarted(i, 1, "bench"))
                 t0 = time.perf_counter()
-                app._drain()
+                app.drain()
                 await pilot.pause()  # the paint that the drain asked for
                 drains.append((time.perf_counter() - t0) * 1000)
             result["drain"] = statistics.median(drains)
@@ -217,7 +223,7 @@ def main() -> int:
         asyncio.run(headless_run(open_session(root, "warmup", sim.base_url, 200, args.concurrency)))
         for r in range(args.repeats):
             # Alternate which mode goes first, so that drift in the machine's load cancels out.
-            for mode in (("headless", "tui") if r % 2 == 0 else ("tui", "headless")):
+            for mode in ("headless", "tui") if r % 2 == 0 else ("tui", "headless"):
                 session = open_session(root, f"{mode}-{r}", sim.base_url, args.tasks, args.concurrency)
                 if mode == "headless":
                     span, lag = asyncio.run(headless_run(session))
@@ -230,8 +236,11 @@ def main() -> int:
                     tui_cpu.append(span.cpu_seconds)
                     tui_lags.extend(lag)
                     rates.append(span.events / span.seconds)
-            print(f"  round {r + 1}: headless {headless[-1]:.2f}s ({headless_cpu[-1]:.2f} cpu-s)  "
-                  f"tui {tui[-1]:.2f}s ({tui_cpu[-1]:.2f} cpu-s)", file=sys.stderr)
+            print(
+                f"  round {r + 1}: headless {headless[-1]:.2f}s ({headless_cpu[-1]:.2f} cpu-s)  "
+                f"tui {tui[-1]:.2f}s ({tui_cpu[-1]:.2f} cpu-s)",
+                file=sys.stderr,
+            )
     finally:
         sim.stop()
     flow_rate, flow_lags = synthetic_flow()
@@ -251,9 +260,12 @@ def main() -> int:
         ("makespan headless (median)", f"{h:.2f} s  ({args.tasks / h:.0f} tasks/s)"),
         ("makespan TUI (median)", f"{t:.2f} s  ({args.tasks / t:.0f} tasks/s)"),
         ("TUI / headless, wall", f"{t / h:.3f}  (goal < 1.10; noisy on a shared machine)"),
-        ("TUI / headless, CPU of the process", f"{statistics.median(tui_cpu) / statistics.median(headless_cpu):.3f}  "
-                                              f"({statistics.median(headless_cpu):.2f} vs "
-                                              f"{statistics.median(tui_cpu):.2f} cpu-s)"),
+        (
+            "TUI / headless, CPU of the process",
+            f"{statistics.median(tui_cpu) / statistics.median(headless_cpu):.3f}  "
+            f"({statistics.median(headless_cpu):.2f} vs "
+            f"{statistics.median(tui_cpu):.2f} cpu-s)",
+        ),
         ("engine events in the TUI run", f"{statistics.median(rates):.0f} events/s"),
         ("loop lag, headless run p50/p99/max", lag_row(headless_lags)),
         ("loop lag, TUI run p50/p99/max", lag_row(tui_lags)),

@@ -57,9 +57,15 @@ def isolated_config(tmp_path, monkeypatch):
 
 def write_batch(path: Path, prompts: list[str], *, model: str = "sim-1", max_tokens: int = 64) -> Path:
     lines = [
-        json.dumps({"custom_id": f"task-{i:04d}", "method": "POST", "url": "/v1/chat/completions",
-                    "body": {"model": model, "max_tokens": max_tokens,
-                             "messages": [{"role": "user", "content": prompt}]}}, ensure_ascii=False)
+        json.dumps(
+            {
+                "custom_id": f"task-{i:04d}",
+                "method": "POST",
+                "url": "/v1/chat/completions",
+                "body": {"model": model, "max_tokens": max_tokens, "messages": [{"role": "user", "content": prompt}]},
+            },
+            ensure_ascii=False,
+        )
         for i, prompt in enumerate(prompts)
     ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -69,8 +75,14 @@ def write_batch(path: Path, prompts: list[str], *, model: str = "sim-1", max_tok
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None):
     """`swarm-tui ARGS` in a real subprocess; returns the CompletedProcess."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "swarm_tui", *args], capture_output=True, text=True,
-                          timeout=timeout, env=full_env, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "swarm_tui", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=cwd,
+    )
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -34,8 +34,13 @@ class Seen:
 
 
 class ForwardProxy:
-    def __init__(self, *, ssl_context: ssl.SSLContext | None = None, upstream_port: int | None = None,
-                 routes: dict[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        upstream_port: int | None = None,
+        routes: dict[int, int] | None = None,
+    ) -> None:
         self.ssl_context = ssl_context
         self.upstream_port = upstream_port
         self.routes = dict(routes or {})
@@ -67,8 +72,7 @@ class ForwardProxy:
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(
-            asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=self.ssl_context))
+        server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=self.ssl_context))
         self.port = server.sockets[0].getsockname()[1]
         self._started.set()
         self._loop.run_forever()
@@ -82,7 +86,9 @@ class ForwardProxy:
             return
         lines = head.decode("latin-1").split("\r\n")
         method, target, _ = lines[0].split(" ", 2)
-        headers = [(name.strip(), value.strip()) for name, _, value in (line.partition(":") for line in lines[1:] if line)]
+        headers = [
+            (name.strip(), value.strip()) for name, _, value in (line.partition(":") for line in lines[1:] if line)
+        ]
         if method == "CONNECT":
             host, _, port = target.rpartition(":")
             self._record(method, target, "", headers)
@@ -111,8 +117,9 @@ class ForwardProxy:
 
     def _record(self, method: str, path: str, query: str, headers: list[tuple[str, str]]) -> None:
         self.hits[f"{method} {path}"] += 1
-        self.seen.append(Seen(method, path, dict(parse_qsl(query, keep_blank_values=True)),
-                              {n.lower(): v for n, v in headers}))
+        self.seen.append(
+            Seen(method, path, dict(parse_qsl(query, keep_blank_values=True)), {n.lower(): v for n, v in headers})
+        )
 
     @staticmethod
     async def _relay(reader, writer, up_reader, up_writer) -> None:

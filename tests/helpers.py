@@ -15,8 +15,16 @@ from swarm_tui.session import RunPlan, SwarmSession
 from .conftest import write_batch
 
 
-def open_session(tmp_path: Path, base_url: str, prompts: list[str], *, run_name: str = "run",
-                 api_key_env: str | None = None, prices: dict | None = None, **settings) -> SwarmSession:
+def open_session(
+    tmp_path: Path,
+    base_url: str,
+    prompts: list[str],
+    *,
+    run_name: str = "run",
+    api_key_env: str | None = None,
+    prices: dict | None = None,
+    **settings,
+) -> SwarmSession:
     job = load_job(write_batch(tmp_path / f"{run_name}.jsonl", prompts))
     profile = ProviderProfile(name="custom", base_url=base_url, api_key_env=api_key_env)
     plan = RunPlan(profile, EngineSettings(**settings), prices=prices or {})
@@ -34,8 +42,13 @@ def attempts_of(run_dir: Path, index: int) -> list[dict]:
         journal.close()
 
 
-async def wait_until(condition: Callable[[], object], what: str, *, timeout: float = 10.0,
-                     step: Callable[[], Awaitable[object]] | None = None) -> None:
+async def wait_until(
+    condition: Callable[[], object],
+    what: str,
+    *,
+    timeout: float = 10.0,
+    step: Callable[[], Awaitable[object]] | None = None,
+) -> None:
     """Let the event loop run until `condition()` holds; fail saying `what` never happened.
 
     The deadline only keeps a broken test from hanging: nothing is asserted about how long the

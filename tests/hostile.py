@@ -42,9 +42,17 @@ _MARKER = re.compile(r"\[\[hostile:([a-z0-9]+?)(?:x(\d+))?\]\]")
 
 def completion(prompt: str, model: str = "hostile-1") -> dict:
     return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": 1, "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": f"answer to {prompt[:40]}"},
-                     "finish_reason": "stop"}],
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": f"answer to {prompt[:40]}"},
+                "finish_reason": "stop",
+            }
+        ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
     }
 
@@ -90,8 +98,9 @@ class HostileServer:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.requests[f"{request.method} {request.path}"] += 1
         if request.method != "POST" or not request.path.endswith("/chat/completions"):
-            return web.Response(status=200, text="<html><body>another server's page</body></html>",
-                                content_type="text/html")
+            return web.Response(
+                status=200, text="<html><body>another server's page</body></html>", content_type="text/html"
+            )
         body = await request.json()
         prompt = str(body["messages"][-1]["content"])
         fate = self._fate(prompt)
@@ -110,19 +119,28 @@ class HostileServer:
             case "array":
                 return web.json_response([completion(prompt)])
             case "html":
-                return web.Response(status=200, text="<!doctype html><title>Sign in</title><p>Please log in",
-                                    content_type="text/html")
+                return web.Response(
+                    status=200, text="<!doctype html><title>Sign in</title><p>Please log in", content_type="text/html"
+                )
             case "redirect302" | "redirect307":
                 raise (web.HTTPFound if fate == "redirect302" else web.HTTPTemporaryRedirect)(self.other_url)
             case "ra999999" | "rainf" | "rams1e12":
-                header = {"ra999999": ("retry-after", "999999"), "rainf": ("retry-after", "inf"),
-                          "rams1e12": ("retry-after-ms", "1e12")}[fate]
-                return web.json_response({"error": {"message": "Rate limit reached", "type": "requests",
-                                                    "code": "rate_limit_exceeded"}}, status=429,
-                                         headers=dict([header]))
+                header = {
+                    "ra999999": ("retry-after", "999999"),
+                    "rainf": ("retry-after", "inf"),
+                    "rams1e12": ("retry-after-ms", "1e12"),
+                }[fate]
+                return web.json_response(
+                    {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}},
+                    status=429,
+                    headers=dict([header]),
+                )
             case "noretry":
-                return web.json_response({"error": {"message": "overloaded", "type": "server_error"}}, status=503,
-                                         headers={"x-should-retry": "false"})
+                return web.json_response(
+                    {"error": {"message": "overloaded", "type": "server_error"}},
+                    status=503,
+                    headers={"x-should-retry": "false"},
+                )
             case "pretty":
                 self.answered[prompt] += 1
                 body = completion(prompt, body.get("model", "hostile-1"))

@@ -48,8 +48,21 @@ from aiohttp import web
 from .hostile import HostileServer, completion
 
 ANSWER_FATES = frozenset(
-    {"bom", "nan", "dupkeys", "surrogate", "control", "lineseps", "hugenum", "bigusage", "utf16", "deep",
-     "notutf8", "huge", "big"}
+    {
+        "bom",
+        "nan",
+        "dupkeys",
+        "surrogate",
+        "control",
+        "lineseps",
+        "hugenum",
+        "bigusage",
+        "utf16",
+        "deep",
+        "notutf8",
+        "huge",
+        "big",
+    }
 )
 KEY_FATES = frozenset({"keycode", "keyheader", "keyspell", "keytype", "keyok"})
 ERROR_FATES = frozenset({"errweird"})
@@ -121,8 +134,12 @@ class ByteHostileServer(HostileServer):
             return web.Response(status=200, body=data, headers={"content-type": "application/json"})
         if fate == "errweird":
             error = {"message": "bad\u2028request\u0085 \ud800 \x00 end", "type": "invalid_request_error"}
-            return web.Response(status=400, text=json.dumps({"error": error}), content_type="application/json",
-                                headers={"x-request-id": "req-\x85x"})
+            return web.Response(
+                status=400,
+                text=json.dumps({"error": error}),
+                content_type="application/json",
+                headers={"x-request-id": "req-\x85x"},
+            )
         key = (request.headers.get("authorization") or "").removeprefix("Bearer ")
         if fate == "keyok":
             self.answered[prompt] += 1
@@ -140,8 +157,12 @@ class ByteHostileServer(HostileServer):
         return match.group(1) if match else None
 
     def _echo_key(self, fate: str, key: str) -> web.Response:
-        error: dict = {"message": "Incorrect API key provided", "type": "invalid_request_error",
-                       "code": "invalid_api_key", "param": None}
+        error: dict = {
+            "message": "Incorrect API key provided",
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+            "param": None,
+        }
         headers = {}
         match fate:
             case "keycode":
@@ -149,8 +170,9 @@ class ByteHostileServer(HostileServer):
             case "keyheader":
                 headers["x-request-id"] = f"req-{key}"
             case "keyspell":
-                error["message"] = (f"bad key {quote(key, safe='')} / {key.lower()} / {key.upper()} / "
-                                    f"Authorization: Bearer {key}")
+                error["message"] = (
+                    f"bad key {quote(key, safe='')} / {key.lower()} / {key.upper()} / Authorization: Bearer {key}"
+                )
             case "keytype":
                 error["type"] = key
                 error["param"] = key

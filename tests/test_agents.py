@@ -91,8 +91,9 @@ async def test_agents_use_the_example_mcp_server_and_quote_their_own_results(tmp
 
 async def test_tool_failures_go_back_to_the_model_and_max_steps_fails_the_agent(tmp_path, sim_factory):
     sim = sim_factory(latency_ms=2)
-    tools = ToolsSpec(python=(PythonToolSpec("tests.agent_tools:broken", where="tools.python[0]"),),
-                      max_steps=2, source="job.toml")
+    tools = ToolsSpec(
+        python=(PythonToolSpec("tests.agent_tools:broken", where="tools.python[0]"),), max_steps=2, source="job.toml"
+    )
     job = agents_job(tmp_path, ["fine [[sim:tools=1]]", "too long [[sim:tools=5]]"], tools)
     session, events = await run_session(tmp_path, sim, job, concurrency=2)
     ended = [e for e in events if isinstance(e, ToolCallEnded)]
@@ -118,16 +119,19 @@ async def test_a_job_without_tools_is_still_one_call_per_task(tmp_path, sim_fact
 
 async def test_an_agent_killed_mid_trajectory_resumes_without_redoing_a_completed_step(tmp_path, sim_factory):
     sim = sim_factory(latency_ms=5)
-    (tmp_path / "slowtools.py").write_text(textwrap.dedent('''
+    (tmp_path / "slowtools.py").write_text(
+        textwrap.dedent('''
         import time
 
         def lookup(term: str) -> str:
             """Look a term up (slowly, so the run can be killed while tools run)."""
             time.sleep(0.4)
             return f"lookup({term}) done"
-    '''))
+    ''')
+    )
     job = tmp_path / "agents.toml"
-    job.write_text(textwrap.dedent('''
+    job.write_text(
+        textwrap.dedent("""
         name = "agents"
         model = "sim-1"
         [request]
@@ -139,14 +143,31 @@ async def test_an_agent_killed_mid_trajectory_resumes_without_redoing_a_complete
         [tasks]
         count = 6
         prompt = "agent {agent} [[sim:tools=3]]"
-    '''))
+    """)
+    )
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "swarm_tui", "run", str(job), "--headless", "--out", str(run_dir),
-         "--base-url", sim.base_url, "--concurrency", "6"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "swarm_tui",
+            "run",
+            str(job),
+            "--headless",
+            "--out",
+            str(run_dir),
+            "--base-url",
+            sim.base_url,
+            "--concurrency",
+            "6",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
+
         def mid_trajectory() -> bool:
             if not (run_dir / "journal.sqlite").exists():
                 return False

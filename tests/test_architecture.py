@@ -8,10 +8,25 @@ import subprocess
 import sys
 from pathlib import Path
 
-CORE_MODULES = ["swarm_tui.engine", "swarm_tui.journal", "swarm_tui.pricing", "swarm_tui.sim", "swarm_tui.session",
-                "swarm_tui.headless", "swarm_tui.providers.client", "swarm_tui.jobs", "swarm_tui.currency",
-                "swarm_tui.estimate", "swarm_tui.shadow", "swarm_tui.swarm.pipeline", "swarm_tui.attach",
-                "swarm_tui.judge.judge", "swarm_tui.engine.batch_lane", "swarm_tui.providers.wire", "swarm_tui.core.lanes"]
+CORE_MODULES = [
+    "swarm_tui.engine",
+    "swarm_tui.journal",
+    "swarm_tui.pricing",
+    "swarm_tui.sim",
+    "swarm_tui.session",
+    "swarm_tui.headless",
+    "swarm_tui.providers.client",
+    "swarm_tui.jobs",
+    "swarm_tui.currency",
+    "swarm_tui.estimate",
+    "swarm_tui.shadow",
+    "swarm_tui.swarm.pipeline",
+    "swarm_tui.attach",
+    "swarm_tui.judge.judge",
+    "swarm_tui.engine.batch_lane",
+    "swarm_tui.providers.wire",
+    "swarm_tui.core.lanes",
+]
 
 
 def test_core_modules_do_not_import_textual():

@@ -93,8 +93,12 @@ async def test_a_job_over_the_providers_limits_is_split_into_several_batches(tmp
 async def test_byte_limit_splits_too(tmp_path, sim_factory):
     sim = sim_factory(batch_seconds=0.1)
     session = open_session(
-        tmp_path, sim.base_url, [f"bytes {i} " + "x" * 400 for i in range(30)], lane="batch",
-        batch_max_bytes=5_000, **FAST_POLL,
+        tmp_path,
+        sim.base_url,
+        [f"bytes {i} " + "x" * 400 for i in range(30)],
+        lane="batch",
+        batch_max_bytes=5_000,
+        **FAST_POLL,
     )
     await run_session(session)
     assert sim.stats()["batch"]["batches_created"] >= 3
@@ -225,7 +229,11 @@ async def test_lane_auto_submits_no_batch_when_the_live_share_fails(tmp_path, si
     sim = sim_factory(require_key="sk-right")
     monkeypatch.setenv("WRONG_KEY", "sk-wrong")
     session = open_session(
-        tmp_path, sim.base_url, [f"bad key {i}" for i in range(100)], lane="auto", api_key_env="WRONG_KEY",
+        tmp_path,
+        sim.base_url,
+        [f"bad key {i}" for i in range(100)],
+        lane="auto",
+        api_key_env="WRONG_KEY",
         **FAST_POLL,
     )
     finished = await run_session(session)
@@ -238,8 +246,9 @@ async def test_lane_auto_submits_no_batch_when_the_live_share_fails(tmp_path, si
 async def test_lane_auto_submits_no_batch_when_every_live_call_is_a_bad_request(tmp_path, sim_factory):
     """A broken prompt (422 for every call, not a refusal of the account): the lane's own rule."""
     sim = sim_factory()
-    session = open_session(tmp_path, sim.base_url, [f"broken {i} [[sim:422]]" for i in range(100)], lane="auto",
-                           **FAST_POLL)
+    session = open_session(
+        tmp_path, sim.base_url, [f"broken {i} [[sim:422]]" for i in range(100)], lane="auto", **FAST_POLL
+    )
     finished = await run_session(session)
     assert finished.failed == 20 and finished.succeeded == 0 and finished.cancelled == 80
     assert "no batch" in (finished.stop_reason or "")
@@ -264,9 +273,24 @@ def test_kill_9_while_the_batch_runs_then_resume_reattaches_and_submits_nothing_
     job = write_batch(tmp_path / "job.jsonl", [f"killed lane {i}" for i in range(2000)])
     run_dir = tmp_path / "run"
     child = subprocess.Popen(
-        [sys.executable, "-m", "swarm_tui", "run", str(job), "--headless", "--base-url", sim.base_url,
-         "--lane", "auto", "--batch-poll", "0.1", "--out", str(run_dir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "swarm_tui",
+            "run",
+            str(job),
+            "--headless",
+            "--base-url",
+            sim.base_url,
+            "--lane",
+            "auto",
+            "--batch-poll",
+            "0.1",
+            "--out",
+            str(run_dir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 60
     while batch_row(run_dir / "journal.sqlite")[0] is None:
@@ -325,12 +349,33 @@ async def test_one_model_a_batch_file(tmp_path, sim_factory):
     """A job naming two models is sent as one batch a model (the provider refuses a mixed file)."""
     sim = sim_factory(batch_seconds=0.1)
     job = tmp_path / "mixed.jsonl"
-    job.write_text("".join(
-        json.dumps({"custom_id": f"task-{i:04d}", "method": "POST", "url": "/v1/chat/completions",
-                    "body": {"model": f"sim-{i % 2}", "messages": [{"role": "user", "content": f"mixed {i}"}]}})
-        + "\n" for i in range(10)))
-    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--lane", "batch",
-                     "--batch-poll", "0.05", "--out", str(tmp_path / "run"))
+    job.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "custom_id": f"task-{i:04d}",
+                    "method": "POST",
+                    "url": "/v1/chat/completions",
+                    "body": {"model": f"sim-{i % 2}", "messages": [{"role": "user", "content": f"mixed {i}"}]},
+                }
+            )
+            + "\n"
+            for i in range(10)
+        )
+    )
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        sim.base_url,
+        "--lane",
+        "batch",
+        "--batch-poll",
+        "0.05",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert result.returncode == 0, result.stderr
     batch = sim.stats()["batch"]
     assert batch["batches_created"] == 2 and batch["files_rejected"] == 0
@@ -349,8 +394,17 @@ def no_batch_api():
 
 def test_a_relay_without_the_batch_api_lane_auto_runs_everything_live(tmp_path, no_batch_api):
     job = write_batch(tmp_path / "job.jsonl", [f"relay {i}" for i in range(60)])
-    result = run_cli("run", str(job), "--headless", "--base-url", no_batch_api.base_url, "--lane", "auto",
-                     "--out", str(tmp_path / "run"))
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        no_batch_api.base_url,
+        "--lane",
+        "auto",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert result.returncode == 0, result.stderr
     assert sum(no_batch_api.answered.values()) == 60  # the 20 of the live share, then the 40 the batch could not take
     assert no_batch_api.requests["POST /v1/files"] == 1 and not no_batch_api.requests["POST /v1/batches"]
@@ -359,8 +413,17 @@ def test_a_relay_without_the_batch_api_lane_auto_runs_everything_live(tmp_path, 
 
 def test_a_relay_without_the_batch_api_lane_batch_stops_saying_why(tmp_path, no_batch_api):
     job = write_batch(tmp_path / "job.jsonl", [f"relay {i}" for i in range(10)])
-    result = run_cli("run", str(job), "--headless", "--base-url", no_batch_api.base_url, "--lane", "batch",
-                     "--out", str(tmp_path / "run"))
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        no_batch_api.base_url,
+        "--lane",
+        "batch",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert result.returncode == 1
     assert "refused the batch (upload)" in result.stderr
     assert sum(no_batch_api.answered.values()) == 0
@@ -378,8 +441,20 @@ def test_a_disk_full_while_the_lines_are_journaled_loses_none_of_them(tmp_path, 
     sim = sim_factory(mode="process", batch_seconds=0.5)
     job = write_batch(tmp_path / "job.jsonl", [f"disk full {i}" for i in range(2000)])
     run_dir = tmp_path / "run"
-    child = spawn("run", str(job), "--headless", "--base-url", sim.base_url, "--lane", "batch",
-                  "--batch-poll", "0.1", "--out", str(run_dir), limit_file_bytes=1_500_000)
+    child = spawn(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        sim.base_url,
+        "--lane",
+        "batch",
+        "--batch-poll",
+        "0.1",
+        "--out",
+        str(run_dir),
+        limit_file_bytes=1_500_000,
+    )
     _, stderr = child.communicate(timeout=120)
     assert child.returncode == 1, stderr
     assert "journal write failed" in stderr and "file size limit" in stderr
@@ -397,8 +472,17 @@ def test_a_toml_job_names_its_lane_and_a_wrong_one_is_refused_before_anything_is
     sim = sim_factory(batch_seconds=0.1)
     job = tmp_path / "job.toml"
     job.write_text('name = "lanes"\nmodel = "sim-1"\nlane = "batch"\n[tasks]\ncount = 5\nprompt = "lane {agent}"\n')
-    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--batch-poll", "0.05",
-                     "--out", str(tmp_path / "run"))
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        sim.base_url,
+        "--batch-poll",
+        "0.05",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert result.returncode == 0, result.stderr
     assert sim.stats()["batch"]["lines_submitted"] == 5 and sim.stats()["requests"] == 0
 

@@ -46,10 +46,14 @@ async def test_the_budget_is_never_passed_by_what_calls_in_flight_write(tmp_path
     $0.336 (a body without max_tokens reserved 1,024 output tokens). Now each call holds its worst
     case (4,000 tokens, or gpt-4.1's 32,768) and no more go out than the budget can hold."""
     sim = sim_factory(latency_ms=50.0, output_tokens=(16, 16))
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url),
-                   EngineSettings(concurrency=100, budget_usd=0.10), prices={"custom/gpt-4.1": GPT41})
-    session = SwarmSession.open_new(load_job(long_answers(tmp_path, 100, max_tokens=max_tokens)), plan,
-                                    tmp_path / "run")
+    plan = RunPlan(
+        ProviderProfile("custom", base_url=sim.base_url),
+        EngineSettings(concurrency=100, budget_usd=0.10),
+        prices={"custom/gpt-4.1": GPT41},
+    )
+    session = SwarmSession.open_new(
+        load_job(long_answers(tmp_path, 100, max_tokens=max_tokens)), plan, tmp_path / "run"
+    )
     finished = await run_session(session)
 
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -69,13 +73,20 @@ async def test_a_hedge_holds_its_worst_case_too(tmp_path, sim_factory):
     sim = sim_factory(latency_ms=40.0, latency_sigma=0.1)
     prompts = [f"task {i}" for i in range(60)] + [f"slow {i} [[sim:hangx1]]" for i in range(6)]
     job = load_job(write_batch(tmp_path / "job.jsonl", prompts, model="gpt-4.1", max_tokens=2000))
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url),
-                   EngineSettings(concurrency=10, hedge=True, budget_usd=0.5, timeout_s=30.0),
-                   prices={"custom/gpt-4.1": GPT41})
+    plan = RunPlan(
+        ProviderProfile("custom", base_url=sim.base_url),
+        EngineSettings(concurrency=10, hedge=True, budget_usd=0.5, timeout_s=30.0),
+        prices={"custom/gpt-4.1": GPT41},
+    )
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
     held = []
-    session.engine.subscribe(lambda e: held.append(session.engine.ledger.holds((e.index, e.number)))
-                             if isinstance(e, AttemptStarted) and e.hedge else None)
+    session.engine.subscribe(
+        lambda e: (
+            held.append(session.engine.ledger.holds((e.index, e.number)))
+            if isinstance(e, AttemptStarted) and e.hedge
+            else None
+        )
+    )
     finished = await run_session(session)
     assert finished.succeeded == 66
     assert held and all(held), "every backup sent held its worst case in the ledger"
@@ -88,10 +99,14 @@ async def test_calls_wait_for_room_rather_than_stop_while_others_are_in_flight(t
     for them to settle at what they cost, and the run goes on until the spend itself leaves no
     room for one more worst case."""
     sim = sim_factory(latency_ms=20.0)
-    job = load_job(write_batch(tmp_path / "job.jsonl", [f"task {i}" for i in range(80)], model="gpt-4.1",
-                               max_tokens=2000))
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url),
-                   EngineSettings(concurrency=10, budget_usd=0.05), prices={"custom/gpt-4.1": GPT41})
+    job = load_job(
+        write_batch(tmp_path / "job.jsonl", [f"task {i}" for i in range(80)], model="gpt-4.1", max_tokens=2000)
+    )
+    plan = RunPlan(
+        ProviderProfile("custom", base_url=sim.base_url),
+        EngineSettings(concurrency=10, budget_usd=0.05),
+        prices={"custom/gpt-4.1": GPT41},
+    )
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
     finished = await run_session(session)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -106,8 +121,11 @@ async def test_a_swarms_planner_and_aggregator_draw_on_the_same_ledger(tmp_path,
     A budget too small for the planner's worst case sends nothing at all, and says why."""
     sim = sim_factory(latency_ms=5.0)
     job = load_job(REPO / "sample_jobs" / "research-swarm.toml", model_override="gpt-4.1")
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url),
-                   EngineSettings(budget_usd=0.001), prices={"custom/gpt-4.1": GPT41})
+    plan = RunPlan(
+        ProviderProfile("custom", base_url=sim.base_url),
+        EngineSettings(budget_usd=0.001),
+        prices={"custom/gpt-4.1": GPT41},
+    )
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
     finished = await run_session(session)
     assert sim.stats()["requests"] == 0, "the planner's worst case does not fit: not sent"
@@ -144,9 +162,20 @@ def test_a_budget_without_a_bound_on_the_answers_refuses_to_start(tmp_path):
     config.write_text('[prices."custom/house-model"]\ninput = 1.0\noutput = 2.0\n')
     job = tmp_path / "job.jsonl"
     job.write_text(json.dumps({"custom_id": "a", "body": {"messages": [{"role": "user", "content": "hi"}]}}) + "\n")
-    result = run_cli("run", str(job), "--base-url", "http://127.0.0.1:9/v1", "--model", "house-model",
-                     "--budget", "0.10", "--headless", "--out", str(tmp_path / "run"),
-                     env={"SWARM_TUI_CONFIG": str(config)})
+    result = run_cli(
+        "run",
+        str(job),
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "house-model",
+        "--budget",
+        "0.10",
+        "--headless",
+        "--out",
+        str(tmp_path / "run"),
+        env={"SWARM_TUI_CONFIG": str(config)},
+    )
     assert result.returncode == 2, result.stderr
     assert "--budget" in result.stderr and "max_tokens" in result.stderr and "max_output" in result.stderr
     assert "Traceback" not in result.stderr

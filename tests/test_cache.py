@@ -32,8 +32,19 @@ def private_cache_home(tmp_path, monkeypatch):
 
 def cached_run(job: Path, base_url: str, out: Path, cache_dir: Path, *extra: str, mode: str | None = None):
     cache = ["--cache"] if mode is None else ["--cache", mode]
-    return run_cli("run", str(job), "--headless", "--base-url", base_url, "--out", str(out), *cache,
-                   "--cache-dir", str(cache_dir), *extra)
+    return run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        base_url,
+        "--out",
+        str(out),
+        *cache,
+        "--cache-dir",
+        str(cache_dir),
+        *extra,
+    )
 
 
 def results_by_id(run_dir: Path) -> dict[str, dict]:
@@ -86,8 +97,12 @@ def test_twenty_changed_prompts_send_exactly_twenty(tmp_path, sim):
     assert sim.stats()["requests"] == 20
     assert set(sim.stats()["successes_by_prompt"]) == {f"edited question {i}" for i in range(0, 200, 10)}
     answers = results_by_id(tmp_path / "two")
-    assert all(answers[f"task-{i:04d}"]["response"]["body"]["choices"][0]["message"]["content"]
-               .startswith(f"Sim answer to: {changed[i]}") for i in range(200))
+    assert all(
+        answers[f"task-{i:04d}"]["response"]["body"]["choices"][0]["message"]["content"].startswith(
+            f"Sim answer to: {changed[i]}"
+        )
+        for i in range(200)
+    )
     assert json.loads((tmp_path / "two" / "summary.json").read_text())["cache"]["hits"] == 180
 
 
@@ -110,8 +125,12 @@ def test_identical_requests_of_one_run_are_sent_once(tmp_path, sim):
     assert sim.stats()["requests"] == 25
     answers = results_by_id(tmp_path / "run")
     assert len(answers) == 100
-    assert all(answers[f"task-{i:04d}"]["response"]["body"]["choices"][0]["message"]["content"]
-               .startswith(f"Sim answer to: duplicate {i % 25}") for i in range(100))
+    assert all(
+        answers[f"task-{i:04d}"]["response"]["body"]["choices"][0]["message"]["content"].startswith(
+            f"Sim answer to: duplicate {i % 25}"
+        )
+        for i in range(100)
+    )
 
 
 def test_cache_read_on_an_empty_cache_sends_everything_and_writes_nothing(tmp_path, sim):
@@ -165,8 +184,11 @@ def test_an_answer_the_jobs_validator_refused_is_never_cached(tmp_path, sim):
     task fails; the next run sends it again), the valid one is."""
     cache_dir = tmp_path / "cache"
     job = tmp_path / "strict.toml"
-    job.write_text('name = "strict"\nmodel = "sim-1"\n\n[request]\nmax_tokens = 64\n\n[workers]\njson = true\n\n'
-                   '[[task]]\nprompt = "prose always [[sim:prose]]"\n\n[[task]]\nprompt = "fine"\n', encoding="utf-8")
+    job.write_text(
+        'name = "strict"\nmodel = "sim-1"\n\n[request]\nmax_tokens = 64\n\n[workers]\njson = true\n\n'
+        '[[task]]\nprompt = "prose always [[sim:prose]]"\n\n[[task]]\nprompt = "fine"\n',
+        encoding="utf-8",
+    )
     first = cached_run(job, sim.base_url, tmp_path / "a", cache_dir, "--max-attempts", "1")
     assert first.returncode == 1, first.stderr
     assert cache_rows(cache_dir) == 1
@@ -185,9 +207,26 @@ def test_two_processes_share_one_cache_at_once(tmp_path, sim_factory):
     right = [f"shared {i}" for i in range(300, 900)]
     jobs = [write_batch(tmp_path / "left.jsonl", left), write_batch(tmp_path / "right.jsonl", right)]
     children = [
-        subprocess.Popen([sys.executable, "-m", "swarm_tui", "run", str(job), "--headless", "--base-url",
-                          sim.base_url, "--out", str(tmp_path / f"run{n}"), "--cache", "--cache-dir", str(cache_dir)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "swarm_tui",
+                "run",
+                str(job),
+                "--headless",
+                "--base-url",
+                sim.base_url,
+                "--out",
+                str(tmp_path / f"run{n}"),
+                "--cache",
+                "--cache-dir",
+                str(cache_dir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for n, job in enumerate(jobs)
     ]
     for child in children:
@@ -196,8 +235,12 @@ def test_two_processes_share_one_cache_at_once(tmp_path, sim_factory):
     for n, prompts in enumerate((left, right)):
         answers = results_by_id(tmp_path / f"run{n}")
         assert len(answers) == 600
-        assert all(answers[f"task-{i:04d}"]["response"]["body"]["choices"][0]["message"]["content"]
-                   .startswith(f"Sim answer to: {p}") for i, p in enumerate(prompts))
+        assert all(
+            answers[f"task-{i:04d}"]["response"]["body"]["choices"][0]["message"]["content"].startswith(
+                f"Sim answer to: {p}"
+            )
+            for i, p in enumerate(prompts)
+        )
     db = sqlite3.connect(cache_dir / "responses.sqlite3")
     assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     db.close()
@@ -215,9 +258,27 @@ def test_resume_after_sigkill_sends_no_success_again(tmp_path, sim_factory):
     job = write_batch(tmp_path / "job.jsonl", prompts)
     run_dir, cache_dir = tmp_path / "run", tmp_path / "cache"
     child = subprocess.Popen(
-        [sys.executable, "-m", "swarm_tui", "run", str(job), "--headless", "--base-url", sim.base_url,
-         "--out", str(run_dir), "--concurrency", "20", "--cache", "--cache-dir", str(cache_dir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
+        [
+            sys.executable,
+            "-m",
+            "swarm_tui",
+            "run",
+            str(job),
+            "--headless",
+            "--base-url",
+            sim.base_url,
+            "--out",
+            str(run_dir),
+            "--concurrency",
+            "20",
+            "--cache",
+            "--cache-dir",
+            str(cache_dir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=os.environ.copy(),
+    )
     deadline = time.monotonic() + 60
     while len(succeeded_indices(run_dir / "journal.sqlite")) < 100:
         assert child.poll() is None, child.stderr.read().decode()
@@ -281,9 +342,26 @@ def test_a_full_disk_while_writing_the_cache_never_fails_the_run(tmp_path, sim):
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
     result = subprocess.run(
-        [sys.executable, "-m", "swarm_tui", "run", str(job), "--headless", "--base-url", sim.base_url,
-         "--out", str(tmp_path / "run"), "--cache", "--cache-dir", str(cache_dir)],
-        capture_output=True, text=True, timeout=110, preexec_fn=limited)
+        [
+            sys.executable,
+            "-m",
+            "swarm_tui",
+            "run",
+            str(job),
+            "--headless",
+            "--base-url",
+            sim.base_url,
+            "--out",
+            str(tmp_path / "run"),
+            "--cache",
+            "--cache-dir",
+            str(cache_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        preexec_fn=limited,
+    )
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     assert len(results_by_id(tmp_path / "run")) == 100
@@ -329,11 +407,18 @@ def test_an_expired_answer_is_not_replayed(tmp_path):
 def test_the_key_holds_what_changes_the_answer_and_nothing_else():
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.7, "max_tokens": 9}
     key = request_key("http://x/v1", None, body)
-    assert key == request_key("http://x/v1/", None, {**body, "stream": True, "stream_options": {"a": 1},
-                                                      "user": "u1", "metadata": {"k": "v"}})
+    assert key == request_key(
+        "http://x/v1/", None, {**body, "stream": True, "stream_options": {"a": 1}, "user": "u1", "metadata": {"k": "v"}}
+    )
     assert key == request_key("http://x/v1", None, dict(reversed(list(body.items()))))
-    for changed in ({"temperature": 0.8}, {"seed": 1}, {"max_tokens": 10}, {"response_format": {"type": "json"}},
-                    {"tools": [{"type": "function"}]}, {"model": "n"}):
+    for changed in (
+        {"temperature": 0.8},
+        {"seed": 1},
+        {"max_tokens": 10},
+        {"response_format": {"type": "json"}},
+        {"tools": [{"type": "function"}]},
+        {"model": "n"},
+    ):
         assert request_key("http://x/v1", None, {**body, **changed}) != key, changed
     assert request_key("http://y/v1", None, body) != key
 
@@ -345,8 +430,10 @@ def test_a_cache_flag_without_a_job_file_before_it_reads_as_a_mode(tmp_path):
 
 def test_a_bad_cache_table_in_a_toml_job_names_file_line_and_field(tmp_path, sim):
     job = tmp_path / "job.toml"
-    job.write_text('name = "x"\nmodel = "sim-1"\n[[task]]\nprompt = "a"\n[cache]\nmode = "sometimes"\nttl = "soon"\n',
-                   encoding="utf-8")
+    job.write_text(
+        'name = "x"\nmodel = "sim-1"\n[[task]]\nprompt = "a"\n[cache]\nmode = "sometimes"\nttl = "soon"\n',
+        encoding="utf-8",
+    )
     result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / "run"))
     assert result.returncode == 2, result.stderr
     assert f"{job}:6" in result.stderr and "cache.mode" in result.stderr
@@ -357,8 +444,11 @@ def test_a_bad_cache_table_in_a_toml_job_names_file_line_and_field(tmp_path, sim
 def test_a_toml_jobs_cache_table_turns_the_cache_on(tmp_path, sim):
     cache_dir = tmp_path / "cache"
     job = tmp_path / "job.toml"
-    job.write_text(f'name = "x"\nmodel = "sim-1"\n[tasks]\ncount = 2\nprompt = "task {{agent}}"\n\n[cache]\n'
-                   f'dir = "{cache_dir.name}"\nttl = "1d"\n', encoding="utf-8")
+    job.write_text(
+        f'name = "x"\nmodel = "sim-1"\n[tasks]\ncount = 2\nprompt = "task {{agent}}"\n\n[cache]\n'
+        f'dir = "{cache_dir.name}"\nttl = "1d"\n',
+        encoding="utf-8",
+    )
     for name in ("one", "two"):
         result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / name))
         assert result.returncode == 0, result.stderr
@@ -378,10 +468,13 @@ async def test_an_agent_run_again_with_the_same_tool_results_replays_its_steps(t
     from swarm_tui.tools.spec import PythonToolSpec, ToolsSpec
 
     sim = sim_factory(latency_ms=2)
-    tools = ToolsSpec(python=(PythonToolSpec("tests.agent_tools:lookup", where="tools.python[0]"),),
-                      max_steps=4, source="job.toml")
-    job = replaced(load_job(write_batch(tmp_path / "job.jsonl", [f"agent {i} [[sim:tools=2]]" for i in range(6)],
-                                        max_tokens=256)), tools=tools)
+    tools = ToolsSpec(
+        python=(PythonToolSpec("tests.agent_tools:lookup", where="tools.python[0]"),), max_steps=4, source="job.toml"
+    )
+    job = replaced(
+        load_job(write_batch(tmp_path / "job.jsonl", [f"agent {i} [[sim:tools=2]]" for i in range(6)], max_tokens=256)),
+        tools=tools,
+    )
     settings = EngineSettings(concurrency=4, cache="readwrite", cache_dir=str(tmp_path / "cache"))
     plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), settings)
 

@@ -18,11 +18,14 @@ def test_the_local_engine_declares_everything_and_missing_keeps_a_stable_order()
     assert missing(SwarmEngine.capabilities, list(Capability)) == []
 
 
-@pytest.mark.parametrize(("extra", "named"), [
-    (["--judge", "self"], "the judge (--judge)"),
-    (["--lane", "batch"], "the batch lane"),
-    (["--tools"], "multi-step agents"),
-])
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--judge", "self"], "the judge (--judge)"),
+        (["--lane", "batch"], "the batch lane"),
+        (["--tools"], "multi-step agents"),
+    ],
+)
 def test_a_run_on_ray_that_needs_what_ray_cannot_do_is_refused(tmp_path, extra, named):
     if extra[0] == "--tools":
         extra = ["--tools", str(write_tools(tmp_path))]

@@ -15,8 +15,7 @@ from swarm_tui.providers.profile import ProviderProfile
 from .conftest import run_cli
 
 KEY = "sk-proj-abcDEF0123456789ghiJKL0123456789"
-RELAY = ProviderProfile(name="relay", base_url="https://api.example.com/v1", model="kimi-k2.5",
-                        api_key_env="RELAY_KEY")
+RELAY = ProviderProfile(name="relay", base_url="https://api.example.com/v1", model="kimi-k2.5", api_key_env="RELAY_KEY")
 
 
 def mode(path: Path) -> int:
@@ -45,8 +44,7 @@ def test_a_saved_profile_is_0600_in_a_0700_directory_whatever_the_umask(tmp_path
     assert load_config(path).profile("relay") == RELAY
 
 
-def test_saving_over_a_world_readable_config_makes_it_private_and_keeps_what_the_user_wrote(tmp_path,
-                                                                                             loose_umask):
+def test_saving_over_a_world_readable_config_makes_it_private_and_keeps_what_the_user_wrote(tmp_path, loose_umask):
     directory = tmp_path / "swarm-tui"
     directory.mkdir(mode=0o755)
     os.chmod(directory, 0o755)
@@ -96,14 +94,29 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypat
     assert leftovers(path.parent) == []
 
 
-@pytest.mark.parametrize("profile, field", [
-    (ProviderProfile(name="relay", base_url="https://api.example.com/v1", api_key_env=KEY), "api_key_env"),
-    (ProviderProfile(name="relay", base_url=f"https://me:{KEY}@api.example.com/v1"), "base_url"),
-    (ProviderProfile(name="relay", base_url="https://api.example.com/v1", fallback_base_url="https://b.example.com/v1",
-                     fallback_api_key_env=KEY), "fallback_api_key_env"),
-    (ProviderProfile(name="relay", base_url="https://api.example.com/v1",
-                     fallback_base_url=f"https://{KEY}@b.example.com/v1"), "fallback_base_url"),
-], ids=["api_key_env", "base_url", "fallback_api_key_env", "fallback_base_url"])
+@pytest.mark.parametrize(
+    "profile, field",
+    [
+        (ProviderProfile(name="relay", base_url="https://api.example.com/v1", api_key_env=KEY), "api_key_env"),
+        (ProviderProfile(name="relay", base_url=f"https://me:{KEY}@api.example.com/v1"), "base_url"),
+        (
+            ProviderProfile(
+                name="relay",
+                base_url="https://api.example.com/v1",
+                fallback_base_url="https://b.example.com/v1",
+                fallback_api_key_env=KEY,
+            ),
+            "fallback_api_key_env",
+        ),
+        (
+            ProviderProfile(
+                name="relay", base_url="https://api.example.com/v1", fallback_base_url=f"https://{KEY}@b.example.com/v1"
+            ),
+            "fallback_base_url",
+        ),
+    ],
+    ids=["api_key_env", "base_url", "fallback_api_key_env", "fallback_base_url"],
+)
 def test_a_profile_holding_a_key_is_never_written(tmp_path, profile, field):
     path = tmp_path / "swarm-tui" / "config.toml"
     with pytest.raises(InputError) as caught:

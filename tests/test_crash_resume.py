@@ -31,9 +31,24 @@ def test_sigkill_mid_run_then_resume_keeps_exactly_once(tmp_path, sim_factory):
     job = write_batch(tmp_path / "job.jsonl", prompts)
     run_dir = tmp_path / "run"
     child = subprocess.Popen(
-        [sys.executable, "-m", "swarm_tui", "run", str(job), "--headless", "--base-url", sim.base_url,
-         "--out", str(run_dir), "--concurrency", "20"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
+        [
+            sys.executable,
+            "-m",
+            "swarm_tui",
+            "run",
+            str(job),
+            "--headless",
+            "--base-url",
+            sim.base_url,
+            "--out",
+            str(run_dir),
+            "--concurrency",
+            "20",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=os.environ.copy(),
+    )
     deadline = time.monotonic() + 60
     while len(succeeded_indices(run_dir / "journal.sqlite")) < 60:
         assert child.poll() is None, child.stderr.read().decode()
@@ -56,8 +71,10 @@ def test_sigkill_mid_run_then_resume_keeps_exactly_once(tmp_path, sim_factory):
     ids = Counter(line["custom_id"] for line in read_jsonl(run_dir / "results.jsonl"))
     ids.update(line["custom_id"] for line in read_jsonl(run_dir / "errors.jsonl"))
     assert ids == Counter(f"task-{i:04d}" for i in range(300))
-    answers = {line["custom_id"]: line["response"]["body"]["choices"][0]["message"]["content"]
-               for line in read_jsonl(run_dir / "results.jsonl")}
+    answers = {
+        line["custom_id"]: line["response"]["body"]["choices"][0]["message"]["content"]
+        for line in read_jsonl(run_dir / "results.jsonl")
+    }
     assert all(answers[f"task-{i:04d}"].startswith(f"Sim answer to: {prompts[i]}") for i in range(300))
 
 
@@ -74,8 +91,9 @@ def test_resume_of_a_finished_run_sends_nothing(tmp_path, sim):
 
 def test_resume_retry_failed_reruns_only_the_failures(tmp_path, sim):
     job = write_batch(tmp_path / "job.jsonl", ["ok", "flaky [[sim:500x1]]"])
-    first = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / "run"),
-                    "--max-attempts", "1")
+    first = run_cli(
+        "run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / "run"), "--max-attempts", "1"
+    )
     assert first.returncode == 1
     assert "resume" in first.stderr and "--retry-failed" in first.stderr
     plain = run_cli("resume", str(tmp_path / "run"), "--headless")

@@ -75,8 +75,9 @@ async def test_leased_admission_takes_its_budget_from_the_shared_one():
             refused[name] += not grant.requests
             return grant
 
-        return LeasedAdmission(50, rate_limits=SharedRateLimits(600), lease=lease, close_shared_gate=gates.append,
-                               clock=clock)
+        return LeasedAdmission(
+            50, rate_limits=SharedRateLimits(600), lease=lease, close_shared_gate=gates.append, clock=clock
+        )
 
     a, b = shard("a"), shard("b")
     waiting = [asyncio.create_task(adm.acquire()) for adm in (a, b) * 15]  # 30 sends asked for
@@ -87,8 +88,10 @@ async def test_leased_admission_takes_its_budget_from_the_shared_one():
     async def both_refused_again(what: str) -> None:
         """Until each shard has been refused once more (or, when leasing is broken, all 30 are in)."""
         before = dict(refused)
-        await wait_until(lambda: all(refused[s] > before[s] for s in refused) or all(t.done() for t in waiting),
-                         f"both shards to be refused {what}")
+        await wait_until(
+            lambda: all(refused[s] > before[s] for s in refused) or all(t.done() for t in waiting),
+            f"both shards to be refused {what}",
+        )
 
     try:
         # a grant is used in the same step it is leased, so once both shards have been refused
@@ -114,8 +117,17 @@ def test_ray_flag_without_ray_installed_says_how_to_install_it(tmp_path, sim):
     (blocker / "ray").mkdir(parents=True)
     (blocker / "ray" / "__init__.py").write_text("raise ImportError('no ray here')\n")
     job = write_batch(tmp_path / "job.jsonl", ["a"])
-    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / "run"),
-                     "--ray", env={"PYTHONPATH": str(blocker)})
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        sim.base_url,
+        "--out",
+        str(tmp_path / "run"),
+        "--ray",
+        env={"PYTHONPATH": str(blocker)},
+    )
     assert result.returncode == 2, result.stderr
     assert "pip install 'swarm-tui[ray]'" in result.stderr
     assert not (tmp_path / "run").exists() and sim.stats()["requests"] == 0

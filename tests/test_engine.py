@@ -15,8 +15,10 @@ from .helpers import attempts_of, open_session, wait_until
 
 
 def answers_by_id(run_dir) -> dict[str, str]:
-    return {line["custom_id"]: line["response"]["body"]["choices"][0]["message"]["content"]
-            for line in read_jsonl(run_dir / "results.jsonl")}
+    return {
+        line["custom_id"]: line["response"]["body"]["choices"][0]["message"]["content"]
+        for line in read_jsonl(run_dir / "results.jsonl")
+    }
 
 
 def assert_exactly_once(run_dir, custom_ids):
@@ -122,8 +124,7 @@ async def test_retry_failed_runs_failed_tasks_again(tmp_path, sim):
 
 async def test_pause_stops_dispatch_until_resumed(tmp_path, sim_factory):
     sim = sim_factory(latency_ms=30, latency_sigma=0.01)
-    session = open_session(tmp_path, sim.base_url, [f"t{i}" for i in range(60)], concurrency=5,
-                           adaptive=False)
+    session = open_session(tmp_path, sim.base_url, [f"t{i}" for i in range(60)], concurrency=5, adaptive=False)
     engine = session.engine
     started_while_paused = []
     engine.subscribe(lambda e: isinstance(e, AttemptStarted) and engine.paused and started_while_paused.append(e))
@@ -191,8 +192,14 @@ async def test_streaming_assembles_the_answer_and_measures_ttft(tmp_path, sim_fa
 async def test_stalled_stream_is_retried_as_a_new_request(tmp_path, sim_factory):
 
     sim = sim_factory(latency_ms=5, chunk_delay_ms=1, hang_s=30)
-    session = open_session(tmp_path, sim.base_url, ["fine", "stalls once [[sim:stallx1]]"], stream=True,
-                           idle_timeout_s=0.3, first_token_timeout_s=2.0)
+    session = open_session(
+        tmp_path,
+        sim.base_url,
+        ["fine", "stalls once [[sim:stallx1]]"],
+        stream=True,
+        idle_timeout_s=0.3,
+        first_token_timeout_s=2.0,
+    )
     try:
         finished = await session.run()
     finally:
@@ -211,8 +218,9 @@ async def test_shared_context_hits_the_prefix_cache_and_cached_tokens_cost_less(
     from swarm_tui.session import RunPlan, SwarmSession
 
     job = load_job(demo_job())
-    session = SwarmSession.open_new(job, RunPlan(ProviderProfile("custom", base_url=sim.base_url),
-                                                 EngineSettings(concurrency=10)), tmp_path / "run")
+    session = SwarmSession.open_new(
+        job, RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=10)), tmp_path / "run"
+    )
     try:
         finished = await session.run()
     finally:
@@ -224,5 +232,6 @@ async def test_shared_context_hits_the_prefix_cache_and_cached_tokens_cost_less(
     price = PriceTable.builtin().lookup("kimi-k2.5")
     uncached = price.cost(Usage(prompt=tokens["prompt"], completion=tokens["completion"]))
     assert summary["cost_usd"] == pytest.approx(
-        price.cost(Usage(prompt=tokens["prompt"], completion=tokens["completion"], cached=tokens["cached"])), abs=1e-6)
+        price.cost(Usage(prompt=tokens["prompt"], completion=tokens["completion"], cached=tokens["cached"])), abs=1e-6
+    )
     assert summary["cost_usd"] < uncached

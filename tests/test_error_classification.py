@@ -39,82 +39,205 @@ def openai_error(message: str, type_: str | None, code: str | int | None, param:
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
-RATE_HEADERS = {"x-ratelimit-limit-requests": "500", "x-ratelimit-remaining-requests": "0",
-                "x-ratelimit-reset-requests": "120ms"}
+RATE_HEADERS = {
+    "x-ratelimit-limit-requests": "500",
+    "x-ratelimit-remaining-requests": "0",
+    "x-ratelimit-reset-requests": "120ms",
+}
 
 CASES: dict[str, Case] = {
     # -- money: never retried, whatever the status says
-    "deepseek-402": Case(402, openai_error("Insufficient Balance", "unknown_error", "invalid_request_error"),
-                         ErrorClass.QUOTA, False, code="invalid_request_error"),
+    "deepseek-402": Case(
+        402,
+        openai_error("Insufficient Balance", "unknown_error", "invalid_request_error"),
+        ErrorClass.QUOTA,
+        False,
+        code="invalid_request_error",
+    ),
     "openai-insufficient-quota": Case(
-        429, openai_error("You exceeded your current quota, please check your plan and billing details.",
-                          "insufficient_quota", "insufficient_quota"),
-        ErrorClass.QUOTA, False, headers={"retry-after": "20"}, code="insufficient_quota"),
+        429,
+        openai_error(
+            "You exceeded your current quota, please check your plan and billing details.",
+            "insufficient_quota",
+            "insufficient_quota",
+        ),
+        ErrorClass.QUOTA,
+        False,
+        headers={"retry-after": "20"},
+        code="insufficient_quota",
+    ),
     "moonshot-quota": Case(
-        429, {"error": {"message": "Your account org-1 <ak-1> is suspended, please check your plan and billing "
-                                   "details", "type": "exceeded_current_quota_error"}},
-        ErrorClass.QUOTA, False),
-    "billing-hard-limit": Case(400, openai_error("Billing hard limit has been reached", "invalid_request_error",
-                                                 "billing_hard_limit_reached"),
-                               ErrorClass.QUOTA, False, code="billing_hard_limit_reached"),
+        429,
+        {
+            "error": {
+                "message": "Your account org-1 <ak-1> is suspended, please check your plan and billing details",
+                "type": "exceeded_current_quota_error",
+            }
+        },
+        ErrorClass.QUOTA,
+        False,
+    ),
+    "billing-hard-limit": Case(
+        400,
+        openai_error("Billing hard limit has been reached", "invalid_request_error", "billing_hard_limit_reached"),
+        ErrorClass.QUOTA,
+        False,
+        code="billing_hard_limit_reached",
+    ),
     # -- rate limits: retried after what the provider asked
     "rate-limit-ms": Case(
-        429, openai_error("Rate limit reached for gpt-4.1 in organization org-1 on requests per min (RPM): "
-                          "Limit 500, Used 500, Requested 1. Please try again in 1.5s.", "requests",
-                          "rate_limit_exceeded"),
-        ErrorClass.RATE_LIMIT, True, headers={"retry-after-ms": "1500", "retry-after": "2", **RATE_HEADERS},
-        retry_after_s=1.5, code="rate_limit_exceeded"),
-    "rate-limit-seconds": Case(429, openai_error("Too many requests", "requests", "rate_limit_exceeded"),
-                               ErrorClass.RATE_LIMIT, True, headers={"retry-after": "2"}, retry_after_s=2.0),
+        429,
+        openai_error(
+            "Rate limit reached for gpt-4.1 in organization org-1 on requests per min (RPM): "
+            "Limit 500, Used 500, Requested 1. Please try again in 1.5s.",
+            "requests",
+            "rate_limit_exceeded",
+        ),
+        ErrorClass.RATE_LIMIT,
+        True,
+        headers={"retry-after-ms": "1500", "retry-after": "2", **RATE_HEADERS},
+        retry_after_s=1.5,
+        code="rate_limit_exceeded",
+    ),
+    "rate-limit-seconds": Case(
+        429,
+        openai_error("Too many requests", "requests", "rate_limit_exceeded"),
+        ErrorClass.RATE_LIMIT,
+        True,
+        headers={"retry-after": "2"},
+        retry_after_s=2.0,
+    ),
     # -- a request larger than the TPM limit can never pass: not retried
     "request-too-large": Case(
-        429, openai_error("Request too large for gpt-4.1 in organization org-1 on tokens per min (TPM): Limit "
-                          "30000, Requested 52000. The input or output tokens must be reduced in order to run "
-                          "successfully.", "tokens", "rate_limit_exceeded"),
-        ErrorClass.TOO_LARGE, False, headers={"retry-after": "1"}),
-    "payload-too-large-413": Case(413, openai_error("Request entity too large", "invalid_request_error", None),
-                                  ErrorClass.TOO_LARGE, False),
+        429,
+        openai_error(
+            "Request too large for gpt-4.1 in organization org-1 on tokens per min (TPM): Limit "
+            "30000, Requested 52000. The input or output tokens must be reduced in order to run "
+            "successfully.",
+            "tokens",
+            "rate_limit_exceeded",
+        ),
+        ErrorClass.TOO_LARGE,
+        False,
+        headers={"retry-after": "1"},
+    ),
+    "payload-too-large-413": Case(
+        413, openai_error("Request entity too large", "invalid_request_error", None), ErrorClass.TOO_LARGE, False
+    ),
     # -- context length: fixable by trimming, not by sending the same again
     "openai-context-length": Case(
-        400, openai_error("This model's maximum context length is 128000 tokens. However, your messages resulted "
-                          "in 130512 tokens. Please reduce the length of the messages.", "invalid_request_error",
-                          "context_length_exceeded", "messages"),
-        ErrorClass.CONTEXT_LENGTH, False, code="context_length_exceeded"),
+        400,
+        openai_error(
+            "This model's maximum context length is 128000 tokens. However, your messages resulted "
+            "in 130512 tokens. Please reduce the length of the messages.",
+            "invalid_request_error",
+            "context_length_exceeded",
+            "messages",
+        ),
+        ErrorClass.CONTEXT_LENGTH,
+        False,
+        code="context_length_exceeded",
+    ),
     "vllm-context-length": Case(  # vLLM answers a top-level error object, its code a number
-        400, {"object": "error", "message": "This model's maximum context length is 4096 tokens. However, you "
-              "requested 5000 tokens (4000 in the messages, 1000 in the completion). Please reduce the length "
-              "of the messages or completion.", "type": "BadRequestError", "param": None, "code": 400},
-        ErrorClass.CONTEXT_LENGTH, False),
+        400,
+        {
+            "object": "error",
+            "message": "This model's maximum context length is 4096 tokens. However, you "
+            "requested 5000 tokens (4000 in the messages, 1000 in the completion). Please reduce the length "
+            "of the messages or completion.",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        },
+        ErrorClass.CONTEXT_LENGTH,
+        False,
+    ),
     "llama-cpp-context-size": Case(
-        400, {"error": {"code": 400, "message": "request (4476 tokens) exceeds the available context size "
-                        "(4096 tokens), try increasing it", "type": "exceed_context_size_error",
-                        "n_prompt_tokens": 4476, "n_ctx": 4096}},
-        ErrorClass.CONTEXT_LENGTH, False),
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": "request (4476 tokens) exceeds the available context size (4096 tokens), try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": 4476,
+                "n_ctx": 4096,
+            }
+        },
+        ErrorClass.CONTEXT_LENGTH,
+        False,
+    ),
     # -- the caller's mistakes: never retried
-    "bad-request": Case(400, openai_error("Invalid value for 'temperature': must be <= 2.", "invalid_request_error",
-                                          None, "temperature"), ErrorClass.BAD_REQUEST, False,
-                        message="Invalid value for 'temperature': must be <= 2."),
-    "unauthorized": Case(401, openai_error("Incorrect API key provided.", "invalid_request_error",
-                                           "invalid_api_key"), ErrorClass.AUTH, False, code="invalid_api_key"),
-    "forbidden": Case(403, openai_error("You are not allowed to use this model.", "permission_denied", None),
-                      ErrorClass.PERMISSION, False),
-    "not-found": Case(404, openai_error("The model `gpt-9` does not exist or you do not have access to it.",
-                                        "invalid_request_error", "model_not_found"),
-                      ErrorClass.NOT_FOUND, False, code="model_not_found"),
-    "unprocessable": Case(422, {"detail": [{"loc": ["body", "messages"], "msg": "field required"}]},
-                          ErrorClass.BAD_REQUEST, False, message="HTTP 422: body.messages: field required"),
+    "bad-request": Case(
+        400,
+        openai_error("Invalid value for 'temperature': must be <= 2.", "invalid_request_error", None, "temperature"),
+        ErrorClass.BAD_REQUEST,
+        False,
+        message="Invalid value for 'temperature': must be <= 2.",
+    ),
+    "unauthorized": Case(
+        401,
+        openai_error("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"),
+        ErrorClass.AUTH,
+        False,
+        code="invalid_api_key",
+    ),
+    "forbidden": Case(
+        403,
+        openai_error("You are not allowed to use this model.", "permission_denied", None),
+        ErrorClass.PERMISSION,
+        False,
+    ),
+    "not-found": Case(
+        404,
+        openai_error(
+            "The model `gpt-9` does not exist or you do not have access to it.",
+            "invalid_request_error",
+            "model_not_found",
+        ),
+        ErrorClass.NOT_FOUND,
+        False,
+        code="model_not_found",
+    ),
+    "unprocessable": Case(
+        422,
+        {"detail": [{"loc": ["body", "messages"], "msg": "field required"}]},
+        ErrorClass.BAD_REQUEST,
+        False,
+        message="HTTP 422: body.messages: field required",
+    ),
     # -- transient: retried
-    "request-timeout-408": Case(408, openai_error("Request timed out.", "invalid_request_error", None),
-                                ErrorClass.TIMEOUT, True),
-    "conflict-409": Case(409, openai_error("The request conflicts with the current state of the resource.",
-                                           "invalid_request_error", "conflict"), ErrorClass.CONFLICT, True),
-    "server-500": Case(500, openai_error("The server had an error while processing your request.", "server_error",
-                                         None), ErrorClass.SERVER, True),
-    "proxy-502-html": Case(502, "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>",
-                           ErrorClass.SERVER, True, message="HTTP 502 Bad Gateway"),
-    "overloaded-503": Case(503, openai_error("The engine is currently overloaded, please try again later.",
-                                             "server_error", None),
-                           ErrorClass.SERVER, True, headers={"retry-after": "3"}, retry_after_s=3.0),
+    "request-timeout-408": Case(
+        408, openai_error("Request timed out.", "invalid_request_error", None), ErrorClass.TIMEOUT, True
+    ),
+    "conflict-409": Case(
+        409,
+        openai_error(
+            "The request conflicts with the current state of the resource.", "invalid_request_error", "conflict"
+        ),
+        ErrorClass.CONFLICT,
+        True,
+    ),
+    "server-500": Case(
+        500,
+        openai_error("The server had an error while processing your request.", "server_error", None),
+        ErrorClass.SERVER,
+        True,
+    ),
+    "proxy-502-html": Case(
+        502,
+        "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>",
+        ErrorClass.SERVER,
+        True,
+        message="HTTP 502 Bad Gateway",
+    ),
+    "overloaded-503": Case(
+        503,
+        openai_error("The engine is currently overloaded, please try again later.", "server_error", None),
+        ErrorClass.SERVER,
+        True,
+        headers={"retry-after": "3"},
+        retry_after_s=3.0,
+    ),
 }
 
 KNOWN_GAPS: dict[str, str] = {}
@@ -150,20 +273,26 @@ async def scripted_server():
 
 
 async def call_and_classify(base_url: str, model: str, backend: str, *, attempt_timeout_s: float = 30.0) -> CallError:
-    client = ProviderClient(ProviderProfile("custom", base_url=base_url, backend=backend), base_url,
-                            attempt_timeout_s=attempt_timeout_s)
+    client = ProviderClient(
+        ProviderProfile("custom", base_url=base_url, backend=backend), base_url, attempt_timeout_s=attempt_timeout_s
+    )
     try:
         with pytest.raises(Exception) as caught:
-            await client.complete({"model": model, "messages": [{"role": "user", "content": "hi"}],
-                                   "max_tokens": 8})
+            await client.complete({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})
         return client.classify(caught.value)
     finally:
         await client.aclose()
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(reason=KNOWN_GAPS[name], strict=True)) if name in KNOWN_GAPS
-    else name for name in CASES])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(reason=KNOWN_GAPS[name], strict=True))
+        if name in KNOWN_GAPS
+        else name
+        for name in CASES
+    ],
+)
 async def test_each_provider_error_is_classified_as_the_engine_needs(name, scripted_server, backend):
     case = CASES[name]
     error = await call_and_classify(scripted_server, name, backend)
@@ -201,17 +330,20 @@ NOW = 1445412450.0
 """Wed, 21 Oct 2015 07:27:30 GMT"""
 
 
-@pytest.mark.parametrize("headers, seconds", [
-    ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 30.0),   # an HTTP date, 30 s ahead of `now`
-    ({"retry-after": "Wednesday, 21-Oct-15 07:28:00 GMT"}, 30.0),  # the obsolete RFC 850 form
-    ({"retry-after": "Wed, 21 Oct 2015 07:27:00 GMT"}, 0.0),    # already past: no wait, never negative
-    ({"retry-after": "7"}, 7.0),
-    ({"retry-after": "0.25"}, 0.25),
-    ({"retry-after": "-3"}, 0.0),
-    ({"retry-after-ms": "1500", "retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 1.5),  # -ms is the precise one
-    ({"retry-after-ms": "soon", "retry-after": "4"}, 4.0),
-    ({"retry-after": "in a while"}, None),
-    ({}, None),
-])
+@pytest.mark.parametrize(
+    "headers, seconds",
+    [
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 30.0),  # an HTTP date, 30 s ahead of `now`
+        ({"retry-after": "Wednesday, 21-Oct-15 07:28:00 GMT"}, 30.0),  # the obsolete RFC 850 form
+        ({"retry-after": "Wed, 21 Oct 2015 07:27:00 GMT"}, 0.0),  # already past: no wait, never negative
+        ({"retry-after": "7"}, 7.0),
+        ({"retry-after": "0.25"}, 0.25),
+        ({"retry-after": "-3"}, 0.0),
+        ({"retry-after-ms": "1500", "retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 1.5),  # -ms is the precise one
+        ({"retry-after-ms": "soon", "retry-after": "4"}, 4.0),
+        ({"retry-after": "in a while"}, None),
+        ({}, None),
+    ],
+)
 def test_retry_after_reads_seconds_milliseconds_and_http_dates(headers, seconds):
     assert parse_retry_after(headers, now=NOW) == seconds

@@ -28,22 +28,27 @@ KEY = "sk-test-ECHOED-0123456789abcdef"
 
 
 def chunk(delta: dict, finish: str | None = None) -> str:
-    data = {"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 1, "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    data = {
+        "id": "chatcmpl-s",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     return f"data: {json.dumps(data)}\n\n"
 
 
 ERROR_EVENTS = {
     # OpenAI's shape, as an `event: error` (Anthropic-compatible relays) ...
     "server": 'event: error\ndata: {"error": {"message": "The server had an error while streaming", '
-              '"type": "server_error", "code": null}}\n\n',
+    '"type": "server_error", "code": null}}\n\n',
     # ... OpenRouter's: a data line with an error and a numeric code
     "openrouter": 'data: {"error": {"code": 502, "message": "Upstream provider failed mid-stream"}, '
-                  '"choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]}\n\n',
+    '"choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]}\n\n',
     "rate": 'event: error\ndata: {"error": {"message": "Rate limit reached for requests", '
-            '"type": "requests", "code": "rate_limit_exceeded"}}\n\n',
+    '"type": "requests", "code": "rate_limit_exceeded"}}\n\n',
     "overloaded": 'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", '
-                  '"message": "Overloaded"}}\n\n',
+    '"message": "Overloaded"}}\n\n',
 }
 
 
@@ -63,9 +68,11 @@ class ScriptedServer:
         prompt = body["messages"][-1]["content"]
         self.requests[prompt] += 1
         if "html502" in prompt:
-            page = ("<!DOCTYPE html><html><head><title>relay.example | 502: Bad gateway</title>"
-                    "<style>body{color:red}</style></head><body><h1>Bad gateway</h1>"
-                    "<p>The web server reported a bad gateway error.</p></body></html>")
+            page = (
+                "<!DOCTYPE html><html><head><title>relay.example | 502: Bad gateway</title>"
+                "<style>body{color:red}</style></head><body><h1>Bad gateway</h1>"
+                "<p>The web server reported a bad gateway error.</p></body></html>"
+            )
             return web.Response(status=502, text=page, content_type="text/html")
         if "detail400" in prompt:
             return web.json_response({"detail": f"Unsupported parameter: 'logit_bias' (key {KEY})"}, status=400)
@@ -74,8 +81,13 @@ class ScriptedServer:
             return web.Response(status=502, text=text, content_type="text/plain")
         if body.get("stream"):
             kind = prompt.split("stream-error:")[1].split()[0] if "stream-error:" in prompt else None
-            response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "retry-after": "0.2",
-                                                   "x-ratelimit-remaining-requests": "0"})
+            response = web.StreamResponse(
+                headers={
+                    "Content-Type": "text/event-stream",
+                    "retry-after": "0.2",
+                    "x-ratelimit-remaining-requests": "0",
+                }
+            )
             await response.prepare(request)
             await response.write(chunk({"role": "assistant", "content": "partial "}).encode())
             if kind is not None and self.requests[prompt] == 1:
@@ -85,9 +97,15 @@ class ScriptedServer:
             await response.write((chunk({"content": f"whole answer to {prompt}"}) + chunk({}, "stop")).encode())
             await response.write(b"data: [DONE]\n\n")
             return response
-        return web.json_response({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
-                                  "choices": [{"index": 0, "finish_reason": "stop",
-                                               "message": {"role": "assistant", "content": "fine"}}]})
+        return web.json_response(
+            {
+                "id": "c",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "m",
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "fine"}}],
+            }
+        )
 
 
 @pytest.fixture
@@ -101,21 +119,36 @@ def scripted(monkeypatch):
 
 def journal_attempts(run_dir) -> list[tuple]:
     with sqlite3.connect(f"file:{run_dir / 'journal.sqlite'}?mode=ro", uri=True) as db:
-        return db.execute("SELECT idx, number, error_class, error_message FROM attempts ORDER BY idx, number").fetchall()
+        return db.execute(
+            "SELECT idx, number, error_class, error_message FROM attempts ORDER BY idx, number"
+        ).fetchall()
 
 
 @pytest.mark.parametrize("kind", ["server", "openrouter"])
-def test_a_stream_broken_off_by_an_error_event_is_retried_and_the_second_answer_kept(tmp_path, scripted, backend,
-                                                                                   kind):
+def test_a_stream_broken_off_by_an_error_event_is_retried_and_the_second_answer_kept(tmp_path, scripted, backend, kind):
     prompts = [f"task {i} stream-error:{kind}" for i in range(5)]
     job = write_batch(tmp_path / "job.jsonl", prompts)
     run_dir = tmp_path / "run"
-    result = run_cli("run", str(job), "--headless", "--base-url", scripted.server.base_url, "--backend", backend,
-                     "--stream", "--out", str(run_dir), "--max-attempts", "3")
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        scripted.server.base_url,
+        "--backend",
+        backend,
+        "--stream",
+        "--out",
+        str(run_dir),
+        "--max-attempts",
+        "3",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert scripted.requests == Counter({prompt: 2 for prompt in prompts}), "5 tasks: 10 requests, each retried once"
-    answers = {row["custom_id"]: row["response"]["body"]["choices"][0]["message"]["content"]
-               for row in read_jsonl(run_dir / "results.jsonl")}
+    answers = {
+        row["custom_id"]: row["response"]["body"]["choices"][0]["message"]["content"]
+        for row in read_jsonl(run_dir / "results.jsonl")
+    }
     assert answers == {f"task-{i:04d}": f"partial whole answer to {prompt}" for i, prompt in enumerate(prompts)}
     assert read_jsonl(run_dir / "errors.jsonl") == []
     first_tries = [row for row in journal_attempts(run_dir) if row[1] == 1]
@@ -123,15 +156,18 @@ def test_a_stream_broken_off_by_an_error_event_is_retried_and_the_second_answer_
     assert all("error event in the stream" in row[3] for row in first_tries), first_tries
 
 
-@pytest.mark.parametrize("kind, expected", [("rate", ErrorClass.RATE_LIMIT), ("server", ErrorClass.SERVER),
-                                            ("overloaded", ErrorClass.SERVER)])
+@pytest.mark.parametrize(
+    "kind, expected",
+    [("rate", ErrorClass.RATE_LIMIT), ("server", ErrorClass.SERVER), ("overloaded", ErrorClass.SERVER)],
+)
 async def test_an_error_event_is_classified_as_the_same_error_sent_as_a_status(scripted, backend, kind, expected):
     profile = ProviderProfile("custom", base_url=scripted.server.base_url, backend=backend)
     client = ProviderClient(profile, scripted.server.base_url)
     try:
         with pytest.raises(Exception) as caught:
-            await client.complete({"model": "m", "messages": [{"role": "user", "content": f"stream-error:{kind} x"}]},
-                                  stream=True)
+            await client.complete(
+                {"model": "m", "messages": [{"role": "user", "content": f"stream-error:{kind} x"}]}, stream=True
+            )
         error = client.classify(caught.value)
     finally:
         await client.aclose()
@@ -146,8 +182,10 @@ async def test_a_200_whose_body_is_an_error_object_is_classified_as_that_error(b
     clear_proxy_env(monkeypatch)
 
     async def chat(request: web.Request) -> web.Response:
-        return web.json_response({"error": {"message": "Rate limit exceeded: free-models-per-min", "code": 429}},
-                                 headers={"retry-after": "3"})
+        return web.json_response(
+            {"error": {"message": "Rate limit exceeded: free-models-per-min", "code": 429}},
+            headers={"retry-after": "3"},
+        )
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
@@ -170,9 +208,22 @@ async def test_a_200_whose_body_is_an_error_object_is_classified_as_that_error(b
 def test_an_html_502_and_a_detail_400_keep_the_providers_words_in_errors_jsonl(tmp_path, scripted, backend):
     job = write_batch(tmp_path / "job.jsonl", ["a html502", "b detail400", "c long502"])
     run_dir = tmp_path / "run"
-    result = run_cli("run", str(job), "--headless", "--base-url", scripted.server.base_url, "--backend", backend,
-                     "--api-key-env", "RELAY_KEY", "--out", str(run_dir), "--max-attempts", "2",
-                     env={"RELAY_KEY": KEY})
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        scripted.server.base_url,
+        "--backend",
+        backend,
+        "--api-key-env",
+        "RELAY_KEY",
+        "--out",
+        str(run_dir),
+        "--max-attempts",
+        "2",
+        env={"RELAY_KEY": KEY},
+    )
     assert result.returncode == 1, result.stderr[-3000:]
     errors = {row["custom_id"]: row for row in read_jsonl(run_dir / "errors.jsonl")}
     html, detail, long = (errors[f"task-000{i}"]["error"] for i in range(3))
@@ -190,20 +241,32 @@ def test_an_html_502_and_a_detail_400_keep_the_providers_words_in_errors_jsonl(t
             assert KEY.encode() not in path.read_bytes(), path
 
 
-@pytest.mark.parametrize("status, body, expected", [
-    (502, "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>", "HTTP 502 Bad Gateway"),
-    (503, "<html><body><h1>503 Service Unavailable</h1><p>No server is available</p></body></html>",
-     "HTTP 503 Service Unavailable"),
-    (500, "<html><body><script>x()</script><p>Internal &amp; upstream error</p></body></html>",
-     "HTTP 500: Internal & upstream error"),
-    (400, {"detail": "Unsupported parameter: 'n'"}, "HTTP 400: Unsupported parameter: 'n'"),
-    (422, {"detail": [{"loc": ["body", "model"], "msg": "field required"}, {"loc": ["body", "n"], "msg": "bad"}]},
-     "HTTP 422: body.model: field required; body.n: bad"),
-    (429, {"error": "Too many requests, slow down"}, "HTTP 429: Too many requests, slow down"),
-    (500, {"message": "internal failure", "status": 500}, "internal failure"),  # its message, as before
-    (504, "", "HTTP 504 Gateway Timeout"),
-    (599, None, "HTTP 599"),
-])
+@pytest.mark.parametrize(
+    "status, body, expected",
+    [
+        (502, "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>", "HTTP 502 Bad Gateway"),
+        (
+            503,
+            "<html><body><h1>503 Service Unavailable</h1><p>No server is available</p></body></html>",
+            "HTTP 503 Service Unavailable",
+        ),
+        (
+            500,
+            "<html><body><script>x()</script><p>Internal &amp; upstream error</p></body></html>",
+            "HTTP 500: Internal & upstream error",
+        ),
+        (400, {"detail": "Unsupported parameter: 'n'"}, "HTTP 400: Unsupported parameter: 'n'"),
+        (
+            422,
+            {"detail": [{"loc": ["body", "model"], "msg": "field required"}, {"loc": ["body", "n"], "msg": "bad"}]},
+            "HTTP 422: body.model: field required; body.n: bad",
+        ),
+        (429, {"error": "Too many requests, slow down"}, "HTTP 429: Too many requests, slow down"),
+        (500, {"message": "internal failure", "status": 500}, "internal failure"),  # its message, as before
+        (504, "", "HTTP 504 Gateway Timeout"),
+        (599, None, "HTTP 599"),
+    ],
+)
 def test_the_words_an_error_body_carries(status, body, expected):
     from swarm_tui.providers.errors import classify_reply
 

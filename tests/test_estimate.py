@@ -40,8 +40,11 @@ def test_the_articles_scenario_is_307_2m_output_tokens_and_2457_60_for_gpt_4_1()
 
 
 def test_the_estimate_in_process_gives_exact_figures():
-    estimate = build_estimate(Scenario(agents=100, tasks_per_day=50, output_tokens=2048, days=30),
-                              models=["gpt-4.1"], currency=resolve_currency("USD"))
+    estimate = build_estimate(
+        Scenario(agents=100, tasks_per_day=50, output_tokens=2048, days=30),
+        models=["gpt-4.1"],
+        currency=resolve_currency("USD"),
+    )
     assert estimate.usage.completion == 307_200_000 and estimate.usage.prompt == 0
     by_provider = {row.provider: row for row in estimate.rows}
     assert by_provider["holysheep"].cost_usd == pytest.approx(2457.60)
@@ -58,8 +61,12 @@ def test_all_models_as_json_put_every_provider_side_by_side():
     data = json.loads(result.stdout)
     assert data["tokens"]["output"] == 307_200_000
     rows = {(r["model"], r["provider"]): r for r in data["rows"]}
-    expected = {"gpt-4.1": (8.00, 11.40), "claude-sonnet-4.5": (15.00, 21.00),
-                "gemini-2.5-flash": (2.50, 3.75), "deepseek-v3.2": (0.42, 0.65)}
+    expected = {
+        "gpt-4.1": (8.00, 11.40),
+        "claude-sonnet-4.5": (15.00, 21.00),
+        "gemini-2.5-flash": (2.50, 3.75),
+        "deepseek-v3.2": (0.42, 0.65),
+    }
     for model, (relay, average) in expected.items():
         cheap, dear = rows[(model, "holysheep")], rows[(model, "relay-avg")]
         assert cheap["cost_usd"] == pytest.approx(307.2 * relay, abs=0.01)
@@ -74,8 +81,11 @@ def test_all_models_as_json_put_every_provider_side_by_side():
 def test_cached_input_is_cheaper_than_uncached_input():
     base = Scenario(input_tokens=4000, output_tokens=500)
     cold = build_estimate(base, models=["deepseek-v3.2"], providers=["official"]).rows[0]
-    warm = build_estimate(Scenario(input_tokens=4000, output_tokens=500, cached_share=0.75),
-                          models=["deepseek-v3.2"], providers=["official"]).rows[0]
+    warm = build_estimate(
+        Scenario(input_tokens=4000, output_tokens=500, cached_share=0.75),
+        models=["deepseek-v3.2"],
+        providers=["official"],
+    ).rows[0]
     tasks = 100 * 50 * 30
     assert cold.cost_usd == pytest.approx(tasks * (4000 * 0.28 + 500 * 0.42) / 1e6)
     assert warm.cost_usd == pytest.approx(tasks * (1000 * 0.28 + 3000 * 0.028 + 500 * 0.42) / 1e6)
@@ -96,8 +106,7 @@ async def test_from_run_takes_the_per_task_tokens_a_run_measured(tmp_path, sim):
     assert scenario.agents == 10 and scenario.output_tokens == 1000  # an explicit flag wins
     assert scenario.input_tokens == pytest.approx(measured.input_tokens)
 
-    result = run_cli("estimate", "--from-run", str(tmp_path / "run"), "--model", "gpt-4.1", "--agents", "10",
-                     "--json")
+    result = run_cli("estimate", "--from-run", str(tmp_path / "run"), "--model", "gpt-4.1", "--agents", "10", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["scenario"]["measured_from"] == str(tmp_path / "run")
@@ -108,16 +117,19 @@ async def test_from_run_takes_the_per_task_tokens_a_run_measured(tmp_path, sim):
     assert measure_run(tmp_path / "run").output_tokens == pytest.approx(measured.output_tokens)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--model", "gpt-9"], "known models: claude-sonnet-4.5, deepseek-v3.2"),
-    (["--cached-share", "1.5"], "--cached-share"),
-    (["--agents", "0"], "--agents"),
-    (["--output-tokens", "-5"], "--output-tokens"),
-    (["--model", "gpt-4.1", "--all-models"], "not allowed with"),
-    (["--currency", "XYZ"], "no reference rate for XYZ"),
-    (["--provider", "nobody"], "known: holysheep, official, relay-avg"),
-    (["--from-run", "/nonexistent/run"], "not a run directory"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model", "gpt-9"], "known models: claude-sonnet-4.5, deepseek-v3.2"),
+        (["--cached-share", "1.5"], "--cached-share"),
+        (["--agents", "0"], "--agents"),
+        (["--output-tokens", "-5"], "--output-tokens"),
+        (["--model", "gpt-4.1", "--all-models"], "not allowed with"),
+        (["--currency", "XYZ"], "no reference rate for XYZ"),
+        (["--provider", "nobody"], "known: holysheep, official, relay-avg"),
+        (["--from-run", "/nonexistent/run"], "not a run directory"),
+    ],
+)
 def test_bad_input_exits_2_with_a_clear_message(argv, message, capsys):
     try:
         code = main(["estimate", *argv])
@@ -132,14 +144,22 @@ def test_a_live_runs_usage_gives_the_per_task_tokens():
     from swarm_tui.estimate import scenario_from_usage
 
     scenario = scenario_from_usage(Usage(prompt=4000, completion=1000, cached=3000), 10, Scenario(agents=5))
-    assert (scenario.agents, scenario.input_tokens, scenario.output_tokens, scenario.cached_share) == (5, 400, 100, 0.75)
+    assert (scenario.agents, scenario.input_tokens, scenario.output_tokens, scenario.cached_share) == (
+        5,
+        400,
+        100,
+        0.75,
+    )
     with pytest.raises(Exception, match="no finished task"):
         scenario_from_usage(Usage(), 0)
 
 
 def test_the_batch_column_prices_the_batch_lane_and_its_saving():
-    estimate = build_estimate(Scenario(agents=100, tasks_per_day=50, output_tokens=2048, days=30),
-                              models=["gpt-4.1", "deepseek-v3.2"], currency=resolve_currency("USD"))
+    estimate = build_estimate(
+        Scenario(agents=100, tasks_per_day=50, output_tokens=2048, days=30),
+        models=["gpt-4.1", "deepseek-v3.2"],
+        currency=resolve_currency("USD"),
+    )
     rows = {(row.model, row.provider): row for row in estimate.rows}
     official = rows[("gpt-4.1", "official")]
     assert official.batch_cost_usd == pytest.approx(1228.80)  # 307.2M output x $4.00 (50% of $8.00)
@@ -154,8 +174,11 @@ def test_the_batch_column_prices_the_batch_lane_and_its_saving():
     assert not [line for line in lines if "batch" in line.split() and line.split()[0] in ("holysheep", "relay-avg")]
     assert not [line for line in lines if line.split()[:2] == ["official", "batch"] and "0.42" in line.split()]
 
-    cached = build_estimate(Scenario(input_tokens=4000, output_tokens=500, cached_share=0.75),
-                            models=["claude-sonnet-4.5"], providers=["official"]).rows[0]
+    cached = build_estimate(
+        Scenario(input_tokens=4000, output_tokens=500, cached_share=0.75),
+        models=["claude-sonnet-4.5"],
+        providers=["official"],
+    ).rows[0]
     tasks = 100 * 50 * 30  # Anthropic: cache reads stack with the batch discount (0.1x the batch input)
     assert cached.batch_cost_usd == pytest.approx(tasks * (1000 * 1.50 + 3000 * 0.15 + 500 * 7.50) / 1e6)
 
@@ -178,10 +201,14 @@ def test_the_json_gives_the_batch_cost_and_saving_per_row():
 # priority), within 80 columns. GPT-5's Flex is billed at its Batch API rates
 # (https://platform.openai.com/docs/guides/flex-processing: "priced at Batch API rates"); its
 # Priority tier at $2.50 / $20.00 (https://platform.openai.com/docs/pricing, Priority processing).
-@pytest.mark.parametrize("argv", [
-    ["--all-models"],
-    ["--all-models", "--input-tokens", "3000", "--cached-share", "0.5", "--currency", "JPY", "--rate", "150"],
-], ids=["article-cny", "with-input-jpy"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--all-models"],
+        ["--all-models", "--input-tokens", "3000", "--cached-share", "0.5", "--currency", "JPY", "--rate", "150"],
+    ],
+    ids=["article-cny", "with-input-jpy"],
+)
 def test_the_estimate_has_lane_and_tier_columns_within_80_columns(argv):
     result = run_cli("estimate", *ARTICLE, *argv)
     assert result.returncode == 0, result.stderr
@@ -194,25 +221,40 @@ def test_the_estimate_has_lane_and_tier_columns_within_80_columns(argv):
     batch = _row(lines, "gpt-5", "official", "batch")
     priority = _row(lines, "gpt-5", "official", "live", "priority")
     assert flex.split()[-4] == batch.split()[-4]  # flex at the batch price, per 1M output: $5.00
-    usd = {name: float(line.split()[-3].strip("$").replace(",", "")) for name, line in
-           (("default", default), ("flex", flex), ("priority", priority))}
+    usd = {
+        name: float(line.split()[-3].strip("$").replace(",", ""))
+        for name, line in (("default", default), ("flex", flex), ("priority", priority))
+    }
     assert usd["flex"] == pytest.approx(usd["default"] / 2, abs=0.01)
     assert usd["priority"] == pytest.approx(usd["default"] * 2, abs=0.02)  # each rounded to the cent
 
 
 def test_the_json_gives_each_rows_cost_per_tier_and_a_long_context_rule_is_judged_per_task():
-    estimate = build_estimate(Scenario(agents=100, tasks_per_day=50, output_tokens=2048, days=30),
-                              models=["gpt-5"], providers=["official"], currency=resolve_currency("USD"))
+    estimate = build_estimate(
+        Scenario(agents=100, tasks_per_day=50, output_tokens=2048, days=30),
+        models=["gpt-5"],
+        providers=["official"],
+        currency=resolve_currency("USD"),
+    )
     tiers = estimate.rows[0].to_dict()["tier_costs_usd"]
     assert tiers == {"default": 3072.0, "flex": 1536.0, "priority": 6144.0, "batch": 1536.0}
     # 250k-token prompts on Claude Sonnet 4.5: above its 200k threshold, each task is priced wholly at
     # the premium (2x input, 1.5x output); 150k-token prompts are not, though the month adds up to more
-    small = build_estimate(Scenario(agents=1, tasks_per_day=1, days=1, input_tokens=150_000, output_tokens=1000),
-                           models=["claude-sonnet-4.5"], providers=["official"]).rows[0]
-    large = build_estimate(Scenario(agents=1, tasks_per_day=1, days=1, input_tokens=250_000, output_tokens=1000),
-                           models=["claude-sonnet-4.5"], providers=["official"]).rows[0]
+    small = build_estimate(
+        Scenario(agents=1, tasks_per_day=1, days=1, input_tokens=150_000, output_tokens=1000),
+        models=["claude-sonnet-4.5"],
+        providers=["official"],
+    ).rows[0]
+    large = build_estimate(
+        Scenario(agents=1, tasks_per_day=1, days=1, input_tokens=250_000, output_tokens=1000),
+        models=["claude-sonnet-4.5"],
+        providers=["official"],
+    ).rows[0]
     assert small.cost_usd == pytest.approx((150_000 * 3.00 + 1000 * 15.00) / 1e6)
     assert large.cost_usd == pytest.approx((250_000 * 6.00 + 1000 * 22.50) / 1e6)
-    month = build_estimate(Scenario(agents=10, tasks_per_day=10, days=30, input_tokens=150_000, output_tokens=1000),
-                           models=["claude-sonnet-4.5"], providers=["official"]).rows[0]
+    month = build_estimate(
+        Scenario(agents=10, tasks_per_day=10, days=30, input_tokens=150_000, output_tokens=1000),
+        models=["claude-sonnet-4.5"],
+        providers=["official"],
+    ).rows[0]
     assert month.cost_usd == pytest.approx(3000 * small.cost_usd)

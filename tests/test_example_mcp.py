@@ -47,18 +47,19 @@ async def exercise(client: Client) -> None:
     hit = text_of(await client.call_tool("lookup", {"term": "t-1a2b3c4d retries"}))
     assert hit.startswith("lookup(t-1a2b3c4d retries): retries: ") and "backoff" in hit
     assert text_of(await client.call_tool("lookup", {"term": "Prefix Caching"})).startswith(
-        "lookup(Prefix Caching): prefix caching: ")
-    assert text_of(await client.call_tool("lookup", {"term": "t-0000 zebras"})) == \
-        "lookup(t-0000 zebras): no entry for t-0000 zebras"
+        "lookup(Prefix Caching): prefix caching: "
+    )
+    assert (
+        text_of(await client.call_tool("lookup", {"term": "t-0000 zebras"}))
+        == "lookup(t-0000 zebras): no entry for t-0000 zebras"
+    )
     assert text_of(await client.call_tool("add", {"a": 2, "b": 3.5})) == "add(2, 3.5) = 5.5"
     assert text_of(await client.call_tool("multiply", {"a": 4, "b": 2.5})) == "multiply(4, 2.5) = 10"
     assert text_of(await client.call_tool("notes", {"agent": "t-a"})) == "notes(t-a): no notes"
-    assert text_of(await client.call_tool("note", {"agent": "t-a", "text": "first"})) == \
-        "note(t-a): kept note 1: first"
+    assert text_of(await client.call_tool("note", {"agent": "t-a", "text": "first"})) == "note(t-a): kept note 1: first"
     await client.call_tool("note", {"agent": "t-b", "text": "other agent"})
     await client.call_tool("note", {"agent": "t-a", "text": "second"})
-    assert text_of(await client.call_tool("notes", {"agent": "t-a"})) == \
-        "notes(t-a): 2 note(s): 1. first; 2. second"
+    assert text_of(await client.call_tool("notes", {"agent": "t-a"})) == "notes(t-a): 2 note(s): 1. first; 2. second"
     bad = await client.call_tool("add", {"a": "x", "b": 1})
     assert bad.is_error  # a wrong argument is the tool's error, not the server's death
     assert text_of(await client.call_tool("add", {"a": 1, "b": 1})) == "add(1, 1) = 2"
@@ -106,8 +107,12 @@ async def test_streamable_http_on_a_free_port():
 
 
 def test_bad_http_address_is_refused():
-    r = subprocess.run([sys.executable, "-m", "swarm_tui.examples.mcp_tools", "--http", "127.0.0.1:http"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "swarm_tui.examples.mcp_tools", "--http", "127.0.0.1:http"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "HOST:PORT" in r.stderr
 
 
@@ -122,23 +127,32 @@ async def test_simulated_agents_use_the_example_tools(sim):
     """Agents on the simulator, tools from the MCP server: each final answer quotes its own results."""
     async with Client(SERVER) as mcp:
         listed = (await mcp.list_tools()).tools
-        tools = [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                                   "parameters": t.input_schema}} for t in listed]
+        tools = [
+            {
+                "type": "function",
+                "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+            }
+            for t in listed
+        ]
 
         async def run_agent(task: str) -> tuple[str, list[str]]:
             messages: list[dict] = [{"role": "user", "content": task}]
             async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
                 for _ in range(8):
-                    r = await http.post(sim.base_url + "/chat/completions",
-                                        json={"model": "m", "messages": messages, "tools": tools})
+                    r = await http.post(
+                        sim.base_url + "/chat/completions", json={"model": "m", "messages": messages, "tools": tools}
+                    )
                     assert r.status_code == 200, r.text
                     msg = r.json()["choices"][0]["message"]
                     if not msg.get("tool_calls"):
                         return msg["content"], [m["content"] for m in messages if m["role"] == "tool"]
                     messages.append({"role": "assistant", "content": msg["content"], "tool_calls": msg["tool_calls"]})
-                    outs = await asyncio.gather(*(mcp.call_tool(c["function"]["name"],
-                                                                json.loads(c["function"]["arguments"]))
-                                                  for c in msg["tool_calls"]))
+                    outs = await asyncio.gather(
+                        *(
+                            mcp.call_tool(c["function"]["name"], json.loads(c["function"]["arguments"]))
+                            for c in msg["tool_calls"]
+                        )
+                    )
                     for call, out in zip(msg["tool_calls"], outs, strict=True):
                         messages.append({"role": "tool", "tool_call_id": call["id"], "content": text_of(out)})
             raise AssertionError("no final answer")

@@ -46,8 +46,16 @@ class ForeignServer:
         if n >= 2:
             return None
         roll = int(hashlib.sha256(f"{prompt}#{n}".encode()).hexdigest(), 16) % 100
-        return {0: "hang", 1: "hang", 2: "html503", 3: "html503", 4: "html503", 5: "bare500", 6: "bare500",
-                7: "bare500"}.get(roll)
+        return {
+            0: "hang",
+            1: "hang",
+            2: "html503",
+            3: "html503",
+            4: "html503",
+            5: "bare500",
+            6: "bare500",
+            7: "bare500",
+        }.get(roll)
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
@@ -59,16 +67,19 @@ class ForeignServer:
         self._window = (window, used)
         if used > self.PER_WINDOW:
             self.statuses[429] += 1
-            return web.json_response({"error": {"message": "Too many requests, slow down.",
-                                                "type": "rate_limit_error"}}, status=429,
-                                     headers={"Retry-After": "1"})
+            return web.json_response(
+                {"error": {"message": "Too many requests, slow down.", "type": "rate_limit_error"}},
+                status=429,
+                headers={"Retry-After": "1"},
+            )
         fate = self._fault(prompt)
         if fate == "hang":
             await asyncio.sleep(30)
         if fate == "html503":
             self.statuses[503] += 1
-            return web.Response(status=503, text="<html><body><h1>503 Service Unavailable</h1></body></html>",
-                                content_type="text/html")
+            return web.Response(
+                status=503, text="<html><body><h1>503 Service Unavailable</h1></body></html>", content_type="text/html"
+            )
         if fate == "bare500":
             self.statuses[500] += 1
             return web.json_response({"message": "internal failure", "status": 500}, status=500)
@@ -76,14 +87,30 @@ class ForeignServer:
         self.statuses[200] += 1
         self.successes[prompt] += 1
         answer = f"ECHO<<{prompt}>>"
-        return web.json_response({
-            "id": f"gen-{hashlib.md5(prompt.encode()).hexdigest()[:12]}", "object": "chat.completion",
-            "created": int(time.time()), "model": body.get("model", "foreign"), "system_fingerprint": "fp_foreign",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop",
-                         "logprobs": None}],
-            "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17,
-                      "prompt_cache_hit_tokens": 8, "prompt_cache_miss_tokens": 4},
-        })
+        return web.json_response(
+            {
+                "id": f"gen-{hashlib.md5(prompt.encode()).hexdigest()[:12]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "foreign"),
+                "system_fingerprint": "fp_foreign",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": answer},
+                        "finish_reason": "stop",
+                        "logprobs": None,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": 12,
+                    "completion_tokens": 5,
+                    "total_tokens": 17,
+                    "prompt_cache_hit_tokens": 8,
+                    "prompt_cache_miss_tokens": 4,
+                },
+            }
+        )
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -128,13 +155,28 @@ def foreign():
 def test_300_tasks_against_a_server_in_another_dialect_all_get_their_own_answer(tmp_path, foreign):
     prompts = [f"foreign task {i}" for i in range(300)]
     job = write_batch(tmp_path / "job.jsonl", prompts, model="foreign-model")
-    result = run_cli("run", str(job), "--headless", "--base-url", foreign.base_url, "--out", str(tmp_path / "run"),
-                     "--timeout", "1.5", "--max-attempts", "6", "--hedge", timeout=180)
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        foreign.base_url,
+        "--out",
+        str(tmp_path / "run"),
+        "--timeout",
+        "1.5",
+        "--max-attempts",
+        "6",
+        "--hedge",
+        timeout=180,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     # every kind of trouble happened, and was survived
     assert foreign.statuses[503] > 0 and foreign.statuses[500] > 0
-    answers = {line["custom_id"]: line["response"]["body"]["choices"][0]["message"]["content"]
-               for line in read_jsonl(tmp_path / "run" / "results.jsonl")}
+    answers = {
+        line["custom_id"]: line["response"]["body"]["choices"][0]["message"]["content"]
+        for line in read_jsonl(tmp_path / "run" / "results.jsonl")
+    }
     assert answers == {f"task-{i:04d}": f"ECHO<<{prompt}>>" for i, prompt in enumerate(prompts)}
     assert read_jsonl(tmp_path / "run" / "errors.jsonl") == []
     assert max(foreign.successes.values()) <= 2  # a hedged pair can both succeed; never more

@@ -23,8 +23,10 @@ from .conftest import REPO
 from .helpers import open_session, wait_until
 
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
-PROGRESS = re.compile(rf"^{STAMP}  (?:round \d+/\d+  )?\d+/\d+ done  \d+ failed  \d+ in flight  [\d.]+ req/s  "
-                      r"(?:ETA [\d:-]+|PAUSED)  (?:\$\d+\.\d{4}|price unknown)")
+PROGRESS = re.compile(
+    rf"^{STAMP}  (?:round \d+/\d+  )?\d+/\d+ done  \d+ failed  \d+ in flight  [\d.]+ req/s  "
+    r"(?:ETA [\d:-]+|PAUSED)  (?:\$\d+\.\d{4}|price unknown)"
+)
 
 
 def test_progress_lines_come_on_a_steady_grid_and_a_late_tick_writes_one():
@@ -43,7 +45,8 @@ def test_progress_lines_come_on_a_steady_grid_and_a_late_tick_writes_one():
 
 
 async def test_a_headless_log_gets_progress_and_a_line_for_each_change_made_from_an_attached_view(
-        tmp_path, sim_factory):
+    tmp_path, sim_factory
+):
     sim = sim_factory(latency_ms=120.0, latency_sigma=0.0)
     session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(40)], concurrency=2, adaptive=False)
     stream = io.StringIO()  # not a terminal: the log a file would get
@@ -72,16 +75,23 @@ async def test_a_headless_log_gets_progress_and_a_line_for_each_change_made_from
     assert all(re.match(STAMP, line) for line in lines[: end + 1]), lines
     progress = [line for line in lines[:end] if PROGRESS.match(line)]
     assert len(progress) >= 3, lines
-    order = [next(n for n, line in enumerate(lines) if text in line)
-             for text in ("paused:", "concurrency ceiling set to 3", "resumed:")]
+    order = [
+        next(n for n, line in enumerate(lines) if text in line)
+        for text in ("paused:", "concurrency ceiling set to 3", "resumed:")
+    ]
     assert order == sorted(order) and order[-1] < end
     assert lines[end + 1].startswith("40/40 succeeded, 0 failed, 0 unfinished in "), lines[end + 1]
 
 
 async def test_json_logs_are_one_object_a_line_with_stable_keys(tmp_path, sim_factory):
     sim = sim_factory(latency_ms=60.0, latency_sigma=0.0)
-    session = open_session(tmp_path, sim.base_url, [f"task {i}" + (" [[sim:500]]" if i == 3 else "")
-                                                    for i in range(20)], concurrency=2, max_attempts=2)
+    session = open_session(
+        tmp_path,
+        sim.base_url,
+        [f"task {i}" + (" [[sim:500]]" if i == 3 else "") for i in range(20)],
+        concurrency=2,
+        max_attempts=2,
+    )
     stream = io.StringIO()
     try:
         code = await run_headless(session, stream=stream, log_format="json", every_s=0.1)
@@ -93,8 +103,9 @@ async def test_json_logs_are_one_object_a_line_with_stable_keys(tmp_path, sim_fa
     kinds = [r["event"] for r in records]
     assert kinds[0] == "start" and kinds[1] == "run_started" and kinds[-2:] == ["finished", "summary"]
     progress = [r for r in records if r["event"] == "progress"]
-    assert progress and all({"done", "total", "failed", "in_flight", "req_s", "eta_s", "cost_usd", "paused"} <= set(r)
-                            for r in progress)
+    assert progress and all(
+        {"done", "total", "failed", "in_flight", "req_s", "eta_s", "cost_usd", "paused"} <= set(r) for r in progress
+    )
     summary = records[-1]
     assert (summary["succeeded"], summary["failed"]) == (19, 1)
     assert summary["next"] == f"retry the failed tasks with: swarm-tui resume {tmp_path / 'run'} --retry-failed"
@@ -103,8 +114,9 @@ async def test_json_logs_are_one_object_a_line_with_stable_keys(tmp_path, sim_fa
 async def test_a_resume_with_retry_failed_reports_its_own_time_and_does_not_suggest_itself(tmp_path, sim):
     from swarm_tui.session import SwarmSession
 
-    session = open_session(tmp_path, sim.base_url, [f"task {i}" + (" [[sim:500]]" if i == 1 else "")
-                                                    for i in range(5)], max_attempts=1)
+    session = open_session(
+        tmp_path, sim.base_url, [f"task {i}" + (" [[sim:500]]" if i == 1 else "") for i in range(5)], max_attempts=1
+    )
     try:
         await session.run()
     finally:
@@ -139,8 +151,12 @@ def readme_recipe() -> list[str]:
 def recipe_env(tmp_path: Path) -> dict[str, str]:
     """The environment of a user's shell: `swarm-tui` on the PATH, this checkout importable."""
     bin_dir = Path(sys.executable).parent
-    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-            "PYTHONPATH": str(REPO), "SWARM_TUI_CONFIG": str(tmp_path / "config.toml")}
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(REPO),
+        "SWARM_TUI_CONFIG": str(tmp_path / "config.toml"),
+    }
 
 
 def wait_for_file_text(path: Path, text: str, timeout: float = 120.0) -> str:
@@ -159,8 +175,15 @@ def test_the_readmes_ssh_recipe_works_as_written_in_an_empty_directory(tmp_path)
     assert commands[0] == "mkdir -p runs" and commands[1].startswith("nohup swarm-tui run ")
     empty = tmp_path / "empty"
     empty.mkdir()
-    started = subprocess.run(["sh", "-c", "\n".join(commands)], cwd=empty, env=recipe_env(tmp_path), timeout=30,
-                             stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    started = subprocess.run(
+        ["sh", "-c", "\n".join(commands)],
+        cwd=empty,
+        env=recipe_env(tmp_path),
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+    )
     assert started.returncode == 0, started.stderr
     log = wait_for_file_text(empty / "runs" / "big.log", "succeeded, ")
     lines = log.splitlines()
@@ -174,10 +197,13 @@ def test_a_redirected_log_gets_progress_lines_while_the_run_goes_on(tmp_path):
     lines arrive in the file before the run ends, at the interval asked for."""
     empty = tmp_path / "empty"
     empty.mkdir()
-    command = ("mkdir -p runs\nnohup swarm-tui run --headless --out runs/slow --sim-latency-ms 1500 --concurrency 20 "
-               "--log-every 1 > runs/slow.log 2>&1 &")
-    subprocess.run(["sh", "-c", command], cwd=empty, env=recipe_env(tmp_path), timeout=30, check=True,
-                   stdin=subprocess.DEVNULL)
+    command = (
+        "mkdir -p runs\nnohup swarm-tui run --headless --out runs/slow --sim-latency-ms 1500 --concurrency 20 "
+        "--log-every 1 > runs/slow.log 2>&1 &"
+    )
+    subprocess.run(
+        ["sh", "-c", command], cwd=empty, env=recipe_env(tmp_path), timeout=30, check=True, stdin=subprocess.DEVNULL
+    )
     log_path = empty / "runs" / "slow.log"
     early = wait_for_file_text(log_path, " in flight  ")  # a progress line, while the run goes on
     assert "finished:" not in early
@@ -192,8 +218,19 @@ def test_a_job_with_tools_says_they_are_starting_before_anything_else(tmp_path, 
     job = write_batch(tmp_path / "job.jsonl", ["add 2 and 3 [[sim:tools=1]]"], max_tokens=1024)
     tools = tmp_path / "tools.toml"
     tools.write_text('[[tools.python]]\nfunction = "tests.agent_tools:add"\n')
-    result = run_cli("run", str(job), "--tools", str(tools), "--headless", "--base-url", sim.base_url,
-                     "--out", str(tmp_path / "run"), env={"PYTHONPATH": str(REPO)}, cwd=REPO)
+    result = run_cli(
+        "run",
+        str(job),
+        "--tools",
+        str(tools),
+        "--headless",
+        "--base-url",
+        sim.base_url,
+        "--out",
+        str(tmp_path / "run"),
+        env={"PYTHONPATH": str(REPO)},
+        cwd=REPO,
+    )
     assert result.returncode == 0, result.stderr
     first = result.stderr.splitlines()[0]
     assert first == "swarm-tui: starting the job's tools to check them (its Python tools) ...", first
@@ -226,8 +263,16 @@ def test_every_state_change_has_its_line_and_its_stable_json_keys():
     ):
         log.observe(event)
     records = [json.loads(line) for line in stream.getvalue().splitlines()]
-    assert [r["event"] for r in records] == ["limit", "failover", "drift", "stopping", "batch_submitted",
-                                             "batch_ended", "phase", "round_finished"]
+    assert [r["event"] for r in records] == [
+        "limit",
+        "failover",
+        "drift",
+        "stopping",
+        "batch_submitted",
+        "batch_ended",
+        "phase",
+        "round_finished",
+    ]
     assert all(r["ts"] == "2026-12-01T10:00:05Z" and r["message"] for r in records)
     by = {r["event"]: r for r in records}
     assert (by["limit"]["ceiling"], by["limit"]["by"]) == (20, "attached view")

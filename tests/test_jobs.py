@@ -75,7 +75,9 @@ def test_toml_syntax_error_names_the_line(tmp_path):
 
 def test_toml_semantic_errors_name_field_and_line(tmp_path):
     path = tmp_path / "job.toml"
-    path.write_text('name = "x"\nmodel = "m"\n\n[request]\nmax_tokens = 0\nwarp = 9\n\n[tasks]\ncount = 3\nprompt = "do {nope}"\n')
+    path.write_text(
+        'name = "x"\nmodel = "m"\n\n[request]\nmax_tokens = 0\nwarp = 9\n\n[tasks]\ncount = 3\nprompt = "do {nope}"\n'
+    )
     with pytest.raises(InputError) as caught:
         load_job(path)
     text = str(caught.value)
@@ -87,8 +89,10 @@ def test_toml_semantic_errors_name_field_and_line(tmp_path):
 def test_toml_task_list_and_context_file(tmp_path):
     (tmp_path / "brief.md").write_text("SHARED BRIEF")
     path = tmp_path / "job.toml"
-    path.write_text('model = "m"\nsystem = "agent {agent}/{total}"\n[context]\nfile = "brief.md"\n'
-                    '[[task]]\nid = "one"\nprompt = "first"\n[[task]]\nid = "two"\nprompt = "second"\n')
+    path.write_text(
+        'model = "m"\nsystem = "agent {agent}/{total}"\n[context]\nfile = "brief.md"\n'
+        '[[task]]\nid = "one"\nprompt = "first"\n[[task]]\nid = "two"\nprompt = "second"\n'
+    )
     job = load_job(path)
     assert [t.custom_id for t in job.tasks] == ["one", "two"]
     assert job.tasks[1].body["messages"] == [
@@ -113,8 +117,17 @@ def test_cli_broken_job_exits_2_and_sends_nothing(tmp_path, sim):
 
 def test_cli_missing_key_names_the_env_var_and_sends_nothing(tmp_path):
     path = write_batch(tmp_path / "job.jsonl", ["a"])
-    result = run_cli("run", str(path), "--headless", "--base-url", "https://relay.example.invalid/v1",
-                     "--api-key-env", "RELAY_KEY_FOR_TEST", "--out", str(tmp_path / "run"))
+    result = run_cli(
+        "run",
+        str(path),
+        "--headless",
+        "--base-url",
+        "https://relay.example.invalid/v1",
+        "--api-key-env",
+        "RELAY_KEY_FOR_TEST",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert result.returncode == 2
     assert "RELAY_KEY_FOR_TEST is not set" in result.stderr
     assert not (tmp_path / "run").exists()

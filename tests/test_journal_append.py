@@ -65,8 +65,11 @@ def test_an_answer_is_logged_and_kept_in_one_write(tmp_path):
     assert table(journal, "SELECT idx, number, outcome, request_id FROM attempts") == [(0, 1, "ok", "req-1")]
     assert journal.result_of(0)["response"] == json.loads(ANSWER)
     assert table(journal, "SELECT response FROM results") == [(ANSWER.decode(),)]  # the bytes as they came
-    assert [type(e).__name__ for _, _, e in journal.log_since(0)] == ["SessionStarted", "AttemptStarted",
-                                                                      "TaskSucceeded"]
+    assert [type(e).__name__ for _, _, e in journal.log_since(0)] == [
+        "SessionStarted",
+        "AttemptStarted",
+        "TaskSucceeded",
+    ]
     journal.close()
 
 
@@ -86,8 +89,13 @@ def test_a_transaction_keeps_every_event_or_none_and_a_missing_payload_fails_it(
 
 def test_payloads_travel_on_the_events_and_stay_out_of_the_log(tmp_path):
     journal = new_journal(tmp_path)
-    transcript = {"model": "m", "messages": [{"role": "user", "content": "q0"}, {"role": "assistant",
-                  "tool_calls": [{"id": "c1", "function": {"name": "grep", "arguments": "{}"}}]}]}
+    transcript = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "q0"},
+            {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "grep", "arguments": "{}"}}]},
+        ],
+    }
     stepped = AgentStepped(attempt(0, 1, "step"), 1, ("grep",), body=transcript)
     with_result = {**transcript, "messages": [*transcript["messages"], {"role": "tool", "content": "SECRET-HIT"}]}
     tool = ToolCallEnded(0, 1, "c1", "grep", True, 3.0, arguments='{"q": "x"}', result="SECRET-HIT", body=with_result)
@@ -97,7 +105,8 @@ def test_payloads_travel_on_the_events_and_stay_out_of_the_log(tmp_path):
 
     assert journal.body_of(0) == with_result  # the transcript, for a resumed run to go on from
     assert [(c["call_id"], c["arguments"], c["result"]) for c in journal.tool_calls_of(0)] == [
-        ("c1", '{"q": "x"}', "SECRET-HIT")]
+        ("c1", '{"q": "x"}', "SECRET-HIT")
+    ]
     assert journal.body_of(3) == added.tasks[0].body and journal.states()[3] is TaskState.QUEUED
     logged = table(journal, "SELECT data FROM log")
     for text in ("SECRET-HIT", "NEW-BODY", '"choices"', "tool_calls"):
@@ -105,7 +114,11 @@ def test_payloads_travel_on_the_events_and_stay_out_of_the_log(tmp_path):
     read_back = [event for _, _, event in journal.log_since(0)][1:]
     assert read_back == [stepped, tool, added, succeeded]  # payloads are not compared
     assert [getattr(e, name) for e, name in zip(read_back, ("body", "result", "tasks", "response"), strict=True)] == [
-        None, None, (), None]
+        None,
+        None,
+        (),
+        None,
+    ]
     assert "SECRET-HIT" not in repr(tool) and "choices" not in repr(succeeded)
     assert codec.decode(*codec.encode(tool)).result is None
     journal.close()
@@ -124,15 +137,17 @@ def test_the_journal_moves_task_states_by_the_boards_rule(tmp_path, seed):
         i = rng.randrange(6)
         numbers[i] += 1
         n = numbers[i]
-        event = rng.choice([
-            AttemptStarted(i, n, "sim"),
-            TaskSucceeded(attempt(i, n), "ok", response=ANSWER),
-            TaskFailed(attempt(i, n, "failed", error=BOOM)),
-            TaskRetrying(attempt(i, n, "retry", error=BOOM), 0.5),
-            TaskCancelled(i, attempt(i, n, "cancelled") if rng.random() < 0.5 else None),
-            TaskQueued(i, TaskState.FAILED),
-            AgentStepped(attempt(i, n, "step"), 1, ("t",), body={"messages": []}),
-        ])
+        event = rng.choice(
+            [
+                AttemptStarted(i, n, "sim"),
+                TaskSucceeded(attempt(i, n), "ok", response=ANSWER),
+                TaskFailed(attempt(i, n, "failed", error=BOOM)),
+                TaskRetrying(attempt(i, n, "retry", error=BOOM), 0.5),
+                TaskCancelled(i, attempt(i, n, "cancelled") if rng.random() < 0.5 else None),
+                TaskQueued(i, TaskState.FAILED),
+                AgentStepped(attempt(i, n, "step"), 1, ("t",), body={"messages": []}),
+            ]
+        )
         starts = isinstance(event, AttemptStarted | AgentStepped)
         if starts and board.states[i].is_final:
             continue  # nothing starts a finished task (late failures after a success do come)
@@ -155,13 +170,17 @@ def dump(journal: Journal) -> dict[str, list[tuple]]:
     """A journal's tables, without what depends on the instant they were written."""
     return {
         "tasks": table(journal, "SELECT idx, custom_id, body, state, attempts FROM tasks ORDER BY idx"),
-        "attempts": table(journal, "SELECT idx, number, outcome, endpoint, status, error_class, request_id, "
-                                   "prompt_tokens, cost_usd FROM attempts ORDER BY idx, number, outcome"),
+        "attempts": table(
+            journal,
+            "SELECT idx, number, outcome, endpoint, status, error_class, request_id, "
+            "prompt_tokens, cost_usd FROM attempts ORDER BY idx, number, outcome",
+        ),
         "results": table(journal, "SELECT idx, ok, request_id, response, error FROM results ORDER BY idx"),
         "tool_calls": table(journal, "SELECT idx, step, call_id, name, arguments, result, ok FROM tool_calls"),
         "judgments": table(journal, "SELECT idx, score, reason, round FROM judgments"),
-        "batches": table(journal, "SELECT id, batch_id, status, counts, output_file_id, error_file_id, "
-                                  "ended_at IS NULL FROM batches"),
+        "batches": table(
+            journal, "SELECT id, batch_id, status, counts, output_file_id, error_file_id, ended_at IS NULL FROM batches"
+        ),
     }
 
 
@@ -181,8 +200,13 @@ def test_the_record_wrappers_write_what_append_writes(tmp_path):
     old.record_step(attempt(2, 1, "step"), {"messages": ["step 1"]})
     new.append([AgentStepped(attempt(2, 1, "step"), 1, ("grep",), body={"messages": ["step 1"]})])
     old.record_tool_call(2, 1, call, "found", True, 2.0, {"messages": ["step 1", "found"]})
-    new.append([ToolCallEnded(2, 1, "c1", "grep", True, 2.0, arguments="{}", result="found",
-                              body={"messages": ["step 1", "found"]})])
+    new.append(
+        [
+            ToolCallEnded(
+                2, 1, "c1", "grep", True, 2.0, arguments="{}", result="found", body={"messages": ["step 1", "found"]}
+            )
+        ]
+    )
     old.record_cancelled([3, 4], [lost, loser])
     new.append([TaskCancelled(3, lost), TaskCancelled(3, loser), TaskCancelled(4)])
     old.record_judgment(0, 8.0, "fine", 2)
@@ -198,8 +222,13 @@ def test_the_record_wrappers_write_what_append_writes(tmp_path):
     new.append([BatchProgress("batch-1", "in_progress", 1, 0, 2, row=1, counts={"completed": 1, "total": 2})])
     lines = BatchLines(succeeded=[(attempt(4, 1), {"choices": []})], failed=[attempt(5, 1, "failed", error=BOOM)])
     old.record_batch_lines(1, "completed", ("out-1", None), lines)
-    new.append([TaskSucceeded(attempt(4, 1), "", response={"choices": []}), TaskFailed(attempt(5, 1, "failed",
-                error=BOOM)), BatchEnded("batch-1", "completed", 1, 1, 0, row=1, files=("out-1", None))])
+    new.append(
+        [
+            TaskSucceeded(attempt(4, 1), "", response={"choices": []}),
+            TaskFailed(attempt(5, 1, "failed", error=BOOM)),
+            BatchEnded("batch-1", "completed", 1, 1, 0, row=1, files=("out-1", None)),
+        ]
+    )
     assert dump(old) == dump(new)
     assert dump(new)["tasks"][3][3:] == ("cancelled", 3)  # a cut call's number is taken: resume numbers on
     old.close()
@@ -228,16 +257,22 @@ def test_the_runs_notes_are_typed_events_of_the_one_log(tmp_path):
 
 def test_failovers_say_whether_they_left_the_primary(tmp_path):
     journal = new_journal(tmp_path)
-    journal.append([
-        RunStarted(3, 3, 4, "p", False),
-        EndpointSwitched("p/fallback", "the primary is down"),
-        EndpointSwitched("p/fallback", "the probe failed"),  # from the fallback to the fallback
-        EndpointSwitched("p", "back to the primary"),
-        RunStarted(3, 1, 4, "p", False),  # a resumed run starts on its primary
-        EndpointSwitched("p/fallback", "the judge said so", from_primary=True),
-    ])
+    journal.append(
+        [
+            RunStarted(3, 3, 4, "p", False),
+            EndpointSwitched("p/fallback", "the primary is down"),
+            EndpointSwitched("p/fallback", "the probe failed"),  # from the fallback to the fallback
+            EndpointSwitched("p", "back to the primary"),
+            RunStarted(3, 1, 4, "p", False),  # a resumed run starts on its primary
+            EndpointSwitched("p/fallback", "the judge said so", from_primary=True),
+        ]
+    )
     assert [(f["to"], f["from_primary"]) for f in failovers(journal)] == [
-        ("p/fallback", True), ("p/fallback", False), ("p", False), ("p/fallback", True)]
+        ("p/fallback", True),
+        ("p/fallback", False),
+        ("p", False),
+        ("p/fallback", True),
+    ]
     journal.close()
 
 

@@ -56,7 +56,8 @@ async def test_a_schema_2_run_resumed_keeps_its_failover_as_a_typed_event(tmp_pa
     readonly = Journal.open(run_dir, readonly=True)  # read as it is: its notes as their events
     try:
         assert [(f["to"], f["reason"], f["from_primary"]) for f in failovers(readonly)] == [
-            (old_failover["to"], old_failover["reason"], True)]
+            (old_failover["to"], old_failover["reason"], True)
+        ]
     finally:
         readonly.close()
     assert read(path, "SELECT value FROM meta WHERE key = 'schema'") == [("2",)]  # nothing written
@@ -86,16 +87,21 @@ def old_journal_with_notes(tmp_path: Path) -> Path:
     journal.close()
     path = tmp_path / "run" / "journal.sqlite"
     db = sqlite3.connect(path)
-    db.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, at REAL NOT NULL, session INTEGER NOT NULL, "
-               "kind TEXT NOT NULL, data TEXT)")
-    db.executemany("INSERT INTO events (at, session, kind, data) VALUES (?, ?, ?, ?)", [
-        (10.0, 1, "session", '{"pid": 7}'),
-        (11.0, 1, "judge_failed", '{"index": 0, "error": "timeout"}'),
-        (12.0, 1, "memory_flushed", '{"rounds": 2}'),
-        (13.0, 1, "quality_drift", '{"rolling": 4.0}'),  # its QualityDrift is in the log already
-        (14.0, 3, "session", '{"pid": 8}'),
-        (15.0, 3, "a kind no version knows", None),
-    ])
+    db.execute(
+        "CREATE TABLE events (id INTEGER PRIMARY KEY, at REAL NOT NULL, session INTEGER NOT NULL, "
+        "kind TEXT NOT NULL, data TEXT)"
+    )
+    db.executemany(
+        "INSERT INTO events (at, session, kind, data) VALUES (?, ?, ?, ?)",
+        [
+            (10.0, 1, "session", '{"pid": 7}'),
+            (11.0, 1, "judge_failed", '{"index": 0, "error": "timeout"}'),
+            (12.0, 1, "memory_flushed", '{"rounds": 2}'),
+            (13.0, 1, "quality_drift", '{"rolling": 4.0}'),  # its QualityDrift is in the log already
+            (14.0, 3, "session", '{"pid": 8}'),
+            (15.0, 3, "a kind no version knows", None),
+        ],
+    )
     db.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
     db.commit()
     db.close()
@@ -115,7 +121,9 @@ def test_old_notes_read_as_events_then_become_them_once(tmp_path):
     assert journal.begin_session() == 4  # after the old sessions (1 and 3), not after the log's
     assert journal.old_events() == [] and journal.meta()["schema"] == SCHEMA_VERSION
     assert [(at, e) for at, e in journal.logged(JudgeFailed, MemoryFlushed)] == [
-        (11.0, JudgeFailed(0, "timeout")), (12.0, MemoryFlushed(2))]
+        (11.0, JudgeFailed(0, "timeout")),
+        (12.0, MemoryFlushed(2)),
+    ]
     sessions = read(path, "SELECT session, data FROM log WHERE kind = 'SessionStarted' ORDER BY seq")
     assert [session for session, _ in sessions] == [1, 3, 4]
     assert [json.loads(data)["pid"] for _, data in sessions[:2]] == [7, 8]
@@ -133,8 +141,9 @@ def test_a_schema_1_journal_keeps_its_session_numbers_in_the_rebuilt_log(tmp_pat
     try:
         assert journal.begin_session() == 2  # the fixture's run was session 1
         assert journal.meta()["schema"] == SCHEMA_VERSION and journal.old_events() == []
-        assert read(run_dir / "journal.sqlite", "SELECT session FROM log WHERE kind = 'SessionStarted' "
-                                                "ORDER BY seq") == [(1,), (2,)]
+        assert read(
+            run_dir / "journal.sqlite", "SELECT session FROM log WHERE kind = 'SessionStarted' ORDER BY seq"
+        ) == [(1,), (2,)]
         assert journal.run_ended() is False  # killed mid-run: the rebuilt log says so, as before
     finally:
         journal.close()

@@ -92,7 +92,9 @@ def test_a_judge_table_with_mistakes_names_each_line_and_field(tmp_path):
 def test_a_rubric_file_is_read_relative_to_the_job(tmp_path):
     (tmp_path / "rubric.md").write_text("Only cite primary sources.\n")
     job = tmp_path / "job.toml"
-    job.write_text('name = "j"\nmodel = "sim-1"\n[tasks]\ncount = 1\nprompt = "p"\n[judge]\nrubric_file = "rubric.md"\n')
+    job.write_text(
+        'name = "j"\nmodel = "sim-1"\n[tasks]\ncount = 1\nprompt = "p"\n[judge]\nrubric_file = "rubric.md"\n'
+    )
     assert load_job(job).judge == JudgeSpec(rubric="Only cite primary sources.")
 
 

@@ -115,7 +115,9 @@ async def test_failover_sends_the_rest_to_the_fallback(tmp_path, sim_factory):
     primary = sim_factory(drift_after_rounds=0, seed=5)  # from round 2 on: the drift comes early
     fallback = sim_factory(seed=6)  # no pollution there
     session = open_run(
-        tmp_path, swarm_job(tmp_path, rounds=5, judge='action = "failover"\n'), primary.base_url,
+        tmp_path,
+        swarm_job(tmp_path, rounds=5, judge='action = "failover"\n'),
+        primary.base_url,
         fallback=fallback.base_url,
     )
     events: list = []
@@ -222,8 +224,9 @@ def test_the_sample_swarm_plays_the_whole_loop_offline(tmp_path):
     from .conftest import run_cli
 
     job = bundled("sample_jobs") / "quality-drift.toml"
-    result = run_cli("run", str(job), "--sim-drift", "2", "--sim-latency-ms", "5", "--headless",
-                     "--out", str(tmp_path / "run"))
+    result = run_cli(
+        "run", str(job), "--sim-drift", "2", "--sim-latency-ms", "5", "--headless", "--out", str(tmp_path / "run")
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     quality = summary["quality"]

@@ -58,8 +58,18 @@ def test_a_key_echoed_anywhere_never_reaches_a_file_or_the_terminal(tmp_path, ec
     server = echoing()
     job = write_batch(tmp_path / "job.jsonl", [f"t{i} [[hostile:{fate}]]" for i, fate in enumerate(FATES)])
     run_dir = tmp_path / "run"
-    result = run_cli("run", str(job), "--headless", "--base-url", server.base_url, "--api-key-env", "RELAY_KEY",
-                     "--out", str(run_dir), env={"RELAY_KEY": KEY})
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        server.base_url,
+        "--api-key-env",
+        "RELAY_KEY",
+        "--out",
+        str(run_dir),
+        env={"RELAY_KEY": KEY},
+    )
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
     assert sum(server.answered.values()) == 1, "the key was sent (and echoed)"
@@ -82,8 +92,13 @@ def test_a_key_echoed_anywhere_never_reaches_a_file_or_the_terminal(tmp_path, ec
 async def test_the_journal_and_its_wal_while_open_and_the_events_never_hold_the_key(tmp_path, echoing, monkeypatch):
     server = echoing()
     monkeypatch.setenv("RELAY_KEY", KEY)
-    session = open_session(tmp_path, server.base_url, [f"t{i} [[hostile:{fate}]]" for i, fate in enumerate(FATES)],
-                           api_key_env="RELAY_KEY", max_attempts=1)
+    session = open_session(
+        tmp_path,
+        server.base_url,
+        [f"t{i} [[hostile:{fate}]]" for i, fate in enumerate(FATES)],
+        api_key_env="RELAY_KEY",
+        max_attempts=1,
+    )
     events: list = []
     session.engine.subscribe(events.append)
     try:
@@ -96,12 +111,15 @@ async def test_the_journal_and_its_wal_while_open_and_the_events_never_hold_the_
     assert_nowhere((tmp_path / "run" / "journal.sqlite").read_bytes(), "the journal")
     assert_nowhere(repr(events).encode(), "the engine's events (what the screen shows)")
     failures = [e.attempt.error for e in events if isinstance(e, TaskFailed)]
-    assert {f.code for f in failures} >= {"***"} and all(e.attempt.request_id != f"req-{KEY}" for e in events
-                                                         if isinstance(e, AttemptEnded))
+    assert {f.code for f in failures} >= {"***"} and all(
+        e.attempt.request_id != f"req-{KEY}" for e in events if isinstance(e, AttemptEnded)
+    )
 
 
-@pytest.mark.parametrize("fate, ok, echoed", [("keyok", True, True), ("keyspell", False, True),
-                                              ("keyheader", False, False), ("keycode", False, False)])
+@pytest.mark.parametrize(
+    "fate, ok, echoed",
+    [("keyok", True, True), ("keyspell", False, True), ("keyheader", False, False), ("keycode", False, False)],
+)
 def test_providers_test_never_prints_the_key(tmp_path, echoing, fate, ok, echoed):
     server = echoing(default_fate=fate)
     config = tmp_path / "config" / "config.toml"
@@ -117,10 +135,17 @@ def test_providers_test_never_prints_the_key(tmp_path, echoing, fate, ok, echoed
 def test_every_spelling_of_a_registered_key_is_masked():
     key = "sk-unit-9876543210ZYXWVUTsrqp/+=xyz"
     secrets.register(key)
-    for text in (key, key.lower(), key.upper(), quote(key, safe=""), f"Authorization: Bearer {key}",
-                 base64.b64encode(f"Bearer {key}".encode()).decode(),  # an encoded header, any alignment
-                 base64.b64encode(f"user:{key}".encode()).decode(),  # Basic auth
-                 base64.b64encode(f"{key}".encode()).decode(), base64.urlsafe_b64encode(f"ab{key}".encode()).decode()):
+    for text in (
+        key,
+        key.lower(),
+        key.upper(),
+        quote(key, safe=""),
+        f"Authorization: Bearer {key}",
+        base64.b64encode(f"Bearer {key}".encode()).decode(),  # an encoded header, any alignment
+        base64.b64encode(f"user:{key}".encode()).decode(),  # Basic auth
+        base64.b64encode(f"{key}".encode()).decode(),
+        base64.urlsafe_b64encode(f"ab{key}".encode()).decode(),
+    ):
         masked = secrets.mask(f"before {text} after")
         assert masked.startswith("before ") and masked.endswith(" after") and "***" in masked, text
         for spelling in (key, key.lower(), key.upper(), quote(key, safe="")):
@@ -139,8 +164,13 @@ def test_log_records_are_masked_whatever_the_logger(monkeypatch):
     monkeypatch.setenv("LOG_KEY", key)
     from swarm_tui.providers.profile import ProviderProfile, resolve_api_key
 
-    assert resolve_api_key(ProviderProfile("x", base_url="https://api.example.com/v1", api_key_env="LOG_KEY"),
-                           "https://api.example.com/v1") == key
+    assert (
+        resolve_api_key(
+            ProviderProfile("x", base_url="https://api.example.com/v1", api_key_env="LOG_KEY"),
+            "https://api.example.com/v1",
+        )
+        == key
+    )
     secrets.install_log_masking()
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
@@ -163,8 +193,18 @@ def test_the_run_directory_of_an_ordinary_run_never_holds_the_key(tmp_path, echo
     """The key, sent on every request, is in none of a plain run's files (masking costs nothing to find)."""
     server = echoing()
     job = write_batch(tmp_path / "job.jsonl", [f"task {i}" for i in range(10)])
-    result = run_cli("run", str(job), "--headless", "--base-url", server.base_url, "--api-key-env", "RELAY_KEY",
-                     "--out", str(tmp_path / "run"), env={"RELAY_KEY": KEY})
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        server.base_url,
+        "--api-key-env",
+        "RELAY_KEY",
+        "--out",
+        str(tmp_path / "run"),
+        env={"RELAY_KEY": KEY},
+    )
     assert result.returncode == 0, result.stderr
     for path in Path(tmp_path / "run").rglob("*"):
         if path.is_file():

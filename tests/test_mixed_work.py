@@ -30,29 +30,34 @@ def mixed_job(tmp_path, *, n: int = 300, long_every: int = 50, long_tokens: int 
     lines = []
     for i in range(n):
         long = i % long_every == long_every // 2
-        body = {"model": "sim-1", "messages": [{"role": "user", "content": f"task {i}"
-                                                + (f" [[sim:tokens={long_tokens}]]" if long else "")}]}
+        body = {
+            "model": "sim-1",
+            "messages": [{"role": "user", "content": f"task {i}" + (f" [[sim:tokens={long_tokens}]]" if long else "")}],
+        }
         ceiling = max_tokens(long) if callable(max_tokens) else max_tokens
         if ceiling is not None:
             body["max_tokens"] = ceiling
-        lines.append(json.dumps({"custom_id": f"t{i}", "method": "POST", "url": "/v1/chat/completions",
-                                 "body": body}))
+        lines.append(json.dumps({"custom_id": f"t{i}", "method": "POST", "url": "/v1/chat/completions", "body": body}))
     path = tmp_path / "mixed.jsonl"
     path.write_text("\n".join(lines) + "\n")
     return load_job(path)
 
 
-@pytest.mark.parametrize("max_tokens", [
-    pytest.param(lambda long: 800 if long else 16, id="each-its-own-ceiling"),
-    pytest.param(2000, id="one-generous-ceiling"),
-    pytest.param(None, id="no-max-tokens"),
-])
+@pytest.mark.parametrize(
+    "max_tokens",
+    [
+        pytest.param(lambda long: 800 if long else 16, id="each-its-own-ceiling"),
+        pytest.param(2000, id="one-generous-ceiling"),
+        pytest.param(None, id="no-max-tokens"),
+    ],
+)
 async def test_the_long_answers_of_a_mixed_job_are_not_stragglers(tmp_path, sim_factory, max_tokens):
     """The case measured on a foreign server: 6 long answers among 294 short ones were abandoned 4
     times each at the 1 s floor and the healthy primary was failed over. Each call is judged by
     what it may write at the endpoint's own rate, and nothing here is a failure of the primary."""
-    primary = sim_factory(mode="process", latency_ms=20.0, latency_sigma=0.2, tokens_per_s=300.0,
-                          output_tokens=(16, 16))
+    primary = sim_factory(
+        mode="process", latency_ms=20.0, latency_sigma=0.2, tokens_per_s=300.0, output_tokens=(16, 16)
+    )
     fallback = sim_factory(latency_ms=20.0, output_tokens=(16, 16))
     job = mixed_job(tmp_path, max_tokens=max_tokens)
     profile = ProviderProfile("custom", base_url=primary.base_url, fallback_base_url=fallback.base_url)
@@ -130,16 +135,20 @@ async def test_an_abandoned_call_is_not_a_failure_of_the_primary_and_is_billed_b
     assert summary["cost_usd"] >= summary["cost_estimated_usd"]
 
 
-@pytest.mark.parametrize(("errors", "words"), [
-    ([CallError(ErrorClass.SERVER, "upstream died", 502)] * 5, "failed 5 attempts in a row"),
-    ([CallError(ErrorClass.AUTH, "invalid api key", 401)], "refused a call (auth 401"),
-])
+@pytest.mark.parametrize(
+    ("errors", "words"),
+    [
+        ([CallError(ErrorClass.SERVER, "upstream died", 502)] * 5, "failed 5 attempts in a row"),
+        ([CallError(ErrorClass.AUTH, "invalid api key", 401)], "refused a call (auth 401"),
+    ],
+)
 def test_a_failover_says_what_happened_in_words_a_user_can_act_on(errors, words):
     breaker = CircuitBreaker()
     reasons = [breaker.on_primary_result(error) for error in errors]
     assert reasons[:-1] == [None] * (len(errors) - 1)
-    assert words in reasons[-1] and ("new attempts go to the fallback" in reasons[-1]
-                                     or "failing over at once" in reasons[-1]), reasons[-1]
+    assert words in reasons[-1] and (
+        "new attempts go to the fallback" in reasons[-1] or "failing over at once" in reasons[-1]
+    ), reasons[-1]
     assert "0 failures" not in reasons[-1]
 
 

@@ -52,12 +52,18 @@ CONFIGS = {
     "theme-list": (b'[defaults]\ntheme = ["a"]\n', ":2: defaults.theme: must be a string, not a list"),
     "providers-string": (b'providers = "x"\n', ":1: providers: must be tables: [providers.NAME], not a string"),
     "defaults-string": (b'defaults = "x"\n', ":1: defaults: must be a table: [defaults], not a string"),
-    "profile-model-table": (b'[providers.x]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = { a = 1 }\n',
-                            ":3: providers.x.model: must be a string, not a table"),
-    "profile-timeout-bool": (b'[providers.x]\nbase_url = "http://127.0.0.1:9/v1"\ntimeout = true\n',
-                             ":3: providers.x.timeout: must be a number, not a boolean"),
-    "profile-rpm-string": (b'[providers.x]\nbase_url = "http://127.0.0.1:9/v1"\nrpm = "600"\n',
-                           ":3: providers.x.rpm: must be an integer, not a string"),
+    "profile-model-table": (
+        b'[providers.x]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = { a = 1 }\n',
+        ":3: providers.x.model: must be a string, not a table",
+    ),
+    "profile-timeout-bool": (
+        b'[providers.x]\nbase_url = "http://127.0.0.1:9/v1"\ntimeout = true\n',
+        ":3: providers.x.timeout: must be a number, not a boolean",
+    ),
+    "profile-rpm-string": (
+        b'[providers.x]\nbase_url = "http://127.0.0.1:9/v1"\nrpm = "600"\n',
+        ":3: providers.x.rpm: must be an integer, not a string",
+    ),
     "bad-toml": (b"[defaults]\nprovider = \n", ":2: toml: Invalid value"),
 }
 
@@ -117,8 +123,12 @@ def read_only(*paths: Path):
 def finished_run(tmp_path, sim) -> Path:
     job = write_batch(tmp_path / "job.jsonl", ["a", "b", "c [[sim:500]]"])
     run_dir = tmp_path / "run"
-    assert run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir),
-                   "--max-attempts", "1").returncode == 1
+    assert (
+        run_cli(
+            "run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir), "--max-attempts", "1"
+        ).returncode
+        == 1
+    )
     return run_dir
 
 
@@ -147,29 +157,51 @@ async def test_attach_reads_a_finished_run_in_a_read_only_directory(finished_run
 TOML_HEAD = 'name = "x"\nmodel = "sim-1"\n'
 
 
-@pytest.mark.parametrize("body, expected", [
-    ('[tasks]\ncount = 3\nprompt = "p"\nid = "same"\n',
-     ":6: tasks.id: gives agents 1 and 2 the same id 'same': put {agent} (or {index}) in it"),
-    ('[tasks]\ncount = 2\nprompt = "p"\nid = "a-{agent}"\n[[task]]\nid = "a-2"\nprompt = "q"\n',
-     "task[0].id: missing, empty or duplicate: 'a-2'"),
-    ('[tasks]\ncount = 2\nprompt = "{agent:999999999}"\n',
-     "tasks.prompt: bad template '{agent:999999999}': the format of {agent} is wider than 1,000 characters"),
-    ('[tasks]\ncount = 2\nprompt = "{agent:.999999999f}"\n', "the format of {agent} is wider than 1,000"),
-    ('[tasks]\ncount = 2\nprompt = "{agent:{total}}"\n', "the format of {agent} holds a placeholder of its own"),
-    ('[tasks]\ncount = 2\nprompt = "{agent[0]}"\n', "unknown placeholder {agent[0]}"),
-    ('[tasks]\ncount = 2\nprompt = "{agent.__class__}"\n', "unknown placeholder {agent.__class__}"),
-    ('[tasks]\ncount = 2\nprompt = "{index:c}"\nid = "{agent:s}"\n', "tasks.id: bad template '{agent:s}'"),
-    ('system = "{agent:99999999999999999999999}"\n[tasks]\ncount = 2\nprompt = "p"\n',
-     ":3: system: bad template"),
-    ('[tasks]\ncount = 100000000000\nprompt = "p"\n',
-     f":4: tasks.count: 100,000,000,000 tasks is over the limit of {MAX_TASKS:,} a job (split it)"),
-], ids=["count-same-id", "task-id-clash", "huge-width", "huge-precision", "nested", "index", "attribute",
-        "bad-code", "system-width", "count-limit"])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        (
+            '[tasks]\ncount = 3\nprompt = "p"\nid = "same"\n',
+            ":6: tasks.id: gives agents 1 and 2 the same id 'same': put {agent} (or {index}) in it",
+        ),
+        (
+            '[tasks]\ncount = 2\nprompt = "p"\nid = "a-{agent}"\n[[task]]\nid = "a-2"\nprompt = "q"\n',
+            "task[0].id: missing, empty or duplicate: 'a-2'",
+        ),
+        (
+            '[tasks]\ncount = 2\nprompt = "{agent:999999999}"\n',
+            "tasks.prompt: bad template '{agent:999999999}': the format of {agent} is wider than 1,000 characters",
+        ),
+        ('[tasks]\ncount = 2\nprompt = "{agent:.999999999f}"\n', "the format of {agent} is wider than 1,000"),
+        ('[tasks]\ncount = 2\nprompt = "{agent:{total}}"\n', "the format of {agent} holds a placeholder of its own"),
+        ('[tasks]\ncount = 2\nprompt = "{agent[0]}"\n', "unknown placeholder {agent[0]}"),
+        ('[tasks]\ncount = 2\nprompt = "{agent.__class__}"\n', "unknown placeholder {agent.__class__}"),
+        ('[tasks]\ncount = 2\nprompt = "{index:c}"\nid = "{agent:s}"\n', "tasks.id: bad template '{agent:s}'"),
+        ('system = "{agent:99999999999999999999999}"\n[tasks]\ncount = 2\nprompt = "p"\n', ":3: system: bad template"),
+        (
+            '[tasks]\ncount = 100000000000\nprompt = "p"\n',
+            f":4: tasks.count: 100,000,000,000 tasks is over the limit of {MAX_TASKS:,} a job (split it)",
+        ),
+    ],
+    ids=[
+        "count-same-id",
+        "task-id-clash",
+        "huge-width",
+        "huge-precision",
+        "nested",
+        "index",
+        "attribute",
+        "bad-code",
+        "system-width",
+        "count-limit",
+    ],
+)
 def test_a_toml_job_that_cannot_run_is_refused_and_leaves_nothing(tmp_path, sim, body, expected):
     job = tmp_path / "job.toml"
     job.write_text(TOML_HEAD + body)
-    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / "run"),
-                     timeout=60)
+    result = run_cli(
+        "run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / "run"), timeout=60
+    )
     assert_refused(result, f"{job}", expected)
     assert not (tmp_path / "run").exists(), "no half-made run directory"
     assert sim.stats()["requests"] == 0
@@ -181,8 +213,13 @@ def test_a_toml_job_that_cannot_run_is_refused_and_leaves_nothing(tmp_path, sim,
 def _start_and_interrupt(args: list[str], delay: float, env: dict[str, str]) -> subprocess.CompletedProcess:
     """Start `swarm-tui ARGS`, and send SIGINT `delay` seconds after it began loading swarm_tui's modules
     (`-X importtime` says when: before that, Ctrl-C lands in Python's own start, not ours)."""
-    process = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "swarm_tui", *args], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
+    process = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "swarm_tui", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+    )
     started = threading.Event()
     stderr: list[str] = []
 
@@ -210,8 +247,9 @@ def _start_and_interrupt(args: list[str], delay: float, env: dict[str, str]) -> 
 def test_ctrl_c_at_any_moment_of_startup_exits_130_in_one_line(tmp_path, sim_factory, delay):
     sim = sim_factory(latency_ms=2000.0, latency_sigma=0.0)  # the run outlasts the first second
     job = write_batch(tmp_path / "job.jsonl", [f"task {i}" for i in range(20)])
-    result = _start_and_interrupt(["run", str(job), "--headless", "--base-url", sim.base_url,
-                                   "--out", str(tmp_path / "run")], delay, {})
+    result = _start_and_interrupt(
+        ["run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / "run")], delay, {}
+    )
     assert result.returncode == 130, result.stderr
     assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr, result.stderr
     if (tmp_path / "run").exists():  # interrupted after the run began: a whole run, resumable

@@ -38,8 +38,20 @@ def snapshot(states, stats, limit, ceiling, paused) -> dict:
         "cells": counts,
         "stats": {
             key: getattr(stats, key)
-            for key in ("total", "succeeded", "failed", "cancelled", "in_flight", "sent", "retried",
-                        "rate_limited", "server_errors", "timeouts", "hedged", "usage")
+            for key in (
+                "total",
+                "succeeded",
+                "failed",
+                "cancelled",
+                "in_flight",
+                "sent",
+                "retried",
+                "rate_limited",
+                "server_errors",
+                "timeouts",
+                "hedged",
+                "usage",
+            )
         },
         "latencies_ms": list(stats.latencies_ms),
         "cost": round(stats.cost_usd, 9),
@@ -51,13 +63,17 @@ def snapshot(states, stats, limit, ceiling, paused) -> dict:
 
 def live_recorder(source: LiveRun, into: list) -> None:
     engine = source.engine
-    source.subscribe(lambda _: into.append(
-        snapshot(engine.states, engine.stats, source.limit, source.ceiling, source.paused)))
+    source.subscribe(
+        lambda _: into.append(snapshot(engine.states, engine.stats, source.limit, source.ceiling, source.paused))
+    )
 
 
 def attached_recorder(attached: AttachedRun, into: list) -> None:
-    attached.subscribe(lambda _: into.append(
-        snapshot(attached.states, attached.stats, attached.limit, attached.ceiling, attached.paused)))
+    attached.subscribe(
+        lambda _: into.append(
+            snapshot(attached.states, attached.stats, attached.limit, attached.ceiling, attached.paused)
+        )
+    )
 
 
 async def follow(attached: AttachedRun, stop: asyncio.Event) -> None:
@@ -114,8 +130,10 @@ async def test_live_and_attached_views_agree_event_by_event(tmp_path, sim_factor
         second = await asyncio.wait_for(live.run(), 60)
     finally:
         await resumed.aclose()
-    await wait_until(lambda: attached.follower.finished is not None and len(seen_attached) >= len(
-        live_first) + len(live_second), "the attached view to read the whole log")
+    await wait_until(
+        lambda: attached.follower.finished is not None and len(seen_attached) >= len(live_first) + len(live_second),
+        "the attached view to read the whole log",
+    )
     stop_following.set()
     await follower
     await attached.aclose()
@@ -129,12 +147,15 @@ async def test_live_and_attached_views_agree_event_by_event(tmp_path, sim_factor
     between = len(seen_attached) - len(live_first) - len(live_second)
     assert between == failed_first
     # and every moment of the resumed session (whose live view starts from the replayed log)
-    assert seen_attached[-len(live_second):] == live_second
+    assert seen_attached[-len(live_second) :] == live_second
     end = seen_attached[-1]
     assert end["cells"]["running"] == 0 and end["stats"]["in_flight"] == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert (summary["succeeded"], summary["failed"], summary["unfinished"]) == (
-        end["stats"]["succeeded"], end["stats"]["failed"], end["stats"]["cancelled"])
+        end["stats"]["succeeded"],
+        end["stats"]["failed"],
+        end["stats"]["cancelled"],
+    )
     assert summary["requests"]["sent"] == end["stats"]["sent"]
     assert summary["requests"]["retried"] == end["stats"]["retried"]
 
@@ -143,9 +164,25 @@ def _run_in_subprocess(tmp_path, base_url: str, prompts: list[str]) -> subproces
     job = write_batch(tmp_path / "job.jsonl", prompts)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "swarm_tui", "run", str(job), "--headless", "--out", str(tmp_path / "run"),
-         "--base-url", base_url, "--concurrency", "8", "--timeout", "60"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "swarm_tui",
+            "run",
+            str(job),
+            "--headless",
+            "--out",
+            str(tmp_path / "run"),
+            "--base-url",
+            base_url,
+            "--concurrency",
+            "8",
+            "--timeout",
+            "60",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
 
 
@@ -156,6 +193,7 @@ async def test_a_view_of_a_killed_run_shows_its_calls_lost_and_resume_agrees(tmp
     proc = _run_in_subprocess(tmp_path, sim.base_url, prompts)
     run_dir = tmp_path / "run"
     try:
+
         def hung_calls_started() -> bool:
             if not (run_dir / "journal.sqlite").exists():
                 return False

@@ -19,8 +19,20 @@ class FakeClock:
         return self.now
 
 
-@pytest.mark.parametrize("text, seconds", [("6m0s", 360.0), ("1s", 1.0), ("12ms", 0.012), ("1h2m3.5s", 3723.5),
-                                           ("0.5", 0.5), ("20", 20.0), ("", None), ("soon", None), ("5x", None)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("6m0s", 360.0),
+        ("1s", 1.0),
+        ("12ms", 0.012),
+        ("1h2m3.5s", 3723.5),
+        ("0.5", 0.5),
+        ("20", 20.0),
+        ("", None),
+        ("soon", None),
+        ("5x", None),
+    ],
+)
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == seconds
 
@@ -40,9 +52,15 @@ def test_rate_limits_learn_from_headers_and_sync_to_remaining():
     clock = FakeClock()
     limits = RateLimits(clock=clock)
     assert limits.wait_s(100) == 0  # nothing known: no pacing
-    learned = limits.learn({"x-ratelimit-limit-requests": "600", "x-ratelimit-remaining-requests": "0",
-                            "x-ratelimit-limit-tokens": "60000", "x-ratelimit-remaining-tokens": "1000",
-                            "x-ratelimit-reset-requests": "100ms"})
+    learned = limits.learn(
+        {
+            "x-ratelimit-limit-requests": "600",
+            "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-limit-tokens": "60000",
+            "x-ratelimit-remaining-tokens": "1000",
+            "x-ratelimit-reset-requests": "100ms",
+        }
+    )
     assert (learned.rpm, learned.tpm) == (600, 60000)
     assert limits.wait_s(0) == pytest.approx(0.1)  # 10 req/s, and the provider says none is left now
     assert limits.learn({"x-ratelimit-limit-requests": "600"}) is None  # unchanged: no event
@@ -124,8 +142,9 @@ async def test_hedging_races_a_backup_against_a_hung_call(tmp_path, sim_factory)
 
 async def test_budget_stops_dispatch_before_it_is_passed(tmp_path, sim):
     prices = {"custom/sim-1": {"input": 100.0, "cached_input": 100.0, "output": 100.0}}  # $ per 1M tokens
-    session = open_session(tmp_path, sim.base_url, [f"budgeted task {i}" for i in range(50)], prices=prices,
-                           concurrency=4, budget_usd=0.1)
+    session = open_session(
+        tmp_path, sim.base_url, [f"budgeted task {i}" for i in range(50)], prices=prices, concurrency=4, budget_usd=0.1
+    )
     try:
         finished = await session.run()
     finally:

@@ -53,8 +53,13 @@ def cli(*args: str, limit_file_bytes: int | None = None) -> subprocess.Popen:
         if limit_file_bytes is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_bytes, resource.RLIM_INFINITY))
 
-    return subprocess.Popen([sys.executable, "-m", "swarm_tui", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=limit)
+    return subprocess.Popen(
+        [sys.executable, "-m", "swarm_tui", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=limit,
+    )
 
 
 def wait_for(condition, what: str, timeout: float = 30.0) -> None:
@@ -85,8 +90,9 @@ def test_a_journal_that_cannot_grow_stops_the_run_and_resume_pays_nothing_twice(
     sim = sim_factory(latency_ms=20.0)
     job = write_batch(tmp_path / "job.jsonl", [f"task {i} " + "x" * 100 for i in range(1000)])
     run_dir = tmp_path / "run"
-    proc = cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir),
-               limit_file_bytes=700 * 1024)
+    proc = cli(
+        "run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir), limit_file_bytes=700 * 1024
+    )
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 1, stderr
     assert_clean_exit(stderr)
@@ -114,13 +120,27 @@ def test_a_second_process_on_a_run_directory_is_refused_and_a_dead_ones_lock_is_
     sim = sim_factory(latency_ms=1000.0)
     job = write_batch(tmp_path / "job.jsonl", [f"slow task {i}" for i in range(60)])
     run_dir = tmp_path / "run"
-    first = cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir),
-                "--concurrency", "2", "--no-adaptive")
+    first = cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        sim.base_url,
+        "--out",
+        str(run_dir),
+        "--concurrency",
+        "2",
+        "--no-adaptive",
+    )
     try:
-        wait_for(lambda: (run_dir / "journal.sqlite").exists() and sim.stats()["successes"] >= 2,
-                 "the first process answering its first tasks")
-        for args in (("resume", str(run_dir), "--headless"),
-                     ("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir))):
+        wait_for(
+            lambda: (run_dir / "journal.sqlite").exists() and sim.stats()["successes"] >= 2,
+            "the first process answering its first tasks",
+        )
+        for args in (
+            ("resume", str(run_dir), "--headless"),
+            ("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir)),
+        ):
             second = run_cli(*args)
             assert second.returncode == 2, second.stderr
             assert f"PID {first.pid}" in second.stderr and "attach" in second.stderr, second.stderr
@@ -163,18 +183,22 @@ def test_a_success_already_journaled_is_never_overwritten_by_a_failure(tmp_path,
 def test_a_200_that_is_not_a_chat_completion_is_retried_as_bad_response(tmp_path, hostile):
     server = hostile()
     fates = ["nochoices", "emptychoices", "badjson", "plain", "array", "html"]
-    job = write_batch(tmp_path / "job.jsonl", [f"t{i} [[hostile:{fate}x1]]" for i, fate in enumerate(fates)]
-                      + ["always [[hostile:nochoices]]"])
+    job = write_batch(
+        tmp_path / "job.jsonl",
+        [f"t{i} [[hostile:{fate}x1]]" for i, fate in enumerate(fates)] + ["always [[hostile:nochoices]]"],
+    )
     run_dir = tmp_path / "run"
-    result = run_cli("run", str(job), "--headless", "--base-url", server.base_url, "--out", str(run_dir),
-                     "--max-attempts", "2")
+    result = run_cli(
+        "run", str(job), "--headless", "--base-url", server.base_url, "--out", str(run_dir), "--max-attempts", "2"
+    )
     assert result.returncode == 1, result.stderr
     assert_clean_exit(result.stderr)
     assert len(read_jsonl(run_dir / "results.jsonl")) == len(fates)
     [error] = read_jsonl(run_dir / "errors.jsonl")
     assert error["custom_id"] == f"task-{len(fates):04d}" and error["error"]["code"] == "bad_response"
-    first_tries = journal_rows(run_dir, "SELECT idx, status, error_class, error_message FROM attempts "
-                                        "WHERE number = 1 ORDER BY idx")
+    first_tries = journal_rows(
+        run_dir, "SELECT idx, status, error_class, error_message FROM attempts WHERE number = 1 ORDER BY idx"
+    )
     for (_index, status, error_class, message), fate in zip(first_tries, fates, strict=False):
         assert (status, error_class) == (200, "bad_response"), (fate, status, error_class)
         assert "body:" in message, message  # kept for the detail view
@@ -187,8 +211,9 @@ def test_a_redirect_is_never_followed(tmp_path, hostile, backend):
     server = hostile(other_url=f"{elsewhere.base_url}/chat/completions")
     job = write_batch(tmp_path / "job.jsonl", ["a [[hostile:redirect302]]", "b [[hostile:redirect307]]", "c"])
     run_dir = tmp_path / "run"
-    result = run_cli("run", str(job), "--headless", "--base-url", server.base_url, "--out", str(run_dir),
-                     "--backend", backend)
+    result = run_cli(
+        "run", str(job), "--headless", "--base-url", server.base_url, "--out", str(run_dir), "--backend", backend
+    )
     assert result.returncode == 1, result.stderr
     assert sum(elsewhere.requests.values()) == 0, f"the prompts went to another server: {elsewhere.requests}"
     errors = read_jsonl(run_dir / "errors.jsonl")
@@ -237,8 +262,18 @@ def test_a_run_directory_deleted_mid_run_stops_the_run(tmp_path, sim_factory):
     sim = sim_factory(latency_ms=200.0)
     job = write_batch(tmp_path / "job.jsonl", [f"task {i}" for i in range(400)])
     run_dir = tmp_path / "run"
-    proc = cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir),
-               "--concurrency", "4", "--no-adaptive")
+    proc = cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        sim.base_url,
+        "--out",
+        str(run_dir),
+        "--concurrency",
+        "4",
+        "--no-adaptive",
+    )
     wait_for(lambda: sim.stats()["successes"] >= 4, "the run answering its first tasks")
     shutil.rmtree(run_dir)
     deleted_at = sim.stats()["requests"]
@@ -253,8 +288,11 @@ def test_an_interrupted_journal_creation_leaves_no_half_run(tmp_path, sim):
     big = write_batch(tmp_path / "big.jsonl", [f"task {i} " + "y" * 200 for i in range(100_000)])
     run_dir = tmp_path / "run"
     proc = cli("run", str(big), "--headless", "--base-url", sim.base_url, "--out", str(run_dir))
-    wait_for(lambda: run_dir.is_dir() and any(p.name.startswith(".journal.sqlite.") for p in run_dir.iterdir()),
-             "the journal being built", timeout=120)
+    wait_for(
+        lambda: run_dir.is_dir() and any(p.name.startswith(".journal.sqlite.") for p in run_dir.iterdir()),
+        "the journal being built",
+        timeout=120,
+    )
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     assert not (run_dir / "journal.sqlite").exists(), "a journal appeared although its creation was killed"
@@ -274,8 +312,20 @@ def test_an_interrupted_journal_creation_leaves_no_half_run(tmp_path, sim):
 def test_an_absurd_retry_after_is_capped(tmp_path, hostile, fate, backend):
     server = hostile()
     job = write_batch(tmp_path / "job.jsonl", [f"a [[hostile:{fate}x1]]", "b"])
-    result = run_cli("run", str(job), "--headless", "--base-url", server.base_url, "--out", str(tmp_path / "run"),
-                     "--max-retry-after", "1", "--backend", backend, timeout=60)
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        server.base_url,
+        "--out",
+        str(tmp_path / "run"),
+        "--max-retry-after",
+        "1",
+        "--backend",
+        backend,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     delays = journal_rows(tmp_path / "run", "SELECT retry_in_s FROM attempts WHERE outcome = 'retry'")
     assert len(delays) == 1 and delays[0][0] <= 1.2, delays
@@ -286,8 +336,9 @@ async def test_a_capped_wait_is_announced_with_what_the_provider_asked(tmp_path,
     session = open_session(tmp_path, server.base_url, ["a [[hostile:ra999999x1]]"], max_retry_after_s=0.5)
     seen: list[str] = []
     events: list[RateGateClosed] = []
-    session.engine.subscribe(lambda e: (events.append(e), seen.append(gate_wait(session.engine)))
-                             if isinstance(e, RateGateClosed) else None)
+    session.engine.subscribe(
+        lambda e: (events.append(e), seen.append(gate_wait(session.engine))) if isinstance(e, RateGateClosed) else None
+    )
     try:
         finished = await session.run()
     finally:
@@ -300,8 +351,17 @@ async def test_a_capped_wait_is_announced_with_what_the_provider_asked(tmp_path,
 def test_x_should_retry_false_is_obeyed(tmp_path, hostile, backend):
     server = hostile()
     job = write_batch(tmp_path / "job.jsonl", ["a [[hostile:noretry]]"])
-    result = run_cli("run", str(job), "--headless", "--base-url", server.base_url, "--out", str(tmp_path / "run"),
-                     "--backend", backend)
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        server.base_url,
+        "--out",
+        str(tmp_path / "run"),
+        "--backend",
+        backend,
+    )
     assert result.returncode == 1, result.stderr
     assert server.requests["POST /v1/chat/completions"] == 1
 
@@ -310,8 +370,9 @@ def test_x_should_retry_false_is_obeyed(tmp_path, hostile, backend):
 
 
 async def test_the_budget_is_one_ledger_across_sessions(tmp_path, sim):
-    session = open_session(tmp_path, sim.base_url, [f"budgeted task {i}" for i in range(80)], prices=PRICES,
-                           concurrency=4, budget_usd=0.1)
+    session = open_session(
+        tmp_path, sim.base_url, [f"budgeted task {i}" for i in range(80)], prices=PRICES, concurrency=4, budget_usd=0.1
+    )
     try:
         first = await session.run()
     finally:
@@ -337,8 +398,7 @@ async def test_an_abort_right_after_dispatch_leaves_no_agent_running(tmp_path, s
     from swarm_tui.core.events import AttemptStarted
     from swarm_tui.engine import TaskState
 
-    session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(20)], concurrency=10,
-                           adaptive=False)
+    session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(20)], concurrency=10, adaptive=False)
     engine = session.engine
     started = []
 
@@ -367,8 +427,9 @@ async def test_headless_resume_progress_counts_the_whole_run(tmp_path, sim):
     from swarm_tui.headless import progress_line, run_headless
 
     session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(30)], concurrency=2, adaptive=False)
-    session.engine.subscribe(lambda e: session.engine.abort("test: stop early")
-                             if session.engine.stats.succeeded >= 10 else None)
+    session.engine.subscribe(
+        lambda e: session.engine.abort("test: stop early") if session.engine.stats.succeeded >= 10 else None
+    )
     try:
         await session.run()
     finally:
@@ -377,8 +438,9 @@ async def test_headless_resume_progress_counts_the_whole_run(tmp_path, sim):
     assert 10 <= done_before < 30
     resumed = SwarmSession.open_existing(tmp_path / "run")
     first_lines: list[str] = []
-    resumed.engine.subscribe(lambda e: first_lines.append(progress_line(resumed.engine.stats))
-                             if not first_lines else None)
+    resumed.engine.subscribe(
+        lambda e: first_lines.append(progress_line(resumed.engine.stats)) if not first_lines else None
+    )
     try:
         code = await run_headless(resumed, stream=io.StringIO())
     finally:

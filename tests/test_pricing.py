@@ -84,7 +84,9 @@ def test_config_overrides_prices_and_bad_rows_fail_with_the_field(tmp_path, monk
         '[prices."holysheep/kimi-k2.5"]\ninput = 0.5\ncached_input = 0.05\noutput = 2.5\n\n'
         '[prices."official/gpt-4.1"]\noutput = 7.0\n\n'
         '[prices."myrelay/my-model"]\ninput = 1\noutput = 2\n\n'
-        '[billing.myrelay]\nJPY = 100\n', encoding="utf-8")
+        "[billing.myrelay]\nJPY = 100\n",
+        encoding="utf-8",
+    )
     config = load_config(path)
     table = PriceTable.builtin(config.prices, billing=config.billing)
     assert table.lookup("kimi-k2.5", "holysheep").output == 2.5
@@ -145,11 +147,21 @@ SHARED = "You are sub-agent of a swarm. Shared context follows. " + "The quick b
 
 
 def _cached_job(path, n: int, model: str):
-    lines = [json.dumps({"custom_id": f"t{i}", "method": "POST", "url": "/v1/chat/completions",
-                         "body": {"model": model, "max_tokens": 64,
-                                  "messages": [{"role": "system", "content": SHARED},
-                                               {"role": "user", "content": f"task {i}"}]}})
-             for i in range(n)]
+    lines = [
+        json.dumps(
+            {
+                "custom_id": f"t{i}",
+                "method": "POST",
+                "url": "/v1/chat/completions",
+                "body": {
+                    "model": model,
+                    "max_tokens": 64,
+                    "messages": [{"role": "system", "content": SHARED}, {"role": "user", "content": f"task {i}"}],
+                },
+            }
+        )
+        for i in range(n)
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -159,8 +171,9 @@ def test_a_runs_summary_prices_cached_tokens_below_full_input(tmp_path, sim):
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text('[defaults]\ncurrency = "CNY"\ncurrency_rate = 7.3\n', encoding="utf-8")
     job = _cached_job(tmp_path / "job.jsonl", 30, "gpt-4.1")
-    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--concurrency", "1",
-                     "--out", str(tmp_path / "run"))
+    result = run_cli(
+        "run", str(job), "--headless", "--base-url", sim.base_url, "--concurrency", "1", "--out", str(tmp_path / "run")
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     tokens = summary["tokens"]
@@ -175,7 +188,8 @@ def test_a_runs_summary_prices_cached_tokens_below_full_input(tmp_path, sim):
     assert parts["cached_input_usd"] < tokens["cached"] * 2.00 / 1e6
     assert parts["cached_savings_usd"] == pytest.approx(tokens["cached"] * 1.50 / 1e6, abs=1e-6)
     assert parts["input_usd"] + parts["cached_input_usd"] + parts["output_usd"] == pytest.approx(
-        summary["cost_usd"], abs=1e-5)
+        summary["cost_usd"], abs=1e-5
+    )
     assert parts["by_endpoint"]["custom"]["price"]["output"] == 8.00
     assert summary["cost_per_min_usd"] == pytest.approx(summary["cost_usd"] * 60 / summary["makespan_s"], rel=1e-3)
     assert summary["cost_projected_usd"] == pytest.approx(summary["cost_usd"])
@@ -252,12 +266,16 @@ def test_a_provider_rule_gives_every_row_it_bills_a_batch_rate_the_simulator_hal
         batch = live.batch_price()
         assert batch is not None, model
         assert (batch.input, batch.cached_input, batch.output) == pytest.approx(
-            (live.input / 2, live.cached_input / 2, live.output / 2))
+            (live.input / 2, live.cached_input / 2, live.output / 2)
+        )
         assert "simulator" in batch.source
     # a provider's own row with no batch rate takes the rule; one with its own rate keeps it
-    rule_table = PriceTable.builtin({"sim/gpt-4.1": {"input": 1.0, "output": 2.0},
-                                     "sim/kimi-k2.5": {"input": 1.0, "output": 2.0, "batch_input": 0.7,
-                                                       "batch_output": 0.9}})
+    rule_table = PriceTable.builtin(
+        {
+            "sim/gpt-4.1": {"input": 1.0, "output": 2.0},
+            "sim/kimi-k2.5": {"input": 1.0, "output": 2.0, "batch_input": 0.7, "batch_output": 0.9},
+        }
+    )
     assert rule_table.lookup("gpt-4.1", "sim").batch_price().output == 1.0
     assert rule_table.lookup("kimi-k2.5", "sim").batch_price().output == 0.9
     assert [o.price.batch_price().output for o in rule_table.offers("gpt-4.1") if o.provider == "sim"] == [1.0]
@@ -265,10 +283,13 @@ def test_a_provider_rule_gives_every_row_it_bills_a_batch_rate_the_simulator_hal
 
 def test_config_batch_rates_are_validated_like_the_others(tmp_path):
     path = tmp_path / "config.toml"
-    path.write_text('[prices."myrelay/my-model"]\ninput = 1\noutput = 2\nbatch_input = 0.4\nbatch_output = 0.8\n\n'
-                    '[prices."official/gpt-4.1"]\nbatch_output = 3.5\n\n'
-                    '[prices."official/deepseek-v3.2"]\nbatch_input = 0.1\nbatch_cached_input = 0.01\n'
-                    'batch_output = 0.2\n', encoding="utf-8")
+    path.write_text(
+        '[prices."myrelay/my-model"]\ninput = 1\noutput = 2\nbatch_input = 0.4\nbatch_output = 0.8\n\n'
+        '[prices."official/gpt-4.1"]\nbatch_output = 3.5\n\n'
+        '[prices."official/deepseek-v3.2"]\nbatch_input = 0.1\nbatch_cached_input = 0.01\n'
+        "batch_output = 0.2\n",
+        encoding="utf-8",
+    )
     config = load_config(path)
     table = PriceTable.builtin(config.prices, billing=config.billing, source=config.path)
     mine = table.lookup("my-model", "myrelay").batch_price()
@@ -320,14 +341,33 @@ def test_batch_lane_attempts_are_billed_at_the_batch_rate_and_split_by_lane():
 
     def attempt(endpoint, outcome="ok", price=None):
         price = price or (batch if endpoint.endswith("/batch") else live)
-        return {"endpoint": endpoint, "outcome": outcome, "prompt_tokens": ok.prompt,
-                "completion_tokens": ok.completion, "cached_tokens": ok.cached, "cost_usd": price.cost(ok)}
+        return {
+            "endpoint": endpoint,
+            "outcome": outcome,
+            "prompt_tokens": ok.prompt,
+            "completion_tokens": ok.completion,
+            "cached_tokens": ok.cached,
+            "cost_usd": price.cost(ok),
+        }
 
-    attempts = [attempt("sim"), attempt("sim", "rate_limited"), attempt("sim/batch"), attempt("sim/batch"),
-                attempt("sim/batch"), {"endpoint": "sim/batch", "outcome": "expired", "cost_usd": None}]
-    summary = summary_cost_fields(_Journal(attempts, {"profile": {"name": "sim"}}), model="kimi-k2.5",
-                                  provider="sim", cost_usd=sum(a["cost_usd"] or 0 for a in attempts),
-                                  makespan_s=10.0, finished=5, unfinished=0, currency=resolve_currency("USD"))
+    attempts = [
+        attempt("sim"),
+        attempt("sim", "rate_limited"),
+        attempt("sim/batch"),
+        attempt("sim/batch"),
+        attempt("sim/batch"),
+        {"endpoint": "sim/batch", "outcome": "expired", "cost_usd": None},
+    ]
+    summary = summary_cost_fields(
+        _Journal(attempts, {"profile": {"name": "sim"}}),
+        model="kimi-k2.5",
+        provider="sim",
+        cost_usd=sum(a["cost_usd"] or 0 for a in attempts),
+        makespan_s=10.0,
+        finished=5,
+        unfinished=0,
+        currency=resolve_currency("USD"),
+    )
     details = summary["cost_breakdown"]
     assert details["by_lane"]["live"] == pytest.approx(2 * live.cost(ok), abs=1e-6)
     assert details["by_lane"]["batch"] == pytest.approx(3 * batch.cost(ok), abs=1e-6)
@@ -336,13 +376,24 @@ def test_batch_lane_attempts_are_billed_at_the_batch_rate_and_split_by_lane():
     assert details["by_endpoint"]["sim/batch"]["price"]["output"] == pytest.approx(1.50)  # 50% of 3.00
     assert details["by_endpoint"]["sim"]["price"]["output"] == 3.00
     assert details["input_usd"] + details["cached_input_usd"] + details["output_usd"] == pytest.approx(
-        sum(details["by_lane"].values()), abs=1e-5)
+        sum(details["by_lane"].values()), abs=1e-5
+    )
     # a batch-lane endpoint of a provider with no batch rate is priced at the live rate (as the lane bills it)
-    no_rate = run_cost_details([attempt("holysheep/batch", price=table.lookup("gpt-4.1", "holysheep"))],
-                               lambda e: table.lookup("gpt-4.1", "holysheep"))
+    no_rate = run_cost_details(
+        [attempt("holysheep/batch", price=table.lookup("gpt-4.1", "holysheep"))],
+        lambda e: table.lookup("gpt-4.1", "holysheep"),
+    )
     assert no_rate["by_lane"] == {"live": 0.0, "batch": pytest.approx(table.lookup("gpt-4.1", "holysheep").cost(ok))}
-    summary = summary_cost_fields(_Journal([attempt("holysheep/batch", price=table.lookup("gpt-4.1", "holysheep"))],
-                                           {"profile": {"name": "holysheep"}}), model="gpt-4.1",
-                                  provider="holysheep", cost_usd=1.0, makespan_s=1.0, finished=1, unfinished=0,
-                                  currency=resolve_currency("USD"))
+    summary = summary_cost_fields(
+        _Journal(
+            [attempt("holysheep/batch", price=table.lookup("gpt-4.1", "holysheep"))], {"profile": {"name": "holysheep"}}
+        ),
+        model="gpt-4.1",
+        provider="holysheep",
+        cost_usd=1.0,
+        makespan_s=1.0,
+        finished=1,
+        unfinished=0,
+        currency=resolve_currency("USD"),
+    )
     assert summary["cost_breakdown"]["by_endpoint"]["holysheep/batch"]["price"]["output"] == 8.00

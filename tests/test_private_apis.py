@@ -41,17 +41,20 @@ async def test_post_raw_hands_back_the_answer_as_received(sim):
     assert isinstance(content, bytes) and b'"choices"' in content
 
 
-@pytest.mark.parametrize("env, url, expected", [
-    ({"ALL_PROXY": "http://p:1"}, "http://api.example.com/v1", "http://p:1"),
-    ({"all_proxy": "p:2"}, "https://api.example.com/v1", "http://p:2"),  # no scheme: http://, as httpx2 says
-    ({"HTTPS_PROXY": "https://p:3", "HTTP_PROXY": "http://p:4"}, "https://api.example.com/v1", "https://p:3"),
-    ({"HTTPS_PROXY": "https://p:3", "HTTP_PROXY": "http://p:4"}, "http://api.example.com/v1", "http://p:4"),
-    ({"ALL_PROXY": "http://p:1", "NO_PROXY": "example.com"}, "https://api.example.com/v1", None),
-    ({"ALL_PROXY": "http://p:1", "NO_PROXY": "other.com"}, "https://api.example.com/v1", "http://p:1"),
-    ({"ALL_PROXY": "http://p:1", "NO_PROXY": "10.0.0.0/8"}, "http://10.1.2.3:8000/v1", None),
-    ({"ALL_PROXY": "http://p:1", "NO_PROXY": "*"}, "http://api.example.com/v1", None),
-    ({}, "http://api.example.com/v1", None),
-])
+@pytest.mark.parametrize(
+    "env, url, expected",
+    [
+        ({"ALL_PROXY": "http://p:1"}, "http://api.example.com/v1", "http://p:1"),
+        ({"all_proxy": "p:2"}, "https://api.example.com/v1", "http://p:2"),  # no scheme: http://, as httpx2 says
+        ({"HTTPS_PROXY": "https://p:3", "HTTP_PROXY": "http://p:4"}, "https://api.example.com/v1", "https://p:3"),
+        ({"HTTPS_PROXY": "https://p:3", "HTTP_PROXY": "http://p:4"}, "http://api.example.com/v1", "http://p:4"),
+        ({"ALL_PROXY": "http://p:1", "NO_PROXY": "example.com"}, "https://api.example.com/v1", None),
+        ({"ALL_PROXY": "http://p:1", "NO_PROXY": "other.com"}, "https://api.example.com/v1", "http://p:1"),
+        ({"ALL_PROXY": "http://p:1", "NO_PROXY": "10.0.0.0/8"}, "http://10.1.2.3:8000/v1", None),
+        ({"ALL_PROXY": "http://p:1", "NO_PROXY": "*"}, "http://api.example.com/v1", None),
+        ({}, "http://api.example.com/v1", None),
+    ],
+)
 def test_the_environments_proxy_is_picked_as_an_httpx2_client_picks_it(monkeypatch, env, url, expected):
     clear_proxy_env(monkeypatch)
     for name, value in env.items():
@@ -86,7 +89,11 @@ def test_no_other_module_imports_a_private_name_of_the_http_stack():
 
 def test_the_sdk_client_takes_the_profiles_headers_and_query_as_its_defaults():
     """client.py hands them over so; the hot path reads the merged headers back (`default_headers`)."""
-    client = openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="sk-x", default_headers={"X-Title": "t"},
-                                default_query={"api-version": "1"})
+    client = openai.AsyncOpenAI(
+        base_url="http://127.0.0.1:9/v1",
+        api_key="sk-x",
+        default_headers={"X-Title": "t"},
+        default_query={"api-version": "1"},
+    )
     assert client.default_headers["X-Title"] == "t" and client.default_query == {"api-version": "1"}
     assert client.auth_headers == {"Authorization": "Bearer sk-x"}

@@ -42,9 +42,23 @@ def start_run(tmp_path, base_url: str, n: int, *extra: str) -> tuple[subprocess.
     run_dir = tmp_path / "run"
     log = open(tmp_path / "run.log", "w")  # noqa: SIM115 - the child writes it until it ends
     child = subprocess.Popen(
-        [sys.executable, "-m", "swarm_tui", "run", str(job), "--headless", "--base-url", base_url,
-         "--out", str(run_dir), *extra],
-        stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+        [
+            sys.executable,
+            "-m",
+            "swarm_tui",
+            "run",
+            str(job),
+            "--headless",
+            "--base-url",
+            base_url,
+            "--out",
+            str(run_dir),
+            *extra,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=os.environ.copy(),
+    )
     return child, run_dir
 
 
@@ -136,10 +150,14 @@ def test_a_hangup_of_the_console_stops_it_gently_and_writes_the_outputs(tmp_path
     job = write_batch(tmp_path / "job.jsonl", [f"hangup task {i}" for i in range(300)])
     run_dir = tmp_path / "run"
     name = f"swarm-hangup-{os.getpid()}"
-    env = (f"PYTHONPATH={REPO} SWARM_TUI_CONFIG={tmp_path / 'config.toml'} "
-           f"PATH={Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    command = (f"cd {tmp_path} && env -u COLUMNS -u LINES {env} swarm-tui run {job} --base-url {sim.base_url} --concurrency 20 "
-               f"--no-adaptive --out {run_dir}; echo EXIT $? > {tmp_path / 'exit.txt'}; sleep 30")
+    env = (
+        f"PYTHONPATH={REPO} SWARM_TUI_CONFIG={tmp_path / 'config.toml'} "
+        f"PATH={Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
+    )
+    command = (
+        f"cd {tmp_path} && env -u COLUMNS -u LINES {env} swarm-tui run {job} --base-url {sim.base_url} "
+        f"--concurrency 20 --no-adaptive --out {run_dir}; echo EXIT $? > {tmp_path / 'exit.txt'}; sleep 30"
+    )
     subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", command], check=True)
     try:
         deadline = time.monotonic() + 60

@@ -38,8 +38,17 @@ def local_ray():
     ray.shutdown()
 
 
-def ray_session(tmp_path: Path, base_url: str, prompts: list[str], *, actors: int = 2, name: str = "run",
-                api_key_env: str | None = None, prices: dict | None = None, **settings) -> SwarmSession:
+def ray_session(
+    tmp_path: Path,
+    base_url: str,
+    prompts: list[str],
+    *,
+    actors: int = 2,
+    name: str = "run",
+    api_key_env: str | None = None,
+    prices: dict | None = None,
+    **settings,
+) -> SwarmSession:
     job = load_job(write_batch(tmp_path / f"{name}.jsonl", prompts))
     profile = ProviderProfile(name="custom", base_url=base_url, api_key_env=api_key_env)
     plan = RunPlan(profile, EngineSettings(**{"concurrency": 50, **settings}), prices=prices or {})
@@ -134,8 +143,20 @@ async def test_keys_reach_actors_through_runtime_env_never_in_payloads(tmp_path,
 def test_cli_run_and_resume_on_an_existing_cluster(tmp_path, sim):
     job = write_batch(tmp_path / "job.jsonl", [f"cli task {i}" for i in range(30)])
     run_dir = tmp_path / "run"
-    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir),
-                     "--ray", "auto", "--ray-actors", "2", timeout=120)
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        sim.base_url,
+        "--out",
+        str(run_dir),
+        "--ray",
+        "auto",
+        "--ray-actors",
+        "2",
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert custom_ids(run_dir) == Counter(f"task-{i:04d}" for i in range(30))
     sim.reset()
@@ -148,8 +169,20 @@ def test_a_planned_swarm_runs_its_workers_on_actors_and_its_planner_and_aggregat
     from swarm_tui.locations import bundled
 
     job = bundled("sample_jobs") / "research-swarm.toml"
-    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / "run"),
-                     "--ray", "auto", "--ray-actors", "2", timeout=120)
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        sim.base_url,
+        "--out",
+        str(tmp_path / "run"),
+        "--ray",
+        "auto",
+        "--ray-actors",
+        "2",
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert custom_ids(tmp_path / "run") == Counter(f"agent-{i:02d}" for i in range(1, 13))
     aggregate = json.loads((tmp_path / "run" / "aggregate.json").read_text())
@@ -162,8 +195,9 @@ async def test_the_budget_is_one_ledger_across_shards_and_sessions(tmp_path, sim
     what the journal says was spent (issue 10: the shards used to run without the budget)."""
     sim = sim_factory(latency_ms=20)
     prices = {"custom/sim-1": {"input": 100.0, "cached_input": 100.0, "output": 100.0}}  # $ per 1M tokens
-    session = ray_session(tmp_path, sim.base_url, [f"budgeted {i}" for i in range(200)], prices=prices,
-                          concurrency=8, budget_usd=0.1)
+    session = ray_session(
+        tmp_path, sim.base_url, [f"budgeted {i}" for i in range(200)], prices=prices, concurrency=8, budget_usd=0.1
+    )
     try:
         first = await session.run()
     finally:
@@ -171,8 +205,9 @@ async def test_the_budget_is_one_ledger_across_shards_and_sessions(tmp_path, sim
     assert first.stop_reason and first.stop_reason.startswith("budget"), first
     spent_first = json.loads((tmp_path / "run" / "summary.json").read_text())["cost_usd"]
     assert 0 < spent_first <= 0.1
-    resumed = SwarmSession.open_existing(tmp_path / "run", settings=EngineSettings(concurrency=8, budget_usd=0.1),
-                                         ray=RayOptions(actors=2))
+    resumed = SwarmSession.open_existing(
+        tmp_path / "run", settings=EngineSettings(concurrency=8, budget_usd=0.1), ray=RayOptions(actors=2)
+    )
     try:
         await resumed.run()
     finally:

@@ -36,8 +36,10 @@ def own_random_state():
 @pytest.fixture
 def pinned_draw(monkeypatch):
     """Make every `random.uniform(a, b)` return its lower end ("low") or its upper end ("high")."""
+
     def pin(end: str) -> None:
         monkeypatch.setattr(random, "uniform", (lambda a, b: a) if end == "low" else (lambda a, b: b))
+
     return pin
 
 
@@ -60,13 +62,16 @@ def test_backoff_draws_spread_over_their_whole_range():
         assert len(set(draws)) == len(draws), "no two tasks wait the same"
 
 
-@pytest.mark.parametrize("seconds, jitter", [
-    (0.0, 0.05),    # at most 0.1 x Retry-After + 50 ms of jitter...
-    (0.1, 0.06),
-    (2.0, 0.25),
-    (9.5, 1.0),     # ...and never more than a second
-    (30.0, 1.0),    # beyond the backoff's 8 s cap: the provider's word wins
-])
+@pytest.mark.parametrize(
+    "seconds, jitter",
+    [
+        (0.0, 0.05),  # at most 0.1 x Retry-After + 50 ms of jitter...
+        (0.1, 0.06),
+        (2.0, 0.25),
+        (9.5, 1.0),  # ...and never more than a second
+        (30.0, 1.0),  # beyond the backoff's 8 s cap: the provider's word wins
+    ],
+)
 def test_retry_after_wins_plus_a_small_jitter(seconds, jitter, pinned_draw):
     policy = RetryPolicy()
     for attempts in (1, 3, 10):

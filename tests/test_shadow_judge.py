@@ -82,12 +82,18 @@ class FixedServer:
         status, content = self.reply(body)
         if status != 200:
             return web.json_response({"error": {"message": content, "type": "server_error"}}, status=status)
-        return web.json_response({
-            "id": f"chatcmpl-{len(self.bodies)}", "object": "chat.completion", "created": 1,
-            "model": body.get("model", "fixed-1"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 20, "completion_tokens": 8, "total_tokens": 28},
-        })
+        return web.json_response(
+            {
+                "id": f"chatcmpl-{len(self.bodies)}",
+                "object": "chat.completion",
+                "created": 1,
+                "model": body.get("model", "fixed-1"),
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": 20, "completion_tokens": 8, "total_tokens": 28},
+            }
+        )
 
 
 @pytest.fixture
@@ -120,9 +126,22 @@ def test_a_secondary_judged_clearly_better_rolls_back_and_the_judge_is_billed_ap
     primary = fixed(poor)  # fast, so latency alone would adopt it
     secondary = sim_factory(latency_ms=5.0, seed=11)
     judge = sim_factory(latency_ms=1.0, seed=3, judge_prose_first=1)  # the first verdict is prose: re-asked
-    result = run_cli("shadow", "--primary", primary.base_url, "--secondary", secondary.base_url, *QUICK,
-                     "--model", "gpt-4.1", "--judge", judge.base_url, "--judge-model", "gpt-4.1-mini",
-                     "--out", str(tmp_path / "s"))
+    result = run_cli(
+        "shadow",
+        "--primary",
+        primary.base_url,
+        "--secondary",
+        secondary.base_url,
+        *QUICK,
+        "--model",
+        "gpt-4.1",
+        "--judge",
+        judge.base_url,
+        "--judge-model",
+        "gpt-4.1-mini",
+        "--out",
+        str(tmp_path / "s"),
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     report = json.loads((tmp_path / "s" / "shadow.json").read_text())
     assert report["verdict"] == ROLLBACK and report["p95_ratio"] <= 2.0  # the judge decided, not latency
@@ -151,9 +170,16 @@ def test_a_secondary_judged_clearly_better_rolls_back_and_the_judge_is_billed_ap
 async def test_a_primary_judged_better_adopts_and_self_judges_on_the_primary(sim_factory, fixed):
     primary = sim_factory(latency_ms=5.0, seed=11)
     secondary = fixed(poor, delay_s=0.005)
-    config = ShadowConfig(primary=ProviderProfile("p", base_url=primary.base_url),
-                          secondary=ProviderProfile("s", base_url=secondary.base_url), model="sim-1",
-                          rate=0.5, duration_s=1.0, rps=40, threshold=50.0, judge=ShadowJudge())  # --judge self
+    config = ShadowConfig(
+        primary=ProviderProfile("p", base_url=primary.base_url),
+        secondary=ProviderProfile("s", base_url=secondary.base_url),
+        model="sim-1",
+        rate=0.5,
+        duration_s=1.0,
+        rps=40,
+        threshold=50.0,
+        judge=ShadowJudge(),
+    )  # --judge self
     report = await run_shadow(config)
     ja = report.judged_agreement
     assert report.verdict == ADOPT
@@ -162,8 +188,10 @@ async def test_a_primary_judged_better_adopts_and_self_judges_on_the_primary(sim
     # the judge's calls went to the primary, but are not counted as its traffic
     assert primary.stats()["judge"]["pairwise"] == 20
     assert primary.stats()["requests"] == report.primary.requests + 20 and report.primary.requests == 40
-    assert any(r.startswith("judge: primary better 20 (100%)") and "never overrules latency or errors" in r
-               for r in report.reasons)
+    assert any(
+        r.startswith("judge: primary better 20 (100%)") and "never overrules latency or errors" in r
+        for r in report.reasons
+    )
     assert any("--judge self" in note for note in report.notes)
     assert ja["cost_usd"] is None and "price unknown" in ja["cost_display"]  # sim-1 has no price
 
@@ -172,10 +200,16 @@ async def test_a_position_biased_judge_is_cancelled_by_balanced_positions(fixed)
     primary = fixed(lambda body: (200, "primary's answer"))
     secondary = fixed(lambda body: (200, "secondary's answer"))
     always_a = fixed(lambda body: (200, '{"better": "A", "reason": "the first one reads better"}'))
-    config = ShadowConfig(primary=ProviderProfile("p", base_url=primary.base_url),
-                          secondary=ProviderProfile("s", base_url=secondary.base_url), model="m",
-                          rate=0.5, duration_s=1.0, rps=40, threshold=1000.0,
-                          judge=ShadowJudge(endpoint=ProviderProfile("j", base_url=always_a.base_url)))
+    config = ShadowConfig(
+        primary=ProviderProfile("p", base_url=primary.base_url),
+        secondary=ProviderProfile("s", base_url=secondary.base_url),
+        model="m",
+        rate=0.5,
+        duration_s=1.0,
+        rps=40,
+        threshold=1000.0,
+        judge=ShadowJudge(endpoint=ProviderProfile("j", base_url=always_a.base_url)),
+    )
     report = await run_shadow(config)
     ja = report.judged_agreement
     shown_first = [judge_sections(body)[1] for body in always_a.bodies]
@@ -206,9 +240,23 @@ def test_judge_errors_are_counted_and_the_run_goes_on(tmp_path, sim_factory, fix
     primary, secondary = sim_factory(latency_ms=5.0, seed=11), sim_factory(latency_ms=5.0, seed=11)
     rubric = tmp_path / "rubric.md"
     rubric.write_text("Prefer the answer with the right number.\n", encoding="utf-8")
-    result = run_cli("shadow", "--primary", primary.base_url, "--secondary", secondary.base_url, *QUICK,
-                     "--model", "sim-1", "--judge", flaky.base_url, "--judge-rubric", str(rubric),
-                     "--json", "--out", str(tmp_path / "s"))
+    result = run_cli(
+        "shadow",
+        "--primary",
+        primary.base_url,
+        "--secondary",
+        secondary.base_url,
+        *QUICK,
+        "--model",
+        "sim-1",
+        "--judge",
+        flaky.base_url,
+        "--judge-rubric",
+        str(rubric),
+        "--json",
+        "--out",
+        str(tmp_path / "s"),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["primary"]["requests"] == 40 and report["secondary"]["requests"] == 20  # the traffic ran out
@@ -219,23 +267,40 @@ def test_judge_errors_are_counted_and_the_run_goes_on(tmp_path, sim_factory, fix
     assert ja["reasked"] == 5 and ja["calls"] == 25 == len(flaky.bodies)
     assert all("Prefer the answer with the right number." in b["messages"][0]["content"] for b in flaky.bodies)
     assert report["verdict"] == ADOPT
-    assert any("the judge gave no verdict on 10 of 20 pair(s) (server_error 5, unreadable 5)" in n
-               for n in report["notes"])
+    assert any(
+        "the judge gave no verdict on 10 of 20 pair(s) (server_error 5, unreadable 5)" in n for n in report["notes"]
+    )
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--judge-model", "m"], "--judge-model needs --judge PROFILE|URL|self"),
-    (["--judge-rate", "0.5"], "--judge-rate needs --judge"),
-    (["--judge-rubric", "rubric.md"], "--judge-rubric needs --judge"),
-    (["--judge", "self", "--judge-rubric", "/nonexistent/rubric.md"], "cannot read the rubric"),
-    (["--judge", "self", "--judge-rate", "0"], "--judge-rate"),
-    (["--judge", "nobody"], "no profile named 'nobody'"),
-    (["--judge", "https://judge.example.invalid/v1"], "OPENAI_API_KEY is not set"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--judge-model", "m"], "--judge-model needs --judge PROFILE|URL|self"),
+        (["--judge-rate", "0.5"], "--judge-rate needs --judge"),
+        (["--judge-rubric", "rubric.md"], "--judge-rubric needs --judge"),
+        (["--judge", "self", "--judge-rubric", "/nonexistent/rubric.md"], "cannot read the rubric"),
+        (["--judge", "self", "--judge-rate", "0"], "--judge-rate"),
+        (["--judge", "nobody"], "no profile named 'nobody'"),
+        (["--judge", "https://judge.example.invalid/v1"], "OPENAI_API_KEY is not set"),
+    ],
+)
 def test_judge_options_that_cannot_work_exit_2_before_anything_is_sent(argv, message, capsys, sim):
     try:
-        code = main(["shadow", "--primary", sim.base_url, "--secondary", sim.base_url, "--model", "m",
-                     "--duration", "2", "--headless", *argv])
+        code = main(
+            [
+                "shadow",
+                "--primary",
+                sim.base_url,
+                "--secondary",
+                sim.base_url,
+                "--model",
+                "m",
+                "--duration",
+                "2",
+                "--headless",
+                *argv,
+            ]
+        )
     except SystemExit as exc:
         code = exc.code
     assert code == 2
@@ -245,24 +310,33 @@ def test_judge_options_that_cannot_work_exit_2_before_anything_is_sent(argv, mes
 
 def _judged(pb: int, eq: int, sb: int, errors: int = 0, said_a: int | None = None) -> dict:
     said_a = (pb + sb + 1) // 2 if said_a is None else said_a
-    return {"judged": pb + eq + sb, "primary_better": pb, "equal": eq, "secondary_better": sb, "errors": errors,
-            "errors_by_kind": {"server_error": errors} if errors else {},
-            "positions": {"said_a": said_a, "said_b": pb + sb - said_a, "said_equal": eq}}
+    return {
+        "judged": pb + eq + sb,
+        "primary_better": pb,
+        "equal": eq,
+        "secondary_better": sb,
+        "errors": errors,
+        "errors_by_kind": {"server_error": errors} if errors else {},
+        "positions": {"said_a": said_a, "said_b": pb + sb - said_a, "said_equal": eq},
+    }
 
 
 RULE = {"min_pairs": 10, "margin": 0.1, "alpha": 0.05}
 
 
-@pytest.mark.parametrize("pb, eq, sb, rollback, why", [
-    pytest.param(0, 0, 20, True, "clearly better (100 points ahead >= 10, sign test p 9.54e-07", id="all 20"),
-    pytest.param(2, 9, 9, True, "clearly better (35 points ahead >= 10, sign test p 0.0327", id="9 to 2, 9 equal"),
-    pytest.param(2, 10, 8, False, "could be chance (sign test p 0.0547 >= 0.05)", id="8 to 2 could be chance"),
-    pytest.param(1, 6, 3, False, "could be chance", id="20 points ahead but 3 to 1"),
-    pytest.param(0, 2, 7, False, "9 judged pair(s), under the minimum of 10", id="too few judged pairs"),
-    pytest.param(0, 37, 3, False, "no clear preference", id="mostly equal: 7.5 points ahead"),
-    pytest.param(5, 10, 5, False, "no clear preference", id="even"),
-    pytest.param(15, 5, 0, False, "judged better (this never overrules latency or errors)", id="primary better"),
-])
+@pytest.mark.parametrize(
+    "pb, eq, sb, rollback, why",
+    [
+        pytest.param(0, 0, 20, True, "clearly better (100 points ahead >= 10, sign test p 9.54e-07", id="all 20"),
+        pytest.param(2, 9, 9, True, "clearly better (35 points ahead >= 10, sign test p 0.0327", id="9 to 2, 9 equal"),
+        pytest.param(2, 10, 8, False, "could be chance (sign test p 0.0547 >= 0.05)", id="8 to 2 could be chance"),
+        pytest.param(1, 6, 3, False, "could be chance", id="20 points ahead but 3 to 1"),
+        pytest.param(0, 2, 7, False, "9 judged pair(s), under the minimum of 10", id="too few judged pairs"),
+        pytest.param(0, 37, 3, False, "no clear preference", id="mostly equal: 7.5 points ahead"),
+        pytest.param(5, 10, 5, False, "no clear preference", id="even"),
+        pytest.param(15, 5, 0, False, "judged better (this never overrules latency or errors)", id="primary better"),
+    ],
+)
 def test_the_judges_rule(pb, eq, sb, rollback, why):
     got, reasons, _ = decide_judged(_judged(pb, eq, sb), **RULE)
     assert got is rollback

@@ -44,8 +44,7 @@ def body(prompt: str, **extra) -> dict:
     return {"model": "sim-test", "messages": [{"role": "user", "content": prompt}], **extra}
 
 
-def post(sim: SimServer, payload: dict, headers: dict | None = None,
-         timeout: float = 5.0) -> httpx.Response:
+def post(sim: SimServer, payload: dict, headers: dict | None = None, timeout: float = 5.0) -> httpx.Response:
     with httpx.Client(trust_env=False, timeout=timeout) as c:
         return c.post(sim.base_url + "/chat/completions", json=payload, headers=headers)
 
@@ -136,9 +135,18 @@ def test_prefix_cache_rounds_to_64():
 
 
 def test_cli_flags_round_trip():
-    cfg = SimConfig(latency_ms=3.5, rpm=100, tpm=None, error_rate=0.1, hang_rate=0.05,
-                    output_tokens=(4, 9), seed=42, context_window=2048, down=True,
-                    models=("a", "b"))
+    cfg = SimConfig(
+        latency_ms=3.5,
+        rpm=100,
+        tpm=None,
+        error_rate=0.1,
+        hang_rate=0.05,
+        output_tokens=(4, 9),
+        seed=42,
+        context_window=2048,
+        down=True,
+        models=("a", "b"),
+    )
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     ns = parser.parse_args(["--port", "0", *config_to_argv(cfg)])
@@ -159,8 +167,9 @@ async def test_plain_completion_via_sdk(make_sim):
     sim = make_sim()
     client = sdk(sim)
     raw = await client.chat.completions.with_raw_response.create(
-        model="my-model", messages=[{"role": "system", "content": "be brief"},
-                                    {"role": "user", "content": "task 17: count to three"}])
+        model="my-model",
+        messages=[{"role": "system", "content": "be brief"}, {"role": "user", "content": "task 17: count to three"}],
+    )
     assert raw.headers["x-request-id"].startswith("req_")
     assert "x-ratelimit-limit-requests" not in raw.headers  # no limits configured
     c = raw.parse()
@@ -178,7 +187,8 @@ async def test_plain_completion_via_sdk(make_sim):
     assert u.completion_tokens_details.reasoning_tokens == 0
 
     capped = await client.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "long one"}], max_tokens=5)
+        model="m", messages=[{"role": "user", "content": "long one"}], max_tokens=5
+    )
     assert capped.choices[0].finish_reason == "length"
     assert capped.usage.completion_tokens == 5
     models = await client.models.list()
@@ -191,7 +201,8 @@ async def test_streaming_via_sdk_with_usage(make_sim):
     client = sdk(sim)
     messages = [{"role": "user", "content": "stream task 3"}]
     stream = await client.chat.completions.create(
-        model="m", messages=messages, stream=True, stream_options={"include_usage": True})
+        model="m", messages=messages, stream=True, stream_options={"include_usage": True}
+    )
     text, finish, usage, n_chunks = "", None, None, 0
     async for chunk in stream:
         n_chunks += 1
@@ -242,8 +253,7 @@ async def test_rpm_429_seen_by_sdk(make_sim):
     client = sdk(sim)
     await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "a"}])
     with pytest.raises(openai.RateLimitError) as ei:
-        await client.chat.completions.create(model="m",
-                                             messages=[{"role": "user", "content": "b"}])
+        await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "b"}])
     e = ei.value
     assert e.status_code == 429 and e.code == "rate_limit_exceeded"
     assert int(e.response.headers["retry-after"]) >= 1
@@ -279,13 +289,15 @@ async def test_context_length_400(make_sim):
     client = sdk(sim)
     with pytest.raises(openai.BadRequestError) as ei:
         await client.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "x" * 400}], max_tokens=950)
+            model="m", messages=[{"role": "user", "content": "x" * 400}], max_tokens=950
+        )
     e = ei.value
     assert e.code == "context_length_exceeded" and e.type == "invalid_request_error"
     assert "maximum context length is 1000 tokens" in e.message
     assert "(107 in the messages, 950 in the completion)" in e.message
     ok = await client.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "x" * 400}], max_tokens=100)
+        model="m", messages=[{"role": "user", "content": "x" * 400}], max_tokens=100
+    )
     assert ok.usage.prompt_tokens == 107
     await client.close()
 
@@ -295,15 +307,13 @@ async def test_require_key_401(make_sim):
     for key in ("sk-wrong",):
         client = sdk(sim, api_key=key)
         with pytest.raises(openai.AuthenticationError) as ei:
-            await client.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "hi"}])
+            await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         assert ei.value.code == "invalid_api_key" and "sk-wrong" not in ei.value.message
         await client.close()
     r = post(sim, body("hi"))  # no Authorization header at all
     assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
     client = sdk(sim, api_key="sk-right")
-    ok = await client.chat.completions.create(model="m",
-                                              messages=[{"role": "user", "content": "hi"}])
+    ok = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     assert ok.choices[0].message.content.startswith("Sim answer to: hi")
     await client.close()
     assert "sk-right" not in json.dumps(sim.stats())
@@ -321,8 +331,12 @@ def test_scripted_faults(make_sim):
     assert r.status_code == 429 and "retry-after" not in r.headers
     assert r.json()["error"]["code"] == "insufficient_quota"
     assert post(sim, body("broke [[sim:quota]]")).status_code == 429  # always
-    for status, code in ((400, "context_length_exceeded"), (401, "invalid_api_key"),
-                         (404, "model_not_found"), (503, None)):
+    for status, code in (
+        (400, "context_length_exceeded"),
+        (401, "invalid_api_key"),
+        (404, "model_not_found"),
+        (503, None),
+    ):
         r = post(sim, body(f"always [[sim:{status}]]"))
         assert r.status_code == status and r.json()["error"]["code"] == code
     assert r.json()["error"]["type"] == "server_error"
@@ -347,10 +361,12 @@ def test_cached_tokens_for_repeated_prefix(make_sim):
 async def _outcomes(sim: SimServer, payloads: list[dict]) -> dict[str, tuple]:
     out: dict[str, list] = {}
     async with httpx.AsyncClient(trust_env=False, timeout=5) as c:
+
         async def one(p):
             r = await c.post(sim.base_url + "/chat/completions", json=p)
             text = r.json()["choices"][0]["message"]["content"] if r.status_code == 200 else ""
             out.setdefault(p["messages"][0]["content"], []).append((r.status_code, text))
+
         await asyncio.gather(*(one(p) for p in payloads))
     return {k: tuple(sorted(v)) for k, v in out.items()}
 
@@ -377,8 +393,7 @@ async def test_hang_times_out_and_stop_is_quick(make_sim):
     client = sdk(sim, timeout=0.3)
     t0 = time.monotonic()
     with pytest.raises(openai.APITimeoutError):
-        await client.chat.completions.create(model="m",
-                                             messages=[{"role": "user", "content": "h"}])
+        await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "h"}])
     assert time.monotonic() - t0 < 2
     await client.close()
     # A hang still in flight must not hold stop() up.
@@ -410,8 +425,7 @@ def test_stream_stall(make_sim):
     seen = []
     with httpx.Client(trust_env=False, timeout=httpx.Timeout(5.0, read=0.3)) as c:
         with pytest.raises(httpx.ReadTimeout):
-            with c.stream("POST", sim.base_url + "/chat/completions",
-                          json=body("stall me", stream=True)) as r:
+            with c.stream("POST", sim.base_url + "/chat/completions", json=body("stall me", stream=True)) as r:
                 assert r.status_code == 200
                 for line in r.iter_lines():
                     if line:

@@ -107,8 +107,10 @@ def post(sim: SimServer, payload: dict, client: httpx.Client | None = None) -> h
 
 def agent(sim: SimServer, task: str, tools=TOOLS, max_steps: int = 12, **extra) -> tuple[list[dict], list[dict]]:
     """Run one agent to its final answer; returns (its answers' choices, the conversation)."""
-    messages: list[dict] = [{"role": "system", "content": "You are a careful agent."},
-                            {"role": "user", "content": task}]
+    messages: list[dict] = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": task},
+    ]
     choices = []
     with httpx.Client(trust_env=False, timeout=10) as c:
         for _ in range(max_steps):
@@ -117,8 +119,11 @@ def agent(sim: SimServer, task: str, tools=TOOLS, max_steps: int = 12, **extra) 
             choice = r.json()["choices"][0]
             choices.append(choice)
             msg = choice["message"]
-            messages.append({"role": "assistant", "content": msg["content"], "tool_calls": msg.get("tool_calls")}
-                            if msg.get("tool_calls") else {"role": "assistant", "content": msg["content"]})
+            messages.append(
+                {"role": "assistant", "content": msg["content"], "tool_calls": msg.get("tool_calls")}
+                if msg.get("tool_calls")
+                else {"role": "assistant", "content": msg["content"]}
+            )
             if not msg.get("tool_calls"):
                 return choices, messages
             for call in msg["tool_calls"]:
@@ -156,8 +161,11 @@ def test_arguments_follow_the_schema():
         assert args["tags"] == [token]
         assert schema_arguments(ADD["function"]["parameters"], rng, token).keys() == {"a", "b"}
     assert schema_arguments({}, random.Random(0), token) == {}
-    assert schema_arguments({"type": "object", "properties": {"x": {"type": "integer", "maximum": -3}},
-                             "required": ["x"]}, random.Random(0), token) == {"x": -3}
+    assert schema_arguments(
+        {"type": "object", "properties": {"x": {"type": "integer", "maximum": -3}}, "required": ["x"]},
+        random.Random(0),
+        token,
+    ) == {"x": -3}
 
 
 def test_choices_are_seeded_by_the_task():
@@ -195,8 +203,10 @@ def test_tool_messages_must_answer_the_calls():
     user = {"role": "user", "content": "t"}
     asks = {"role": "assistant", "content": None, "tool_calls": [call]}
     assert check_tool_messages([user, asks, {"role": "tool", "tool_call_id": "c1", "content": "r"}]) is None
-    assert "preceeding message with 'tool_calls'" in check_tool_messages(
-        [user, {"role": "tool", "tool_call_id": "c1", "content": "r"}])[0]
+    assert (
+        "preceeding message with 'tool_calls'"
+        in check_tool_messages([user, {"role": "tool", "tool_call_id": "c1", "content": "r"}])[0]
+    )
     assert "did not have response messages: c1" in check_tool_messages([user, asks])[0]
     assert "did not have response messages: c1" in check_tool_messages([user, asks, user])[0]
     assert "not found" in check_tool_messages([user, asks, {"role": "tool", "tool_call_id": "c9", "content": "r"}])[0]
@@ -255,10 +265,14 @@ async def test_many_agents_each_quote_their_own_results(make_sim):
     again = make_sim(latency_ms=5.0, tool_rounds=(1, 4))
     first, _ = runs[0]
     second, _ = agent(again, tasks[0])
-    strip = [[(c["function"]["name"], c["function"]["arguments"]) for c in ch["message"].get("tool_calls") or []]
-             for ch in first]
-    assert strip == [[(c["function"]["name"], c["function"]["arguments"])
-                      for c in ch["message"].get("tool_calls") or []] for ch in second]
+    strip = [
+        [(c["function"]["name"], c["function"]["arguments"]) for c in ch["message"].get("tool_calls") or []]
+        for ch in first
+    ]
+    assert strip == [
+        [(c["function"]["name"], c["function"]["arguments"]) for c in ch["message"].get("tool_calls") or []]
+        for ch in second
+    ]
 
 
 def test_tool_choice_and_config(make_sim):
@@ -271,13 +285,26 @@ def test_tool_choice_and_config(make_sim):
     assert [len(c["message"].get("tool_calls") or []) for c in choices] == [1, 1, 1, 1, 0]
     # forced: a call on every answer, as a real model does, of the named tool only
     with pytest.raises(AssertionError, match="never answered"):
-        agent(sim, "forced [[sim:tools=1]]", max_steps=4,
-              tool_choice={"type": "function", "function": {"name": "add"}})
-    r = post(sim, {"model": "m", "messages": [{"role": "user", "content": "req [[sim:tools=0]]"}],
-                   "tools": TOOLS, "tool_choice": "required"})
+        agent(sim, "forced [[sim:tools=1]]", max_steps=4, tool_choice={"type": "function", "function": {"name": "add"}})
+    r = post(
+        sim,
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "req [[sim:tools=0]]"}],
+            "tools": TOOLS,
+            "tool_choice": "required",
+        },
+    )
     assert r.json()["choices"][0]["finish_reason"] == "tool_calls"
-    r = post(sim, {"model": "m", "messages": [{"role": "user", "content": "forced"}], "tools": TOOLS,
-                   "tool_choice": {"type": "function", "function": {"name": "add"}}})
+    r = post(
+        sim,
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "forced"}],
+            "tools": TOOLS,
+            "tool_choice": {"type": "function", "function": {"name": "add"}},
+        },
+    )
     assert {c["function"]["name"] for c in r.json()["choices"][0]["message"]["tool_calls"]} == {"add"}
     # no tools offered: a marker does nothing
     r = post(sim, {"model": "m", "messages": [{"role": "user", "content": "plain [[sim:tools=3]]"}]})
@@ -294,11 +321,13 @@ def test_usage_counts_tools_and_tool_messages(make_sim):
     assert r["usage"]["prompt_tokens"] == prompt_tokens(messages[:-1]) + tools_tokens
     step = choices[0]
     calls = step["message"]["tool_calls"]
-    text = (step["message"]["content"] or "") + "".join(c["function"]["name"] + c["function"]["arguments"]
-                                                        for c in calls)
+    text = (step["message"]["content"] or "") + "".join(
+        c["function"]["name"] + c["function"]["arguments"] for c in calls
+    )
     # completion tokens of a tool step: its text and calls, estimated together
-    assert post(sim, {"model": "m", "messages": messages[:2], "tools": TOOLS})\
-        .json()["usage"]["completion_tokens"] == estimate_tokens(text)
+    assert post(sim, {"model": "m", "messages": messages[:2], "tools": TOOLS}).json()["usage"][
+        "completion_tokens"
+    ] == estimate_tokens(text)
 
 
 def test_json_answer_carries_the_results(make_sim):
@@ -312,8 +341,15 @@ def test_max_tokens_cuts_a_tool_step(make_sim):
     sim = make_sim()
     cut = 0
     for i in range(10):
-        r = post(sim, {"model": "m", "messages": [{"role": "user", "content": f"tiny {i} [[sim:tools=1]]"}],
-                       "tools": [SEARCH], "max_tokens": 16}).json()
+        r = post(
+            sim,
+            {
+                "model": "m",
+                "messages": [{"role": "user", "content": f"tiny {i} [[sim:tools=1]]"}],
+                "tools": [SEARCH],
+                "max_tokens": 16,
+            },
+        ).json()
         choice = r["choices"][0]
         assert choice["finish_reason"] == "length" and r["usage"]["completion_tokens"] <= 16
         for call in choice["message"].get("tool_calls") or []:
@@ -325,8 +361,11 @@ def test_max_tokens_cuts_a_tool_step(make_sim):
 
 def test_faults_and_limits_apply_to_tool_steps(make_sim):
     sim = make_sim(hang_s=0.2)
-    payload = {"model": "m", "messages": [{"role": "user", "content": "flaky [[sim:tools=1]] [[sim:500x1]]"}],
-               "tools": TOOLS}
+    payload = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "flaky [[sim:tools=1]] [[sim:500x1]]"}],
+        "tools": TOOLS,
+    }
     assert post(sim, payload).status_code == 500
     assert post(sim, payload).json()["choices"][0]["finish_reason"] == "tool_calls"
     payload["messages"][0]["content"] = "slow [[sim:tools=1]] [[sim:hangx1]]"
@@ -347,10 +386,16 @@ def test_invalid_tools_and_tool_messages_are_400(make_sim):
         ({"tools": []}, "tools", "empty_array"),
         ({"tools": [{"type": "code_interpreter"}]}, "tools[0].type", "invalid_value"),
         ({"tools": [{"type": "function"}]}, "tools[0].function", "missing_required_parameter"),
-        ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools[0].function.name",
-         "invalid_value"),
-        ({"tools": [LOOKUP], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice",
-         "invalid_value"),
+        (
+            {"tools": [{"type": "function", "function": {"name": "bad name"}}]},
+            "tools[0].function.name",
+            "invalid_value",
+        ),
+        (
+            {"tools": [LOOKUP], "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+            "tool_choice",
+            "invalid_value",
+        ),
         ({"tools": [LOOKUP], "tool_choice": "always"}, "tool_choice", "invalid_value"),
     ]
     for extra, param, code in cases:
@@ -381,8 +426,11 @@ def _reassemble(chunks) -> tuple[str | None, str, list[dict], str | None]:
         for tc in delta.tool_calls or []:
             if tc.index not in calls:  # a call's first chunk: id, type, name, empty arguments
                 assert tc.id and tc.type == "function" and tc.function.name and tc.function.arguments == ""
-                calls[tc.index] = {"id": tc.id, "type": "function",
-                                   "function": {"name": tc.function.name, "arguments": ""}}
+                calls[tc.index] = {
+                    "id": tc.id,
+                    "type": "function",
+                    "function": {"name": tc.function.name, "arguments": ""},
+                }
             else:
                 assert tc.id is None and tc.function.name is None
                 calls[tc.index]["function"]["arguments"] += tc.function.arguments
@@ -396,22 +444,25 @@ async def test_streamed_tool_calls_reassemble(make_sim):
     messages = [{"role": "user", "content": "streamed agent [[sim:tools=2]]"}]
     plain = await client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
     sim.reset()
-    stream = await client.chat.completions.create(model="m", messages=messages, tools=TOOLS, stream=True,
-                                                  stream_options={"include_usage": True})
+    stream = await client.chat.completions.create(
+        model="m", messages=messages, tools=TOOLS, stream=True, stream_options={"include_usage": True}
+    )
     chunks = [c async for c in stream]
     content, reasoning, calls, finish = _reassemble(chunks)
     assert finish == "tool_calls" and reasoning == ""
     want = plain.choices[0].message
     assert content == want.content
-    assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == \
-           [(c.function.name, c.function.arguments) for c in want.tool_calls]
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == [
+        (c.function.name, c.function.arguments) for c in want.tool_calls
+    ]
     assert len({c["id"] for c in calls}) == len(calls)
     assert chunks[-1].usage.completion_tokens == plain.usage.completion_tokens
     # the SDK's own accumulation agrees
     async with client.chat.completions.stream(model="m", messages=messages, tools=TOOLS) as s:
         final = await s.get_final_completion()
-    assert [c.function.arguments for c in final.choices[0].message.tool_calls] == \
-           [c.function.arguments for c in want.tool_calls]
+    assert [c.function.arguments for c in final.choices[0].message.tool_calls] == [
+        c.function.arguments for c in want.tool_calls
+    ]
     await client.close()
 
 
@@ -421,23 +472,32 @@ async def test_reasoning_deltas_with_the_marker_or_the_flag(make_sim):
     messages = [{"role": "user", "content": "think first [[sim:reasoning]] [[sim:tools=1]]"}]
     for tools in (TOOLS, None):
         extra = {"tools": tools} if tools else {}
-        stream = await client.chat.completions.create(model="m", messages=messages, stream=True,
-                                                      stream_options={"include_usage": True}, **extra)
+        stream = await client.chat.completions.create(
+            model="m", messages=messages, stream=True, stream_options={"include_usage": True}, **extra
+        )
         chunks = [c async for c in stream]
         content, reasoning, calls, finish = _reassemble(chunks)
         assert reasoning.startswith("Step 1 of task " + token_of(messages[0]["content"]))
-        first_reasoning = next(i for i, c in enumerate(chunks) if c.choices
-                               and (c.choices[0].delta.model_extra or {}).get("reasoning_content"))
-        later = [i for i, c in enumerate(chunks) if c.choices and (c.choices[0].delta.content
-                                                                   or c.choices[0].delta.tool_calls)]
+        first_reasoning = next(
+            i
+            for i, c in enumerate(chunks)
+            if c.choices and (c.choices[0].delta.model_extra or {}).get("reasoning_content")
+        )
+        later = [
+            i
+            for i, c in enumerate(chunks)
+            if c.choices and (c.choices[0].delta.content or c.choices[0].delta.tool_calls)
+        ]
         assert later and first_reasoning < min(later)  # reasoning comes before the content
         usage = chunks[-1].usage
         assert usage.completion_tokens_details.reasoning_tokens == estimate_tokens(reasoning)
         assert bool(calls) == bool(tools) and finish == ("tool_calls" if tools else "stop")
     plain = await client.chat.completions.create(model="m", messages=messages)
     assert plain.choices[0].message.model_extra["reasoning_content"].startswith("Step 1")
-    assert plain.usage.completion_tokens == estimate_tokens(plain.choices[0].message.content) + \
-        plain.usage.completion_tokens_details.reasoning_tokens
+    assert (
+        plain.usage.completion_tokens
+        == estimate_tokens(plain.choices[0].message.content) + plain.usage.completion_tokens_details.reasoning_tokens
+    )
     # without the marker: none, unless the simulator is configured to reason
     quiet = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "q"}])
     assert "reasoning_content" not in (quiet.choices[0].message.model_extra or {})
@@ -456,8 +516,10 @@ def test_requests_without_tools_are_unchanged(make_sim):
     assert r["usage"]["completion_tokens"] == estimate_tokens(msg["content"])
     assert r["usage"]["completion_tokens_details"]["reasoning_tokens"] == 0
     with httpx.Client(trust_env=False, timeout=10) as c:
-        text = c.post(sim.base_url + "/chat/completions", json={
-            "model": "m", "messages": [{"role": "user", "content": "plain task"}], "stream": True}).text
+        text = c.post(
+            sim.base_url + "/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "plain task"}], "stream": True},
+        ).text
     assert "reasoning_content" not in text and "tool_calls" not in text
     assert '"delta":{"role":"assistant","content":"","refusal":null}' in text
     stats = sim.stats()

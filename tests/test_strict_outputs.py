@@ -85,12 +85,17 @@ FATES = ["bom", "nan", "dupkeys", "surrogate", "control", "lineseps", "hugenum",
 
 def test_every_answer_a_provider_sends_is_a_strict_json_line_of_results(tmp_path, byte_hostile):
     prompts = [f"t{i} [[hostile:{fate}]]" for i, fate in enumerate(FATES)]
-    prompts += ["once not utf-8 [[hostile:notutf8x1]]", "always deep [[hostile:deep]]", "plain",
-                "an error a strict reader chokes on [[hostile:errweird]]"]
+    prompts += [
+        "once not utf-8 [[hostile:notutf8x1]]",
+        "always deep [[hostile:deep]]",
+        "plain",
+        "an error a strict reader chokes on [[hostile:errweird]]",
+    ]
     job = write_batch(tmp_path / "job.jsonl", prompts)
     run_dir = tmp_path / "run"
-    result = run_cli("run", str(job), "--headless", "--base-url", byte_hostile.base_url, "--out", str(run_dir),
-                     "--max-attempts", "2")
+    result = run_cli(
+        "run", str(job), "--headless", "--base-url", byte_hostile.base_url, "--out", str(run_dir), "--max-attempts", "2"
+    )
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr and "Exception in callback" not in result.stderr, result.stderr
 
@@ -135,8 +140,17 @@ def test_every_answer_a_provider_sends_is_a_strict_json_line_of_results(tmp_path
 def test_an_answer_over_the_cap_fails_as_too_large_and_is_never_paid_for_twice(tmp_path, byte_hostile):
     job = write_batch(tmp_path / "job.jsonl", ["always huge [[hostile:huge]]", "plain"])
     run_dir = tmp_path / "run"
-    result = run_cli("run", str(job), "--headless", "--base-url", byte_hostile.base_url, "--out", str(run_dir),
-                     "--max-answer-bytes", "524288")
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        byte_hostile.base_url,
+        "--out",
+        str(run_dir),
+        "--max-answer-bytes",
+        "524288",
+    )
     assert result.returncode == 1, result.stderr
     [error] = strict_lines(run_dir / "errors.jsonl")
     assert error["error"]["code"] == "answer_too_large"
@@ -201,8 +215,9 @@ async def _open_detail(run_dir: Path, tmp_path: Path, index: int) -> str:
         app.grid.focus()
         app.grid.move_to(index)
         await pilot.press("enter")
-        await wait_until(lambda: isinstance(app.screen, AgentDetailScreen), "the detail to open",
-                         step=lambda: pilot.pause(0.02))
+        await wait_until(
+            lambda: isinstance(app.screen, AgentDetailScreen), "the detail to open", step=lambda: pilot.pause(0.02)
+        )
         await pilot.pause(0.1)
         shown = str(app.screen.query_one("#detail-answer").content)
         await pilot.press("escape", "q")

@@ -19,15 +19,18 @@ from .conftest import read_jsonl, run_cli
 from .helpers import attempts_of
 
 
-@pytest.mark.parametrize("text, value", [
-    ('{"a": 1}', {"a": 1}),
-    ('Sure! Here it is:\n```json\n{"a": [1, 2]}\n```\nAnything else?', {"a": [1, 2]}),
-    ('The answer is ["x", "y",] as requested.', ["x", "y"]),
-    ('{"subtasks": ["one", "two", "thr', {"subtasks": ["one", "two", "thr"]}),
-    ('{"a": 1, "b":', {"a": 1}),
-    ('```json\n{"a": {"b": [1, 2', {"a": {"b": [1, 2]}}),
-    ('{"quote": "a \\"}\\" b"}', {"quote": 'a "}" b'}),
-])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ('{"a": 1}', {"a": 1}),
+        ('Sure! Here it is:\n```json\n{"a": [1, 2]}\n```\nAnything else?', {"a": [1, 2]}),
+        ('The answer is ["x", "y",] as requested.', ["x", "y"]),
+        ('{"subtasks": ["one", "two", "thr', {"subtasks": ["one", "two", "thr"]}),
+        ('{"a": 1, "b":', {"a": 1}),
+        ('```json\n{"a": {"b": [1, 2', {"a": {"b": [1, 2]}}),
+        ('{"quote": "a \\"}\\" b"}', {"quote": 'a "}" b'}),
+    ],
+)
 def test_extract_json_reads_what_models_write(text, value):
     assert extract_json(text) == value
 
@@ -88,12 +91,18 @@ def test_research_sample_job_runs_headless_and_leaves_an_aggregate(tmp_path, sim
 def _session(tmp_path, base_url, toml_text, **settings) -> SwarmSession:
     path = tmp_path / "job.toml"
     path.write_text(toml_text)
-    return SwarmSession.open_new(load_job(path), RunPlan(ProviderProfile("custom", base_url=base_url),
-                                                         EngineSettings(**settings)), tmp_path / "run")
+    return SwarmSession.open_new(
+        load_job(path),
+        RunPlan(ProviderProfile("custom", base_url=base_url), EngineSettings(**settings)),
+        tmp_path / "run",
+    )
 
 
 async def test_worker_json_is_asked_again_once_then_fails_keeping_the_raw_text(tmp_path, sim):
-    session = _session(tmp_path, sim.base_url, """
+    session = _session(
+        tmp_path,
+        sim.base_url,
+        """
 model = "sim-1"
 [workers]
 json = true
@@ -106,7 +115,8 @@ prompt = "answer in JSON [[sim:prosex1]]"
 [[task]]
 id = "never-json"
 prompt = "answer in JSON [[sim:prose]]"
-""")
+""",
+    )
     try:
         finished = await session.run()
     finally:
@@ -122,12 +132,16 @@ prompt = "answer in JSON [[sim:prose]]"
 async def test_planner_answer_cut_short_is_repaired(tmp_path, sim):
     # the first answer only is broken (fenced, in prose, cut at 70%: 4 whole sub-tasks and the 5th
     # cut mid-string); a re-ask would get the whole plan of 6, so the count tells the two apart
-    session = _session(tmp_path, sim.base_url, """
+    session = _session(
+        tmp_path,
+        sim.base_url,
+        """
 model = "sim-1"
 goal = "map the territory [[sim:badjsonx1]]"
 [plan]
 agents = 6
-""")
+""",
+    )
     try:
         finished = await session.run()
     finally:
@@ -166,8 +180,14 @@ window = 5
     assert finished.succeeded == 6
     assert phases.count("fan-out") == 2 and "planning" in phases and phases[-1] == "done"
     results = read_jsonl(tmp_path / "run" / "results.jsonl")
-    assert [r["custom_id"] for r in results] == ["r1-agent-1", "r1-agent-2", "r1-agent-3",
-                                                 "r2-agent-1", "r2-agent-2", "r2-agent-3"]
+    assert [r["custom_id"] for r in results] == [
+        "r1-agent-1",
+        "r1-agent-2",
+        "r1-agent-3",
+        "r2-agent-1",
+        "r2-agent-2",
+        "r2-agent-3",
+    ]
     assert (tmp_path / "run" / "aggregate-round-1.json").exists() and (tmp_path / "run" / "aggregate.json").exists()
     aggregate = json.loads((tmp_path / "run" / "aggregate-round-1.json").read_text())
     assert aggregate["levels"] >= 1, "answers past chunk_tokens were reduced in chunks first"
@@ -210,12 +230,24 @@ async def test_a_request_past_the_context_length_is_retried_once_without_its_mem
     sim = sim_factory(context_window=1000)
     memory = RollingMemory()
     memory.add(1, "a long summary of round one " * 200)  # ~1,400 tokens: past the window with it
-    with_memory = {"model": "sim-1", "max_tokens": 100, "messages": [
-        {"role": "system", "content": memory.render(10_000)}, {"role": "user", "content": "round two task"}]}
+    with_memory = {
+        "model": "sim-1",
+        "max_tokens": 100,
+        "messages": [
+            {"role": "system", "content": memory.render(10_000)},
+            {"role": "user", "content": "round two task"},
+        ],
+    }
     no_memory = {"model": "sim-1", "max_tokens": 100, "messages": [{"role": "user", "content": "plain task"}]}
-    tasks = [Task(0, "with-memory", with_memory), Task(1, "too-long-anyway", {
-        "model": "sim-1", "max_tokens": 100, "messages": [{"role": "user", "content": "x " * 3000}]}),
-        Task(2, "fits", no_memory)]
+    tasks = [
+        Task(0, "with-memory", with_memory),
+        Task(
+            1,
+            "too-long-anyway",
+            {"model": "sim-1", "max_tokens": 100, "messages": [{"role": "user", "content": "x " * 3000}]},
+        ),
+        Task(2, "fits", no_memory),
+    ]
     journal = Journal.create(tmp_path / "run", tasks, {"job": {"name": "context"}, "plan": {}})  # a whole run
     client = ProviderClient(ProviderProfile("custom", base_url=sim.base_url), sim.base_url)
     engine = SwarmEngine(tasks, client, journal, EngineSettings(), trimmer=drop_memory)

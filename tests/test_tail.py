@@ -11,13 +11,16 @@ from swarm_tui.engine.deadlines import MIN_SAMPLES, STRAGGLER_FLOOR_S, TailDeadl
 from .helpers import attempts_of, open_session
 
 
-@pytest.mark.parametrize(("latencies", "timeout", "straggler"), [
-    ([0.2] * (MIN_SAMPLES - 1), 60.0, None),          # too few answers to judge yet
-    ([0.2] * MIN_SAMPLES, 60.0, STRAGGLER_FLOOR_S),   # 3 x 0.2 s is under the floor
-    ([0.5] * 19 + [0.9], 60.0, 2.7),                  # 3 x p99
-    ([20.0] * 50, 60.0, None),                        # genuinely slow: 3 x p99 passes the hard timeout
-    ([5.0] * 10 + [0.1] * 400, 60.0, STRAGGLER_FLOOR_S),  # only the last 200 answers count
-])
+@pytest.mark.parametrize(
+    ("latencies", "timeout", "straggler"),
+    [
+        ([0.2] * (MIN_SAMPLES - 1), 60.0, None),  # too few answers to judge yet
+        ([0.2] * MIN_SAMPLES, 60.0, STRAGGLER_FLOOR_S),  # 3 x 0.2 s is under the floor
+        ([0.5] * 19 + [0.9], 60.0, 2.7),  # 3 x p99
+        ([20.0] * 50, 60.0, None),  # genuinely slow: 3 x p99 passes the hard timeout
+        ([5.0] * 10 + [0.1] * 400, 60.0, STRAGGLER_FLOOR_S),  # only the last 200 answers count
+    ],
+)
 def test_the_straggler_deadline_follows_the_recent_answers(latencies, timeout, straggler):
     """Answers as long as the calls are allowed (64 tokens): the deadline is FACTOR x their p99."""
     tail = TailDeadlines(timeout)
@@ -53,8 +56,9 @@ async def test_an_abandoned_straggler_is_not_congestion(tmp_path, sim_factory):
     prompts = [f"task {i}" for i in range(40)] + [f"hangs {i} [[sim:hangx1]]" for i in range(3)]
     session = open_session(tmp_path, sim.base_url, prompts, concurrency=8, timeout_s=60.0)
     shrunk = []
-    session.engine.subscribe(lambda e: shrunk.append(e.reason) if isinstance(e, ConcurrencyChanged)
-                             and "decrease" in e.reason else None)
+    session.engine.subscribe(
+        lambda e: shrunk.append(e.reason) if isinstance(e, ConcurrencyChanged) and "decrease" in e.reason else None
+    )
     try:
         finished = await session.run()
     finally:
@@ -65,8 +69,9 @@ async def test_an_abandoned_straggler_is_not_congestion(tmp_path, sim_factory):
 
 async def test_genuinely_slow_answers_are_never_abandoned_early(tmp_path, sim_factory):
     sim = sim_factory(latency_ms=1500.0, latency_sigma=0.15)
-    session = open_session(tmp_path, sim.base_url, [f"slow {i}" for i in range(60)], concurrency=30,
-                           adaptive=False, timeout_s=60.0)
+    session = open_session(
+        tmp_path, sim.base_url, [f"slow {i}" for i in range(60)], concurrency=30, adaptive=False, timeout_s=60.0
+    )
     try:
         finished = await session.run()
     finally:
@@ -80,8 +85,7 @@ async def test_with_hedge_a_straggler_is_abandoned_when_no_backup_may_be_sent(tm
     """--hedge under pushback: one request either way, never the whole timeout."""
     sim = sim_factory(latency_ms=100.0, latency_sigma=0.2)
     prompts = [f"fine {i}" for i in range(40)] + ["hangs [[sim:hangx1]]"]
-    session = open_session(tmp_path, sim.base_url, prompts, concurrency=5, adaptive=False, hedge=True,
-                           timeout_s=60.0)
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=5, adaptive=False, hedge=True, timeout_s=60.0)
     engine = session.engine
     engine.live.last_rate_limited = float("inf")  # the provider is pushing back for the whole run: no backups
     try:

@@ -14,8 +14,11 @@ from swarm_tui.tools.transcript import pending_tool_calls, steps_taken
 
 
 def python_tools(*names: str, timeout: float = 5.0) -> ToolsSpec:
-    return ToolsSpec(python=tuple(PythonToolSpec(f"tests.agent_tools:{n}", where=f"tools.python[{i}]")
-                                  for i, n in enumerate(names)), tool_timeout_s=timeout, source="job.toml")
+    return ToolsSpec(
+        python=tuple(PythonToolSpec(f"tests.agent_tools:{n}", where=f"tools.python[{i}]") for i, n in enumerate(names)),
+        tool_timeout_s=timeout,
+        source="job.toml",
+    )
 
 
 async def test_python_functions_become_tools_with_schemas_from_their_hints():
@@ -24,10 +27,14 @@ async def test_python_functions_become_tools_with_schemas_from_their_hints():
     schemas = {t["function"]["name"]: t["function"] for t in toolbox.openai_tools()}
     assert schemas["lookup"]["description"] == "Look a term up in a tiny glossary."
     assert schemas["lookup"]["parameters"] == {
-        "type": "object", "properties": {"term": {"type": "string"}, "limit": {"type": "integer"}},
-        "required": ["term"]}
+        "type": "object",
+        "properties": {"term": {"type": "string"}, "limit": {"type": "integer"}},
+        "required": ["term"],
+    }
     assert schemas["pick"]["parameters"]["properties"] == {
-        "colour": {"enum": ["red", "green"]}, "tags": {"type": "array", "items": {"type": "string"}}}
+        "colour": {"enum": ["red", "green"]},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    }
     assert (await toolbox.call("add", '{"a": 2, "b": 3.5}')).text == "5.5"
     picked = await toolbox.call("pick", '{"colour": "red"}')
     assert picked.ok and json.loads(picked.text) == {"colour": "red", "tags": []}
@@ -52,8 +59,13 @@ async def test_every_failure_of_a_call_is_the_tools_result():
 
 
 async def test_a_function_that_does_not_import_fails_the_start_naming_the_field():
-    spec = ToolsSpec(python=(PythonToolSpec("tests.no_such_module:f", where="tools.python[0]"),
-                             PythonToolSpec("tests.agent_tools:missing", where="tools.python[1]")), source="job.toml")
+    spec = ToolsSpec(
+        python=(
+            PythonToolSpec("tests.no_such_module:f", where="tools.python[0]"),
+            PythonToolSpec("tests.agent_tools:missing", where="tools.python[1]"),
+        ),
+        source="job.toml",
+    )
     with pytest.raises(ToolSetupError) as caught:
         await Toolbox(spec).start()
     text = str(caught.value)
@@ -63,11 +75,13 @@ async def test_a_function_that_does_not_import_fails_the_start_naming_the_field(
 
 def test_the_transcript_says_where_an_agent_stands():
     call = lambda i: {"id": f"c{i}", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}  # noqa: E731
-    messages = [{"role": "user", "content": "go"},
-                {"role": "assistant", "content": None, "tool_calls": [call(1)]},
-                {"role": "tool", "tool_call_id": "c1", "content": "r1"},
-                {"role": "assistant", "content": None, "tool_calls": [call(2), call(3)]},
-                {"role": "tool", "tool_call_id": "c3", "content": "r3"}]
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call(1)]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r1"},
+        {"role": "assistant", "content": None, "tool_calls": [call(2), call(3)]},
+        {"role": "tool", "tool_call_id": "c3", "content": "r3"},
+    ]
     assert steps_taken(messages) == 2
     assert [c["id"] for c in pending_tool_calls(messages)] == ["c2"]
     assert pending_tool_calls(messages[:3]) == []
@@ -75,11 +89,13 @@ def test_the_transcript_says_where_an_agent_stands():
 
 def test_tools_in_a_toml_job_are_checked_with_file_line_and_field(tmp_path):
     job = tmp_path / "agents.toml"
-    job.write_text('name = "a"\nmodel = "m"\n[tasks]\ncount = 2\nprompt = "t{agent}"\n'
-                   '[agents]\nmax_steps = 0\ntool_timeout = 5\n'
-                   '[[tools.mcp]]\nname = "demo"\ncommand = ["python", "-m", "x"]\n'
-                   '[[tools.mcp]]\nname = "demo"\nurl = "ftp://nope"\n'
-                   '[[tools.python]]\nfunction = "no_colon"\n')
+    job.write_text(
+        'name = "a"\nmodel = "m"\n[tasks]\ncount = 2\nprompt = "t{agent}"\n'
+        "[agents]\nmax_steps = 0\ntool_timeout = 5\n"
+        '[[tools.mcp]]\nname = "demo"\ncommand = ["python", "-m", "x"]\n'
+        '[[tools.mcp]]\nname = "demo"\nurl = "ftp://nope"\n'
+        '[[tools.python]]\nfunction = "no_colon"\n'
+    )
     with pytest.raises(InputError) as caught:
         load_job(job)
     text = str(caught.value)
@@ -104,8 +120,11 @@ async def test_an_mcp_server_that_dies_is_started_again_and_only_its_call_in_fli
 
     from swarm_tui.tools.spec import McpServerSpec
 
-    spec = ToolsSpec(mcp=(McpServerSpec("crashy", (sys.executable, "-m", "tests.mcp_crashy"), where="tools.mcp[0]"),),
-                     tool_timeout_s=10, source="job.toml")
+    spec = ToolsSpec(
+        mcp=(McpServerSpec("crashy", (sys.executable, "-m", "tests.mcp_crashy"), where="tools.mcp[0]"),),
+        tool_timeout_s=10,
+        source="job.toml",
+    )
     toolbox = Toolbox(spec)
     await toolbox.start()
     try:
@@ -123,7 +142,9 @@ async def test_an_mcp_server_that_dies_is_started_again_and_only_its_call_in_fli
 async def test_an_mcp_command_that_does_not_start_fails_before_anything_is_sent():
     from swarm_tui.tools.spec import McpServerSpec
 
-    spec = ToolsSpec(mcp=(McpServerSpec("nope", ("/nonexistent/mcp-server",), where="tools.mcp[0]"),), source="job.toml")
+    spec = ToolsSpec(
+        mcp=(McpServerSpec("nope", ("/nonexistent/mcp-server",), where="tools.mcp[0]"),), source="job.toml"
+    )
     with pytest.raises(ToolSetupError) as caught:
         await Toolbox(spec).start()
     assert "job.toml: tools.mcp[0]: MCP server '/nonexistent/mcp-server' did not start" in str(caught.value)

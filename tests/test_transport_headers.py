@@ -39,11 +39,13 @@ def write_config(tmp_path, table: str):
 
 
 def azure_profile(tap_port: int, backend: str) -> str:
-    return (f'[providers.azure]\nbase_url = "http://127.0.0.1:{tap_port}/openai/v1"\nbackend = "{backend}"\n'
-            'api_key_env = "AZURE_KEY"\n'
-            'headers = { "X-Title" = "swarm test", "HTTP-Referer" = "https://example.org/app" }\n'
-            'headers_env = { "api-key" = "AZURE_KEY" }\n'
-            'query = { "api-version" = "2024-10-21" }\n')
+    return (
+        f'[providers.azure]\nbase_url = "http://127.0.0.1:{tap_port}/openai/v1"\nbackend = "{backend}"\n'
+        'api_key_env = "AZURE_KEY"\n'
+        'headers = { "X-Title" = "swarm test", "HTTP-Referer" = "https://example.org/app" }\n'
+        'headers_env = { "api-key" = "AZURE_KEY" }\n'
+        'query = { "api-version" = "2024-10-21" }\n'
+    )
 
 
 @pytest.mark.parametrize("lane", LANES)
@@ -52,8 +54,9 @@ def test_a_profiles_headers_and_query_reach_every_call_of_a_run(tmp_path, tap, m
     config = write_config(tmp_path, azure_profile(tap.port, backend).replace("/openai/v1", "/v1"))
     job = write_batch(tmp_path / "job.jsonl", [f"task {i}" for i in range(4)])
     env = {"SWARM_TUI_CONFIG": str(config), "AZURE_KEY": AZURE_KEY}
-    result = run_cli("run", str(job), "--headless", "--provider", "azure", "--out", str(tmp_path / "run"),
-                     *LANES[lane], env=env)
+    result = run_cli(
+        "run", str(job), "--headless", "--provider", "azure", "--out", str(tmp_path / "run"), *LANES[lane], env=env
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(read_jsonl(tmp_path / "run" / "results.jsonl")) == 4
     paths = {seen.path for seen in tap.seen}
@@ -90,8 +93,10 @@ async def test_a_base_url_with_a_query_sends_it_on_every_request(tap, monkeypatc
     try:
         assert (await client.complete(body)).content
         assert (await client.complete(body, stream=True)).content
-        line = b'{"custom_id": "t-1", "method": "POST", "url": "/v1/chat/completions", "body": ' + \
-            b'{"model": "sim-1", "messages": [{"role": "user", "content": "hi"}]}}\n'
+        line = (
+            b'{"custom_id": "t-1", "method": "POST", "url": "/v1/chat/completions", "body": '
+            + b'{"model": "sim-1", "messages": [{"role": "user", "content": "hi"}]}}\n'
+        )
         file_id = await client.upload_batch_file("in.jsonl", line)
         batch = await client.create_batch(file_id, {"run": "test"})
         assert (await client.retrieve_batch(batch["id"]))["id"] == batch["id"]
@@ -99,8 +104,13 @@ async def test_a_base_url_with_a_query_sends_it_on_every_request(tap, monkeypatc
         await client.file_content(file_id)
     finally:
         await client.aclose()
-    assert {seen.path for seen in tap.seen} >= {"/v1/chat/completions", "/v1/files", "/v1/batches",
-                                                f"/v1/batches/{batch['id']}", f"/v1/files/{file_id}/content"}
+    assert {seen.path for seen in tap.seen} >= {
+        "/v1/chat/completions",
+        "/v1/files",
+        "/v1/batches",
+        f"/v1/batches/{batch['id']}",
+        f"/v1/files/{file_id}/content",
+    }
     for seen in tap.seen:
         assert seen.query.get("api-version") == "2024-10-21", seen
         assert seen.query.get("deployment") == "mini", "the profile's query wins over the base URL's"
@@ -109,11 +119,13 @@ async def test_a_base_url_with_a_query_sends_it_on_every_request(tap, monkeypatc
 
 def test_a_secret_header_in_the_config_is_refused_without_showing_it(tmp_path):
     secret = "sk-proj-abcDEF0123456789ghiJKL0123456789"
-    for table, field in [(f'headers = {{ "api-key" = "{secret}" }}', "providers.relay.headers.api-key"),
-                         (f'headers = {{ "X-Relay" = "Bearer {secret}" }}', "providers.relay.headers.X-Relay"),
-                         (f'query = {{ "key" = "{secret}" }}', "providers.relay.query.key"),
-                         ('headers_env = { "api-key" = "' + secret + '" }', "providers.relay.headers_env.api-key"),
-                         ('proxy = "http://me:' + secret + '@proxy.example:3128"', "providers.relay.proxy")]:
+    for table, field in [
+        (f'headers = {{ "api-key" = "{secret}" }}', "providers.relay.headers.api-key"),
+        (f'headers = {{ "X-Relay" = "Bearer {secret}" }}', "providers.relay.headers.X-Relay"),
+        (f'query = {{ "key" = "{secret}" }}', "providers.relay.query.key"),
+        ('headers_env = { "api-key" = "' + secret + '" }', "providers.relay.headers_env.api-key"),
+        ('proxy = "http://me:' + secret + '@proxy.example:3128"', "providers.relay.proxy"),
+    ]:
         config = write_config(tmp_path, f'[providers.relay]\nbase_url = "https://api.example.com/v1"\n{table}\n')
         result = run_cli("providers", "list", env={"SWARM_TUI_CONFIG": str(config)})
         assert result.returncode == 2, (table, result.stderr)
@@ -122,7 +134,9 @@ def test_a_secret_header_in_the_config_is_refused_without_showing_it(tmp_path):
 
 
 def test_a_base_url_carrying_a_key_in_its_query_is_refused(tmp_path):
-    config = write_config(tmp_path, '[providers.relay]\nbase_url = "https://api.example.com/v1?key=AIzaSyA0123456789"\n')
+    config = write_config(
+        tmp_path, '[providers.relay]\nbase_url = "https://api.example.com/v1?key=AIzaSyA0123456789"\n'
+    )
     result = run_cli("providers", "list", env={"SWARM_TUI_CONFIG": str(config)})
     assert result.returncode == 2 and "providers.relay.base_url" in result.stderr, result.stderr
     assert "AIzaSyA0123456789" not in result.stderr
@@ -145,8 +159,16 @@ def test_a_header_env_var_that_is_not_set_stops_the_run_before_anything_is_sent(
     clear_proxy_env(monkeypatch)
     config = write_config(tmp_path, azure_profile(tap.port, "aiohttp"))
     job = write_batch(tmp_path / "job.jsonl", ["never sent"])
-    result = run_cli("run", str(job), "--headless", "--provider", "azure", "--out", str(tmp_path / "run"),
-                     env={"SWARM_TUI_CONFIG": str(config), "AZURE_KEY": ""})
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--provider",
+        "azure",
+        "--out",
+        str(tmp_path / "run"),
+        env={"SWARM_TUI_CONFIG": str(config), "AZURE_KEY": ""},
+    )
     assert result.returncode == 2, result.stderr
     assert "AZURE_KEY" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists() and not tap.seen
@@ -157,15 +179,26 @@ def test_a_profiles_route_settings_round_trip_through_the_config_and_the_journal
     from swarm_tui.engine import EngineSettings
     from swarm_tui.session import RunPlan, plan_from_meta, plan_to_meta
 
-    profile = ProviderProfile("azure", base_url="https://r.example/openai/v1", headers={"X-Title": "t"},
-                              headers_env={"api-key": "AZURE_KEY"}, query={"api-version": "2024-10-21"},
-                              proxy="http://proxy.example:3128", ca_bundle="/etc/corp.pem")
+    profile = ProviderProfile(
+        "azure",
+        base_url="https://r.example/openai/v1",
+        headers={"X-Title": "t"},
+        headers_env={"api-key": "AZURE_KEY"},
+        query={"api-version": "2024-10-21"},
+        proxy="http://proxy.example:3128",
+        ca_bundle="/etc/corp.pem",
+    )
     path = tmp_path / "config.toml"
     Config(path=path).save_profile(profile)
     assert load_config(path).profile("azure") == profile
     assert plan_from_meta(plan_to_meta(RunPlan(profile, EngineSettings()))).profile == profile
-    fallback = ProviderProfile("p", base_url="https://a.example/v1", fallback_base_url="https://b.example/v1",
-                               headers_env={"api-key": "AZURE_KEY"}, proxy="http://proxy.example:3128").fallback()
+    fallback = ProviderProfile(
+        "p",
+        base_url="https://a.example/v1",
+        fallback_base_url="https://b.example/v1",
+        headers_env={"api-key": "AZURE_KEY"},
+        proxy="http://proxy.example:3128",
+    ).fallback()
     assert fallback is not None and fallback.proxy == "http://proxy.example:3128" and not fallback.headers_env
 
 

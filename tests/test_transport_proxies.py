@@ -53,16 +53,29 @@ async def call(profile: ProviderProfile, base_url: str, *, stream: bool = False)
 
 
 @pytest.mark.parametrize("lane", LANES)
-def test_with_only_all_proxy_set_every_call_of_a_run_goes_through_the_proxy(tmp_path, sim_factory, proxies,
-                                                                            monkeypatch, backend, lane):
+def test_with_only_all_proxy_set_every_call_of_a_run_goes_through_the_proxy(
+    tmp_path, sim_factory, proxies, monkeypatch, backend, lane
+):
     sim = sim_factory(batch_seconds=0.1)
     port = dead_port()
     proxy = proxies(routes={port: sim.port})
     clear_proxy_env(monkeypatch)
     job = write_batch(tmp_path / "job.jsonl", [f"proxied task {i}" for i in range(5)])
-    result = run_cli("run", str(job), "--headless", "--base-url", f"http://127.0.0.1:{port}/v1", "--backend", backend,
-                     "--out", str(tmp_path / "run"), "--max-attempts", "2", *LANES[lane],
-                     env={"ALL_PROXY": proxy.url})
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        f"http://127.0.0.1:{port}/v1",
+        "--backend",
+        backend,
+        "--out",
+        str(tmp_path / "run"),
+        "--max-attempts",
+        "2",
+        *LANES[lane],
+        env={"ALL_PROXY": proxy.url},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(read_jsonl(tmp_path / "run" / "results.jsonl")) == 5
     hits = proxy.paths()
@@ -135,8 +148,7 @@ async def test_a_profiles_proxy_wins_over_the_environments(sim, proxies, monkeyp
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
-async def test_a_proxys_credentials_are_sent_to_it_and_never_kept(sim, proxies, monkeypatch, backend, tmp_path,
-                                                                  scheme):
+async def test_a_proxys_credentials_are_sent_to_it_and_never_kept(sim, proxies, monkeypatch, backend, tmp_path, scheme):
     """In the request of an http target, in the CONNECT of an https one."""
     from .servers import simulator_app
 
@@ -147,8 +159,9 @@ async def test_a_proxys_credentials_are_sent_to_it_and_never_kept(sim, proxies, 
         proxy = proxies(routes={port: target.port})
         clear_proxy_env(monkeypatch)
         monkeypatch.setenv("ALL_PROXY", f"http://corp:pw-{'9' * 12}@127.0.0.1:{proxy.port}")
-        profile = ProviderProfile("custom", base_url=f"{scheme}://127.0.0.1:{port}/v1", backend=backend,
-                                  ca_bundle=str(ca.ca_pem))
+        profile = ProviderProfile(
+            "custom", base_url=f"{scheme}://127.0.0.1:{port}/v1", backend=backend, ca_bundle=str(ca.ca_pem)
+        )
         await call(profile, profile.base_url)
         await call(profile, profile.base_url, stream=True)
         client = ProviderClient(profile, profile.base_url)
@@ -166,13 +179,23 @@ async def test_a_proxys_credentials_are_sent_to_it_and_never_kept(sim, proxies, 
 
 
 @pytest.mark.parametrize("variable", ["ALL_PROXY", "https_proxy"])
-def test_a_socks_proxy_the_backend_cannot_speak_is_refused_before_anything_is_sent(tmp_path, sim, monkeypatch,
-                                                                                   backend, variable):
+def test_a_socks_proxy_the_backend_cannot_speak_is_refused_before_anything_is_sent(
+    tmp_path, sim, monkeypatch, backend, variable
+):
     clear_proxy_env(monkeypatch)
     job = write_batch(tmp_path / "job.jsonl", ["never sent"])
-    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url.replace("http:", "https:"),
-                     "--backend", backend, "--out", str(tmp_path / "run"),
-                     env={variable: "socks5://127.0.0.1:1080"})
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        sim.base_url.replace("http:", "https:"),
+        "--backend",
+        backend,
+        "--out",
+        str(tmp_path / "run"),
+        env={variable: "socks5://127.0.0.1:1080"},
+    )
     assert result.returncode == 2, result.stderr
     assert "SOCKS" in result.stderr and "Traceback" not in result.stderr
     assert ("--backend httpx" in result.stderr) == (backend == "aiohttp")
@@ -201,16 +224,24 @@ def gathering_server():
         try:
             await asyncio.wait_for(everyone.wait(), 60)
         except TimeoutError:
-            return web.json_response({"error": {"message": f"only {arrived} arrived", "type": "server_error"}},
-                                     status=503)
-        answer = {"id": "x", "object": "chat.completion", "created": 1, "model": "m",
-                  "choices": [{"index": 0, "message": {"role": "assistant", "content": "together"},
-                               "finish_reason": "stop"}]}
+            return web.json_response(
+                {"error": {"message": f"only {arrived} arrived", "type": "server_error"}}, status=503
+            )
+        answer = {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "together"}, "finish_reason": "stop"}],
+        }
         if body.get("stream"):
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await response.prepare(request)
-            chunk = {**answer, "object": "chat.completion.chunk",
-                     "choices": [{"index": 0, "delta": {"content": "together"}, "finish_reason": "stop"}]}
+            chunk = {
+                **answer,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {"content": "together"}, "finish_reason": "stop"}],
+            }
             await response.write(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
             return response
         return web.json_response(answer)
@@ -228,8 +259,9 @@ async def test_the_pool_never_queues_a_call_the_engine_sent(gathering_server, mo
     profile = ProviderProfile("custom", base_url=gathering_server.base_url, backend=backend)
     client = ProviderClient(profile, gathering_server.base_url, attempt_timeout_s=90)
     try:
-        results = await asyncio.gather(*(client.complete(BODY, stream=stream) for _ in range(IN_FLIGHT)),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(client.complete(BODY, stream=stream) for _ in range(IN_FLIGHT)), return_exceptions=True
+        )
     finally:
         await client.aclose()
     failures = [client.classify(r) for r in results if isinstance(r, BaseException)]
@@ -242,8 +274,16 @@ def test_an_unreadable_ca_bundle_is_refused_at_start(tmp_path, sim):
     config.parent.mkdir()
     config.write_text(f'[providers.corp]\nbase_url = "{sim.base_url}"\nca_bundle = "{tmp_path}/missing.pem"\n')
     job = write_batch(tmp_path / "job.jsonl", ["never sent"])
-    result = run_cli("run", str(job), "--headless", "--provider", "corp", "--out", str(tmp_path / "run"),
-                     env={"SWARM_TUI_CONFIG": str(config)})
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--provider",
+        "corp",
+        "--out",
+        str(tmp_path / "run"),
+        env={"SWARM_TUI_CONFIG": str(config)},
+    )
     assert result.returncode == 2, result.stderr
     assert "ca_bundle" in result.stderr and "missing.pem" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists() and sim.stats()["requests"] == 0

@@ -79,13 +79,24 @@ async def test_a_certificate_nothing_vouches_for_fails_as_a_connection_error(htt
 def test_a_run_on_an_https_simulator_with_its_ca_bundle_in_the_profile(tmp_path, https_sim, monkeypatch, backend):
     config = tmp_path / "config" / "config.toml"
     config.parent.mkdir()
-    config.write_text(f'[providers.tls]\nbase_url = "{https_sim.base_url}"\nbackend = "{backend}"\n'
-                      f'ca_bundle = "{https_sim.ca.ca_pem}"\n')
+    config.write_text(
+        f'[providers.tls]\nbase_url = "{https_sim.base_url}"\nbackend = "{backend}"\n'
+        f'ca_bundle = "{https_sim.ca.ca_pem}"\n'
+    )
     job = write_batch(tmp_path / "job.jsonl", [f"secure {i}" for i in range(3)])
     for lane in ([], ["--stream"], ["--lane", "batch", "--batch-poll", "0.05"]):
         out = tmp_path / f"run{len(lane)}"
-        result = run_cli("run", str(job), "--headless", "--provider", "tls", "--out", str(out), *lane,
-                         env={"SWARM_TUI_CONFIG": str(config), "SSL_CERT_FILE": "", "SSL_CERT_DIR": ""})
+        result = run_cli(
+            "run",
+            str(job),
+            "--headless",
+            "--provider",
+            "tls",
+            "--out",
+            str(out),
+            *lane,
+            env={"SWARM_TUI_CONFIG": str(config), "SSL_CERT_FILE": "", "SSL_CERT_DIR": ""},
+        )
         assert result.returncode == 0, (lane, result.stderr[-3000:])
         assert len(read_jsonl(out / "results.jsonl")) == 3
 
@@ -100,16 +111,44 @@ def gzipping_server():
     async def chat(request: web.Request) -> web.Response:
         body = await request.json()
         if "limit me" in body["messages"][-1]["content"]:
-            status, payload = 429, {"error": {"message": "Rate limit reached, gzipped", "type": "requests",
-                                              "code": "rate_limit_exceeded"}}
+            status, payload = (
+                429,
+                {
+                    "error": {
+                        "message": "Rate limit reached, gzipped",
+                        "type": "requests",
+                        "code": "rate_limit_exceeded",
+                    }
+                },
+            )
         else:
-            status, payload = 200, {"id": "gz-1", "object": "chat.completion", "created": 1, "model": "m",
-                                    "choices": [{"index": 0, "finish_reason": "stop",
-                                                 "message": {"role": "assistant", "content": "unzipped café"}}],
-                                    "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}
-        return web.Response(status=status, body=gzip.compress(json.dumps(payload).encode()),
-                            headers={"Content-Encoding": "gzip", "Content-Type": "application/json",
-                                     "retry-after": "2", "x-request-id": "req-gz"})
+            status, payload = (
+                200,
+                {
+                    "id": "gz-1",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": "m",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": "unzipped café"},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+                },
+            )
+        return web.Response(
+            status=status,
+            body=gzip.compress(json.dumps(payload).encode()),
+            headers={
+                "Content-Encoding": "gzip",
+                "Content-Type": "application/json",
+                "retry-after": "2",
+                "x-request-id": "req-gz",
+            },
+        )
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)

@@ -27,8 +27,9 @@ def cli_under_file_limit(limit: int, *args: str) -> subprocess.CompletedProcess:
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
-    return subprocess.run([sys.executable, "-m", "swarm_tui", *args], capture_output=True, text=True, timeout=120,
-                          preexec_fn=limited)
+    return subprocess.run(
+        [sys.executable, "-m", "swarm_tui", *args], capture_output=True, text=True, timeout=120, preexec_fn=limited
+    )
 
 
 def test_a_resume_whose_outputs_cannot_be_written_exits_1_and_leaves_no_stale_results(tmp_path):
@@ -58,8 +59,12 @@ def test_a_resume_whose_outputs_cannot_be_written_exits_1_and_leaves_no_stale_re
 def test_outputs_in_the_way_of_a_resume_are_refused_before_anything_is_sent(tmp_path, sim):
     job = write_batch(tmp_path / "job.jsonl", ["a", "b [[sim:500]]"])
     run_dir = tmp_path / "run"
-    assert run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir),
-                   "--max-attempts", "1").returncode == 1
+    assert (
+        run_cli(
+            "run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir), "--max-attempts", "1"
+        ).returncode
+        == 1
+    )
     (run_dir / "results.jsonl").unlink()
     (run_dir / "results.jsonl").mkdir()  # something that cannot be replaced
     (run_dir / "results.jsonl" / "x").write_text("x")

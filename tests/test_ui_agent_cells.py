@@ -147,13 +147,15 @@ async def test_a_cell_shows_the_step_and_whether_the_agent_thinks_or_runs_a_tool
             thinking = {i for i, text, colour in drawn if text == shows(i, ":", 2) and colour == running}
             assert thinking, "no agent was drawn thinking at step 2 (its model call in flight)"
             assert not {(text, colour) for _, text, colour in drawn if ":" in text} - {
-                (shows(i, ":", 2), running) for i in range(agents)}, "thinking is at step 2, in the running colour"
+                (shows(i, ":", 2), running) for i in range(agents)
+            }, "thinking is at step 2, in the running colour"
 
             gate.open.set()  # for good: they answer (a third model call) and are done
             await wait_for(pilot, lambda: app.phase == "DONE", "the run to end")
             await pilot.pause()
-            assert [cell(grid, i)[0] for i in range(agents)] == [f"o{' ' if beside else ''}{i + 1:>2}"
-                                                                 for i in range(agents)], "a glyph and the number"
+            assert [cell(grid, i)[0] for i in range(agents)] == [
+                f"o{' ' if beside else ''}{i + 1:>2}" for i in range(agents)
+            ], "a glyph and the number"
             assert grid.facts.in_tools == 0
             assert session.engine.stats.critical_path == 3
             await pilot.press("q")
@@ -209,8 +211,9 @@ class GridHost(App[None]):
 
     CSS = "AgentGrid { margin-bottom: 1; }"
 
-    def __init__(self, layouts=(("wide", 100, (120 - 40, 40 - 12, 120 - 28)),
-                                ("narrow", 100, (80 - 40, 24 - 12, 80 - 28)))) -> None:
+    def __init__(
+        self, layouts=(("wide", 100, (120 - 40, 40 - 12, 120 - 28)), ("narrow", 100, (80 - 40, 24 - 12, 80 - 28)))
+    ) -> None:
         super().__init__()
         self.layouts = layouts
 
@@ -242,8 +245,16 @@ async def test_the_grid_s_cells_in_each_layout():
     async with app.run_test(size=(60, 30)):
         wide, narrow = app.query_one("#wide", AgentGrid), app.query_one("#narrow", AgentGrid)
         assert (wide.cell_width, narrow.cell_width) == (5, 4)
-        assert [cell(wide, i)[0] for i in shown] == [">  31", " 35*2", " 36~4", "x  37", " 38:3", " 39*3", "60*12",
-                                                     ".  61"]
+        assert [cell(wide, i)[0] for i in shown] == [
+            ">  31",
+            " 35*2",
+            " 36~4",
+            "x  37",
+            " 38:3",
+            " 39*3",
+            "60*12",
+            ".  61",
+        ]
         assert [cell(narrow, i)[0] for i in shown] == ["> 31", "  *2", "  ~4", "x 37", "  :3", "  *3", " *12", ". 61"]
         assert cell(wide, 34)[1].bgcolor == wide.tool_style().bgcolor
         assert cell(wide, 35)[1].bgcolor == wide.state_style(TaskState.RETRYING).bgcolor  # retrying, at step 4

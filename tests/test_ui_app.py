@@ -76,8 +76,14 @@ async def test_enter_on_an_error_row_opens_its_agent_and_sends_nothing_r_retries
     the call (a paid one); it opens the agent's detail now, and `R` in the log retries, saying
     first what that costs."""
     prompts = [f"task {i}" + (FLAKY if i in (3, 7) else "") for i in range(12)]
-    session = open_session(tmp_path, sim.base_url, prompts, max_attempts=1, concurrency=4,
-                           prices={"custom/sim-1": {"input": 1.0, "cached_input": 0.5, "output": 2.0}})
+    session = open_session(
+        tmp_path,
+        sim.base_url,
+        prompts,
+        max_attempts=1,
+        concurrency=4,
+        prices={"custom/sim-1": {"input": 1.0, "cached_input": 0.5, "output": 2.0}},
+    )
     app = app_for(session, tmp_path)
     try:
         async with app.run_test(size=(120, 40)) as pilot:
@@ -98,8 +104,10 @@ async def test_enter_on_an_error_row_opens_its_agent_and_sends_nothing_r_retries
             await pilot.press("R")
             await wait_for(pilot, lambda: session.engine.states[3] is TaskState.SUCCEEDED, what="agent 4 retried")
             assert session.engine.states[7] is TaskState.FAILED, "only the selected agent was retried"
-            assert any(n.message.startswith("Retrying agent 4 (≈$") and "the run's mean per answer" in n.message
-                       for n in app._notifications), [n.message for n in app._notifications]
+            assert any(
+                n.message.startswith("Retrying agent 4 (≈$") and "the run's mean per answer" in n.message
+                for n in app._notifications
+            ), [n.message for n in app._notifications]
 
             app.grid.focus()
             app.grid.move_to(7)
@@ -110,14 +118,18 @@ async def test_enter_on_an_error_row_opens_its_agent_and_sends_nothing_r_retries
             assert "FAILED" in str(detail.query_one("#detail-title").content)
             await pilot.press("r")
             await wait_for(pilot, lambda: session.engine.states[7] is TaskState.SUCCEEDED, what="agent 8 retried")
-            await wait_for(pilot, lambda: "DONE" in str(detail.query_one("#detail-title").content),
-                           what="the detail screen to show the retry's outcome")
+            await wait_for(
+                pilot,
+                lambda: "DONE" in str(detail.query_one("#detail-title").content),
+                what="the detail screen to show the retry's outcome",
+            )
             attempts = str(detail.query_one("#detail-attempts").content)
             assert " 1  " in attempts and " 2  " in attempts and "server_error" in attempts, "both attempts listed"
             await pilot.press("escape")
             # (its outputs written first: the test's end stops the app at once, and its session is closed)
-            await wait_for(pilot, lambda: (session.summary or {}).get("succeeded") == 12,
-                           what="the retried run's outputs")
+            await wait_for(
+                pilot, lambda: (session.summary or {}).get("succeeded") == 12, what="the retried run's outputs"
+            )
             await pilot.press("q")
         assert app.return_value == 0
     finally:
@@ -131,7 +143,8 @@ async def test_pause_stops_dispatch_and_resume_finishes(tmp_path, sim_factory):
     stats = session.engine.stats
     started_while_paused = []
     session.engine.subscribe(
-        lambda e: isinstance(e, AttemptStarted) and session.engine.paused and started_while_paused.append(e))
+        lambda e: isinstance(e, AttemptStarted) and session.engine.paused and started_while_paused.append(e)
+    )
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: stats.sent >= 4, what="the first calls")
@@ -274,8 +287,9 @@ async def test_a_planned_swarm_shows_its_plan_as_agents_then_its_aggregate(tmp_p
     from swarm_tui.ui.aggregate import AggregateScreen
 
     job = load_job(bundled("sample_jobs") / "research-swarm.toml")
-    session = SwarmSession.open_new(job, RunPlan(ProviderProfile("custom", base_url=sim.base_url),
-                                                 EngineSettings()), tmp_path / "run")
+    session = SwarmSession.open_new(
+        job, RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings()), tmp_path / "run"
+    )
     app = app_for(session, tmp_path)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
@@ -302,8 +316,12 @@ async def test_a_planned_swarm_shows_its_plan_as_agents_then_its_aggregate(tmp_p
 async def test_dollar_opens_the_cost_projection_of_this_runs_tokens(tmp_path, sim):
     from swarm_tui.ui.estimate import EstimateScreen
 
-    session = open_session(tmp_path, sim.base_url, [f"t{i}" for i in range(10)], prices={
-        "custom/sim-1": {"input": 1.0, "cached_input": 0.5, "output": 2.0}})
+    session = open_session(
+        tmp_path,
+        sim.base_url,
+        [f"t{i}" for i in range(10)],
+        prices={"custom/sim-1": {"input": 1.0, "cached_input": 0.5, "output": 2.0}},
+    )
     app = app_for(session, tmp_path)
     try:
         async with app.run_test(size=(120, 40)) as pilot:

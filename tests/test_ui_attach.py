@@ -33,8 +33,10 @@ def assert_matches_journal(stats: RunStats, states, run_dir) -> None:
     assert stats.cancelled == summary["unfinished"]
     assert stats.sent == summary["requests"]["sent"]
     assert stats.retried == summary["requests"]["retried"]
-    assert (stats.usage.prompt, stats.usage.completion) == (summary["tokens"]["prompt"],
-                                                            summary["tokens"]["completion"])
+    assert (stats.usage.prompt, stats.usage.completion) == (
+        summary["tokens"]["prompt"],
+        summary["tokens"]["completion"],
+    )
     assert abs(stats.cost_usd - (summary["cost_usd"] or 0.0)) < 1e-6
     assert stats.in_flight == 0
 
@@ -150,8 +152,10 @@ async def test_the_attached_screen_steers_the_running_engine(tmp_path, sim_facto
         await session.aclose()
 
 
-OLD_EVENTS_DDL = ("CREATE TABLE events (id INTEGER PRIMARY KEY, at REAL NOT NULL, session INTEGER NOT NULL, "
-                  "kind TEXT NOT NULL, data TEXT)")
+OLD_EVENTS_DDL = (
+    "CREATE TABLE events (id INTEGER PRIMARY KEY, at REAL NOT NULL, session INTEGER NOT NULL, "
+    "kind TEXT NOT NULL, data TEXT)"
+)
 
 
 def test_follower_orders_a_resume_before_its_attempts(tmp_path):
@@ -165,12 +169,18 @@ def test_follower_orders_a_resume_before_its_attempts(tmp_path):
     db = journal._db
     db.execute(OLD_EVENTS_DDL)  # a schema-1 journal's run events, as that version wrote them
     db.execute("INSERT INTO events (at, session, kind, data) VALUES (?, 1, 'run', '{\"pending\": 2}')", (t0,))
-    db.execute("INSERT INTO attempts (idx, number, session, endpoint, started_at, latency_ms, outcome) "
-               "VALUES (0, 1, 1, 'e', ?, 10, 'cancelled')", (t0 + 1,))
+    db.execute(
+        "INSERT INTO attempts (idx, number, session, endpoint, started_at, latency_ms, outcome) "
+        "VALUES (0, 1, 1, 'e', ?, 10, 'cancelled')",
+        (t0 + 1,),
+    )
     db.execute("INSERT INTO events (at, session, kind, data) VALUES (?, 1, 'finished', '{}')", (t0 + 2,))
     db.execute("INSERT INTO events (at, session, kind, data) VALUES (?, 2, 'run', '{\"pending\": 2}')", (t0 + 3,))
-    db.execute("INSERT INTO attempts (idx, number, session, endpoint, started_at, latency_ms, outcome) "
-               "VALUES (0, 2, 2, 'e', ?, 10, 'ok')", (t0 + 4,))
+    db.execute(
+        "INSERT INTO attempts (idx, number, session, endpoint, started_at, latency_ms, outcome) "
+        "VALUES (0, 2, 2, 'e', ?, 10, 'ok')",
+        (t0 + 4,),
+    )
     db.execute("UPDATE tasks SET state = 'succeeded' WHERE idx = 0")
     follower = JournalFollower(journal, [0, 1])
     stats = RunStats()
@@ -182,7 +192,9 @@ def test_follower_orders_a_resume_before_its_attempts(tmp_path):
 
 
 def test_attach_module_does_not_import_textual():
-    code = ("import sys, swarm_tui.attach, swarm_tui.view.live, swarm_tui.ui.format\n"
-            "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'textual')))")
+    code = (
+        "import sys, swarm_tui.attach, swarm_tui.view.live, swarm_tui.ui.format\n"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'textual')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""

@@ -38,7 +38,7 @@ def lane_text(app: SwarmApp) -> str:
 
 
 def footer_text(app: SwarmApp) -> str:
-    return app.query_one(StatsFigures)._text.plain
+    return app.query_one(StatsFigures).text.plain
 
 
 def polled(lane: str) -> bool:
@@ -55,17 +55,20 @@ def batch_cells(app: SwarmApp, indices) -> bool:
 
 async def test_the_console_shows_the_batch_lane_while_it_waits_then_its_lines_arrive(tmp_path, sim_factory):
     sim = sim_factory(batch_seconds=5.0)  # long enough to be seen waiting on a loaded machine
-    session = open_session(tmp_path, sim.base_url, [f"lane {i}" for i in range(30)], lane="batch",
-                           prices=PRICES, **FAST_POLL)
+    session = open_session(
+        tmp_path, sim.base_url, [f"lane {i}" for i in range(30)], lane="batch", prices=PRICES, **FAST_POLL
+    )
     app = make_app(session, config=Config(path=tmp_path / "config.toml"))
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             grid = app.query_one(AgentGrid)
             # the line is drawn from the batch's submission on ("validating", the status before any
             # poll); the poll's figures come with its first BatchProgress, later on a loaded machine
-            await wait_for(pilot, lambda: OPEN_LINE.search(lane_text(app)) and polled(lane_text(app))
-                           and batch_cells(app, range(30)),
-                           what="the batch to be polled and its agents drawn in the batch colour")
+            await wait_for(
+                pilot,
+                lambda: OPEN_LINE.search(lane_text(app)) and polled(lane_text(app)) and batch_cells(app, range(30)),
+                what="the batch to be polled and its agents drawn in the batch colour",
+            )
             assert grid.batch_style().bgcolor != grid.state_style(TaskState.RUNNING).bgcolor
             assert grid.facts.in_batch == app.source.stats.batch_waiting == 30
             lane = lane_text(app)
@@ -99,8 +102,11 @@ async def test_the_console_shows_the_batch_lane_while_it_waits_then_its_lines_ar
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             grid = app.query_one(AgentGrid)
-            await wait_for(pilot, lambda: lane_text(app) == live_lane and grid.facts.batching and grid.facts.in_batch == 0,
-                           what="the attached view to show the lane")
+            await wait_for(
+                pilot,
+                lambda: lane_text(app) == live_lane and grid.facts.batching and grid.facts.in_batch == 0,
+                what="the attached view to show the lane",
+            )
             assert footer_text(app).splitlines()[3] == live_split
     finally:
         await attached.aclose()
@@ -109,8 +115,9 @@ async def test_the_console_shows_the_batch_lane_while_it_waits_then_its_lines_ar
 async def test_an_attached_view_shows_the_batch_while_its_lines_wait(tmp_path, sim_factory):
     """Lane auto: a live share first (done), then the rest in a batch, seen from another view."""
     sim = sim_factory(batch_seconds=2.0)
-    session = open_session(tmp_path, sim.base_url, [f"auto {i}" for i in range(30)], lane="auto",
-                           live_share=0.02, **FAST_POLL)
+    session = open_session(
+        tmp_path, sim.base_url, [f"auto {i}" for i in range(30)], lane="auto", live_share=0.02, **FAST_POLL
+    )
     runner = asyncio.create_task(session.run())
     attached = AttachedRun(tmp_path / "run")
     app = make_app(attached, config=Config(path=tmp_path / "config.toml"))
@@ -120,15 +127,23 @@ async def test_an_attached_view_shows_the_batch_while_its_lines_wait(tmp_path, s
             [batch] = attached.follower.figures.batches.values()
             waiting = [i for i in range(30) if attached.follower.board.in_flight.get(i)]
             assert len(waiting) == batch.requests == 10, "the first 20 (the least live share) went live"
-            await wait_for(pilot, lambda: batch_cells(app, waiting)
-                           and re.search(r"(validating|in progress|finalizing) +\d+/10 done", lane_text(app)),
-                           what="its agents in the batch colour, its status polled")
+            await wait_for(
+                pilot,
+                lambda: (
+                    batch_cells(app, waiting)
+                    and re.search(r"(validating|in progress|finalizing) +\d+/10 done", lane_text(app))
+                ),
+                what="its agents in the batch colour, its status polled",
+            )
             grid = app.query_one(AgentGrid)
             done = grid.state_style(TaskState.SUCCEEDED).bgcolor
             assert all(cell(grid, i)[1].bgcolor == done for i in range(30) if i not in waiting)
             await wait_for(pilot, lambda: runner.done(), timeout=20, what="the run to end")
-            await wait_for(pilot, lambda: re.search(r"completed +10/10 done", lane_text(app)),
-                           what="the attached view to see the batch completed")
+            await wait_for(
+                pilot,
+                lambda: re.search(r"completed +10/10 done", lane_text(app)),
+                what="the attached view to see the batch completed",
+            )
             assert all(cell(grid, i)[1].bgcolor == done for i in range(30))
     finally:
         if not runner.done():
@@ -139,12 +154,23 @@ async def test_an_attached_view_shows_the_batch_while_its_lines_wait(tmp_path, s
 
 
 SUBMITTED = [
-    BatchSubmitted("batch_6797a5d4d0e881909e1c4a6a0c9c2b07", "custom/batch", tuple(range(20)), (1,) * 20,
-                   submitted_at=FROZEN),
-    BatchSubmitted("batch_6797a5d4d0e881909e1c4a6a11111111", "custom/batch", tuple(range(20, 40)), (1,) * 20,
-                   submitted_at=FROZEN + 5),
-    BatchSubmitted("batch_6797a5d4d0e881909e1c4a6a22222222", "custom/batch", tuple(range(40, 45)), (1,) * 5,
-                   submitted_at=FROZEN + 10),
+    BatchSubmitted(
+        "batch_6797a5d4d0e881909e1c4a6a0c9c2b07", "custom/batch", tuple(range(20)), (1,) * 20, submitted_at=FROZEN
+    ),
+    BatchSubmitted(
+        "batch_6797a5d4d0e881909e1c4a6a11111111",
+        "custom/batch",
+        tuple(range(20, 40)),
+        (1,) * 20,
+        submitted_at=FROZEN + 5,
+    ),
+    BatchSubmitted(
+        "batch_6797a5d4d0e881909e1c4a6a22222222",
+        "custom/batch",
+        tuple(range(40, 45)),
+        (1,) * 5,
+        submitted_at=FROZEN + 10,
+    ),
 ]
 """Three batches of OpenAI-like ids (the same timestamp first): the second ends expired."""
 
@@ -157,7 +183,7 @@ def feed_batches(app: SwarmApp) -> None:
     view.observe(BatchProgress(SUBMITTED[1].batch_id, "expired", 10, 3, 20), FROZEN + 700)
     view.observe(BatchEnded(SUBMITTED[1].batch_id, "expired", succeeded=10, failed=3, requeued=7), FROZEN + 701)
     app._wall_clock = lambda: FROZEN + 725
-    app._update_panels()
+    app.update_panels()
 
 
 async def test_lane_panel_lines_from_the_events_alone(app_on_run):
@@ -171,12 +197,14 @@ async def test_lane_panel_lines_from_the_events_alone(app_on_run):
         assert footer.size.height == 3
         feed_batches(app)
         await pilot.pause()
-        app._update_panels()  # (as the next tick does, now that the panel has its width)
+        app.update_panels()  # (as the next tick does, now that the panel has its width)
         await pilot.pause()
         lane = lane_text(app).splitlines()
         assert lane[0] == "=  45 of 45 batch lines waiting · 3 batches (2 open), latest 2 shown", lane
-        assert lane[1:] == ["batch_…0c9c2b07 in progress  4/20 done 1 failed  12m of 24h · poll in 3s",
-                            "batch_…22222222 validating   0/5  done  11m of 24h"], "the open ones, not the ended"
+        assert lane[1:] == [
+            "batch_…0c9c2b07 in progress  4/20 done 1 failed  12m of 24h · poll in 3s",
+            "batch_…22222222 validating   0/5  done  11m of 24h",
+        ], "the open ones, not the ended"
         assert footer.has_class("-batch") and footer.size.height == 4
         assert footer_text(app).splitlines()[3].startswith("in batch    45 waiting   cost (live $0.0245 · batch")
 
@@ -187,7 +215,7 @@ async def test_a_taller_lane_panel_lists_more_batches(app_on_run):
         feed_batches(app)
         app.view.observe(BatchProgress(SUBMITTED[2].batch_id, "in_progress", 5, 0, 5, next_poll_s=30.0), FROZEN + 720)
         await pilot.pause()
-        app._update_panels()
+        app.update_panels()
         await pilot.pause()
         lines = lane_text(app).splitlines()
         assert len(lines) == 4 and "latest" not in lines[0], lines

@@ -45,8 +45,15 @@ def private_cache_home(tmp_path, monkeypatch):
 
 
 def cached_session(tmp_path, base_url: str, run_name: str):
-    return open_session(tmp_path, base_url, PROMPTS, run_name=run_name, prices=PRICES,
-                        cache="readwrite", cache_dir=str(tmp_path / "cache"))
+    return open_session(
+        tmp_path,
+        base_url,
+        PROMPTS,
+        run_name=run_name,
+        prices=PRICES,
+        cache="readwrite",
+        cache_dir=str(tmp_path / "cache"),
+    )
 
 
 def cache_footer(app: SwarmApp) -> str | None:
@@ -86,10 +93,16 @@ async def test_a_run_answered_from_the_cache_shows_its_cells_legend_and_footer_l
     app = make_app(session, config=Config(path=tmp_path / "config.toml"))
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            await wait_for(pilot, lambda: session.summary is not None and cache_footer(app) is not None
-                           and cached_legend(app) == [CACHED_GLYPH, str(len(PROMPTS)), "cached"]
-                           and footer_lines(app) == 4,
-                           what="the run to end, its footer (a line taller) and legend to count the hits")
+            await wait_for(
+                pilot,
+                lambda: (
+                    session.summary is not None
+                    and cache_footer(app) is not None
+                    and cached_legend(app) == [CACHED_GLYPH, str(len(PROMPTS)), "cached"]
+                    and footer_lines(app) == 4
+                ),
+                what="the run to end, its footer (a line taller) and legend to count the hits",
+            )
             assert sim.stats()["requests"] == sent, "every answer was a replay"
             stats = app.source.stats
             summary = json.loads((tmp_path / "two" / "summary.json").read_text())
@@ -123,10 +136,16 @@ async def test_a_run_answered_from_the_cache_shows_its_cells_legend_and_footer_l
     app = make_app(attached, config=Config(path=tmp_path / "config.toml"))
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            await wait_for(pilot, lambda: attached.follower.finished is not None and cache_footer(app) == live_footer
-                           and cached_legend(app) == [CACHED_GLYPH, str(len(PROMPTS)), "cached"]
-                           and footer_lines(app) == 4,
-                           what="the attached view to show the cache's line and legend")
+            await wait_for(
+                pilot,
+                lambda: (
+                    attached.follower.finished is not None
+                    and cache_footer(app) == live_footer
+                    and cached_legend(app) == [CACHED_GLYPH, str(len(PROMPTS)), "cached"]
+                    and footer_lines(app) == 4
+                ),
+                what="the attached view to show the cache's line and legend",
+            )
             assert app.source.stats.cache_hits == len(PROMPTS)
             assert_cached_cells(app)
     finally:

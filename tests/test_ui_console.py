@@ -13,8 +13,18 @@ from textual.widgets import Footer
 from .helpers import wait_until
 
 THEMES = [theme.name for theme in bundled_themes()]
-TEXT_ROLES = ("foreground", "text", "text-muted", "primary", "accent", "warning", "error", "success",
-              "footer-key-foreground", "footer-description-foreground")
+TEXT_ROLES = (
+    "foreground",
+    "text",
+    "text-muted",
+    "primary",
+    "accent",
+    "warning",
+    "error",
+    "success",
+    "footer-key-foreground",
+    "footer-description-foreground",
+)
 BACKGROUNDS = ("background", "surface", "panel")
 GRAPHICS = range(0x2500, 0x2600)
 """Box drawing, block elements and geometric shapes: borders, scrollbars, sparklines, swatches
@@ -72,7 +82,8 @@ def low_contrast_text(app) -> list[str]:
                     ratio = contrast_ratio(Color.from_rich_color(fg), Color.from_rich_color(bg))
                     widget, _ = screen.get_widget_at(x, y)
                     disabled = widget.has_class("-disabled") or any(
-                        getattr(node, "disabled", False) for node in widget.ancestors_with_self)
+                        getattr(node, "disabled", False) for node in widget.ancestors_with_self
+                    )
                     if ratio < AA_TEXT and not disabled:
                         found.append(f"{text.strip()!r} at {x},{y} ({type(widget).__name__}) {ratio:.2f}:1")
                 x += width
@@ -111,8 +122,8 @@ async def test_latencies_carry_their_unit_past_ten_seconds(app_on_run):
     app = app_on_run()
     async with app.run_test(size=(80, 24)):
         app.source.stats.latencies_ms[:] = sorted([480.0] * 98 + [11_000.0, 12_400.0])
-        app._update_panels()
-        figures = app.figures._text.plain
+        app.update_panels()
+        figures = app.figures.text.plain
         assert "p50  480ms" in figures and "p99  11.0s" in figures, figures
         assert "s ms" not in figures
 
@@ -123,23 +134,30 @@ async def test_keys_that_do_nothing_now_say_why(app_on_run):
     app = app_on_run()
     async with app.run_test(size=(120, 40)) as pilot:
         assert app.source.states[0].value == "succeeded"
-        for key, expected in (("g", "This job has no aggregate step"), ("m", "No rolling memory"),
-                              ("R", "Agent 1 is done: R retries a failed agent")):
+        for key, expected in (
+            ("g", "This job has no aggregate step"),
+            ("m", "No rolling memory"),
+            ("R", "Agent 1 is done: R retries a failed agent"),
+        ):
             await pilot.press(key)
-            await wait_until(lambda expected=expected: any(expected in m for m in messages(app)), f"{key} to say why",
-                             step=pilot.pause)
+            await wait_until(
+                lambda expected=expected: any(expected in m for m in messages(app)),
+                f"{key} to say why",
+                step=pilot.pause,
+            )
 
 
 async def test_plus_names_the_ceiling_and_the_panel_both_numbers(app_on_run):
     app = app_on_run()
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("plus")
-        await wait_until(lambda: any("Concurrency ceiling: " in m for m in messages(app)), "+ to notify",
-                         step=pilot.pause)
+        await wait_until(
+            lambda: any("Concurrency ceiling: " in m for m in messages(app)), "+ to notify", step=pilot.pause
+        )
         note = next(m for m in messages(app) if "Concurrency ceiling" in m)
         assert f"ceiling: {app.source.ceiling}" in note and f"adaptive limit (now {app.source.limit})" in note
-        app._update_panels()
-        panel = app.run_panel._text.plain
+        app.update_panels()
+        panel = app.run_panel.text.plain
         assert f"limit {app.source.limit} · ceiling {app.source.ceiling}" in panel, panel
 
 
@@ -148,8 +166,8 @@ async def test_the_heat_view_shows_its_scale_in_ms(app_on_run, size):
     app = app_on_run()
     async with app.run_test(size=size) as pilot:
         await pilot.press("h")
-        await wait_until(lambda: "heat" in app.run_panel._text.plain, "the heat scale", step=pilot.pause)
-        panel = app.run_panel._text.plain
+        await wait_until(lambda: "heat" in app.run_panel.text.plain, "the heat scale", step=pilot.pause)
+        panel = app.run_panel.text.plain
         bounds = app.grid.heat_bounds
         title = "heat ms, fast → slow" if size[0] < 120 else "heat: latency, fast → slow (ms)"
         assert len(bounds) == 4 and title in panel, panel
@@ -157,11 +175,10 @@ async def test_the_heat_view_shows_its_scale_in_ms(app_on_run, size):
         lines = [app.run_panel.render_line(y).text.rstrip() for y in range(app.run_panel.size.height)]
         assert not [line for line in lines if line.endswith("…")], lines
         await pilot.press("h")
-        await wait_until(lambda: "heat" not in app.run_panel._text.plain, "the scale to go", step=pilot.pause)
+        await wait_until(lambda: "heat" not in app.run_panel.text.plain, "the scale to go", step=pilot.pause)
 
 
-async def test_the_palette_has_one_quit_and_screenshots_go_to_the_run_directory(app_on_run, tmp_path,
-                                                                                   monkeypatch):
+async def test_the_palette_has_one_quit_and_screenshots_go_to_the_run_directory(app_on_run, tmp_path, monkeypatch):
     from swarm_tui.ui.commands import COMMANDS
 
     monkeypatch.setenv("HOME", str(tmp_path / "no-home"))  # no ~/Downloads
@@ -169,17 +186,16 @@ async def test_the_palette_has_one_quit_and_screenshots_go_to_the_run_directory(
     app = app_on_run()
     async with app.run_test(size=(80, 24)) as pilot:
         system = list(app.get_system_commands(app.screen))
-        titles = [c.title for c in system] + [name for action, name, _ in COMMANDS
-                                              if app.check_action(action.partition("(")[0], ())]
+        titles = [c.title for c in system] + [
+            name for action, name, _ in COMMANDS if app.check_action(action.partition("(")[0], ())
+        ]
         assert titles.count("Quit") == 1, titles
         screenshot = next(c for c in system if c.title == "Screenshot")
         screenshot.callback()
         run_dir = app.source.run_dir.resolve()
-        await wait_until(lambda: list(run_dir.glob("*.svg")), "a screenshot in the run directory",
-                         step=pilot.pause)
+        await wait_until(lambda: list(run_dir.glob("*.svg")), "a screenshot in the run directory", step=pilot.pause)
         saved = next(run_dir.glob("*.svg"))
-        await wait_until(lambda: any(saved.name in m for m in messages(app)), "where it was saved",
-                         step=pilot.pause)
+        await wait_until(lambda: any(saved.name in m for m in messages(app)), "where it was saved", step=pilot.pause)
 
 
 async def test_the_elapsed_clock_stops_when_the_run_is_done(tmp_path, sim):
@@ -196,10 +212,10 @@ async def test_the_elapsed_clock_stops_when_the_run_is_done(tmp_path, sim):
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_until(lambda: app.phase == "DONE", "the run to finish", step=pilot.pause)
-            await wait_until(lambda: "00:10 ETA" in app.figures._text.plain, "10 s of run time", step=pilot.pause)
+            await wait_until(lambda: "00:10 ETA" in app.figures.text.plain, "10 s of run time", step=pilot.pause)
             now[0] += 60  # a minute later, nothing running
-            app._drain()
-            assert "00:10 ETA" in app.figures._text.plain, app.figures._text.plain
+            app.drain()
+            assert "00:10 ETA" in app.figures.text.plain, app.figures.text.plain
     finally:
         await session.aclose()
 
@@ -224,8 +240,10 @@ async def test_an_attached_view_says_its_state_once_and_shows_the_resume_command
         db = sqlite3.connect(run_dir / "journal.sqlite")
         with db:
             db.execute("DELETE FROM log WHERE kind = 'RunFinished'")
-            db.execute("UPDATE meta SET value = '{\"at\": 1700000010.0, \"pid\": 4194000, \"session\": 1}' "
-                       "WHERE key = 'heartbeat'")
+            db.execute(
+                'UPDATE meta SET value = \'{"at": 1700000010.0, "pid": 4194000, "session": 1}\' '
+                "WHERE key = 'heartbeat'"
+            )
         db.close()
     source = AttachedRun(run_dir)
     app = make_app(source, config=Config(path=Path("config.toml")))
@@ -239,7 +257,7 @@ async def test_an_attached_view_says_its_state_once_and_shows_the_resume_command
                 "the journal to be replayed",
                 step=pilot.pause,
             )
-            app._update_panels()
+            app.update_panels()
             await pilot.pause()
             lines = panel_lines(app)
             shown = " ".join(line.strip() for line in lines)
@@ -297,8 +315,7 @@ async def test_only_themes_with_the_grids_colours_are_offered_and_the_choice_is_
         assert offered == set(THEMES), offered
         assert app.theme == "swarm-dark"
         await pilot.press("t")
-        await wait_until(lambda: "theme = \"swarm-light\"" in config.read_text(), "the choice written",
-                         step=pilot.pause)
+        await wait_until(lambda: 'theme = "swarm-light"' in config.read_text(), "the choice written", step=pilot.pause)
     text = config.read_text()
     assert text.startswith('# my settings\n[defaults]\ntheme = "swarm-light"\ncurrency = "CNY"  # keep this\n'), text
     assert load_config(config).theme == "swarm-light" and load_config(config).keys == {"app.help": "f1"}
@@ -309,5 +326,7 @@ def test_a_textual_theme_is_refused_before_anything_starts(tmp_path, monkeypatch
 
     monkeypatch.setenv("SWARM_TUI_FORCE_TUI", "1")
     assert main(["run", "--theme", "textual-light", "--out", str(tmp_path / "run")]) == 2
-    assert "no theme named 'textual-light' (known: swarm-dark, swarm-high-contrast, swarm-light" in capsys.readouterr().err
+    assert (
+        "no theme named 'textual-light' (known: swarm-dark, swarm-high-contrast, swarm-light" in capsys.readouterr().err
+    )
     assert not (tmp_path / "run").exists()

@@ -52,7 +52,9 @@ async def test_c_filters_by_class_and_u_groups_repeats(app_on_run):
         log.focus()
         for expected in classes:
             await pilot.press("c")
-            await wait_for(pilot, lambda expected=expected: log.class_filter == expected, what=f"c to show only {expected}")
+            await wait_for(
+                pilot, lambda expected=expected: log.class_filter == expected, what=f"c to show only {expected}"
+            )
             assert {row[2] for row in rows(log)} == {expected}
             assert f"class {expected}" in str(log.border_title)
         await pilot.press("c")

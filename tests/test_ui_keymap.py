@@ -43,22 +43,25 @@ def bound_classes() -> dict[type[DOMNode], list[Binding]]:
 
 def console_classes() -> dict[type[DOMNode], list[Binding]]:
     """Those the console shows: another app (`swarm-tui shadow`'s) has its own keys."""
-    return {cls: bindings for cls, bindings in bound_classes().items()
-            if not (issubclass(cls, App) and cls is not SwarmApp)}
+    return {
+        cls: bindings for cls, bindings in bound_classes().items() if not (issubclass(cls, App) and cls is not SwarmApp)
+    }
 
 
 def test_every_binding_has_an_id_unique_across_the_ui():
     classes = bound_classes()
     assert SwarmApp in classes and AgentDetailScreen in classes and len(classes) >= 10
-    missing = [f"{cls.__name__}: {b.key} -> {b.action}" for cls, bindings in classes.items() for b in bindings
-               if not b.id]
+    missing = [
+        f"{cls.__name__}: {b.key} -> {b.action}" for cls, bindings in classes.items() for b in bindings if not b.id
+    ]
     assert not missing, "bindings without an id (the keymap cannot move them): " + "; ".join(missing)
     owner: dict[str, str] = {}
     for cls, bindings in classes.items():
         for binding in bindings:
             assert "." in binding.id, f"{cls.__name__}: {binding.id} is not namespaced"
             assert owner.setdefault(binding.id, cls.__name__) == cls.__name__, (
-                f"{binding.id} is used by {owner[binding.id]} and {cls.__name__}: one keymap moves both")
+                f"{binding.id} is used by {owner[binding.id]} and {cls.__name__}: one keymap moves both"
+            )
     scoped = {scope for _, scope in KEY_SCOPES}
     unlisted = [cls.__name__ for cls in console_classes() if cls not in scoped]
     assert not unlisted, f"not in KEY_SCOPES (so neither remapped nor in the help): {unlisted}"
@@ -85,9 +88,13 @@ async def test_question_mark_lists_every_binding_id_with_its_key_as_bound_now(tm
             for cls, bindings in console_classes().items():
                 for binding in bindings:
                     assert any(binding.id in line.split() for line in lines), (
-                        f"{binding.id} ({cls.__name__}) is not in the help")
-            row = {line.split()[1]: line.split()[0] for line in lines if len(line.split()) > 1
-                   and line.split()[1].count(".") == 1 and "=" not in line}
+                        f"{binding.id} ({cls.__name__}) is not in the help"
+                    )
+            row = {
+                line.split()[1]: line.split()[0]
+                for line in lines
+                if len(line.split()) > 1 and line.split()[1].count(".") == 1 and "=" not in line
+            }
             assert row["grid.open"] == "o" and row["errorlog.first"] == "ctrl+f", "keys as bound now"
             assert row["app.help"] == "?" and row["detail.back"] == "escape"
     finally:
@@ -96,19 +103,28 @@ async def test_question_mark_lists_every_binding_id_with_its_key_as_bound_now(tm
 
 def test_keys_config_takes_dotted_ids_tables_and_lists_and_names_what_is_wrong(tmp_path):
     path = tmp_path / "config.toml"
-    path.write_text('[keys]\nhelp = "f1"\ngrid.cursor_down = "j"\n"detail.back" = "b"\n'
-                    'confirm.no = ["c", "escape"]\nnonsense = "z"\napp.heat = "r"\n'
-                    '[keys.errorlog]\nretry = "x"\n')
+    path.write_text(
+        '[keys]\nhelp = "f1"\ngrid.cursor_down = "j"\n"detail.back" = "b"\n'
+        'confirm.no = ["c", "escape"]\nnonsense = "z"\napp.heat = "r"\n'
+        '[keys.errorlog]\nretry = "x"\n'
+    )
     config = load_config(path)
-    assert config.keys == {"help": "f1", "grid.cursor_down": "j", "detail.back": "b", "confirm.no": "c,escape",
-                           "nonsense": "z", "app.heat": "r", "errorlog.retry": "x"}
+    assert config.keys == {
+        "help": "f1",
+        "grid.cursor_down": "j",
+        "detail.back": "b",
+        "confirm.no": "c,escape",
+        "nonsense": "z",
+        "app.heat": "r",
+        "errorlog.retry": "x",
+    }
     resolved = resolve_keymap(config.keys, [scope for _, scope in KEY_SCOPES], path)
     assert resolved.keymap["app.help"] == "f1", "the App's ids from before namespacing still work"
     assert set(LEGACY_IDS.values()) <= {b.id for b in console_classes()[SwarmApp]}
     problems = "\n".join(resolved.problems)
     assert f"{path}: [keys] has no binding nonsense" in problems
     assert "app.heat = 'r' takes r from app.retry_failed, which has no key now" in problems
-    path.write_text('[keys]\ngrid.open = 3\n')
+    path.write_text("[keys]\ngrid.open = 3\n")
     with pytest.raises(InputError, match=r"keys\.grid\.open"):
         load_config(path)
 
@@ -124,8 +140,9 @@ def test_the_readmes_keys_example_loads_and_remaps_without_a_problem(tmp_path):
 
 async def test_remapped_keys_of_grid_detail_error_log_and_dialog_work_and_the_old_ones_do_not(tmp_path, sim):
     path = tmp_path / "config.toml"
-    path.write_text('[keys]\ngrid.cursor_down = "j"\ngrid.open = "o"\ndetail.back = "b"\n'
-                    'errorlog.retry = "x"\nconfirm.no = "c"\n')
+    path.write_text(
+        '[keys]\ngrid.cursor_down = "j"\ngrid.open = "o"\ndetail.back = "b"\nerrorlog.retry = "x"\nconfirm.no = "c"\n'
+    )
     prompts = [f"task {i}" + (FLAKY if i in (3, 7) else "") for i in range(12)]
     session = open_session(tmp_path, sim.base_url, prompts, max_attempts=1, concurrency=4)
     app = make_app(session, config=load_config(path))

@@ -59,13 +59,13 @@ async def test_the_main_screen_keeps_quit_help_the_phase_done_failed_and_the_eta
     app = app_on_run()
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
-        app._update_panels()
+        app.update_panels()
         await pilot.pause()
         await assert_whole_keys(app, pilot, "q Quit", "? Help", "r Retry")
         panel = panel_text(app)
         assert panel.startswith("FINISHED 97 done, 3 failed"), panel
         assert "o   97 done" in panel and "x    3 failed" in panel, panel
-        figures = app.figures._text.plain
+        figures = app.figures.text.plain
         assert "done    97" in figures and "failed    3" in figures and "ETA --:--" in figures, figures
         bar = app.query_one("#provider-bar").render_line(0).text
         assert "SIMULATED" in bar and "e: provider pane" in bar and not bar.rstrip().endswith("…"), bar
@@ -107,21 +107,33 @@ async def test_a_scrolling_grid_says_which_agents_it_shows_and_follows_the_activ
             await wait_for(pilot, lambda: session.engine.stats.succeeded >= 4, what="the first answers")
             assert grid.compact and grid.visible_range() is not None
             first, last = grid.visible_range()
-            await wait_for(pilot, lambda: f"agents {first + 1}–{last + 1} of 600 · f follow" in panel_text(app),
-                           what="the panel to say which agents the grid shows")
+            await wait_for(
+                pilot,
+                lambda: f"agents {first + 1}–{last + 1} of 600 · f follow" in panel_text(app),
+                what="the panel to say which agents the grid shows",
+            )
             grid.focus()
             await pilot.press("end")  # the last agents, far from the ones in flight
             await wait_for(pilot, lambda: grid.cursor_index == 599, what="end to move the cursor to the last agent")
             assert grid.visible_range()[1] == 599
             await pilot.press("f")
-            await wait_for(pilot, lambda: app.follow == "active" and session.engine.states.get(grid.cursor_index)
-                           in (TaskState.RUNNING, TaskState.RETRYING), what="f to follow the active agents")
+            await wait_for(
+                pilot,
+                lambda: (
+                    app.follow == "active"
+                    and session.engine.states.get(grid.cursor_index) in (TaskState.RUNNING, TaskState.RETRYING)
+                ),
+                what="f to follow the active agents",
+            )
             await wait_for(pilot, lambda: "following active agents (f: next)" in panel_text(app))
             start, end = grid.visible_range()
             assert start <= grid.cursor_index <= end, "the grid scrolled to the agent followed"
             followed = grid.cursor_index
-            await wait_for(pilot, lambda: grid.cursor_index != followed and app.follow == "active",
-                           what="the cursor to move on with the work")
+            await wait_for(
+                pilot,
+                lambda: grid.cursor_index != followed and app.follow == "active",
+                what="the cursor to move on with the work",
+            )
             await pilot.press("home")
             await wait_for(pilot, lambda: app.follow is None, what="a cursor key to end the follow")
             session.engine.abort()
@@ -140,16 +152,21 @@ def tmux_screen(name: str) -> str:
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 @pytest.mark.parametrize("size", [(80, 24), (60, 20)], ids=["80x24", "60x20"])
 def test_without_colour_a_failed_a_running_and_a_done_cell_read_apart_in_a_real_terminal(tmp_path, size):
-    prompts = [f"task {i}" + (" [[sim:500]]" if i in (2, 11) else " [[sim:hang]]" if i in (4, 13) else "")
-               for i in range(16)]  # fewer than 20 answers: no straggler deadline, the hung two stay running
+    prompts = [
+        f"task {i}" + (" [[sim:500]]" if i in (2, 11) else " [[sim:hang]]" if i in (4, 13) else "") for i in range(16)
+    ]  # fewer than 20 answers: no straggler deadline, the hung two stay running
     job = write_batch(tmp_path / "job.jsonl", prompts)
     name = f"swarm-nocolor-{os.getpid()}-{size[0]}"
-    env = (f"NO_COLOR=1 PYTHONPATH={REPO} SWARM_TUI_CONFIG={tmp_path / 'config.toml'} "
-           f"PATH={Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    env = (
+        f"NO_COLOR=1 PYTHONPATH={REPO} SWARM_TUI_CONFIG={tmp_path / 'config.toml'} "
+        f"PATH={Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
+    )
     # COLUMNS/LINES may be in the tmux server's environment (inherited from whoever started it, seen
     # under pytest as 80x24): Textual would take them over the pane's real size (shutil's rule)
-    command = (f"cd {tmp_path} && env -u COLUMNS -u LINES {env} swarm-tui run {job} --max-attempts 1 --timeout 120 "
-               f"--sim-latency-ms 20 --sim-error-rate 0 --out {tmp_path / 'run'}; sleep 30")
+    command = (
+        f"cd {tmp_path} && env -u COLUMNS -u LINES {env} swarm-tui run {job} --max-attempts 1 --timeout 120 "
+        f"--sim-latency-ms 20 --sim-error-rate 0 --out {tmp_path / 'run'}; sleep 30"
+    )
     width, height = size
     subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), command], check=True)
     try:

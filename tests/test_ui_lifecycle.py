@@ -40,16 +40,19 @@ def footer_labels(app: SwarmApp) -> list[str]:
 
 def rounds_job(tmp_path, rounds: int = 6, agents: int = 8):
     path = tmp_path / "rounds.toml"
-    path.write_text(f'name = "rounds"\nmodel = "sim-1"\ngoal = "six rounds"\n[tasks]\ncount = {agents}\n'
-                    f'prompt = "finding {{agent}}"\n[memory]\nrounds = {rounds}\n')
+    path.write_text(
+        f'name = "rounds"\nmodel = "sim-1"\ngoal = "six rounds"\n[tasks]\ncount = {agents}\n'
+        f'prompt = "finding {{agent}}"\n[memory]\nrounds = {rounds}\n'
+    )
     return load_job(path)
 
 
 async def test_a_six_round_swarm_says_its_round_while_it_runs_and_never_done_before_its_end(tmp_path, sim_factory):
     sim = sim_factory(latency_ms=60.0, latency_sigma=0.0)
     job = rounds_job(tmp_path)
-    session = SwarmSession.open_new(job, RunPlan(ProviderProfile("custom", base_url=sim.base_url),
-                                                 EngineSettings(concurrency=8)), tmp_path / "run")
+    session = SwarmSession.open_new(
+        job, RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=8)), tmp_path / "run"
+    )
     said = PhaseView()  # the console's phase, event by event (a drain may take several at once)
     seen: list[tuple[str, str]] = []
 
@@ -69,8 +72,12 @@ async def test_a_six_round_swarm_says_its_round_while_it_runs_and_never_done_bef
                 update(source, grid, phase, detail, *args, **kwargs)
 
             app.run_panel.update_from = recording  # type: ignore[method-assign]
-            await wait_for(pilot, lambda: not session.engine.running and app.phase == "DONE", timeout=60,
-                           what="the six rounds to end")
+            await wait_for(
+                pilot,
+                lambda: not session.engine.running and app.phase == "DONE",
+                timeout=60,
+                what="the six rounds to end",
+            )
             text = panel_text(app)
             assert text.startswith("DONE 48 done, 0 failed in 6 rounds"), text
             await wait_for(pilot, lambda: run_over(app), what="the run's outputs written")
@@ -80,8 +87,9 @@ async def test_a_six_round_swarm_says_its_round_while_it_runs_and_never_done_bef
     for number in range(1, 7):
         assert f"round {number}/6: 8 agents" in running, (number, running)
     for number in range(1, 6):
-        assert any(d.startswith(f"round {number}/6 done (") and d.endswith(f"round {number + 1} next")
-                   for d in running), number
+        assert any(
+            d.startswith(f"round {number}/6 done (") and d.endswith(f"round {number + 1} next") for d in running
+        ), number
     first_done = next(n for n, (phase, _) in enumerate(seen) if phase == "DONE")
     last_round = next(n for n, (_, detail) in enumerate(seen) if detail == "round 6/6: 8 agents")
     assert first_done > last_round, "never DONE between rounds"
@@ -114,8 +122,11 @@ async def test_the_footer_and_the_panel_agree_on_what_p_does(tmp_path, sim_facto
             await wait_for(pilot, lambda: session.engine.stats.sent >= 4)
             await wait_for(pilot, lambda: "p Pause" in footer_labels(app), what="p Pause while it runs")
             await pilot.press("p")
-            await wait_for(pilot, lambda: app.phase == "PAUSED" and "p Resume" in footer_labels(app),
-                           what="the footer to say p resumes, as the panel does")
+            await wait_for(
+                pilot,
+                lambda: app.phase == "PAUSED" and "p Resume" in footer_labels(app),
+                what="the footer to say p resumes, as the panel does",
+            )
             assert "p resumes" in panel_text(app)
             await pilot.press("p")
             await wait_for(pilot, lambda: app.phase == "RUNNING" and "p Pause" in footer_labels(app))
@@ -139,15 +150,15 @@ async def test_figures_after_the_end_are_the_runs_average_not_its_last_seconds(t
             await pilot.pause(0.2)
             stats = app.source.stats
             req_s, _ = average_rates(stats, app._ended_elapsed_s or 0.0)
-            assert f"{req_s:6.1f} req/s" in app.figures._text.plain, app.figures._text.plain
+            assert f"{req_s:6.1f} req/s" in app.figures.text.plain, app.figures.text.plain
             recent, _ = stats.rates()
             assert abs(recent - req_s) > 0.05, "the recent rate would read otherwise"
             now[0] += 3600  # an hour later
             app._last_second = float("-inf")
-            app._drain()
-            app._update_panels()
-            assert f"{req_s:6.1f} req/s" in app.figures._text.plain, "not frozen, not decaying: the average"
-            assert "ETA --:--" in app.figures._text.plain
+            app.drain()
+            app.update_panels()
+            assert f"{req_s:6.1f} req/s" in app.figures.text.plain, "not frozen, not decaying: the average"
+            assert "ETA --:--" in app.figures.text.plain
             await wait_for(pilot, lambda: run_over(app), what="the run's outputs written")
     finally:
         await session.aclose()
@@ -156,8 +167,9 @@ async def test_figures_after_the_end_are_the_runs_average_not_its_last_seconds(t
 async def test_after_a_resume_the_eta_is_this_sessions_pace(tmp_path, sim_factory):
     sim = sim_factory(latency_ms=100.0, latency_sigma=0.0)
     session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(40)], concurrency=2, adaptive=False)
-    session.engine.subscribe(lambda e: session.engine.abort("test: stop early")
-                             if session.engine.stats.succeeded >= 20 else None)
+    session.engine.subscribe(
+        lambda e: session.engine.abort("test: stop early") if session.engine.stats.succeeded >= 20 else None
+    )
     try:
         await session.run()
     finally:
@@ -173,6 +185,7 @@ async def test_after_a_resume_the_eta_is_this_sessions_pace(tmp_path, sim_factor
     etas: list[float] = []
     try:
         async with app.run_test(size=(80, 24)) as pilot:
+
             def sample() -> bool:
                 eta = app.source.eta_s()
                 if eta is not None and resumed.engine.stats.succeeded < 36:
@@ -193,10 +206,15 @@ async def test_a_running_agents_detail_shows_its_attempt_in_flight_and_deadlines
     app = make_app(session, config=Config(path=tmp_path / "config.toml"))
     try:
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: session.engine.states[1] is TaskState.RUNNING and 1 in app.view.agents.in_flight)
+            await wait_for(
+                pilot, lambda: session.engine.states[1] is TaskState.RUNNING and 1 in app.view.agents.in_flight
+            )
             app.open_agent(1)
-            await wait_for(pilot, lambda: isinstance(app.screen, AgentDetailScreen)
-                           and app.screen.query("#detail-in-flight"), what="the detail to open")
+            await wait_for(
+                pilot,
+                lambda: isinstance(app.screen, AgentDetailScreen) and app.screen.query("#detail-in-flight"),
+                what="the detail to open",
+            )
             detail = app.screen
             await pilot.pause()
             title = str(detail.query_one("#detail-title").content)
@@ -204,8 +222,14 @@ async def test_a_running_agents_detail_shows_its_attempt_in_flight_and_deadlines
             line = str(detail.query_one("#detail-in-flight").content)
             assert line.startswith("attempt 1 in flight on custom: ") and "hard timeout 30s" in line, line
             first = float(re.search(r": ([\d.]+)s so far", line).group(1))
-            await wait_for(pilot, lambda: float(re.search(r": ([\d.]+)s so far", str(
-                detail.query_one("#detail-in-flight").content)).group(1)) > first, what="the elapsed time to tick")
+            await wait_for(
+                pilot,
+                lambda: (
+                    float(re.search(r": ([\d.]+)s so far", str(detail.query_one("#detail-in-flight").content)).group(1))
+                    > first
+                ),
+                what="the elapsed time to tick",
+            )
             await wait_for(pilot, lambda: session.engine.states[1] is TaskState.SUCCEEDED, what="the answer")
             await wait_for(pilot, lambda: not detail.query_one("#detail-in-flight").display, what="nothing in flight")
             assert "DONE · 1 attempt done" in str(detail.query_one("#detail-title").content)
@@ -222,7 +246,9 @@ async def test_the_bell_rings_on_finish_only_when_asked(tmp_path, sim):
         app.bell = lambda bell=bell: rung.append(bell)  # type: ignore[method-assign]
         try:
             async with app.run_test(size=(80, 24)) as pilot:
-                await wait_for(pilot, lambda app=app: any(n.message.startswith("Run finished") for n in app._notifications))
+                await wait_for(
+                    pilot, lambda app=app: any(n.message.startswith("Run finished") for n in app._notifications)
+                )
         finally:
             await session.aclose()
     assert rung == [True]
@@ -230,11 +256,14 @@ async def test_the_bell_rings_on_finish_only_when_asked(tmp_path, sim):
 
 async def test_a_planner_error_shows_in_the_error_log_named_by_its_step(tmp_path, sim):
     path = tmp_path / "planned.toml"
-    path.write_text('name = "planned"\nmodel = "sim-1"\ngoal = "plan it [[sim:500x1]]"\n'
-                    '[plan]\nagents = 3\n[workers]\nprompt = "do {subtask}"\n')
+    path.write_text(
+        'name = "planned"\nmodel = "sim-1"\ngoal = "plan it [[sim:500x1]]"\n'
+        '[plan]\nagents = 3\n[workers]\nprompt = "do {subtask}"\n'
+    )
     job = load_job(path)
-    session = SwarmSession.open_new(job, RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings()),
-                                    tmp_path / "run")
+    session = SwarmSession.open_new(
+        job, RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings()), tmp_path / "run"
+    )
     app = make_app(session, config=Config(path=tmp_path / "config.toml"))
     try:
         async with app.run_test(size=(120, 40)) as pilot:
@@ -245,8 +274,11 @@ async def test_a_planner_error_shows_in_the_error_log_named_by_its_step(tmp_path
             log.focus()
             log.move_cursor(row=0)
             await pilot.press("enter")
-            await wait_for(pilot, lambda: any(n.title == "Step error" for n in app._notifications),
-                           what="enter on the planner's row to show its failure in full")
+            await wait_for(
+                pilot,
+                lambda: any(n.title == "Step error" for n in app._notifications),
+                what="enter on the planner's row to show its failure in full",
+            )
             assert not isinstance(app.screen, AgentDetailScreen)
             await wait_for(pilot, lambda: run_over(app), what="the run's outputs written")
     finally:
@@ -260,8 +292,9 @@ async def test_tools_starting_say_so(tmp_path, sim):
 
     tools = ToolsSpec(python=(PythonToolSpec("tests.agent_tools:add", where="tools.python[0]"),), source="job.toml")
     job = agents_job(tmp_path, ["agent 0 [[sim:tools=1]]"], tools)
-    session = SwarmSession.open_new(job, RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings()),
-                                    tmp_path / "run")
+    session = SwarmSession.open_new(
+        job, RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings()), tmp_path / "run"
+    )
     app = make_app(session, config=Config(path=tmp_path / "config.toml"), start=False)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
@@ -287,8 +320,9 @@ async def test_an_attached_view_says_detach_and_resumes_a_dead_run_in_the_backgr
 
     sim = sim_factory(latency_ms=40.0, latency_sigma=0.0)
     session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(30)], concurrency=2, adaptive=False)
-    session.engine.subscribe(lambda e: session.engine.abort("test: the writer stops")
-                             if session.engine.stats.succeeded >= 6 else None)
+    session.engine.subscribe(
+        lambda e: session.engine.abort("test: the writer stops") if session.engine.stats.succeeded >= 6 else None
+    )
     try:
         await session.run()
     finally:
@@ -298,8 +332,11 @@ async def test_an_attached_view_says_detach_and_resumes_a_dead_run_in_the_backgr
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: source.stats.succeeded >= 6, what="the journal replayed")
-            await wait_for(pilot, lambda: "q Detach" in footer_labels(app) and "p Resume" in footer_labels(app),
-                           what="the footer to say q detaches and p resumes")
+            await wait_for(
+                pilot,
+                lambda: "q Detach" in footer_labels(app) and "p Resume" in footer_labels(app),
+                what="the footer to say q detaches and p resumes",
+            )
             assert "p: resume it here, in the background" in panel_text(app)
             out = io.StringIO()
             say_detached(source, out)
@@ -307,8 +344,12 @@ async def test_an_attached_view_says_detach_and_resumes_a_dead_run_in_the_backgr
             await pilot.press("p")
             await wait_for(pilot, on_top(app, ConfirmScreen), what="p to offer the resume")
             await pilot.press("y")
-            await wait_for(pilot, lambda: source.stats.succeeded == 30, timeout=60,
-                           what="the background resume to finish the run, seen from this view")
+            await wait_for(
+                pilot,
+                lambda: source.stats.succeeded == 30,
+                timeout=60,
+                what="the background resume to finish the run, seen from this view",
+            )
             log = (tmp_path / "run" / "resume.log").read_text()
             assert "30/30 succeeded" in log, log
             source.resumer.wait(timeout=30)
@@ -368,8 +409,11 @@ async def test_q_while_the_outputs_are_written_waits_for_them_then_quits(tmp_pat
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: writing.is_set() and not session.engine.running, what="the outputs begun")
             await pilot.press("q")
-            await wait_for(pilot, lambda: any(n.message.startswith("Writing results.jsonl") for n in app._notifications),
-                           what="q to say it waits for the outputs")
+            await wait_for(
+                pilot,
+                lambda: any(n.message.startswith("Writing results.jsonl") for n in app._notifications),
+                what="q to say it waits for the outputs",
+            )
             assert app.is_running, "q left while the journal was still being read"
             release.set()
             await wait_for(pilot, lambda: not app.is_running, what="the app to quit once they are written")

@@ -21,7 +21,7 @@ KEY = "sk-proj-abcDEF0123456789ghiJKL0123456789"
 def key_on_screen(app) -> bool:
     """Whether any 12 characters of KEY are on screen (a narrow field shows part of a value)."""
     screen = app.export_screenshot()
-    return any(KEY[i:i + 12] in screen for i in range(len(KEY) - 11))
+    return any(KEY[i : i + 12] in screen for i in range(len(KEY) - 11))
 
 
 async def test_typing_a_key_into_the_key_env_field_is_a_field_error_and_saves_nothing(tmp_path, sim):

@@ -35,5 +35,6 @@ def test_help(snap_compare, app_on_run, size):
 
 
 def test_high_contrast_heat_view_with_cursor(snap_compare, app_on_run):
-    assert snap_compare(app_on_run(theme="swarm-high-contrast"), terminal_size=(80, 24),
-                        press=["down", "down", "right", "h", "_"])
+    assert snap_compare(
+        app_on_run(theme="swarm-high-contrast"), terminal_size=(80, 24), press=["down", "down", "right", "h", "_"]
+    )

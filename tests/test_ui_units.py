@@ -78,13 +78,16 @@ def test_a_user_theme_file_needs_only_what_it_changes(tmp_path):
     assert (theme.primary, theme.background, theme.variables) == ("#0000aa", light.background, light.variables)
 
 
-@pytest.mark.parametrize("text, field", [
-    ('primary = "#fff"\n', "name"),
-    ('name = "x"\n[variables]\nswarm-failed = "not a colour"\n', "variables.swarm-failed"),
-    ('name = "x"\nprimary = "#fff"\ncolour = "red"\n', "colour"),
-    ('name = "x"\nprimary = "not a colour"\n', "colors"),
-    ('name = "x"\nprimary = ', "toml"),
-])
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ('primary = "#fff"\n', "name"),
+        ('name = "x"\n[variables]\nswarm-failed = "not a colour"\n', "variables.swarm-failed"),
+        ('name = "x"\nprimary = "#fff"\ncolour = "red"\n', "colour"),
+        ('name = "x"\nprimary = "not a colour"\n', "colors"),
+        ('name = "x"\nprimary = ', "toml"),
+    ],
+)
 def test_a_broken_theme_file_names_the_field(tmp_path, text, field):
     path = tmp_path / "bad.toml"
     path.write_text(text)
@@ -111,10 +114,18 @@ def test_attach_to_a_directory_without_a_journal_exits_2(tmp_path, capsys):
 
 def test_the_provider_form_validates_and_never_holds_a_key():
     base = ProviderProfile(name="sim")
-    profile = profile_from_form("relay", {"base_url": "https://api.example.com/v1", "model": "kimi-k2.5",
-                                          "api_key_env": "RELAY_KEY", "concurrency": "20", "timeout": "15"}, base)
-    assert (profile.name, profile.concurrency, profile.timeout, profile.api_key_env) == ("relay", 20, 15.0,
-                                                                                        "RELAY_KEY")
+    profile = profile_from_form(
+        "relay",
+        {
+            "base_url": "https://api.example.com/v1",
+            "model": "kimi-k2.5",
+            "api_key_env": "RELAY_KEY",
+            "concurrency": "20",
+            "timeout": "15",
+        },
+        base,
+    )
+    assert (profile.name, profile.concurrency, profile.timeout, profile.api_key_env) == ("relay", 20, 15.0, "RELAY_KEY")
     assert "key" not in json.dumps(profile.to_toml()).replace("api_key_env", "")
     with pytest.raises(ValueError, match="concurrency"):
         profile_from_form("relay", {"concurrency": "many"}, base)
@@ -192,8 +203,11 @@ async def test_a_theme_change_recolours_the_cached_rows():
         grid = app.query_one(AgentGrid)
         dark = grid.render_line(0)
         app.theme = "swarm-light"
-        await wait_until(lambda: list(grid.render_line(0))[2].style != list(dark)[2].style,
-                         "the cached rows to take the new theme's colours", step=lambda: pilot.pause(0.01))
+        await wait_until(
+            lambda: list(grid.render_line(0))[2].style != list(dark)[2].style,
+            "the cached rows to take the new theme's colours",
+            step=lambda: pilot.pause(0.01),
+        )
         assert grid.render_line(0).text == dark.text
 
 
@@ -228,7 +242,9 @@ async def test_provider_text_is_shown_literally_never_as_markup():
     async with app.run_test(size=(120, 10)):
         log = app.query_one(ErrorLog)
         again = [Attempt(i, 1, "sim", 1_700_000_000.0, 120.0, "retry", status=500, error=error) for i in (5, 6)]
-        log.add_failures([Failure.final(attempt), Failure.retrying(again[0], 1.5), Failure.retrying(again[1], math.nan)])
+        log.add_failures(
+            [Failure.final(attempt), Failure.retrying(again[0], 1.5), Failure.retrying(again[1], math.nan)]
+        )
         row = log.get_row_at(0)
         assert row[5].plain == message and not row[5].spans and row[5].overflow == "ellipsis"
         assert row[1].plain == "#5" and row[2].plain == "server_error" and row[3].plain == "500"
@@ -238,8 +254,7 @@ async def test_provider_text_is_shown_literally_never_as_markup():
 @pytest.mark.parametrize("module", ["swarm_tui.ui.format", "swarm_tui.attach"])
 def test_format_module_and_attach_are_plain_python(module):
     """Each imported on its own, in a fresh interpreter: none of Textual comes with it."""
-    code = (f"import sys, {module}\n"
-            "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'textual')))")
+    code = f"import sys, {module}\nprint(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'textual')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     loaded = out.split(",") if out else []
     assert not loaded, f"importing {module} loads {len(loaded)} Textual modules: {', '.join(loaded[:3])}, ..."

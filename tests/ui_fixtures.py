@@ -62,10 +62,18 @@ def app_on_run(tmp_path, monkeypatch):
     recording = load_recording()
 
     def build(theme: str | None = None):
-        source = ScriptedRun(recording, snapshot_job(), Path("swarm-100-demo"), profile=ProviderProfile(name="sim"),
-                             settings=SHOWN_SETTINGS, limit=SHOWN_LIMIT, ceiling=SHOWN_SETTINGS.concurrency)
-        return make_app(source, config=Config(path=tmp_path / "config.toml"), theme=theme, start=False,
-                        clock=lambda: 5000.0)
+        source = ScriptedRun(
+            recording,
+            snapshot_job(),
+            Path("swarm-100-demo"),
+            profile=ProviderProfile(name="sim"),
+            settings=SHOWN_SETTINGS,
+            limit=SHOWN_LIMIT,
+            ceiling=SHOWN_SETTINGS.concurrency,
+        )
+        return make_app(
+            source, config=Config(path=tmp_path / "config.toml"), theme=theme, start=False, clock=lambda: 5000.0
+        )
 
     yield build
     time.tzset()

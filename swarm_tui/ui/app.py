@@ -71,7 +71,7 @@ class SwarmApp(Steering):
         if event.by_user and self.follow is not None:
             self.follow = None
             self.notify("Follow off: you moved the cursor.", timeout=2)
-        self._update_panels()
+        self.update_panels()
         self._refresh_bindings_if_changed()
 
     @on(ErrorLog.OpenRequested)

@@ -281,7 +281,7 @@ class ConsoleCore(App[int]):
     def on_resize(self, event: Resize) -> None:
         if hasattr(self, "grid"):  # a first resize arrives before mount
             self._fit_grid(event.size.width, event.size.height)
-            self._update_panels()
+            self.update_panels()
 
     def _fit_grid(self, width: int | None = None, height: int | None = None) -> None:
         """The grid gets what the side panel and the error log's minimum leave; in a run with
@@ -297,7 +297,9 @@ class ConsoleCore(App[int]):
         """How many batches the lane panel lists at this terminal height."""
         return LANE_ROWS[1] if self.size.height >= LANE_ROWS_TALL_FROM else LANE_ROWS[0]
 
-    def _update_panels(self) -> None:
+    def update_panels(self) -> None:
+        """Paint the provider bar, the run panel, the lane panel and the footer from the view
+        (the drain does at 4 Hz; a key that changes what they say does at once)."""
         source = self.source
         self._panels_stale = False
         self.provider_bar.update_from(source)  # (found once: a drain while the app shuts down finds no widget by query)

@@ -34,14 +34,14 @@ class DrainingConsole(ConsoleCore):
 
     def on_mount(self) -> None:
         self._mount_widgets()
-        self._drain(replay=True)  # what the view holds already: a resumed run's earlier sessions
+        self.drain(replay=True)  # what the view holds already: a resumed run's earlier sessions
         self.grid.focus()
-        self.set_interval(1 / self._refresh_hz, self._drain, name="drain")
+        self.set_interval(1 / self._refresh_hz, self.drain, name="drain")
         if self._start:
             self._start_run()
         else:
             self.view.phases.settle(self.source.states)
-        self._drain()
+        self.drain()
 
     # ----------------------------------------------------------------- the engine as a worker
 
@@ -65,7 +65,7 @@ class DrainingConsole(ConsoleCore):
                 timeout=30,
                 markup=False,
             )
-        self._drain()
+        self.drain()
         self._announce_if_over()
         if self._quitting:
             self.exit(self.run_exit_code())
@@ -77,7 +77,7 @@ class DrainingConsole(ConsoleCore):
 
     # ----------------------------------------------------------------- draining (the one timer)
 
-    def _drain(self, replay: bool = False) -> None:
+    def drain(self, replay: bool = False) -> None:
         """Paint what the run's events changed since the last tick: the only place engine news
         reaches widgets. `replay`: the history of a resumed run: shown, but not announced."""
         changes = self.view.take_changes()
@@ -112,7 +112,7 @@ class DrainingConsole(ConsoleCore):
         now = self._clock()
         if now - self._panels_at >= PANELS_EVERY_S or (self.phase, self.phase_detail) != self._painted_phase:
             self._panels_at = now
-            self._update_panels()
+            self.update_panels()
         else:
             self._panels_stale = True  # painted at the next tick past the 4 Hz, not at the next event
         self._refresh_bindings_if_changed()

@@ -91,7 +91,7 @@ class Steering(DrainingConsole):
         what = f"agent {queued[0] + 1}" if len(queued) == 1 else f"{len(queued)} failed agents"
         verb = "asked the running engine to retry" if source.attached else "retrying"
         self.notify(f"{verb.capitalize()} {what}{f' ({cost})' if cost else ''}.", timeout=3, markup=False)
-        self._drain()
+        self.drain()
         return queued
 
     def retry_cost(self, indices: list[int]) -> str:
@@ -139,7 +139,7 @@ class Steering(DrainingConsole):
             again = self.key_hint("app.retry_agent")
             asked = "Asked the running engine to cancel" if self.source.attached else "Cancelled"
             self.notify(f"{asked} agent {index + 1}; {again} starts it again.", timeout=4, markup=False)
-            self._drain()
+            self.drain()
 
     # ----------------------------------------------------------------- pause, abort, the ceiling
 
@@ -165,7 +165,7 @@ class Steering(DrainingConsole):
                 else "Asked the running engine to pause.",
                 timeout=4,
             )
-        self._drain()
+        self.drain()
 
     def _offer_background_resume(self, *, retry_failed: bool) -> None:
         """A run nobody drives, seen attached: resume it in the background, here, and go on
@@ -217,7 +217,7 @@ class Steering(DrainingConsole):
                     else "Asked the running engine to abort.",
                     timeout=4,
                 )
-                self._drain()
+                self.drain()
 
         self.push_screen(ConfirmScreen(f"Abort {where}?", body, yes="Abort"), answered)
 
@@ -231,7 +231,7 @@ class Steering(DrainingConsole):
             timeout=4,
             markup=False,
         )
-        self._drain()
+        self.drain()
 
     # ----------------------------------------------------------------- views
 
@@ -252,7 +252,7 @@ class Steering(DrainingConsole):
         )
         self._last_second = float("-inf")
         self._tick_second()
-        self._update_panels()
+        self.update_panels()
 
     def action_follow(self) -> None:
         """`f`: the grid's cursor follows the first agent in flight, then the last failure, then nothing."""
@@ -265,7 +265,7 @@ class Steering(DrainingConsole):
         }[self.follow]
         self.notify(f"{what} (a cursor key ends it)", timeout=3, markup=False)
         self._follow_cursor(force=True)
-        self._update_panels()
+        self.update_panels()
 
     def action_provider(self) -> None:
         self.push_screen(ProviderScreen(self.config, self.source))

@@ -48,6 +48,11 @@ class TextPanel(Widget):
                 # under Pilot: an attached view's panel stayed a line short of its text)
                 self.call_after_refresh(self.refresh, layout=True)
 
+    @property
+    def text(self) -> Text:
+        """The text the panel shows now."""
+        return self._text
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._strips = None
