@@ -26,8 +26,8 @@ from textual.app import App, ComposeResult
 from textual.color import Color
 
 from .conftest import write_batch
-from .helpers import wait_until
 from .test_agents import agents_job
+from .test_ui_app import wait_for as ui_wait_for
 from .test_ui_console import low_contrast_text
 
 
@@ -79,7 +79,7 @@ def panel_text(app: SwarmApp) -> str:
 
 
 async def wait_for(pilot, condition, what: str) -> None:
-    await wait_until(condition, what, timeout=20, step=lambda: pilot.pause(0.02))
+    await ui_wait_for(pilot, condition, timeout=20, what=what)
 
 
 def tools_session(tmp_path, sim, agents: int) -> SwarmSession:

@@ -29,8 +29,14 @@ FLAKY = " [[sim:500x1]]"
 
 
 async def wait_for(pilot: Pilot, condition, timeout: float = 10.0, what: str = "condition") -> None:
-    """Let the app run until `condition()` holds (fails naming `what` if it never does)."""
+    """Let the app run until `condition()` holds (fails naming `what` if it never does), then let
+    the screen catch up with its view: the view takes each event as it comes (`app.phase` moves
+    at once), the widgets are painted at the next drain (4 Hz), and the test reads the widgets."""
     await wait_until(condition, what, timeout=timeout, step=lambda: pilot.pause(0.02))
+    drain = getattr(pilot.app, "drain", None)
+    if drain is not None:
+        drain()
+        await pilot.pause()
 
 
 def on_top(app: SwarmApp, screen_type: type) -> Callable[[], bool]:
