@@ -58,9 +58,9 @@ class ConfirmScreen(ModalScreen[bool]):
 PANES = """\
 Grid       a cell per agent, coloured by state, marked by its glyph:
            . queued  > running  ~ retrying  o done  x failed
-           - cancelled  * in its tools  = in a batch  ! scored low;
-           the cursor's agent opens in full: prompt, answer, attempts;
-           f makes the cursor follow the work.
+           - cancelled  * in its tools  = in a batch  c from the cache
+           ! scored low; the cursor's agent opens in full: prompt,
+           answer, attempts; f makes the cursor follow the work.
 Error log  a row per failed attempt: time, agent, error class, HTTP
            status, what became of it (retry in N s / retried / gave
            up), message. Tab moves focus there: Enter opens the row's
