@@ -204,9 +204,15 @@ FOOTER_LINES = 3
 
 
 def footer_lanes(stats: RunStats) -> tuple[str, ...]:
-    """The footer's lines past its three, in the order shown: `batch` in a run with a batch lane,
-    `judge` once the judge has cost something, `cache` once an answer came from the cache."""
-    shown = (("batch", stats.batch_sent > 0), ("judge", stats.judge_cost_usd > 0), ("cache", stats.cache_hits > 0))
+    """The footer's lines past its three, in the order shown: `tier` once a live call was billed at
+    a service tier (`--service-tier flex|priority`), `batch` in a run with a batch lane, `judge`
+    once the judge has cost something, `cache` once an answer came from the cache."""
+    shown = (
+        ("tier", bool(stats.tier_cost_usd)),
+        ("batch", stats.batch_sent > 0),
+        ("judge", stats.judge_cost_usd > 0),
+        ("cache", stats.cache_hits > 0),
+    )
     return tuple(name for name, wanted in shown if wanted)
 
 
@@ -314,9 +320,13 @@ class _FooterText:
         self.field(" ETA ", fmt.duration(eta_s))
 
     def lanes(self) -> None:
-        """The batch lane's line, the judge's and the cache's, in a run that has them (`footer_lanes`)."""
+        """The service tier's line, the batch lane's, the judge's and the cache's, in a run that has
+        them (`footer_lanes`)."""
         stats = self.stats
         lanes = footer_lanes(stats)
+        if "tier" in lanes:  # the cost above, by the service tier it was billed at
+            self.text.append("\n")
+            self.field("tier ", stats.tier_label())
         if "batch" in lanes:  # "in flight" counts live calls; batch lines wait at the provider
             self.text.append("\n")
             self.field("in batch ", f"{stats.batch_waiting:>5}")
