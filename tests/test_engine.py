@@ -7,7 +7,7 @@ import json
 from collections import Counter
 
 import pytest
-from swarm_tui.core.events import AttemptStarted, RateGateClosed, TaskRetrying
+from swarm_tui.core.events import AttemptStarted, RateGateClosed, RunPaused, RunResumed, TaskRetrying
 from swarm_tui.engine import TaskState
 
 from .conftest import read_jsonl
@@ -127,7 +127,18 @@ async def test_pause_stops_dispatch_until_resumed(tmp_path, sim_factory):
     session = open_session(tmp_path, sim.base_url, [f"t{i}" for i in range(60)], concurrency=5, adaptive=False)
     engine = session.engine
     started_while_paused = []
-    engine.subscribe(lambda e: isinstance(e, AttemptStarted) and engine.paused and started_while_paused.append(e))
+    paused = [False]
+
+    def listen(event) -> None:
+        # judged by the events' order, not by the flag when one is heard: events go out in the
+        # order they were emitted, and an attempt dispatched just before the pause may be heard
+        # after it (it rides on the next commit, which the pause's own event flushes first)
+        if isinstance(event, RunPaused | RunResumed):
+            paused[0] = isinstance(event, RunPaused)
+        elif isinstance(event, AttemptStarted) and paused[0]:
+            started_while_paused.append(event)
+
+    engine.subscribe(listen)
     run = asyncio.create_task(session.run())
     try:
         await wait_until(lambda: engine.stats.succeeded >= 10, "10 tasks to succeed")
