@@ -139,6 +139,8 @@ class LiveTracer:
                     self._send(record)
             except Exception:
                 log.exception("the OpenTelemetry export could not end its spans")
+        if self.exporter.failing and self.exporter.reachable():
+            self.exporter.failing = False  # it came back since the thread last looked: the end tries it
         self.exporter.give_up(CLOSE_GRACE_S)  # from now on, once an export fails the rest are dropped at once
         if not self.exporter.failing:
             self.processor.force_flush(CLOSE_TIMEOUT_MS)
