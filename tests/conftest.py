@@ -85,6 +85,12 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
     )
 
 
+def start_cli(*args: str, **popen) -> subprocess.Popen:
+    """`swarm-tui ARGS` started in a real subprocess (to signal, kill or run beside another);
+    `popen`: its streams, env and cwd, as `subprocess.Popen` takes them."""
+    return subprocess.Popen([sys.executable, "-m", "swarm_tui", *args], **popen)
+
+
 def read_jsonl(path: Path) -> list[dict]:
     if not path.exists():
         return []

@@ -23,7 +23,7 @@ from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.session import RunPlan, SwarmSession
 from swarm_tui.tools.spec import McpServerSpec, PythonToolSpec, ToolsSpec
 
-from .conftest import read_jsonl, write_batch
+from .conftest import read_jsonl, start_cli, write_batch
 from .helpers import wait_until
 
 EXAMPLE_SERVER = McpServerSpec("examples", (sys.executable, "-m", "swarm_tui.examples.mcp_tools"), where="tools.mcp[0]")
@@ -147,21 +147,16 @@ async def test_an_agent_killed_mid_trajectory_resumes_without_redoing_a_complete
     )
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "swarm_tui",
-            "run",
-            str(job),
-            "--headless",
-            "--out",
-            str(run_dir),
-            "--base-url",
-            sim.base_url,
-            "--concurrency",
-            "6",
-        ],
+    proc = start_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--out",
+        str(run_dir),
+        "--base-url",
+        sim.base_url,
+        "--concurrency",
+        "6",
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

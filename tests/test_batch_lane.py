@@ -12,7 +12,6 @@ import json
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 
@@ -23,7 +22,7 @@ from swarm_tui.engine.batch_lines import input_line
 from swarm_tui.journal import Journal
 from swarm_tui.session import SwarmSession
 
-from .conftest import read_jsonl, run_cli, write_batch
+from .conftest import read_jsonl, run_cli, start_cli, write_batch
 from .helpers import open_session, run_session, wait_until
 
 FAST_POLL = {"batch_poll_s": 0.05, "batch_poll_max_s": 0.2}
@@ -272,23 +271,18 @@ def test_kill_9_while_the_batch_runs_then_resume_reattaches_and_submits_nothing_
     sim = sim_factory(mode="process", batch_seconds=4.0)
     job = write_batch(tmp_path / "job.jsonl", [f"killed lane {i}" for i in range(2000)])
     run_dir = tmp_path / "run"
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "swarm_tui",
-            "run",
-            str(job),
-            "--headless",
-            "--base-url",
-            sim.base_url,
-            "--lane",
-            "auto",
-            "--batch-poll",
-            "0.1",
-            "--out",
-            str(run_dir),
-        ],
+    child = start_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        sim.base_url,
+        "--lane",
+        "auto",
+        "--batch-poll",
+        "0.1",
+        "--out",
+        str(run_dir),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from swarm_tui.cache import CacheEntry, CacheMode, ResponseCache, request_key
 
-from .conftest import read_jsonl, run_cli, write_batch
+from .conftest import read_jsonl, run_cli, start_cli, write_batch
 from .test_crash_resume import succeeded_indices
 
 
@@ -207,22 +207,17 @@ def test_two_processes_share_one_cache_at_once(tmp_path, sim_factory):
     right = [f"shared {i}" for i in range(300, 900)]
     jobs = [write_batch(tmp_path / "left.jsonl", left), write_batch(tmp_path / "right.jsonl", right)]
     children = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "swarm_tui",
-                "run",
-                str(job),
-                "--headless",
-                "--base-url",
-                sim.base_url,
-                "--out",
-                str(tmp_path / f"run{n}"),
-                "--cache",
-                "--cache-dir",
-                str(cache_dir),
-            ],
+        start_cli(
+            "run",
+            str(job),
+            "--headless",
+            "--base-url",
+            sim.base_url,
+            "--out",
+            str(tmp_path / f"run{n}"),
+            "--cache",
+            "--cache-dir",
+            str(cache_dir),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -257,24 +252,19 @@ def test_resume_after_sigkill_sends_no_success_again(tmp_path, sim_factory):
     prompts = [f"killed {i}" for i in range(300)]
     job = write_batch(tmp_path / "job.jsonl", prompts)
     run_dir, cache_dir = tmp_path / "run", tmp_path / "cache"
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "swarm_tui",
-            "run",
-            str(job),
-            "--headless",
-            "--base-url",
-            sim.base_url,
-            "--out",
-            str(run_dir),
-            "--concurrency",
-            "20",
-            "--cache",
-            "--cache-dir",
-            str(cache_dir),
-        ],
+    child = start_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        sim.base_url,
+        "--out",
+        str(run_dir),
+        "--concurrency",
+        "20",
+        "--cache",
+        "--cache-dir",
+        str(cache_dir),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env=os.environ.copy(),

@@ -6,11 +6,10 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 
-from .conftest import read_jsonl, run_cli, write_batch
+from .conftest import read_jsonl, run_cli, start_cli, write_batch
 
 
 def succeeded_indices(journal_path) -> set[int]:
@@ -30,21 +29,16 @@ def test_sigkill_mid_run_then_resume_keeps_exactly_once(tmp_path, sim_factory):
     prompts = [f"crash test task {i}" for i in range(300)]
     job = write_batch(tmp_path / "job.jsonl", prompts)
     run_dir = tmp_path / "run"
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "swarm_tui",
-            "run",
-            str(job),
-            "--headless",
-            "--base-url",
-            sim.base_url,
-            "--out",
-            str(run_dir),
-            "--concurrency",
-            "20",
-        ],
+    child = start_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        sim.base_url,
+        "--out",
+        str(run_dir),
+        "--concurrency",
+        "20",
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env=os.environ.copy(),

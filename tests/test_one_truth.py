@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 from swarm_tui.attach import AttachedRun
@@ -25,7 +24,7 @@ from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.session import RunPlan, SwarmSession
 from swarm_tui.view.live import LiveRun
 
-from .conftest import write_batch
+from .conftest import start_cli, write_batch
 from .helpers import wait_until
 
 
@@ -163,23 +162,18 @@ async def test_live_and_attached_views_agree_event_by_event(tmp_path, sim_factor
 def _run_in_subprocess(tmp_path, base_url: str, prompts: list[str]) -> subprocess.Popen:
     job = write_batch(tmp_path / "job.jsonl", prompts)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "swarm_tui",
-            "run",
-            str(job),
-            "--headless",
-            "--out",
-            str(tmp_path / "run"),
-            "--base-url",
-            base_url,
-            "--concurrency",
-            "8",
-            "--timeout",
-            "60",
-        ],
+    return start_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--out",
+        str(tmp_path / "run"),
+        "--base-url",
+        base_url,
+        "--concurrency",
+        "8",
+        "--timeout",
+        "60",
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

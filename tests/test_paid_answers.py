@@ -15,7 +15,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from swarm_tui.engine import EngineSettings
 from swarm_tui.headless import gate_wait
 from swarm_tui.session import SwarmSession
 
-from .conftest import read_jsonl, run_cli, write_batch
+from .conftest import read_jsonl, run_cli, start_cli, write_batch
 from .helpers import open_session
 from .hostile import HostileServer
 
@@ -53,8 +52,8 @@ def cli(*args: str, limit_file_bytes: int | None = None) -> subprocess.Popen:
         if limit_file_bytes is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_bytes, resource.RLIM_INFINITY))
 
-    return subprocess.Popen(
-        [sys.executable, "-m", "swarm_tui", *args],
+    return start_cli(
+        *args,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, read_jsonl, write_batch
+from .conftest import REPO, read_jsonl, start_cli, write_batch
 
 
 def journal_count(run_dir, sql: str) -> int:
@@ -41,20 +41,15 @@ def start_run(tmp_path, base_url: str, n: int, *extra: str) -> tuple[subprocess.
     job = write_batch(tmp_path / "job.jsonl", [f"process fault task {i}" for i in range(n)])
     run_dir = tmp_path / "run"
     log = open(tmp_path / "run.log", "w")  # noqa: SIM115 - the child writes it until it ends
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "swarm_tui",
-            "run",
-            str(job),
-            "--headless",
-            "--base-url",
-            base_url,
-            "--out",
-            str(run_dir),
-            *extra,
-        ],
+    child = start_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        base_url,
+        "--out",
+        str(run_dir),
+        *extra,
         stdout=log,
         stderr=subprocess.STDOUT,
         env=os.environ.copy(),

@@ -9,7 +9,6 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -29,7 +28,7 @@ from swarm_tui.shadow import (
 )
 from swarm_tui.swarm.json_repair import json_answer
 
-from .conftest import REPO, run_cli, write_batch
+from .conftest import REPO, run_cli, start_cli, write_batch
 
 KEY = "sk-shadow-SECRET-9876543210abcdef"
 FAST = ["--duration", "2", "--rps", "40", "--rate", "0.5", "--model", "gpt-4.1"]
@@ -207,27 +206,22 @@ def test_a_job_is_sent_once_request_by_request(tmp_path, sim_factory):
 
 def test_ctrl_c_writes_the_report_and_exits_130(tmp_path, sim_factory):
     primary, secondary = _sims(sim_factory, 20.0, 20.0)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "swarm_tui",
-            "shadow",
-            "--primary",
-            primary.base_url,
-            "--secondary",
-            secondary.base_url,
-            "--model",
-            "m",
-            "--duration",
-            "60",
-            "--rps",
-            "20",
-            "--rate",
-            "0.5",
-            "--out",
-            str(tmp_path / "s"),
-        ],
+    proc = start_cli(
+        "shadow",
+        "--primary",
+        primary.base_url,
+        "--secondary",
+        secondary.base_url,
+        "--model",
+        "m",
+        "--duration",
+        "60",
+        "--rps",
+        "20",
+        "--rate",
+        "0.5",
+        "--out",
+        str(tmp_path / "s"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
