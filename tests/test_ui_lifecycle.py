@@ -422,3 +422,19 @@ async def test_q_while_the_outputs_are_written_waits_for_them_then_quits(tmp_pat
     finally:
         release.set()
         await session.aclose()
+
+
+async def test_a_drain_while_the_app_shuts_down_paints_nothing(tmp_path, sim):
+    """The drain's timer can tick once more after the screen's widgets are pruned (CI saw it:
+    a KeyError for the provider bar's component style, which Textual clears on removal)."""
+    session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(3)])
+    app = make_app(session, config=Config(path=tmp_path / "config.toml"))
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: session.summary is not None, what="the run to end")
+            await pilot.press("q")
+        assert not app.provider_bar.is_attached, "the widgets were pruned"
+        app.update_panels()  # a paint owed when the timer fired: no widget left to paint
+        app.drain()
+    finally:
+        await session.aclose()

@@ -300,9 +300,11 @@ class ConsoleCore(App[int]):
     def update_panels(self) -> None:
         """Paint the provider bar, the run panel, the lane panel and the footer from the view
         (the drain does at 4 Hz; a key that changes what they say does at once)."""
+        if not self.provider_bar.is_attached:  # the app shuts down: its widgets are pruned
+            return
         source = self.source
         self._panels_stale = False
-        self.provider_bar.update_from(source)  # (found once: a drain while the app shuts down finds no widget by query)
+        self.provider_bar.update_from(source)
         phase, detail = self.phase, self.phase_detail
         notes: list[tuple[int, str]] = []
         if source.attached:  # who drives the journal, said once; how to go on, when nobody does

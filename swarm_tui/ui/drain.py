@@ -89,6 +89,8 @@ class DrainingConsole(ConsoleCore):
         if changes.finished is not None:
             self._finished(changes.finished, changes.finished_phase, announce=not replay)
         self._spark_bucket.extend(changes.latencies)
+        if not self.grid.is_attached:  # a last tick while the app shuts down: nothing to paint on
+            return
         with self.batch_update():
             self._paint(changes)
         self._announce_if_over()
