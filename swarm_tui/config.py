@@ -26,6 +26,7 @@ import tomli_w
 
 from .errors import InputError
 from .providers.profile import SIM_PROFILE_NAME, ProviderProfile
+from .routes import route_table
 from .textfile import TomlLines, read_text_file, split_lines
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ class Config:
     """The TUI's keymap overrides, `[keys] binding-id = "key"` (`?` in the TUI lists the ids)."""
     billing: dict[str, Any] = field(default_factory=dict)
     """What a provider bills per $1 in a local currency, `[billing.<provider>] CNY = 1.0` (see currency)."""
+    routes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """`[routes.NAME]`: several profiles behind one run (`routes.route_table`), used as `--provider NAME`."""
     otel: dict[str, Any] = field(default_factory=dict)
     """`[otel]`: `enabled` (every run and resume exports its spans live, as `--otel`), `content`
     (as `--otel-content`), `endpoint` (the collector's OTLP/HTTP base URL; default: the
@@ -183,6 +186,10 @@ def _apply(config: Config, doc: dict[str, Any]) -> None:
             raise InputError.single(path, f"providers.{name}", "must be a table")
         _check_profile_types(path, name, table)
         config.profiles[name] = ProviderProfile.from_toml(name, table, source=str(path))
+    for name, table in _table(path, doc, "routes", "tables: [routes.NAME]").items():
+        if name in config.profiles:
+            raise InputError.single(path, f"routes.{name}", "a profile has this name: name the route otherwise")
+        config.routes[name] = route_table(path, name, table, config.profiles)
     defaults = _table(path, doc, "defaults", "a table: [defaults]")
     for key in ("provider", "theme", "currency"):
         value = defaults.get(key)

@@ -147,6 +147,7 @@ def summarize(
         "model": model,
         "simulated": simulated,
         "failovers": failovers(journal),
+        "endpoints": journal.endpoint_totals(),
         "deadlines": {**(deadlines or {}), "abandoned": journal.abandoned_attempts()},
     }
     if budget is not None:  # whether the budget held, and how near the run came to it

@@ -17,6 +17,7 @@ from .jobs import TaskTemplate
 from .judge.spec import JudgeSpec
 from .pricing import PriceTable
 from .providers.profile import ProviderProfile
+from .routes import RoutePlan
 from .sim import SimConfig
 from .swarm.spec import SwarmSpec
 from .tools import ToolsSpec
@@ -36,6 +37,8 @@ class RunPlan:
     sim: SimConfig | None = None
     prices: dict[str, Any] = field(default_factory=dict)
     """The user's price overrides (config `[prices]`)."""
+    route: RoutePlan | None = None
+    """The endpoints after `profile` and how calls are spread over them (`--provider a,b --route`)."""
 
     def price_for(self, model: str | None, provider: str | None = None):
         return PriceTable.builtin(self.prices).lookup(model, provider or self.profile.name)
@@ -95,6 +98,7 @@ def plan_to_meta(plan: RunPlan) -> dict[str, Any]:
         "settings": asdict(plan.settings),
         "sim": asdict(plan.sim) if plan.sim else None,
         "prices": plan.prices,
+        "route": plan.route.to_meta() if plan.route is not None else None,
         "saved_at": time.time(),
     }
 
@@ -103,4 +107,5 @@ def plan_from_meta(meta: dict[str, Any]) -> RunPlan:
     profile_data = dict(meta["profile"])
     profile = ProviderProfile(name=profile_data.pop("name"), **profile_data)
     sim = SimConfig().patched(meta["sim"]) if meta.get("sim") else None  # JSON gave lists for its tuples
-    return RunPlan(profile, EngineSettings(**meta["settings"]), sim, meta.get("prices") or {})
+    route = RoutePlan.from_meta(meta.get("route"))
+    return RunPlan(profile, EngineSettings(**meta["settings"]), sim, meta.get("prices") or {}, route)

@@ -33,8 +33,8 @@ from .journal import Journal, migrate
 from .judge.judge import Judge
 from .judge.spec import JudgeSpec
 from .outputs import discard_outputs, summarize, write_outputs
-from .providers.client import ProviderClient
 from .providers.profile import ProviderProfile
+from .routes import RoutePlan, open_clients, route_spec
 from .run_judge import JudgeEndpoint, make_judge
 from .run_plan import (
     DEMO_SIM,
@@ -99,13 +99,7 @@ class SwarmSession:
         self.sim: SimServer | None = None
         if plan.profile.is_simulator:
             self.sim = SimServer(plan.sim or DEMO_SIM).start(mode="thread")
-        self.client = ProviderClient(plan.profile, self.base_url, **plan.client_limits())
-        fallback_profile = plan.profile.fallback()
-        self.fallback = (
-            ProviderClient(fallback_profile, fallback_profile.base_url, **plan.client_limits())
-            if fallback_profile is not None
-            else None
-        )
+        self.client, self.fallback, self.route_clients = open_clients(plan, self.base_url)
         self.response_cache = self._open_cache()
         self.toolbox = Toolbox(contents.tools) if contents.tools is not None and contents.tools.any else None
         """The run's tools: with them, every task is a multi-step agent."""
@@ -189,6 +183,7 @@ class SwarmSession:
             self.journal,
             plan.settings,
             fallback=self.fallback,
+            route=route_spec(plan, self.route_clients, self.model),
             trimmer=drop_memory if swarm and swarm.memory.rounds > 1 else None,
             toolbox=self.toolbox,
             response_cache=self.response_cache,
@@ -309,13 +304,15 @@ class SwarmSession:
         retry_failed: bool = False,
         ray: RayOptions | None = None,
         sim: SimConfig | None = None,
+        route: RoutePlan | None = None,
     ) -> SwarmSession:
         """Resume the run in `run_dir`; RunDirBusy (exit 2) when another live process writes it.
-        `sim`: the simulator's settings for this session, when the user changed them."""
+        `sim`: the simulator's settings for this session, when the user changed them. `route`:
+        with a new `profile`, the route it heads (without one the run's own route goes on)."""
         Journal.open(run_dir, readonly=True).close()  # no (whole) journal: say so before taking the lock
         lock = RunDirLock(run_dir).acquire()
         try:
-            return cls._resume(run_dir, lock, profile, settings, retry_failed, ray, sim)
+            return cls._resume(run_dir, lock, profile, settings, retry_failed, ray, sim, route)
         except BaseException:
             lock.release()
             raise
@@ -330,19 +327,21 @@ class SwarmSession:
         retry_failed: bool,
         ray: RayOptions | None,
         sim: SimConfig | None,
+        route: RoutePlan | None = None,
     ) -> SwarmSession:
         journal = Journal.open(run_dir)
         meta = journal.meta()
         stored = plan_from_meta(meta["plan"])
-        plan = RunPlan(profile or stored.profile, settings or stored.settings, sim or stored.sim, stored.prices)
+        route = stored.route if profile is None else route  # a new endpoint: the route the flags name, if any
+        plan = RunPlan(profile or stored.profile, settings or stored.settings, sim or stored.sim, stored.prices, route)
         try:
             journal.begin_session()  # the first write: a journal that cannot take one fails here, nothing sent
         except JournalWriteError as exc:
             journal.close()
             raise InputError.single(journal.path, "journal", f"{exc.cause}; resume writes the journal") from None
         discard_outputs(run_dir)  # this session's, or none: never the last session's looking current
-        if profile is not None and profile != stored.profile:  # the run goes on with it (a later resume too)
-            journal.set_meta("plan", plan_to_meta(replace(stored, profile=profile)))
+        if profile is not None and (profile, route) != (stored.profile, stored.route):  # a later resume too
+            journal.set_meta("plan", plan_to_meta(replace(stored, profile=profile, route=route)))
         migrate(journal)  # a journal from before the event log gets one, rebuilt from its rows
         close_interrupted_run(journal)  # its last process was killed: its calls in flight were lost
         rows = journal.tasks()
@@ -487,9 +486,9 @@ class SwarmSession:
         if self.toolbox is not None:
             await self.toolbox.aclose()
         await self.engine.aclose()  # a distributed engine's actors
-        await self.client.aclose()
-        if self.fallback is not None:
-            await self.fallback.aclose()
+        for client in (self.client, self.fallback, *self.route_clients):
+            if client is not None:
+                await client.aclose()
         await self.judge_endpoint.aclose()
         if self.sim is not None:
             self.sim.stop()

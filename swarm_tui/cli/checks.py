@@ -150,7 +150,9 @@ def rubric_problem(path: Path):
     return report
 
 
-def check_engine(ray, tools: ToolsSpec | None, settings: EngineSettings, *, judged: bool, judge_where: str) -> None:
+def check_engine(
+    ray, tools: ToolsSpec | None, settings: EngineSettings, *, judged: bool, judge_where: str, routed: bool = False
+) -> None:
     """The engine that will run the swarm must be able to do everything the run asks for: what
     it cannot do is refused (exit 2, naming it, nothing sent), never silently dropped."""
     if ray is None:
@@ -161,6 +163,7 @@ def check_engine(ray, tools: ToolsSpec | None, settings: EngineSettings, *, judg
         Capability.TOOLS: tools.source if tools is not None and tools.any else None,
         Capability.BATCH: "--lane" if settings.lane != LIVE else None,
         Capability.JUDGE: judge_where if judged else None,
+        Capability.ROUTES: "--provider" if routed else None,
     }
     lacking = missing(CAPABILITIES, [capability for capability, where in asked.items() if where is not None])
     if lacking:
@@ -194,3 +197,20 @@ def check_theme_option(args: argparse.Namespace) -> None:
         from ..ui.themes import check_theme
 
         check_theme(args.theme)
+
+
+def check_route(plan: RunPlan, model: str | None) -> None:
+    """`--max-price` must leave the route an endpoint to send to (exit 2, nothing sent)."""
+    route = plan.route
+    if route is None or route.max_price is None:
+        return
+    profiles = [plan.profile, *route.others]
+    prices = {p.name: plan.price_for(p.model or model, p.name) for p in profiles}
+    if any(price is not None and price.output <= route.max_price for price in prices.values()):
+        return
+    said = ", ".join(f"{name} {f'${price.output:g}' if price else 'no known price'}" for name, price in prices.items())
+    raise InputError.single(
+        "--max-price",
+        "route",
+        f"no endpoint of the route is priced at or under ${route.max_price:g} per 1M output tokens ({said})",
+    )

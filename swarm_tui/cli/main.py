@@ -31,6 +31,7 @@ from .checks import (
     check_engine,
     check_key,
     check_lane,
+    check_route,
     check_theme_option,
     check_tools,
     judge_options,
@@ -44,6 +45,7 @@ from .options import (
     add_run_options,
     console_options,
     resolve_profile,
+    resolve_route,
     resolve_settings,
     sim_config,
     tracing,
@@ -147,9 +149,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             cache_ttl_s=args.cache_ttl or job.cache.ttl_s or settings.cache_ttl_s,
             cache_dir=str(args.cache_dir) if args.cache_dir is not None else job.cache.dir,
         )
-    plan = RunPlan(profile, settings, sim_config(args, profile), config.prices)
+    route = resolve_route(args, config)
+    for other in route.others if route is not None else ():
+        check_key(other)
+    plan = RunPlan(profile, settings, sim_config(args, profile), config.prices, route)
     job, judge_profile = judge_options(args, job, profile, config)
-    check_budget(plan, job, job.model or (job.tasks[0].body.get("model") if job.tasks else None), config)
+    first_model = job.model or (job.tasks[0].body.get("model") if job.tasks else None)
+    check_budget(plan, job, first_model, config)
+    check_route(plan, first_model)
     ray = ray_options(args)
     check_engine(
         ray,
@@ -157,6 +164,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         plan.settings,
         judged=job.judge is not None,
         judge_where=str(args.judge and "--judge" or job.source),
+        routed=route is not None,
     )
     check_tools(job.tools)
     check_lane(plan.settings, job.tools)
@@ -170,8 +178,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     config = load_config()
     check_theme_option(args)
     profile = resolve_profile(args, config)
-    if profile is not None:
-        check_key(profile)
+    route = resolve_route(args, config)
+    for named in [*([profile] if profile else []), *(route.others if route else ())]:
+        check_key(named)
     from ..journal import Journal
     from ..run_plan import plan_from_meta
 
@@ -187,12 +196,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
     sim = sim_config(args, effective, stored.sim)
     ray = ray_options(args)
     tools = ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None
-    check_engine(ray, tools, settings, judged=bool(meta.get("judge")), judge_where=f"{args.run_dir} (its [judge])")
+    routed = route is not None or (profile is None and stored.route is not None)
+    check_engine(
+        ray, tools, settings, judged=bool(meta.get("judge")), judge_where=f"{args.run_dir} (its [judge])", routed=routed
+    )
     check_tools(tools)
     check_lane(settings, tools)
     traces = check_tracing(args, config)
     session = SwarmSession.open_existing(
-        args.run_dir, profile=profile, settings=settings, retry_failed=args.retry_failed, ray=ray, sim=sim
+        args.run_dir, profile=profile, settings=settings, retry_failed=args.retry_failed, ray=ray, sim=sim, route=route
     )
     return drive(session, args, traces)
 

@@ -28,6 +28,7 @@ from ..errors import InputError
 from ..judge.spec import ACTIONS
 from ..progress_log import DEFAULT_EVERY_S, LOG_FORMATS
 from ..providers.profile import ProviderProfile
+from ..routes import STRATEGIES, RoutePlan, provider_names
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -69,7 +70,23 @@ def add_cache_place_options(c) -> None:
 
 def add_provider_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("provider")
-    g.add_argument("--provider", help="a profile from the config file (built in: sim, openai)")
+    g.add_argument(
+        "--provider",
+        help="a profile from the config file (built in: sim, openai); several (a,b,c) or a [routes.NAME]: "
+        "one swarm over all of them (--route)",
+    )
+    g.add_argument(
+        "--route",
+        choices=STRATEGIES,
+        help="how calls are spread over several providers: fallback (default: the first healthy one in order), "
+        "balance (by each one's headroom: keys whose limits add up), cheapest, fastest (spilling over when full)",
+    )
+    g.add_argument(
+        "--max-price",
+        type=positive_float,
+        metavar="USD",
+        help="never send to a provider above this per 1M output tokens",
+    )
     g.add_argument("--base-url", help="an ad hoc OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     g.add_argument("--model", help="the model to ask for (replaces the model named in each request)")
     g.add_argument("--api-key-env", help="the env var holding the key (default OPENAI_API_KEY)")
@@ -262,13 +279,38 @@ def resolve_profile(args: argparse.Namespace, config: Config) -> ProviderProfile
         if problem:
             raise InputError.single("--base-url", problem[0], problem[1])
     elif args.provider:
-        profile = config.profile(args.provider)
+        profile = config.profile(provider_names(args.provider, config.routes)[0][0])
     else:
         return None
     return with_flag_overrides(profile, args)
 
 
-def with_flag_overrides(profile: ProviderProfile, args: argparse.Namespace) -> ProviderProfile:
+def resolve_route(args: argparse.Namespace, config: Config) -> RoutePlan | None:
+    """The route `--provider a,b,c` (or a `[routes.NAME]`) asks for, with `--route` and
+    `--max-price` over the table's; None for one provider. The first profile is the run's."""
+    if not args.provider or args.base_url:
+        if args.route or args.max_price:
+            raise InputError.single("--route", "provider", "a route needs two or more providers: --provider a,b")
+        return None
+    names, table = provider_names(args.provider, config.routes)
+    if len(names) < 2:
+        if args.route or args.max_price:
+            raise InputError.single("--route", "provider", "a route needs two or more providers: --provider a,b")
+        return None
+    if len(set(names)) != len(names):
+        raise InputError.single("--provider", "provider", f"a profile named twice in {args.provider!r}")
+    others = tuple(with_flag_overrides(config.profile(name), args, model_only=True) for name in names[1:])
+    strategy = args.route or table.get("strategy") or STRATEGIES[0]
+    return RoutePlan(others, strategy, args.max_price or table.get("max_price"))
+
+
+def with_flag_overrides(
+    profile: ProviderProfile, args: argparse.Namespace, model_only: bool = False
+) -> ProviderProfile:
+    """`model_only`: a route's later endpoint keeps its own model unless `--model` names one, and
+    takes no fallback flags (those are the first endpoint's)."""
+    if model_only:
+        return profile.with_overrides(model=args.model, backend=args.backend, service_tier=args.service_tier)
     profile = profile.with_overrides(
         model=args.model,
         api_key_env=args.api_key_env,

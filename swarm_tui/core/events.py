@@ -247,6 +247,8 @@ class RateLimitsLearned:
     tpm: int | None
     estimated: bool = False
     """The RPM is estimated from 429s (the provider states none)."""
+    endpoint: str = ""
+    """Whose limits these are in a routed run (each endpoint learns its own); "" otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +260,8 @@ class EndpointSwitched:
     from_primary: bool | None = None
     """The calls went to the primary until now (summary.json's failovers say it); None: not said
     (a log written before the field: the summary works it out from the endpoints)."""
+    source: str = ""
+    """The endpoint the switch is about (the one that opened, or came back); "" in older logs."""
 
 
 @dataclass(frozen=True, slots=True)

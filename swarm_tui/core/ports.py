@@ -145,6 +145,7 @@ class Capability(StrEnum):
     CANCEL = "cancelling one agent (x)"
     FAIL_OVER = "failing over on the judge's word"
     LEAVE_BATCHES = "leaving provider batches open on quit"
+    ROUTES = "a route over several endpoints (--provider a,b --route)"
 
 
 class Engine(Protocol):

@@ -27,10 +27,28 @@ class AdmissionController:
         self._clock = clock
         self.rate_limits = rate_limits or RateLimits(clock=clock)
         self._changed = asyncio.Event()
+        self._followers: list = []
 
     @property
     def gate_remaining_s(self) -> float:
         return self.gate.remaining_s
+
+    @property
+    def paces_tokens(self) -> bool:
+        """A TPM limit is known: each call reserves its token estimate."""
+        return self.rate_limits.tokens is not None
+
+    def room_wait_s(self, tokens: int) -> float | None:
+        """0 when a call of `tokens` may go now; else how long until the gate or the rate budget
+        has room (None: no slot is free, or the run is paused, until something changes)."""
+        if self.paused or self.in_flight >= self.limit:
+            return None
+        return max(0.0, self.gate.remaining_s, self.rate_limits.wait_s(tokens))
+
+    def take(self, tokens: int) -> None:
+        """Take a slot and `tokens` of TPM budget (after `room_wait_s` said 0)."""
+        self.in_flight += 1
+        self.rate_limits.take(tokens)
 
     async def acquire(self, tokens: int = 0) -> bool:
         """Wait for a slot and take it with `tokens` of TPM budget (True), or return False once
@@ -38,14 +56,10 @@ class AdmissionController:
         while True:
             if self.closed:
                 return False
-            if not self.paused and self.in_flight < self.limit:
-                wait = max(self.gate.remaining_s, self.rate_limits.wait_s(tokens))
-                if wait <= 0:
-                    self.in_flight += 1
-                    self.rate_limits.take(tokens)
-                    return True
-            else:
-                wait = None
+            wait = self.room_wait_s(tokens)
+            if wait is not None and wait <= 0:
+                self.take(tokens)
+                return True
             self._changed.clear()
             try:
                 async with asyncio.timeout(wait):
@@ -55,11 +69,22 @@ class AdmissionController:
 
     def release(self) -> None:
         self.in_flight -= 1
+        self.changed()
+
+    def changed(self) -> None:
+        """Something that admission waits on changed: look again (and tell who follows it)."""
         self._changed.set()
+        for follower in self._followers:
+            follower()
+
+    def on_change(self, follower) -> None:
+        """Call `follower` whenever this admission may have room again (a route's admission
+        follows its doors')."""
+        self._followers.append(follower)
 
     def set_limit(self, limit: int) -> int:
         self.limit = max(1, limit)
-        self._changed.set()
+        self.changed()
         return self.limit
 
     def pause(self) -> None:
@@ -67,7 +92,7 @@ class AdmissionController:
 
     def resume(self) -> None:
         self.paused = False
-        self._changed.set()
+        self.changed()
 
     def close_gate(self, seconds: float) -> bool:
         """Hold every dispatch for `seconds`; True when this extended the gate."""

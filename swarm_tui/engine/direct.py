@@ -70,10 +70,10 @@ class DirectLane:
         while True:
             if not await admission.acquire(kernel.token_estimate_of(body)):
                 raise RunStopped(kernel.stopping or "stopped")
-            endpoint = client or self.endpoints.route()
+            endpoint = client or self.endpoints.take(admission)
             number = kernel.peek_number(index)
             if not billing.reserve(index, number, body, endpoint.name):
-                admission.release()
+                self._give_back(admission, endpoint)
                 if kernel.stopping is not None:
                     raise RunStopped(kernel.stopping)
                 await kernel.ledger.room()  # it fits once calls in flight settle
@@ -104,7 +104,7 @@ class DirectLane:
                     cache.remember(body, endpoint, result, attempt.cost_usd)
                 return result
             finally:
-                admission.release()
+                self._give_back(admission, endpoint)
                 kernel.direct_calls -= 1
             retry = kernel.retry_policy.should_retry(error, round_attempts) and kernel.stopping is None
             billing.unbilled(index, number)
@@ -118,8 +118,15 @@ class DirectLane:
                 raise failure
             error = self._capped(error)
             if error.is_rate_limit and error.retry_after_s:
-                admission.close_gate(error.retry_after_s)
+                gate = self.endpoints.pacing(endpoint).admission if admission is kernel.admission else admission
+                gate.close_gate(error.retry_after_s)
             await asyncio.sleep(kernel.retry_policy.delay_s(error, round_attempts))
+
+    def _give_back(self, admission: AdmissionController, endpoint: ProviderClient) -> None:
+        """The call's slot: the admission's, and its route door's when the run's admission chose one."""
+        admission.release()
+        if admission is self.kernel.admission:
+            self.endpoints.landed(endpoint)
 
     def _record(self, phase: str, attempt: Attempt) -> None:
         event = PhaseAttempt(phase, attempt)

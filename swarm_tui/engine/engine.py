@@ -27,7 +27,8 @@ from .kernel import Kernel
 from .lanes import lanes_for
 from .live import LiveLane
 from .outcomes import Outcomes
-from .routing import Endpoints
+from .route import RouteAdmission
+from .routing import Endpoints, RouteSpec, build_route
 from .settings import EngineSettings, Trimmer, Validator
 
 if TYPE_CHECKING:
@@ -60,10 +61,13 @@ class SwarmEngine(Kernel):
         admission: AdmissionController | None = None,
         toolbox: Toolbox | None = None,
         response_cache: ResponseCache | None = None,
+        route: RouteSpec | None = None,
     ) -> None:
         """`admission`: shared by the engines of a distributed swarm (see `Kernel`). `toolbox`: the
         run's tools; with one, every task is a multi-step agent (`agents.ToolSteps`).
-        `response_cache`: the cache a `--cache` run replays from and writes to (`cache_lane`)."""
+        `response_cache`: the cache a `--cache` run replays from and writes to (`cache_lane`).
+        `route`: the run's other endpoints and how calls are spread over them (`routing`): the
+        primary (and the fallback) are its first doors, each door paced on its own."""
         if settings.budget_usd is not None and price is None:
             raise ValueError("a budget needs the model's price (none is known for it)")
         super().__init__(
@@ -81,12 +85,31 @@ class SwarmEngine(Kernel):
         self.price = price
         self.toolbox = toolbox
         self.response_cache = response_cache
-        prices = {client.name: price}
-        tiers = {client.name: client.service_tier}
-        if fallback is not None:
-            prices[fallback.name] = fallback_price
-            tiers[fallback.name] = fallback.service_tier
-        self.endpoints = Endpoints(self, client, fallback)
+        doors = [(client, price), *([(fallback, fallback_price)] if fallback is not None else [])]
+        routed = None
+        if route is not None:
+            doors += list(route.others)
+            routed = build_route(
+                doors,
+                route.strategy,
+                concurrency=settings.concurrency,
+                adaptive=settings.adaptive,
+                max_price=route.max_price,
+            )
+            self.admission = RouteAdmission(routed)  # the kernel's slots are the doors'
+            self.adaptive = None  # each door has its own
+        prices = {door.name: door_price for door, door_price in doors}
+        tiers = {door.name: door.service_tier for door, _ in doors}
+        self.endpoints = Endpoints(
+            self,
+            client,
+            fallback,
+            admission=self.admission,
+            rate_limits=self.rate_limits,
+            adaptive=self.adaptive,
+            adapt=self.adapt,
+            route=routed,
+        )
         self.billing = Billing(self.ledger, prices, self.stop_dispatch, self.calls_out, tiers)
         self.tail = TailDeadlines(
             settings.timeout_s,

@@ -35,7 +35,13 @@ class CircuitBreaker:
         cooldown_s: float = 10.0,
         max_cooldown_s: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
+        subject: str = "the primary",
+        elsewhere: str = "the fallback",
     ) -> None:
+        """`subject` and `elsewhere`: how its reasons name the endpoint it watches and where new
+        attempts go while it is open (a route's door and the route's next doors)."""
+        self.subject = subject
+        self.elsewhere = elsewhere
         self.threshold = threshold
         self.min_sample = min_sample
         self.outage_run = outage_run
@@ -60,6 +66,20 @@ class CircuitBreaker:
             return True
         return False
 
+    def admits(self) -> bool:
+        """A call may go through now (closed, or the half-open probe is due and none is out); it
+        changes nothing but the time-driven move from open to half-open (see `note_sent`)."""
+        if self.state is BreakerState.CLOSED:
+            return True
+        if self.state is BreakerState.OPEN and self._clock() >= self._reopen_at:
+            self.state = BreakerState.HALF_OPEN
+        return self.state is BreakerState.HALF_OPEN and not self._probe_in_flight
+
+    def note_sent(self) -> None:
+        """A call went through (`admits` said so): in half-open state, it is the one probe."""
+        if self.state is BreakerState.HALF_OPEN:
+            self._probe_in_flight = True
+
     def on_primary_result(self, error: CallError | None) -> str | None:
         """Record an attempt on the primary; returns a reason when this switched endpoints."""
         if self.state is not BreakerState.CLOSED:
@@ -68,7 +88,7 @@ class CircuitBreaker:
                 self.state = BreakerState.CLOSED
                 self._outcomes.clear()
                 self._cooldown_s = self.base_cooldown_s
-                return "primary answered the probe: back to the primary"
+                return f"{self.subject} answered the probe: back to {self.subject}"
             self._cooldown_s = min(self.max_cooldown_s, self._cooldown_s * 2)
             self._open()
             return None
@@ -77,8 +97,8 @@ class CircuitBreaker:
             self._open()
             status = f" {error.status}" if error.status else ""
             return (
-                f"the primary refused a call ({error.kind}{status}: {error.message[:120]}), which no retry there can "
-                f"fix: failing over at once; the primary is probed again in {self._cooldown_s:g}s"
+                f"{self.subject} refused a call ({error.kind}{status}: {error.message[:120]}), which no retry there "
+                f"can fix: failing over at once; {self.subject} is probed again in {self._cooldown_s:g}s"
             )
         self._outcomes.append(bad)
         self._bad_run = self._bad_run + 1 if bad else 0
@@ -86,8 +106,8 @@ class CircuitBreaker:
             failures = self._bad_run
             self._open()
             return (
-                f"the primary failed {failures} attempts in a row (the last: {_said(error)}): new attempts go to "
-                f"the fallback, the primary is probed again in {self._cooldown_s:g}s"
+                f"{self.subject} failed {failures} attempts in a row (the last: {_said(error)}): new attempts go to "
+                f"{self.elsewhere}, {self.subject} is probed again in {self._cooldown_s:g}s"
             )
         if len(self._outcomes) >= self.min_sample:
             failed = sum(self._outcomes)
@@ -95,9 +115,9 @@ class CircuitBreaker:
             if share > self.threshold and bad:
                 self._open()
                 return (
-                    f"{failed} of the primary's last {len(self._outcomes)} attempts failed ({share:.1%}: server "
-                    f"errors, timeouts, connection errors; the threshold is {self.threshold:.0%}; the last: "
-                    f"{_said(error)}): new attempts go to the fallback, the primary is probed again in "
+                    f"{failed} of {self.subject}'s last {len(self._outcomes)} attempts failed ({share:.1%}: "
+                    f"server errors, timeouts, connection errors; the threshold is {self.threshold:.0%}; the last: "
+                    f"{_said(error)}): new attempts go to {self.elsewhere}, {self.subject} is probed again in "
                     f"{self._cooldown_s:g}s"
                 )
         return None

@@ -381,7 +381,7 @@ class Kernel(KernelSide):
 
     def token_estimate_of(self, body: dict) -> int:
         """TPM reservation: prompt estimate + the answer's ceiling (0 when no TPM limit is known)."""
-        if self.rate_limits.tokens is None:
+        if not self.admission.paces_tokens:
             return 0
         return prompt_estimate(body) + (answer_ceiling(body) or DEFAULT_MAX_TOKENS)
 

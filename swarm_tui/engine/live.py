@@ -24,6 +24,9 @@ from .billing import Billing
 from .calls import Call
 from .deadlines import RECHECK_S, TailDeadlines
 from .routing import Endpoints
+
+if TYPE_CHECKING:
+    from .route import Door
 from .settings import HEDGE_MAX_SHARE, HEDGE_QUIET_AFTER_429_S
 
 if TYPE_CHECKING:
@@ -67,10 +70,11 @@ class LiveLane:
 
     def dispatch(self, index: int, tokens: int) -> bool:
         kernel = self.kernel
-        client = self.endpoints.route()
+        client = self.endpoints.take(kernel.admission)
         if kernel.ledger.budget_usd is not None and not self.billing.reserve(
             index, kernel.peek_number(index), self.request_body(index, client), client.name
         ):
+            self.endpoints.landed(client)  # the kernel gives its own slot back
             return False
         kernel.hold_tokens(index, tokens)
         self._launch(index, client)
@@ -113,6 +117,7 @@ class LiveLane:
         and raising (a bug, which must stop the run loudly rather than leave a task in limbo)."""
         kernel = self.kernel
         if kernel.flying(index) is task:
+            self.endpoints.landed(self.endpoints.door_named(endpoint).client)
             kernel.land(index)
             self.billing.unbilled(index, number)  # nothing went out
             kernel.leave_unfinished(index, [Attempt(index, number, endpoint, started_at, 0.0, "cancelled")])
@@ -148,6 +153,7 @@ class LiveLane:
                 call.task.cancel()
             self.kernel.leave_unfinished(index, [self.cut(c, "cancelled") for c in calls])
         finally:
+            self.endpoints.landed(client)
             self.kernel.land(index)
 
     def _ended(self, index: int, calls: list[Call], done: set[asyncio.Task[CallResult]]) -> list[Call]:
@@ -160,7 +166,7 @@ class LiveLane:
         others = [c for c in calls if c is not finished and not c.task.done()]
         failure = finished.task.exception()
         error = None if failure is None else finished.client.classify(failure)
-        self.endpoints.observe(finished.client, error)
+        self.endpoints.observe(finished.client, error, finished.latency_ms() / 1000)
         if error is None:
             for loser in (c for c in calls if c is not finished):
                 self._end_loser(loser)
@@ -194,9 +200,11 @@ class LiveLane:
     def _start_call(self, index: int, number: int, client: ProviderClient, *, hedge: bool = False) -> Call:
         kernel = self.kernel
         body = self.request_body(index, client)
+        door = self.endpoints.pacing(client)
         if hedge:
             self.hedges_sent += 1
-            kernel.rate_limits.take(kernel.token_estimate_of(kernel.tasks[index].body))
+            door.rate_limits.take(kernel.token_estimate_of(kernel.tasks[index].body))
+            door.sends += 1
             kernel.emit(AttemptStarted(index, number, client.name, hedge=True))
 
         deadlines = self.deadlines
@@ -223,7 +231,7 @@ class LiveLane:
             asyncio.create_task(call(), name=f"call-{index}-{number}"),
             body,
             stalls.now,
-            self.sends,
+            self.sends if door.shared else door.sends,
         )
 
     # ----------------------------------------------------------------- the tail
@@ -353,14 +361,22 @@ class LiveLane:
 
     # ----------------------------------------------------------------- pacing from answers
 
-    def learn(self, headers, call: Call | None = None) -> None:
-        """Limits and what is left of them, from a response's headers (`call`: the request they answer)."""
-        sent_since = self.sends - call.send_seq if call is not None else 0
-        self.announce_limits(self.kernel.rate_limits.learn(headers, sent_since=sent_since))
+    def learn(self, headers, call: Call | None = None, door: Door | None = None) -> None:
+        """Limits and what is left of them, from a response's headers (`call`: the request they
+        answer; `door`: the endpoint that sent them, when no call is at hand)."""
+        if call is not None:
+            door = self.endpoints.pacing(call.client)
+        door = door or self.endpoints.doors[0]
+        sent = self.sends if door.shared else door.sends
+        sent_since = sent - call.send_seq if call is not None else 0
+        self.announce_limits(door.rate_limits.learn(headers, sent_since=sent_since), door)
 
-    def announce_limits(self, learned) -> None:
+    def announce_limits(self, learned, door: Door | None = None) -> None:
         if learned is not None:
-            self.kernel.emit(RateLimitsLearned(learned.rpm, learned.tpm, estimated=learned.estimated))
+            endpoint = door.name if door is not None and not door.shared else ""
+            self.kernel.emit(
+                RateLimitsLearned(learned.rpm, learned.tpm, estimated=learned.estimated, endpoint=endpoint)
+            )
 
     def capped(self, error: CallError) -> CallError:
         """A Retry-After longer than `max_retry_after_s` (or not finite) is honoured up to it."""

@@ -19,6 +19,7 @@ from .settings import CONGESTED_LATENCY_SHARE, REFUSALS, REFUSALS_TO_STOP, TRUNC
 if TYPE_CHECKING:
     from .kernel import Kernel
     from .live import LiveLane
+    from .route import Door
 
 
 class Outcomes:
@@ -46,8 +47,9 @@ class Outcomes:
             return
         self._refusals.clear()
         latency_ms = call.latency_ms()
-        kernel.rate_limits.settle(kernel.tokens_held(index), result.usage.total)
-        lane.announce_limits(kernel.rate_limits.note_answer())
+        door = lane.endpoints.pacing(call.client)
+        door.rate_limits.settle(kernel.tokens_held(index), result.usage.total)
+        lane.announce_limits(door.rate_limits.note_answer(), door)
         lane.tail.observe(
             latency_ms / 1000,
             None if result.ttft_ms is None else result.ttft_ms / 1000,
@@ -55,14 +57,14 @@ class Outcomes:
             ceiling=call.ceiling,
             work=call.work,
         )
-        adaptive = kernel.adaptive
+        adaptive = door.adaptive
         if adaptive is not None:
             adaptive.observe_latency(latency_ms / 1000)
-            admission = kernel.admission
+            admission = door.admission
             busy = admission.in_flight >= admission.limit or kernel.has_ready  # work is waiting
             grown = adaptive.on_success(busy)
             if grown is not None:
-                kernel.adapt(grown, "slow start: +1" if adaptive.slow_start else "clean and busy: +1")
+                lane.endpoints.adapt(door, grown, "slow start: +1" if adaptive.slow_start else "clean and busy: +1")
         attempt = lane.billing.answered(
             index,
             call.number,
@@ -131,7 +133,7 @@ class Outcomes:
         no tool call: a reasoning model that spent its tokens thinking): billed, and a failure
         of its own that another attempt of the same body would repeat."""
         kernel = self.kernel
-        kernel.rate_limits.settle(kernel.tokens_held(index), result.usage.total)
+        self.lane.endpoints.pacing(call.client).rate_limits.settle(kernel.tokens_held(index), result.usage.total)
         error = CallError(
             ErrorClass.BAD_RESPONSE,
             "the answer was cut at its token limit before any content (finish_reason length): raise max_tokens",
@@ -175,12 +177,14 @@ class Outcomes:
         kernel, lane = self.kernel, self.lane
         error = lane.capped(error)
         kernel.tokens_held(index)  # a refused request used no tokens, but keep them: pace down
-        lane.learn(error.rate_headers)
+        door = lane.endpoints.door_named(endpoint)
+        lane.learn(error.rate_headers, door=door)
         if error.is_rate_limit:
             lane.last_rate_limited = time.monotonic()
-            lane.announce_limits(kernel.rate_limits.on_rate_limited(sent_at=time.monotonic() - latency_ms / 1000))
-        if kernel.adaptive is not None and cut is None:
-            self._adapt_to_failure(error)
+            learned = door.rate_limits.on_rate_limited(sent_at=time.monotonic() - latency_ms / 1000)
+            lane.announce_limits(learned, door)
+        if door.adaptive is not None and cut is None:
+            self._adapt_to_failure(error, door)
         decision = kernel.retry_policy.after_failure(
             error,
             kernel.round_attempts(index),
@@ -202,7 +206,7 @@ class Outcomes:
             return
         delay = decision.delay_s
         attempt = dataclasses.replace(attempt, retry_in_s=round(delay, 3))
-        if error.is_rate_limit and error.retry_after_s and kernel.admission.close_gate(error.retry_after_s):
+        if error.is_rate_limit and error.retry_after_s and door.admission.close_gate(error.retry_after_s):
             lane.last_retry_after_asked_s = error.retry_after_asked_s
             kernel.emit(RateGateClosed(error.retry_after_s, asked_s=error.retry_after_asked_s))
         retrying = TaskRetrying(attempt, delay)
@@ -238,10 +242,10 @@ class Outcomes:
         kernel.log("trimmed", {"index": index, "custom_id": shorter.custom_id})
         return True
 
-    def _adapt_to_failure(self, error: CallError) -> None:
+    def _adapt_to_failure(self, error: CallError, door: Door) -> None:
         """A rate limit backs the limit off; overload does when sustained; other failures (a 500,
         a 502, a lone hung call among fast answers) leave it alone: they say nothing about load."""
-        adaptive = self.kernel.adaptive
+        adaptive = door.adaptive
         assert adaptive is not None
         if error.is_rate_limited:
             shrunk = adaptive.on_congestion()
@@ -253,7 +257,8 @@ class Outcomes:
             adaptive.on_other_failure()
             return
         if shrunk is not None:
-            self.kernel.adapt(shrunk, f"{error.kind}{f' {error.status}' if error.status else ''}: decrease")
+            reason = f"{error.kind}{f' {error.status}' if error.status else ''}: decrease"
+            self.lane.endpoints.adapt(door, shrunk, reason)
 
     def _latency_congested(self) -> bool:
         """A timeout is congestion only when answers have been slowing down overall: shrinking the

@@ -149,6 +149,10 @@ class RateLimits:
     PROBE_FLOOR_PER_S = 1.0
     estimates = True
     """Estimate an RPM from 429s when none is stated (a distributed swarm's limiter paces instead)."""
+    FIRST_WORD_S = 0.5
+    """With no limit known, the first request goes alone and the rest wait up to this for its answer:
+    most providers state their limits in its headers, and a blind first burst past a small limit
+    (600 RPM holds 10 requests a second) is answered 429 by the dozen."""
 
     def __init__(self, rpm: int | None = None, tpm: int | None = None, clock: Clock = time.monotonic) -> None:
         self._clock = clock
@@ -157,6 +161,9 @@ class RateLimits:
         self.requests: TokenBucket | None = None
         self.tokens: TokenBucket | None = None
         self.configured = (rpm, tpm)
+        self.heard = any(self.configured)
+        """A call has ended (answered, refused or failed): what it said of the limits is known."""
+        self.first_sent_at: float | None = None
         self.estimated = False
         """The RPM is an estimate from 429s, not a limit the user or the provider stated."""
         self._answered: deque[float] = deque()
@@ -192,6 +199,8 @@ class RateLimits:
 
     def wait_s(self, tokens: int) -> float:
         waits = [0.0]
+        if not self.heard and self.estimates and self.first_sent_at is not None:  # the first word first
+            waits.append(self.first_sent_at + self.FIRST_WORD_S - self._clock())
         if self.requests is not None:
             waits.append(self.requests.wait_s(1))
         if self.tokens is not None:
@@ -199,6 +208,8 @@ class RateLimits:
         return max(waits)
 
     def take(self, tokens: int) -> None:
+        if self.first_sent_at is None:
+            self.first_sent_at = self._clock()
         if self.estimates and (self.rpm is None or self.estimated):  # the sending rate, for a 429's ceiling
             now = self._clock()
             self._sent.append(now)
@@ -230,6 +241,7 @@ class RateLimits:
         """A 429 while no RPM is stated: pace at what got through in the last second, or cut the
         estimate, once for the requests sent since the last cut (`sent_at`: when this one was
         sent, on this clock). Returns the limits when the estimate moved."""
+        self.heard = True
         if not self.estimates or (self.rpm and not self.estimated):
             return None
         now = self._clock()
@@ -280,6 +292,7 @@ class RateLimits:
         milliseconds, one believed high costs a 429 (measured: crediting the whole latency
         gave 1 429 in 60 requests on a busy machine; 0 in 20 runs without it).
         """
+        self.heard = True
         if not headers:
             return None
         before = (self.rpm, self.tpm)

@@ -180,3 +180,40 @@ class JournalQueries(JournalWriter):
     def cost_of_indices_below(self, index: int) -> float:
         """What the calls journaled under indices below `index` cost (a side lane's: the judge's)."""
         return self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM attempts WHERE idx < ?", (index,)).fetchone()[0]
+
+    def endpoint_totals(self) -> dict[str, dict[str, Any]]:
+        """Per endpoint that was sent to (a batch endpoint and the cache are no door): requests,
+        answers, 429s, other errors, latency p50/p95 of its answers (ms) and what it cost."""
+        rows = self._db.execute(
+            "SELECT endpoint, COUNT(*), SUM(outcome = 'ok'), SUM(error_class = ?), "
+            "SUM(outcome != 'ok' AND error_class IS NOT NULL AND error_class != ?), COALESCE(SUM(cost_usd), 0) "
+            "FROM attempts WHERE endpoint != 'cache' AND endpoint NOT LIKE '%/batch' "
+            "GROUP BY endpoint ORDER BY endpoint",
+            (ErrorClass.RATE_LIMIT, ErrorClass.RATE_LIMIT),
+        ).fetchall()
+        totals: dict[str, dict[str, Any]] = {}
+        for endpoint, requests, answered, limited, errors, cost in rows:
+            latencies = [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT latency_ms FROM attempts WHERE endpoint = ? AND outcome = 'ok' ORDER BY latency_ms",
+                    (endpoint,),
+                )
+            ]
+            totals[endpoint] = {
+                "requests": requests,
+                "answered": answered or 0,
+                "rate_limited": limited or 0,
+                "errors": errors or 0,
+                "p50_ms": _rank(latencies, 0.50),
+                "p95_ms": _rank(latencies, 0.95),
+                "cost_usd": round(cost, 6),
+            }
+        return totals
+
+
+def _rank(ordered: list[float], share: float) -> float | None:
+    """The value at `share` of a sorted list (nearest rank), rounded to 0.1 ms; None when empty."""
+    if not ordered:
+        return None
+    return round(ordered[min(len(ordered) - 1, int(share * len(ordered)))], 1)
