@@ -161,7 +161,7 @@ async def tail(repeat: int, headers: bool) -> None:
                 work = bodies(n, f"{label}-{i}")
                 if label == "article orchestrator":
                     r = article_as_dict(await run_article(sim.base_url, work))
-                    extra = ""
+                    extra = f"  {r['note']}"
                 else:
                     r = await run_engine(
                         sim.base_url, [Task(j, f"t{j}", b) for j, b in enumerate(work)], hedge=label.endswith("--hedge")

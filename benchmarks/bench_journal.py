@@ -13,17 +13,29 @@ Cases, each over the same answers (~1 KB chat completions kept as bytes, one tas
 each through one transaction per answer ("alone") and through group commit (`--group` answers
 in one `transaction()`, as the engine commits the answers of one turn of its loop).
 
-Usage:  python benchmarks/bench_journal.py [--answers 4000] [--group 50] [--repeat 5] [--before REV]
-Figures: answers per second of this process's CPU time (`time.process_time`: a machine busy
-with other work slows it far less than the wall clock), the best of --repeat rounds, the cases
-interleaved round by round; `xN` is the ratio to `before` in the same run. They depend on the
-machine and its disk (commits do not wait for the disk: WAL with `synchronous=NORMAL`).
+Scenario `commits` (what a commit costs the engine's loop, which waits for it): --commits
+commits of --per-commit answers each into one new journal through `append`, each commit's wall
+time (`time.perf_counter`: a checkpoint waits for the disk, which CPU time would not see). A
+commit that crosses SQLite's automatic checkpoint threshold (1,000 pages of WAL) copies the WAL
+into the database and syncs both, inside that commit; such commits are told apart by the WAL's
+header, which the next commit rewrites (its checkpoint sequence number goes up) when it
+restarts the WAL from the top. Printed: percentiles of every commit, of the commits without a
+checkpoint, of those with one, and the WAL's size at the end (bounded by the checkpoints).
+
+Usage:  python benchmarks/bench_journal.py [--scenarios rate,commits] [--answers 4000] [--group 50]
+                                           [--repeat 5] [--before REV] [--commits 20000] [--per-commit 1]
+Figures of `rate`: answers per second of this process's CPU time (`time.process_time`: a machine
+busy with other work slows it far less than the wall clock), the best of --repeat rounds, the
+cases interleaved round by round; `xN` is the ratio to `before` in the same run. They depend on
+the machine and its disk (commits do not wait for the disk: WAL with `synchronous=NORMAL`; a
+checkpoint does).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -103,13 +115,71 @@ def one_round(journal_class: type, write: Write, work: list, group: int, where: 
     return len(work) / elapsed
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--answers", type=int, default=4000)
-    parser.add_argument("--group", type=int, default=50)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--before", default=BEFORE, help="the commit whose journal is 'before'")
-    args = parser.parse_args()
+def wal_checkpoints(wal: Path) -> int:
+    """The WAL header's checkpoint sequence number (bytes 12-15, big-endian): it goes up each
+    time a writer restarts the WAL after a checkpoint copied all of it into the database."""
+    with wal.open("rb") as fh:
+        header = fh.read(16)
+    return int.from_bytes(header[12:16], "big") if len(header) == 16 else 0
+
+
+def commit_latencies(commits: int, per_commit: int, where: Path) -> tuple[list[float], set[int], int]:
+    """(each commit's wall ms, the commits that ran a checkpoint, the WAL's bytes at the end)."""
+    work = answers(commits * per_commit)
+    tasks = [Task(a.index, f"t{a.index}", {"model": "m", "messages": []}) for a, _, _ in work]
+    journal = Journal.create(where, tasks, {"plan": {}, "job": {}})
+    journal.begin_session()
+    wal = journal.path.with_name(journal.path.name + "-wal")
+    took: list[float] = []
+    checkpointed: set[int] = set()
+    try:
+        seen = wal_checkpoints(wal)
+        for at in range(0, len(work), per_commit):
+            events = [TaskSucceeded(a, content, response=answer) for a, answer, content in work[at : at + per_commit]]
+            start = time.perf_counter()
+            journal.append(events)
+            took.append((time.perf_counter() - start) * 1000)
+            now = wal_checkpoints(wal)
+            if now != seen and len(took) > 1:  # this commit restarted the WAL: the one before it checkpointed
+                checkpointed.add(len(took) - 2)
+            seen = now
+        assert journal.counts().get("succeeded") == len(work)
+        wal_bytes = wal.stat().st_size
+    finally:
+        journal.close()
+    return took, checkpointed, wal_bytes
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1)))]
+
+
+def commits_scenario(commits: int, per_commit: int) -> None:
+    took, checkpointed, wal_bytes = commit_latencies(commits, per_commit, Path(tempfile.mkdtemp(prefix="bench-wal-")))
+    plain = [ms for i, ms in enumerate(took) if i not in checkpointed]
+    with_checkpoint = [took[i] for i in sorted(checkpointed)]
+
+    def spread(values: list[float]) -> str:
+        if not values:
+            return "-"
+        return (
+            f"p50 {quantile(values, 0.5):6.3f}  p99 {quantile(values, 0.99):6.3f}  "
+            f"p99.9 {quantile(values, 0.999):6.3f}  max {max(values):7.3f} ms"
+        )
+
+    print(f"{len(took):,} commits of {per_commit} answer(s) through append; wall time of each commit")
+    print(f"  every commit            {spread(took)}")
+    print(f"  without a checkpoint    {spread(plain)}")
+    if with_checkpoint:
+        print(
+            f"  with the checkpoint     {len(with_checkpoint)} commits  min {min(with_checkpoint):6.3f}  "
+            f"median {statistics.median(with_checkpoint):6.3f}  max {max(with_checkpoint):7.3f} ms"
+        )
+    print(f"  WAL at the end          {wal_bytes / 2**20:.1f} MiB")
+
+
+def rate_scenario(args: argparse.Namespace) -> None:
     old = journal_before(args.before)
     work = answers(args.answers)
     cases = {"before": (old, record), "after-record": (Journal, record), "after-append": (Journal, append)}
@@ -128,6 +198,26 @@ def main() -> None:
         for name in cases:
             rate = best[name, mode]
             print(f"  {mode:<5} {name:<13} {rate:9,.0f} answers/s  {1e6 / rate:6.1f} us  x{rate / base:.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenarios", default="rate,commits", help="rate, commits, or both (comma-separated)")
+    parser.add_argument("--answers", type=int, default=4000)
+    parser.add_argument("--group", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--before", default=BEFORE, help="the commit whose journal is 'before'")
+    parser.add_argument("--commits", type=int, default=20000, help="commits of the `commits` scenario")
+    parser.add_argument("--per-commit", type=int, default=1, help="answers in each of those commits")
+    args = parser.parse_args()
+    chosen = args.scenarios.split(",")
+    unknown = set(chosen) - {"rate", "commits"}
+    if unknown:
+        parser.error(f"--scenarios: unknown {', '.join(sorted(unknown))} (rate, commits)")
+    if "rate" in chosen:
+        rate_scenario(args)
+    if "commits" in chosen:
+        commits_scenario(args.commits, args.per_commit)
 
 
 if __name__ == "__main__":
