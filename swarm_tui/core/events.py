@@ -228,6 +228,9 @@ class ConcurrencyChanged:
     reason: str
     ceiling: int | None = None
     """The user's limit after the change (None: unchanged, or not adaptive)."""
+    endpoint: str = ""
+    """A routed run: the endpoint whose own limit moved to `endpoint_limit` (`limit` is the route's total)."""
+    endpoint_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,6 +147,9 @@ class SwarmEngine(Kernel):
     def hedges_sent(self) -> int:
         return self.live.hedges_sent
 
+    def announce_endpoints(self) -> None:
+        self.endpoints.announce()
+
     async def aclose(self) -> None:
         """Nothing outside this process to let go of."""
 

@@ -277,6 +277,9 @@ class Kernel(KernelSide):
             if shrunk is not None:
                 self.adapt(shrunk, reason)
 
+    def announce_endpoints(self) -> None:
+        """What a run's endpoints say at its start (a routed engine's doors, `routing.Endpoints`)."""
+
     def announce_phase(self, phase: str, detail: str = "") -> None:
         self._emit(PhaseChanged(phase, detail))
 
@@ -307,6 +310,7 @@ class Kernel(KernelSide):
                 self._emit(TaskQueued(index, previous))
         if self.rate_limits.rpm or self.rate_limits.tpm:
             self._emit(RateLimitsLearned(self.rate_limits.rpm, self.rate_limits.tpm))
+        self.announce_endpoints()
         self._lane_runs = [asyncio.create_task(lane.run(), name=f"lane-{lane.name}") for lane in self.lanes]
         for lane_run in self._lane_runs:
             lane_run.add_done_callback(self._lane_done)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..core.errors import CallError
-from ..core.events import ConcurrencyChanged, EndpointSwitched
+from ..core.events import ConcurrencyChanged, EndpointSwitched, RateLimitsLearned
 from ..core.ports import LaneHost
 from ..pricing import Price
 from ..providers.client import ProviderClient
@@ -120,7 +120,20 @@ class Endpoints:
             return
         door.admission.set_limit(limit)
         total = sum(d.admission.limit for d in self.doors)
-        self.host.emit(ConcurrencyChanged(total, f"{door.name}: {reason}"))
+        self.host.emit(ConcurrencyChanged(total, f"{door.name}: {reason}", endpoint=door.name, endpoint_limit=limit))
+
+    def announce(self) -> None:
+        """A routed run's start: each endpoint's own limit and the limits it was told (the
+        console's endpoint rows begin from these)."""
+        if self.route_of_doors is None:
+            return
+        total = sum(d.admission.limit for d in self.doors)
+        for door in self.doors:
+            limit = door.admission.limit
+            self.host.emit(ConcurrencyChanged(total, "start", endpoint=door.name, endpoint_limit=limit))
+            limits = door.rate_limits
+            if limits.rpm or limits.tpm:
+                self.host.emit(RateLimitsLearned(limits.rpm, limits.tpm, endpoint=door.name))
 
     def observe(self, client: ProviderClient, error: CallError | None, latency_s: float | None = None) -> None:
         """An attempt on `client` ended (`error` None: it answered): its breaker may switch."""
