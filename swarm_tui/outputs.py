@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .core.events import EndpointSwitched, RunStarted
+from .core.events import EndpointSwitched, PlanChanged, RunStarted
 from .currency import USD, DisplayCurrency
 from .engine import TaskState
 from .engine.stats import latency_summary
@@ -147,6 +147,7 @@ def summarize(
         "model": model,
         "simulated": simulated,
         "failovers": failovers(journal),
+        **plan_history(journal, totals["last_ended"]),
         "endpoints": journal.endpoint_totals(),
         "deadlines": {**(deadlines or {}), "abandoned": journal.abandoned_attempts()},
     }
@@ -231,3 +232,18 @@ class _atomic:
             raise
         if exc_type is not None:
             self.tmp.unlink(missing_ok=True)
+
+
+def plan_history(journal: Journal, ended_at: float | None) -> dict[str, Any]:
+    """A deadline run's plans as the autopilot made them (`PlanChanged`), and its deadline: kept
+    or not, with the predicted finish and cost of each plan beside what happened. {} without one."""
+    plans = [
+        {"at": at, **{k: getattr(event, k) for k in ("live", "batch", "finish_at", "cost_usd", "feasible", "reason")}}
+        for at, event in journal.logged(PlanChanged)
+        if isinstance(event, PlanChanged)
+    ]
+    if not plans:
+        return {}
+    deadline = next(event.deadline_at for _, event in journal.logged(PlanChanged) if isinstance(event, PlanChanged))
+    met = ended_at is not None and ended_at <= deadline
+    return {"plans": plans, "deadline": {"at": deadline, "ended_at": ended_at, "met": met}}

@@ -13,6 +13,7 @@ resumed run's earlier work, and the hours between its sessions, do not count).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from .core.events import (
     EngineEvent,
     PhaseAttempt,
     PhaseChanged,
+    PlanChanged,
     QualityDrift,
     RunFinished,
     RunPaused,
@@ -110,6 +112,30 @@ def _failover(event: EndpointSwitched, round_: Round) -> News:
         "warning",
         fields={"endpoint": event.endpoint, "reason": event.reason},
         alert=True,
+        event=event,
+    )
+
+
+def _plan(event: PlanChanged, round_: Round) -> News:
+    finish = time.strftime("%H:%M:%S", time.localtime(event.finish_at)) if event.finish_at else "not known yet"
+    deadline = time.strftime("%H:%M:%S", time.localtime(event.deadline_at))
+    cost = f", ≈${event.cost_usd:.4f}" if event.cost_usd is not None else ""
+    head = "plan" if event.feasible else "plan: the deadline or the budget cannot hold"
+    return News(
+        "plan",
+        f"{head}: {event.batch:,} tasks as batches, {event.live:,} live; ends {finish} (deadline {deadline}){cost}; "
+        f"{event.reason}",
+        "info" if event.feasible else "warning",
+        fields={
+            "live": event.live,
+            "batch": event.batch,
+            "finish_at": event.finish_at,
+            "deadline_at": event.deadline_at,
+            "cost_usd": event.cost_usd,
+            "feasible": event.feasible,
+            "reason": event.reason,
+        },
+        alert=not event.feasible,
         event=event,
     )
 
@@ -200,6 +226,7 @@ NARRATED: dict[type, Callable[[Any, Round], News | None]] = {
     RunResumed: _resumed,
     ConcurrencyChanged: _limit,
     EndpointSwitched: _failover,
+    PlanChanged: _plan,
     QualityDrift: _drift,
     RunStopping: _stopping,
     BatchSubmitted: _batch_submitted,

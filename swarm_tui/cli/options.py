@@ -20,9 +20,10 @@ from ..argtypes import (
     straggler,
 )
 from ..config import Config
-from ..core.lanes import LANES
+from ..core.lanes import AUTO, LANES
 from ..core.tiers import FLEX, SERVICE_TIERS
 from ..engine import EngineSettings
+from ..engine.autopilot import deadline_at
 from ..engine.deadlines import STRAGGLER_FACTOR
 from ..errors import InputError
 from ..judge.spec import ACTIONS
@@ -158,6 +159,13 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
         choices=LANES,
         help="live calls (default); batch: every task through the provider's Batch API (half price, within 24 h); "
         "auto: a first share live (--live-share), the rest as batches, their failures retried live",
+    )
+    e.add_argument(
+        "--deadline",
+        metavar="WHEN",
+        help="finish by then (90s, 20m, 2h, or a clock time: 09:00): the autopilot splits the tasks between live "
+        "calls and provider batches (lane auto) from what it measures, pulls a late batch back to live, and says "
+        "early, with the numbers, when the deadline or the budget cannot hold",
     )
     e.add_argument(
         "--live-share", type=share, metavar="SHARE", help="--lane auto: share of the tasks sent live first (0.02)"
@@ -358,7 +366,8 @@ def resolve_settings(
         budget_usd=args.budget if args.budget is not None else base.budget_usd,
         fail_on_error=args.fail_on_error if args.fail_on_error is not None else base.fail_on_error,
         max_retry_after_s=args.max_retry_after or base.max_retry_after_s,
-        lane=args.lane or base.lane,
+        lane=args.lane or (AUTO if args.deadline else base.lane),
+        deadline_at=deadline_option(args.deadline) if args.deadline else base.deadline_at,
         live_share=args.live_share if args.live_share is not None else base.live_share,
         batch_poll_s=args.batch_poll or base.batch_poll_s,
         max_answer_bytes=args.max_answer_bytes or base.max_answer_bytes,
@@ -368,6 +377,13 @@ def resolve_settings(
         cache_max_bytes=args.cache_max_size or base.cache_max_bytes,
     )
     return flex_defaults(settings, args, profile) if profile.service_tier == FLEX else settings
+
+
+def deadline_option(text: str) -> float:
+    try:
+        return deadline_at(text)
+    except ValueError as exc:
+        raise InputError.single("--deadline", "deadline", str(exc)) from None
 
 
 def flex_defaults(settings: EngineSettings, args: argparse.Namespace, profile: ProviderProfile) -> EngineSettings:

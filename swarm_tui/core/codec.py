@@ -47,6 +47,7 @@ EVENT_TYPES: dict[str, type] = {
         ev.RateGateClosed,
         ev.RateLimitsLearned,
         ev.EndpointSwitched,
+        ev.PlanChanged,
         ev.TasksAdded,
         ev.PhaseChanged,
         ev.PhaseAttempt,

@@ -268,6 +268,22 @@ class EndpointSwitched:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanChanged:
+    """The autopilot's plan (`--deadline`): how many of the tasks left go live and how many as
+    batches, when the run is projected to end and at what cost, and whether that keeps the
+    deadline and the budget (with the numbers, in `reason`)."""
+
+    live: int
+    batch: int
+    finish_at: float | None
+    """Epoch seconds (None: the finish rides on a batch turnaround not known yet)."""
+    cost_usd: float | None
+    deadline_at: float
+    feasible: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class TasksAdded:
     """New tasks joined the run (a plan's sub-tasks, a later round); `total` is the new count."""
 
@@ -406,6 +422,7 @@ EngineEvent = (
     | RateGateClosed
     | RateLimitsLearned
     | EndpointSwitched
+    | PlanChanged
     | TasksAdded
     | PhaseChanged
     | PhaseAttempt

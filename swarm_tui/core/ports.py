@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Protocol
 
+from .batches import BatchRow
 from .events import Attempt, EngineEvent, RunFinished, TaskState
 from .task import Task
 
@@ -214,3 +215,18 @@ def missing(engine_capabilities: Iterable[Capability], needed: Iterable[Capabili
     """The capabilities a run needs that an engine does not have, in a stable order."""
     have = set(engine_capabilities)
     return [capability for capability in Capability if capability in set(needed) and capability not in have]
+
+
+class Planner(Protocol):
+    """A deadline run's autopilot, as the batch lane asks it (`autopilot.Autopilot`)."""
+
+    poll_s: float
+
+    def split(self, pending: Sequence[int]) -> tuple[list[int], list[int]]:
+        """(the tasks for batches, those for the live lane), once the live share has answered."""
+
+    def pull_back_due(self, row: BatchRow) -> bool:
+        """The batch must be cancelled now and its unrun lines sent live."""
+
+    def batch_ended(self, row: BatchRow, status: str) -> list[int]:
+        """Tasks taken back from the live queue for the next batch."""

@@ -49,14 +49,13 @@ from ..core.events import (
     TaskSucceeded,
 )
 from ..core.lanes import AUTO, BATCH, LIVE, batch_endpoint
-from ..core.usage import Usage
 from ..errors import JournalWriteError
 from ..providers.client import CallResult
 from .batch_lines import BatchLimits, batch_errors, input_files, jsonl, line_outcome
 from .ledger import worst_usage
 
 if TYPE_CHECKING:
-    from ..core.ports import LaneHost
+    from ..core.ports import LaneHost, Planner
     from ..pricing import Price
     from ..providers.client import ProviderClient
     from .settings import Validator
@@ -108,6 +107,10 @@ class BatchLane:
         self._wake = asyncio.Event()
         self._open: list[BatchRow] = []
         """Batches of earlier sessions still open at the provider (`claim` reads them)."""
+        self.planner: Planner | None = None
+        """A deadline run's autopilot: the split after the live share, pull-backs, replans."""
+        self._pulled: set[str] = set()
+        """Batches the planner pulled back: their unrun lines go live."""
 
     # ----------------------------------------------------------------- the engine's side
 
@@ -163,6 +166,9 @@ class BatchLane:
         try:
             if self._live_first and not await self._live_share_passed():
                 self._pending_back_to_engine()  # nothing submitted; open batches are still followed
+            elif self.planner is not None and self._pending:
+                self._pending, live = self.planner.split(self._pending)
+                engine.give_back(live)
             while True:
                 if self._pending and engine.stopping is None and not self._aborting:
                     todo, self._pending = self._pending, []
@@ -323,9 +329,13 @@ class BatchLane:
         abort_deadline: float | None = None
         failures = 0
         while True:
-            if self._aborting and not cancel_sent:
+            pull = not cancel_sent and self.planner is not None and self.planner.pull_back_due(row)
+            if (self._aborting or pull) and not cancel_sent:
                 cancel_sent = True
-                abort_deadline = time.monotonic() + ABORT_WAIT_S
+                if pull:  # its unrun lines go live (`_outcomes`)
+                    self._pulled.add(row.batch_id)
+                else:
+                    abort_deadline = time.monotonic() + ABORT_WAIT_S
                 with contextlib.suppress(Exception):
                     await client.cancel_batch(row.batch_id)
             elif engine.stopping is not None and not self._aborting:
@@ -362,7 +372,7 @@ class BatchLane:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait):
                     await self._until_stopped(cancel_sent)
-            wait = min(settings.batch_poll_max_s, wait * 1.5)
+            wait = min(settings.batch_poll_max_s, wait * 1.5, self.planner.poll_s if self.planner else math.inf)
 
     async def _until_stopped(self, cancel_sent: bool) -> None:
         """Wait (for the next poll) until the run stops or aborts, whichever is news."""
@@ -394,6 +404,8 @@ class BatchLane:
             engine.commit(engine.journal.record_batch_lines, row.row, status, files, lines, events=[*events, ended])
         except JournalWriteError:
             return  # the run is stopping; the batch stays open for the next session
+        if self.planner is not None:
+            self._pending.extend(self.planner.batch_ended(row, status))
         for index in requeue:
             if self.lane == BATCH and not self._aborting:
                 self._pending.append(index)
@@ -420,6 +432,8 @@ class BatchLane:
                 index, number, row.endpoint, row.submitted_at, max(0.0, (ended_at - row.submitted_at) * 1000.0), "ok"
             )
             outcome = line_outcome(answered.get(task.custom_id), status, why_failed, self.client.classify_answer)
+            if outcome is None and row.batch_id in self._pulled:  # pulled back by the planner: live now
+                outcome = CallError(ErrorClass.TIMEOUT, "pulled back to live to keep the deadline", None, "pulled_back")
             if outcome is None:  # not run: the batch was cancelled (abort); the task waits, unfinished
                 attempt = replace(attempt, outcome="cancelled")
                 lines.unfinished.append(attempt)
@@ -431,7 +445,7 @@ class BatchLane:
                     status=200,
                     request_id=outcome.request_id,
                     usage=outcome.usage,
-                    cost_usd=self._cost(outcome.usage),
+                    cost_usd=self.price.cost(outcome.usage) if self.price is not None else None,
                 )
                 problem = self.validator(task, outcome) if self.validator else None
                 if problem is None:
@@ -478,22 +492,7 @@ class BatchLane:
             events.append(TaskRetrying(attempt, 0.0))
             requeue.append(index)
 
-    def _cost(self, usage: Usage) -> float | None:
-        return self.price.cost(usage) if self.price is not None else None
-
 
 def _held(index: int) -> tuple[str, int]:
     """The ledger's key of a task's line in a batch."""
     return ("batch", index)
-
-
-def make_lane(engine: LaneHost, client: ProviderClient, price: Price | None, validator: Validator | None):
-    """The batch lane of a run that asks for it (`--lane batch|auto`), or of a live run resuming one
-    whose batches are still open (it follows them: never sends their tasks again); else None."""
-    settings = engine.settings
-    open_batches = getattr(engine.journal, "open_batches", None)  # a shard's forwarding journal has none
-    follows_batches = open_batches is not None and bool(open_batches())
-    if settings.lane == LIVE and not follows_batches:
-        return None
-    limits = BatchLimits(settings.batch_max_requests, settings.batch_max_bytes)
-    return BatchLane(engine, client, settings.lane, price, limits, validator)

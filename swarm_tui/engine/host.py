@@ -75,6 +75,18 @@ class KernelSide(ObservableEngine):
         self._ready.appendleft(index)
         self._wake.set()
 
+    def queued_untried(self) -> list[int]:
+        """The tasks waiting for a slot that no attempt has been made of (in queue order)."""
+        return [i for i in self._ready if i not in self._attempt_numbers]
+
+    def take_queued(self, indices: Sequence[int]) -> list[int]:
+        """Take these tasks out of the live queue for another lane (those still in it)."""
+        chosen = set(indices)
+        taken = [i for i in self._ready if i in chosen]
+        if taken:
+            self._ready = deque(i for i in self._ready if i not in chosen)
+        return taken
+
     def go_first(self, index: int) -> None:
         """The task's next step goes ahead of the queue now (an agent back from its tools)."""
         self._ready.appendleft(index)

@@ -11,19 +11,41 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..core.lanes import AUTO, LIVE
 from ..core.ports import Lane
-from . import batch_lane, cache_lane
+from . import cache_lane
+from .autopilot import Autopilot
+from .batch_lane import BatchLane
+from .batch_lines import BatchLimits
 
 if TYPE_CHECKING:
+    from ..pricing import Price
+    from ..providers.client import ProviderClient
     from .engine import SwarmEngine
+    from .settings import Validator
 
 LaneFactory = Callable[["SwarmEngine"], "Lane | None"]
 
 REGISTERED: tuple[LaneFactory, ...] = (
     cache_lane.make_lane,  # first: a cached answer is neither sent live nor put in a batch
-    lambda engine: batch_lane.make_lane(engine, engine.client, engine.price, engine.validator),
+    lambda engine: batch_lane_of(engine, engine.client, engine.price, engine.validator),
 )
 
 
 def lanes_for(engine: SwarmEngine) -> list[Lane]:
     return [lane for make in REGISTERED if (lane := make(engine)) is not None]
+
+
+def batch_lane_of(engine: SwarmEngine, client: ProviderClient, price: Price | None, validator: Validator | None):
+    """The batch lane of a run that asks for it (`--lane batch|auto`), or of a live run resuming one
+    whose batches are still open (it follows them: never sends their tasks again); else None."""
+    settings = engine.settings
+    open_batches = getattr(engine.journal, "open_batches", None)  # a shard's forwarding journal has none
+    follows_batches = open_batches is not None and bool(open_batches())
+    if settings.lane == LIVE and not follows_batches:
+        return None
+    limits = BatchLimits(settings.batch_max_requests, settings.batch_max_bytes)
+    lane = BatchLane(engine, client, settings.lane, price, limits, validator)
+    if settings.deadline_at is not None and settings.lane == AUTO:
+        lane.planner = Autopilot(engine, settings.deadline_at)
+    return lane

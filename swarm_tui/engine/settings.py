@@ -78,6 +78,8 @@ class EngineSettings:
     live_share: float = 0.02
     live_share_min: int = 20
     """Lane auto: the share of the tasks sent live first (at least this many)."""
+    deadline_at: float | None = None
+    """`--deadline`, as epoch seconds: lane auto's split is the autopilot's (`autopilot`)."""
     batch_poll_s: float = 2.0
     batch_poll_max_s: float = 60.0
     """A batch is polled after `batch_poll_s`, then 1.5x as long each time, up to this."""
