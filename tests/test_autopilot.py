@@ -148,3 +148,42 @@ def test_the_plan_model_keeps_the_cheap_lane_only_where_the_deadline_allows():
     assert (slow.live, slow.batch) == (100, 0)
     broke = plan(100, 600, measured, budget_left=10.0)
     assert not broke.feasible and "raise the budget to $50.0000" in broke.why
+
+
+async def test_the_console_says_the_plan_and_rings_when_it_cannot_hold(tmp_path, sim_factory):
+    """The plan in the console (Pilot, a real run over loopback): a notice for a plan that holds,
+    an alert for one that cannot (here: a budget far below what the plan costs)."""
+    import time
+
+    from swarm_tui.config import Config
+    from swarm_tui.ui.app import make_app
+
+    from .helpers import open_session
+    from .test_ui_app import wait_for
+
+    sim = sim_factory(batch_seconds=2.0)
+    prices = {"custom/sim-1": {"input": 2.0, "output": 8.0, "batch_input": 1.0, "batch_output": 4.0}}
+    session = open_session(
+        tmp_path,
+        sim.base_url,
+        [f"console {i}" for i in range(60)],
+        prices=prices,
+        lane="auto",
+        deadline_at=time.time() + 0.5,  # the live share alone takes longer: it cannot hold
+        budget_usd=0.015,  # the live share fits (about $0.01), the plan for the rest does not
+        batch_poll_s=0.05,
+        batch_poll_max_s=0.2,
+    )
+    app = make_app(session, config=Config(path=tmp_path / "config.toml"))
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(
+                pilot,
+                lambda: any(n.title == "The deadline or the budget cannot hold" for n in app._notifications),
+                what="the alert of a plan that cannot hold",
+            )
+            said = next(n for n in app._notifications if n.title == "The deadline or the budget cannot hold")
+            assert "raise the budget to $" in said.message
+            await wait_for(pilot, lambda: session.summary is not None, what="the run to end")
+    finally:
+        await session.aclose()

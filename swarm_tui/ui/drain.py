@@ -21,7 +21,15 @@ from __future__ import annotations
 from textual import on
 from textual.worker import Worker, WorkerState
 
-from ..core.events import EndpointSwitched, PhaseChanged, QualityDrift, RunFinished, RunStopping, TaskState
+from ..core.events import (
+    EndpointSwitched,
+    PhaseChanged,
+    PlanChanged,
+    QualityDrift,
+    RunFinished,
+    RunStopping,
+    TaskState,
+)
 from ..headless import signalled_exit_code
 from ..progress import News
 from ..view.run_view import Changes
@@ -129,6 +137,11 @@ class DrainingConsole(ConsoleCore):
         match news.event:
             case EndpointSwitched(endpoint=endpoint, reason=reason):
                 self.alert(f"New attempts go to {endpoint}: {reason}", "Endpoint switched", timeout=8)
+            case PlanChanged(feasible=feasible):  # the autopilot's (`--deadline`): what it will do, or cannot
+                if feasible:
+                    self.notify(news.text, title="Plan", timeout=8, markup=False)
+                else:
+                    self.alert(news.text, "The deadline or the budget cannot hold", timeout=15)
             case QualityDrift(round=round_number, detail=detail) if not self.source.attached or self.source.running:
                 # (an attached view of a run nobody writes: its drifts are history; the panel names the last)
                 self.alert(f"Round {round_number}: {detail}.", "Quality drift", timeout=10)
