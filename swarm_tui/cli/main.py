@@ -51,6 +51,7 @@ from .options import (
     tracing,
     with_flag_overrides,
 )
+from .replay_cmd import add_replay_command
 from .traces import add_trace_commands
 
 
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cost_commands(commands)
     add_cache_command(commands)
     add_trace_commands(commands)
+    add_replay_command(commands)
     return parser
 
 
