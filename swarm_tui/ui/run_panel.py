@@ -11,6 +11,7 @@ the legend reads without colour too.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
@@ -22,6 +23,7 @@ from ..core.events import TaskState
 from ..view.agents import AgentFacts
 from . import format as fmt
 from .cells import CACHED_GLYPH
+from .endpoint_rows import endpoint_lines
 from .grid import BATCH_GLYPH, GLYPHS, LOW_GLYPH, LOW_SCORE, STATE_LABELS, TOOL_GLYPH, AgentGrid
 from .keys import key_hint
 from .text_panel import TextPanel
@@ -43,6 +45,8 @@ LEGEND: tuple[tuple[TaskState, int], ...] = (
 """The legend's states in the order shown, with their ranks: the results first."""
 LABEL_WIDTH = 9
 """The longest state label ("cancelled", "in tools")."""
+ENDPOINT_RANK = 5
+"""A routed run's endpoint rows: kept with the error counts, after the limits and the legend's results."""
 
 Line = tuple[int, Text]
 
@@ -93,7 +97,13 @@ class RunPanel(TextPanel):
         quality = source.view.figures.quality
         if quality.judged:
             lines += self._judge_lines(quality, grid, digits, width)
-        lines += self._figures(source, source.view.figures.rate_limits, width)
+        endpoints = source.view.endpoints
+        rate_limits = source.view.figures.rate_limits
+        if endpoints.routed and rate_limits == (None, None):  # a route's: its doors' added up
+            rate_limits = endpoints.summed_limits()
+        lines += self._figures(source, rate_limits, width)
+        now = time.time() if source.running else None  # a run that ended: its rates as of its end
+        lines += [(ENDPOINT_RANK, line) for line in endpoint_lines(endpoints, now, width, dim=self._dim, bad=self._bad)]
         if grid.heat:
             lines += self._heat_scale(grid)
         lines += self._where(source, grid, follow)
