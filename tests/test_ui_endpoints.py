@@ -146,6 +146,18 @@ async def test_a_balanced_run_shows_a_row_per_endpoint_live_and_attached_at_80x2
             assert sum(d.answered for d in doors.values()) == len(prompts)
             assert panel_text(app).count("door ") == 1
             live_rows = rows
+            await pilot.resize_terminal(60, 20)  # no room for the rows: no header left alone either
+            await wait_for(
+                pilot,
+                lambda: app.query_one(RunPanel).content_size.width < 36 and " done " in panel_text(app),
+                what="the panel to be laid out at 60x20",
+            )
+            assert endpoint_rows(app) == [] and "door" not in panel_text(app), panel_text(app)
+            await pilot.resize_terminal(120, 40)  # room again: every column
+            await wait_for(pilot, lambda: len(endpoint_rows(app)) == 4, what="the rows at 120x40")
+            assert endpoint_rows(app)[0].split() == ["door", "in/lim", "rpm/lim", "p95", "429", "err", "cost"]
+            await pilot.resize_terminal(80, 24)
+            await wait_for(pilot, lambda: endpoint_rows(app) == live_rows, what="the rows at 80x24 again")
             await pilot.press("q")
     finally:
         await session.aclose()
