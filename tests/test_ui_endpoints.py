@@ -53,7 +53,9 @@ PRICES |= {"c/sim-1": {"input": 0.5, "output": 2.0}}
 def routed_session(tmp_path, sims, prompts, strategy: str, *, run_name: str = "run", **settings) -> SwarmSession:
     """A session whose doors are the simulators, named a, b, c... in order, routed by `strategy`."""
     job = load_job(write_batch(tmp_path / f"{run_name}.jsonl", prompts))
-    profiles = [ProviderProfile(name=name, base_url=sim.base_url, model=MODEL) for name, sim in zip("abc", sims)]
+    profiles = [
+        ProviderProfile(name=name, base_url=sim.base_url, model=MODEL) for name, sim in zip("abc", sims, strict=False)
+    ]
     route = RoutePlan(tuple(profiles[1:]), strategy)
     plan = RunPlan(profiles[0], EngineSettings(**settings), prices=PRICES, route=route)
     return SwarmSession.open_new(job, plan, tmp_path / run_name)
@@ -119,18 +121,22 @@ async def test_a_balanced_run_shows_a_row_per_endpoint_live_and_attached_at_80x2
     prompts = [f"routed in the console {i}" for i in range(90)]
     session = routed_session(tmp_path, sims, prompts, "balance", concurrency=6)
     app = app_for(session, tmp_path)
-    flying: list[int] = []
+    flying: list[tuple[int, int]] = []
+    view = app.source.view  # (its listener is the engine's first: this one sees the view as it moved)
+    session.engine.subscribe(
+        lambda event: flying.append((sum(d.in_flight for d in view.endpoints.doors.values()), view.stats.in_flight))
+    )
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            view = app.source.view
             await wait_for(
                 pilot,
-                lambda: (flying.append(sum(d.in_flight for d in view.endpoints.doors.values())) or True)
-                and session.summary is not None
-                and len(endpoint_rows(app)) == 4,
+                lambda: session.summary is not None and len(endpoint_rows(app)) == 4,
                 what="the run to end with a row per door",
             )
-            assert max(flying) > 0, "calls were seen in flight at their doors"
+            assert max(at_doors for at_doors, _ in flying) > 0, "calls were seen in flight at their doors"
+            assert all(at_doors == in_flight for at_doors, in_flight in flying), (
+                "the doors' in flight add up to the run's"
+            )
             assert_rows_tell_the_summary(app, tmp_path / "run")
             rows = endpoint_rows(app)
             panel = app.query_one(RunPanel)
@@ -294,3 +300,22 @@ def test_failover_news_names_the_door_it_left_and_the_one_it_went_to():
     view = RunView(range(1))
     view.observe(EndpointSwitched("b", "a failed", source="a"))
     assert view.phases.detail == "now sending to b (from a): a failed"
+
+
+def test_a_resumed_runs_earlier_sessions_count_in_the_totals_not_in_flight_or_the_last_minute():
+    """A resumed run shows its earlier sessions through `RunView.replay`: their attempts count in
+    each door's totals, but a call they left in flight and their answers are not this session's
+    (as the run's own counts forget their recent rates)."""
+    view = RunView(range(4))
+    earlier = [
+        ConcurrencyChanged(16, "start", endpoint="a", endpoint_limit=8),
+        ConcurrencyChanged(16, "start", endpoint="b", endpoint_limit=8),
+        AttemptStarted(0, 1, "a"),
+        AttemptStarted(1, 1, "b"),
+        TaskSucceeded(Attempt(0, 1, "a", 1.0, 90.0, "ok", status=200, cost_usd=0.5), "x"),
+    ]
+    view.replay((None, event) for event in earlier)
+    a, b = view.endpoints.doors["a"], view.endpoints.doors["b"]
+    assert (a.requests, a.answered, a.cost_usd, a.p95_ms) == (1, 1, 0.5, 90.0)
+    assert (a.in_flight, b.in_flight) == (0, 0), "the call left in flight was the earlier session's"
+    assert [rpm for _, rpm in view.endpoints.rows()] == [0, 0], "its answers are not this session's minute"
