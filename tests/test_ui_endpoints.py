@@ -166,6 +166,7 @@ async def test_a_balanced_run_shows_a_row_per_endpoint_live_and_attached_at_80x2
                 lambda: len(endpoint_rows(app)) == 4 and endpoint_rows(app)[0].split() == every_column,
                 what="the rows with every column at 120x40",
             )
+            assert "rpm 18.0k" in panel_text(app), "the route's RPM: its three doors' 6,000 added up"
             await pilot.resize_terminal(80, 24)
             await wait_for(pilot, lambda: endpoint_rows(app) == live_rows, what="the rows at 80x24 again")
             await pilot.press("q")
