@@ -10,6 +10,7 @@ the console and the files tell one truth."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from rich.style import Style
@@ -184,6 +185,46 @@ async def test_a_balanced_run_shows_a_row_per_endpoint_live_and_attached_at_80x2
             )
             assert_rows_tell_the_summary(app, tmp_path / "run")
     finally:
+        await attached.aclose()
+
+
+async def test_an_attached_view_of_a_routed_run_in_flight_paints_its_doors_at_work(tmp_path, sim_factory):
+    """Attached while another driver runs the route (here a session in this process: the view
+    reads only its journal): the rows show calls in flight at the doors and their answers of
+    the last minute as they come, then, once the run is over, what summary.json says."""
+    sims = [sim_factory(latency_ms=150, latency_sigma=0.0) for _ in range(2)]
+    prompts = [f"watched at its doors {i}" for i in range(240)]
+    session = routed_session(tmp_path, sims, prompts, "balance", concurrency=3)
+    runner = asyncio.create_task(session.run())
+    attached = AttachedRun(tmp_path / "run")
+    app = app_for(attached, tmp_path)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+
+            def at_work() -> bool:
+                rows = endpoint_rows(app)
+                if len(rows) != 3 or not attached.live:
+                    return False
+                cells = [painted_row(rows, name) for name in "ab"]
+                return any(not c[1].startswith("0/") for c in cells) and all(int(c[2]) > 0 for c in cells)
+
+            await wait_for(pilot, at_work, what="the attached rows to show calls in flight and answers coming")
+            await asyncio.wait_for(runner, 60)
+            await wait_for(
+                pilot,
+                lambda: (
+                    attached.follower.finished is not None
+                    and all(painted_row(endpoint_rows(app), n)[1].startswith("0/") for n in "ab")
+                ),
+                what="the attached view to see the run end",
+            )
+            assert_rows_tell_the_summary(app, tmp_path / "run")
+            await pilot.press("q")
+    finally:
+        if not runner.done():
+            session.engine.abort()
+            await runner
+        await session.aclose()
         await attached.aclose()
 
 
