@@ -159,4 +159,6 @@ class EndpointFigures:
             door.latencies_ms.add(attempt.latency_ms)
             ended = time.time() if at is None else at
             door.answers_at.append(ended)
+            while ended - door.answers_at[0] > RPM_WINDOW_S:  # bounded by a minute's answers, painted or not
+                door.answers_at.popleft()
             self.latest = ended if self.latest is None else max(self.latest, ended)
