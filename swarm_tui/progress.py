@@ -105,12 +105,22 @@ def _limit(event: ConcurrencyChanged, round_: Round) -> News | None:
     )
 
 
+def switch_text(event: EndpointSwitched) -> str:
+    """Where new attempts go now and from where (the door the switch is about), with why: the
+    news line, the console's notification and its phase say the same."""
+    if event.source and event.source != event.endpoint:
+        return f"new attempts go from {event.source} to {event.endpoint}: {event.reason}"
+    if event.source:
+        return f"new attempts go to {event.endpoint} again: {event.reason}"
+    return f"new attempts go to {event.endpoint}: {event.reason}"  # a log written before `source`
+
+
 def _failover(event: EndpointSwitched, round_: Round) -> News:
     return News(
         "failover",
-        f"new attempts go to {event.endpoint}: {event.reason}",
+        switch_text(event),
         "warning",
-        fields={"endpoint": event.endpoint, "reason": event.reason},
+        fields={"endpoint": event.endpoint, "source": event.source, "reason": event.reason},
         alert=True,
         event=event,
     )

@@ -230,9 +230,12 @@ class AgentDetailScreen(Screen[None]):
         )
 
     def _fill_attempts(self, attempts: list[dict[str, Any]], waiting: bool = False) -> None:
-        """A fixed-width table (76 columns: fits 80x24), each attempt's message on its own line."""
+        """A fixed-width table (76 columns: fits 80x24), each attempt's message on its own line; in a
+        routed run (or one whose attempts went to more than one endpoint), the endpoint each went to."""
         text = Text(no_wrap=False)
         text.append(ATTEMPT_HEADER + "\n", "bold")
+        doors = self.source.view.endpoints
+        name_doors = doors.routed or len({row["endpoint"] for row in attempts}) > 1  # which door took each
         for row in attempts:
             tokens = (
                 f"{fmt.si(row['prompt_tokens']).strip()}/{fmt.si(row['completion_tokens']).strip()}/"
@@ -246,6 +249,8 @@ class AgentDetailScreen(Screen[None]):
                 f"{row['status'] or '-':>3} {fmt.ms(row['latency_ms'], 6):<8} "
                 f"{(row.get('error_class') or ''):<15}{tokens:>14} {cost_text:>9}\n"
             )
+            if name_doors:
+                text.append(f"    on {row['endpoint']}\n", "dim")
             if row.get("error_message"):
                 text.append(f"    {row['error_message']}\n", "italic")
         if not attempts:

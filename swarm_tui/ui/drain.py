@@ -112,6 +112,7 @@ class DrainingConsole(ConsoleCore):
             screen = self.screen
             if isinstance(screen, AgentDetailScreen) and screen.index in changes.agents:
                 screen.agent_changed()
+        self.error_log.name_endpoints = self.source.view.endpoints.routed  # which door answered each
         self.error_log.add_failures(changes.failures)
         for index in changes.started:
             self.error_log.agent_started(index)
@@ -135,8 +136,8 @@ class DrainingConsole(ConsoleCore):
     def _announce(self, news: News) -> None:
         """The news a console says out loud (the rest the panels show)."""
         match news.event:
-            case EndpointSwitched(endpoint=endpoint, reason=reason):
-                self.alert(f"New attempts go to {endpoint}: {reason}", "Endpoint switched", timeout=8)
+            case EndpointSwitched():
+                self.alert(news.text[:1].upper() + news.text[1:], "Endpoint switched", timeout=8)
             case PlanChanged(feasible=feasible):  # the autopilot's (`--deadline`): what it will do, or cannot
                 if feasible:
                     self.notify(news.text, title="Plan", timeout=8, markup=False)

@@ -47,8 +47,11 @@ NEXT_SLOT = "next slot"
 __all__ = ["COLUMNS", "ErrorLog", "Failure", "retry_countdown", "what_became"]
 
 
-def failure_cells(failure: Failure, next_text: str, message_width: int = 300) -> dict[str, Text]:
-    """A failure's row, cell by column."""
+def failure_cells(
+    failure: Failure, next_text: str, message_width: int = 300, *, endpoint: bool = False
+) -> dict[str, Text]:
+    """A failure's row, cell by column (`endpoint`: its message begins with the endpoint that
+    answered it, as in a routed run)."""
     a = failure.attempt
     ended = a.started_at + a.latency_ms / 1000.0
     return {
@@ -57,7 +60,9 @@ def failure_cells(failure: Failure, next_text: str, message_width: int = 300) ->
         "error": cell(failure.error_class),
         "st": cell(str(a.status) if a.status else "-", justify="right"),
         "next": cell(next_text, style="bold" if next_text == "gave up" else ""),
-        "message": cell(one_line(failure.message, max(4, message_width))),
+        "message": cell(
+            one_line(f"{a.endpoint}: {failure.message}" if endpoint else failure.message, max(4, message_width))
+        ),
     }
 
 
@@ -160,6 +165,8 @@ class ErrorLog(DataTable, inherit_bindings=False):
         """The agent's state now (the app gives the run's)."""
         self.retry_hint: Callable[[list[int]], str] = lambda agents: ""
         """What retrying these agents would cost, in a few words (the app's)."""
+        self.name_endpoints = False
+        """Each message says which endpoint answered it (a routed run: the app sets it)."""
         self.clock: Callable[[], float] | None = None
         """The app's clock: a retry's countdown runs on it from when its row is shown (None: the
         row says the retry's delay and no countdown)."""
@@ -284,7 +291,7 @@ class ErrorLog(DataTable, inherit_bindings=False):
         self.add_row(*self._cells(row), key=key)
 
     def _cells(self, row: Row) -> tuple[Text, ...]:
-        cells = failure_cells(row.last, self.next_text(row), self._message_width)
+        cells = failure_cells(row.last, self.next_text(row), self._message_width, endpoint=self.name_endpoints)
         if self.grouped and len(row.failures) > 1:
             cells["agent"] = cell(f"×{len(row.failures)}", justify="right")
         return tuple(cells[key] for key, _ in (*self._shown_columns, ("message", 0)))

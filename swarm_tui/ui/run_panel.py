@@ -11,8 +11,9 @@ the legend reads without colour too.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.style import Style
@@ -22,6 +23,7 @@ from ..core.events import TaskState
 from ..view.agents import AgentFacts
 from . import format as fmt
 from .cells import CACHED_GLYPH
+from .endpoint_rows import endpoint_lines
 from .grid import BATCH_GLYPH, GLYPHS, LOW_GLYPH, LOW_SCORE, STATE_LABELS, TOOL_GLYPH, AgentGrid
 from .keys import key_hint
 from .text_panel import TextPanel
@@ -43,6 +45,8 @@ LEGEND: tuple[tuple[TaskState, int], ...] = (
 """The legend's states in the order shown, with their ranks: the results first."""
 LABEL_WIDTH = 9
 """The longest state label ("cancelled", "in tools")."""
+ENDPOINT_RANK = 5
+"""A routed run's endpoint rows: kept with the error counts, after the limits and the legend's results."""
 
 Line = tuple[int, Text]
 
@@ -93,11 +97,19 @@ class RunPanel(TextPanel):
         quality = source.view.figures.quality
         if quality.judged:
             lines += self._judge_lines(quality, grid, digits, width)
-        lines += self._figures(source, source.view.figures.rate_limits, width)
+        endpoints = source.view.endpoints
+        rate_limits = source.view.figures.rate_limits
+        if endpoints.routed and rate_limits == (None, None):  # a route's: its doors' added up
+            rate_limits = endpoints.summed_limits()
+        lines += self._figures(source, rate_limits, width)
+        now = time.time() if source.running else None  # a run that ended: its rates as of its end
+        doors = endpoint_lines(endpoints, now, width, dim=self._dim, bad=self._bad)
+        headers = {len(lines): len(doors) - 1} if doors else {}
+        lines += [(ENDPOINT_RANK, line) for line in doors]
         if grid.heat:
             lines += self._heat_scale(grid)
         lines += self._where(source, grid, follow)
-        self.show(self._fitted(lines, max_lines))
+        self.show(self._fitted(lines, max_lines, headers))
 
     # ----------------------------------------------------------------- the lines
 
@@ -354,13 +366,18 @@ class RunPanel(TextPanel):
     # ----------------------------------------------------------------- fitting
 
     @staticmethod
-    def _fitted(lines: list[Line], max_lines: int | None) -> Text:
-        """The lines that fit in `max_lines`, in their order: the highest ranks go first."""
+    def _fitted(lines: list[Line], max_lines: int | None, headers: Mapping[int, int] | None = None) -> Text:
+        """The lines that fit in `max_lines`, in their order: the highest ranks go first (of equal
+        ranks, the later). `headers`: the position of a header and how many rows follow it; a
+        header whose rows all went goes too."""
         kept = list(range(len(lines)))
         if max_lines is not None:
             while len(kept) > max(1, max_lines):
                 worst = max(kept, key=lambda n: (lines[n][0], n))
                 kept.remove(worst)
+        for header, rows in (headers or {}).items():
+            if header in kept and not any(header + n in kept for n in range(1, rows + 1)):
+                kept.remove(header)
         text = Text(no_wrap=True, overflow="ellipsis")
         for n, position in enumerate(kept):
             if n:

@@ -71,8 +71,9 @@ class PhaseView:
     def take(self, event: EngineEvent) -> None:
         """One event, in order (`RunView` hands it those that move the phase)."""
         match event:
-            case EndpointSwitched(endpoint=endpoint, reason=reason):
-                self.detail = f"now sending to {endpoint}: {reason}"
+            case EndpointSwitched(endpoint=endpoint, reason=reason, source=source):
+                away = f" (from {source})" if source and source != endpoint else ""
+                self.detail = f"now sending to {endpoint}{away}: {reason}"
             case RunStarted():
                 self.phase, self.detail = "RUNNING", self._running_detail()
             case RunPaused():

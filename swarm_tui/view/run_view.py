@@ -63,6 +63,7 @@ from ..core.lanes import CACHE, lane_of
 from ..engine.stats import RunStats
 from ..progress import News, SessionPace, narrate
 from .agents import AgentFacts, InFlight
+from .endpoints import EndpointFigures
 from .failures import Failure
 from .figures import RunFigures
 from .phase import PhaseView
@@ -116,6 +117,8 @@ class RunView:
         self.stats = stats if stats is not None else RunStats(clock=clock)
         self._counts_stats = stats is None
         self.figures = RunFigures()
+        self.endpoints = EndpointFigures()
+        """Each door of a routed run (the run panel's endpoint rows); none for a single endpoint."""
         self.phases = PhaseView()
         self.agents = AgentFacts()
         self.pace = SessionPace(self.stats)
@@ -136,7 +139,7 @@ class RunView:
             RateLimitsLearned: self._rate_limits,
             RunStopping: self._stopping,
             RateGateClosed: self._phase_only,
-            EndpointSwitched: self._phase_only,
+            EndpointSwitched: self._switched,
             PhaseChanged: self._phase_only,
         }
         """One method an event kind: a dict lookup per event, not a walk through a `match`."""
@@ -148,7 +151,7 @@ class RunView:
                 TaskFailed: self._failed,
                 AttemptEnded: self._attempt_ended,
                 TaskQueued: self._left,
-                TaskCancelled: self._left,
+                TaskCancelled: self._cancelled,
                 AgentStepped: self._stepped,
                 ToolCallEnded: self._tool_call_ended,
                 PhaseAttempt: self._phase_attempt,
@@ -217,6 +220,7 @@ class RunView:
                 stats.clock = clock
                 stats.forget_recent()
         self.figures.forget_run()
+        self.endpoints.forget_run()
 
     # ----------------------------------------------------------------- the events, one kind each
 
@@ -224,6 +228,7 @@ class RunView:
         index = event.index
         started = time.time() if at is None else at
         self.agents.started(index, InFlight(event.number, event.endpoint, started, event.hedge))
+        self.endpoints.started(event.endpoint)
         pending = self._pending
         if pending is not None:
             pending.agents.add(index)
@@ -233,6 +238,7 @@ class RunView:
         attempt = event.attempt
         index = attempt.index
         self.agents.stopped(index)
+        self.endpoints.ended(attempt, at)
         pending = self._pending
         if lane_of(attempt.endpoint) == CACHE:  # a replay: no call, so no latency (heat, sparkline)
             self.agents.replayed(index)
@@ -249,7 +255,8 @@ class RunView:
         index = attempt.index
         agents = self.agents
         agents.in_flight.pop(index, None)
-        agents.left_batch(index)  # (its tools: left when its model call started)
+        agents.left_batch(index)
+        self.endpoints.ended(attempt, at)  # (its tools: left when its model call started)
         pending = self._pending
         if pending is not None:
             pending.agents.add(index)
@@ -260,12 +267,14 @@ class RunView:
         attempt = event.attempt
         self.agents.stopped(attempt.index)
         self.agents.last_failed = attempt.index
+        self.endpoints.ended(attempt, at)
         pending = self._pending
         if pending is not None:
             pending.agents.add(attempt.index)
             pending.failures.append(Failure.final(attempt))
 
     def _attempt_ended(self, event: AttemptEnded, at: float | None) -> None:
+        self.endpoints.ended(event.attempt, at)
         pending = self._pending
         if pending is not None and event.attempt.error is not None:
             pending.failures.append(Failure.side(event.attempt))
@@ -278,6 +287,7 @@ class RunView:
     def _stepped(self, event: AgentStepped, at: float | None) -> None:
         index = event.attempt.index
         self.agents.in_flight.pop(index, None)
+        self.endpoints.ended(event.attempt, at)
         self.agents.agent_stepped(index, event.step, event.tools)
         if self._pending is not None:
             self._pending.agents.add(index)  # its cell: in its tools (and its detail grows)
@@ -306,6 +316,7 @@ class RunView:
             self._pending.agents.add(event.index)  # its cell: underlined (and its detail shows the verdict)
 
     def _phase_attempt(self, event: PhaseAttempt, at: float | None) -> None:
+        self.endpoints.ended(event.attempt, at, in_flight=False)  # a planner's or judge's call: no start event
         pending = self._pending
         if pending is not None and event.attempt.error is not None:
             pending.failures.append(Failure.step(event.phase, event.attempt))  # a planner's or aggregator's call
@@ -338,13 +349,26 @@ class RunView:
 
     def _concurrency(self, event: ConcurrencyChanged, at: float | None) -> None:
         self.figures.concurrency_changed(event)
+        self.endpoints.concurrency_changed(event)
 
     def _rate_limits(self, event: RateLimitsLearned, at: float | None) -> None:
+        if event.endpoint:  # one door's: its row says it (the run-wide line is the run's own)
+            self.endpoints.rate_limits(event)
+            return
         self.figures.rate_limits = (event.rpm, event.tpm)
+
+    def _switched(self, event: EndpointSwitched, at: float | None) -> None:
+        self.endpoints.switched(event)
+        self.phases.take(event)
+
+    def _cancelled(self, event: TaskCancelled, at: float | None) -> None:
+        if event.attempt is not None:
+            self.endpoints.ended(event.attempt, at)
+        self._left(event, at)
 
     def _stopping(self, event: RunStopping, at: float | None) -> None:
         self.figures.stopped = True
         self.phases.take(event)
 
-    def _phase_only(self, event: RateGateClosed | EndpointSwitched | PhaseChanged, at: float | None) -> None:
+    def _phase_only(self, event: RateGateClosed | PhaseChanged, at: float | None) -> None:
         self.phases.take(event)
