@@ -7,7 +7,9 @@
   the share of requests answered 429, each endpoint's share, every task answered once;
 * chain: three endpoints whose first two answer only 5xx, 100 tasks, `--route fallback`: done,
   requests per endpoint, the switches journaled;
-* cheapest: two priced endpoints, 200 tasks, `--route cheapest`: the share the cheaper one took.
+* cheapest: two priced endpoints, 200 tasks, `--route cheapest`: the share the cheaper one took;
+* litellm: the balance scenario side by side with LiteLLM's Router on the same three endpoints
+  (`litellm_router_load.py`, run by `--litellm-python`, a Python that has `litellm`).
 """
 
 from __future__ import annotations
@@ -103,18 +105,61 @@ def cheapest(tmp: Path) -> str:
     )
 
 
+def litellm_side_by_side(tmp: Path, python: str | None) -> str:
+    """The balance scenario, then LiteLLM's Router on the same endpoints (each counting its own 429s)."""
+    if not python:
+        return "litellm: skipped (give --litellm-python, a Python with litellm installed)"
+    sims = {n: SimServer(SimConfig(latency_ms=200, latency_sigma=0.1, rpm=600)).start(mode="process") for n in "abc"}
+    lines = []
+    try:
+        s = run(tmp, sims, ["--provider", "a,b,c", "--route", "balance"], 600)
+        sent = sum(d["requests"] for d in s["endpoints"].values())
+        limited = sum(d["rate_limited"] for d in s["endpoints"].values())
+        lines.append(
+            f"litellm: swarm-tui --route balance: {s['succeeded']}/600 in {s['makespan_s']:.1f} s "
+            f"({s['makespan_s'] / 20:.2f}x ideal), {limited / sent:.1%} 429s of {sent} requests"
+        )
+        for strategy in ("simple-shuffle", "least-busy"):
+            urls = ",".join(server.base_url for server in sims.values())
+            script = str(Path(__file__).with_name("litellm_router_load.py"))
+            done = subprocess.run(
+                [python, script, urls, "600", "150", strategy], capture_output=True, text=True, timeout=900
+            )
+            if done.returncode != 0:
+                lines.append(f"litellm {strategy}: failed: {done.stderr[-500:]}")
+                continue
+            got = json.loads(done.stdout.strip().splitlines()[-1])
+            stats = [server.stats() for server in sims.values()]
+            sent = sum(st["requests"] for st in stats)
+            limited = sum(st["rate_limited"] for st in stats)
+            lines.append(
+                f"litellm: LiteLLM Router {strategy} (150 in flight, its default retries): {got['done']}/600 done "
+                f"({got['failed']} lost) in {got['makespan_s']:.1f} s, {limited / max(sent, 1):.1%} 429s of {sent}"
+            )
+            for server in sims.values():
+                server.reset()
+    finally:
+        for server in sims.values():
+            server.stop()
+    return "\n".join(lines)
+
+
 SCENARIOS = {"balance": balance, "chain": chain, "cheapest": cheapest}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="balance,chain,cheapest,litellm")
+    parser.add_argument("--litellm-python", help="a Python with litellm installed (the litellm scenario)")
     args = parser.parse_args()
     for _ in range(args.repeat):
         for name in args.scenarios.split(","):
             with tempfile.TemporaryDirectory() as tmp:
-                print(SCENARIOS[name](Path(tmp)), flush=True)
+                if name == "litellm":
+                    print(litellm_side_by_side(Path(tmp), args.litellm_python), flush=True)
+                else:
+                    print(SCENARIOS[name](Path(tmp)), flush=True)
 
 
 if __name__ == "__main__":

@@ -150,6 +150,13 @@ class SwarmEngine(Kernel):
     def announce_endpoints(self) -> None:
         self.endpoints.announce()
 
+    def ceiling_now(self) -> int | None:
+        """A routed run's: the sum of its endpoints' ceilings (each adaptive on its own)."""
+        if not self.endpoints.routed:
+            return super().ceiling_now()
+        doors = self.endpoints.doors
+        return sum(d.adaptive.ceiling if d.adaptive is not None else d.admission.limit for d in doors)
+
     async def aclose(self) -> None:
         """Nothing outside this process to let go of."""
 

@@ -277,6 +277,10 @@ class Kernel(KernelSide):
             if shrunk is not None:
                 self.adapt(shrunk, reason)
 
+    def ceiling_now(self) -> int | None:
+        """The adaptive limit's ceiling (None: the limit is fixed)."""
+        return self.adaptive.ceiling if self.adaptive is not None else None
+
     def announce_endpoints(self) -> None:
         """What a run's endpoints say at its start (a routed engine's doors, `routing.Endpoints`)."""
 
@@ -302,7 +306,7 @@ class Kernel(KernelSide):
         for lane in self.lanes:  # each lane takes its tasks out of the live queue (those in open batches for good)
             ready = lane.claim(ready)
         self._ready = deque(ready)
-        ceiling = self.adaptive.ceiling if self.adaptive is not None else None
+        ceiling = self.ceiling_now()
         self._emit(RunStarted(len(self.tasks), pending, self.admission.limit, self.endpoint, self.simulated, ceiling))
         for index in [*self._ready, *(i for lane in self.lanes for i in lane.waiting)]:
             previous = self.states[index]
