@@ -119,11 +119,12 @@ def litellm_side_by_side(tmp: Path, python: str | None) -> str:
             f"litellm: swarm-tui --route balance: {s['succeeded']}/600 in {s['makespan_s']:.1f} s "
             f"({s['makespan_s'] / 20:.2f}x ideal), {limited / sent:.1%} 429s of {sent} requests"
         )
-        for strategy in ("simple-shuffle", "least-busy"):
+        contenders = [("simple-shuffle", []), ("least-busy", []), ("usage-based-routing-v2", ["600", "3"])]
+        for strategy, told in contenders:
             urls = ",".join(server.base_url for server in sims.values())
             script = str(Path(__file__).with_name("litellm_router_load.py"))
             done = subprocess.run(
-                [python, script, urls, "600", "150", strategy], capture_output=True, text=True, timeout=900
+                [python, script, urls, "600", "150", strategy, *told], capture_output=True, text=True, timeout=900
             )
             if done.returncode != 0:
                 lines.append(f"litellm {strategy}: failed: {done.stderr[-500:]}")
@@ -133,7 +134,8 @@ def litellm_side_by_side(tmp: Path, python: str | None) -> str:
             sent = sum(st["requests"] for st in stats)
             limited = sum(st["rate_limited"] for st in stats)
             lines.append(
-                f"litellm: LiteLLM Router {strategy} (150 in flight, its default retries): {got['done']}/600 done "
+                f"litellm: LiteLLM Router {strategy} (150 in flight, "
+                f"{'told 600 RPM each, 3 retries' if told else 'its defaults'}): {got['done']}/600 done "
                 f"({got['failed']} lost) in {got['makespan_s']:.1f} s, {limited / max(sent, 1):.1%} 429s of {sent}"
             )
             for server in sims.values():
