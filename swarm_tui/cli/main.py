@@ -38,6 +38,7 @@ from .checks import (
     tui_available,
 )
 from .cost import add_cost_commands
+from .export_cmd import add_export_command
 from .options import (
     PROFILE_FLAGS,
     add_console_options,
@@ -123,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     providers.set_defaults(handler=cmd_providers)
     add_cost_commands(commands)
     add_cache_command(commands)
+    add_export_command(commands)
     add_trace_commands(commands)
     return parser
 
