@@ -13,8 +13,16 @@ Scenarios:
   percentiles  the cost of one more latency at 1,000 and 100,000 held: `SortedLatencies.add`
                (what `RunStats` keeps) against `bisect.insort` into a list (what it kept
                before), and the cost of reading p50/p95/p99.
+  run          a whole headless run of a Batch JSONL job of 100,000 and 1,000,000 short prompts
+               (`swarm-tui run JOB --headless`, the embedded simulator at 1 ms), a real process:
+               the time to its first dispatch ("run started"), its peak RSS (VmHWM, polled), and
+               the time from a real SIGINT (sent --stop-after seconds after the first dispatch)
+               to the process's end, with its exit code. Goals (issue 32): first dispatch of 1M
+               within 15 s, peak RSS at 1M < 2x that at 100k, the stop within 10 s.
+  refuse       the same jobs with one bad last line: the time to exit 2 and the peak RSS.
 
 Usage:  python benchmarks/bench_jobs.py [--scenarios toml,size,percentiles] [--repeat 3] [--quick]
+        python benchmarks/bench_jobs.py --scenarios run,refuse [--sizes 100000,1000000] [--stop-after 20]
 Each figure is the range over --repeat runs (min-max); ratios are against the baseline
 measured in the same run. Absolute numbers depend on the machine (and its other load: check
 `ps aux` first).
@@ -26,9 +34,13 @@ import argparse
 import bisect
 import json
 import random
+import re
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -212,6 +224,135 @@ def bench_size(repeat: int, sizes: list[int], tmp: Path) -> None:
             print(f"  peak RSS {big:,} / {small:,} tasks ({kind}): {span(ratio, '{:.2f}x')}")
 
 
+# --------------------------------------------------------------------------- run, refuse
+
+
+def hwm_mb(pid: int) -> float | None:
+    """The process's peak RSS so far (VmHWM), None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    match = re.search(r"VmHWM:\s+(\d+) kB", text)
+    return int(match.group(1)) / 1024 if match else None
+
+
+def watch_run(args: list[str], *, stop_after: float | None) -> dict:
+    """`swarm-tui ARGS` in a real process: when its log says "run started", its peak RSS (polled
+    until it ends), and, with `stop_after`, a SIGINT that many seconds after the first dispatch
+    and how long the process took to end after it."""
+    started = time.monotonic()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "swarm_tui", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    seen: dict[str, float] = {}
+    tail: list[str] = []
+
+    def read() -> None:
+        assert child.stderr is not None
+        for line in child.stderr:
+            tail[:] = [*tail[-20:], line.rstrip()]
+            if "run started" in line and "dispatch" not in seen:
+                seen["dispatch"] = time.monotonic()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    peak = 0.0
+    signalled = None
+    while child.poll() is None:
+        peak = max(peak, hwm_mb(child.pid) or 0.0)
+        if stop_after is not None and signalled is None and "dispatch" in seen:
+            if time.monotonic() - seen["dispatch"] >= stop_after:
+                signalled = time.monotonic()
+                child.send_signal(signal.SIGINT)
+        time.sleep(0.1)
+    ended = time.monotonic()
+    reader.join(5)
+    return {
+        "rc": child.returncode,
+        "first_dispatch_s": seen["dispatch"] - started if "dispatch" in seen else None,
+        "peak_mb": peak,
+        "stop_s": ended - signalled if signalled is not None else None,
+        "exit_s": ended - started,
+        "tail": tail,
+    }
+
+
+def write_short_jsonl(path: Path, n: int, *, bad_last: bool = False) -> None:
+    """A Batch JSONL job of short prompts (the issue's 1M-task job: 250 bytes a line)."""
+    with path.open("w", encoding="utf-8") as f:
+        for i in range(n):
+            body = {
+                "model": "sim-1",
+                "max_tokens": 16,
+                "messages": [{"role": "user", "content": f"Task {i}: one word."}],
+            }
+            f.write(
+                json.dumps({"custom_id": f"t-{i:07d}", "method": "POST", "url": "/v1/chat/completions", "body": body})
+            )
+            f.write("\n")
+        if bad_last:
+            f.write(json.dumps({"custom_id": "bad", "body": {"model": "sim-1", "messages": "not a list"}}) + "\n")
+
+
+def bench_run(sizes: list[int], tmp: Path, stop_after: float, scenarios: list[str]) -> None:
+    rows, refusals = [], []
+    peaks: dict[int, float] = {}
+    for n in sizes:
+        if "run" in scenarios:
+            job = tmp / f"short-{n}.jsonl"
+            write_short_jsonl(job, n)
+            got = watch_run(
+                [
+                    "run",
+                    str(job),
+                    "--headless",
+                    "--sim-latency-ms",
+                    "1",
+                    "--log-every",
+                    "5",
+                    "--out",
+                    str(tmp / f"run-{n}"),
+                ],
+                stop_after=stop_after,
+            )
+            peaks[n] = got["peak_mb"]
+            done = next((line for line in reversed(got["tail"]) if "succeeded" in line), "?")
+            fmt = "{:.1f}".format
+            rows.append(
+                [
+                    f"{n:,} tasks",
+                    f"{job.stat().st_size / 2**20:.0f} MB",
+                    "-" if got["first_dispatch_s"] is None else fmt(got["first_dispatch_s"]),
+                    f"{got['peak_mb']:.0f}",
+                    "-" if got["stop_s"] is None else fmt(got["stop_s"]),
+                    str(got["rc"]),
+                    done.split(" in ")[0],
+                ]
+            )
+            job.unlink()
+            shutil.rmtree(tmp / f"run-{n}", ignore_errors=True)
+        if "refuse" in scenarios:
+            bad = tmp / f"bad-{n}.jsonl"
+            write_short_jsonl(bad, n, bad_last=True)
+            got = watch_run(["run", str(bad), "--headless", "--out", str(tmp / f"bad-{n}")], stop_after=None)
+            refusals.append(
+                [f"{n:,} tasks + 1 bad line", f"{got['exit_s']:.1f}", f"{got['peak_mb']:.0f}", str(got["rc"])]
+            )
+            bad.unlink()
+    if rows:
+        table(
+            f"Headless runs (one each; embedded simulator, 1 ms), SIGINT {stop_after:g} s after the first dispatch",
+            ["job", "file", "first dispatch s", "peak RSS MB", "stop s", "exit", "at the stop"],
+            rows,
+        )
+        if len(peaks) >= 2:
+            small, big = min(peaks), max(peaks)
+            print(f"  peak RSS {big:,} / {small:,} tasks: {peaks[big] / peaks[small]:.2f}x")
+    if refusals:
+        table("A bad last line: refused (exit 2; one run each)", ["job", "exit s", "peak RSS MB", "exit"], refusals)
+
+
 # --------------------------------------------------------------------------- percentiles
 
 
@@ -278,6 +419,8 @@ def main() -> None:
     parser.add_argument("--scenarios", default="toml,size,percentiles")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, one run (a smoke run)")
+    parser.add_argument("--sizes", default=None, help="run, refuse: task counts (default 100000,1000000)")
+    parser.add_argument("--stop-after", type=float, default=20.0, help="run: seconds after the first dispatch")
     args = parser.parse_args()
     chosen = args.scenarios.split(",")
     repeat = 1 if args.quick else args.repeat
@@ -288,6 +431,10 @@ def main() -> None:
             bench_size(repeat, [1000, 10_000] if args.quick else [10_000, 100_000], Path(tmp))
         if "percentiles" in chosen:
             bench_percentiles(repeat, [1000, 10_000] if args.quick else [1000, 100_000, 1_000_000])
+        if "run" in chosen or "refuse" in chosen:
+            default = "10000,100000" if args.quick else "100000,1000000"
+            sizes = [int(n) for n in (args.sizes or default).split(",")]
+            bench_run(sizes, Path(tmp), args.stop_after, chosen)
     print(f"\n(python {sys.version.split()[0]}; each figure is min-max over {repeat} run(s))")
 
 

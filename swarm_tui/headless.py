@@ -79,7 +79,7 @@ async def run_headless(
     ring on a terminal when it stops, drifts or ends."""
     engine = session.engine
     loop = asyncio.get_running_loop()
-    stops = StopSignals(engine, stream)
+    stops = StopSignals(engine, stream, session)
     stops.install(loop)
     if engine.stats.sent == 0 and session.has_history:
         # a resumed run: count what earlier sessions did, so "126/400 done" reads as the TUI's does
@@ -157,11 +157,14 @@ class StopSignals:
     is being saved). SIGTERM and SIGHUP (a closed SSH session, a service manager) stop the run
     gently: nothing new is sent, the calls in flight get `STOP_GRACE_S` to answer (what they cost
     is kept), then the rest is cut; the outputs are written and the resume command printed either
-    way (exit 130). A SIGHUP that `nohup` told the process to ignore stays ignored."""
+    way (exit 130). A SIGHUP that `nohup` told the process to ignore stays ignored. Either is the
+    user's stop (`SwarmSession.stop_by_user`): a big run's outputs are left for `swarm-tui export`,
+    not written for minutes after the user asked to leave."""
 
-    def __init__(self, engine, stream: TextIO) -> None:
+    def __init__(self, engine, stream: TextIO, session: SwarmSession | None = None) -> None:
         self.engine = engine
         self.stream = stream
+        self.session = session
         self.signalled: str | None = None
         self._interrupts = 0
         self._installed: list[signal.Signals] = []
@@ -188,6 +191,8 @@ class StopSignals:
     def interrupted(self, sig: signal.Signals) -> None:
         self._interrupts += 1
         self.signalled = sig.name
+        if self.session is not None:
+            self.session.stop_by_user()
         if self._interrupts == 1:
             self.engine.abort()
         elif self._interrupts == 2:
@@ -198,9 +203,11 @@ class StopSignals:
             self.engine.abort(f"stopped by {sig.name}")
             return
         self.signalled = sig.name
-        self.engine.stop_dispatch(
-            f"stopped by {sig.name}: nothing new is sent, the calls in flight have {STOP_GRACE_S:g}s to answer"
-        )
+        reason = f"stopped by {sig.name}: nothing new is sent, the calls in flight have {STOP_GRACE_S:g}s to answer"
+        if self.session is not None:
+            self.session.stop_by_user(reason)
+        else:
+            self.engine.stop_dispatch(reason)
         self._grace = asyncio.get_running_loop().call_later(STOP_GRACE_S, self.engine.abort, f"stopped by {sig.name}")
         self._say(f"{sig.name}: nothing new is sent; the calls in flight have {STOP_GRACE_S:g}s to answer")
 
@@ -246,7 +253,8 @@ def summary_fields(summary: dict, finished: RunFinished, session: SwarmSession, 
         "stop_reason": finished.stop_reason,
         "next": next_step(finished, session, retried=retried),
         "output_error": session.output_error,
-        "results": None if session.output_error else str(session.run_dir / "results.jsonl"),
+        "outputs_deferred": session.outputs_deferred,
+        "results": None if session.output_error or session.outputs_deferred else str(session.run_dir / "results.jsonl"),
         **({"traces": summary["traces"]} if summary.get("traces") else {}),  # --otel: spans sent and dropped
     }
 
@@ -346,10 +354,12 @@ def print_summary(
         lines.append(
             f"results.jsonl and summary.json not written ({session.output_error}); the journal keeps every result"
         )
+    if session.outputs_deferred:
+        lines.append(session.outputs_deferred)
     step = next_step(finished, session, retried=retried)
     if step:
         lines.append(step)
-    if not session.output_error:
+    if not session.output_error and not session.outputs_deferred:
         lines.append(f"results: {session.run_dir}/results.jsonl  errors: {session.run_dir}/errors.jsonl")
     if (session.run_dir / "aggregate.md").exists():
         lines.append(f"aggregate: {session.run_dir}/aggregate.md")

@@ -109,10 +109,13 @@ def summarize(
     currency: DisplayCurrency = USD,
     budget: dict[str, Any] | None = None,
     traces: dict[str, Any] | None = None,
+    breakdown: bool = True,
 ) -> dict[str, Any]:
     """summary.json; `deadlines`: the engine's tail deadlines as it ended (the rule and its figures);
     `budget`: the spend ledger's report (`SpendLedger.report`), when the run has a budget;
-    `traces`: what the live OpenTelemetry export delivered (`otel.report.TraceReport`), with `--otel`."""
+    `traces`: what the live OpenTelemetry export delivered (`otel.report.TraceReport`), with `--otel`;
+    `breakdown`: the cost fields (`run_cost.summary_cost_fields`), which read every attempt in the
+    log: left out of the summary shown at a stop whose outputs are left for later (`run_outputs`)."""
     counts = journal.counts()
     totals = journal.attempt_totals()
     latencies = journal.success_latencies()
@@ -151,24 +154,9 @@ def summarize(
         "endpoints": journal.endpoint_totals(),
         "deadlines": {**(deadlines or {}), "abandoned": journal.abandoned_attempts()},
     }
-    if budget is not None:  # whether the budget held, and how near the run came to it
-        summary["budget"] = budget
-    agents = journal.agent_totals()
-    if agents is not None:  # multi-step agents: steps, tool calls, the critical path
-        summary["agents"] = agents
-    quality = quality_summary(journal)
-    if quality is not None:  # the judge: scores, drifts acted on, its cost apart
-        summary["quality"] = quality
-    cache = journal.cache_totals()
-    if cache is not None:  # the response cache: answers replayed (sent nothing, cost 0) and what they saved
-        summary["cache"] = cache
-    if traces is not None:  # --otel: the spans sent, and those the collector did not take
-        summary["traces"] = traces
-    batches = journal.batch_summary()
-    if batches:  # the batch lane: its batches (latency_ms is the live calls' only)
-        summary["batches"] = batches
-    summary.update(
-        summary_cost_fields(
+    summary.update(_run_features(journal, budget, traces))
+    if breakdown:
+        cost = summary_cost_fields(
             journal,
             model=model,
             provider=provider,
@@ -178,8 +166,30 @@ def summarize(
             unfinished=unfinished,
             currency=currency,
         )
-    )
+        summary.update(cost)
     return summary
+
+
+def _run_features(journal: Journal, budget: dict[str, Any] | None, traces: dict[str, Any] | None) -> dict[str, Any]:
+    """The summary's sections of what this run used, each present only when it did."""
+    sections: dict[str, Any] = {}
+    if budget is not None:  # whether the budget held, and how near the run came to it
+        sections["budget"] = budget
+    agents = journal.agent_totals()
+    if agents is not None:  # multi-step agents: steps, tool calls, the critical path
+        sections["agents"] = agents
+    quality = quality_summary(journal)
+    if quality is not None:  # the judge: scores, drifts acted on, its cost apart
+        sections["quality"] = quality
+    cache = journal.cache_totals()
+    if cache is not None:  # the response cache: answers replayed (sent nothing, cost 0) and what they saved
+        sections["cache"] = cache
+    if traces is not None:  # --otel: the spans sent, and those the collector did not take
+        sections["traces"] = traces
+    batches = journal.batch_summary()
+    if batches:  # the batch lane: its batches (latency_ms is the live calls' only)
+        sections["batches"] = batches
+    return sections
 
 
 def failovers(journal: Journal) -> list[dict[str, Any]]:

@@ -32,10 +32,11 @@ from .jobs import Job, TaskTemplate
 from .journal import Journal, migrate
 from .judge.judge import Judge
 from .judge.spec import JudgeSpec
-from .outputs import discard_outputs, summarize, write_outputs
+from .outputs import discard_outputs, summarize
 from .providers.profile import ProviderProfile
 from .routes import RoutePlan, open_clients, route_spec
 from .run_judge import JudgeEndpoint, make_judge
+from .run_outputs import OutputFacts, end_outputs
 from .run_plan import (
     DEMO_SIM,
     RayOptions,
@@ -87,6 +88,10 @@ class SwarmSession:
         self.lock = lock
         self.output_error: str | None = None
         """Why results.jsonl / summary.json could not be written at the end, if they could not."""
+        self.outputs_deferred: str | None = None
+        """Why the outputs were left for `swarm-tui export` at the user's stop, and how to get them."""
+        self.user_stopped = False
+        """The user asked the run to stop (a signal, an abort): `stop_by_user`."""
         self.summary: dict[str, Any] | None = None
         """summary.json's content, once `run()` has ended."""
         self.currency = configured_currency(provider=plan.profile.name, prices=plan.prices)
@@ -393,7 +398,9 @@ class SwarmSession:
                 await self._control_task  # it writes the heartbeat: stopped before the export reads the journal
             if self.tracer is not None:  # the last spans sent (or counted as dropped) before the summary says so
                 await asyncio.to_thread(self.tracer.close)
-            # results.jsonl of 100,000 tasks takes seconds: written off the event loop (the screen stays live)
+            # results.jsonl of 100,000 tasks takes seconds: written off the event loop (the screen stays live),
+            # and left for `swarm-tui export` when the user stopped a big run (`run_outputs`)
+            self.user_stopped = self.user_stopped or self.engine.outcome().aborted
             self.summary = await asyncio.to_thread(self.finalize)
         return finished
 
@@ -410,6 +417,13 @@ class SwarmSession:
             for command, args in commands:
                 self.apply_command(command, args)
             await asyncio.sleep(CONTROL_POLL_S)
+
+    def stop_by_user(self, reason: str | None = None) -> None:
+        """The user asked the run to stop (SIGTERM, SIGHUP, Ctrl-C): a big run's outputs are left
+        for later (`run_outputs`); with a `reason`, dispatch stops gently (calls in flight finish)."""
+        self.user_stopped = True
+        if reason is not None:
+            self.engine.stop_dispatch(reason)
 
     def apply_command(self, command: str, args: dict[str, Any]) -> None:
         engine = self.engine
@@ -434,38 +448,27 @@ class SwarmSession:
                     self.pipeline.flush_memory()
 
     def finalize(self) -> dict[str, Any]:
-        """Write results.jsonl, errors.jsonl and summary.json from the journal (atomically).
+        """Write results.jsonl, errors.jsonl and summary.json from the journal (atomically), or
+        leave them for `swarm-tui export` at a big stop the user asked for with work left
+        (`run_outputs`); the summary either way. `output_error` says why they could not be
+        written, `outputs_deferred` why they were left and how to get them."""
+        user_stop = self.user_stopped and self.engine.outcome().cancelled > 0
+        ended = end_outputs(self.run_dir, self.journal, self._output_facts(), user_stop=user_stop)
+        self.output_error, self.outputs_deferred = ended.error, ended.deferred
+        return ended.summary
 
-        When they cannot be written (disk full, the directory gone) the summary is still
-        returned and `output_error` says why: the journal keeps everything, and a resume (or
-        the next finalize) writes them."""
+    def _output_facts(self) -> OutputFacts:
         traces = self.tracer.report.to_dict() if self.tracer is not None and self.tracer.report else None
-        try:
-            summary = write_outputs(
-                self.run_dir,
-                self.journal,
-                self.model,
-                self.plan.profile.name,
-                self.simulated,
-                deadlines=self._deadlines(),
-                currency=self.currency,
-                budget=self._budget(),
-                traces=traces,
-            )
-            self.output_error = None
-            return summary
-        except OSError as exc:
-            self.output_error = describe_write_failure(exc, Path(exc.filename or self.run_dir))
-            return summarize(
-                self.journal,
-                model=self.model,
-                provider=self.plan.profile.name,
-                simulated=self.simulated,
-                deadlines=self._deadlines(),
-                currency=self.currency,
-                budget=self._budget(),
-                traces=traces,
-            )
+        tail = self.engine.tail  # None: a distributed engine's deadlines live on its shards
+        return OutputFacts(
+            self.model,
+            self.plan.profile.name,
+            self.simulated,
+            self.currency,
+            budget=self._budget(),
+            deadlines=tail.describe() if tail is not None else None,
+            traces=traces,
+        )
 
     def _budget(self) -> dict[str, Any] | None:
         """The budget's report: the engine's ledger (this session's peak) over the journal's spend."""
@@ -475,10 +478,6 @@ class SwarmSession:
             budget = self.plan.settings.budget_usd
             return None if budget is None else BudgetReport(budget, self.journal.spent_usd(), 0.0, False).to_dict()
         return replace(report, spent_usd=self.journal.spent_usd()).to_dict()
-
-    def _deadlines(self) -> dict[str, Any] | None:
-        tail = self.engine.tail  # None: a distributed engine's deadlines live on its shards
-        return tail.describe() if tail is not None else None
 
     async def aclose(self) -> None:
         if self.tracer is not None and self.tracer.report is None:  # a session that never ran: its threads end

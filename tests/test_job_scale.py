@@ -112,6 +112,35 @@ def test_a_big_batch_job_keeps_one_copy_of_its_shared_prompt(tmp_path):
     )
 
 
+def test_a_big_batch_job_with_a_bad_last_line_is_refused_without_holding_its_bodies(tmp_path):
+    """Issue 32: every line is checked before any task is built, so a job whose last line is bad
+    is refused in the memory of its ids (a 1 GB job held 5.4 GB of bodies before saying so).
+    Judged against the same job's valid load, measured the same way (tracemalloc's peak)."""
+    import tracemalloc
+
+    n = 20_000
+    good = "\n".join(_batch_line(i, system=f"system prompt of task {i} " * 8) for i in range(n)) + "\n"
+    valid, bad = tmp_path / "valid.jsonl", tmp_path / "bad.jsonl"
+    valid.write_text(good)
+    bad.write_text(good + json.dumps({"custom_id": "last", "body": {"model": "m", "messages": "hi"}}) + "\n")
+
+    def peak_of(load) -> int:
+        tracemalloc.start()
+        try:
+            load()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    def refused() -> None:
+        with pytest.raises(InputError) as caught:
+            load_job(bad)
+        assert str(caught.value) == f"{bad}:{n + 1}: body.messages: missing or empty list"
+
+    held = peak_of(lambda: load_job(valid))
+    assert peak_of(refused) < held / 4, "the bad job's bodies were held before it was refused"
+
+
 def test_a_batch_job_past_the_problem_cap_still_reports_a_bad_byte_below(tmp_path):
     path = tmp_path / "bad.jsonl"
     lines = [b"{not json" for _ in range(MAX_PROBLEMS + 5)] + [_batch_line(1).encode(), b'{"x": "caf\xe9"}']

@@ -39,6 +39,7 @@ from .checks import (
     tui_available,
 )
 from .cost import add_cost_commands
+from .export_cmd import add_export_command
 from .options import (
     PROFILE_FLAGS,
     add_console_options,
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     providers.set_defaults(handler=cmd_providers)
     add_cost_commands(commands)
     add_cache_command(commands)
+    add_export_command(commands)
     add_trace_commands(commands)
     add_replay_command(commands)
     return parser

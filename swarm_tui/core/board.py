@@ -118,7 +118,8 @@ class TaskBoard:
 
     def interrupted(self, now: float | None = None) -> list[EngineEvent]:
         """What happened to a run whose process died: each call in flight was lost (an attempt
-        that ended `cancelled`: it may have been billed), each waiting task left unfinished."""
+        that ended `cancelled`: it may have been billed), each task waiting out a backoff left
+        unfinished. A task never started needs no event: queued is unfinished already."""
         now = time.time() if now is None else now
         closing: list[EngineEvent] = []
         for i, state in sorted(self.states.items()):
@@ -129,6 +130,6 @@ class TaskBoard:
                 latency_ms = max(0.0, (now - flight.started_at) * 1000.0)
                 lost = Attempt(i, flight.number, flight.endpoint, flight.started_at, latency_ms, LOST_OUTCOME)
                 closing.append(TaskCancelled(i, lost))
-            elif state in (TaskState.RUNNING, TaskState.RETRYING, TaskState.QUEUED):
+            elif state in (TaskState.RUNNING, TaskState.RETRYING):  # a queued task stays queued: unfinished
                 closing.append(TaskCancelled(i))
         return closing

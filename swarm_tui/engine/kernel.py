@@ -405,14 +405,17 @@ class Kernel(KernelSide):
             lane.wake()
 
     def _cancel_waiting(self) -> None:
-        """After a stop: tasks queued or waiting out a backoff become unfinished (cancelled) work,
-        kept in the queue for the next run() or a resume."""
+        """After a stop: tasks waiting out a backoff (or queued again after one) become unfinished
+        (cancelled) work, kept in the queue for the next run() or a resume. A task never started
+        stays queued, as it is on disk: unfinished already, so a stop costs nothing per task it
+        never sent (a million-task job stopped early wrote a million events, for minutes)."""
         for timer in self._retry_timers.values():
             timer.cancel()
         waiting = sorted(set(self._retry_timers) | set(self._ready))
         self._retry_timers.clear()
         self._ready = deque(waiting)
-        cancelled = [TaskCancelled(i) for i in waiting if self.states[i] is not TaskState.CANCELLED]
+        untouched = (TaskState.CANCELLED, TaskState.QUEUED)
+        cancelled = [TaskCancelled(i) for i in waiting if self.states[i] not in untouched]
         if cancelled:
             self._commit(self.journal.record_cancelled, [e.index for e in cancelled], (), events=cancelled, quiet=True)
 

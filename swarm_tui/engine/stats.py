@@ -194,6 +194,10 @@ class RunStats:
     succeeded: int = 0
     failed: int = 0
     cancelled: int = 0
+    """Tasks left unfinished: those cut or cancelled, and once the run has stopped those it never
+    started (they stay queued, with no event of their own: `left_queued`)."""
+    left_queued: int = 0
+    """The tasks never started that the last stop left (counted in `cancelled` until a run starts)."""
     in_flight: int = 0
     sent: int = 0
     retried: int = 0
@@ -296,14 +300,18 @@ class RunStats:
                 elif previous is TaskState.CANCELLED:
                     self.cancelled -= 1
             case RunStarted(total=total):
+                self.cancelled -= self.left_queued  # they are this run's work again
+                self.left_queued = 0
                 if not self.total:
                     self.started_at = self.clock()
                 elif self._ended_at is not None:  # started again (`r`, `p` after a stop): the idle gap is not run time
                     self.started_at += self.clock() - self._ended_at
                 self._ended_at = None
                 self.total = total
-            case RunFinished():
+            case RunFinished(cancelled=unfinished):
                 self._ended_at = self.clock()
+                self.left_queued = max(0, unfinished - self.cancelled)
+                self.cancelled += self.left_queued
 
     def _attempt_ended(self, attempt: Attempt) -> None:
         batch = is_batch_endpoint(attempt.endpoint)

@@ -42,6 +42,15 @@ class JournalQueries(JournalWriter):
         row = self._db.execute("SELECT body FROM tasks WHERE idx = ?", (index,)).fetchone()
         return json.loads(row[0]) if row else {}
 
+    def first_model(self) -> str | None:
+        """The model the first task's body names (a run's model when its profile names none)."""
+        row = self._db.execute("SELECT json_extract(body, '$.model') FROM tasks ORDER BY idx LIMIT 1").fetchone()
+        return row[0] if row and isinstance(row[0], str) else None
+
+    def result_count(self) -> int:
+        """How many tasks have their result kept (answers and final errors): what an export writes."""
+        return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+
     def states(self) -> dict[int, TaskState]:
         return {idx: TaskState(state) for idx, state in self._db.execute("SELECT idx, state FROM tasks")}
 

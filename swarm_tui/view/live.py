@@ -127,8 +127,8 @@ class LiveRun:
         self.engine.resume()
 
     def stop_dispatch(self, reason: str) -> None:
-        """Send nothing new; the calls in flight finish (a stop by signal)."""
-        self.engine.stop_dispatch(reason)
+        """Send nothing new; the calls in flight finish (a stop by signal: the user's)."""
+        self.session.stop_by_user(reason)
 
     @property
     def output_error(self) -> str | None:
