@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,6 +91,21 @@ def start_cli(*args: str, **popen) -> subprocess.Popen:
     """`swarm-tui ARGS` started in a real subprocess (to signal, kill or run beside another);
     `popen`: its streams, env and cwd, as `subprocess.Popen` takes them."""
     return subprocess.Popen([sys.executable, "-m", "swarm_tui", *args], **popen)
+
+
+def kill_when(child: subprocess.Popen, ready, what: str, timeout: float = 60) -> None:
+    """SIGKILL `child` (started with `stderr=PIPE`) as soon as `ready()` holds: a real kill at the
+    moment a test needs, never a sleep. Fails with the child's stderr when it ended first, or
+    naming `what` when it never got there."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert child.poll() is None, child.stderr.read().decode() if child.stderr else "the child ended"
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
+        time.sleep(0.02)
+    child.send_signal(signal.SIGKILL)
+    child.wait(10)
+    if child.stderr:
+        child.stderr.close()
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import sqlite3
 import subprocess
-import time
 from collections import Counter
 
 import openai
@@ -22,7 +20,7 @@ from swarm_tui.engine.batch_lines import input_line
 from swarm_tui.journal import Journal
 from swarm_tui.session import SwarmSession
 
-from .conftest import read_jsonl, run_cli, start_cli, write_batch
+from .conftest import kill_when, read_jsonl, run_cli, start_cli, write_batch
 from .helpers import open_session, run_session, wait_until
 
 FAST_POLL = {"batch_poll_s": 0.05, "batch_poll_max_s": 0.2}
@@ -286,14 +284,7 @@ def test_kill_9_while_the_batch_runs_then_resume_reattaches_and_submits_nothing_
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 60
-    while batch_row(run_dir / "journal.sqlite")[0] is None:
-        assert child.poll() is None, child.stderr.read().decode()  # type: ignore[union-attr]
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    child.send_signal(signal.SIGKILL)
-    child.wait(10)
-    child.stderr.close()  # type: ignore[union-attr]
+    kill_when(child, lambda: batch_row(run_dir / "journal.sqlite")[0] is not None, "the batch submitted")
     batch_id = batch_row(run_dir / "journal.sqlite")[0]
     assert sim.stats()["batch"]["batches_created"] == 1
 

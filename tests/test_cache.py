@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from swarm_tui.cache import CacheEntry, CacheMode, ResponseCache, request_key
 
-from .conftest import read_jsonl, run_cli, start_cli, write_batch
+from .conftest import kill_when, read_jsonl, run_cli, start_cli, write_batch
 from .test_crash_resume import succeeded_indices
 
 
@@ -269,14 +269,7 @@ def test_resume_after_sigkill_sends_no_success_again(tmp_path, sim_factory):
         stderr=subprocess.PIPE,
         env=os.environ.copy(),
     )
-    deadline = time.monotonic() + 60
-    while len(succeeded_indices(run_dir / "journal.sqlite")) < 100:
-        assert child.poll() is None, child.stderr.read().decode()
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    child.send_signal(signal.SIGKILL)
-    child.wait(10)
-    child.stderr.close()
+    kill_when(child, lambda: len(succeeded_indices(run_dir / "journal.sqlite")) >= 100, "100 answers journaled")
     done_before = succeeded_indices(run_dir / "journal.sqlite")
     sim.reset()
     resumed = run_cli("resume", str(run_dir), "--headless")

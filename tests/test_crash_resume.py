@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import signal
 import sqlite3
 import subprocess
-import time
 from collections import Counter
 
-from .conftest import read_jsonl, run_cli, start_cli, write_batch
+from .conftest import kill_when, read_jsonl, run_cli, start_cli, write_batch
 
 
 def succeeded_indices(journal_path) -> set[int]:
@@ -43,14 +41,7 @@ def test_sigkill_mid_run_then_resume_keeps_exactly_once(tmp_path, sim_factory):
         stderr=subprocess.PIPE,
         env=os.environ.copy(),
     )
-    deadline = time.monotonic() + 60
-    while len(succeeded_indices(run_dir / "journal.sqlite")) < 60:
-        assert child.poll() is None, child.stderr.read().decode()
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    child.send_signal(signal.SIGKILL)
-    child.wait(10)
-    child.stderr.close()
+    kill_when(child, lambda: len(succeeded_indices(run_dir / "journal.sqlite")) >= 60, "60 answers journaled")
 
     done_before = succeeded_indices(run_dir / "journal.sqlite")
     assert 60 <= len(done_before) < 300

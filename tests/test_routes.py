@@ -7,19 +7,21 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sqlite3
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from swarm_tui.run_plan import plan_from_meta
 
-from .conftest import read_jsonl, run_cli, start_cli, write_batch
+from .conftest import kill_when, read_jsonl, run_cli, start_cli, write_batch
 
 MODEL = "gpt-4.1-mini"
+TWO_PRICES = (
+    f'\n[prices."cheap/{MODEL}"]\ninput = 0.1\noutput = 0.4\n\n[prices."dear/{MODEL}"]\ninput = 2.0\noutput = 8.0\n'
+)
+"""Two endpoints of one model, one 20x the other's price."""
 
 
 def write_config(tmp_path: Path, doors: dict[str, str], extra: str = "") -> Path:
@@ -105,10 +107,7 @@ def test_a_chain_of_three_whose_first_two_only_fail_is_served_by_the_third(tmp_p
 
 def test_cheapest_sends_everything_to_the_cheaper_door_while_it_has_room(tmp_path, sim_factory):
     cheap, dear = sim_factory(), sim_factory()
-    prices = (
-        f'\n[prices."cheap/{MODEL}"]\ninput = 0.1\noutput = 0.4\n\n[prices."dear/{MODEL}"]\ninput = 2.0\noutput = 8.0\n'
-    )
-    write_config(tmp_path, {"dear": dear.base_url, "cheap": cheap.base_url}, prices)
+    write_config(tmp_path, {"dear": dear.base_url, "cheap": cheap.base_url}, TWO_PRICES)
     prompts = [f"cheap {i}" for i in range(60)]
     job = write_batch(tmp_path / "job.jsonl", prompts, model=MODEL)
     run_dir = tmp_path / "run"
@@ -131,10 +130,7 @@ def test_cheapest_sends_everything_to_the_cheaper_door_while_it_has_room(tmp_pat
 
 def test_max_price_never_sends_above_it_and_refuses_a_route_it_leaves_empty(tmp_path, sim_factory):
     cheap, dear = sim_factory(), sim_factory()
-    prices = (
-        f'\n[prices."cheap/{MODEL}"]\ninput = 0.1\noutput = 0.4\n\n[prices."dear/{MODEL}"]\ninput = 2.0\noutput = 8.0\n'
-    )
-    write_config(tmp_path, {"dear": dear.base_url, "cheap": cheap.base_url}, prices)
+    write_config(tmp_path, {"dear": dear.base_url, "cheap": cheap.base_url}, TWO_PRICES)
     prompts = [f"capped {i}" for i in range(30)]
     job = write_batch(tmp_path / "job.jsonl", prompts, model=MODEL)
     done = run_cli(
@@ -216,14 +212,7 @@ def test_a_killed_routed_run_resumes_on_its_route_without_sending_a_success_agai
         stderr=subprocess.PIPE,
         env=os.environ.copy(),
     )
-    deadline = time.monotonic() + 60
-    while sum(s.stats()["successes"] for s in sims) < 40:
-        assert child.poll() is None, child.stderr.read().decode()
-        assert time.monotonic() < deadline, "the run did not get going"
-        time.sleep(0.05)
-    child.send_signal(signal.SIGKILL)
-    child.wait(10)
-    child.stderr.close()
+    kill_when(child, lambda: sum(s.stats()["successes"] for s in sims) >= 40, "40 answers")
     with sqlite3.connect(run_dir / "journal.sqlite") as db:
         done_before = {row[0] for row in db.execute("SELECT custom_id FROM tasks WHERE state = 'succeeded'")}
     assert done_before
