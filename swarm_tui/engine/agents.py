@@ -110,18 +110,20 @@ class ToolSteps:
         assert self.toolbox is not None
         toolbox = self.toolbox
         calls = pending_tool_calls(self.kernel.tasks[index].body.get("messages", []))
-        ended: dict[str, ToolOutcome] = {}
+        ended: dict[int, ToolOutcome] = {}
+        """Each call's outcome by its place in the step (the model's ids need not be unique)."""
 
-        async def run_one(call: dict[str, Any]) -> None:
+        async def run_one(position: int, call: dict[str, Any]) -> None:
             function = call.get("function") or {}
-            ended[call["id"]] = await toolbox.call(
+            ended[position] = await toolbox.call(
                 function.get("name", ""), function.get("arguments") or "{}", caller=index
             )
 
         try:
-            await asyncio.gather(*(run_one(call) for call in calls))
+            await asyncio.gather(*(run_one(position, call) for position, call in enumerate(calls)))
         finally:  # also when cancelled: what ended is kept, what did not runs again
-            self._journal_results(index, step, [(call, ended[call["id"]]) for call in calls if call["id"] in ended])
+            kept = [(call, ended[position]) for position, call in enumerate(calls) if position in ended]
+            self._journal_results(index, step, kept)
 
     def _journal_results(self, index: int, step: int, results: list[tuple[dict[str, Any], ToolOutcome]]) -> None:
         """A step's tool results (in the order the model asked for them) and the transcript that now
