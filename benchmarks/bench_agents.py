@@ -24,7 +24,9 @@ agents can be held back by the adaptive start.
   mcp-http   the same server as one streamable-HTTP process (--http on a free loopback port),
              started before the runs: the other way to take the calls off one stdio pipe.
   roundtrip  the MCP round trip per tool call (p50/p95/max ms) in that run, against the same server
-             called one call at a time with nothing else running (the floor, measured first).
+             called one call at a time with nothing else running (the floor, measured first), and
+             a step's burst: 1.6 calls per agent at once, each agent as itself, nothing else
+             running (what one stdio process answering in turn costs, and what a pool saves).
   python     the same agents with the example's plain functions as [[tools.python]] (same tools,
              same JSON schemas, so the simulator makes the same choices): the loop without MCP, so
              `mcp` minus `python` is the MCP overhead and the rest is the loop's.
@@ -317,6 +319,25 @@ async def roundtrip_floor(tools: ToolsSpec, calls: int) -> list[float]:
     return sorted(lat)
 
 
+async def burst_ms(tools: ToolsSpec, agents: int, repeat: int = 5) -> list[float]:
+    """One step's worth of tool calls at once, nothing else running: 1.6 calls per agent (the
+    simulator's mean), each agent calling as itself (a pool keeps it on one process). The wall
+    time of each burst, in ms: with one stdio process it is about calls x its CPU per call."""
+    box = Toolbox(tools)
+    await box.start()
+    try:
+        calls = [(i % agents, f'{{"term": "t-{i:08x} retries"}}') for i in range(agents * 8 // 5)]
+        await asyncio.gather(*(box.call("lookup", args, caller=caller) for caller, args in calls))  # warm up
+        walls = []
+        for _ in range(repeat):
+            started = time.monotonic()
+            await asyncio.gather(*(box.call("lookup", args, caller=caller) for caller, args in calls))
+            walls.append((time.monotonic() - started) * 1000)
+    finally:
+        await box.aclose()
+    return sorted(walls)
+
+
 async def agents_scenario(
     sim: SimServer,
     kind: str,
@@ -408,7 +429,9 @@ def _from_header(report: str) -> list[str]:
     return lines[next((i for i, line in enumerate(lines) if "ncalls" in line), 0) :]
 
 
-def summary(results: dict[str, dict[str, list[dict]]], floors: dict[str, list[float]]) -> None:
+def summary(
+    results: dict[str, dict[str, list[dict]]], floors: dict[str, list[float]], bursts: dict[str, list[float]]
+) -> None:
     print("\nsummary (median of the runs, worst in brackets; x = makespan / critical path, or / one call when off):")
     for kind, by_mode in results.items():
         for mode, runs in by_mode.items():
@@ -440,6 +463,11 @@ def summary(results: dict[str, dict[str, list[dict]]], floors: dict[str, list[fl
         print(
             f"  {kind:<8} unloaded round trip: p50 {pct(lat, 0.5):.2f} ms  p95 {pct(lat, 0.95):.2f} ms "
             f"({len(lat)} calls one at a time)"
+        )
+    for kind, walls in bursts.items():
+        print(
+            f"  {kind:<8} a step's burst (1.6 calls per agent at once, no run going): median "
+            f"{statistics.median(walls):.0f} ms ({walls[0]:.0f}-{walls[-1]:.0f}, {len(walls)} bursts)"
         )
 
 
@@ -505,16 +533,18 @@ async def main() -> None:
         if "plain" in chosen:
             scenarios["plain"] = None
         floors: dict[str, list[float]] = {}
+        bursts: dict[str, list[float]] = {}
         for kind, tools in scenarios.items():  # first, on a quiet machine
             if tools is not None:
                 floors[kind] = await roundtrip_floor(tools, 100 if args.quick else 300)
+                bursts[kind] = await burst_ms(tools, n)
         results: dict[str, dict[str, list[dict]]] = {}
         with SimServer(SimConfig(latency_ms=LATENCY_MS, latency_sigma=SIGMA, seed=7)).start(mode="process") as sim:
             for kind, tools in scenarios.items():
                 results[kind] = await agents_scenario(
                     sim, kind, tools, n, repeat, modes, args.backend, floors.get(kind, []), args.profile
                 )
-    summary(results, floors)
+    summary(results, floors, bursts)
 
 
 if __name__ == "__main__":
