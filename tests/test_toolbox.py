@@ -172,6 +172,7 @@ def test_an_mcp_entrys_processes_are_checked_with_file_line_and_field(tmp_path):
     )
     loaded = load_job(job).tools
     assert loaded is not None and [m.processes for m in loaded.mcp] == [3, 2]  # 2 unless told
+    assert ToolsSpec.from_meta(loaded.to_meta()) == loaded  # a resumed run starts as many
 
 
 def alive(pid: int) -> bool:
