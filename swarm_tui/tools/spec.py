@@ -29,8 +29,9 @@ DEFAULT_TOOL_TIMEOUT_S = 30.0
 MAX_STEPS_LIMIT = 100
 DEFAULT_MCP_PROCESSES = 2
 """Server processes per stdio MCP entry: one process answers its calls one after another (about
-1.5 ms of its CPU each), so 100 agents stepping together queue behind it; two halve that queue
-(benchmarks/bench_agents.py), and more gain little on a small machine while each costs memory."""
+1 ms of its CPU each for the example server), so 100 agents stepping together queue behind it;
+two answer a step's burst side by side when a core is free (benchmarks/bench_agents.py prints the
+burst per pool size), three were no better on 2 cores, and each process costs memory and a start."""
 MAX_MCP_PROCESSES = 32
 
 AGENTS_KEYS = frozenset({"max_steps", "tool_timeout"})

@@ -62,6 +62,7 @@ class _PythonTool:
         self.schema = openai_tool(self.name, _description(function), json_schema_of(function))
 
     async def call(self, arguments: dict[str, Any], caller: int) -> tuple[str, bool]:
+        """`caller` is not needed: a function runs in this process, whoever calls it."""
         if inspect.iscoroutinefunction(self.function):
             value = await self.function(**arguments)
         else:
