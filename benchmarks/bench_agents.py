@@ -9,7 +9,8 @@ ceiling, 50, and grows by one per clean answer) and with the limit fixed at the 
 agents can be held back by the adaptive start.
 
   mcp        tools via the bundled example MCP server (python -m swarm_tui.examples.mcp_tools over
-             stdio, one server process per run; its start-up is not counted). Makespan, from
+             stdio, `processes` server processes per run, each agent on one of them: --processes
+             1,2,3 runs each pool size; their start-up is not counted). Makespan, from
              RunStarted to the last answer journaled, against the critical path: the most any one
              agent needed, its 5 model calls at the simulator's 200 ms each plus its tool time as
              measured in the run (a round waits for the slowest of its parallel calls; from the
@@ -20,15 +21,21 @@ agents can be held back by the adaptive start.
              process's CPU time (near 100% of the makespan: its event loop is saturated), and
              where an agent's time went (answer -> step journaled -> tools -> results journaled ->
              next call sent), mean per agent and for the agent that finished last.
+  mcp-http   the same server as one streamable-HTTP process (--http on a free loopback port),
+             started before the runs: the other way to take the calls off one stdio pipe.
   roundtrip  the MCP round trip per tool call (p50/p95/max ms) in that run, against the same server
-             called one call at a time with nothing else running (the floor, measured first).
+             called one call at a time with nothing else running (the floor, measured first), and
+             a step's burst: 1.6 calls per agent at once, each agent as itself, nothing else
+             running (what one stdio process answering in turn costs, and what a pool saves).
   python     the same agents with the example's plain functions as [[tools.python]] (same tools,
              same JSON schemas, so the simulator makes the same choices): the loop without MCP, so
              `mcp` minus `python` is the MCP overhead and the rest is the loop's.
   plain      the same swarm with tools off: one call per task (ideal: one 200 ms call).
 
-Usage:  python benchmarks/bench_agents.py [--scenarios mcp,python,plain] [--repeat N] [--quick]
-                                          [--modes adaptive,fixed] [--backend httpx|aiohttp] [--profile]
+Usage:  python benchmarks/bench_agents.py [--scenarios mcp,mcp-http,python,plain] [--repeat N] [--quick]
+                                          [--processes 1,2] [--modes adaptive,fixed]
+                                          [--backend aiohttp|httpx] [--profile]
+The backend is the client's default (aiohttp) unless --backend says otherwise.
 Ratios are against the critical path or ideal measured in the same run; absolute numbers depend
 on the machine (on 2 shared cores the engine, the simulator and the MCP server compete for CPU).
 """
@@ -37,10 +44,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import io
 import pstats
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -56,7 +66,7 @@ from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.session import RunPlan, SwarmSession
 from swarm_tui.sim import SimConfig, SimServer
 from swarm_tui.tools import Toolbox
-from swarm_tui.tools.spec import McpServerSpec, PythonToolSpec, ToolsSpec
+from swarm_tui.tools.spec import DEFAULT_MCP_PROCESSES, McpServerSpec, PythonToolSpec, ToolsSpec
 
 LATENCY_MS = 200.0
 SIGMA = 0.05
@@ -66,24 +76,31 @@ GOAL = 1.15
 
 EXAMPLE = "swarm_tui.examples.mcp_tools"
 FUNCTIONS = ("lookup", "add", "multiply", "note", "notes")  # the server's order: the simulator picks alike
-MCP_TOOLS = ToolsSpec(
-    mcp=(McpServerSpec("examples", (sys.executable, "-m", EXAMPLE), where="tools.mcp[0]"),),
-    max_steps=CALLS + 1,
-    tool_timeout_s=20.0,
-    source="bench_agents",
-)
+
+
+def mcp_tools(processes: int = DEFAULT_MCP_PROCESSES, url: str | None = None) -> ToolsSpec:
+    """The example server over stdio with `processes` server processes, or at `url`."""
+    server = (
+        McpServerSpec("examples", url=url, where="tools.mcp[0]", processes=1)
+        if url is not None
+        else McpServerSpec("examples", (sys.executable, "-m", EXAMPLE), where="tools.mcp[0]", processes=processes)
+    )
+    return ToolsSpec(mcp=(server,), max_steps=CALLS + 1, tool_timeout_s=20.0, source="bench_agents")
+
+
 PYTHON_TOOLS = ToolsSpec(
     python=tuple(PythonToolSpec(f"{EXAMPLE}:{fn}", where=f"tools.python[{i}]") for i, fn in enumerate(FUNCTIONS)),
     max_steps=CALLS + 1,
     tool_timeout_s=20.0,
     source="bench_agents",
 )
-TOOLS = {"mcp": MCP_TOOLS, "python": PYTHON_TOOLS, "plain": None}
 LABELS = {
     "mcp": "tools via the example MCP server (stdio)",
+    "mcp-http": "tools via the example MCP server (one streamable-HTTP process)",
     "python": "the same tools as Python functions",
     "plain": "tools off (one call per task)",
 }
+DEFAULT_BACKEND = ProviderProfile("default", base_url="http://127.0.0.1:1/v1").backend
 
 
 def agent_tasks(n: int, tag: str) -> list[Task]:
@@ -170,7 +187,7 @@ async def run_once(
     tasks: list[Task],
     tools: ToolsSpec | None,
     *,
-    backend: str = "httpx",
+    backend: str = DEFAULT_BACKEND,
     profile: cProfile.Profile | None = None,
     **settings,
 ) -> dict:
@@ -302,12 +319,41 @@ async def roundtrip_floor(tools: ToolsSpec, calls: int) -> list[float]:
     return sorted(lat)
 
 
+async def burst_ms(tools: ToolsSpec, agents: int, repeat: int = 5) -> list[float]:
+    """One step's worth of tool calls at once, nothing else running: 1.6 calls per agent (the
+    simulator's mean), each agent calling as itself (a pool keeps it on one process). The wall
+    time of each burst, in ms: with one stdio process it is about calls x its CPU per call."""
+    box = Toolbox(tools)
+    await box.start()
+    try:
+        calls = [(i % agents, f'{{"term": "t-{i:08x} retries"}}') for i in range(agents * 8 // 5)]
+        await asyncio.gather(*(box.call("lookup", args, caller=caller) for caller, args in calls))  # warm up
+        walls = []
+        for _ in range(repeat):
+            started = time.monotonic()
+            await asyncio.gather(*(box.call("lookup", args, caller=caller) for caller, args in calls))
+            walls.append((time.monotonic() - started) * 1000)
+    finally:
+        await box.aclose()
+    return sorted(walls)
+
+
 async def agents_scenario(
-    sim: SimServer, kind: str, n: int, repeat: int, modes: list[str], backend: str, floor: list[float], profile: bool
+    sim: SimServer,
+    kind: str,
+    tools: ToolsSpec | None,
+    n: int,
+    repeat: int,
+    modes: list[str],
+    backend: str,
+    floor: list[float],
+    profile: bool,
 ) -> dict[str, list[dict]]:
-    tools = TOOLS[kind]
+    label = LABELS[kind.split(" ")[0]]
+    if tools is not None and tools.mcp and tools.mcp[0].url is None:
+        label += f", {tools.mcp[0].processes} server process(es)"
     print(
-        f"\n{kind}: {n} agents, {LABELS[kind]}, simulator {LATENCY_MS:g} ms (sigma {SIGMA:g}), {n} in flight, "
+        f"\n{kind}: {n} agents, {label}, simulator {LATENCY_MS:g} ms (sigma {SIGMA:g}), {n} in flight, "
         f"backend {backend}" + (f", {TOOL_ROUNDS} tool rounds + the answer" if tools else ""),
         flush=True,
     )
@@ -383,7 +429,9 @@ def _from_header(report: str) -> list[str]:
     return lines[next((i for i, line in enumerate(lines) if "ncalls" in line), 0) :]
 
 
-def summary(results: dict[str, dict[str, list[dict]]], floors: dict[str, list[float]]) -> None:
+def summary(
+    results: dict[str, dict[str, list[dict]]], floors: dict[str, list[float]], bursts: dict[str, list[float]]
+) -> None:
     print("\nsummary (median of the runs, worst in brackets; x = makespan / critical path, or / one call when off):")
     for kind, by_mode in results.items():
         for mode, runs in by_mode.items():
@@ -391,7 +439,7 @@ def summary(results: dict[str, dict[str, list[dict]]], floors: dict[str, list[fl
                 continue
             ratios = [r["ratio"] for r in runs]
             line = (
-                f"  {kind:<6} {mode:<8} makespan {statistics.median(r['makespan_s'] for r in runs):5.2f}s  "
+                f"  {kind:<8} {mode:<8} makespan {statistics.median(r['makespan_s'] for r in runs):5.2f}s  "
                 f"{statistics.median(ratios):5.2f}x ({max(ratios):.2f}x)"
             )
             if kind != "plain":
@@ -413,36 +461,90 @@ def summary(results: dict[str, dict[str, list[dict]]], floors: dict[str, list[fl
             print(line)
     for kind, lat in floors.items():
         print(
-            f"  {kind:<6} unloaded round trip: p50 {pct(lat, 0.5):.2f} ms  p95 {pct(lat, 0.95):.2f} ms "
+            f"  {kind:<8} unloaded round trip: p50 {pct(lat, 0.5):.2f} ms  p95 {pct(lat, 0.95):.2f} ms "
             f"({len(lat)} calls one at a time)"
         )
+    for kind, walls in bursts.items():
+        print(
+            f"  {kind:<8} a step's burst (1.6 calls per agent at once, no run going): median "
+            f"{statistics.median(walls):.0f} ms ({walls[0]:.0f}-{walls[-1]:.0f}, {len(walls)} bursts)"
+        )
+
+
+@contextlib.contextmanager
+def http_server():
+    """The example server as one streamable-HTTP process on a free loopback port: its /mcp URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", EXAMPLE, "--http", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("the example MCP server did not start over HTTP") from None
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(10)
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenarios", default="mcp,python,plain")
+    parser.add_argument("--scenarios", default="mcp,python,plain", help="of mcp, mcp-http, python, plain")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--agents", type=int, default=100, help="agents, all in flight at once (default 100)")
     parser.add_argument("--modes", default="adaptive,fixed", help="adaptive and/or fixed (--no-adaptive)")
-    parser.add_argument("--backend", choices=["httpx", "aiohttp"], default="httpx", help="the client's HTTP backend")
+    parser.add_argument(
+        "--processes",
+        default=str(DEFAULT_MCP_PROCESSES),
+        help=f"stdio server processes of the mcp scenario, one run each (default {DEFAULT_MCP_PROCESSES})",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=["httpx", "aiohttp"],
+        default=DEFAULT_BACKEND,
+        help=f"the client's HTTP backend (default {DEFAULT_BACKEND}, the client's own)",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile the engine process in the first run of each")
     parser.add_argument("--quick", action="store_true", help="30 agents, one run of each (a smoke run)")
     args = parser.parse_args()
     chosen = args.scenarios.split(",")
     n, repeat = (30, 1) if args.quick else (args.agents, args.repeat)
     modes = args.modes.split(",")
-    floors: dict[str, list[float]] = {}
-    for kind in ("mcp", "python"):  # first, on a quiet machine
-        if kind in chosen:
-            floors[kind] = await roundtrip_floor(TOOLS[kind], 100 if args.quick else 300)
-    results: dict[str, dict[str, list[dict]]] = {}
-    with SimServer(SimConfig(latency_ms=LATENCY_MS, latency_sigma=SIGMA, seed=7)).start(mode="process") as sim:
-        for kind in ("mcp", "python", "plain"):
-            if kind in chosen:
+    with contextlib.ExitStack() as stack:
+        scenarios: dict[str, ToolsSpec | None] = {}
+        if "mcp" in chosen:
+            for processes in (int(p) for p in args.processes.split(",")):
+                scenarios[f"mcp x{processes}"] = mcp_tools(processes)
+        if "mcp-http" in chosen:
+            scenarios["mcp-http"] = mcp_tools(url=stack.enter_context(http_server()))
+        if "python" in chosen:
+            scenarios["python"] = PYTHON_TOOLS
+        if "plain" in chosen:
+            scenarios["plain"] = None
+        floors: dict[str, list[float]] = {}
+        bursts: dict[str, list[float]] = {}
+        for kind, tools in scenarios.items():  # first, on a quiet machine
+            if tools is not None:
+                floors[kind] = await roundtrip_floor(tools, 100 if args.quick else 300)
+                bursts[kind] = await burst_ms(tools, n)
+        results: dict[str, dict[str, list[dict]]] = {}
+        with SimServer(SimConfig(latency_ms=LATENCY_MS, latency_sigma=SIGMA, seed=7)).start(mode="process") as sim:
+            for kind, tools in scenarios.items():
                 results[kind] = await agents_scenario(
-                    sim, kind, n, repeat, modes, args.backend, floors.get(kind, []), args.profile
+                    sim, kind, tools, n, repeat, modes, args.backend, floors.get(kind, []), args.profile
                 )
-    summary(results, floors)
+    summary(results, floors, bursts)
 
 
 if __name__ == "__main__":

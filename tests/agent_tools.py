@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Literal
 
@@ -40,3 +41,24 @@ def nap(seconds: float) -> str:
     """Sleeps a little (at most 0.3 s, whatever the model asks)."""
     time.sleep(min(abs(seconds) * 0.05, 0.3))
     return f"napped {seconds}"
+
+
+QUICK_CALLS: list[str] = []
+"""Every call of `quick`, in order (a test clears it)."""
+GATE = threading.Event()
+"""`gate` blocks until a test sets this (a test clears it)."""
+GATE_CALLS: list[str] = []
+"""Every call of `gate`, as it began."""
+
+
+async def quick(text: str) -> str:
+    """Answer at once (async, awaiting nothing: done in the first step of its call)."""
+    QUICK_CALLS.append(text)
+    return f"quick({text})"
+
+
+def gate(text: str) -> str:
+    """Wait until the test opens the gate."""
+    GATE_CALLS.append(text)
+    GATE.wait(30)
+    return f"gate({text})"

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from swarm_tui.core.events import AgentStepped, AttemptStarted, TaskState, ToolCallEnded
 from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import load_job
@@ -282,3 +283,165 @@ async def test_x_just_as_a_step_ends_stops_the_agent_before_its_tools_begin(tmp_
         await session.aclose()
     assert engine.states[0] is TaskState.CANCELLED and engine.states[1] is TaskState.SUCCEEDED
     assert (finished.succeeded, finished.cancelled) == (1, 1)
+
+
+def mixed_first_step(tools: list[str], rounds: int) -> str:
+    """A prompt whose agent's first step calls every one of `tools` (the simulator's seeded choice)."""
+    from swarm_tui.sim.tool_request import ToolSpec
+    from swarm_tui.sim.tools import choose_calls
+
+    schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    offered = [ToolSpec(name, schema) for name in tools]
+    for n in range(10_000):
+        prompt = f"agent {n} [[sim:tools={rounds}]]"
+        if {name for name, _ in choose_calls(0, prompt, 0, offered)} == set(tools):
+            return prompt
+    raise AssertionError("no prompt calls every tool in its first step")
+
+
+async def test_a_steps_tool_results_are_journaled_together_in_the_order_asked(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=2)
+    tools = ToolsSpec(
+        python=(
+            PythonToolSpec("tests.agent_tools:nap", where="tools.python[0]"),
+            PythonToolSpec("tests.agent_tools:lookup", where="tools.python[1]"),
+        ),
+        source="job.toml",
+    )
+    job = agents_job(tmp_path, [f"agent {i} [[sim:tools=3]]" for i in range(12)], tools)
+    session, events = await run_session(tmp_path, sim, job, concurrency=12)
+    assert all(s is TaskState.SUCCEEDED for s in session.engine.states.values())
+    journal = Journal.open(tmp_path / "run", readonly=True)
+    try:
+        several = 0
+        for i in range(12):
+            rows = journal.tool_calls_of(i)
+            messages = journal.body_of(i)["messages"]
+            for step in {row["step"] for row in rows}:
+                of_step = [row for row in rows if row["step"] == step]
+                several += len(of_step) > 1
+                assert len({row["finished_at"] for row in of_step}) == 1  # one write for the step's results
+            asked = [c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+            answered = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+            assert answered == asked == [row["call_id"] for row in rows]  # in the order the model asked
+    finally:
+        journal.close()
+    assert several  # (else no step had two calls to write together)
+    heard = [(e.index, e.step) for e in events if isinstance(e, ToolCallEnded)]
+    assert len(heard) == sum(len(s.tools) for s in events if isinstance(s, AgentStepped))
+
+
+async def test_x_mid_step_keeps_the_results_that_ended_and_resume_runs_only_the_others(tmp_path, sim_factory):
+    from tests import agent_tools
+
+    agent_tools.QUICK_CALLS.clear()
+    agent_tools.GATE_CALLS.clear()
+    agent_tools.GATE.clear()
+    sim = sim_factory(latency_ms=2)
+    tools = ToolsSpec(
+        python=(
+            PythonToolSpec("tests.agent_tools:quick", where="tools.python[0]"),
+            PythonToolSpec("tests.agent_tools:gate", where="tools.python[1]"),
+        ),
+        source="job.toml",
+    )
+    job = agents_job(tmp_path, [mixed_first_step(["quick", "gate"], 2)], tools)
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=1))
+    session = SwarmSession.open_new(job, plan, tmp_path / "run")
+    engine = session.engine
+    run = asyncio.create_task(session.run())
+    try:
+        # the step's calls begin together: once `gate` has begun, `quick` has ended (it awaits nothing)
+        await wait_until(lambda: agent_tools.GATE_CALLS, "the step's gated call to begin")
+        assert agent_tools.QUICK_CALLS and engine.whereabouts(0) == "tools"
+        assert engine.cancel_tasks([0]) == [0]
+        await wait_until(lambda: engine.states[0] is TaskState.CANCELLED, "the agent to stop")
+        journal = Journal.open(tmp_path / "run", readonly=True)
+        try:
+            kept = journal.tool_calls_of(0)
+            transcript = journal.body_of(0)["messages"]
+        finally:
+            journal.close()
+        assert [row["name"] for row in kept] == ["quick"] * len(agent_tools.QUICK_CALLS)  # what ended is kept
+        assert [m["content"] for m in transcript if m["role"] == "tool"] == [row["result"] for row in kept]
+        gated = len(agent_tools.GATE_CALLS)
+        agent_tools.GATE.set()
+        assert (await asyncio.wait_for(run, 60)).cancelled == 1
+    finally:
+        agent_tools.GATE.set()
+        await session.aclose()
+    resumed = SwarmSession.open_existing(tmp_path / "run")
+    try:
+        finished = await asyncio.wait_for(resumed.run(), 60)
+    finally:
+        await resumed.aclose()
+    assert finished.succeeded == 1
+    journal = Journal.open(tmp_path / "run", readonly=True)
+    try:
+        calls = journal.tool_calls_of(0)
+    finally:
+        journal.close()
+    first_step = [row for row in calls if row["step"] == 1]
+    assert [row["name"] for row in first_step].count("gate") == gated  # the cut calls, run once more
+    assert len(agent_tools.QUICK_CALLS) == sum(row["name"] == "quick" for row in calls)  # none run twice
+    assert len({row["call_id"] for row in calls}) == len(calls)
+
+
+def processes_marked(mark: str) -> list[int]:
+    """Live processes whose environment carries `SWARM_TUI_TEST_MARK=mark` (zombies are not alive)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as env, open(f"/proc/{entry}/stat") as stat:
+                marked = f"SWARM_TUI_TEST_MARK={mark}".encode() in env.read().split(b"\0")
+                zombie = stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            continue
+        if marked and not zombie:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.parametrize("ending", ["finished", "SIGINT", "SIGTERM"])
+async def test_no_mcp_server_process_outlives_the_run(tmp_path, sim_factory, ending):
+    import uuid
+
+    mark = uuid.uuid4().hex
+    sim = sim_factory(latency_ms=5 if ending == "finished" else 400, latency_sigma=0.0)
+    job = tmp_path / "agents.toml"
+    job.write_text(
+        textwrap.dedent(f"""
+        name = "agents"
+        model = "sim-1"
+        [request]
+        max_tokens = 1024
+        [[tools.mcp]]
+        name = "lingering"
+        command = ["python", "-m", "tests.mcp_lingering"]
+        processes = 2
+        env = {{ SWARM_TUI_TEST_MARK = "{mark}" }}
+        [tasks]
+        count = 8
+        prompt = "agent {{agent}} [[sim:tools=3]]"
+    """)
+    )
+    run_dir = tmp_path / "run"
+    proc = start_cli(
+        *("run", str(job), "--headless", "--out", str(run_dir), "--base-url", sim.base_url),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        if ending != "finished":
+            await wait_until(lambda: len(processes_marked(mark)) == 2, "the pool's two servers to run", timeout=60)
+            await wait_until(lambda: sim.stats()["tool_steps"] > 0, "an agent to step", timeout=60)
+            proc.send_signal(getattr(signal, ending))
+        code = await asyncio.to_thread(proc.wait, 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == (0 if ending == "finished" else 130)
+    assert processes_marked(mark) == []

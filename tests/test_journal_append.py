@@ -199,12 +199,13 @@ def test_the_record_wrappers_write_what_append_writes(tmp_path):
     new.append([TaskQueued(1, TaskState.FAILED)])
     old.record_step(attempt(2, 1, "step"), {"messages": ["step 1"]})
     new.append([AgentStepped(attempt(2, 1, "step"), 1, ("grep",), body={"messages": ["step 1"]})])
-    old.record_tool_call(2, 1, call, "found", True, 2.0, {"messages": ["step 1", "found"]})
+    other = {"id": "c2", "function": {"name": "add", "arguments": '{"a": 1}'}}
+    both = {"messages": ["step 1", "found", "2"]}
+    old.record_tool_calls(2, 1, [(call, "found", True, 2.0), (other, "2", True, 1.0)], both)
     new.append(
         [
-            ToolCallEnded(
-                2, 1, "c1", "grep", True, 2.0, arguments="{}", result="found", body={"messages": ["step 1", "found"]}
-            )
+            ToolCallEnded(2, 1, "c1", "grep", True, 2.0, arguments="{}", result="found"),
+            ToolCallEnded(2, 1, "c2", "add", True, 1.0, arguments='{"a": 1}', result="2", body=both),
         ]
     )
     old.record_cancelled([3, 4], [lost, loser])

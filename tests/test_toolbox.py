@@ -3,6 +3,7 @@ go wrong coming back to the model as the tool's result, never as an exception.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -148,3 +149,67 @@ async def test_an_mcp_command_that_does_not_start_fails_before_anything_is_sent(
     with pytest.raises(ToolSetupError) as caught:
         await Toolbox(spec).start()
     assert "job.toml: tools.mcp[0]: MCP server '/nonexistent/mcp-server' did not start" in str(caught.value)
+
+
+def test_an_mcp_entrys_processes_are_checked_with_file_line_and_field(tmp_path):
+    job = tmp_path / "agents.toml"
+    job.write_text(
+        'name = "a"\nmodel = "m"\n[tasks]\ncount = 2\nprompt = "t{agent}"\n'
+        '[[tools.mcp]]\nname = "one"\ncommand = ["python", "-m", "x"]\nprocesses = 0\n'
+        '[[tools.mcp]]\nname = "two"\nurl = "http://127.0.0.1:1/mcp"\nprocesses = 2\n'
+        '[[tools.mcp]]\nname = "three"\ncommand = ["python", "-m", "x"]\nprocesses = true\n'
+    )
+    with pytest.raises(InputError) as caught:
+        load_job(job)
+    text = str(caught.value)
+    assert f"{job}:9: tools.mcp[0].processes: must be an integer from 1 to 32, not 0" in text
+    assert f"{job}:13: tools.mcp[1].processes: applies to a command (stdio); a url is one server" in text
+    assert f"{job}:17: tools.mcp[2].processes: must be an integer from 1 to 32, not True" in text
+    job.write_text(
+        'name = "a"\nmodel = "m"\n[tasks]\ncount = 2\nprompt = "t{agent}"\n'
+        '[[tools.mcp]]\nname = "one"\ncommand = ["python", "-m", "x"]\nprocesses = 3\n'
+        '[[tools.mcp]]\nname = "two"\ncommand = ["python", "-m", "y"]\n'
+    )
+    loaded = load_job(job).tools
+    assert loaded is not None and [m.processes for m in loaded.mcp] == [3, 2]  # 2 unless told
+    assert ToolsSpec.from_meta(loaded.to_meta()) == loaded  # a resumed run starts as many
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def test_a_pooled_mcp_server_keeps_each_caller_on_one_process_and_stops_them_all():
+    import sys
+
+    from swarm_tui.tools.spec import McpServerSpec
+
+    spec = ToolsSpec(
+        mcp=(McpServerSpec("crashy", (sys.executable, "-m", "tests.mcp_crashy"), where="tools.mcp[0]", processes=3),),
+        tool_timeout_s=10,
+        source="job.toml",
+    )
+    toolbox = Toolbox(spec)
+    await toolbox.start()
+    try:
+        assert [t["function"]["name"] for t in toolbox.openai_tools()] == ["echo", "crash"]  # listed once
+
+        async def pid_of(caller: int) -> int:
+            outcome = await toolbox.call("echo", f'{{"text": "{caller}"}}', caller=caller)
+            assert outcome.ok, outcome.text
+            return int(outcome.text.split()[-1])
+
+        pids = await asyncio.gather(*(pid_of(caller) for caller in range(9)))
+        assert len(set(pids)) == 3  # three processes share the callers
+        assert pids == [pids[caller % 3] for caller in range(9)]  # each caller always on the same one
+        assert (await toolbox.call("crash", "{}", caller=1)).ok is False  # one member dies...
+        assert await pid_of(0) == pids[0] and await pid_of(2) == pids[2]  # ...the others go on
+        assert await pid_of(4) not in pids  # and it is started again at its next call
+    finally:
+        await toolbox.aclose()
+    assert not any(alive(pid) for pid in pids)

@@ -202,7 +202,8 @@ class ToolCallEnded:
     result: str | None = payload()
     """What the tool answered (or why it failed), as the transcript carries it. Not logged."""
     body: dict[str, Any] | None = payload()
-    """The task's transcript that now carries the result (the call is never run again). Not logged."""
+    """The task's transcript that now carries the result (the call is never run again): on the
+    last result of a step only, as the step's results are journaled together. Not logged."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,17 +31,17 @@ class JournalSink(Protocol):
     ) -> None: ...
     def requeue(self, indices: Iterable[int], logged: Iterable[EngineEvent] = ()) -> None: ...
     def record_step(self, attempt: Attempt, body: dict[str, Any], logged: Iterable[EngineEvent] = ()) -> None: ...
-    def record_tool_call(
+    def record_tool_calls(
         self,
         index: int,
         step: int,
-        call: dict[str, Any],
-        result: str,
-        ok: bool,
-        latency_ms: float,
+        results: Sequence[tuple[dict[str, Any], str, bool, float]],
         body: dict[str, Any],
         logged: Iterable[EngineEvent] = (),
-    ) -> None: ...
+    ) -> None:
+        """A step's tool results, each (call, result, ok, latency ms), and the transcript that
+        carries them all."""
+
     def add_tasks(self, tasks: Iterable[Task], logged: Iterable[EngineEvent] = ()) -> None: ...
     def log(self, events: Iterable[EngineEvent]) -> None: ...
     def log_event(self, kind: str, data: dict[str, Any] | None = None) -> None: ...

@@ -81,7 +81,7 @@ class ForwardingJournal:
     def record_step(self, attempt: Attempt, body: dict[str, Any], logged: Iterable[EngineEvent] = ()) -> None:
         raise NotImplementedError("multi-step agents do not run on Ray yet")
 
-    def record_tool_call(self, *args: Any, **kwargs: Any) -> None:
+    def record_tool_calls(self, *args: Any, **kwargs: Any) -> None:
         raise NotImplementedError("multi-step agents do not run on Ray yet")
 
     def log(self, events: Iterable[EngineEvent]) -> None:

@@ -1,6 +1,7 @@
 """Multi-step agents: a model call that asked for tools is a step; its tool calls run (in parallel,
-holding no slot), each result journaled with the transcript that carries it; then the agent's
-next model call goes ahead of the queue. Past `max_steps` the agent fails as `max_steps`."""
+holding no slot), and their results are journaled together with the transcript that carries them
+(one write a step); then the agent's next model call goes ahead of the queue. Past `max_steps`
+the agent fails as `max_steps`."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from .calls import answer_message
 from .settings import MAX_STEPS_CODE
 
 if TYPE_CHECKING:
-    from ..tools.toolbox import Toolbox
+    from ..tools.toolbox import Toolbox, ToolOutcome
     from .kernel import Kernel
 
 log = logging.getLogger(__name__)
@@ -102,26 +103,46 @@ class ToolSteps:
             kernel.fail_run(f"internal error in {task.get_name()}: {type(exc).__name__}: {exc}")
 
     async def _run(self, index: int, step: int) -> None:
-        """The tool calls of one step, in parallel; each result is journaled (with the transcript
-        that carries it) as it arrives. What follows is `_done`'s."""
+        """The tool calls of one step, in parallel; their results are journaled together when the
+        last one ends (one write of the transcript a step, not one a result), or, when the agent
+        is stopped first (`x`, a stop of the run), those that ended by then. What follows is
+        `_done`'s."""
         assert self.toolbox is not None
-        toolbox, kernel = self.toolbox, self.kernel
+        toolbox = self.toolbox
+        calls = pending_tool_calls(self.kernel.tasks[index].body.get("messages", []))
+        ended: dict[int, ToolOutcome] = {}
+        """Each call's outcome by its place in the step (the model's ids need not be unique)."""
 
-        async def run_one(call: dict[str, Any]) -> None:
+        async def run_one(position: int, call: dict[str, Any]) -> None:
             function = call.get("function") or {}
-            outcome = await toolbox.call(function.get("name", ""), function.get("arguments") or "{}")
-            task = kernel.tasks[index]
-            body = {**task.body, "messages": [*task.body["messages"], tool_message(call["id"], outcome.text)]}
-            ended = ToolCallEnded(index, step, call["id"], function.get("name", ""), outcome.ok, outcome.latency_ms)
-            kernel.tasks[index] = Task(task.index, task.custom_id, body)
-            kernel.commit(
-                kernel.journal.record_tool_call,
-                *(index, step, call, outcome.text, outcome.ok, outcome.latency_ms, body),
-                events=[ended],
+            ended[position] = await toolbox.call(
+                function.get("name", ""), function.get("arguments") or "{}", caller=index
             )
 
         try:
-            calls = pending_tool_calls(kernel.tasks[index].body.get("messages", []))
-            await asyncio.gather(*(run_one(call) for call in calls))
+            await asyncio.gather(*(run_one(position, call) for position, call in enumerate(calls)))
+        finally:  # also when cancelled: what ended is kept, what did not runs again
+            kept = [(call, ended[position]) for position, call in enumerate(calls) if position in ended]
+            self._journal_results(index, step, kept)
+
+    def _journal_results(self, index: int, step: int, results: list[tuple[dict[str, Any], ToolOutcome]]) -> None:
+        """A step's tool results (in the order the model asked for them) and the transcript that now
+        carries them all, in one journal write; then the events that report them."""
+        if not results:
+            return
+        kernel = self.kernel
+        task = kernel.tasks[index]
+        answered = [tool_message(call["id"], outcome.text) for call, outcome in results]
+        body = {**task.body, "messages": [*task.body["messages"], *answered]}
+        events = [
+            ToolCallEnded(
+                index, step, call["id"], (call.get("function") or {}).get("name", ""), outcome.ok, outcome.latency_ms
+            )
+            for call, outcome in results
+        ]
+        kernel.tasks[index] = Task(task.index, task.custom_id, body)
+        try:
+            rows = [(call, outcome.text, outcome.ok, outcome.latency_ms) for call, outcome in results]
+            kernel.commit(kernel.journal.record_tool_calls, index, step, rows, body, events=events)
         except JournalWriteError:
             pass  # the journal told the engine, which is stopping the run; the agent stays unfinished

@@ -215,15 +215,18 @@ def _stepped(db: MaskedConnection, event: AgentStepped, session: int, now: float
 
 
 def _tool_call_ended(db: MaskedConnection, event: ToolCallEnded, session: int, now: float) -> None:
-    """A tool call's result, and the transcript that now carries it (never run again)."""
-    if event.body is None:
-        raise _missing(event, "body")
+    """A tool call's result (never run again), and the transcript that now carries it: a step's
+    results are written together, the transcript once, on the last of them (the others carry
+    none). A result without its text could not be sent to the model again: refused."""
+    if event.result is None:
+        raise _missing(event, "result")
     db.execute(
         _TOOL_CALL,
         (event.index, event.step, event.call_id, event.name, event.arguments, event.result, event.ok,
          event.latency_ms, now),
     )  # fmt: skip
-    db.execute(_TOOL_BODY, (json.dumps(event.body, ensure_ascii=False), now, event.index))
+    if event.body is not None:
+        db.execute(_TOOL_BODY, (json.dumps(event.body, ensure_ascii=False), now, event.index))
 
 
 def _tasks_added(db: MaskedConnection, event: TasksAdded, session: int, now: float) -> None:

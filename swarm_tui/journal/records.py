@@ -42,6 +42,9 @@ from ..core.task import Task
 from .note_kinds import note_event
 from .writer import JournalWriter
 
+ToolResult = tuple[dict[str, Any], str, bool, float]
+"""(the tool call as the model asked it, its result, ok, latency in ms): one row of a step's results."""
+
 
 class RecordWrappers(JournalWriter):
     """`record_*`, `requeue`, `add_tasks` and `log_event` of `Journal` (see the module)."""
@@ -97,32 +100,34 @@ class RecordWrappers(JournalWriter):
         """A multi-step agent's model call asked for tools: `AgentStepped(attempt, step, tools, body=body)`."""
         self._record(logged, AgentStepped(attempt, 0, (), body=body))
 
-    def record_tool_call(
+    def record_tool_calls(
         self,
         index: int,
         step: int,
-        call: dict[str, Any],
-        result: str,
-        ok: bool,
-        latency_ms: float,
+        results: Sequence[ToolResult],
         body: dict[str, Any],
         logged: Iterable[EngineEvent] = (),
     ) -> None:
-        """A tool call's result and the transcript that now carries it: `ToolCallEnded(index, step,
-        call_id, name, ok, latency_ms, arguments=..., result=result, body=body)`."""
-        function = call.get("function") or {}
-        ended = ToolCallEnded(
-            index,
-            step,
-            call.get("id") or "",
-            function.get("name", ""),
-            ok,
-            latency_ms,
-            arguments=function.get("arguments"),
-            result=result,
-            body=body,
-        )
-        self._record(logged, ended)
+        """A step's tool calls, each with its result, and the transcript that now carries them all
+        (written once): `ToolCallEnded(index, step, call_id, name, ok, latency_ms, arguments=...,
+        result=...)` for each, the last with `body=body`."""
+        ended = []
+        for position, (call, result, ok, latency_ms) in enumerate(results, 1):
+            function = call.get("function") or {}
+            ended.append(
+                ToolCallEnded(
+                    index,
+                    step,
+                    call.get("id") or "",
+                    function.get("name", ""),
+                    ok,
+                    latency_ms,
+                    arguments=function.get("arguments"),
+                    result=result,
+                    body=body if position == len(results) else None,
+                )
+            )
+        self._record(logged, *ended)
 
     def record_judgment(
         self, index: int, score: float, reason: str, round_number: int, logged: Iterable[EngineEvent] = ()

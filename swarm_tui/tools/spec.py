@@ -9,6 +9,7 @@ In a TOML job (or a file given to `--tools` for a Batch JSONL job):
     [[tools.mcp]]          # an MCP server: a command run over stdio, or a streamable HTTP URL
     name = "demo"
     command = ["python", "-m", "swarm_tui.examples.mcp_tools"]
+    processes = 2          # a command's server processes (each agent's calls go to one of them)
     # url = "http://127.0.0.1:8765/mcp"
 
     [[tools.python]]       # a Python function: its JSON schema from type hints and docstring
@@ -26,10 +27,16 @@ from typing import Any
 DEFAULT_MAX_STEPS = 8
 DEFAULT_TOOL_TIMEOUT_S = 30.0
 MAX_STEPS_LIMIT = 100
+DEFAULT_MCP_PROCESSES = 2
+"""Server processes per stdio MCP entry: one process answers its calls one after another (about
+1 ms of its CPU each for the example server), so 100 agents stepping together queue behind it;
+two answer a step's burst side by side when a core is free (benchmarks/bench_agents.py prints the
+burst per pool size), three were no better on 2 cores, and each process costs memory and a start."""
+MAX_MCP_PROCESSES = 32
 
 AGENTS_KEYS = frozenset({"max_steps", "tool_timeout"})
 TOOLS_KEYS = frozenset({"mcp", "python"})
-MCP_KEYS = frozenset({"name", "command", "url", "env"})
+MCP_KEYS = frozenset({"name", "command", "url", "env", "processes"})
 PYTHON_KEYS = frozenset({"function", "name"})
 
 
@@ -41,6 +48,10 @@ class McpServerSpec:
     env: dict[str, str] = field(default_factory=dict)
     where: str = ""
     """`tools.mcp[i]`: the field a problem with this server is reported against."""
+    processes: int = DEFAULT_MCP_PROCESSES
+    """How many processes of a stdio command serve the run's agents (a URL is one server, whatever
+    runs behind it). Each agent's calls always go to the same process, so a server that keeps
+    state per caller sees each agent whole; a server whose state agents share wants 1."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +171,16 @@ def _mcp_servers(value: Any, report: Report):
         if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
             report(f"{where}.env", "must be a table of strings")
             env = {}
-        yield McpServerSpec(name, tuple(command or ()), url, dict(env), where)
+        processes = entry.get("processes", DEFAULT_MCP_PROCESSES if url is None else 1)
+        if url is not None and "processes" in entry:
+            report(f"{where}.processes", "applies to a command (stdio); a url is one server, however it scales")
+            processes = 1
+        elif not (
+            isinstance(processes, int) and not isinstance(processes, bool) and 1 <= processes <= MAX_MCP_PROCESSES
+        ):
+            report(f"{where}.processes", f"must be an integer from 1 to {MAX_MCP_PROCESSES}, not {processes!r}")
+            processes = DEFAULT_MCP_PROCESSES
+        yield McpServerSpec(name, tuple(command or ()), url, dict(env), where, processes)
 
 
 def _python_tools(value: Any, report: Report):

@@ -7,6 +7,10 @@ lists its tools, and imports every Python function; whatever does not start is a
 fails or runs past `tool_timeout` all come back as the tool's result (marked not ok), so the
 model can correct itself and the agent goes on. An MCP server that dies is restarted at its
 next call; only its calls in flight fail.
+
+A stdio MCP entry runs `processes` server processes (`_McpPool`): one process answers its calls
+one after another, which is what 100 agents stepping together queued behind. Each agent (the
+`caller` of a call) always talks to the same process of the pool.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import sys
 import time
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +61,8 @@ class _PythonTool:
         self.name = spec.name or attr
         self.schema = openai_tool(self.name, _description(function), json_schema_of(function))
 
-    async def call(self, arguments: dict[str, Any]) -> tuple[str, bool]:
+    async def call(self, arguments: dict[str, Any], caller: int) -> tuple[str, bool]:
+        """`caller` is not needed: a function runs in this process, whoever calls it."""
         if inspect.iscoroutinefunction(self.function):
             value = await self.function(**arguments)
         else:
@@ -144,11 +149,45 @@ class _McpServer:
             self._holder = None
 
 
+class _McpPool:
+    """The servers of one `[[tools.mcp]]` entry: `processes` of a stdio command, or the one a URL
+    names. A caller's calls always go to the same member (caller modulo the pool's size), so a
+    server that keeps state per caller (the example's notes) sees each agent whole, and agents that
+    step together spread evenly over the members."""
+
+    def __init__(self, spec: McpServerSpec, timeout_s: float) -> None:
+        self.spec = spec
+        count = spec.processes if spec.url is None else 1
+        self.members = [_McpServer(spec, timeout_s) for _ in range(max(1, count))]
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The tools the pool offers (every member runs the same command: the first one's list)."""
+        return self.members[0].tools
+
+    async def start(self) -> None:
+        """Every member started (in parallel); the first failure is raised once all have tried."""
+        results = await asyncio.gather(*(m.start() for m in self.members), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def call(self, name: str, arguments: dict[str, Any], caller: int) -> tuple[str, bool]:
+        return await self.members[caller % len(self.members)].call(name, arguments)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(m.aclose() for m in self.members))
+
+
+Route = Callable[[dict[str, Any], int], Awaitable[tuple[str, bool]]]
+"""(arguments, caller) -> (text, ok): where a tool's calls go."""
+
+
 class Toolbox:
     def __init__(self, spec: ToolsSpec) -> None:
         self.spec = spec
-        self._servers = [_McpServer(s, spec.tool_timeout_s) for s in spec.mcp]
-        self._routes: dict[str, Callable[[dict[str, Any]], Any]] = {}
+        self._servers = [_McpPool(s, spec.tool_timeout_s) for s in spec.mcp]
+        self._routes: dict[str, Route] = {}
         self._schemas: list[dict[str, Any]] = []
 
     @property
@@ -160,7 +199,7 @@ class Toolbox:
         problems: list[Problem] = []
         owners: dict[str, str] = {}
 
-        def offer(name: str, owner: str, schema: dict[str, Any], route: Callable[[dict[str, Any]], Any]) -> None:
+        def offer(name: str, owner: str, schema: dict[str, Any], route: Route) -> None:
             if name in owners:
                 problems.append(
                     Problem(self.spec.source, None, owner, f"tool {name!r} is also offered by {owners[name]}")
@@ -200,7 +239,9 @@ class Toolbox:
         """The `tools` of a chat request: every tool offered, in the OpenAI function format."""
         return list(self._schemas)
 
-    async def call(self, name: str, arguments: str) -> ToolOutcome:
+    async def call(self, name: str, arguments: str, caller: int = 0) -> ToolOutcome:
+        """`caller`: who calls (an agent's task index): its calls to a pooled MCP server always go
+        to the same process."""
         started = time.monotonic()
         route = self._routes.get(name)
         if route is None:
@@ -213,7 +254,7 @@ class Toolbox:
             return _outcome("error: the arguments must be a JSON object", False, started)
         try:
             async with asyncio.timeout(self.spec.tool_timeout_s):
-                text, ok = await route(parsed)
+                text, ok = await route(parsed, caller)
         except TimeoutError:
             return _outcome(f"error: the tool ran past its {self.spec.tool_timeout_s:g}s timeout", False, started)
         except Exception as exc:  # noqa: BLE001 - a tool's failure is the model's to read
@@ -221,8 +262,8 @@ class Toolbox:
         return _outcome(text, ok, started)
 
     async def aclose(self) -> None:
-        for server in self._servers:
-            await server.aclose()
+        """Every server stopped, all at once (each gets the client's grace before it is killed)."""
+        await asyncio.gather(*(server.aclose() for server in self._servers))
 
 
 def _connection_lost(exc: BaseException) -> bool:
@@ -235,8 +276,8 @@ def _connection_lost(exc: BaseException) -> bool:
     return isinstance(exc, OSError | EOFError | ConnectionError) or type(exc).__module__.startswith("anyio")
 
 
-def _bound(server: _McpServer, name: str) -> Callable[[dict[str, Any]], Any]:
-    return lambda arguments: server.call(name, arguments)
+def _bound(server: _McpPool, name: str) -> Route:
+    return lambda arguments, caller: server.call(name, arguments, caller)
 
 
 def _outcome(text: str, ok: bool, started: float) -> ToolOutcome:
