@@ -72,10 +72,13 @@ class ProviderBar(TextPanel):
             head.append(" ATTACHED ", style("provider-bar--attached"))
             head.append(" ")
         profile = source.profile
+        doors = source.view.endpoints
         head.append(profile.name, "bold")
         head.append(" │ ", dim)
         if source.simulated:
             head.append(" SIMULATED ", style("provider-bar--simulated"))
+        elif doors.routed:  # a route: its endpoints, the run panel's rows say how each does
+            head.append("route " + ", ".join(doors.doors))
         else:
             head.append(source.base_url)
         model = Text()
