@@ -15,7 +15,14 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from swarm_tui.core.events import TaskQueued, TaskSucceeded  # noqa: E402
+from swarm_tui.core.events import (  # noqa: E402
+    AttemptStarted,
+    EndpointSwitched,
+    QualityDrift,
+    TaskQueued,
+    TasksAdded,
+    TaskSucceeded,
+)
 from swarm_tui.core.notes import ActorLost  # noqa: E402
 from swarm_tui.distributed import driver as driver_module  # noqa: E402
 from swarm_tui.engine import EngineSettings  # noqa: E402
@@ -299,3 +306,35 @@ async def test_a_judged_swarm_on_ray_agrees_with_the_same_swarm_run_here(tmp_pat
     )
     assert summary_ray["cost_usd"] == pytest.approx(summary_here["cost_usd"], abs=1e-6)
     assert summary_ray["quality"]["mean"] == pytest.approx(summary_here["quality"]["mean"], abs=0.01)
+
+
+async def test_the_judges_failover_on_ray_sends_every_shards_rest_to_the_fallback(tmp_path, sim_factory):
+    """A multi-round judged swarm on Ray whose answers degrade: the drift the driver's judge sees
+    fails every shard over (those running and those handed out later), as it does here."""
+    primary = sim_factory(drift_after_rounds=0, seed=5)  # from round 2 on
+    fallback = sim_factory(seed=6)
+    path = tmp_path / "drift.toml"
+    path.write_text(
+        'name = "drift"\nmodel = "sim-1"\ngoal = "watch quality"\n'
+        '[tasks]\ncount = 30\nprompt = "finding {agent}"\n[memory]\nrounds = 5\n'
+        '[judge]\nrate = 0.1\nfirst = 4\nbaseline = 6\nwindow = 5\ndrop = 1.5\naction = "failover"\n'
+    )
+    profile = ProviderProfile(name="custom", base_url=primary.base_url, fallback_base_url=fallback.base_url)
+    plan = RunPlan(profile, EngineSettings(), prices=JUDGE_PRICES)
+    session = SwarmSession.open_new(load_job(path), plan, tmp_path / "run", ray=RayOptions(actors=2))
+    events: list = []
+    session.engine.subscribe(events.append)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.failed == 0
+    drift = next(e for e in events if isinstance(e, QualityDrift))
+    assert "failed over" in drift.detail
+    switched = [e for e in events if isinstance(e, EndpointSwitched)]
+    assert switched and all(e.endpoint.endswith("fallback") for e in switched)
+    after = events[events.index(drift) :]
+    next_round = next(i for i, e in enumerate(after) if isinstance(e, TasksAdded))  # new shards from here
+    later = [e for e in after[next_round:] if isinstance(e, AttemptStarted) and e.index >= 0]
+    assert later and all(e.endpoint.endswith("fallback") for e in later), "a later shard starts on the fallback"
+    assert fallback.stats()["successes"] > 0

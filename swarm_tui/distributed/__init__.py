@@ -18,10 +18,10 @@ from __future__ import annotations
 from ..core.ports import Capability
 from ..errors import InputError
 
-CAPABILITIES: frozenset[Capability] = frozenset({Capability.JUDGE})
+CAPABILITIES: frozenset[Capability] = frozenset({Capability.JUDGE, Capability.FAIL_OVER})
 """What `RayEngine` can do beyond one call per task (a swarm's planner and aggregator included):
-the judge (its calls made from the driver, `driver_calls`). The CLI refuses a run that needs
-more, naming what (exit 2)."""
+the judge (its calls made from the driver, `driver_calls`) and its failover (told to every
+shard). The CLI refuses a run that needs more, naming what (exit 2)."""
 
 INSTALL_HINT = "Ray is not installed: pip install 'swarm-tui[ray]'  (or: pip install ray)"
 
