@@ -4,7 +4,9 @@ It shards the unfinished tasks over `SwarmWorker` actors, each running the proje
 engine, and consumes their streams of journal records and events in order: each record is
 committed to the run's `Journal` first, then the events that followed it go to the listeners
 (RunStats, the progress line, the TUI). So the driver's journal stays the one source of truth,
-and `resume` after a driver crash sends only what it does not show as finished.
+and `resume` after a driver crash sends only what it does not show as finished. The judge
+listens to the driver as it would to a local engine: it sees the answers as they are committed,
+and its calls, like the planner's and the aggregator's, are made here (`driver_calls`).
 
 An actor lost mid-run (killed, node gone) ends its stream with a Ray error: its tasks the
 journal does not show as finished are put back in the queue and handed to a surviving actor
