@@ -259,14 +259,12 @@ def judged_swarm(tmp_path: Path, name: str):
 
 
 def judged_run(run_dir: Path) -> tuple[dict, dict, Counter]:
+    """summary.json, each judged answer's score by custom_id, and the judge calls per judged index."""
     summary = json.loads((run_dir / "summary.json").read_text())
     journal = Journal.open(run_dir, readonly=True)
     try:
-        judged = {
-            journal_row.custom_id: journal.judgments()[journal_row.index][0]
-            for journal_row in journal.tasks()
-            if journal_row.index in journal.judgments()
-        }
+        scores = journal.judgments()
+        judged = {row.custom_id: scores[row.index][0] for row in journal.tasks() if row.index in scores}
         judge_calls = Counter(line["idx"] for line in journal.attempts_since(0) if line["idx"] <= -1_000_000)
     finally:
         journal.close()
