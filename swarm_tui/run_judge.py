@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .engine import SwarmEngine
 from .engine.admission import AdmissionController
 from .engine.pacing import RateLimits
 from .journal import Journal
 from .judge.judge import CONCURRENCY as JUDGE_CONCURRENCY
-from .judge.judge import Judge
+from .judge.judge import Judge, JudgedEngine
 from .judge.spec import JudgeSpec
 from .providers.client import ProviderClient
 from .providers.profile import ProviderProfile
@@ -45,7 +44,7 @@ class JudgeEndpoint:
 
 
 def make_judge(
-    engine: SwarmEngine,
+    engine: JudgedEngine,
     journal: Journal,
     spec: JudgeSpec,
     endpoint: JudgeEndpoint,

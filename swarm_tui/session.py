@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .cache import CacheMode, ResponseCache, default_cache_dir
 from .config import configured_currency
@@ -30,7 +30,7 @@ from .engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from .errors import InputError, JournalWriteError
 from .jobs import Job, TaskTemplate
 from .journal import Journal, migrate
-from .judge.judge import Judge
+from .judge.judge import Judge, JudgedEngine
 from .judge.spec import JudgeSpec
 from .outputs import discard_outputs, summarize
 from .providers.profile import ProviderProfile
@@ -196,8 +196,7 @@ class SwarmSession:
         )
 
     def _make_judge(self, spec: JudgeSpec, profile: ProviderProfile | None) -> Judge:
-        engine = self.engine
-        assert isinstance(engine, SwarmEngine)  # the engine that declares the judge capability
+        engine = cast("JudgedEngine", self.engine)  # an engine that declares the judge capability
         self.judge_endpoint = JudgeEndpoint.open(profile, self.plan)
         model = spec.model or (profile.model if profile is not None else None) or self.model or ""
         return make_judge(

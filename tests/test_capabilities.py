@@ -14,14 +14,14 @@ from .conftest import run_cli, write_batch
 
 def test_the_local_engine_declares_everything_and_missing_keeps_a_stable_order():
     assert SwarmEngine.capabilities == frozenset(Capability)
-    assert missing(RAY, [Capability.JUDGE, Capability.TOOLS]) == [Capability.TOOLS, Capability.JUDGE]
+    assert missing(RAY, [Capability.BATCH, Capability.TOOLS]) == [Capability.TOOLS, Capability.BATCH]
+    assert missing(RAY, [Capability.JUDGE]) == [], "the judge runs on Ray (issue 32)"
     assert missing(SwarmEngine.capabilities, list(Capability)) == []
 
 
 @pytest.mark.parametrize(
     ("extra", "named"),
     [
-        (["--judge", "self"], "the judge (--judge)"),
         (["--lane", "batch"], "the batch lane"),
         (["--tools"], "multi-step agents"),
     ],
@@ -33,6 +33,21 @@ def test_a_run_on_ray_that_needs_what_ray_cannot_do_is_refused(tmp_path, extra, 
     result = run_cli("run", str(job), "--ray", "--headless", "--out", str(tmp_path / "run"), *extra)
     assert result.returncode == 2, result.stderr
     assert named in result.stderr and "does not run on Ray yet" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "run").exists(), "nothing made"
+
+
+def test_the_judge_with_a_budget_on_ray_is_refused_by_name(tmp_path):
+    """The shards' parts of a budget do not hold the judge's calls (made from the driver): until
+    they do, the pair is refused on Ray rather than the budget passed."""
+    config = tmp_path / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[prices."sim/sim-1"]\ninput = 1.0\ncached_input = 0.5\noutput = 4.0\nmax_output = 512\n')
+    job = write_batch(tmp_path / "job.jsonl", ["a", "b"])
+    extra = ["--judge", "self", "--budget", "5"]
+    result = run_cli("run", str(job), "--ray", "--headless", "--out", str(tmp_path / "run"), *extra)
+    assert result.returncode == 2, result.stderr
+    assert "the judge with --budget does not run on Ray yet" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists(), "nothing made"
 

@@ -15,7 +15,14 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from swarm_tui.core.events import TaskQueued, TaskSucceeded  # noqa: E402
+from swarm_tui.core.events import (  # noqa: E402
+    AttemptStarted,
+    EndpointSwitched,
+    QualityDrift,
+    TaskQueued,
+    TasksAdded,
+    TaskSucceeded,
+)
 from swarm_tui.core.notes import ActorLost  # noqa: E402
 from swarm_tui.distributed import driver as driver_module  # noqa: E402
 from swarm_tui.engine import EngineSettings  # noqa: E402
@@ -234,3 +241,98 @@ async def test_the_driver_replays_cached_answers_before_it_shards_any_task(tmp_p
     assert session.engine.stats.cache_hits == 60 and not session.engine.shards
     one = {line["custom_id"]: line for line in read_jsonl(tmp_path / "one" / "results.jsonl")}
     assert one == {line["custom_id"]: line for line in read_jsonl(tmp_path / "two" / "results.jsonl")}
+
+
+JUDGE_PRICES = {"custom/sim-1": {"input": 1.0, "output": 4.0}}
+
+
+def judged_swarm(tmp_path: Path, name: str):
+    """A judged one-round swarm whose judged share is the sampled one alone (`first = 0`): the
+    same answers are judged whatever order they come back in."""
+    path = tmp_path / f"{name}.toml"
+    path.write_text(
+        'name = "judged"\nmodel = "sim-1"\ngoal = "judge on ray"\n'
+        '[tasks]\ncount = 60\nprompt = "finding {agent}"\n'
+        "[judge]\nrate = 0.3\nfirst = 0\nbaseline = 4\nwindow = 4\ndrop = 1.5\n"
+    )
+    return load_job(path)
+
+
+def judged_run(run_dir: Path) -> tuple[dict, dict, Counter]:
+    """summary.json, each judged answer's score by custom_id, and the judge calls per judged index."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    journal = Journal.open(run_dir, readonly=True)
+    try:
+        scores = journal.judgments()
+        judged = {row.custom_id: scores[row.index][0] for row in journal.tasks() if row.index in scores}
+        judge_calls = Counter(line["idx"] for line in journal.attempts_since(0) if line["idx"] <= -1_000_000)
+    finally:
+        journal.close()
+    return summary, judged, judge_calls
+
+
+async def test_a_judged_swarm_on_ray_agrees_with_the_same_swarm_run_here(tmp_path, sim_factory):
+    """The judge on Ray: verdicts from the driver's view of the log, its calls made from the
+    driver; the same job run locally judges the same answers, at the same cost."""
+    runs = {}
+    for name, ray_options in (("local", None), ("ray", RayOptions(actors=2))):
+        sim = sim_factory(seed=5)
+        profile = ProviderProfile(name="custom", base_url=sim.base_url)
+        plan = RunPlan(profile, EngineSettings(concurrency=16), prices=JUDGE_PRICES)
+        session = SwarmSession.open_new(judged_swarm(tmp_path, name), plan, tmp_path / name, ray=ray_options)
+        assert session.judge is not None, "the judge runs on this engine"
+        try:
+            finished = await session.run()
+        finally:
+            await session.aclose()
+        assert (finished.succeeded, finished.failed, finished.cancelled) == (60, 0, 0), name
+        runs[name] = (*judged_run(tmp_path / name), sim.stats())
+    local, on_ray = runs["local"], runs["ray"]
+    assert (
+        custom_ids(tmp_path / "ray")
+        == custom_ids(tmp_path / "local")
+        == Counter(f"agent-{i:02d}" for i in range(1, 61))
+    )
+    summary_here, judged_here, calls_here, sim_here = local
+    summary_ray, judged_ray, calls_ray, sim_ray = on_ray
+    assert judged_ray and judged_ray.keys() == judged_here.keys()  # the sampled share, once each
+    assert all(count == 1 for count in calls_ray.values()), "every answer judged by one call"
+    assert sim_ray["judge"]["requests"] == len(judged_ray) == sim_here["judge"]["requests"]
+    assert summary_ray["quality"]["judged"] == summary_here["quality"]["judged"] == len(judged_ray)
+    assert summary_ray["quality"]["judge_cost_usd"] == pytest.approx(
+        summary_here["quality"]["judge_cost_usd"], abs=1e-6
+    )
+    assert summary_ray["cost_usd"] == pytest.approx(summary_here["cost_usd"], abs=1e-6)
+    assert summary_ray["quality"]["mean"] == pytest.approx(summary_here["quality"]["mean"], abs=0.01)
+
+
+async def test_the_judges_failover_on_ray_sends_every_shards_rest_to_the_fallback(tmp_path, sim_factory):
+    """A multi-round judged swarm on Ray whose answers degrade: the drift the driver's judge sees
+    fails every shard over (those running and those handed out later), as it does here."""
+    primary = sim_factory(drift_after_rounds=0, seed=5)  # from round 2 on
+    fallback = sim_factory(seed=6)
+    path = tmp_path / "drift.toml"
+    path.write_text(
+        'name = "drift"\nmodel = "sim-1"\ngoal = "watch quality"\n'
+        '[tasks]\ncount = 30\nprompt = "finding {agent}"\n[memory]\nrounds = 5\n'
+        '[judge]\nrate = 0.1\nfirst = 4\nbaseline = 6\nwindow = 5\ndrop = 1.5\naction = "failover"\n'
+    )
+    profile = ProviderProfile(name="custom", base_url=primary.base_url, fallback_base_url=fallback.base_url)
+    plan = RunPlan(profile, EngineSettings(), prices=JUDGE_PRICES)
+    session = SwarmSession.open_new(load_job(path), plan, tmp_path / "run", ray=RayOptions(actors=2))
+    events: list = []
+    session.engine.subscribe(events.append)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.failed == 0
+    drift = next(e for e in events if isinstance(e, QualityDrift))
+    assert "failed over" in drift.detail
+    switched = [e for e in events if isinstance(e, EndpointSwitched)]
+    assert switched and all(e.endpoint.endswith("fallback") for e in switched)
+    after = events[events.index(drift) :]
+    next_round = next(i for i, e in enumerate(after) if isinstance(e, TasksAdded))  # new shards from here
+    later = [e for e in after[next_round:] if isinstance(e, AttemptStarted) and e.index >= 0]
+    assert later and all(e.endpoint.endswith("fallback") for e in later), "a later shard starts on the fallback"
+    assert fallback.stats()["successes"] > 0

@@ -171,6 +171,13 @@ def check_engine(
         raise InputError.single(
             asked[first] or "--ray", "ray", f"{first.value} does not run on Ray yet: drop --ray to run it here"
         )
+    if judged and settings.budget_usd is not None:  # the shards' allowances do not hold the judge's calls
+        raise InputError.single(
+            "--budget",
+            "ray",
+            "the judge with --budget does not run on Ray yet (the judge's calls are not held against the "
+            "shards' parts of the budget): drop --ray, --budget or the judge",
+        )
 
 
 def check_lane(settings: EngineSettings, tools: ToolsSpec | None) -> None:

@@ -5,6 +5,7 @@
 * `admission` — the shard engines' admission, leasing from the limiter.
 * `sink` — the journal a shard's engine writes to: an outbox streamed back to the driver.
 * `worker` — an async Ray actor running the project's own `SwarmEngine` on its shard.
+* `driver_calls` — the calls made from the driver: planner, warm-up, aggregator, judge.
 * `driver` — `RayEngine`: shards the tasks, commits every outcome to the real journal before
   its listeners hear of it, re-queues a lost actor's unfinished tasks; the TUI and headless
   runs drive it as they drive `SwarmEngine`.
@@ -17,9 +18,10 @@ from __future__ import annotations
 from ..core.ports import Capability
 from ..errors import InputError
 
-CAPABILITIES: frozenset[Capability] = frozenset()
+CAPABILITIES: frozenset[Capability] = frozenset({Capability.JUDGE, Capability.FAIL_OVER})
 """What `RayEngine` can do beyond one call per task (a swarm's planner and aggregator included):
-none of the rest yet. The CLI refuses a run that needs more, naming what (exit 2)."""
+the judge (its calls made from the driver, `driver_calls`) and its failover (told to every
+shard). The CLI refuses a run that needs more, naming what (exit 2)."""
 
 INSTALL_HINT = "Ray is not installed: pip install 'swarm-tui[ray]'  (or: pip install ray)"
 

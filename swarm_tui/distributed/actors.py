@@ -95,11 +95,16 @@ class ActorPool:
 
     def ensure(self, *, paused: bool = False) -> None:
         """The limiter and `size` live actors (new ones `paused` when the run is)."""
+        self.ensure_limiter()
+        while len(self.alive()) < self.size:
+            self.new_actor(paused=paused)
+
+    def ensure_limiter(self):
+        """The swarm's rate limiter actor (made on first use: the driver's own calls lease from it too)."""
         if self.limiter is None:
             # ray.remote makes the actor class at run time; mypy sees the undecorated class
             self.limiter = RateLimiter.remote(self.rpm, self.tpm)  # type: ignore[attr-defined]
-        while len(self.alive()) < self.size:
-            self.new_actor(paused=paused)
+        return self.limiter
 
     def new_actor(self, *, paused: bool = False) -> int:
         options: dict[str, Any] = {"scheduling_strategy": "SPREAD"}

@@ -4,7 +4,9 @@ It shards the unfinished tasks over `SwarmWorker` actors, each running the proje
 engine, and consumes their streams of journal records and events in order: each record is
 committed to the run's `Journal` first, then the events that followed it go to the listeners
 (RunStats, the progress line, the TUI). So the driver's journal stays the one source of truth,
-and `resume` after a driver crash sends only what it does not show as finished.
+and `resume` after a driver crash sends only what it does not show as finished. The judge
+listens to the driver as it would to a local engine: it sees the answers as they are committed,
+and its calls, like the planner's and the aggregator's, are made here (`driver_calls`).
 
 An actor lost mid-run (killed, node gone) ends its stream with a Ray error: its tasks the
 journal does not show as finished are put back in the queue and handed to a surviving actor
@@ -22,12 +24,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import ray
 from ray.exceptions import RayError
 
 from ..core.board import TaskBoard
@@ -49,30 +49,32 @@ from ..core.events import (
 )
 from ..core.task import Task
 from ..engine import EngineSettings, TaskState
-from ..engine.observable import Listener, ObservableEngine
+from ..engine.observable import Listener
 from ..engine.stats import RunStats
+from ..errors import JournalWriteError
 from ..pricing import Price
-from ..providers.client import ProviderClient
+from ..providers.client import CallResult, ProviderClient
 from ..providers.profile import ProviderProfile
 from . import CAPABILITIES
 from .actors import ActorPool, Shard, connect
 from .admission import SwarmAdmission
 from .cache import DriverCache
+from .driver_calls import DriverCalls
+from .recovery import ShardRecovery
 from .sink import EVENT, JOURNAL
 from .worker import DONE, ShardSpec
 
 if TYPE_CHECKING:
     from ..cache import ResponseCache
-    from ..engine.engine import SwarmEngine
+    from ..engine.admission import AdmissionController
 
 log = logging.getLogger(__name__)
 
-MAX_BROKEN_SHARDS = 3
 _SKIPPED_EVENTS = (RunStarted, RunFinished, TasksAdded, RunStopping, RunPaused, RunResumed)
 """A shard's own run-level events: the driver announces the swarm's instead."""
 
 
-class RayEngine(ObservableEngine):
+class RayEngine(ShardRecovery):
     """`SwarmEngine`'s interface (`core.ports.Engine`), with the work done by engines on Ray actors."""
 
     capabilities = CAPABILITIES
@@ -134,8 +136,11 @@ class RayEngine(ObservableEngine):
         )
         self._broken_shards = 0
         """Shards that failed (actor alive) since the last success: see `_lost`."""
-        self._direct: SwarmEngine | None = None
-        """A local engine for the swarm's planner / aggregator calls (see `call_direct`)."""
+        self.driver_calls = DriverCalls(
+            client, journal, settings, self.pool, self._deliver, price=price, simulated=simulated
+        )
+        """The planner's, aggregator's and judge's calls, made here (`driver_calls`)."""
+        self._failed_over: str | None = None
         self.shards: dict[int, Shard] = {}
         """Every shard of this session so far, by id (the running ones hold tasks)."""
         self._next_shard = 0
@@ -180,8 +185,7 @@ class RayEngine(ObservableEngine):
         self._aborted = True
         self._stop(reason)
         self.pool.broadcast("abort", reason)
-        if self._direct is not None:  # a planner / aggregator call waiting for admission stops too
-            self._direct.abort(reason)
+        self.driver_calls.abort(reason)
 
     def cancel_tasks(self, indices: Iterable[int]) -> list[int]:
         """One agent is not cancelled on Ray (no `Capability.CANCEL`): the whole run is, by abort."""
@@ -199,6 +203,7 @@ class RayEngine(ObservableEngine):
         if not self._running:
             self._stop_reason = None
             self._aborted = False
+            self.driver_calls.restart()
         queued = [TaskQueued(index, TaskState.FAILED) for index in chosen]
         self._commit(self.journal.requeue, chosen, events=queued)
         if self._running and self._stop_reason is None:
@@ -220,20 +225,42 @@ class RayEngine(ObservableEngine):
     def announce_phase(self, phase: str, detail: str = "") -> None:
         self._emit(PhaseChanged(phase, detail))
 
-    async def call_direct(self, phase: str, index: int, body: dict):
-        """The planner, warm-up and aggregator calls run here, on the driver, through a local engine's
-        admission, retries and journal: they come before or after the fan-out, never while shards
-        send, so no other caller shares the provider's budget at that moment."""
-        if self._direct is None:
-            from ..engine.engine import SwarmEngine
+    async def call_direct(
+        self,
+        phase: str,
+        index: int,
+        body: dict,
+        *,
+        client: ProviderClient | None = None,
+        admission: AdmissionController | None = None,
+    ) -> CallResult:
+        """The planner, warm-up, aggregator and judge calls run here, on the driver (`driver_calls`)."""
+        return await self.driver_calls.call(phase, index, body, client=client, admission=admission)
 
-            self._direct = SwarmEngine(
-                [], self.client, self.journal, self.settings, price=self.price, simulated=self.simulated
-            )
-            self._direct.subscribe(self._deliver)  # it logs its own events
-            if self._aborted:
-                self._direct.abort()
-        return await self._direct.call_direct(phase, index, body)
+    def add_price(self, endpoint: str, price: Price | None, tier: str | None = None) -> None:
+        """Bill the driver's calls to another endpoint (a judge's) at its price."""
+        self.driver_calls.add_price(endpoint, price, tier)
+
+    def fail_over(self, reason: str) -> bool:
+        """Every shard's new attempts go to the fallback from now on (and every later shard's);
+        False when the run has none."""
+        if self.pool.profile.fallback() is None:
+            return False
+        if self._failed_over is None:
+            self._failed_over = reason
+            self.pool.broadcast("fail_over", reason)
+        return True
+
+    def emit_now(self, event: EngineEvent) -> None:
+        """An event from outside the engine (the judge's drift): on disk and out at once."""
+        self._emit_now(event)
+
+    def log(self, kind: str, data: dict[str, Any] | None = None) -> None:
+        """A journal event that changes no task (a judge that failed)."""
+        try:
+            self.journal.log_event(kind, data)
+        except JournalWriteError:  # the journal already stopped the run
+            pass
 
     # ----------------------------------------------------------------- running
 
@@ -344,6 +371,7 @@ class RayEngine(ObservableEngine):
             self.fallback_price,
             self.simulated,
             self.validator,
+            self._failed_over,
         )
         shard.task = asyncio.create_task(self._consume(shard, spec), name=f"shard-{shard_id}")
         self._wake.set()
@@ -407,67 +435,6 @@ class RayEngine(ObservableEngine):
             self._learned = (event.rpm, event.tpm)
         self._emit(event)
 
-    def _lost(self, shard: Shard, exc: BaseException) -> None:
-        """An actor died (or its shard broke): nothing it had not reported as finished is lost."""
-        actor_no = shard.actor_no
-        dead = not isinstance(exc, ray.exceptions.RayTaskError)
-        if dead:
-            self.pool.mark_dead(actor_no)
-        else:
-            # the actor lives but its shard broke (e.g. the limiter actor is gone): re-queueing on the
-            # same actor would fail the same way, over and over; after a few failures with no
-            # progress in between, stop and leave a resumable journal instead
-            self._broken_shards += 1
-            if self._broken_shards >= MAX_BROKEN_SHARDS:
-                self.stop_dispatch(
-                    f"{self._broken_shards} shards failed in a row without progress "
-                    f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
-                    "fix the cluster and resume"
-                )
-        left = [i for i in shard.indices if not self.states[i].is_final]
-        log.warning(
-            "ray shard %d on actor %d lost (%s): %d unfinished tasks re-queued",
-            shard.shard_id,
-            actor_no,
-            type(exc).__name__,
-            len(left),
-        )
-        self.journal.log_event(
-            "actor_lost",
-            {"shard": shard.shard_id, "actor": actor_no, "error": type(exc).__name__, "requeued": len(left)},
-        )
-        if self._stop_reason is not None:
-            self._cancel(left)
-        else:
-            self._requeue(left, "actor lost")
-
-    def _cancel(self, indices: list[int]) -> None:
-        attempts = self._lost_attempts(indices)
-        cancelled = [TaskCancelled(i, attempts.get(i)) for i in indices if self.states[i] is not TaskState.CANCELLED]
-        self._commit(self.journal.record_cancelled, indices, list(attempts.values()), events=cancelled)
-
-    def _requeue(self, indices: list[int], why: str) -> None:
-        attempts = self._lost_attempts(indices)
-        events: list[EngineEvent] = []
-        for index in indices:
-            if index in attempts or self.states[index] is not TaskState.CANCELLED:
-                events.append(TaskCancelled(index, attempts.get(index)))
-            events.append(TaskQueued(index, TaskState.CANCELLED))
-        # unfinished on disk until done anew
-        self._commit(self.journal.record_cancelled, indices, list(attempts.values()), events=events)
-        self._dispatch(indices)
-
-    def _lost_attempts(self, indices: list[int]) -> dict[int, Attempt]:
-        """The calls in flight on a lost shard, as the board knows them: journaled as cancelled."""
-        now = time.time()
-        out = {}
-        for index in indices:
-            flight = self.board.in_flight.get(index)
-            if flight is not None:
-                latency_ms = max(0.0, now - flight.started_at) * 1000
-                out[index] = Attempt(index, flight.number, flight.endpoint, flight.started_at, latency_ms, "cancelled")
-        return out
-
     @property
     def spent_usd(self) -> float:
         """What the run has spent, all sessions: the journal's ledger when this session started
@@ -497,4 +464,5 @@ class RayEngine(ObservableEngine):
             return
         self._stop_reason = reason
         self.admission.closed = True
+        self.driver_calls.stop(reason)
         self._emit(RunStopping(reason))

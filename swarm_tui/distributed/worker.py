@@ -54,6 +54,8 @@ class ShardSpec:
     fallback_price: Price | None = None
     simulated: bool = False
     validator: Any = None
+    failed_over: str | None = None
+    """Why the swarm failed over to the fallback (the judge's action), if it has: this shard starts there."""
 
 
 # ray's stubs type ray.remote's options for tasks only; max_concurrency is an actor option
@@ -106,6 +108,8 @@ class SwarmWorker:
         self.engines[spec.shard_id] = engine
         if self.paused:  # the swarm is paused: a shard handed out meanwhile waits too
             engine.pause()
+        if spec.failed_over is not None:
+            engine.fail_over(spec.failed_over)
         sync = asyncio.create_task(self._sync(engine, admission))
         run = asyncio.create_task(engine.run(), name=f"shard-{spec.shard_id}")
         try:
@@ -141,6 +145,10 @@ class SwarmWorker:
     async def set_concurrency(self, limit: int, reason: str) -> None:
         for engine in self.engines.values():
             engine.set_concurrency(limit, reason)
+
+    async def fail_over(self, reason: str) -> None:
+        for engine in self.engines.values():
+            engine.fail_over(reason)
 
     async def stop_dispatch(self, reason: str) -> None:
         for engine in self.engines.values():

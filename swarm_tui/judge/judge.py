@@ -14,8 +14,8 @@ import asyncio
 import logging
 import zlib
 from collections import Counter
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.events import AnswerJudged, EngineEvent, QualityDrift, TaskSucceeded
 from ..core.notes import JudgeFailed
@@ -26,10 +26,11 @@ from .spec import JudgeSpec
 from .verdict import Score, VerdictError, pointwise_body, read_score, reask_body, task_text
 
 if TYPE_CHECKING:
+    from ..core.task import Task
     from ..engine.admission import AdmissionController
-    from ..engine.engine import SwarmEngine
     from ..journal import Journal
-    from ..providers.client import ProviderClient
+    from ..pricing import Price
+    from ..providers.client import CallResult, ProviderClient
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,30 @@ JUDGE_INDEX = -1_000_000
 """A judge call of task i is journaled under index `JUDGE_INDEX - i` (below every other phase's)."""
 CONCURRENCY = 4
 """Judge calls in flight at most (they share the run's admission when they share its endpoint)."""
+
+
+class JudgedEngine(Protocol):
+    """What the judge asks of the engine it watches: `SwarmEngine` here, `RayEngine` on Ray
+    (whose judge calls are made from the driver)."""
+
+    @property
+    def tasks(self) -> Mapping[int, Task]: ...
+    def subscribe(self, listener: Callable[[EngineEvent], None]) -> None: ...
+    async def call_direct(
+        self,
+        phase: str,
+        index: int,
+        body: dict,
+        *,
+        client: ProviderClient | None = None,
+        admission: AdmissionController | None = None,
+    ) -> CallResult: ...
+    def record(self, write: Callable[..., None], *args: Any, events: Sequence[EngineEvent]) -> None: ...
+    def emit_now(self, event: EngineEvent) -> None: ...
+    def log(self, kind: str, data: dict[str, Any] | None = None) -> None: ...
+    def pause(self) -> None: ...
+    def fail_over(self, reason: str) -> bool: ...
+    def add_price(self, endpoint: str, price: Price | None, tier: str | None = None) -> None: ...
 
 
 def sampled(custom_id: str, rate: float) -> bool:
@@ -47,7 +72,7 @@ def sampled(custom_id: str, rate: float) -> bool:
 class Judge:
     def __init__(
         self,
-        engine: SwarmEngine,
+        engine: JudgedEngine,
         journal: Journal,
         spec: JudgeSpec,
         *,
