@@ -47,11 +47,6 @@ from .themes import (
 REFRESH_HZ = 10
 PANELS_EVERY_S = 0.25
 """The figures and the legend repaint at 4 Hz: readable, and half the cost of the grid's 10 Hz."""
-FIREHOSE_EVENTS_PER_S = 400
-"""Events a second past which the run is a firehose (hundreds of answers a second, too fast to
-read cell by cell): the screen then paints at `FIREHOSE_PAINT_S`, its frames being most of what
-the console costs the engine (a 120x40 frame is ~15 ms of CPU)."""
-FIREHOSE_PAINT_S = 0.5
 SPARK_SECONDS = 120
 SIDE_PANEL_MIN = 40
 SIDE_PANEL_NARROW = 28
@@ -132,7 +127,6 @@ class ConsoleCore(App[int]):
         self._spark_bucket: list[float] = []
         self._last_second = float("-inf")
         self._panels_at = float("-inf")
-        self._drained_at = float("-inf")
         self._panels_stale = False
         """Events came that the panels have not been painted with yet (their 4 Hz held them back)."""
         self.follow: str | None = None

@@ -33,7 +33,7 @@ from ..core.events import (
 from ..headless import signalled_exit_code
 from ..progress import News
 from ..view.run_view import Changes
-from .console import FIREHOSE_EVENTS_PER_S, FIREHOSE_PAINT_S, PANELS_EVERY_S, TOOLS_STARTING, ConsoleCore
+from .console import PANELS_EVERY_S, TOOLS_STARTING, ConsoleCore
 from .detail import AgentDetailScreen
 
 
@@ -88,9 +88,6 @@ class DrainingConsole(ConsoleCore):
     def drain(self, replay: bool = False) -> None:
         """Paint what the run's events changed since the last tick: the only place engine news
         reaches widgets. `replay`: the history of a resumed run: shown, but not announced."""
-        if not replay and self._firehose_waits():
-            return
-        self._drained_at = self._clock()
         changes = self.view.take_changes()
         if not changes and not self._tick_due() and not self._panels_owed():
             return
@@ -130,14 +127,6 @@ class DrainingConsole(ConsoleCore):
         else:
             self._panels_stale = True  # painted at the next tick past the 4 Hz, not at the next event
         self._refresh_bindings_if_changed()
-
-    def _firehose_waits(self) -> bool:
-        """Events pour in faster than anyone reads them: paint at 2 Hz, not 10 (the end of the run,
-        a phase change and the user's keys are not held back: they paint at once)."""
-        since = self._clock() - self._drained_at
-        if since >= FIREHOSE_PAINT_S or (self.phase, self.phase_detail) != self._painted_phase:
-            return False
-        return self.view.pending_events > FIREHOSE_EVENTS_PER_S * max(since, 1 / self._refresh_hz)
 
     def _panels_owed(self) -> bool:
         """Events came since the panels were last painted, and their 4 Hz allows a paint now (a

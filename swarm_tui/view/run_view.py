@@ -186,11 +186,6 @@ class RunView:
             self.observe(event, at)
         return self.take_changes()
 
-    @property
-    def pending_events(self) -> int:
-        """Events since the last `take_changes` (a screen may wait for more before it paints)."""
-        return self._pending.events if self._pending is not None else 0
-
     def take_changes(self) -> Changes:
         """What changed since the last call (the screen paints it); an empty `Changes` when the
         view collects none."""
