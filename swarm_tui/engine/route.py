@@ -143,9 +143,6 @@ class Route:
                 break  # the preferred door will have room: wait for it rather than pay more (or wait longer)
         return None, soonest
 
-    def door_of(self, name: str) -> Door | None:
-        return next((d for d in self.doors if d.name == name), None)
-
     @property
     def limit(self) -> int:
         return sum(d.admission.limit for d in self.doors)
@@ -170,7 +167,7 @@ class RouteAdmission(AdmissionController):
         self.chosen: Door | None = None
         """The door the last admitted call was given a slot at (taken by `routing.Endpoints.take`)."""
         for door in route.doors:
-            door.admission.on_change(self.notify)
+            door.admission.on_change(self.changed)  # a door's room is the route's
 
     @property
     def paces_tokens(self) -> bool:
@@ -207,6 +204,3 @@ class RouteAdmission(AdmissionController):
     @limit.setter
     def limit(self, value: int) -> None:
         self.cap = value
-
-    def notify(self) -> None:
-        self.changed()
