@@ -47,6 +47,32 @@ def test_an_outage_or_an_account_error_fails_over_without_waiting_for_a_sample()
     assert "failing over at once" in other.on_primary_result(CallError(ErrorClass.QUOTA, "no money", 429))
 
 
+def test_only_the_probes_answer_closes_an_open_breaker_not_a_call_sent_before_it_opened():
+    clock = FakeClock()
+    breaker = CircuitBreaker(cooldown_s=10, clock=clock)
+    assert [breaker.on_primary_result(SERVER_ERROR) is not None for _ in range(5)][-1]
+    assert breaker.on_primary_result(None) is None  # in flight when it opened, answered late
+    assert breaker.on_primary_result(SERVER_ERROR) is None  # nor does a late failure lengthen the cool-down
+    assert breaker.state is BreakerState.OPEN
+    clock.now += 10
+    assert breaker.on_primary_result(None) is None  # due for a probe, none sent yet
+    assert breaker.use_primary()
+    assert "back to the primary" in breaker.on_primary_result(None)
+
+
+def test_a_breaker_forced_open_for_quality_stays_open_for_the_run():
+    """The judge's failover: a probe answering proves the primary is up, not that its answers
+    are good again, so none is sent; a late answer of a call already out changes nothing."""
+    clock = FakeClock()
+    breaker = CircuitBreaker(cooldown_s=10, max_cooldown_s=120, clock=clock)
+    breaker.force_open("quality drift")
+    assert breaker.on_primary_result(None) is None
+    for _ in range(3):
+        clock.now += 1_000
+        assert not breaker.use_primary() and not breaker.admits()
+    assert breaker.state is BreakerState.OPEN
+
+
 async def test_primary_going_down_mid_run_loses_no_task(tmp_path, sim_factory):
     primary = sim_factory(latency_ms=10)
     secondary = sim_factory(latency_ms=10, seed=99)

@@ -123,6 +123,38 @@ async def test_an_actor_killed_mid_run_loses_no_task(tmp_path, sim_factory):
         journal.close()
 
 
+async def test_a_cluster_that_keeps_losing_its_actors_ends_the_run_resumable_not_in_a_loop(tmp_path, sim_factory):
+    """Every actor killed as soon as it sends, before any answer: the driver re-queues the lost
+    tasks a bounded number of times, then stops the run with its reason; nothing is lost (every
+    task unfinished, to resume) and nothing was paid twice as an answer."""
+    sim = sim_factory(latency_ms=3000, seed=3)  # no answer before the kills
+    session = ray_session(tmp_path, sim.base_url, [f"doomed {i}" for i in range(40)], concurrency=8)
+    engine = session.engine
+    killed: set[int] = set()
+
+    def on_event(event) -> None:
+        if isinstance(event, AttemptStarted):
+            for actor_no, actor in enumerate(engine.actors):
+                if actor_no not in killed:
+                    killed.add(actor_no)
+                    ray.kill(actor)
+
+    engine.subscribe(on_event)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.stop_reason and "Ray actors lost with no task finished" in finished.stop_reason
+    assert 3 <= engine.actors_lost <= len(killed) <= 6, "bounded: a few replacements, then the stop"
+    assert finished.succeeded == finished.failed == 0 and finished.cancelled == 40
+    journal = Journal.open(tmp_path / "run", readonly=True)
+    try:
+        assert len(journal.logged(ActorLost)) >= 3
+        assert journal.result_count() == 0 and all(not state.is_final for state in journal.states().values())
+    finally:
+        journal.close()
+
+
 async def test_keys_reach_actors_through_runtime_env_never_in_payloads(tmp_path, sim_factory, monkeypatch):
     sim = sim_factory(require_key=KEY)
     monkeypatch.setenv("RAY_RELAY_KEY", KEY)  # set after ray.init: only runtime_env can carry it

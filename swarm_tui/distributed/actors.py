@@ -119,9 +119,13 @@ class ActorPool:
         self.actors.append(actor)
         return len(self.actors) - 1
 
-    def mark_dead(self, actor_no: int) -> None:
+    def mark_dead(self, actor_no: int) -> bool:
+        """Remember a dead actor; True the first time (its other shards report it too)."""
+        if actor_no in self._dead:
+            return False
         self._dead.add(actor_no)
         self.lost += 1
+        return True
 
     def broadcast(self, method: str, *args: Any) -> None:
         """Call `method` on every live actor (fire and forget)."""

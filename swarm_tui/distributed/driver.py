@@ -136,6 +136,8 @@ class RayEngine(ShardRecovery):
         )
         self._broken_shards = 0
         """Shards that failed (actor alive) since the last success: see `_lost`."""
+        self._actors_lost_since_progress = 0
+        """Actors found dead since the last success: see `_lost`."""
         self.driver_calls = DriverCalls(
             client, journal, settings, self.pool, self._deliver, price=price, simulated=simulated
         )
@@ -406,7 +408,7 @@ class RayEngine(ShardRecovery):
                     getattr(journal, method)(*args)
                     self._attempts[attempt.index] = max(self._attempts.get(attempt.index, 0), attempt.number)
                     if method == "record_success":
-                        self._broken_shards = 0
+                        self._broken_shards = self._actors_lost_since_progress = 0
                         if self.cache is not None:
                             self.cache.kept(self.tasks[attempt.index], attempt, args[1])
                 # requeue: the driver journals retries itself

@@ -1,8 +1,10 @@
 """What the driver does when a shard ends badly: an actor lost (killed, node gone) or a shard
 that broke on a live actor. Nothing the journal does not show as finished is lost: those tasks
 are re-queued on a surviving actor (or a new one), the attempts that were in flight journaled as
-cancelled (they may have been billed); after `MAX_BROKEN_SHARDS` broken shards in a row without
-progress the run stops, resumable, instead of failing the same way over and over.
+cancelled (they may have been billed). Recovery is bounded: after `MAX_BROKEN_SHARDS` broken
+shards, or more actors lost than the pool holds (and at least `MAX_BROKEN_SHARDS`), with no task
+finished in between, the run stops, resumable, instead of re-queueing onto a cluster that keeps
+losing them (nodes starved of CPU and declared dead, an actor killed by memory pressure).
 
 A mixin of `driver.RayEngine`, apart so the driver stays one screenful of concerns."""
 
@@ -32,6 +34,7 @@ class ShardRecovery(ObservableEngine):
 
     pool: ActorPool
     _broken_shards: int
+    _actors_lost_since_progress: int
 
     def _dispatch(self, indices: list[int], *, spread: bool = False) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -41,7 +44,14 @@ class ShardRecovery(ObservableEngine):
         actor_no = shard.actor_no
         dead = not isinstance(exc, ray.exceptions.RayTaskError)
         if dead:
-            self.pool.mark_dead(actor_no)
+            if self.pool.mark_dead(actor_no):  # once per actor, however many shards it held
+                self._actors_lost_since_progress += 1
+            bound = max(MAX_BROKEN_SHARDS, self.pool.size + 1)
+            if self._actors_lost_since_progress >= bound and self._stop_reason is None:
+                self.stop_dispatch(
+                    f"{self._actors_lost_since_progress} Ray actors lost with no task finished in between "
+                    f"(the last: {type(exc).__name__}); the cluster cannot keep them alive: fix it and resume"
+                )
         else:
             # the actor lives but its shard broke (e.g. the limiter actor is gone): re-queueing on the
             # same actor would fail the same way, over and over; after a few failures with no

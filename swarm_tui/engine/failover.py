@@ -5,11 +5,15 @@ pass `threshold` (the article's 1%) of the primary's recent attempts — over a 
 once there are `min_sample` of them to judge — or `outage_run` of them come in a row (an
 outage should not wait for a sample), or at once on an auth / quota error, the breaker opens and
 new attempts go to the fallback. After a cool-down one probe goes to the primary (half-open): its
-success closes the breaker, its failure doubles the cool-down.
+success closes the breaker, its failure doubles the cool-down. Only the probe's answer counts
+while it is open: a call sent before it opened that answers late says nothing about recovery.
+A breaker forced open (the judge saw quality drop) stays open for the run: a probe can tell an
+endpoint answers again, not that its answers are good again.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -83,6 +87,8 @@ class CircuitBreaker:
     def on_primary_result(self, error: CallError | None) -> str | None:
         """Record an attempt on the primary; returns a reason when this switched endpoints."""
         if self.state is not BreakerState.CLOSED:
+            if not (self.state is BreakerState.HALF_OPEN and self._probe_in_flight):
+                return None  # sent before it opened: not the probe
             self._probe_in_flight = False
             if error is None:
                 self.state = BreakerState.CLOSED
@@ -123,7 +129,9 @@ class CircuitBreaker:
         return None
 
     def force_open(self, reason: str) -> str:
+        """Open for the rest of the run: no probe brings it back (see the module's docstring)."""
         self._open()
+        self._reopen_at = math.inf
         return reason
 
     def _open(self) -> None:

@@ -172,7 +172,8 @@ class Endpoints:
 
     def fail_over(self, reason: str) -> bool:
         """Send new attempts elsewhere now (the judge saw quality drop): the pair's fallback, or a
-        route's next door; False when there is nowhere to go. Probes bring it back as usual."""
+        route's next door; False when there is nowhere to go. It stays there for the run
+        (a probe tells an endpoint answers again, not that its answers are good again)."""
         if self.route_of_doors is not None:
             current = self.route_of_doors.order()
             if len(current) < 2 or current[0].breaker is None:
