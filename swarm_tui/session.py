@@ -106,8 +106,9 @@ class SwarmSession:
             self.sim = SimServer(plan.sim or DEMO_SIM).start(mode="thread")
         self.client, self.fallback, self.route_clients = open_clients(plan, self.base_url)
         self.response_cache = self._open_cache()
-        self.toolbox = Toolbox(contents.tools) if contents.tools is not None and contents.tools.any else None
-        """The run's tools: with them, every task is a multi-step agent."""
+        self.tools = contents.tools if contents.tools is not None and contents.tools.any else None
+        """The run's tools: with them, every task is a multi-step agent (on Ray they run on the actors)."""
+        self.toolbox = Toolbox(self.tools) if self.tools is not None and ray is None else None
         self.engine = self._make_engine(contents, ray)
         self.pipeline = (
             SwarmPipeline(self.engine, journal, run_dir, self.swarm, self.template)
@@ -180,6 +181,7 @@ class SwarmSession:
                 address=ray.address,
                 actors=ray.actors,
                 response_cache=self.response_cache,
+                tools=self.tools,
                 **shared,
             )
         return SwarmEngine(

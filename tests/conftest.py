@@ -15,6 +15,13 @@ from swarm_tui.sim import SimConfig, SimServer
 
 from .ui_fixtures import app_on_run, finished_run, journal_copy  # noqa: F401  (fixtures of the UI tests)
 
+# A local Ray on a loaded 2-core machine (two test workers, the CLI's own Rays) can miss its
+# health checks long enough for its GCS to declare the node dead ("Owner's node has crashed",
+# once in a clean-clone CI run): give every Ray the tests start (here and in the CLI processes
+# they spawn, which inherit this) a minute, not 15 s, before a node counts as gone.
+os.environ.setdefault("RAY_health_check_failure_threshold", "20")
+os.environ.setdefault("RAY_health_check_timeout_ms", "30000")
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -4,6 +4,8 @@ judge under --ray was dropped before."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from swarm_tui.core.ports import Capability, missing
 from swarm_tui.distributed import CAPABILITIES as RAY
@@ -14,8 +16,8 @@ from .conftest import run_cli, write_batch
 
 def test_the_local_engine_declares_everything_and_missing_keeps_a_stable_order():
     assert SwarmEngine.capabilities == frozenset(Capability)
-    assert missing(RAY, [Capability.BATCH, Capability.TOOLS]) == [Capability.TOOLS, Capability.BATCH]
-    assert missing(RAY, [Capability.JUDGE]) == [], "the judge runs on Ray (issue 32)"
+    assert missing(RAY, [Capability.BATCH, Capability.ROUTES]) == [Capability.BATCH, Capability.ROUTES]
+    assert missing(RAY, [Capability.JUDGE, Capability.TOOLS]) == [], "the judge and agents run on Ray (issue 32)"
     assert missing(SwarmEngine.capabilities, list(Capability)) == []
 
 
@@ -23,12 +25,15 @@ def test_the_local_engine_declares_everything_and_missing_keeps_a_stable_order()
     ("extra", "named"),
     [
         (["--lane", "batch"], "the batch lane"),
-        (["--tools"], "multi-step agents"),
+        (["--provider", "a,b"], "a route over several endpoints"),
     ],
 )
 def test_a_run_on_ray_that_needs_what_ray_cannot_do_is_refused(tmp_path, extra, named):
-    if extra[0] == "--tools":
-        extra = ["--tools", str(write_tools(tmp_path))]
+    config = tmp_path / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        '[providers.a]\nbase_url = "http://127.0.0.1:9/v1"\n[providers.b]\nbase_url = "http://127.0.0.1:9/v1"\n'
+    )
     job = write_batch(tmp_path / "job.jsonl", ["a", "b"])
     result = run_cli("run", str(job), "--ray", "--headless", "--out", str(tmp_path / "run"), *extra)
     assert result.returncode == 2, result.stderr
@@ -50,6 +55,20 @@ def test_the_judge_with_a_budget_on_ray_is_refused_by_name(tmp_path):
     assert "the judge with --budget does not run on Ray yet" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists(), "nothing made"
+
+
+def test_agents_with_python_tools_run_on_ray_from_the_cli(tmp_path, sim_factory):
+    """`--tools` on `--ray` was refused; now the tools run on the actors (test_ray.py compares
+    such a run with the same run here)."""
+    sim = sim_factory(latency_ms=5)
+    job = write_batch(tmp_path / "job.jsonl", [f"agent {i} [[sim:tools=1]]" for i in range(6)], max_tokens=512)
+    out = tmp_path / "run"
+    args = ["run", str(job), "--ray", "--headless", "--base-url", sim.base_url, "--out", str(out)]
+    result = run_cli(*args, "--tools", str(write_tools(tmp_path)), timeout=240)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["succeeded"] == 6 and summary["agents"]["steps"] == 6
+    assert sim.stats()["tool_steps"] == 6
 
 
 def write_tools(tmp_path):

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import pickle
+import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from swarm_tui.core.events import (  # noqa: E402
+    AgentStepped,
     AttemptStarted,
     EndpointSwitched,
     QualityDrift,
@@ -30,6 +33,7 @@ from swarm_tui.jobs import load_job  # noqa: E402
 from swarm_tui.journal import Journal  # noqa: E402
 from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
 from swarm_tui.session import RayOptions, RunPlan, SwarmSession  # noqa: E402
+from swarm_tui.tools.spec import McpServerSpec, ToolsSpec  # noqa: E402
 
 from .conftest import read_jsonl, run_cli, write_batch  # noqa: E402
 
@@ -153,6 +157,79 @@ async def test_a_cluster_that_keeps_losing_its_actors_ends_the_run_resumable_not
         assert journal.result_count() == 0 and all(not state.is_final for state in journal.states().values())
     finally:
         journal.close()
+
+
+def agents_session(tmp_path: Path, base_url: str, name: str, ray_options: RayOptions | None) -> SwarmSession:
+    """30 agents of 2 tool steps each, with the bundled example MCP server (on Ray: on the actors)."""
+    server = McpServerSpec("examples", (sys.executable, "-m", "swarm_tui.examples.mcp_tools"), where="tools.mcp[0]")
+    prompts = [f"agent task {i} [[sim:tools=2]]" for i in range(30)]
+    job = load_job(write_batch(tmp_path / f"{name}.jsonl", prompts, max_tokens=1024))
+    job = replace(job, tools=ToolsSpec(mcp=(server,), max_steps=4, source="job.toml"))
+    profile = ProviderProfile(name="custom", base_url=base_url)
+    plan = RunPlan(profile, EngineSettings(concurrency=12), prices=JUDGE_PRICES)
+    return SwarmSession.open_new(job, plan, tmp_path / name, ray=ray_options)
+
+
+async def test_agents_with_tools_on_ray_agree_with_the_same_agents_run_here(tmp_path, sim_factory):
+    """The tools run on the actors (their MCP servers started there), every step and tool result
+    journaled through the driver: the same answers, steps, tool calls and cost as here."""
+    runs = {}
+    for name, ray_options in (("local", None), ("ray", RayOptions(actors=2))):
+        sim = sim_factory(latency_ms=5, seed=4)
+        session = agents_session(tmp_path, sim.base_url, name, ray_options)
+        try:
+            finished = await session.run()
+        finally:
+            await session.aclose()
+        assert (finished.succeeded, finished.failed, finished.cancelled) == (30, 0, 0), name
+        summary = json.loads((tmp_path / name / "summary.json").read_text())
+        transcripts = {line["custom_id"]: line for line in read_jsonl(tmp_path / name / "transcripts.jsonl")}
+        runs[name] = (summary, transcripts, sim.stats())
+    (summary_here, transcripts_here, sim_here), (summary_ray, transcripts_ray, sim_ray) = runs["local"], runs["ray"]
+    assert custom_ids(tmp_path / "ray") == custom_ids(tmp_path / "local") == Counter(f"task-{i:04d}" for i in range(30))
+    assert sim_ray["tool_steps"] == sim_here["tool_steps"] == 60, "each step's model call once"
+    assert sim_ray["duplicate_successes"] == 0
+    assert summary_ray["agents"] == summary_here["agents"]
+    assert summary_ray["cost_usd"] == pytest.approx(summary_here["cost_usd"], abs=1e-6)
+    assert transcripts_ray.keys() == transcripts_here.keys()
+    for custom_id, transcript in transcripts_ray.items():
+        here = transcripts_here[custom_id]
+        assert transcript["steps"] == here["steps"] == 2
+        assert [m["role"] for m in transcript["messages"]] == [m["role"] for m in here["messages"]]
+        assert len(transcript["tool_calls"]) == len(here["tool_calls"])
+
+
+async def test_an_actor_killed_mid_trajectory_loses_no_step_its_agents_go_on_elsewhere(tmp_path, sim_factory):
+    """Agents whose actor dies between steps go on, on the other actor, from the transcript the
+    driver journaled: no completed step asked again, only the calls in flight at the kill."""
+    sim = sim_factory(latency_ms=60, seed=8)
+    session = agents_session(tmp_path, sim.base_url, "run", RayOptions(actors=2))
+    engine = session.engine
+    stepped, killed = [0], []
+
+    def on_event(event) -> None:
+        if isinstance(event, AgentStepped):
+            stepped[0] += 1
+            if stepped[0] == 20 and not killed:
+                killed.append(engine.actors[0])
+                ray.kill(engine.actors[0])
+
+    engine.subscribe(on_event)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert killed and engine.actors_lost == 1
+    assert (finished.succeeded, finished.failed, finished.cancelled) == (30, 0, 0)
+    transcripts = {line["custom_id"]: line for line in read_jsonl(tmp_path / "run" / "transcripts.jsonl")}
+    assert len(transcripts) == 30 and all(t["steps"] == 2 for t in transcripts.values())
+    # what the dead actor had out: at most its shard's share of the ceiling (the driver hears of
+    # a call up to a batch later, so its own count at the kill can be short of it)
+    share = engine.shards[0].concurrency
+    stats = sim.stats()
+    assert engine.shards[0].actor_no == 0 and share == 6
+    assert stats["duplicate_successes"] <= share, "answered twice: only calls the dead actor had out"
+    assert 90 <= stats["successes"] <= 90 + share, "a step asked again only if it was in flight"
 
 
 async def test_keys_reach_actors_through_runtime_env_never_in_payloads(tmp_path, sim_factory, monkeypatch):

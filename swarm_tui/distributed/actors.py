@@ -18,6 +18,9 @@ from ..providers.profile import ProviderProfile
 from .limiter import RateLimiter
 from .worker import SwarmWorker
 
+CLOSE_S = 5.0
+"""How long the actors get to stop their MCP servers before they are killed."""
+
 
 def connect(address: str | None) -> None:
     """`ray.init` once: a new local cluster for None/"local", else the given address ("auto", ray://...)."""
@@ -138,6 +141,16 @@ class ActorPool:
     async def ping(self) -> None:
         """Every actor has started (a benchmark's warm-up)."""
         await asyncio.gather(*(actor.ping.remote() for actor in self.actors))
+
+    async def aclose(self) -> None:
+        """Each live actor stops its tool servers and clients (`CLOSE_S` at most), then all are killed."""
+        closing = [self.actors[actor_no].close.remote() for actor_no in self.alive()]
+        if closing:
+            try:
+                await asyncio.wait_for(asyncio.gather(*closing, return_exceptions=True), CLOSE_S)
+            except TimeoutError:
+                pass  # killed below all the same
+        self.kill()
 
     def kill(self) -> None:
         """Kill the actors and the limiter (a dead one is no error)."""

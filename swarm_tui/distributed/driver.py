@@ -67,6 +67,7 @@ from .worker import DONE, ShardSpec
 if TYPE_CHECKING:
     from ..cache import ResponseCache
     from ..engine.admission import AdmissionController
+    from ..tools import ToolsSpec
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +106,11 @@ class RayEngine(ShardRecovery):
         validator=None,
         forward_keys: bool = True,
         response_cache: ResponseCache | None = None,
+        tools: ToolsSpec | None = None,
     ) -> None:
+        """`tools`: the job's tools, run on the actors (every task a multi-step agent)."""
         connect(address)
+        self.tools = tools
         self.tasks = {t.index: t for t in tasks}
         self.client = client
         self.journal = journal
@@ -314,8 +318,8 @@ class RayEngine(ShardRecovery):
         return finished
 
     async def aclose(self) -> None:
-        """Kill the actors and the limiter (the run's journal is untouched)."""
-        self.pool.kill()
+        """Stop the actors (their tool servers first) and the limiter (the run's journal is untouched)."""
+        await self.pool.aclose()
 
     @property
     def actors(self) -> list:
@@ -374,6 +378,7 @@ class RayEngine(ShardRecovery):
             self.simulated,
             self.validator,
             self._failed_over,
+            self.tools,
         )
         shard.task = asyncio.create_task(self._consume(shard, spec), name=f"shard-{shard_id}")
         self._wake.set()
@@ -403,6 +408,9 @@ class RayEngine(ShardRecovery):
                     journal.log_event(args[0], args[1])
                 elif method == "record_cancelled":
                     journal.record_cancelled(*args)
+                elif method in ("record_step", "record_tool_calls"):  # an agent's transcript grew
+                    getattr(journal, method)(*args)
+                    self._transcript_grew(args[0] if method == "record_tool_calls" else args[0].index, args[-1])
                 elif method in ("record_success", "record_failure", "record_retry", "record_attempt"):
                     attempt: Attempt = args[0]
                     getattr(journal, method)(*args)
@@ -418,6 +426,12 @@ class RayEngine(ShardRecovery):
                 shard.lease_calls = item[2]
         self._flush_outbox()  # the batch's events: one commit, then out (the guards read what they did)
         self._check_guards()
+
+    def _transcript_grew(self, index: int, body: dict[str, Any]) -> None:
+        """An agent's body is its transcript so far: a shard handed it later (a lost actor's
+        re-queue, a resume) goes on from there, never re-sending a step or a tool call."""
+        task = self.tasks[index]
+        self.tasks[index] = Task(task.index, task.custom_id, body)
 
     def _relay(self, shard: Shard, event: EngineEvent) -> None:
         if isinstance(event, RunStopping) and event.reason.startswith("budget"):

@@ -11,7 +11,7 @@ a result counts only once the driver has committed it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..core.events import Attempt, EngineEvent
@@ -79,10 +79,17 @@ class ForwardingJournal:
         pass  # the driver journals tasks before it hands them out
 
     def record_step(self, attempt: Attempt, body: dict[str, Any], logged: Iterable[EngineEvent] = ()) -> None:
-        raise NotImplementedError("multi-step agents do not run on Ray yet")
+        self._put("record_step", attempt, body)
 
-    def record_tool_calls(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError("multi-step agents do not run on Ray yet")
+    def record_tool_calls(
+        self,
+        index: int,
+        step: int,
+        results: Sequence[tuple[dict[str, Any], str, bool, float]],
+        body: dict[str, Any],
+        logged: Iterable[EngineEvent] = (),
+    ) -> None:
+        self._put("record_tool_calls", index, step, list(results), body)
 
     def log(self, events: Iterable[EngineEvent]) -> None:
         pass

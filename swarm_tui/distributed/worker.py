@@ -30,6 +30,7 @@ from ..engine import EngineSettings, SwarmEngine
 from ..pricing import Price
 from ..providers.client import ProviderClient
 from ..providers.profile import ProviderProfile
+from ..tools import Toolbox, ToolsSpec
 from .admission import LeasedAdmission, SharedRateLimits
 from .sink import ForwardingJournal, Outbox
 
@@ -56,6 +57,8 @@ class ShardSpec:
     validator: Any = None
     failed_over: str | None = None
     """Why the swarm failed over to the fallback (the judge's action), if it has: this shard starts there."""
+    tools: ToolsSpec | None = None
+    """The job's tools (every task a multi-step agent): started on the actor, once for its shards."""
 
 
 # ray's stubs type ray.remote's options for tasks only; max_concurrency is an actor option
@@ -70,6 +73,8 @@ class SwarmWorker:
         self.fallback: ProviderClient | None = None
         self.engines: dict[int, SwarmEngine] = {}
         self.paused = False
+        self.toolbox: Toolbox | None = None
+        self._toolbox_started = asyncio.Lock()
 
     def _clients(self) -> tuple[ProviderClient, ProviderClient | None]:
         if self.client is None:
@@ -82,9 +87,22 @@ class SwarmWorker:
     async def ping(self) -> int:
         return os.getpid()
 
+    async def _tools(self, spec: ToolsSpec | None) -> Toolbox | None:
+        """The actor's toolbox, started by the first shard that needs it (its servers run on this
+        node, with this node's environment); a server that cannot start breaks the shard."""
+        if spec is None or not spec.any:
+            return None
+        async with self._toolbox_started:
+            if self.toolbox is None:
+                toolbox = Toolbox(spec)
+                await toolbox.start()
+                self.toolbox = toolbox
+        return self.toolbox
+
     async def run_shard(self, spec: ShardSpec):
         """Run the shard to its end, yielding batches of journal records and events as they happen."""
         client, fallback = self._clients()
+        toolbox = await self._tools(spec.tools)
         outbox = Outbox()
         limits = SharedRateLimits(spec.settings.rpm, spec.settings.tpm, on_learned=self._report_learned)
         admission = LeasedAdmission(
@@ -102,6 +120,7 @@ class SwarmWorker:
             fallback_price=spec.fallback_price,
             validator=spec.validator,
             admission=admission,
+            toolbox=toolbox,
         )
         engine.subscribe(outbox.event)
         engine.subscribe(lambda event: self._watch_congestion(event, admission))
@@ -159,6 +178,9 @@ class SwarmWorker:
             engine.abort(reason)
 
     async def close(self) -> None:
+        if self.toolbox is not None:
+            await self.toolbox.aclose()
+            self.toolbox = None
         for c in (self.client, self.fallback):
             if c is not None:
                 await c.aclose()

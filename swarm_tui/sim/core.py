@@ -283,7 +283,9 @@ class Simulator:
                 self.judge_prose_left -= 1
             answer = judge_answer(call.judged, cfg, call, prose)
         elif turn.calls is not None:
-            answer = tool_step(cfg, turn, call.request.max_tokens, f"call_{self._run}{self._seq:010x}")
+            # ids from the request itself, as every other draw: the same history gets the same ids
+            # whichever order requests arrive in (a run here and on Ray agree to the token)
+            answer = tool_step(cfg, turn, call.request.max_tokens, f"call_{call.key[:16]}{call.occurrence:04x}")
         else:
             answer = final_answer(cfg, call, draws, turn.results, faults)
         if turn.reasoning:

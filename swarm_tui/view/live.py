@@ -180,7 +180,7 @@ class LiveRun:
     @property
     def has_tools(self) -> bool:
         """The job's agents have tools (MCP servers, Python tools) that start with the run."""
-        return self.session.toolbox is not None
+        return self.session.tools is not None
 
     def eta_s(self) -> float | None:
         """Remaining tasks at this session's pace; None while paused (no pace then)."""
