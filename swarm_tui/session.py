@@ -473,7 +473,7 @@ class SwarmSession:
 
     def _budget(self) -> dict[str, Any] | None:
         """The budget's report: the engine's ledger (this session's peak) over the journal's spend."""
-        ledger = self.engine.ledger  # None: a distributed engine splits its budget by shard
+        ledger = self.engine.ledger  # on Ray it holds no budget: the shards' allowances do
         report = ledger.report() if ledger is not None else None
         if report is None:
             budget = self.plan.settings.budget_usd

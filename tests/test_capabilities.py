@@ -16,16 +16,16 @@ from .conftest import run_cli, write_batch
 
 def test_the_local_engine_declares_everything_and_missing_keeps_a_stable_order():
     assert SwarmEngine.capabilities == frozenset(Capability)
-    assert missing(RAY, [Capability.BATCH, Capability.ROUTES]) == [Capability.BATCH, Capability.ROUTES]
-    assert missing(RAY, [Capability.JUDGE, Capability.TOOLS]) == [], "the judge and agents run on Ray (issue 32)"
+    assert missing(RAY, [Capability.DEADLINE, Capability.ROUTES]) == [Capability.ROUTES, Capability.DEADLINE]
+    assert missing(RAY, [Capability.JUDGE, Capability.TOOLS, Capability.BATCH]) == [], "on Ray since issue 32"
     assert missing(SwarmEngine.capabilities, list(Capability)) == []
 
 
 @pytest.mark.parametrize(
     ("extra", "named"),
     [
-        (["--lane", "batch"], "the batch lane"),
         (["--provider", "a,b"], "a route over several endpoints"),
+        (["--deadline", "2h"], "the deadline autopilot"),
     ],
 )
 def test_a_run_on_ray_that_needs_what_ray_cannot_do_is_refused(tmp_path, extra, named):
@@ -69,6 +69,20 @@ def test_agents_with_python_tools_run_on_ray_from_the_cli(tmp_path, sim_factory)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["succeeded"] == 6 and summary["agents"]["steps"] == 6
     assert sim.stats()["tool_steps"] == 6
+
+
+def test_the_batch_lane_with_a_budget_on_ray_is_refused_by_name(tmp_path):
+    """The driver's batches are not held against the shards' parts of the budget: until they
+    are, the pair is refused on Ray rather than the budget passed (each alone runs)."""
+    config = tmp_path / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[prices."sim/sim-1"]\ninput = 1.0\ncached_input = 0.5\noutput = 4.0\nmax_output = 512\n')
+    job = write_batch(tmp_path / "job.jsonl", ["a", "b"])
+    extra = ["--lane", "auto", "--budget", "5"]
+    result = run_cli("run", str(job), "--ray", "--headless", "--out", str(tmp_path / "run"), *extra)
+    assert result.returncode == 2, result.stderr
+    assert "the batch lane (--lane auto) with --budget does not run on Ray yet" in result.stderr, result.stderr
+    assert not (tmp_path / "run").exists(), "nothing made"
 
 
 def write_tools(tmp_path):

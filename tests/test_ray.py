@@ -6,6 +6,7 @@ through `RayEngine`, and they are killed when its session closes.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pickle
 import sys
@@ -20,6 +21,7 @@ ray = pytest.importorskip("ray")
 from swarm_tui.core.events import (  # noqa: E402
     AgentStepped,
     AttemptStarted,
+    BatchSubmitted,
     EndpointSwitched,
     QualityDrift,
     TaskQueued,
@@ -36,6 +38,7 @@ from swarm_tui.session import RayOptions, RunPlan, SwarmSession  # noqa: E402
 from swarm_tui.tools.spec import McpServerSpec, ToolsSpec  # noqa: E402
 
 from .conftest import read_jsonl, run_cli, write_batch  # noqa: E402
+from .helpers import wait_until  # noqa: E402
 
 KEY = "sk-ray-test-SECRET-9876543210abcdef"
 
@@ -230,6 +233,69 @@ async def test_an_actor_killed_mid_trajectory_loses_no_step_its_agents_go_on_els
     assert engine.shards[0].actor_no == 0 and share == 6
     assert stats["duplicate_successes"] <= share, "answered twice: only calls the dead actor had out"
     assert 90 <= stats["successes"] <= 90 + share, "a step asked again only if it was in flight"
+
+
+BATCH_PRICES = {"custom/sim-1": {"input": 2.0, "output": 8.0, "batch_input": 1.0, "batch_output": 4.0}}
+
+
+async def test_lane_auto_on_ray_agrees_with_the_same_run_here(tmp_path, sim_factory):
+    """The batch lane on Ray runs on the driver: a live share on the actors, then the batch from
+    the driver, its failed lines retried live on the actors; the same counts, batches and cost
+    as here, every task once, no line paid twice."""
+    runs = {}
+    for name, ray_options in (("local", None), ("ray", RayOptions(actors=2))):
+        sim = sim_factory(batch_seconds=0.2, batch_error_rate=0.1, seed=11)
+        job = load_job(write_batch(tmp_path / f"{name}.jsonl", [f"batched {i}" for i in range(300)]))
+        profile = ProviderProfile(name="custom", base_url=sim.base_url)
+        settings = EngineSettings(concurrency=20, lane="auto", batch_poll_s=0.05, batch_poll_max_s=0.2)
+        plan = RunPlan(profile, settings, prices=BATCH_PRICES)
+        session = SwarmSession.open_new(job, plan, tmp_path / name, ray=ray_options)
+        try:
+            finished = await session.run()
+        finally:
+            await session.aclose()
+        assert (finished.succeeded, finished.failed, finished.cancelled) == (300, 0, 0), name
+        summary = json.loads((tmp_path / name / "summary.json").read_text())
+        runs[name] = (summary, sim.stats())
+    (summary_here, sim_here), (summary_ray, sim_ray) = runs["local"], runs["ray"]
+    every = Counter(f"task-{i:04d}" for i in range(300))
+    assert custom_ids(tmp_path / "ray") == custom_ids(tmp_path / "local") == every
+    batch_here, batch_ray = sim_here["batch"], sim_ray["batch"]
+    assert batch_ray["batches_created"] == batch_here["batches_created"] == 1
+    assert batch_ray["lines_submitted"] == batch_here["lines_submitted"] == 280, "after the live share of 20"
+    assert batch_ray["lines_by_custom_id_max"] == 1
+    assert sim_ray["successes"] == sim_here["successes"] == 20 + batch_ray["lines_failed"], "failed lines once, live"
+    assert sim_ray["duplicate_successes"] == 0
+    by_endpoint_ray = summary_ray["cost_breakdown"]["by_endpoint"]
+    by_endpoint_here = summary_here["cost_breakdown"]["by_endpoint"]
+    assert by_endpoint_ray.keys() == by_endpoint_here.keys() == {"custom", "custom/batch"}
+    assert summary_ray["cost_usd"] == pytest.approx(summary_here["cost_usd"], abs=1e-6)
+    assert [b["status"] for b in summary_ray["batches"]] == ["completed"]
+
+
+async def test_a_quit_on_ray_leaves_the_batch_running_and_a_resume_on_ray_collects_it(tmp_path, sim_factory):
+    sim = sim_factory(batch_seconds=1.0)
+    prompts = [f"quit {i}" for i in range(50)]
+    session = ray_session(tmp_path, sim.base_url, prompts, lane="batch", batch_poll_s=0.05, batch_poll_max_s=0.2)
+    events: list = []
+    session.engine.subscribe(events.append)
+    run = asyncio.create_task(session.run())
+    await wait_until(lambda: any(isinstance(e, BatchSubmitted) for e in events), "the batch was submitted")
+    session.engine.abort("quit", leave_batches=True)
+    finished = await run
+    await session.aclose()
+    assert finished.succeeded == 0 and sim.stats()["batch"]["cancelled"] == 0  # still running at the provider
+    assert sim.stats()["requests"] == 0, "lane batch: nothing sent live"
+
+    session = SwarmSession.open_existing(tmp_path / "run", ray=RayOptions(actors=2))
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 50
+    batch = sim.stats()["batch"]
+    assert batch["batches_created"] == 1 and batch["lines_by_custom_id_max"] == 1, "collected, never submitted again"
+    assert custom_ids(tmp_path / "run") == Counter(f"task-{i:04d}" for i in range(50))
 
 
 async def test_keys_reach_actors_through_runtime_env_never_in_payloads(tmp_path, sim_factory, monkeypatch):

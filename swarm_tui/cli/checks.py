@@ -164,6 +164,7 @@ def check_engine(
         Capability.BATCH: "--lane" if settings.lane != LIVE else None,
         Capability.JUDGE: judge_where if judged else None,
         Capability.ROUTES: "--provider" if routed else None,
+        Capability.DEADLINE: "--deadline" if settings.deadline_at is not None else None,
     }
     lacking = missing(CAPABILITIES, [capability for capability, where in asked.items() if where is not None])
     if lacking:
@@ -171,12 +172,21 @@ def check_engine(
         raise InputError.single(
             asked[first] or "--ray", "ray", f"{first.value} does not run on Ray yet: drop --ray to run it here"
         )
-    if judged and settings.budget_usd is not None:  # the shards' allowances do not hold the judge's calls
+    if settings.budget_usd is None:
+        return
+    if judged:  # the shards' allowances hold neither the judge's calls nor the driver's batches
         raise InputError.single(
             "--budget",
             "ray",
             "the judge with --budget does not run on Ray yet (the judge's calls are not held against the "
             "shards' parts of the budget): drop --ray, --budget or the judge",
+        )
+    if settings.lane != LIVE:
+        raise InputError.single(
+            "--budget",
+            "ray",
+            f"the batch lane (--lane {settings.lane}) with --budget does not run on Ray yet (its batches are "
+            "not held against the shards' parts of the budget): drop --ray, --budget or --lane",
         )
 
 

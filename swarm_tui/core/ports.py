@@ -147,6 +147,7 @@ class Capability(StrEnum):
     FAIL_OVER = "failing over on the judge's word"
     LEAVE_BATCHES = "leaving provider batches open on quit"
     ROUTES = "a route over several endpoints (--provider a,b --route)"
+    DEADLINE = "the deadline autopilot (--deadline)"
 
 
 class Engine(Protocol):

@@ -47,11 +47,11 @@ from ..core.events import (
     TaskQueued,
     TasksAdded,
 )
+from ..core.lanes import LIVE
 from ..core.task import Task
 from ..engine import EngineSettings, TaskState
 from ..engine.observable import Listener
 from ..engine.stats import RunStats
-from ..errors import JournalWriteError
 from ..pricing import Price
 from ..providers.client import CallResult, ProviderClient
 from ..providers.profile import ProviderProfile
@@ -60,6 +60,7 @@ from .actors import ActorPool, Shard, connect
 from .admission import SwarmAdmission
 from .cache import DriverCache
 from .driver_calls import DriverCalls
+from .lane_host import DriverLanes
 from .recovery import ShardRecovery
 from .sink import EVENT, JOURNAL
 from .worker import DONE, ShardSpec
@@ -75,14 +76,12 @@ _SKIPPED_EVENTS = (RunStarted, RunFinished, TasksAdded, RunStopping, RunPaused, 
 """A shard's own run-level events: the driver announces the swarm's instead."""
 
 
-class RayEngine(ShardRecovery):
+class RayEngine(ShardRecovery, DriverLanes):
     """`SwarmEngine`'s interface (`core.ports.Engine`), with the work done by engines on Ray actors."""
 
     capabilities = CAPABILITIES
     tail = None
     """The tail deadlines live on the shards' engines."""
-    ledger = None
-    """The budget is split into the shards' allowances (`_free_budget`), each its engine's ledger."""
     adaptive = None
     fatal: str | None = None
     last_retry_after_asked_s: float | None = None
@@ -157,6 +156,7 @@ class RayEngine(ShardRecovery):
         self._wake = asyncio.Event()
         self._spent_before_usd = 0.0
         self._stats_cost_at_start = 0.0
+        self._open_lanes(client, price, validator)
 
     # ----------------------------------------------------------------- steering
 
@@ -185,10 +185,11 @@ class RayEngine(ShardRecovery):
         return limit
 
     def abort(self, reason: str = "aborted by user", *, leave_batches: bool = False) -> None:
-        """`leave_batches`: nothing to leave (no batch lane on Ray)."""
+        """`leave_batches` (a quit): the open batches run on at the provider; `resume` collects them."""
         if self._aborted:
             return
         self._aborted = True
+        self._abort_lanes(leave_batches)
         self._stop(reason)
         self.pool.broadcast("abort", reason)
         self.driver_calls.abort(reason)
@@ -257,17 +258,6 @@ class RayEngine(ShardRecovery):
             self.pool.broadcast("fail_over", reason)
         return True
 
-    def emit_now(self, event: EngineEvent) -> None:
-        """An event from outside the engine (the judge's drift): on disk and out at once."""
-        self._emit_now(event)
-
-    def log(self, kind: str, data: dict[str, Any] | None = None) -> None:
-        """A journal event that changes no task (a judge that failed)."""
-        try:
-            self.journal.log_event(kind, data)
-        except JournalWriteError:  # the journal already stopped the run
-            pass
-
     # ----------------------------------------------------------------- running
 
     async def run(self) -> RunFinished:
@@ -293,18 +283,21 @@ class RayEngine(ShardRecovery):
             number = lambda i: self._attempts.get(i, 0) + 1  # noqa: E731
             pending = self.cache.replay(pending, self.tasks, number, self._commit_soon, self.journal.record_success)
             self._flush_outbox()
+        pending = self._claim(pending)  # the batch lane's tasks (and those in open batches) stay here
         try:
+            self._start_lanes()
             if pending:
                 self._dispatch(pending, spread=True)
             while True:
                 running = [s.task for s in self.shards.values() if s.task is not None and s.running]
-                if not running:
+                if not running and not self.lanes_busy:
                     break
                 self._wake.clear()
                 wake = asyncio.create_task(self._wake.wait())
                 await asyncio.wait({*running, wake}, return_when=asyncio.FIRST_COMPLETED)
                 wake.cancel()
         finally:
+            await self._settle_lanes()
             self._running = False
         left = [
             i for i in sorted(self.tasks) if not self.states[i].is_final and self.states[i] is not TaskState.CANCELLED
@@ -367,7 +360,9 @@ class RayEngine(ShardRecovery):
         shard = Shard(shard_id, actor_no, self.pool.actors[actor_no], list(indices), concurrency)
         self.shards[shard_id] = shard
         shard.allowance_usd = allowance_usd
-        settings = replace(self.settings, concurrency=concurrency, budget_usd=shard.allowance_usd, fail_on_error=None)
+        settings = replace(  # a shard's calls are live: the driver owns the batch lane
+            self.settings, concurrency=concurrency, budget_usd=shard.allowance_usd, fail_on_error=None, lane=LIVE
+        )
         spec = ShardSpec(
             shard_id,
             [self.tasks[i] for i in indices],
@@ -482,3 +477,4 @@ class RayEngine(ShardRecovery):
         self.admission.closed = True
         self.driver_calls.stop(reason)
         self._emit(RunStopping(reason))
+        self._wake_lanes()

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..core.events import Attempt, AttemptEnded, ConcurrencyChanged, EngineEvent, TaskCancelled, TaskState
 from ..core.task import Task
-from ..errors import JournalWriteError
 from .admission import AdmissionController
 from .observable import ObservableEngine
 
@@ -34,10 +33,6 @@ class KernelSide(ObservableEngine):
     _wake: asyncio.Event
 
     # ----------------------------------------------------------------- the lanes' side (LaneHost)
-
-    @property
-    def stopping(self) -> str | None:
-        return self._stop_reason
 
     def next_number(self, index: int) -> int:
         self._attempt_numbers[index] = self._attempt_numbers.get(index, 0) + 1
@@ -91,31 +86,6 @@ class KernelSide(ObservableEngine):
         """The task's next step goes ahead of the queue now (an agent back from its tools)."""
         self._ready.appendleft(index)
         self._wake.set()
-
-    def commit(
-        self, write: Callable[..., None], *args: Any, events: Sequence[EngineEvent], quiet: bool = False
-    ) -> None:
-        self._commit(write, *args, events=events, quiet=quiet)
-
-    def commit_soon(self, write: Callable[..., None], *args: Any, events: Sequence[EngineEvent]) -> None:
-        self._commit_soon(write, *args, events=events)
-
-    def emit(self, event: EngineEvent) -> None:
-        self._emit(event)
-
-    def emit_now(self, event: EngineEvent) -> None:
-        self._emit_now(event)
-
-    def log(self, kind: str, data: dict[str, Any] | None = None) -> None:
-        """A journal event that changes no task: when the journal cannot take it, the failure
-        has already stopped the run (`_journal_failed`), so it is not raised again here."""
-        try:
-            self.journal.log_event(kind, data)
-        except JournalWriteError:
-            pass
-
-    def check_failure_rate(self) -> None:
-        self._check_failure_rate()
 
     def wake(self) -> None:
         self._wake.set()

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..core.lanes import AUTO, LIVE
-from ..core.ports import Lane
+from ..core.ports import Lane, LaneHost
 from . import cache_lane
 from .autopilot import Autopilot
 from .batch_lane import BatchLane
@@ -28,7 +28,7 @@ LaneFactory = Callable[["SwarmEngine"], "Lane | None"]
 
 REGISTERED: tuple[LaneFactory, ...] = (
     cache_lane.make_lane,  # first: a cached answer is neither sent live nor put in a batch
-    lambda engine: batch_lane_of(engine, engine.client, engine.price, engine.validator),
+    lambda engine: with_autopilot(engine, batch_lane_of(engine, engine.client, engine.price, engine.validator)),
 )
 
 
@@ -36,16 +36,24 @@ def lanes_for(engine: SwarmEngine) -> list[Lane]:
     return [lane for make in REGISTERED if (lane := make(engine)) is not None]
 
 
-def batch_lane_of(engine: SwarmEngine, client: ProviderClient, price: Price | None, validator: Validator | None):
+def batch_lane_of(
+    host: LaneHost, client: ProviderClient, price: Price | None, validator: Validator | None
+) -> BatchLane | None:
     """The batch lane of a run that asks for it (`--lane batch|auto`), or of a live run resuming one
-    whose batches are still open (it follows them: never sends their tasks again); else None."""
-    settings = engine.settings
-    open_batches = getattr(engine.journal, "open_batches", None)  # a shard's forwarding journal has none
+    whose batches are still open (it follows them: never sends their tasks again); else None.
+    `host`: the local kernel, or the Ray driver (which owns a distributed run's batches)."""
+    settings = host.settings
+    open_batches = getattr(host.journal, "open_batches", None)  # a shard's forwarding journal has none
     follows_batches = open_batches is not None and bool(open_batches())
     if settings.lane == LIVE and not follows_batches:
         return None
     limits = BatchLimits(settings.batch_max_requests, settings.batch_max_bytes)
-    lane = BatchLane(engine, client, settings.lane, price, limits, validator)
-    if settings.deadline_at is not None and settings.lane == AUTO:
+    return BatchLane(host, client, settings.lane, price, limits, validator)
+
+
+def with_autopilot(engine: SwarmEngine, lane: BatchLane | None) -> BatchLane | None:
+    """A deadline run's batch lane planned by the autopilot (it reads the local kernel's figures)."""
+    settings = engine.settings
+    if lane is not None and settings.deadline_at is not None and settings.lane == AUTO:
         lane.planner = Autopilot(engine, settings.deadline_at)
     return lane

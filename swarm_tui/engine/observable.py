@@ -63,6 +63,37 @@ class ObservableEngine:
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
+    # ----------------------------------------------------------------- the lanes' side (LaneHost), shared
+
+    @property
+    def stopping(self) -> str | None:
+        return self._stop_reason
+
+    def commit(
+        self, write: Callable[..., None], *args: Any, events: Sequence[EngineEvent], quiet: bool = False
+    ) -> None:
+        self._commit(write, *args, events=events, quiet=quiet)
+
+    def commit_soon(self, write: Callable[..., None], *args: Any, events: Sequence[EngineEvent]) -> None:
+        self._commit_soon(write, *args, events=events)
+
+    def emit(self, event: EngineEvent) -> None:
+        self._emit(event)
+
+    def emit_now(self, event: EngineEvent) -> None:
+        self._emit_now(event)
+
+    def log(self, kind: str, data: dict[str, Any] | None = None) -> None:
+        """A journal event that changes no task (a judge that failed, a lane's note): when the
+        journal cannot take it, the failure has already stopped the run, so it is not raised again."""
+        try:
+            self.journal.log_event(kind, data)
+        except JournalWriteError:
+            pass
+
+    def check_failure_rate(self) -> None:
+        self._check_failure_rate()
+
     def _emit(self, event: EngineEvent) -> None:
         """An event that reports no journal write of its own (a call started, a limit moved): it
         goes to disk with the next commit (group commit: at the latest when the loop turns),
