@@ -173,9 +173,21 @@ def agents_session(tmp_path: Path, base_url: str, name: str, ray_options: RayOpt
     return SwarmSession.open_new(job, plan, tmp_path / name, ray=ray_options)
 
 
+def task_costs(run_dir: Path) -> dict[int, float]:
+    journal = Journal.open(run_dir, readonly=True)
+    try:
+        return {i: sum(a["cost_usd"] or 0.0 for a in journal.attempts_of(i)) for i in journal.states()}
+    finally:
+        journal.close()
+
+
 async def test_agents_with_tools_on_ray_agree_with_the_same_agents_run_here(tmp_path, sim_factory):
     """The tools run on the actors (their MCP servers started there), every step and tool result
-    journaled through the driver: the same answers, steps, tool calls and cost as here."""
+    journaled through the driver: the same answers, steps, tool calls and cost as here.
+
+    One thing may differ by design of the example server: an agent that calls `note` and
+    `notes` in the same step races them (a step's tool calls run in parallel), here as on Ray.
+    Such an agent's later answers differ; every other agent agrees to the token and the cent."""
     runs = {}
     for name, ray_options in (("local", None), ("ray", RayOptions(actors=2))):
         sim = sim_factory(latency_ms=5, seed=4)
@@ -187,19 +199,29 @@ async def test_agents_with_tools_on_ray_agree_with_the_same_agents_run_here(tmp_
         assert (finished.succeeded, finished.failed, finished.cancelled) == (30, 0, 0), name
         summary = json.loads((tmp_path / name / "summary.json").read_text())
         transcripts = {line["custom_id"]: line for line in read_jsonl(tmp_path / name / "transcripts.jsonl")}
-        runs[name] = (summary, transcripts, sim.stats())
-    (summary_here, transcripts_here, sim_here), (summary_ray, transcripts_ray, sim_ray) = runs["local"], runs["ray"]
-    assert custom_ids(tmp_path / "ray") == custom_ids(tmp_path / "local") == Counter(f"task-{i:04d}" for i in range(30))
+        runs[name] = (summary, transcripts, sim.stats(), task_costs(tmp_path / name))
+    here, on_ray = runs["local"], runs["ray"]
+    (summary_here, transcripts_here, sim_here, costs_here) = here
+    (summary_ray, transcripts_ray, sim_ray, costs_ray) = on_ray
+    every = Counter(f"task-{i:04d}" for i in range(30))
+    assert custom_ids(tmp_path / "ray") == custom_ids(tmp_path / "local") == every
     assert sim_ray["tool_steps"] == sim_here["tool_steps"] == 60, "each step's model call once"
     assert sim_ray["duplicate_successes"] == 0
     assert summary_ray["agents"] == summary_here["agents"]
-    assert summary_ray["cost_usd"] == pytest.approx(summary_here["cost_usd"], abs=1e-6)
     assert transcripts_ray.keys() == transcripts_here.keys()
+    agreeing = []
     for custom_id, transcript in transcripts_ray.items():
-        here = transcripts_here[custom_id]
-        assert transcript["steps"] == here["steps"] == 2
-        assert [m["role"] for m in transcript["messages"]] == [m["role"] for m in here["messages"]]
-        assert len(transcript["tool_calls"]) == len(here["tool_calls"])
+        local = transcripts_here[custom_id]
+        assert transcript["steps"] == local["steps"] == 2
+        assert [m["role"] for m in transcript["messages"]] == [m["role"] for m in local["messages"]]
+        assert len(transcript["tool_calls"]) == len(local["tool_calls"])
+        if transcript["messages"] == local["messages"]:
+            agreeing.append(int(custom_id.removeprefix("task-")))
+        else:  # only a raced note/notes pair can tell them apart
+            names = {call["name"] for call in transcript["tool_calls"]}
+            assert {"note", "notes"} <= names, custom_id
+    assert len(agreeing) >= 20
+    assert sum(costs_ray[i] for i in agreeing) == pytest.approx(sum(costs_here[i] for i in agreeing), abs=1e-9)
 
 
 async def test_an_actor_killed_mid_trajectory_loses_no_step_its_agents_go_on_elsewhere(tmp_path, sim_factory):
