@@ -4,7 +4,8 @@ second `ray start --address` joining it (one CPU each), the run's CLI connecting
 after it (never `ray stop`, which stops every Ray on the machine).
 
 Measured on the 2-core test machine: the two nodes start in 8-12 s, the judged run on them and
-the same run here take 9-13 s, the nodes stop in about 3 s.
+the same run here take 9-13 s, the nodes stop in about 3 s; the file's three tests (the judge,
+agents with tools, lane auto) take 45 s, 65 s with two other test runs sharing the cores.
 """
 
 from __future__ import annotations
@@ -29,15 +30,14 @@ ray = pytest.importorskip("ray")
 from swarm_tui.core.notes import RayStarted  # noqa: E402
 from swarm_tui.journal import Journal  # noqa: E402
 
-from .conftest import read_jsonl, run_cli  # noqa: E402
+from .conftest import read_jsonl, run_cli, write_batch  # noqa: E402
 
 pytestmark = [
     pytest.mark.timeout(420),
-    pytest.mark.skipif(
-        os.environ.get("SWARM_TUI_RAY_CLUSTER") != "1",
-        reason="opt-in (SWARM_TUI_RAY_CLUSTER=1): on a loaded 2-core CI machine Ray declared the two 1-CPU "
-        "nodes' actors dead (1 clean-clone run in 2); the run then stops, resumable (test_ray.py)",
-    ),
+    # On by default again: the hang once seen in CI (actors declared dead under load, their shards
+    # re-queued without end) is bounded now (test_ray.py), and the tests' Rays get a minute of
+    # missed health checks (conftest.py); measured passing with two other test runs beside it.
+    pytest.mark.skipif(os.environ.get("SWARM_TUI_RAY_CLUSTER") == "0", reason="SWARM_TUI_RAY_CLUSTER=0"),
 ]
 
 RAY = Path(sys.executable).with_name("ray")
@@ -223,3 +223,49 @@ def test_a_judged_swarm_on_a_two_node_cluster_agrees_with_the_same_run_here(tmp_
     assert cluster[3]["judge"]["requests"] == quality_cluster["judged"], "each sampled answer judged once"
     assert quality_cluster["judge_cost_usd"] == pytest.approx(quality_local["judge_cost_usd"], abs=1e-6)
     assert summary_cluster["cost_usd"] == pytest.approx(summary_local["cost_usd"], abs=1e-6)
+
+
+def agents_tools(path: Path) -> Path:
+    """The bundled example MCP server, started on each node by its actor."""
+    path.write_text(
+        f'[agents]\nmax_steps = 4\n[[tools.mcp]]\nname = "examples"\n'
+        f'command = ["{sys.executable}", "-m", "swarm_tui.examples.mcp_tools"]\n'
+    )
+    return path
+
+
+@pytest.mark.parametrize("kind", ["agents", "lane-auto"])
+def test_agents_and_the_batch_lane_on_a_two_node_cluster_agree_with_the_same_run_here(
+    tmp_path, sim_factory, two_nodes, kind
+):
+    """Agents with tools (their MCP servers on the nodes) and `--lane auto` (the batch on the
+    driver, the live share and retried lines on the nodes): the same tasks, steps and batches as
+    here, every task once."""
+    if kind == "agents":
+        job = write_batch(tmp_path / "agents.jsonl", [f"agent {i} [[sim:tools=2]]" for i in range(20)], max_tokens=512)
+        extra, sim_options = ["--tools", str(agents_tools(tmp_path / "tools.toml"))], {"latency_ms": 5}
+    else:
+        job = write_batch(tmp_path / "batched.jsonl", [f"batched {i}" for i in range(200)])
+        extra = ["--lane", "auto", "--batch-poll", "0.1"]
+        sim_options = {"batch_seconds": 0.5, "batch_error_rate": 0.1}
+    runs = {}
+    for name, where in (("cluster", ["--ray", two_nodes]), ("local", [])):
+        sim = sim_factory(seed=7, **sim_options)
+        out = tmp_path / name
+        args = ["run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(out), *where, *extra]
+        result = run_cli(*args, timeout=300)
+        assert result.returncode == 0, result.stderr
+        runs[name] = (*run_summary(out), sim.stats())
+    cluster, local = runs["cluster"], runs["local"]
+    size = 20 if kind == "agents" else 200
+    assert cluster[1] == local[1] == Counter(f"task-{i:04d}" for i in range(size)), "every task once"
+    assert cluster[2] == 2 and local[2] == 0, "the driver saw both nodes"
+    assert cluster[0]["succeeded"] == local[0]["succeeded"] == size
+    if kind == "agents":
+        assert cluster[0]["agents"] == local[0]["agents"] and cluster[3]["tool_steps"] == local[3]["tool_steps"] == 40
+    else:
+        batch_cluster, batch_local = cluster[3]["batch"], local[3]["batch"]
+        assert batch_cluster["batches_created"] == batch_local["batches_created"] == 1
+        assert batch_cluster["lines_submitted"] == batch_local["lines_submitted"]
+        assert batch_cluster["lines_by_custom_id_max"] == 1
+        assert cluster[3]["successes"] == 20 + batch_cluster["lines_failed"], "failed lines once, live"
