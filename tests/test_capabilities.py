@@ -42,17 +42,24 @@ def test_a_run_on_ray_that_needs_what_ray_cannot_do_is_refused(tmp_path, extra, 
     assert not (tmp_path / "run").exists(), "nothing made"
 
 
-def test_the_judge_with_a_budget_on_ray_is_refused_by_name(tmp_path):
-    """The shards' parts of a budget do not hold the judge's calls (made from the driver): until
-    they do, the pair is refused on Ray rather than the budget passed."""
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--judge", "self"], "the judge with --budget does not run on Ray yet"),
+        (["--lane", "auto"], "the batch lane (--lane auto) with --budget does not run on Ray yet"),
+    ],
+)
+def test_the_judge_or_the_batch_lane_with_a_budget_on_ray_is_refused_by_name(tmp_path, extra, said):
+    """The shards' parts of a budget hold neither the judge's calls nor the batches (both made
+    from the driver): until they do, each pair is refused on Ray rather than the budget passed
+    (each alone runs)."""
     config = tmp_path / "config" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text('[prices."sim/sim-1"]\ninput = 1.0\ncached_input = 0.5\noutput = 4.0\nmax_output = 512\n')
     job = write_batch(tmp_path / "job.jsonl", ["a", "b"])
-    extra = ["--judge", "self", "--budget", "5"]
-    result = run_cli("run", str(job), "--ray", "--headless", "--out", str(tmp_path / "run"), *extra)
+    result = run_cli("run", str(job), "--ray", "--headless", "--out", str(tmp_path / "run"), *extra, "--budget", "5")
     assert result.returncode == 2, result.stderr
-    assert "the judge with --budget does not run on Ray yet" in result.stderr, result.stderr
+    assert said in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists(), "nothing made"
 
@@ -69,20 +76,6 @@ def test_agents_with_python_tools_run_on_ray_from_the_cli(tmp_path, sim_factory)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["succeeded"] == 6 and summary["agents"]["steps"] == 6
     assert sim.stats()["tool_steps"] == 6
-
-
-def test_the_batch_lane_with_a_budget_on_ray_is_refused_by_name(tmp_path):
-    """The driver's batches are not held against the shards' parts of the budget: until they
-    are, the pair is refused on Ray rather than the budget passed (each alone runs)."""
-    config = tmp_path / "config" / "config.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text('[prices."sim/sim-1"]\ninput = 1.0\ncached_input = 0.5\noutput = 4.0\nmax_output = 512\n')
-    job = write_batch(tmp_path / "job.jsonl", ["a", "b"])
-    extra = ["--lane", "auto", "--budget", "5"]
-    result = run_cli("run", str(job), "--ray", "--headless", "--out", str(tmp_path / "run"), *extra)
-    assert result.returncode == 2, result.stderr
-    assert "the batch lane (--lane auto) with --budget does not run on Ray yet" in result.stderr, result.stderr
-    assert not (tmp_path / "run").exists(), "nothing made"
 
 
 def write_tools(tmp_path):

@@ -69,6 +69,14 @@ def ray_session(
     return SwarmSession.open_new(job, plan, tmp_path / name, ray=RayOptions(actors=actors))
 
 
+async def run_to_end(session: SwarmSession):
+    """Run a session to its end and close it (its actors killed): how it finished."""
+    try:
+        return await session.run()
+    finally:
+        await session.aclose()
+
+
 def custom_ids(run_dir: Path) -> Counter:
     seen = Counter(line["custom_id"] for line in read_jsonl(run_dir / "results.jsonl"))
     seen.update(line["custom_id"] for line in read_jsonl(run_dir / "errors.jsonl"))
@@ -114,10 +122,7 @@ async def test_an_actor_killed_mid_run_loses_no_task(tmp_path, sim_factory):
             requeued.append(event.index)
 
     engine.subscribe(on_event)
-    try:
-        finished = await session.run()
-    finally:
-        await session.aclose()
+    finished = await run_to_end(session)
     assert killed and engine.actors_lost == 1
     assert requeued, "the dead actor's unfinished tasks came back to the queue"
     assert (finished.succeeded, finished.failed, finished.cancelled) == (400, 0, 0)
@@ -147,10 +152,7 @@ async def test_a_cluster_that_keeps_losing_its_actors_ends_the_run_resumable_not
                     ray.kill(actor)
 
     engine.subscribe(on_event)
-    try:
-        finished = await session.run()
-    finally:
-        await session.aclose()
+    finished = await run_to_end(session)
     assert finished.stop_reason and "Ray actors lost with no task finished" in finished.stop_reason
     assert 3 <= engine.actors_lost <= len(killed) <= 6, "bounded: a few replacements, then the stop"
     assert finished.succeeded == finished.failed == 0 and finished.cancelled == 40
@@ -192,10 +194,7 @@ async def test_agents_with_tools_on_ray_agree_with_the_same_agents_run_here(tmp_
     for name, ray_options in (("local", None), ("ray", RayOptions(actors=2))):
         sim = sim_factory(latency_ms=5, seed=4)
         session = agents_session(tmp_path, sim.base_url, name, ray_options)
-        try:
-            finished = await session.run()
-        finally:
-            await session.aclose()
+        finished = await run_to_end(session)
         assert (finished.succeeded, finished.failed, finished.cancelled) == (30, 0, 0), name
         summary = json.loads((tmp_path / name / "summary.json").read_text())
         transcripts = {line["custom_id"]: line for line in read_jsonl(tmp_path / name / "transcripts.jsonl")}
@@ -240,10 +239,7 @@ async def test_an_actor_killed_mid_trajectory_loses_no_step_its_agents_go_on_els
                 ray.kill(engine.actors[0])
 
     engine.subscribe(on_event)
-    try:
-        finished = await session.run()
-    finally:
-        await session.aclose()
+    finished = await run_to_end(session)
     assert killed and engine.actors_lost == 1
     assert (finished.succeeded, finished.failed, finished.cancelled) == (30, 0, 0)
     transcripts = {line["custom_id"]: line for line in read_jsonl(tmp_path / "run" / "transcripts.jsonl")}
@@ -272,10 +268,7 @@ async def test_lane_auto_on_ray_agrees_with_the_same_run_here(tmp_path, sim_fact
         settings = EngineSettings(concurrency=20, lane="auto", batch_poll_s=0.05, batch_poll_max_s=0.2)
         plan = RunPlan(profile, settings, prices=BATCH_PRICES)
         session = SwarmSession.open_new(job, plan, tmp_path / name, ray=ray_options)
-        try:
-            finished = await session.run()
-        finally:
-            await session.aclose()
+        finished = await run_to_end(session)
         assert (finished.succeeded, finished.failed, finished.cancelled) == (300, 0, 0), name
         summary = json.loads((tmp_path / name / "summary.json").read_text())
         runs[name] = (summary, sim.stats())
@@ -310,10 +303,7 @@ async def test_a_quit_on_ray_leaves_the_batch_running_and_a_resume_on_ray_collec
     assert sim.stats()["requests"] == 0, "lane batch: nothing sent live"
 
     session = SwarmSession.open_existing(tmp_path / "run", ray=RayOptions(actors=2))
-    try:
-        finished = await session.run()
-    finally:
-        await session.aclose()
+    finished = await run_to_end(session)
     assert finished.succeeded == 50
     batch = sim.stats()["batch"]
     assert batch["batches_created"] == 1 and batch["lines_by_custom_id_max"] == 1, "collected, never submitted again"
@@ -333,10 +323,7 @@ async def test_keys_reach_actors_through_runtime_env_never_in_payloads(tmp_path,
 
     monkeypatch.setattr(driver_module, "ShardSpec", recording_spec)
     session = ray_session(tmp_path, sim.base_url, [f"key task {i}" for i in range(20)], api_key_env="RAY_RELAY_KEY")
-    try:
-        finished = await session.run()
-    finally:
-        await session.aclose()
+    finished = await run_to_end(session)
     assert finished.succeeded == 20, "the actors had the key (from runtime_env)"
     assert specs and all(KEY.encode() not in pickle.dumps(spec) for spec in specs)
     for path in (tmp_path / "run").rglob("*"):
@@ -429,10 +416,7 @@ async def test_the_driver_replays_cached_answers_before_it_shards_any_task(tmp_p
     cache = {"cache": "readwrite", "cache_dir": str(tmp_path / "cache")}
     for name in ("one", "two"):
         session = ray_session(tmp_path, sim.base_url, prompts, name=name, **cache)
-        try:
-            finished = await session.run()
-        finally:
-            await session.aclose()
+        finished = await run_to_end(session)
         assert finished.succeeded == 60
         assert sim.stats()["requests"] == 60
     assert session.engine.stats.cache_hits == 60 and not session.engine.shards
@@ -478,10 +462,7 @@ async def test_a_judged_swarm_on_ray_agrees_with_the_same_swarm_run_here(tmp_pat
         plan = RunPlan(profile, EngineSettings(concurrency=16), prices=JUDGE_PRICES)
         session = SwarmSession.open_new(judged_swarm(tmp_path, name), plan, tmp_path / name, ray=ray_options)
         assert session.judge is not None, "the judge runs on this engine"
-        try:
-            finished = await session.run()
-        finally:
-            await session.aclose()
+        finished = await run_to_end(session)
         assert (finished.succeeded, finished.failed, finished.cancelled) == (60, 0, 0), name
         runs[name] = (*judged_run(tmp_path / name), sim.stats())
     local, on_ray = runs["local"], runs["ray"]
@@ -519,10 +500,7 @@ async def test_the_judges_failover_on_ray_sends_every_shards_rest_to_the_fallbac
     session = SwarmSession.open_new(load_job(path), plan, tmp_path / "run", ray=RayOptions(actors=2))
     events: list = []
     session.engine.subscribe(events.append)
-    try:
-        finished = await session.run()
-    finally:
-        await session.aclose()
+    finished = await run_to_end(session)
     assert finished.failed == 0
     drift = next(e for e in events if isinstance(e, QualityDrift))
     assert "failed over" in drift.detail

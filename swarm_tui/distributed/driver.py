@@ -124,7 +124,8 @@ class RayEngine(ShardRecovery, DriverLanes):
         if states:
             self.board.states.update(states)
         self.states = self.board.states
-        self._attempts: dict[int, int] = dict(attempts_made or {})
+        self._attempt_numbers: dict[int, int] = dict(attempts_made or {})
+        self._round_attempts: dict[int, int] = {}
         self._listeners: list[Listener] = [self.stats.observe]
         self._outbox: list = []
         self.admission = SwarmAdmission(settings.concurrency, self.board)
@@ -280,8 +281,9 @@ class RayEngine(ShardRecovery, DriverLanes):
         if self.settings.rpm or self.settings.tpm:
             self._emit(RateLimitsLearned(self.settings.rpm, self.settings.tpm))
         if self.cache is not None:  # hits before any shard: they reach no actor
-            number = lambda i: self._attempts.get(i, 0) + 1  # noqa: E731
-            pending = self.cache.replay(pending, self.tasks, number, self._commit_soon, self.journal.record_success)
+            pending = self.cache.replay(
+                pending, self.tasks, self.peek_number, self._commit_soon, self.journal.record_success
+            )
             self._flush_outbox()
         pending = self._claim(pending)  # the batch lane's tasks (and those in open batches) stay here
         try:
@@ -367,7 +369,7 @@ class RayEngine(ShardRecovery, DriverLanes):
             shard_id,
             [self.tasks[i] for i in indices],
             settings,
-            {i: self._attempts[i] for i in indices if i in self._attempts},
+            {i: self._attempt_numbers[i] for i in indices if i in self._attempt_numbers},
             self.price,
             self.fallback_price,
             self.simulated,
@@ -409,7 +411,7 @@ class RayEngine(ShardRecovery, DriverLanes):
                 elif method in ("record_success", "record_failure", "record_retry", "record_attempt"):
                     attempt: Attempt = args[0]
                     getattr(journal, method)(*args)
-                    self._attempts[attempt.index] = max(self._attempts.get(attempt.index, 0), attempt.number)
+                    self.take_numbers(attempt.index, attempt.number)
                     if method == "record_success":
                         self._broken_shards = self._actors_lost_since_progress = 0
                         if self.cache is not None:
@@ -434,7 +436,7 @@ class RayEngine(ShardRecovery, DriverLanes):
         if isinstance(event, _SKIPPED_EVENTS):
             return
         if isinstance(event, AttemptStarted):
-            self._attempts[event.index] = max(self._attempts.get(event.index, 0), event.number)
+            self.take_numbers(event.index, event.number)
         elif isinstance(event, ConcurrencyChanged):
             shard.limit = event.limit
             running = [s for s in self.shards.values() if s.running]

@@ -30,7 +30,6 @@ class DriverLanes(ObservableEngine):
     """The lanes of a Ray run (`RayEngine` calls `_open_lanes` once, then `_claim` and
     `_start_lanes` at each run's start; it dispatches)."""
 
-    _attempts: dict[int, int]
     _wake: asyncio.Event
 
     def _dispatch(self, indices: list[int], *, spread: bool = False) -> None:  # pragma: no cover
@@ -41,7 +40,6 @@ class DriverLanes(ObservableEngine):
         self.ledger = SpendLedger(None)
         """Holds no budget: a Ray run's budget is split into the shards' allowances (`_free_budget`),
         each its engine's ledger, and the CLI refuses the batch lane with a budget on Ray."""
-        self._round_attempts: dict[int, int] = {}
         self._retry_timers: dict[int, asyncio.TimerHandle] = {}
         lane = batch_lane_of(self, client, price, validator)
         self.lanes: list[Lane] = [lane] if lane is not None else []
@@ -87,19 +85,6 @@ class DriverLanes(ObservableEngine):
             lane.wake()
 
     # ----------------------------------------------------------------- LaneHost
-
-    def next_number(self, index: int) -> int:
-        self._attempts[index] = self._attempts.get(index, 0) + 1
-        return self._attempts[index]
-
-    def take_numbers(self, index: int, number: int) -> None:
-        self._attempts[index] = max(self._attempts.get(index, 0), number)
-
-    def round_attempts(self, index: int) -> int:
-        return self._round_attempts.get(index, 1)
-
-    def count_attempt(self, index: int) -> None:
-        self._round_attempts[index] = self._round_attempts.get(index, 0) + 1
 
     def give_back(self, indices: Iterable[int]) -> None:
         """Tasks the lane will not carry go to the shards (after a stop they stay unfinished)."""

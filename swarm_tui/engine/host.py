@@ -22,8 +22,6 @@ class KernelSide(ObservableEngine):
     journal: Any
     admission: AdmissionController
     direct_calls: int
-    _attempt_numbers: dict[int, int]
-    _round_attempts: dict[int, int]
     _ready: deque[int]
     _retry_timers: dict[int, asyncio.TimerHandle]
     _in_flight: dict[int, asyncio.Task[None]]
@@ -33,28 +31,6 @@ class KernelSide(ObservableEngine):
     _wake: asyncio.Event
 
     # ----------------------------------------------------------------- the lanes' side (LaneHost)
-
-    def next_number(self, index: int) -> int:
-        self._attempt_numbers[index] = self._attempt_numbers.get(index, 0) + 1
-        return self._attempt_numbers[index]
-
-    def peek_number(self, index: int) -> int:
-        """The number the next attempt of `index` will take (nothing taken yet)."""
-        return self._attempt_numbers.get(index, 0) + 1
-
-    def take_numbers(self, index: int, number: int) -> None:
-        self._attempt_numbers[index] = max(self._attempt_numbers.get(index, 0), number)
-
-    def round_attempts(self, index: int) -> int:
-        return self._round_attempts.get(index, 1)
-
-    def count_attempt(self, index: int) -> None:
-        """A new attempt of `index` in this round."""
-        self._round_attempts[index] = self._round_attempts.get(index, 0) + 1
-
-    def new_round(self, index: int) -> None:
-        """Its attempt budget starts over (an agent's next step has retries of its own)."""
-        self._round_attempts.pop(index, None)
 
     def give_back(self, indices: Iterable[int]) -> None:
         self._ready.extend(indices)

@@ -56,6 +56,10 @@ class ObservableEngine:
     _aborted: bool
     _stop_reason: str | None
     settings: Any
+    _attempt_numbers: dict[int, int]
+    """The last attempt number of each task (numbering goes on across sessions)."""
+    _round_attempts: dict[int, int]
+    """Attempts of each task in its current round (its retries' budget)."""
     _outbox: list[EngineEvent | _Write]
     """Events emitted, and answers to keep, since the last commit: they go to disk (and out)
     with the next one, in order."""
@@ -68,6 +72,28 @@ class ObservableEngine:
     @property
     def stopping(self) -> str | None:
         return self._stop_reason
+
+    def next_number(self, index: int) -> int:
+        self._attempt_numbers[index] = self._attempt_numbers.get(index, 0) + 1
+        return self._attempt_numbers[index]
+
+    def peek_number(self, index: int) -> int:
+        """The number the next attempt of `index` will take (nothing taken yet)."""
+        return self._attempt_numbers.get(index, 0) + 1
+
+    def take_numbers(self, index: int, number: int) -> None:
+        self._attempt_numbers[index] = max(self._attempt_numbers.get(index, 0), number)
+
+    def round_attempts(self, index: int) -> int:
+        return self._round_attempts.get(index, 1)
+
+    def count_attempt(self, index: int) -> None:
+        """A new attempt of `index` in this round."""
+        self._round_attempts[index] = self._round_attempts.get(index, 0) + 1
+
+    def new_round(self, index: int) -> None:
+        """Its attempt budget starts over (an agent's next step has retries of its own)."""
+        self._round_attempts.pop(index, None)
 
     def commit(
         self, write: Callable[..., None], *args: Any, events: Sequence[EngineEvent], quiet: bool = False
