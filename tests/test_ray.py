@@ -39,6 +39,7 @@ from swarm_tui.tools.spec import McpServerSpec, ToolsSpec  # noqa: E402
 
 from .conftest import read_jsonl, run_cli, write_batch  # noqa: E402
 from .helpers import wait_until  # noqa: E402
+from .test_process_faults import journal_count  # noqa: E402
 
 KEY = "sk-ray-test-SECRET-9876543210abcdef"
 
@@ -308,6 +309,36 @@ async def test_a_quit_on_ray_leaves_the_batch_running_and_a_resume_on_ray_collec
     batch = sim.stats()["batch"]
     assert batch["batches_created"] == 1 and batch["lines_by_custom_id_max"] == 1, "collected, never submitted again"
     assert custom_ids(tmp_path / "run") == Counter(f"task-{i:04d}" for i in range(50))
+
+
+async def test_a_stop_on_ray_journals_nothing_per_task_never_sent(tmp_path, sim_factory):
+    """A big Ray run stopped early: a cancellation for each task a shard had started, none for
+    the thousands never sent (they stay queued, as on disk: a stop costs nothing per task)."""
+    sim = sim_factory(latency_ms=2, seed=2)
+    session = ray_session(tmp_path, sim.base_url, [f"stop {i}" for i in range(3000)], concurrency=20)
+    engine = session.engine
+    done = [0]
+
+    def on_event(event) -> None:
+        if isinstance(event, TaskSucceeded):
+            done[0] += 1
+            if done[0] == 300:
+                engine.stop_dispatch("stopped by the test")
+
+    engine.subscribe(on_event)
+    finished = await run_to_end(session)
+    assert finished.stop_reason == "stopped by the test" and 300 <= finished.succeeded < 3000
+    run_dir = tmp_path / "run"
+    cancelled = journal_count(run_dir, "SELECT COUNT(*) FROM log WHERE kind = 'TaskCancelled'")
+    retried = journal_count(run_dir, "SELECT COUNT(*) FROM log WHERE kind = 'TaskRetrying'")
+    journal = Journal.open(run_dir, readonly=True)
+    try:
+        states = journal.counts()
+    finally:
+        journal.close()
+    assert cancelled <= 20 + retried, f"{cancelled} cancellations journaled at the stop"
+    assert states.get("queued", 0) > 1500, states
+    assert states.get("running", 0) == states.get("retrying", 0) == 0, states
 
 
 async def test_keys_reach_actors_through_runtime_env_never_in_payloads(tmp_path, sim_factory, monkeypatch):

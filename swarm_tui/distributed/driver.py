@@ -301,10 +301,11 @@ class RayEngine(ShardRecovery, DriverLanes):
         finally:
             await self._settle_lanes()
             self._running = False
-        left = [
-            i for i in sorted(self.tasks) if not self.states[i].is_final and self.states[i] is not TaskState.CANCELLED
-        ]
-        if left:  # stopped (or a shard ended oddly): unfinished work, kept for resume
+        # stopped (or a shard ended oddly): unfinished work, kept for resume. A task never started
+        # stays queued, as it is on disk: a stop costs nothing per task it never sent
+        untouched = (TaskState.CANCELLED, TaskState.QUEUED)
+        left = [i for i in sorted(self.tasks) if not self.states[i].is_final and self.states[i] not in untouched]
+        if left:
             cancelled = [TaskCancelled(index) for index in left]
             self._commit(self.journal.record_cancelled, left, (), events=cancelled)
         finished = self.outcome()

@@ -81,9 +81,13 @@ class ShardRecovery(ObservableEngine):
             self._requeue(left, "actor lost")
 
     def _cancel(self, indices: list[int]) -> None:
+        """A lost shard's tasks after a stop: those it had started become unfinished (cancelled),
+        with the calls it had in flight; those it never started stay queued."""
         attempts = self._lost_attempts(indices)
-        cancelled = [TaskCancelled(i, attempts.get(i)) for i in indices if self.states[i] is not TaskState.CANCELLED]
-        self._commit(self.journal.record_cancelled, indices, list(attempts.values()), events=cancelled)
+        untouched = (TaskState.CANCELLED, TaskState.QUEUED)
+        chosen = [i for i in indices if i in attempts or self.states[i] not in untouched]
+        cancelled = [TaskCancelled(i, attempts.get(i)) for i in chosen]
+        self._commit(self.journal.record_cancelled, chosen, list(attempts.values()), events=cancelled)
 
     def _requeue(self, indices: list[int], why: str) -> None:
         attempts = self._lost_attempts(indices)
