@@ -83,14 +83,17 @@ async def one_run(
         if actors:  # actors up and connected before the clock starts (their start is not the swarm's speed)
             session.engine.pool.ensure()
             await session.engine.pool.ping()
-        elif session.toolbox is not None:  # the same for the tools' servers here (on Ray: in the run)
-            await session.toolbox.start()
+            if agents:  # and their tools' servers (here they start before RunStarted, off the clock)
+                await asyncio.gather(*(actor.start_tools.remote(job.tools) for actor in session.engine.actors))
+        clock: dict[str, float] = {}
+        session.engine.subscribe(lambda event: clock.setdefault(type(event).__name__, time.perf_counter()))
         t0 = time.perf_counter()
         try:
             finished = await session.run()
         finally:
             await session.aclose()
-        elapsed = time.perf_counter() - t0
+        # agents: first dispatch to the last answer (the local run starts its tools inside run())
+        elapsed = clock["RunFinished"] - clock["RunStarted"] if agents else time.perf_counter() - t0
         summary = json.loads((tmp / "run" / "summary.json").read_text())
     return {
         "actors": actors or 0,

@@ -87,6 +87,11 @@ class SwarmWorker:
     async def ping(self) -> int:
         return os.getpid()
 
+    async def start_tools(self, spec: ToolsSpec) -> int:
+        """Start the job's tools now (a benchmark's warm-up, as `ping` is): how many are offered."""
+        toolbox = await self._tools(spec)
+        return len(toolbox.openai_tools()) if toolbox is not None else 0
+
     async def _tools(self, spec: ToolsSpec | None) -> Toolbox | None:
         """The actor's toolbox, started by the first shard that needs it (its servers run on this
         node, with this node's environment); a server that cannot start breaks the shard."""
