@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import pickle
+import signal
+import subprocess
 import sys
+import uuid
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -37,8 +40,9 @@ from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
 from swarm_tui.session import RayOptions, RunPlan, SwarmSession  # noqa: E402
 from swarm_tui.tools.spec import McpServerSpec, ToolsSpec  # noqa: E402
 
-from .conftest import read_jsonl, run_cli, write_batch  # noqa: E402
+from .conftest import read_jsonl, run_cli, start_cli, write_batch  # noqa: E402
 from .helpers import wait_until  # noqa: E402
+from .test_agents import processes_marked  # noqa: E402
 from .test_process_faults import journal_count  # noqa: E402
 
 KEY = "sk-ray-test-SECRET-9876543210abcdef"
@@ -339,6 +343,36 @@ async def test_a_stop_on_ray_journals_nothing_per_task_never_sent(tmp_path, sim_
     assert cancelled <= 20 + retried, f"{cancelled} cancellations journaled at the stop"
     assert states.get("queued", 0) > 1500, states
     assert states.get("running", 0) == states.get("retrying", 0) == 0, states
+
+
+@pytest.mark.parametrize("ending", ["finished", "SIGINT"])
+async def test_no_mcp_server_started_on_an_actor_outlives_the_run(tmp_path, sim_factory, ending):
+    """The actors' tool servers (one that lingers after its stdin closes) are stopped before the
+    actors are killed, whether the run finished or was stopped by Ctrl-C."""
+    mark = uuid.uuid4().hex
+    sim = sim_factory(latency_ms=5 if ending == "finished" else 400, latency_sigma=0.0)
+    server = Path(__file__).with_name("mcp_lingering.py")
+    job = tmp_path / "agents.toml"
+    job.write_text(
+        'name = "agents"\nmodel = "sim-1"\n[request]\nmax_tokens = 1024\n'
+        f'[[tools.mcp]]\nname = "lingering"\ncommand = ["{sys.executable}", "{server}"]\nprocesses = 2\n'
+        f'env = {{ SWARM_TUI_TEST_MARK = "{mark}" }}\n'
+        '[tasks]\ncount = 8\nprompt = "agent {agent} [[sim:tools=3]]"\n'
+    )
+    args = ["run", str(job), "--ray", "--headless", "--out", str(tmp_path / "run"), "--base-url", sim.base_url]
+    proc = start_cli(*args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        if ending != "finished":
+            await wait_until(lambda: sim.stats()["tool_steps"] > 0, "an agent to step on an actor", timeout=120)
+            assert len(processes_marked(mark)) == 2, "the actor's pool of two servers"
+            proc.send_signal(signal.SIGINT)
+        code = await asyncio.to_thread(proc.wait, 120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == (0 if ending == "finished" else 130)
+    assert processes_marked(mark) == []
 
 
 async def test_keys_reach_actors_through_runtime_env_never_in_payloads(tmp_path, sim_factory, monkeypatch):
