@@ -64,6 +64,12 @@ class TaskState(StrEnum):
     def is_final(self) -> bool:
         return self in (TaskState.SUCCEEDED, TaskState.FAILED)
 
+    @property
+    def kept_by_a_stop(self) -> bool:
+        """A stop journals nothing for a task in this state: never started (queued, as on disk)
+        or unfinished already (cancelled). So a stop costs nothing per task it never sent."""
+        return self in (TaskState.QUEUED, TaskState.CANCELLED)
+
 
 @dataclass(frozen=True, slots=True)
 class Attempt:

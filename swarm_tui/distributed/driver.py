@@ -303,8 +303,7 @@ class RayEngine(ShardRecovery, DriverLanes):
             self._running = False
         # stopped (or a shard ended oddly): unfinished work, kept for resume. A task never started
         # stays queued, as it is on disk: a stop costs nothing per task it never sent
-        untouched = (TaskState.CANCELLED, TaskState.QUEUED)
-        left = [i for i in sorted(self.tasks) if not self.states[i].is_final and self.states[i] not in untouched]
+        left = [i for i in sorted(self.tasks) if not (self.states[i].is_final or self.states[i].kept_by_a_stop)]
         if left:
             cancelled = [TaskCancelled(index) for index in left]
             self._commit(self.journal.record_cancelled, left, (), events=cancelled)

@@ -84,8 +84,7 @@ class ShardRecovery(ObservableEngine):
         """A lost shard's tasks after a stop: those it had started become unfinished (cancelled),
         with the calls it had in flight; those it never started stay queued."""
         attempts = self._lost_attempts(indices)
-        untouched = (TaskState.CANCELLED, TaskState.QUEUED)
-        chosen = [i for i in indices if i in attempts or self.states[i] not in untouched]
+        chosen = [i for i in indices if i in attempts or not self.states[i].kept_by_a_stop]
         cancelled = [TaskCancelled(i, attempts.get(i)) for i in chosen]
         self._commit(self.journal.record_cancelled, chosen, list(attempts.values()), events=cancelled)
 

@@ -414,8 +414,7 @@ class Kernel(KernelSide):
         waiting = sorted(set(self._retry_timers) | set(self._ready))
         self._retry_timers.clear()
         self._ready = deque(waiting)
-        untouched = (TaskState.CANCELLED, TaskState.QUEUED)
-        cancelled = [TaskCancelled(i) for i in waiting if self.states[i] not in untouched]
+        cancelled = [TaskCancelled(i) for i in waiting if not self.states[i].kept_by_a_stop]
         if cancelled:
             self._commit(self.journal.record_cancelled, [e.index for e in cancelled], (), events=cancelled, quiet=True)
 
