@@ -39,7 +39,9 @@ def every_task(n: int) -> Counter:
 
 
 async def test_lane_auto_sends_a_live_share_then_one_batch_billed_at_the_batch_rate(tmp_path, sim_factory):
-    sim = sim_factory(batch_seconds=0.3)
+    # a batch of 1 s: polled from 0.05 s on, it is seen running (BatchProgress) even on a loaded
+    # machine; at 0.3 s a CI run's first poll came after it had completed
+    sim = sim_factory(batch_seconds=1.0)
     prompts = [f"auto lane task {i}" for i in range(2000)]
     session = open_session(tmp_path, sim.base_url, prompts, lane="auto", prices=PRICES, **FAST_POLL)
     events: list = []
