@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -91,16 +91,14 @@ class AttachedRun:
         self.journal_meta = meta
         self.plan = plan_from_meta(meta["plan"])
         self.job_name = meta.get("job", {}).get("name", self.run_dir.name)
-        rows = self.journal.tasks()
-        self.tasks = [Task(r.index, r.custom_id, r.body) for r in rows]
-        self._position = {t.index: n for n, t in enumerate(self.tasks)}
+        self.tasks: MutableMapping[int, Task] = self.journal.task_table()  # bodies read when shown
         self.profile: ProviderProfile = self.plan.profile
         self.settings = self.plan.settings
-        self.model = self.profile.model or (self.tasks[0].body.get("model") if self.tasks else None)
+        self.model = self.profile.model or self.journal.first_model()
         self.simulated = self.profile.is_simulator
         self.base_url = "embedded simulator" if self.simulated else self.profile.base_url
         self._wall_clock = clock
-        indices = [t.index for t in self.tasks]
+        indices = list(self.tasks)
         self.follower: LogFollower | JournalFollower
         self.view: RunView
         """The run as its log tells it (a `LogFollower` is one): what the screen paints."""
@@ -245,8 +243,7 @@ class AttachedRun:
         return self.view.pace.eta_s() if self.live and not self.paused else None
 
     def task_of(self, index: int) -> Task | None:
-        position = self._position.get(index)
-        return self.tasks[position] if position is not None else None
+        return self.tasks.get(index)
 
     def attempts_of(self, index: int) -> list[dict[str, Any]]:
         return self.journal.attempts_of(index)
@@ -268,13 +265,13 @@ class AttachedRun:
             beat = self.follower.heartbeat or {}
             delivered += self.follower.close_interrupted(beat.get("at") or self.follower.last_at or time.time())
         if len(self.states) != len(self.tasks):  # tasks joined the run: read them
-            self.tasks = [Task(r.index, r.custom_id, r.body) for r in self.journal.tasks()]
-            self._position = {t.index: n for n, t in enumerate(self.tasks)}
+            self.tasks = self.journal.task_table()
             self.stats.total = len(self.tasks)
         else:  # agents whose transcript grew (a step, a tool result): read theirs
-            for index in self._grown & self._position.keys():
-                task = self.tasks[self._position[index]]
-                self.tasks[self._position[index]] = Task(index, task.custom_id, self.journal.body_of(index))
+            for index in self._grown:
+                task = self.tasks.get(index)
+                if task is not None:
+                    self.tasks[index] = Task(index, task.custom_id, self.journal.body_of(index))
         self._grown.clear()
         return delivered
 

@@ -7,6 +7,7 @@ on the same way on any machine (a changed profile or model is written back befor
 from __future__ import annotations
 
 import time
+from collections.abc import MutableMapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -62,7 +63,8 @@ class RunContents:
     """What a session works on: the tasks so far, where each stands, and the job's parts."""
 
     job_name: str
-    tasks: list[Task]
+    tasks: MutableMapping[int, Task]
+    """By index: the journal's table (`journal.task_table`, bodies read when asked for)."""
     states: dict[int, TaskState] = field(default_factory=dict)
     attempts_made: dict[int, int] = field(default_factory=dict)
     swarm: SwarmSpec | None = None
@@ -74,7 +76,7 @@ class RunContents:
 
     def model(self, plan: RunPlan) -> str | None:
         """The model the run asks for: the profile's, else the first task's, else the template's."""
-        first = self.tasks[0].body.get("model") if self.tasks else None
+        first = next(iter(self.tasks.values())).body.get("model") if self.tasks else None
         return plan.profile.model or first or (self.template.model if self.template else None)
 
 

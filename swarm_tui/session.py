@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import sqlite3
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
@@ -234,10 +235,10 @@ class SwarmSession:
         )
 
     @property
-    def tasks(self) -> list[Task]:
-        """Every task of the run so far, in order (a planned swarm has none until the planner answers)."""
-        tasks = self.engine.tasks
-        return [tasks[i] for i in sorted(tasks)]
+    def tasks(self) -> Mapping[int, Task]:
+        """Every task of the run so far by index, in order (a planned swarm has none until the planner
+        answers); a body is read from the journal when its task is looked up."""
+        return self.engine.tasks
 
     @property
     def simulated(self) -> bool:
@@ -288,7 +289,7 @@ class SwarmSession:
             journal.begin_session()
             contents = RunContents(
                 job.name,
-                tasks,
+                journal.task_table(),  # the bodies stay in the journal (a million would take a gigabyte)
                 swarm=job.swarm,
                 template=template,
                 tools=job.tools,
@@ -350,19 +351,13 @@ class SwarmSession:
             journal.set_meta("plan", plan_to_meta(replace(stored, profile=profile, route=route)))
         migrate(journal)  # a journal from before the event log gets one, rebuilt from its rows
         close_interrupted_run(journal)  # its last process was killed: its calls in flight were lost
-        rows = journal.tasks()
         if retry_failed:
-            failed = [r.index for r in rows if r.state is TaskState.FAILED]
+            failed = [i for i, state in journal.states().items() if state is TaskState.FAILED]
             journal.requeue(failed, [TaskQueued(i, TaskState.FAILED) for i in failed])
-            rows = journal.tasks()
-        tasks = [Task(r.index, r.custom_id, r.body) for r in rows]
         if profile is not None and profile.model:
-            tasks = [Task(t.index, t.custom_id, {**t.body, "model": profile.model}) for t in tasks]
-            journal.replace_bodies(  # what is sent from now on is what the journal says is sent
-                {r.index: {**r.body, "model": profile.model} for r in rows if r.body.get("model") != profile.model}
-            )
-        states = {r.index: r.state for r in rows}
-        attempts = {r.index: r.attempts for r in rows}
+            journal.replace_model(profile.model)  # what is sent from now on is what the journal says is sent
+        states, attempts = journal.task_progress()
+        tasks = journal.task_table()
         swarm = SwarmSpec.from_meta(meta["swarm"]) if meta.get("swarm") else None
         template = TaskTemplate(**meta["template"]) if meta.get("template") else None
         if template is not None and profile is not None and profile.model:

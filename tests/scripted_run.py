@@ -230,8 +230,8 @@ class ScriptedRun:
         self.model = job.model
         self.simulated = profile.is_simulator
         self.base_url = "embedded simulator" if self.simulated else profile.base_url
-        self._tasks = list(job.tasks)
-        self.view = RunView([task.index for task in self._tasks], **({"clock": clock} if clock else {}))
+        self._tasks = {task.index: task for task in job.tasks}  # by index, as a live session's table
+        self.view = RunView(list(self._tasks), **({"clock": clock} if clock else {}))
         self.view.replay(recording)
         self.view.figures.limit, self.view.figures.ceiling = limit, ceiling
         if not self.view.stats.total:
@@ -266,11 +266,11 @@ class ScriptedRun:
         return self.view.states
 
     @property
-    def tasks(self) -> list[Task]:
+    def tasks(self) -> dict[int, Task]:
         return self._tasks
 
     def task_of(self, index: int) -> Task | None:
-        return self._tasks[index] if 0 <= index < len(self._tasks) else None
+        return self._tasks.get(index)
 
     @property
     def paused(self) -> bool:

@@ -106,16 +106,16 @@ def test_a_big_batch_job_keeps_one_copy_of_its_shared_prompt(tmp_path):
     assert all(t.body["messages"][1]["content"] == f"task {t.index}" for t in job.tasks)
     # the bodies are what the lines say, with the model override applied to a copy
     assert job.tasks[5].body == json.loads(_batch_line(5, system="shared"))["body"]
-    over = load_job(path, model_override="m2")
-    assert (
-        over.tasks[5].body["model"] == "m2" and over.tasks[5].body["messages"][0] is over.tasks[0].body["messages"][0]
-    )
+    over = list(load_job(path, model_override="m2").tasks)  # one read of the file: its tasks share the prompt
+    assert over[5].body["model"] == "m2" and over[5].body["messages"][0] is over[0].body["messages"][0]
 
 
-def test_a_big_batch_job_with_a_bad_last_line_is_refused_without_holding_its_bodies(tmp_path):
-    """Issue 32: every line is checked before any task is built, so a job whose last line is bad
-    is refused in the memory of its ids (a 1 GB job held 5.4 GB of bodies before saying so).
-    Judged against the same job's valid load, measured the same way (tracemalloc's peak)."""
+def test_a_big_batch_job_is_checked_and_refused_without_holding_its_bodies(tmp_path):
+    """Issue 32: every line is checked holding a hash of each id, so a job whose last line is bad
+    is refused in a few bytes a line (a 1 GB job held 5.4 GB of bodies before saying so), and a
+    good job's tasks are not built by loading it: they are read from the file when gone through
+    (a new run's journal takes them as they are read). Judged against holding the same job's
+    tasks, measured the same way (tracemalloc's peak)."""
     import tracemalloc
 
     n = 20_000
@@ -137,8 +137,21 @@ def test_a_big_batch_job_with_a_bad_last_line_is_refused_without_holding_its_bod
             load_job(bad)
         assert str(caught.value) == f"{bad}:{n + 1}: body.messages: missing or empty list"
 
-    held = peak_of(lambda: load_job(valid))
+    held = peak_of(lambda: list(load_job(valid).tasks))
     assert peak_of(refused) < held / 4, "the bad job's bodies were held before it was refused"
+    assert peak_of(lambda: load_job(valid)) < held / 4, "loading the good job held its bodies"
+
+
+def test_a_batch_jobs_tasks_are_read_from_its_file_which_must_not_change_meanwhile(tmp_path):
+    path = tmp_path / "job.jsonl"
+    path.write_text("\n".join(_batch_line(i) for i in range(50)) + "\n")
+    job = load_job(path)
+    assert [t.custom_id for t in job.tasks] == [f"t{i}" for i in range(50)]
+    assert (job.tasks[-1].custom_id, job.tasks[3].prompt, len(job.tasks[10:13])) == ("t49", "task 3", 3)
+    for changed in ("\n".join(_batch_line(i) for i in range(49)), "\n".join(_batch_line(i) for i in range(51))):
+        path.write_text(changed + "\n")
+        with pytest.raises(InputError, match="changed while it was read"):
+            list(job.tasks)
 
 
 def test_a_batch_job_past_the_problem_cap_still_reports_a_bad_byte_below(tmp_path):

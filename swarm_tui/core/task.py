@@ -4,6 +4,7 @@ grows in its body), whatever job file it came from."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,3 +30,15 @@ class Task:
                 content = message.get("content")
                 return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
         return ""
+
+
+RunTasks = Iterable[Task] | MutableMapping[int, Task]
+"""What an engine is given: the tasks (a list), or a table of them by index."""
+
+
+def by_index(tasks: RunTasks) -> MutableMapping[int, Task]:
+    """A run's tasks keyed by index: a table given as one (`journal.task_table.JournalTasks`, whose
+    bodies stay in the journal) as it is, a list's in a dict."""
+    if isinstance(tasks, MutableMapping):
+        return tasks
+    return {task.index: task for task in tasks}

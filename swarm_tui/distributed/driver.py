@@ -48,7 +48,7 @@ from ..core.events import (
     TasksAdded,
 )
 from ..core.lanes import LIVE
-from ..core.task import Task
+from ..core.task import RunTasks, Task, by_index
 from ..engine import EngineSettings, TaskState
 from ..engine.observable import Listener
 from ..engine.stats import RunStats
@@ -88,7 +88,7 @@ class RayEngine(ShardRecovery, DriverLanes):
 
     def __init__(
         self,
-        tasks: Sequence[Task],
+        tasks: RunTasks,
         client: ProviderClient,
         journal,
         settings: EngineSettings,
@@ -110,7 +110,7 @@ class RayEngine(ShardRecovery, DriverLanes):
         """`tools`: the job's tools, run on the actors (every task a multi-step agent)."""
         connect(address)
         self.tools = tools
-        self.tasks = {t.index: t for t in tasks}
+        self.tasks = by_index(tasks)
         self.client = client
         self.journal = journal
         self.settings = settings
@@ -120,7 +120,7 @@ class RayEngine(ShardRecovery, DriverLanes):
         self.validator = validator
         self.cache = DriverCache(response_cache, client, validator) if response_cache is not None else None
         self.stats = RunStats()
-        self.board = TaskBoard({i: TaskState.QUEUED for i in self.tasks})
+        self.board = TaskBoard(iter(self.tasks))  # every task queued: one dict, not a copy of one
         if states:
             self.board.states.update(states)
         self.states = self.board.states

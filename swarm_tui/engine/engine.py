@@ -9,12 +9,11 @@ from Textual: the TUI subscribes to its events like anyone else.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..core.events import TaskState
 from ..core.ports import Capability, Lane
-from ..core.task import Task
+from ..core.task import RunTasks
 from ..pricing import Price
 from ..providers.client import CallResult, ProviderClient
 from .admission import AdmissionController
@@ -45,7 +44,7 @@ class SwarmEngine(Kernel):
 
     def __init__(
         self,
-        tasks: Sequence[Task],
+        tasks: RunTasks,
         client: ProviderClient,
         journal: JournalSink,
         settings: EngineSettings = EngineSettings(),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, MutableMapping, Sequence
 from typing import Any
 
 from ..core.events import Attempt, AttemptEnded, ConcurrencyChanged, EngineEvent, TaskCancelled, TaskState
@@ -18,7 +18,7 @@ from .observable import ObservableEngine
 class KernelSide(ObservableEngine):
     """The kernel's public side (its state is made by `Kernel.__init__`)."""
 
-    tasks: dict[int, Task]
+    tasks: MutableMapping[int, Task]
     journal: Any
     admission: AdmissionController
     direct_calls: int

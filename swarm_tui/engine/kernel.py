@@ -47,7 +47,7 @@ from ..core.events import (
 )
 from ..core.ports import Capability, Lane
 from ..core.stalls import StallWatch
-from ..core.task import Task
+from ..core.task import RunTasks, Task, by_index
 from ..errors import JournalWriteError
 from .admission import AdmissionController
 from .calls import prompt_estimate
@@ -89,7 +89,7 @@ class Kernel(KernelSide):
 
     def __init__(
         self,
-        tasks: Sequence[Task],
+        tasks: RunTasks,
         journal: JournalSink,
         settings: EngineSettings,
         *,
@@ -103,7 +103,7 @@ class Kernel(KernelSide):
         become the engine's); a distributed run injects one whose RPM/TPM budget and Retry-After
         gate are shared by every engine of the swarm (`swarm_tui.distributed`). `endpoint`: the
         name the run announces (its primary's)."""
-        self.tasks = {task.index: task for task in tasks}
+        self.tasks = by_index(tasks)
         self.journal = journal
         self.settings = settings
         self.simulated = simulated
@@ -121,7 +121,7 @@ class Kernel(KernelSide):
         self.ledger = SpendLedger(settings.budget_usd)
         """The run's one spend ledger (spent, every session, and the worst cases of calls in flight)."""
         self.stats = RunStats()
-        self.board = TaskBoard({i: TaskState.QUEUED for i in self.tasks})
+        self.board = TaskBoard(iter(self.tasks))  # every task queued: one dict, not a copy of one
         if states:
             self.board.states.update(states)
         self.states = self.board.states
@@ -157,7 +157,7 @@ class Kernel(KernelSide):
         on_write_failure = getattr(journal, "on_write_failure", None)  # a shard's forwarding journal has none
         if on_write_failure is not None:
             on_write_failure(self._journal_failed)
-        for index in sorted(self.tasks):
+        for index in sorted(self.states):  # the board's own keys: a million ints made once, not twice
             if not self.states[index].is_final:
                 self._ready.append(index)
 
@@ -411,8 +411,9 @@ class Kernel(KernelSide):
         never sent (a million-task job stopped early wrote a million events, for minutes)."""
         for timer in self._retry_timers.values():
             timer.cancel()
-        waiting = sorted(set(self._retry_timers) | set(self._ready))
+        retrying = set(self._retry_timers)  # a few; the queue may hold a million: no set of it
         self._retry_timers.clear()
+        waiting = sorted([*retrying, *(i for i in self._ready if i not in retrying)])
         self._ready = deque(waiting)
         cancelled = [TaskCancelled(i) for i in waiting if not self.states[i].kept_by_a_stop]
         if cancelled:

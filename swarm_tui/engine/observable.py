@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +46,7 @@ class ObservableEngine:
     """Mixin: the subclass sets `tasks`, `board`, `states`, `admission`, `_listeners`,
     `_running`, `_aborted` and `_stop_reason`."""
 
-    tasks: dict[int, Any]
+    tasks: MutableMapping[int, Any]
     board: TaskBoard
     states: dict[int, TaskState]
     """`board.states`: read-only for the engine's code (events move it)."""

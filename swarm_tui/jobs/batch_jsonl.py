@@ -1,16 +1,18 @@
 """Loading a Batch JSONL job: the OpenAI Batch API input format, one request a line.
 
 Every line is checked (``chat_checks``) and every problem collected, up to `MAX_PROBLEMS`, with
-its line and field, before any task is built (the file is read twice, streaming: a bad job is
-refused holding only its ids); a file of 100,000 lines that repeat one system prompt holds it once.
+its line and field, before any task is built (the file is read again, streaming, each time its
+tasks are gone through: a bad job is refused holding a hash of each id, a good one is never held
+whole); within one read, lines that repeat one system prompt share one copy of it.
 """
 
 from __future__ import annotations
 
-import gc
 import json
+from array import array
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from ..core.task import Task
 from ..errors import InputError, Problem
@@ -23,31 +25,77 @@ __all__ = ["load_batch_jsonl", "CHAT_COMPLETIONS_URLS", "SHARED_MESSAGES_MAX"]
 CHAT_COMPLETIONS_URLS = ("/v1/chat/completions", "/chat/completions")
 SHARED_MESSAGES_MAX = 1024
 """How many distinct leading messages a Batch job's tasks share (see `_share_prefix`)."""
+ID_BUCKETS = 64
+"""The hashes of a job's ids are kept in this many arrays (by hash), each sorted alone to find
+ids given twice: a million ids are checked in 8 MB and a bucket's sort (~0.6 MB), not one of 40 MB."""
 
 
 def load_batch_jsonl(path: Path, *, model_override: str | None = None) -> Job:
     """The job of a Batch JSONL file; `InputError` listing its problems (`model_override`: `--model`).
 
-    Read twice, streaming: every line is checked first, holding only the ids (a 1 GB job whose
-    last line is bad is refused in the memory of its ids, not of its bodies: 5.4 GB before),
-    then the tasks are built from a file known to be valid."""
+    Every line is checked first, streaming, holding 8 bytes an id (a 1 GB job whose last line is
+    bad is refused in a few megabytes: 5.4 GB before). The tasks are not built here: `JsonlTasks`
+    reads them from the file, known to be valid, each time they are gone through (the new run's
+    journal takes them as they are read, and keeps them)."""
     count = _check_lines(path, model_required=model_override is None)
-    tasks = _build_tasks(path, model_override)
-    if len(tasks) != count:  # the file changed between the two reads
-        raise InputError.single(path, "job", "changed while it was read: run the job again")
-    return Job(name=path.stem, source=str(path), tasks=tasks, model=model_override)
+    return Job(name=path.stem, source=str(path), tasks=JsonlTasks(path, count, model_override), model=model_override)
+
+
+class JsonlTasks(Sequence[Task]):
+    """The tasks of a Batch JSONL file `_check_lines` found valid, read from it as they are gone
+    through; `InputError` when the file changed since. A lookup by position reads the file up to
+    it (what a run needs is its first task's model, and the journal's copy of them all)."""
+
+    def __init__(self, path: Path, count: int, model_override: str | None) -> None:
+        self._path = path
+        self._count = count
+        self._model_override = model_override
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[Task]:
+        built = 0
+        for task in _read_tasks(self._path, self._model_override):
+            if built == self._count:  # more requests than were checked
+                raise _changed(self._path)
+            built += 1
+            yield task
+        if built != self._count:
+            raise _changed(self._path)
+
+    @overload
+    def __getitem__(self, position: int) -> Task: ...
+    @overload
+    def __getitem__(self, position: slice) -> list[Task]: ...
+    def __getitem__(self, position: int | slice) -> Task | list[Task]:
+        if isinstance(position, slice):
+            return list(self)[position]
+        wanted = position + self._count if position < 0 else position
+        if not 0 <= wanted < self._count:
+            raise IndexError(position)
+        for task in _read_tasks(self._path, self._model_override):
+            if task.index == wanted:
+                return task
+        raise _changed(self._path)
+
+
+def _changed(path: Path) -> InputError:
+    return InputError.single(path, "job", "changed while it was read: run the job again")
 
 
 def _check_lines(path: Path, *, model_required: bool) -> int:
     """How many requests the file holds, every line checked (`chat_checks`); `InputError` with
-    each problem found, up to `MAX_PROBLEMS`, naming its line and field. Holds the ids alone."""
+    each problem found, up to `MAX_PROBLEMS`, naming its line and field. Holds a hash of each id:
+    ids seen twice are found from the hashes and named by a second read (`_duplicates`)."""
     problems: list[Problem] = []
-    first_line_of: dict[str, int] = {}
+    id_hashes = [array("q") for _ in range(ID_BUCKETS)]
     src = str(path)
 
     def problem(line: int, field_name: str, message: str) -> None:
         problems.append(Problem(src, line, field_name, message))
 
+    count = 0
     lines = read_job_lines(path)
     for lineno, raw in lines:
         if len(problems) >= MAX_PROBLEMS:
@@ -71,11 +119,10 @@ def _check_lines(path: Path, *, model_required: bool) -> int:
         if not isinstance(custom_id, str) or not custom_id:
             problem(lineno, "custom_id", "missing or not a non-empty string")
             continue
-        if custom_id in first_line_of:
-            problem(lineno, "custom_id", f"duplicate {custom_id!r} (first on line {first_line_of[custom_id]})")
-            continue
-        first_line_of[custom_id] = lineno
-        if len(first_line_of) > MAX_TASKS:
+        id_hash = hash(custom_id)
+        id_hashes[id_hash % ID_BUCKETS].append(id_hash)
+        count += 1
+        if count > MAX_TASKS:
             problem(lineno, "job", f"more than {MAX_TASKS:,} requests: over the limit of a job (split it)")
             break
         method = request.get("method", "POST")
@@ -91,39 +138,69 @@ def _check_lines(path: Path, *, model_required: bool) -> int:
         for field_name, message in body_problems(body, model_required=model_required):
             problem(lineno, f"body.{field_name}", message)
 
-    if not first_line_of and not problems:
+    repeated = _repeated(id_hashes)
+    if repeated:
+        problems = _with_duplicates(path, problems, repeated)
+    if not count and not problems:
         problems.append(Problem(src, None, "job", "no requests in file"))
     if problems:
         raise InputError(problems)
-    return len(first_line_of)
+    return count
 
 
-def _build_tasks(path: Path, model_override: str | None) -> list[Task]:
-    """The tasks of a file `_check_lines` found valid. The cyclic collector is paused meanwhile:
-    a million bodies (dicts without cycles) made it rescan the growing heap again and again
-    (a quarter of the load's time at 200,000 tasks)."""
-    tasks: list[Task] = []
+def _repeated(id_hashes: list[array]) -> set[int]:
+    """The hashes found more than once (an id given twice, or, rarely, two ids of one hash),
+    each bucket sorted in its turn: a sort makes an object of each hash, a bucket's worth at a time."""
+    repeated: set[int] = set()
+    for bucket in id_hashes:
+        previous = None
+        for value in sorted(bucket):
+            if value == previous:
+                repeated.add(value)
+            previous = value
+    return repeated
+
+
+def _with_duplicates(path: Path, problems: list[Problem], repeated: set[int]) -> list[Problem]:
+    """`problems` with each line whose id an earlier line has: "duplicate" instead of that line's
+    other problems (its request is not checked further), in line order, up to `MAX_PROBLEMS`."""
+    first_line_of: dict[str, int] = {}
+    duplicates: dict[int, Problem] = {}
+    for lineno, raw in read_job_lines(path):
+        try:
+            request = _parse_json_line(raw) if raw.strip() else None
+        except ValueError:
+            continue
+        custom_id = request.get("custom_id") if isinstance(request, dict) else None
+        if not isinstance(custom_id, str) or hash(custom_id) not in repeated:
+            continue
+        if custom_id in first_line_of:
+            message = f"duplicate {custom_id!r} (first on line {first_line_of[custom_id]})"
+            duplicates[lineno] = Problem(str(path), lineno, "custom_id", message)
+        else:
+            first_line_of[custom_id] = lineno
+    kept = [p for p in problems if p.line not in duplicates]
+    return sorted([*kept, *duplicates.values()], key=lambda p: p.line or 0)[:MAX_PROBLEMS]
+
+
+def _read_tasks(path: Path, model_override: str | None) -> Iterator[Task]:
+    """The tasks of a file `_check_lines` found valid, one at a time as the file is read."""
     shared: dict[tuple[str, str], dict[str, Any]] = {}
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        for _, raw in read_job_lines(path):
-            if not raw.strip():
-                continue
-            try:
-                request = _parse_json_line(raw)
-                custom_id, body = request["custom_id"], request["body"]
-                messages = body["messages"]
-            except (ValueError, TypeError, KeyError):  # the file changed between the two reads
-                raise InputError.single(path, "job", "changed while it was read: run the job again") from None
-            _share_prefix(messages, shared)
-            if model_override:
-                body = {**body, "model": model_override}
-            tasks.append(Task(index=len(tasks), custom_id=custom_id, body=body))
-    finally:
-        if collecting:
-            gc.enable()
-    return tasks
+    index = 0
+    for _, raw in read_job_lines(path):
+        if not raw.strip():
+            continue
+        try:
+            request = _parse_json_line(raw)
+            custom_id, body = request["custom_id"], request["body"]
+            messages = body["messages"]
+        except (ValueError, TypeError, KeyError):  # the file changed between the two reads
+            raise _changed(path) from None
+        _share_prefix(messages, shared)
+        if model_override:
+            body = {**body, "model": model_override}
+        yield Task(index=index, custom_id=custom_id, body=body)
+        index += 1
 
 
 def _reject_constant(name: str) -> Any:

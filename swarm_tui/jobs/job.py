@@ -6,6 +6,7 @@ this, not the parsers of either format.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -77,7 +78,9 @@ class TaskTemplate:
 class Job:
     name: str
     source: str
-    tasks: list[Task]
+    tasks: Sequence[Task]
+    """In order; a Batch JSONL job's are read from its file each time they are gone through
+    (`batch_jsonl.JsonlTasks`): a million bodies are never held at once."""
     model: str | None = None
     """The model the job names (TOML); None when each body names its own (JSONL)."""
     options: dict[str, Any] = field(default_factory=dict)

@@ -8,6 +8,7 @@ no replay. What an agent did and the batch lane's batches are read in `journal.h
 from __future__ import annotations
 
 import json
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,18 @@ class JournalQueries(JournalWriter):
             )
         ]
 
+    def task_window(self, first: int, count: int) -> list[tuple[int, str, dict[str, Any]]]:
+        """(index, custom_id, body) of up to `count` tasks from index `first` on, in order: one
+        query on the primary key (`task_table.JournalTasks` reads bodies so)."""
+        rows = self._db.execute(
+            "SELECT idx, custom_id, body FROM tasks WHERE idx >= ? ORDER BY idx LIMIT ?", (first, count)
+        )
+        return [(idx, custom_id, json.loads(body)) for idx, custom_id, body in rows]
+
+    def task_indices(self) -> array:
+        """Every task's index, in order, 8 bytes each (not a row of Python objects each)."""
+        return array("q", (idx for (idx,) in self._db.execute("SELECT idx FROM tasks ORDER BY idx")))
+
     def body_of(self, index: int) -> dict[str, Any]:
         """One task's request body as journaled now (an agent's: its transcript so far)."""
         row = self._db.execute("SELECT body FROM tasks WHERE idx = ?", (index,)).fetchone()
@@ -53,6 +66,16 @@ class JournalQueries(JournalWriter):
 
     def states(self) -> dict[int, TaskState]:
         return {idx: TaskState(state) for idx, state in self._db.execute("SELECT idx, state FROM tasks")}
+
+    def task_progress(self) -> tuple[dict[int, TaskState], dict[int, int]]:
+        """Each task's state, and the attempts made of each (a resumed run's numbering goes on)."""
+        states: dict[int, TaskState] = {}
+        attempts: dict[int, int] = {}
+        for idx, state, made in self._db.execute("SELECT idx, state, attempts FROM tasks"):
+            states[idx] = TaskState(state)
+            if made:
+                attempts[idx] = made
+        return states, attempts
 
     def counts(self) -> dict[str, int]:
         return dict(self._db.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall())

@@ -35,6 +35,7 @@ from .projections import TASK_ROW
 from .queries import JournalQueries
 from .records import RecordWrappers
 from .schema import OLD_EVENTS_TABLE, SCHEMA, SCHEMA_VERSION
+from .task_table import JournalTasks
 
 
 class IncompleteRunError(Exception):
@@ -46,7 +47,7 @@ class Journal(RecordWrappers, JournalQueries, JournalHistory, ControlQueue):
     `history`), its control queue (`control`) and the `record_*` wrappers (`records`)."""
 
     @classmethod
-    def create(cls, run_dir: Path, tasks: list[Task], meta: dict[str, Any]) -> Journal:
+    def create(cls, run_dir: Path, tasks: Iterable[Task], meta: dict[str, Any]) -> Journal:
         """A new journal holding every task of the job (bodies included: resume needs no job file).
 
         Built under a temporary name and renamed into place, so that whenever the process dies
@@ -143,14 +144,18 @@ class Journal(RecordWrappers, JournalQueries, JournalHistory, ControlQueue):
             self._db.execute(f"DROP TABLE IF EXISTS {OLD_EVENTS_TABLE}")
             self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
 
-    def replace_bodies(self, bodies: dict[int, dict[str, Any]]) -> None:
-        """Tasks to be sent with other bodies from now on (a resume with `--model`); a task that
-        succeeded keeps the body it was answered for."""
+    def replace_model(self, model: str) -> None:
+        """Every task not answered yet is sent to `model` from now on (a resume with `--model`): one
+        update in SQL, no body read into memory; a task that succeeded keeps the body it was answered for."""
         with self._writing():
-            self._db.executemany(
-                "UPDATE tasks SET body = ?, updated_at = ? WHERE idx = ? AND state != ?",
-                (
-                    (json.dumps(body, ensure_ascii=False), time.time(), index, TaskState.SUCCEEDED)
-                    for index, body in bodies.items()
-                ),
+            self._db.execute(
+                "UPDATE tasks SET body = json_set(body, '$.model', ?), updated_at = ? "
+                "WHERE state != ? AND json_extract(body, '$.model') IS NOT ?",
+                (model, time.time(), TaskState.SUCCEEDED, model),
             )
+
+    def task_table(self) -> JournalTasks:
+        """The run's tasks by index, their bodies read from this journal when looked up (`task_table`)."""
+        count, low, high = self._db.execute("SELECT COUNT(*), MIN(idx), MAX(idx) FROM tasks").fetchone()
+        indices = range(count) if count == 0 or (low, high) == (0, count - 1) else self.task_indices()
+        return JournalTasks(self, indices)

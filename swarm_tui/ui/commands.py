@@ -48,7 +48,7 @@ class SwarmCommands(Provider):
         words = query.lower().replace("#", " ").split()
         if len(words) >= 1 and words[-1].isdigit() and (len(words) == 1 or "agent".startswith(words[0])):
             number = int(words[-1])
-            if any(task.agent == number for task in self._app.source.tasks):
+            if number - 1 in self._app.source.tasks:  # agent n is the task of index n - 1
                 yield Hit(
                     1.0,
                     f"Open agent {number}",

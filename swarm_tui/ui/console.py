@@ -224,7 +224,7 @@ class ConsoleCore(App[int]):
         source = self.source
         yield ProviderBar(id="provider-bar")
         with Horizontal(id="top"):
-            yield AgentGrid([t.index for t in source.tasks], source.states, self.view.agents, id="grid")
+            yield AgentGrid(list(source.tasks), source.states, self.view.agents, id="grid")
             yield RunPanel(id="run-panel")
         yield LanePanel(id="lane")
         yield ErrorLog(id="error-log")

@@ -115,8 +115,7 @@ class AgentDetailScreen(Screen[None]):
         self.index = index
         self._in_flight = in_flight if in_flight is not None else source.view.agents.in_flight
         self._wall_clock = wall_clock
-        self._tasks = {task.index: task for task in source.tasks}
-        self._order = sorted(self._tasks)
+        self._order = sorted(source.tasks)
         self._shown: tuple | None = None
 
     def compose(self) -> ComposeResult:
@@ -155,7 +154,9 @@ class AgentDetailScreen(Screen[None]):
 
     def refresh_detail(self) -> None:
         index = self.index
-        task = self.source.task_of(index) or self._tasks[index]  # an agent's body grows with its transcript
+        task = self.source.task_of(index)  # as it stands now: an agent's body grows with its transcript
+        if task is None:
+            return
         state = self.source.states.get(index, TaskState.QUEUED)
         attempts = self.source.attempts_of(index)
         verdict = self._verdict(index)

@@ -154,7 +154,7 @@ class LiveRun:
         return self.engine.cancel_tasks(indices)
 
     @property
-    def tasks(self) -> list[Task]:
+    def tasks(self) -> Mapping[int, Task]:
         """The run's tasks so far: a planned swarm gains its agents when the planner answers."""
         return self.session.tasks
 

@@ -11,7 +11,7 @@ and `RunStats`, which the stdlib-only core cannot import.)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,7 +40,9 @@ class RunSource(Protocol):
     @property
     def states(self) -> Mapping[int, TaskState]: ...
     @property
-    def tasks(self) -> Sequence[Task]: ...
+    def tasks(self) -> Mapping[int, Task]:
+        """The run's tasks by index, in order (a body is read when its task is looked up)."""
+
     def task_of(self, index: int) -> Task | None: ...
 
     @property
