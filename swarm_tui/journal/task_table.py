@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Iterator, MutableMapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -40,7 +40,10 @@ class JournalTasks(MutableMapping[int, Task]):
         """Tasks the engine set (grown transcripts, new agents): these win over the journal's rows."""
         self._added: dict[int, None] = {}
         """Indices the journal's rows did not have when this table was made, in the order set."""
-        self._windows: OrderedDict[int, dict[int, Task]] = OrderedDict()
+        self._read: dict[int, Task] = {}
+        """The tasks of the windows read last (at most `WINDOWS_KEPT` of them)."""
+        self._windows: deque[list[int]] = deque()
+        """The indices of each window in `_read`, oldest first."""
 
     def __getitem__(self, index: int) -> Task:
         task = self._set.get(index)
@@ -48,14 +51,14 @@ class JournalTasks(MutableMapping[int, Task]):
             return task
         if not self._holds(index):
             raise KeyError(index)
-        for tasks in self._windows.values():
-            task = tasks.get(index)
-            if task is not None:
-                return task
-        tasks = self._read_window(index)
-        if index not in tasks:
+        task = self._read.get(index)
+        if task is not None:
+            return task
+        self._read_window(index)
+        task = self._read.get(index)
+        if task is None:
             raise KeyError(index)
-        return tasks[index]
+        return task
 
     def __setitem__(self, index: int, task: Task) -> None:
         if index not in self._set and not self._holds(index):
@@ -83,10 +86,11 @@ class JournalTasks(MutableMapping[int, Task]):
         position = bisect_left(indices, index)
         return position < len(indices) and indices[position] == index
 
-    def _read_window(self, index: int) -> dict[int, Task]:
-        """The tasks of the window `index` starts, read in one query; the oldest window kept is let go."""
-        tasks = {idx: Task(idx, custom_id, body) for idx, custom_id, body in self._journal.task_window(index, WINDOW)}
-        self._windows[index] = tasks
-        while len(self._windows) > WINDOWS_KEPT:
-            self._windows.popitem(last=False)
-        return tasks
+    def _read_window(self, index: int) -> None:
+        """Read the tasks of the window `index` starts, in one query; the oldest window kept is let go."""
+        window = self._journal.task_window(index, WINDOW)
+        self._read.update((idx, Task(idx, custom_id, body)) for idx, custom_id, body in window)
+        self._windows.append([idx for idx, _, _ in window])
+        if len(self._windows) > WINDOWS_KEPT:
+            for idx in self._windows.popleft():
+                self._read.pop(idx, None)
