@@ -5,6 +5,7 @@ A real SQLite journal each time; the session test runs real HTTP against the sim
 from __future__ import annotations
 
 import asyncio
+import random
 import tracemalloc
 
 from swarm_tui.core.events import Attempt, TaskState
@@ -29,13 +30,23 @@ def test_the_tasks_are_read_a_window_of_rows_a_query_in_order(tmp_path, monkeypa
     journal = _journal(tmp_path, range(1000))
     reads: list[int] = []
     window = journal.task_window
-    monkeypatch.setattr(journal, "task_window", lambda first, count: reads.append(first) or window(first, count))
+    monkeypatch.setattr(journal, "task_window", lambda first, end: reads.append(first) or window(first, end))
     tasks = journal.task_table()
     assert isinstance(tasks, JournalTasks) and len(tasks) == 1000 and list(tasks) == list(range(1000))
     assert [tasks[i] for i in range(1000)] == [_task(i) for i in range(1000)]
     assert reads == list(range(0, 1000, WINDOW))  # four queries for a thousand tasks
     assert tasks[3] is tasks[3] and reads == list(range(0, 1000, WINDOW))  # a window read stays kept
     assert 999 in tasks and 1000 not in tasks and tasks.get(1000) is None and "3" not in tasks
+    journal.close()
+
+
+def test_lookups_in_any_order_find_every_task_however_many_windows_come_and_go(tmp_path):
+    """A resumed run asks for its unfinished tasks here and there, and answers come back in any
+    order: each lookup finds its task, whichever windows were read and let go meanwhile."""
+    journal = _journal(tmp_path, range(5000))
+    tasks = journal.task_table()
+    chosen = random.Random(7).choices(range(5000), k=1_000)
+    assert all(tasks[i].custom_id == f"t{i}" for i in chosen)
     journal.close()
 
 

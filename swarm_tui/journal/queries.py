@@ -38,11 +38,11 @@ class JournalQueries(JournalWriter):
             )
         ]
 
-    def task_window(self, first: int, count: int) -> list[tuple[int, str, dict[str, Any]]]:
-        """(index, custom_id, body) of up to `count` tasks from index `first` on, in order: one
+    def task_window(self, first: int, end: int) -> list[tuple[int, str, dict[str, Any]]]:
+        """(index, custom_id, body) of the tasks of index `first` to `end` (excluded), in order: one
         query on the primary key (`task_table.JournalTasks` reads bodies so)."""
         rows = self._db.execute(
-            "SELECT idx, custom_id, body FROM tasks WHERE idx >= ? ORDER BY idx LIMIT ?", (first, count)
+            "SELECT idx, custom_id, body FROM tasks WHERE idx >= ? AND idx < ? ORDER BY idx", (first, end)
         )
         return [(idx, custom_id, json.loads(body)) for idx, custom_id, body in rows]
 

@@ -87,10 +87,12 @@ class JournalTasks(MutableMapping[int, Task]):
         return position < len(indices) and indices[position] == index
 
     def _read_window(self, index: int) -> None:
-        """Read the tasks of the window `index` starts, in one query; the oldest window kept is let go."""
-        window = self._journal.task_window(index, WINDOW)
+        """Read the window of `WINDOW` indices `index` falls in (windows are aligned: none overlaps
+        another), in one query; the oldest window kept is let go."""
+        first = index - index % WINDOW
+        window = self._journal.task_window(first, first + WINDOW)
         self._read.update((idx, Task(idx, custom_id, body)) for idx, custom_id, body in window)
         self._windows.append([idx for idx, _, _ in window])
         if len(self._windows) > WINDOWS_KEPT:
             for idx in self._windows.popleft():
-                self._read.pop(idx, None)
+                del self._read[idx]
