@@ -8,6 +8,7 @@ import asyncio
 import random
 import tracemalloc
 
+from swarm_tui.core.board import TaskBoard
 from swarm_tui.core.events import Attempt, TaskState
 from swarm_tui.core.task import Task
 from swarm_tui.jobs import load_job
@@ -123,3 +124,15 @@ async def test_a_sessions_engine_holds_indices_not_bodies(sim_factory, tmp_path)
         assert session.engine.states[0] is TaskState.SUCCEEDED
     finally:
         await session.aclose()
+
+
+def test_a_resumed_runs_board_is_its_states_read_once_not_a_second_dict():
+    """A resume reads every task's state from the journal: the board keeps that dict (a million
+    entries once, not twice); states for some tasks only are laid over a queued board."""
+    every = {0: TaskState.SUCCEEDED, 1: TaskState.FAILED, 2: TaskState.QUEUED}
+    board = TaskBoard.of(range(3), every)
+    assert board.states is every
+    some = {1: TaskState.FAILED}
+    board = TaskBoard.of(range(3), some)
+    assert board.states == {0: TaskState.QUEUED, 1: TaskState.FAILED, 2: TaskState.QUEUED} and board.states is not some
+    assert TaskBoard.of(range(2)).states == {0: TaskState.QUEUED, 1: TaskState.QUEUED}

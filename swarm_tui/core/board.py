@@ -84,6 +84,19 @@ class TaskBoard:
         self.in_flight: dict[int, InFlight] = {}
         """Tasks whose (first) attempt is in flight: its number, endpoint and start."""
 
+    @classmethod
+    def of(cls, indices: Iterable[int], states: dict[int, TaskState] | None = None) -> TaskBoard:
+        """The board of a run's tasks: each queued, but for what `states` says (a resumed run's).
+        A `states` that names every task becomes the board's own (the caller gives it up): a
+        million-task run holds one dict of states, not two, nor a copy."""
+        board = cls()
+        if states is not None and all(i in states for i in indices):
+            board.states = states
+        else:
+            board.states = {i: TaskState.QUEUED for i in indices}
+            board.states.update(states or {})
+        return board
+
     def apply(self, event: EngineEvent, at: float | None = None) -> None:
         """Move the board as `event` says (`at`: when it happened, epoch seconds; default now)."""
         match event:

@@ -120,9 +120,7 @@ class RayEngine(ShardRecovery, DriverLanes):
         self.validator = validator
         self.cache = DriverCache(response_cache, client, validator) if response_cache is not None else None
         self.stats = RunStats()
-        self.board = TaskBoard(iter(self.tasks))  # every task queued: one dict, not a copy of one
-        if states:
-            self.board.states.update(states)
+        self.board = TaskBoard.of(self.tasks, states)
         self.states = self.board.states
         self._attempt_numbers: dict[int, int] = dict(attempts_made or {})
         self._round_attempts: dict[int, int] = {}

@@ -121,9 +121,7 @@ class Kernel(KernelSide):
         self.ledger = SpendLedger(settings.budget_usd)
         """The run's one spend ledger (spent, every session, and the worst cases of calls in flight)."""
         self.stats = RunStats()
-        self.board = TaskBoard(iter(self.tasks))  # every task queued: one dict, not a copy of one
-        if states:
-            self.board.states.update(states)
+        self.board = TaskBoard.of(self.tasks, states)
         self.states = self.board.states
         self._attempt_numbers: dict[int, int] = dict(attempts_made or {})
         """Attempts ever made per task (journal numbering continues across resumes)."""
