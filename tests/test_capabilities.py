@@ -17,7 +17,7 @@ from .conftest import run_cli, write_batch
 def test_the_local_engine_declares_everything_and_missing_keeps_a_stable_order():
     assert SwarmEngine.capabilities == frozenset(Capability)
     assert missing(RAY, [Capability.DEADLINE, Capability.ROUTES]) == [Capability.ROUTES, Capability.DEADLINE]
-    assert missing(RAY, [Capability.JUDGE, Capability.TOOLS, Capability.BATCH]) == [], "on Ray since issue 32"
+    assert missing(RAY, [Capability.JUDGE, Capability.TOOLS, Capability.BATCH, Capability.CANCEL]) == [], "issue 32"
     assert missing(SwarmEngine.capabilities, list(Capability)) == []
 
 

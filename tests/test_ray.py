@@ -8,6 +8,7 @@ parallel, and this one was the longest).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pickle
 from collections import Counter
@@ -27,13 +28,14 @@ from swarm_tui.core.events import (  # noqa: E402
 )
 from swarm_tui.core.notes import ActorLost  # noqa: E402
 from swarm_tui.distributed import driver as driver_module  # noqa: E402
-from swarm_tui.engine import EngineSettings  # noqa: E402
+from swarm_tui.engine import EngineSettings, TaskState  # noqa: E402
 from swarm_tui.jobs import load_job  # noqa: E402
 from swarm_tui.journal import Journal  # noqa: E402
 from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
 from swarm_tui.session import RayOptions, RunPlan, SwarmSession  # noqa: E402
 
 from .conftest import read_jsonl, run_cli, write_batch  # noqa: E402
+from .helpers import attempts_of, wait_until  # noqa: E402
 from .ray_support import JUDGE_PRICES, custom_ids, local_ray, ray_session, run_to_end  # noqa: E402, F401
 from .test_process_faults import journal_count  # noqa: E402
 
@@ -62,6 +64,35 @@ async def test_1000_tasks_on_two_actors_exactly_once_with_the_rpm_respected_in_t
     assert {shard.actor_no for shard in session.engine.shards.values()} == {0, 1}
     assert limiter["rpm"] == rpm
     assert limiter["leased_requests"] >= stats["requests"]
+
+
+async def test_x_cancels_one_agent_on_ray_and_a_retry_by_name_sends_it_again(tmp_path, sim_factory):
+    """The user's `x` on Ray: the shard that holds each task cancels it (a call in flight is
+    journaled as cancelled), the run goes on without it; retried by name, a new shard sends it,
+    and it is answered. Before, `x` did nothing on Ray."""
+    sim = sim_factory(latency_ms=300, latency_sigma=0.0)
+    session = ray_session(tmp_path, sim.base_url, [f"cancel me {i}" for i in range(60)], concurrency=10)
+    engine = session.engine
+    run = asyncio.create_task(session.run())
+    try:
+        await wait_until(lambda: engine.stats.succeeded >= 10, "the first answers", timeout=60)
+        running = next(i for i in range(60) if engine.states[i] is TaskState.RUNNING)
+        queued = max(i for i in range(60) if engine.states[i] is TaskState.QUEUED)
+        assert sorted(engine.cancel_tasks([running, queued, running])) == sorted([running, queued])
+        await wait_until(
+            lambda: engine.states[running] is engine.states[queued] is TaskState.CANCELLED, "both cancelled", timeout=30
+        )
+        assert engine.cancel_tasks([running]) == [], "already cancelled"
+        await asyncio.sleep(0.7)  # two round trips: a cancelled task is not sent meanwhile
+        assert engine.states[running] is engine.states[queued] is TaskState.CANCELLED
+        assert sorted(engine.retry_failed([running, queued])) == sorted([running, queued])
+        finished = await asyncio.wait_for(run, 120)
+    finally:
+        await session.aclose()
+    assert (finished.succeeded, finished.cancelled) == (60, 0)
+    assert [a["outcome"] for a in attempts_of(tmp_path / "run", running)] == ["cancelled", "ok"]
+    assert [a["outcome"] for a in attempts_of(tmp_path / "run", queued)] == ["ok"], "never sent before its retry"
+    assert custom_ids(tmp_path / "run") == Counter(f"task-{i:04d}" for i in range(60))
 
 
 async def test_an_actor_killed_mid_run_loses_no_task(tmp_path, sim_factory):

@@ -19,12 +19,20 @@ from ..core.ports import Capability
 from ..errors import InputError
 
 CAPABILITIES: frozenset[Capability] = frozenset(
-    {Capability.JUDGE, Capability.FAIL_OVER, Capability.TOOLS, Capability.BATCH, Capability.LEAVE_BATCHES}
+    {
+        Capability.JUDGE,
+        Capability.FAIL_OVER,
+        Capability.TOOLS,
+        Capability.BATCH,
+        Capability.LEAVE_BATCHES,
+        Capability.CANCEL,
+    }
 )
 """What `RayEngine` can do beyond one call per task (a swarm's planner and aggregator included):
 the judge (its calls made from the driver, `driver_calls`), its failover (told to every
 shard), multi-step agents with tools (the tools run on the actors, their transcripts are
-journaled through the driver), and the batch lane (on the driver, which owns the batches).
+journaled through the driver), the batch lane (on the driver, which owns the batches), and
+cancelling one agent (by the shard that holds it).
 The CLI refuses a run that needs more, naming what (exit 2)."""
 
 INSTALL_HINT = "Ray is not installed: pip install 'swarm-tui[ray]'  (or: pip install ray)"

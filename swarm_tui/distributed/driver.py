@@ -63,6 +63,7 @@ from .driver_calls import DriverCalls
 from .lane_host import DriverLanes
 from .recovery import ShardRecovery
 from .sink import EVENT, JOURNAL
+from .steering import ShardSteering
 from .worker import DONE, ShardSpec
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ _SKIPPED_EVENTS = (RunStarted, RunFinished, TasksAdded, RunStopping, RunPaused, 
 """A shard's own run-level events: the driver announces the swarm's instead."""
 
 
-class RayEngine(ShardRecovery, DriverLanes):
+class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
     """`SwarmEngine`'s interface (`core.ports.Engine`), with the work done by engines on Ray actors."""
 
     capabilities = CAPABILITIES
@@ -148,6 +149,8 @@ class RayEngine(ShardRecovery, DriverLanes):
         self.shards: dict[int, Shard] = {}
         """Every shard of this session so far, by id (the running ones hold tasks)."""
         self._next_shard = 0
+        self._held: set[int] = set()
+        """Tasks the user cancelled (`x`): they wait, unfinished, until retried by name or the run resumed."""
         self._running = False
         self._aborted = False
         self._stop_reason: str | None = None
@@ -159,30 +162,6 @@ class RayEngine(ShardRecovery, DriverLanes):
 
     # ----------------------------------------------------------------- steering
 
-    def pause(self) -> None:
-        if not self.admission.paused:
-            self.admission.paused = True
-            self.pool.broadcast("pause")
-            self._emit_now(RunPaused())
-
-    def resume(self) -> None:
-        if self.admission.paused:
-            self.admission.paused = False
-            self.pool.broadcast("resume")
-            self._emit_now(RunResumed())
-
-    def set_concurrency(self, limit: int, reason: str = "user") -> int:
-        """The swarm's ceiling, split over the running shards."""
-        limit = max(1, limit)
-        self.admission.limit = limit
-        running = [s for s in self.shards.values() if s.running]
-        share = max(1, math.ceil(limit / max(1, len(running))))
-        for shard in running:
-            shard.concurrency = shard.limit = share
-            shard.actor.set_concurrency.remote(share, reason)
-        self._emit_now(ConcurrencyChanged(limit, reason, ceiling=limit))
-        return limit
-
     def abort(self, reason: str = "aborted by user", *, leave_batches: bool = False) -> None:
         """`leave_batches` (a quit): the open batches run on at the provider; `resume` collects them."""
         if self._aborted:
@@ -193,19 +172,20 @@ class RayEngine(ShardRecovery, DriverLanes):
         self.pool.broadcast("abort", reason)
         self.driver_calls.abort(reason)
 
-    def cancel_tasks(self, indices: Iterable[int]) -> list[int]:
-        """One agent is not cancelled on Ray (no `Capability.CANCEL`): the whole run is, by abort."""
-        return []
-
     def stop_dispatch(self, reason: str) -> None:
         if self._stop_reason is None:
             self._stop(reason)
             self.pool.broadcast("stop_dispatch", reason)
 
     def retry_failed(self, indices: Iterable[int] | None = None) -> list[int]:
-        chosen = [i for i in (self.tasks if indices is None else indices) if self.states.get(i) is TaskState.FAILED]
+        chosen = [
+            i
+            for i in (self.tasks if indices is None else indices)
+            if self.states.get(i) is TaskState.FAILED or (indices is not None and i in self._held)
+        ]
         if not chosen:
             return []
+        self._held.difference_update(chosen)
         if not self._running:
             self._stop_reason = None
             self._aborted = False

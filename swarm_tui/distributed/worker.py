@@ -174,6 +174,11 @@ class SwarmWorker:
         for engine in self.engines.values():
             engine.fail_over(reason)
 
+    async def cancel_tasks(self, shard_id: int, indices: list[int]) -> None:
+        engine = self.engines.get(shard_id)
+        if engine is not None:
+            engine.cancel_tasks(indices)
+
     async def stop_dispatch(self, reason: str) -> None:
         for engine in self.engines.values():
             engine.stop_dispatch(reason)

@@ -149,7 +149,7 @@ class LiveRun:
         return self.engine.retry_failed(indices)
 
     def cancel(self, indices: Iterable[int]) -> list[int]:
-        if Capability.CANCEL not in self.engine.capabilities:  # a Ray run cancels the whole run only
+        if Capability.CANCEL not in self.engine.capabilities:
             return []
         return self.engine.cancel_tasks(indices)
 
