@@ -33,7 +33,7 @@ agents can be held back by the adaptive start.
   plain      the same swarm with tools off: one call per task (ideal: one 200 ms call).
 
 Usage:  python benchmarks/bench_agents.py [--scenarios mcp,mcp-http,python,plain] [--repeat N] [--quick]
-                                          [--processes 1,2] [--modes adaptive,fixed]
+                                          [--processes 1,2] [--modes adaptive,fixed] [--rpm N]
                                           [--backend aiohttp|httpx] [--profile]
 The backend is the client's default (aiohttp) unless --backend says otherwise.
 Ratios are against the critical path or ideal measured in the same run; absolute numbers depend
@@ -348,8 +348,9 @@ async def agents_scenario(
     backend: str,
     floor: list[float],
     profile: bool,
+    rpm: int | None = None,
 ) -> dict[str, list[dict]]:
-    label = LABELS[kind.split(" ")[0]]
+    label = LABELS[kind.split(" ")[0]] + (f", RPM {rpm:,} told" if rpm else "")
     if tools is not None and tools.mcp and tools.mcp[0].url is None:
         label += f", {tools.mcp[0].processes} server process(es)"
     print(
@@ -377,6 +378,7 @@ async def agents_scenario(
                 concurrency=n,
                 timeout_s=30.0,
                 adaptive=mode == "adaptive",
+                rpm=rpm,
             )
             a = analyse(r, pct(floor, 0.5) if floor else 0.0)
             r.update(a)
@@ -515,6 +517,13 @@ async def main() -> None:
         default=DEFAULT_BACKEND,
         help=f"the client's HTTP backend (default {DEFAULT_BACKEND}, the client's own)",
     )
+    parser.add_argument(
+        "--rpm",
+        type=int,
+        default=None,
+        help="tell the engine the provider's RPM (the CLI's --rpm): with a limit known, the run starts at once "
+        "instead of sending one call and waiting for its answer (the first word) to learn the limits",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile the engine process in the first run of each")
     parser.add_argument("--quick", action="store_true", help="30 agents, one run of each (a smoke run)")
     args = parser.parse_args()
@@ -542,7 +551,7 @@ async def main() -> None:
         with SimServer(SimConfig(latency_ms=LATENCY_MS, latency_sigma=SIGMA, seed=7)).start(mode="process") as sim:
             for kind, tools in scenarios.items():
                 results[kind] = await agents_scenario(
-                    sim, kind, tools, n, repeat, modes, args.backend, floors.get(kind, []), args.profile
+                    sim, kind, tools, n, repeat, modes, args.backend, floors.get(kind, []), args.profile, args.rpm
                 )
     summary(results, floors, bursts)
 
