@@ -84,6 +84,43 @@ def test_a_100000_task_count_job_shares_what_every_agent_is_sent(tmp_path):
     assert job.template.body("p", agent=3, total=9)["messages"][0] is first.body["messages"][0]
 
 
+def test_a_count_job_is_checked_whole_but_holds_none_of_its_bodies(tmp_path):
+    """Issue 32: a TOML `count` job renders and checks every id and prompt as it loads, holding a
+    hash of each id; its tasks are built when read (a new run's journal takes them as they are),
+    so loading it holds a small part of what its tasks hold (tracemalloc's peak), and an id
+    template that repeats is still refused naming the first two agents that share an id."""
+    import tracemalloc
+
+    path = tmp_path / "count.toml"
+    prompt = "task {agent} " + "x" * 300
+    path.write_text(f'name = "c"\nmodel = "m"\n[tasks]\ncount = 20000\nprompt = "{prompt}"\n')
+
+    def peak_of(load) -> int:
+        tracemalloc.start()
+        try:
+            load()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    load_job(path)  # the imports and caches, not measured
+    held = peak_of(lambda: list(load_job(path).tasks))
+    assert peak_of(lambda: load_job(path)) < held / 4, "loading the count job held its tasks"
+    job = load_job(path)
+    assert (len(job.tasks), job.tasks[-1].custom_id, job.tasks[19_999].prompt[:10]) == (
+        20_000,
+        "agent-20000",
+        "task 20000",
+    )
+    with pytest.raises(IndexError):
+        job.tasks[20_000]
+    path.write_text('name = "c"\nmodel = "m"\n[tasks]\ncount = 300\nid = "a-{agent:03}-{index:03}"\nprompt = "p"\n')
+    assert len(load_job(path).tasks) == 300
+    path.write_text('name = "c"\nmodel = "m"\n[tasks]\ncount = 300\nid = "a-{total}"\nprompt = "p"\n')
+    with pytest.raises(InputError, match="gives agents 1 and 2 the same id 'a-300'"):
+        load_job(path)
+
+
 def test_a_templated_system_prompt_is_rendered_per_agent(tmp_path):
     path = tmp_path / "count.toml"
     path.write_text('name = "c"\nmodel = "m"\nsystem = "#{agent} {{x}}"\n[tasks]\ncount = 2\nprompt = "p"\n')

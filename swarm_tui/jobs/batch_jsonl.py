@@ -9,7 +9,6 @@ whole); within one read, lines that repeat one system prompt share one copy of i
 from __future__ import annotations
 
 import json
-from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
@@ -18,6 +17,7 @@ from ..core.task import Task
 from ..errors import InputError, Problem
 from ..textfile import read_job_lines
 from .chat_checks import body_problems
+from .id_hashes import IdHashes
 from .job import MAX_PROBLEMS, MAX_TASKS, Job
 
 __all__ = ["load_batch_jsonl", "CHAT_COMPLETIONS_URLS", "SHARED_MESSAGES_MAX"]
@@ -25,9 +25,6 @@ __all__ = ["load_batch_jsonl", "CHAT_COMPLETIONS_URLS", "SHARED_MESSAGES_MAX"]
 CHAT_COMPLETIONS_URLS = ("/v1/chat/completions", "/chat/completions")
 SHARED_MESSAGES_MAX = 1024
 """How many distinct leading messages a Batch job's tasks share (see `_share_prefix`)."""
-ID_BUCKETS = 64
-"""The hashes of a job's ids are kept in this many arrays (by hash), each sorted alone to find
-ids given twice: a million ids are checked in 8 MB and a bucket's sort (~0.6 MB), not one of 40 MB."""
 
 
 def load_batch_jsonl(path: Path, *, model_override: str | None = None) -> Job:
@@ -86,16 +83,15 @@ def _changed(path: Path) -> InputError:
 
 def _check_lines(path: Path, *, model_required: bool) -> int:
     """How many requests the file holds, every line checked (`chat_checks`); `InputError` with
-    each problem found, up to `MAX_PROBLEMS`, naming its line and field. Holds a hash of each id:
-    ids seen twice are found from the hashes and named by a second read (`_duplicates`)."""
+    each problem found, up to `MAX_PROBLEMS`, naming its line and field. Holds a hash of each id
+    (`id_hashes`): ids seen twice are named by a second read (`_with_duplicates`)."""
     problems: list[Problem] = []
-    id_hashes = [array("q") for _ in range(ID_BUCKETS)]
+    ids = IdHashes()
     src = str(path)
 
     def problem(line: int, field_name: str, message: str) -> None:
         problems.append(Problem(src, line, field_name, message))
 
-    count = 0
     lines = read_job_lines(path)
     for lineno, raw in lines:
         if len(problems) >= MAX_PROBLEMS:
@@ -119,10 +115,8 @@ def _check_lines(path: Path, *, model_required: bool) -> int:
         if not isinstance(custom_id, str) or not custom_id:
             problem(lineno, "custom_id", "missing or not a non-empty string")
             continue
-        id_hash = hash(custom_id)
-        id_hashes[id_hash % ID_BUCKETS].append(id_hash)
-        count += 1
-        if count > MAX_TASKS:
+        ids.add(custom_id)
+        if ids.count > MAX_TASKS:
             problem(lineno, "job", f"more than {MAX_TASKS:,} requests: over the limit of a job (split it)")
             break
         method = request.get("method", "POST")
@@ -138,27 +132,14 @@ def _check_lines(path: Path, *, model_required: bool) -> int:
         for field_name, message in body_problems(body, model_required=model_required):
             problem(lineno, f"body.{field_name}", message)
 
-    repeated = _repeated(id_hashes)
+    repeated = ids.repeated()
     if repeated:
         problems = _with_duplicates(path, problems, repeated)
-    if not count and not problems:
+    if not ids.count and not problems:
         problems.append(Problem(src, None, "job", "no requests in file"))
     if problems:
         raise InputError(problems)
-    return count
-
-
-def _repeated(id_hashes: list[array]) -> set[int]:
-    """The hashes found more than once (an id given twice, or, rarely, two ids of one hash),
-    each bucket sorted in its turn: a sort makes an object of each hash, a bucket's worth at a time."""
-    repeated: set[int] = set()
-    for bucket in id_hashes:
-        previous = None
-        for value in sorted(bucket):
-            if value == previous:
-                repeated.add(value)
-            previous = value
-    return repeated
+    return ids.count
 
 
 def _with_duplicates(path: Path, problems: list[Problem], repeated: set[int]) -> list[Problem]:

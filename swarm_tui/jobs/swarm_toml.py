@@ -16,7 +16,6 @@ from typing import Any
 
 from ..argtypes import duration
 from ..core.lanes import LANES
-from ..core.task import Task
 from ..errors import InputError, Problem
 from ..judge.spec import parse_judge_spec
 from ..swarm.spec import parse_swarm_spec
@@ -25,7 +24,7 @@ from ..tools.spec import ToolsSpec, parse_tools_spec
 from .chat_checks import param_problems
 from .job import CacheChoice, Job, TaskTemplate
 from .toml_checks import TomlChecker
-from .toml_tasks import render, task_prompts
+from .toml_tasks import TemplatedTasks, render, task_prompts, values_of
 
 __all__ = ["load_swarm_toml", "load_tools_file", "REQUEST_KEYS", "TOP_LEVEL_KEYS", "CONTEXT_KEYS"]
 
@@ -100,20 +99,15 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
     if planned and ("tasks" in doc or "task" in doc):
         check.add("plan", "a planned job gets its tasks from the planner: remove [tasks] / [[task]]")
     prompts = [] if planned else task_prompts(doc, check)
-    tasks: list[Task] = []
     if swarm is not None and swarm.workers.json:
         request = {**request, "response_format": {"type": "json_object"}}
     template = TaskTemplate(model=model or "", context=context, system=system, request=request)
     if system:
         render(system, {"agent": 1, "index": 0, "total": 1}, check, "system")
-    if prompts:
-        total = len(prompts)
-        for index, (custom_id, prompt, where) in enumerate(prompts):
-            values = {"agent": index + 1, "index": index, "total": total}
-            rendered_prompt = render(prompt, values, check, where)
-            if rendered_prompt is None or check.problems:
-                break
-            tasks.append(Task(index, custom_id, template.body(rendered_prompt, agent=index + 1, total=total)))
+    for index, (_, prompt, where) in enumerate(prompts):  # every prompt rendered once, to check it
+        if render(prompt, values_of(index, len(prompts)), check, where) is None or check.problems:
+            break
+    tasks = TemplatedTasks(prompts, template)
 
     if check.problems:
         raise InputError(check.problems)

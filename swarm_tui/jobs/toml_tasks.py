@@ -10,13 +10,16 @@ from __future__ import annotations
 import functools
 import re
 import string
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, overload
 
+from ..core.task import Task
 from .chat_checks import shown
-from .job import MAX_TASKS
+from .id_hashes import IdHashes
+from .job import MAX_TASKS, TaskTemplate
 from .toml_checks import TomlChecker
 
-__all__ = ["TASKS_KEYS", "TASK_ENTRY_KEYS", "MAX_FIELD_WIDTH", "PLACEHOLDERS", "task_prompts", "render"]
+__all__ = ["TASKS_KEYS", "TASK_ENTRY_KEYS", "MAX_FIELD_WIDTH", "PLACEHOLDERS", "task_prompts", "render", "values_of"]
 
 TASKS_KEYS = frozenset({"count", "prompt", "id"})
 TASK_ENTRY_KEYS = frozenset({"id", "prompt"})
@@ -24,29 +27,89 @@ MAX_FIELD_WIDTH = 1_000
 """The widest a placeholder may be formatted (`{agent:06}` is 6): `{agent:999999999}` would
 build a gigabyte-long string for every task."""
 PLACEHOLDERS = ("agent", "index", "total")
+Prompt = tuple[str, str, str]
+"""A task's custom_id, its prompt template and the field that template came from."""
 
 
-def task_prompts(doc: dict[str, Any], check: TomlChecker) -> list[tuple[str, str, str]]:
-    """(custom_id, prompt template, field) for each task, from `[tasks]` count + template or `[[task]]`."""
+def task_prompts(doc: dict[str, Any], check: TomlChecker) -> Sequence[Prompt]:
+    """(custom_id, prompt template, field) for each task, from `[tasks]` count + template or `[[task]]`
+    (a count's are made when read, `CountedPrompts`: a million are never held at once)."""
     tasks_table = doc.get("tasks")
     task_list = doc.get("task")
     if tasks_table is None and task_list is None:
         check.add("tasks", "missing: add [tasks] with count and prompt, [[task]] entries, or a goal and [plan]", line=1)
         return []
-    prompts: list[tuple[str, str, str]] = []
-    if tasks_table is not None:
-        counted = _counted_prompts(tasks_table, check)
-        if counted is None:
-            return []
-        prompts = counted
-    if task_list is not None:
-        _add_listed_prompts(task_list, prompts, check)
+    counted = _counted_prompts(tasks_table, check) if tasks_table is not None else None
+    if tasks_table is not None and counted is None:
+        return []
+    if task_list is None:
+        return counted or []
+    prompts: list[Prompt] = list(counted or [])
+    _add_listed_prompts(task_list, prompts, check)
     return prompts
 
 
-def _counted_prompts(tasks_table: Any, check: TomlChecker) -> list[tuple[str, str, str]] | None:
+class CountedPrompts(Sequence[Prompt]):
+    """`[tasks]`'s prompts: task `i`'s id rendered from the id template when it is read."""
+
+    def __init__(self, count: int, prompt: str, id_template: str) -> None:
+        self._count = count
+        self._prompt = prompt
+        self._id_template = id_template
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> Prompt: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Prompt]: ...
+    def __getitem__(self, index: int | slice) -> Prompt | list[Prompt]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        position = index + self._count if index < 0 else index
+        if not 0 <= position < self._count:
+            raise IndexError(index)
+        return self._id_template.format(**values_of(position, self._count)), self._prompt, "tasks.prompt"
+
+
+class TemplatedTasks(Sequence[Task]):
+    """A TOML job's tasks, each built from its prompt and the job's template when it is read (the
+    prompts were rendered once, to check them, as the job loaded): a count of a million holds
+    none of their bodies; a new run's journal takes them as they are read, and keeps them."""
+
+    def __init__(self, prompts: Sequence[Prompt], template: TaskTemplate) -> None:
+        self._prompts = prompts
+        self._template = template
+
+    def __len__(self) -> int:
+        return len(self._prompts)
+
+    @overload
+    def __getitem__(self, index: int) -> Task: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Task]: ...
+    def __getitem__(self, index: int | slice) -> Task | list[Task]:
+        total = len(self._prompts)
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(total))]
+        position = index + total if index < 0 else index
+        if not 0 <= position < total:
+            raise IndexError(index)
+        custom_id, prompt, _ = self._prompts[position]
+        body = self._template.body(prompt.format(**values_of(position, total)), agent=position + 1, total=total)
+        return Task(position, custom_id, body)
+
+
+def values_of(index: int, total: int) -> dict[str, int]:
+    """What a template's placeholders stand for in task `index` of `total`."""
+    return {"agent": index + 1, "index": index, "total": total}
+
+
+def _counted_prompts(tasks_table: Any, check: TomlChecker) -> CountedPrompts | None:
     """`[tasks]`: `count` tasks of one prompt template, their ids from the `id` template (None
-    when the table has a problem: then no task of it is made)."""
+    when the table has a problem: then no task of it is made). Every id is rendered and checked,
+    holding a hash of each (`id_hashes`)."""
     if not isinstance(tasks_table, dict):
         check.add("tasks", "must be a table with count and prompt")
         return None
@@ -62,14 +125,20 @@ def _counted_prompts(tasks_table: Any, check: TomlChecker) -> list[tuple[str, st
     id_template = check.string(tasks_table, "id", "tasks.id") or f"agent-{{agent:0{len(str(count))}}}"
     if prompt is None:
         return None
-    prompts: list[tuple[str, str, str]] = []
-    agent_of: dict[str, int] = {}
+    ids = IdHashes()
     for index in range(count):
-        values = {"agent": index + 1, "index": index, "total": count}
-        custom_id = render(id_template, values, check, "tasks.id")
+        custom_id = render(id_template, values_of(index, count), check, "tasks.id")
         if custom_id is None:
             return None
-        if custom_id in agent_of:  # e.g. an id without {agent}: every task would be one
+        ids.add(custom_id)
+    prompts = CountedPrompts(count, prompt, id_template)
+    repeated = ids.repeated()
+    agent_of: dict[str, int] = {}
+    for index in range(count) if repeated else ():  # e.g. an id without {agent}: every task would be one
+        custom_id = prompts[index][0]
+        if hash(custom_id) not in repeated:
+            continue
+        if custom_id in agent_of:
             check.add(
                 "tasks.id",
                 f"gives agents {agent_of[custom_id]} and {index + 1} the same id {shown(custom_id)}: "
@@ -77,11 +146,10 @@ def _counted_prompts(tasks_table: Any, check: TomlChecker) -> list[tuple[str, st
             )
             return None
         agent_of[custom_id] = index + 1
-        prompts.append((custom_id, prompt, "tasks.prompt"))
     return prompts
 
 
-def _add_listed_prompts(task_list: Any, prompts: list[tuple[str, str, str]], check: TomlChecker) -> None:
+def _add_listed_prompts(task_list: Any, prompts: list[Prompt], check: TomlChecker) -> None:
     """`[[task]]`: one task an entry, added to `prompts` (an entry with a problem is left out)."""
     if not isinstance(task_list, list):
         check.add("task", "must be an array of tables ([[task]])")
