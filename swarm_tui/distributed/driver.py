@@ -181,7 +181,8 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
         chosen = [
             i
             for i in (self.tasks if indices is None else indices)
-            if self.states.get(i) is TaskState.FAILED or (indices is not None and i in self._held)
+            if self.states.get(i) is TaskState.FAILED
+            or (indices is not None and i in self._held and self.states[i] is TaskState.CANCELLED)
         ]
         if not chosen:
             return []

@@ -54,7 +54,8 @@ class ShardSteering(ObservableEngine):
         engine does (a call in flight cancelled and journaled, finished tool calls kept), and it
         leaves that shard: it waits, cancelled, until it is retried by name (a new shard takes it)
         or the run resumed. A task no running shard holds (in a batch, not handed out) is not
-        cancelled. Returns the tasks cancelled."""
+        cancelled, and one whose answer the shard had already taken is answered instead (the
+        driver hears of it a moment later). Returns the tasks asked to stop."""
         wanted = {i for i in indices if i in self.states and not self.states[i].is_final and i not in self._held}
         chosen: list[int] = []
         for shard in self.shards.values():
