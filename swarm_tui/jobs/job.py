@@ -21,9 +21,10 @@ __all__ = ["Job", "TaskTemplate", "MAX_PROBLEMS", "MAX_TASKS"]
 MAX_PROBLEMS = 50
 """A Batch JSONL job stops being read at this many problems: the list stays readable."""
 MAX_TASKS = 1_000_000
-"""What one job may hold. A task keeps about 1.1 KB in memory (its body), so a million is about a
-gigabyte: a larger job is refused, naming this limit (a TOML `count` of 10**11 would otherwise
-grow memory until the machine gives out); split it into several runs."""
+"""What one job may hold. A run keeps about 100 bytes of each task in memory (its state; the body
+stays in the journal), and its journal about 750 bytes on disk: a larger job is refused, naming
+this limit (a TOML `count` of 10**11 would otherwise take hours to check and a disk to journal);
+split it into several runs."""
 
 
 @dataclass(frozen=True)
