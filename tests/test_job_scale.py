@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 import json
 import random
+import tracemalloc
 
 import pytest
 from swarm_tui.core.events import Attempt, TaskSucceeded
@@ -84,24 +85,24 @@ def test_a_100000_task_count_job_shares_what_every_agent_is_sent(tmp_path):
     assert job.template.body("p", agent=3, total=9)["messages"][0] is first.body["messages"][0]
 
 
+def peak_of(load) -> int:
+    """tracemalloc's peak while `load()` runs."""
+    tracemalloc.start()
+    try:
+        load()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_a_count_job_is_checked_whole_but_holds_none_of_its_bodies(tmp_path):
     """Issue 32: a TOML `count` job renders and checks every id and prompt as it loads, holding a
     hash of each id; its tasks are built when read (a new run's journal takes them as they are),
     so loading it holds a small part of what its tasks hold (tracemalloc's peak), and an id
     template that repeats is still refused naming the first two agents that share an id."""
-    import tracemalloc
-
     path = tmp_path / "count.toml"
     prompt = "task {agent} " + "x" * 300
     path.write_text(f'name = "c"\nmodel = "m"\n[tasks]\ncount = 20000\nprompt = "{prompt}"\n')
-
-    def peak_of(load) -> int:
-        tracemalloc.start()
-        try:
-            load()
-            return tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
 
     load_job(path)  # the imports and caches, not measured
     held = peak_of(lambda: list(load_job(path).tasks))
@@ -153,21 +154,11 @@ def test_a_big_batch_job_is_checked_and_refused_without_holding_its_bodies(tmp_p
     good job's tasks are not built by loading it: they are read from the file when gone through
     (a new run's journal takes them as they are read). Judged against holding the same job's
     tasks, measured the same way (tracemalloc's peak)."""
-    import tracemalloc
-
     n = 20_000
     good = "\n".join(_batch_line(i, system=f"system prompt of task {i} " * 8) for i in range(n)) + "\n"
     valid, bad = tmp_path / "valid.jsonl", tmp_path / "bad.jsonl"
     valid.write_text(good)
     bad.write_text(good + json.dumps({"custom_id": "last", "body": {"model": "m", "messages": "hi"}}) + "\n")
-
-    def peak_of(load) -> int:
-        tracemalloc.start()
-        try:
-            load()
-            return tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
 
     def refused() -> None:
         with pytest.raises(InputError) as caught:

@@ -9,9 +9,9 @@ whole); within one read, lines that repeat one system prompt share one copy of i
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 from ..core.task import Task
 from ..errors import InputError, Problem
@@ -19,6 +19,7 @@ from ..textfile import read_job_lines
 from .chat_checks import body_problems
 from .id_hashes import IdHashes
 from .job import MAX_PROBLEMS, MAX_TASKS, Job
+from .on_demand import OnDemand
 
 __all__ = ["load_batch_jsonl", "CHAT_COMPLETIONS_URLS", "SHARED_MESSAGES_MAX"]
 
@@ -38,7 +39,7 @@ def load_batch_jsonl(path: Path, *, model_override: str | None = None) -> Job:
     return Job(name=path.stem, source=str(path), tasks=JsonlTasks(path, count, model_override), model=model_override)
 
 
-class JsonlTasks(Sequence[Task]):
+class JsonlTasks(OnDemand[Task]):
     """The tasks of a Batch JSONL file `_check_lines` found valid, read from it as they are gone
     through; `InputError` when the file changed since. A lookup by position reads the file up to
     it (what a run needs is its first task's model, and the journal's copy of them all)."""
@@ -61,18 +62,9 @@ class JsonlTasks(Sequence[Task]):
         if built != self._count:
             raise _changed(self._path)
 
-    @overload
-    def __getitem__(self, position: int) -> Task: ...
-    @overload
-    def __getitem__(self, position: slice) -> list[Task]: ...
-    def __getitem__(self, position: int | slice) -> Task | list[Task]:
-        if isinstance(position, slice):
-            return list(self)[position]
-        wanted = position + self._count if position < 0 else position
-        if not 0 <= wanted < self._count:
-            raise IndexError(position)
+    def _item(self, position: int) -> Task:
         for task in _read_tasks(self._path, self._model_override):
-            if task.index == wanted:
+            if task.index == position:
                 return task
         raise _changed(self._path)
 

@@ -11,12 +11,13 @@ import functools
 import re
 import string
 from collections.abc import Sequence
-from typing import Any, overload
+from typing import Any
 
 from ..core.task import Task
 from .chat_checks import shown
 from .id_hashes import IdHashes
 from .job import MAX_TASKS, TaskTemplate
+from .on_demand import OnDemand
 from .toml_checks import TomlChecker
 
 __all__ = ["TASKS_KEYS", "TASK_ENTRY_KEYS", "MAX_FIELD_WIDTH", "PLACEHOLDERS", "task_prompts", "render", "values_of"]
@@ -49,7 +50,7 @@ def task_prompts(doc: dict[str, Any], check: TomlChecker) -> Sequence[Prompt]:
     return prompts
 
 
-class CountedPrompts(Sequence[Prompt]):
+class CountedPrompts(OnDemand[Prompt]):
     """`[tasks]`'s prompts: task `i`'s id rendered from the id template when it is read."""
 
     def __init__(self, count: int, prompt: str, id_template: str) -> None:
@@ -60,20 +61,11 @@ class CountedPrompts(Sequence[Prompt]):
     def __len__(self) -> int:
         return self._count
 
-    @overload
-    def __getitem__(self, index: int) -> Prompt: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Prompt]: ...
-    def __getitem__(self, index: int | slice) -> Prompt | list[Prompt]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._count))]
-        position = index + self._count if index < 0 else index
-        if not 0 <= position < self._count:
-            raise IndexError(index)
+    def _item(self, position: int) -> Prompt:
         return self._id_template.format(**values_of(position, self._count)), self._prompt, "tasks.prompt"
 
 
-class TemplatedTasks(Sequence[Task]):
+class TemplatedTasks(OnDemand[Task]):
     """A TOML job's tasks, each built from its prompt and the job's template when it is read (the
     prompts were rendered once, to check them, as the job loaded): a count of a million holds
     none of their bodies; a new run's journal takes them as they are read, and keeps them."""
@@ -85,17 +77,8 @@ class TemplatedTasks(Sequence[Task]):
     def __len__(self) -> int:
         return len(self._prompts)
 
-    @overload
-    def __getitem__(self, index: int) -> Task: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Task]: ...
-    def __getitem__(self, index: int | slice) -> Task | list[Task]:
+    def _item(self, position: int) -> Task:
         total = len(self._prompts)
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(total))]
-        position = index + total if index < 0 else index
-        if not 0 <= position < total:
-            raise IndexError(index)
         custom_id, prompt, _ = self._prompts[position]
         body = self._template.body(prompt.format(**values_of(position, total)), agent=position + 1, total=total)
         return Task(position, custom_id, body)
