@@ -222,8 +222,8 @@ class SwarmSession:
             price = price.for_tier(PRIORITY)
         if budget is None or price is None:
             return None
-        tasks = self.engine.tasks
-        body = tasks[min(tasks)].body if tasks else (self.template.body("", agent=1, total=1) if self.template else {})
+        first = next(iter(self.engine.tasks.values()), None)  # in index order: no walk over a million
+        body = first.body if first else (self.template.body("", agent=1, total=1) if self.template else {})
         usage = worst_usage(body, price.max_output)
         if usage is None:
             return f"budget ${budget:.2f}: a call's answer has no bound (no max_tokens, no known maximum)"

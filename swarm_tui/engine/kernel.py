@@ -383,6 +383,8 @@ class Kernel(KernelSide):
             self.fail_run(f"internal error in the {task.get_name()}: {type(exc).__name__}: {exc}")
 
     def _token_estimate(self, index: int) -> int:
+        if not self.admission.paces_tokens:  # no body to read (from the journal) for nothing
+            return 0
         return self.token_estimate_of(self.tasks[index].body)
 
     def token_estimate_of(self, body: dict) -> int:
