@@ -63,7 +63,7 @@ from swarm_tui.core.task import Task
 from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import Job
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.run.session import RunPlan, SwarmSession
 from swarm_tui.sim import SimConfig, SimServer
 from swarm_tui.tools import Toolbox
 from swarm_tui.tools.spec import DEFAULT_MCP_PROCESSES, McpServerSpec, PythonToolSpec, ToolsSpec

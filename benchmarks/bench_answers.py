@@ -23,10 +23,10 @@ import functools
 import json
 import timeit
 
-from swarm_tui import secrets
 from swarm_tui.core.usage import Usage
 from swarm_tui.providers.answer import MAX_ANSWER_BYTES, strict_answer, strict_body
 from swarm_tui.providers.client import CallResult, chat_completion_or_raise
+from swarm_tui.util import secrets
 
 KEY = "sk-bench-0123456789abcdefABCDEF0123456789"
 

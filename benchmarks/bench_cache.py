@@ -34,7 +34,7 @@ from swarm_tui.core.task import Task  # noqa: E402
 from swarm_tui.engine import EngineSettings  # noqa: E402
 from swarm_tui.jobs import Job  # noqa: E402
 from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
-from swarm_tui.session import RunPlan, SwarmSession  # noqa: E402
+from swarm_tui.run.session import RunPlan, SwarmSession  # noqa: E402
 from swarm_tui.sim import SimConfig, SimServer  # noqa: E402
 
 from bench_answers import typical_answer  # noqa: E402  the same ~1 KB chat completion

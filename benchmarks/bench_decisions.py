@@ -36,10 +36,10 @@ from swarm_tui.core.events import ConcurrencyChanged, EndpointSwitched, RunStart
 from swarm_tui.core.task import Task
 from swarm_tui.engine import EngineSettings  # noqa: E402
 from swarm_tui.jobs import Job, load_job
-from swarm_tui.locations import demo_job  # noqa: E402
 from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
-from swarm_tui.session import DEMO_SIM, RunPlan, SwarmSession  # noqa: E402
+from swarm_tui.run.session import DEMO_SIM, RunPlan, SwarmSession  # noqa: E402
 from swarm_tui.sim import SimConfig, SimServer  # noqa: E402
+from swarm_tui.util.locations import demo_job  # noqa: E402
 
 from article_orchestrator import run_article  # noqa: E402
 from bench_engine import article_as_dict, bodies  # noqa: E402

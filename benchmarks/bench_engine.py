@@ -35,7 +35,7 @@ from swarm_tui.core.task import Task
 from swarm_tui.engine import EngineSettings  # noqa: E402
 from swarm_tui.jobs import Job
 from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
-from swarm_tui.session import RunPlan, SwarmSession  # noqa: E402
+from swarm_tui.run.session import RunPlan, SwarmSession  # noqa: E402
 from swarm_tui.sim import SimConfig, SimServer  # noqa: E402
 
 from article_orchestrator import run_article  # noqa: E402

@@ -45,8 +45,8 @@ import time
 import tomllib
 from pathlib import Path
 
+from swarm_tui.core.errors import InputError
 from swarm_tui.engine.stats import SortedLatencies, nearest_rank
-from swarm_tui.errors import InputError
 from swarm_tui.jobs import load_job
 
 SYSTEM = (

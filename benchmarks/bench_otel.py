@@ -30,7 +30,7 @@ from swarm_tui.core.task import Task
 from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import Job
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.run.session import RunPlan, SwarmSession
 from swarm_tui.sim import SimConfig, SimServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

@@ -31,7 +31,7 @@ import ray  # noqa: E402
 from swarm_tui.engine import EngineSettings  # noqa: E402
 from swarm_tui.jobs import load_job  # noqa: E402
 from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
-from swarm_tui.session import RayOptions, RunPlan, SwarmSession  # noqa: E402
+from swarm_tui.run.session import RayOptions, RunPlan, SwarmSession  # noqa: E402
 from swarm_tui.sim import SimConfig, SimServer  # noqa: E402
 from swarm_tui.tools import ToolsSpec  # noqa: E402
 from swarm_tui.tools.spec import McpServerSpec  # noqa: E402

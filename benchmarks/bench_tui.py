@@ -29,10 +29,10 @@ from swarm_tui.config import Config
 from swarm_tui.core.events import AttemptStarted, RunFinished, RunStarted
 from swarm_tui.core.task import Task
 from swarm_tui.engine import EngineSettings, TaskState
-from swarm_tui.headless import run_headless
+from swarm_tui.frontend.headless import run_headless
 from swarm_tui.jobs import Job
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.run.session import RunPlan, SwarmSession
 from swarm_tui.sim import SimConfig, SimServer
 from swarm_tui.ui.app import make_app
 from swarm_tui.ui.grid import AgentGrid

@@ -12,7 +12,7 @@ EXIT_ABORTED = 130
 
 def entry() -> int:
     try:
-        from .cli import main
+        from swarm_tui.cli import main
 
         code = main()
     except KeyboardInterrupt:

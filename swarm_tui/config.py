@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
-from .errors import InputError
-from .providers.profile import SIM_PROFILE_NAME, ProviderProfile
-from .routes import route_table
-from .textfile import TomlLines, read_text_file, split_lines
+from swarm_tui.core.errors import InputError
+from swarm_tui.providers.profile import SIM_PROFILE_NAME, ProviderProfile
+from swarm_tui.providers.routes import route_table
+from swarm_tui.util.textfile import TomlLines, read_text_file, split_lines
 
 if TYPE_CHECKING:
-    from .currency import DisplayCurrency
+    from swarm_tui.pricing.currency import DisplayCurrency
 
 
 def config_path() -> Path:
@@ -289,8 +289,8 @@ def configured_currency(*, provider: str | None = None, prices: dict[str, Any] |
     overrides, e.g. those a run stored); USD when the file cannot be read. A run chooses it once,
     when it opens, and passes it down: a summary written at the end of a run must not fail over
     a display preference, nor export differently because the config changed meanwhile."""
-    from .currency import USD, from_config
-    from .pricing import PriceTable
+    from swarm_tui.pricing import PriceTable
+    from swarm_tui.pricing.currency import USD, from_config
 
     try:
         config = load_config()
@@ -304,8 +304,8 @@ def configured_currency(*, provider: str | None = None, prices: dict[str, Any] |
 
 def _check_money(config: Config) -> None:
     """Bad currency or price settings fail here (exit 2, naming the field), not mid-run."""
-    from .currency import resolve_currency
-    from .pricing import PriceTable
+    from swarm_tui.pricing import PriceTable
+    from swarm_tui.pricing.currency import resolve_currency
 
     if not isinstance(config.currency, str):
         raise InputError.single(

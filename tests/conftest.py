@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from swarm_tui.sim import SimConfig, SimServer
 
-from .ui_fixtures import app_on_run, finished_run, journal_copy  # noqa: F401  (fixtures of the UI tests)
+from tests.ui_fixtures import app_on_run, finished_run, journal_copy  # noqa: F401  (fixtures of the UI tests)
 
 # A local Ray on a loaded 2-core machine (two test workers, the CLI's own Rays) can miss its
 # health checks long enough for its GCS to declare the node dead ("Owner's node has crashed",

@@ -10,9 +10,9 @@ from pathlib import Path
 from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import load_job
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.run.session import RunPlan, SwarmSession
 
-from .conftest import write_batch
+from tests.conftest import write_batch
 
 
 def open_session(

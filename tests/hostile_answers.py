@@ -45,7 +45,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from .hostile import HostileServer, completion
+from tests.hostile import HostileServer, completion
 
 ANSWER_FATES = frozenset(
     {

@@ -9,9 +9,9 @@ import pytest
 from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import load_job
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import RayOptions, RunPlan, SwarmSession
+from swarm_tui.run.session import RayOptions, RunPlan, SwarmSession
 
-from .conftest import read_jsonl, write_batch
+from tests.conftest import read_jsonl, write_batch
 
 JUDGE_PRICES = {"custom/sim-1": {"input": 1.0, "output": 4.0}}
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from swarm_tui.core import codec
-from swarm_tui.core.errors import error_body
+from swarm_tui.core.call_errors import error_body
 from swarm_tui.core.events import (
     AgentStepped,
     Attempt,
@@ -140,7 +140,7 @@ def record(path: Path = RECORDING) -> int:
     import tempfile
 
     from swarm_tui.journal import Journal
-    from swarm_tui.session import RunPlan, SwarmSession
+    from swarm_tui.run.session import RunPlan, SwarmSession
     from swarm_tui.sim import SimConfig
 
     sim = SimConfig(latency_ms=1.0, latency_sigma=0.0, seed=7, cache_min_tokens=10**9)

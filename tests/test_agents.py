@@ -21,11 +21,11 @@ from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import load_job
 from swarm_tui.journal import Journal
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.run.session import RunPlan, SwarmSession
 from swarm_tui.tools.spec import McpServerSpec, PythonToolSpec, ToolsSpec
 
-from .conftest import read_jsonl, start_cli, write_batch
-from .helpers import wait_until
+from tests.conftest import read_jsonl, start_cli, write_batch
+from tests.helpers import wait_until
 
 EXAMPLE_SERVER = McpServerSpec("examples", (sys.executable, "-m", "swarm_tui.examples.mcp_tools"), where="tools.mcp[0]")
 

@@ -12,9 +12,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from swarm_tui.engine.autopilot import Measured, deadline_at, plan
+from swarm_tui.engine.lanes.autopilot import Measured, deadline_at, plan
 
-from .conftest import run_cli, write_batch
+from tests.conftest import run_cli, write_batch
 
 MODEL = "gpt-4.1-mini"
 """A priced model with batch rates (half the live price)."""
@@ -158,8 +158,8 @@ async def test_the_console_says_the_plan_and_rings_when_it_cannot_hold(tmp_path,
     from swarm_tui.config import Config
     from swarm_tui.ui.app import make_app
 
-    from .helpers import open_session
-    from .test_ui_app import wait_for
+    from tests.helpers import open_session
+    from tests.test_ui_app import wait_for
 
     sim = sim_factory(batch_seconds=2.0)
     prices = {"custom/sim-1": {"input": 2.0, "output": 8.0, "batch_input": 1.0, "batch_output": 4.0}}

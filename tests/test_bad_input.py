@@ -7,12 +7,12 @@ import argparse
 import json
 
 import pytest
-from swarm_tui.errors import InputError
+from swarm_tui.core.errors import InputError
 from swarm_tui.jobs import load_job, toml_checks
 from swarm_tui.sim import SimConfig, add_arguments, config_from_args
 from swarm_tui.sim.args import non_negative_float, share
 
-from .conftest import run_cli
+from tests.conftest import run_cli
 
 
 def batch_line(custom_id: str = "a", **body) -> str:

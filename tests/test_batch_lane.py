@@ -16,12 +16,12 @@ from collections import Counter
 import openai
 import pytest
 from swarm_tui.core.events import BatchEnded, BatchProgress, BatchSubmitted, TaskState
-from swarm_tui.engine.batch_lines import input_line
+from swarm_tui.engine.lanes.batch_lines import input_line
 from swarm_tui.journal import Journal
-from swarm_tui.session import SwarmSession
+from swarm_tui.run.session import SwarmSession
 
-from .conftest import kill_when, read_jsonl, run_cli, start_cli, write_batch
-from .helpers import open_session, run_session, wait_until
+from tests.conftest import kill_when, read_jsonl, run_cli, start_cli, write_batch
+from tests.helpers import open_session, run_session, wait_until
 
 FAST_POLL = {"batch_poll_s": 0.05, "batch_poll_max_s": 0.2}
 PRICES = {"custom/sim-1": {"input": 2.0, "output": 8.0, "batch_input": 1.0, "batch_output": 4.0}}
@@ -302,7 +302,7 @@ def test_kill_9_while_the_batch_runs_then_resume_reattaches_and_submits_nothing_
 
 
 async def test_an_attached_view_replays_the_batch_as_the_live_run_saw_it(tmp_path, sim_factory):
-    from swarm_tui.runlog import LogFollower
+    from swarm_tui.view.follower import LogFollower
 
     sim = sim_factory(batch_seconds=0.3)
     session = open_session(tmp_path, sim.base_url, [f"attach {i}" for i in range(60)], lane="auto", **FAST_POLL)
@@ -372,7 +372,7 @@ async def test_one_model_a_batch_file(tmp_path, sim_factory):
 @pytest.fixture
 def no_batch_api():
     """A relay that speaks chat completions only: its /files answers an HTML page."""
-    from .hostile import HostileServer
+    from tests.hostile import HostileServer
 
     server = HostileServer().start()
     yield server
@@ -423,7 +423,7 @@ def test_a_disk_full_while_the_lines_are_journaled_loses_none_of_them(tmp_path, 
     """`ulimit -f`: the journal cannot take the batch's 2,000 answers. The batch stays open in
     the journal (its lines are written in one transaction or not at all), and the resume reads
     its output file again: every answer kept, nothing submitted twice."""
-    from .test_paid_answers import cli as spawn
+    from tests.test_paid_answers import cli as spawn
 
     sim = sim_factory(mode="process", batch_seconds=0.5)
     job = write_batch(tmp_path / "job.jsonl", [f"disk full {i}" for i in range(2000)])

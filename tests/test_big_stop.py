@@ -15,13 +15,13 @@ from collections import Counter
 
 import pytest
 from swarm_tui.core.events import TaskSucceeded
-from swarm_tui.headless import run_headless
-from swarm_tui.rundir import RunDirLock
-from swarm_tui.session import SwarmSession
+from swarm_tui.frontend.headless import run_headless
+from swarm_tui.run.directory import RunDirLock
+from swarm_tui.run.session import SwarmSession
 
-from .conftest import read_jsonl, run_cli
-from .helpers import open_session
-from .test_process_faults import journal_count, start_run, succeeded, wait_for
+from tests.conftest import read_jsonl, run_cli
+from tests.helpers import open_session
+from tests.test_process_faults import journal_count, start_run, succeeded, wait_for
 
 BIG = 30_000
 CONCURRENCY = 20
@@ -72,7 +72,7 @@ async def test_a_big_stop_leaves_the_outputs_to_export_and_says_how(tmp_path, si
     """More answers than the stop writes (the bound lowered to 20 here): Ctrl-C ends the run with
     130 and the note naming `swarm-tui export RUN`; that command (a real process) writes every
     answer, sending nothing; the resume then finishes the run, each custom_id once."""
-    monkeypatch.setattr("swarm_tui.run_outputs.STOP_EXPORT_MAX_RESULTS", 20)
+    monkeypatch.setattr("swarm_tui.run.outputs.STOP_EXPORT_MAX_RESULTS", 20)
     sim = sim_factory(latency_ms=20.0, latency_sigma=0.1)
     n = 400
     session = open_session(tmp_path, sim.base_url, [f"stop task {i}" for i in range(n)], concurrency=5)

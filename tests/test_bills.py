@@ -13,8 +13,8 @@ import json
 import pytest
 from aiohttp import web
 from swarm_tui.config import load_config
+from swarm_tui.core.errors import InputError
 from swarm_tui.core.usage import Usage
-from swarm_tui.errors import InputError
 from swarm_tui.journal import Journal
 from swarm_tui.pricing import PriceTable, billable_output
 from swarm_tui.providers.client import ProviderClient
@@ -22,8 +22,8 @@ from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.sim import SimConfig
 from swarm_tui.sim.core import Simulator
 
-from .conftest import read_jsonl, run_cli, write_batch
-from .helpers import attempts_of
+from tests.conftest import read_jsonl, run_cli, write_batch
+from tests.helpers import attempts_of
 
 M = 1_000_000
 TABLE = PriceTable.builtin()

@@ -13,10 +13,10 @@ from swarm_tui.engine import EngineSettings
 from swarm_tui.engine.ledger import SpendLedger, prompt_upper_estimate, worst_usage
 from swarm_tui.jobs import load_job
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.run.session import RunPlan, SwarmSession
 
-from .conftest import REPO, run_cli, write_batch
-from .helpers import run_session
+from tests.conftest import REPO, run_cli, write_batch
+from tests.helpers import run_session
 
 GPT41 = {"input": 2.0, "cached_input": 0.5, "output": 8.0}
 """USD per 1M tokens (gpt-4.1's list price), as the priced rows below bill the simulator."""

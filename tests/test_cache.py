@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from swarm_tui.cache import CacheEntry, CacheMode, ResponseCache, request_key
 
-from .conftest import kill_when, read_jsonl, run_cli, start_cli, write_batch
-from .test_crash_resume import succeeded_indices
+from tests.conftest import kill_when, read_jsonl, run_cli, start_cli, write_batch
+from tests.test_crash_resume import succeeded_indices
 
 
 @pytest.fixture(autouse=True)
@@ -447,7 +447,7 @@ async def test_an_agent_run_again_with_the_same_tool_results_replays_its_steps(t
     from swarm_tui.engine import EngineSettings
     from swarm_tui.jobs import load_job
     from swarm_tui.providers.profile import ProviderProfile
-    from swarm_tui.session import RunPlan, SwarmSession
+    from swarm_tui.run.session import RunPlan, SwarmSession
     from swarm_tui.tools.spec import PythonToolSpec, ToolsSpec
 
     sim = sim_factory(latency_ms=2)
@@ -485,7 +485,7 @@ async def test_an_agent_run_again_with_the_same_tool_results_replays_its_steps(t
 def test_a_swarm_with_its_judge_run_again_sends_nothing(tmp_path, sim):
     """Planner, warm-up, workers, aggregator and the judge's verdicts: every call of the second run
     is a replay (the direct calls are looked up before admission, as the tasks are)."""
-    from .conftest import REPO
+    from tests.conftest import REPO
 
     job = REPO / "sample_jobs" / "research-swarm.toml"
     cache_dir = tmp_path / "cache"

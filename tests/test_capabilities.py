@@ -11,7 +11,7 @@ from swarm_tui.core.ports import Capability, missing
 from swarm_tui.distributed import CAPABILITIES as RAY
 from swarm_tui.engine import SwarmEngine
 
-from .conftest import run_cli, write_batch
+from tests.conftest import run_cli, write_batch
 
 
 def test_the_local_engine_declares_everything_and_missing_keeps_a_stable_order():

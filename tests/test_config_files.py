@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from swarm_tui.config import Config, load_config
-from swarm_tui.errors import InputError
+from swarm_tui.core.errors import InputError
 from swarm_tui.providers.profile import ProviderProfile
 
-from .conftest import run_cli
+from tests.conftest import run_cli
 
 KEY = "sk-proj-abcDEF0123456789ghiJKL0123456789"
 RELAY = ProviderProfile(name="relay", base_url="https://api.example.com/v1", model="kimi-k2.5", api_key_env="RELAY_KEY")

@@ -7,7 +7,7 @@ import sqlite3
 import subprocess
 from collections import Counter
 
-from .conftest import kill_when, read_jsonl, run_cli, start_cli, write_batch
+from tests.conftest import kill_when, read_jsonl, run_cli, start_cli, write_batch
 
 
 def succeeded_indices(journal_path) -> set[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from swarm_tui.core.events import AttemptStarted, TaskFailed, TaskRetrying
 from swarm_tui.engine import TaskState
 
-from .helpers import open_session
+from tests.helpers import open_session
 
 
 async def test_a_task_whose_backoff_ended_goes_ahead_of_untried_tasks(tmp_path, sim_factory):

@@ -7,8 +7,8 @@ import asyncio
 from swarm_tui.distributed.admission import LeasedAdmission, SharedRateLimits
 from swarm_tui.distributed.budget import SharedBudget
 
-from .conftest import run_cli, write_batch
-from .helpers import wait_until
+from tests.conftest import run_cli, write_batch
+from tests.helpers import wait_until
 
 
 class FakeClock:

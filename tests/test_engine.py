@@ -10,8 +10,8 @@ import pytest
 from swarm_tui.core.events import AttemptStarted, RateGateClosed, RunPaused, RunResumed, TaskRetrying
 from swarm_tui.engine import TaskState
 
-from .conftest import read_jsonl
-from .helpers import attempts_of, open_session, wait_until
+from tests.conftest import read_jsonl
+from tests.helpers import attempts_of, open_session, wait_until
 
 
 def answers_by_id(run_dir) -> dict[str, str]:
@@ -158,7 +158,7 @@ async def test_pause_stops_dispatch_until_resumed(tmp_path, sim_factory):
 
 
 async def test_abort_cancels_in_flight_and_the_journal_resumes(tmp_path, sim_factory):
-    from swarm_tui.session import SwarmSession
+    from swarm_tui.run.session import SwarmSession
 
     sim = sim_factory(latency_ms=80, latency_sigma=0.1)
     prompts = [f"t{i}" for i in range(80)]
@@ -223,10 +223,10 @@ async def test_shared_context_hits_the_prefix_cache_and_cached_tokens_cost_less(
     from swarm_tui.core.usage import Usage
     from swarm_tui.engine import EngineSettings
     from swarm_tui.jobs import load_job
-    from swarm_tui.locations import demo_job
     from swarm_tui.pricing import PriceTable
     from swarm_tui.providers.profile import ProviderProfile
-    from swarm_tui.session import RunPlan, SwarmSession
+    from swarm_tui.run.session import RunPlan, SwarmSession
+    from swarm_tui.util.locations import demo_job
 
     job = load_job(demo_job())
     session = SwarmSession.open_new(

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import pytest
 from aiohttp import web
-from swarm_tui.core.errors import CallError, ErrorClass
+from swarm_tui.core.call_errors import CallError, ErrorClass
+from swarm_tui.providers.classify import parse_retry_after
 from swarm_tui.providers.client import ProviderClient
-from swarm_tui.providers.errors import parse_retry_after
 from swarm_tui.providers.profile import ProviderProfile
 
 

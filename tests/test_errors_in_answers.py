@@ -16,13 +16,13 @@ from collections import Counter
 
 import pytest
 from aiohttp import web
-from swarm_tui.core.errors import ErrorClass
+from swarm_tui.core.call_errors import ErrorClass
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.providers.words import PROVIDER_WORDS_CHARS
 
-from .conftest import read_jsonl, run_cli, write_batch
-from .servers import ThreadedApp, clear_proxy_env
+from tests.conftest import read_jsonl, run_cli, write_batch
+from tests.servers import ThreadedApp, clear_proxy_env
 
 KEY = "sk-test-ECHOED-0123456789abcdef"
 
@@ -268,6 +268,6 @@ def test_an_html_502_and_a_detail_400_keep_the_providers_words_in_errors_jsonl(t
     ],
 )
 def test_the_words_an_error_body_carries(status, body, expected):
-    from swarm_tui.providers.errors import classify_reply
+    from swarm_tui.providers.classify import classify_reply
 
     assert classify_reply(status, body).message == expected

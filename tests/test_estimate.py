@@ -6,11 +6,11 @@ import json
 
 import pytest
 from swarm_tui.cli import main
-from swarm_tui.currency import resolve_currency
 from swarm_tui.estimate import Scenario, build_estimate, format_table, measure_run, scenario_from_run
+from swarm_tui.pricing.currency import resolve_currency
 
-from .conftest import run_cli
-from .helpers import open_session
+from tests.conftest import run_cli
+from tests.helpers import open_session
 
 ARTICLE = ["--agents", "100", "--tasks-per-day", "50", "--output-tokens", "2048", "--days", "30"]
 

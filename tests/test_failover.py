@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 
-from swarm_tui.core.errors import CallError, ErrorClass
+from swarm_tui.core.call_errors import CallError, ErrorClass
 from swarm_tui.core.events import EndpointSwitched
 from swarm_tui.engine import EngineSettings
-from swarm_tui.engine.failover import BreakerState, CircuitBreaker
+from swarm_tui.engine.routing.failover import BreakerState, CircuitBreaker
 from swarm_tui.jobs import load_job
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.run.session import RunPlan, SwarmSession
 
-from .conftest import read_jsonl, write_batch
-from .helpers import wait_until
-from .test_pacing import FakeClock
+from tests.conftest import read_jsonl, write_batch
+from tests.helpers import wait_until
+from tests.test_pacing import FakeClock
 
 SERVER_ERROR = CallError(ErrorClass.SERVER, "boom", 503)
 

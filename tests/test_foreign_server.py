@@ -19,7 +19,7 @@ from collections import Counter
 import pytest
 from aiohttp import web
 
-from .conftest import read_jsonl, run_cli, write_batch
+from tests.conftest import read_jsonl, run_cli, write_batch
 
 
 class ForeignServer:

@@ -20,14 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from swarm_tui.cli import build_parser, resolve_profile, resolve_settings
 from swarm_tui.config import load_config
-from swarm_tui.errors import InputError
+from swarm_tui.core.errors import InputError
 from swarm_tui.jobs import MAX_TASKS, load_job
 from swarm_tui.jobs.chat_checks import PARAM_CHECKS
 from swarm_tui.jobs.swarm_toml import REQUEST_KEYS
 from swarm_tui.jobs.toml_tasks import TASKS_KEYS
 from swarm_tui.providers.profile import ProviderProfile
 
-from .conftest import run_cli
+from tests.conftest import run_cli
 
 FAST = settings(
     max_examples=200,

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 from swarm_tui.core.events import TaskSucceeded
 
-from .helpers import open_session
+from tests.helpers import open_session
 
 
 async def test_every_answer_shown_is_already_on_disk(tmp_path, sim_factory):

@@ -14,13 +14,13 @@ import sys
 import time
 from pathlib import Path
 
-from swarm_tui.attach import AttachedRun
 from swarm_tui.engine.stats import RunStats
-from swarm_tui.headless import run_headless
-from swarm_tui.progress_log import ProgressLog
+from swarm_tui.frontend.attached import AttachedRun
+from swarm_tui.frontend.headless import run_headless
+from swarm_tui.frontend.progress_lines import ProgressLines
 
-from .conftest import REPO
-from .helpers import open_session, wait_until
+from tests.conftest import REPO
+from tests.helpers import open_session, wait_until
 
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 PROGRESS = re.compile(
@@ -33,7 +33,7 @@ def test_progress_lines_come_on_a_steady_grid_and_a_late_tick_writes_one():
     now = [100.0]
     stream = io.StringIO()
     stats = RunStats(total=400, succeeded=126, failed=2, in_flight=50)
-    log = ProgressLog(stream, stats, every_s=5.0, clock=lambda: now[0], wall_clock=lambda: 1_796_119_205.0)
+    log = ProgressLines(stream, stats, every_s=5.0, clock=lambda: now[0], wall_clock=lambda: 1_796_119_205.0)
     written = []
     for t in (100.0, 104.9, 105.0, 105.2, 109.9, 121.0, 124.9, 125.0):
         now[0] = t
@@ -112,7 +112,7 @@ async def test_json_logs_are_one_object_a_line_with_stable_keys(tmp_path, sim_fa
 
 
 async def test_a_resume_with_retry_failed_reports_its_own_time_and_does_not_suggest_itself(tmp_path, sim):
-    from swarm_tui.session import SwarmSession
+    from swarm_tui.run.session import SwarmSession
 
     session = open_session(
         tmp_path, sim.base_url, [f"task {i}" + (" [[sim:500]]" if i == 1 else "") for i in range(5)], max_attempts=1
@@ -213,7 +213,7 @@ def test_a_redirected_log_gets_progress_lines_while_the_run_goes_on(tmp_path):
 
 
 def test_a_job_with_tools_says_they_are_starting_before_anything_else(tmp_path, sim):
-    from .conftest import run_cli, write_batch
+    from tests.conftest import run_cli, write_batch
 
     job = write_batch(tmp_path / "job.jsonl", ["add 2 and 3 [[sim:tools=1]]"], max_tokens=1024)
     tools = tmp_path / "tools.toml"
@@ -249,7 +249,7 @@ def test_every_state_change_has_its_line_and_its_stable_json_keys():
     )
 
     stream = io.StringIO()
-    log = ProgressLog(stream, RunStats(total=10), log_format="json", wall_clock=lambda: 1_796_119_205.0)
+    log = ProgressLines(stream, RunStats(total=10), log_format="json", wall_clock=lambda: 1_796_119_205.0)
     for event in (
         ConcurrencyChanged(12, "429", None),  # the adaptive limit's own move: no line
         ConcurrencyChanged(20, "attached view", ceiling=20),
@@ -291,7 +291,7 @@ def test_the_bell_rings_on_a_terminal_only_and_only_when_asked():
     rings = []
     for live, bell in ((True, True), (True, False), (False, True)):
         stream = io.StringIO()
-        log = ProgressLog(stream, RunStats(total=1), live=live, bell=bell)
+        log = ProgressLines(stream, RunStats(total=1), live=live, bell=bell)
         log.observe(RunStopping("error rate 50% above --fail-on-error 20%"))
         log.finish()
         rings.append(stream.getvalue().count("\a"))

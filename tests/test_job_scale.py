@@ -10,9 +10,9 @@ import random
 import tracemalloc
 
 import pytest
+from swarm_tui.core.errors import InputError
 from swarm_tui.core.events import Attempt, TaskSucceeded
 from swarm_tui.engine.stats import RunStats, SortedLatencies, latency_summary, nearest_rank
-from swarm_tui.errors import InputError
 from swarm_tui.jobs import MAX_PROBLEMS, load_job
 
 ENTRIES = 2000

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from swarm_tui.errors import InputError
+from swarm_tui.core.errors import InputError
 from swarm_tui.jobs import load_job
-from swarm_tui.locations import bundled, demo_job
+from swarm_tui.util.locations import bundled, demo_job
 
-from .conftest import run_cli, write_batch
+from tests.conftest import run_cli, write_batch
 
 
 def test_demo_job_is_the_articles_100_agent_swarm():

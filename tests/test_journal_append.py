@@ -11,7 +11,8 @@ import pytest
 from swarm_tui.core import codec
 from swarm_tui.core.batches import BatchLines
 from swarm_tui.core.board import TaskBoard
-from swarm_tui.core.errors import CallError, ErrorClass
+from swarm_tui.core.call_errors import CallError, ErrorClass
+from swarm_tui.core.errors import JournalWriteError
 from swarm_tui.core.events import (
     AgentStepped,
     AnswerJudged,
@@ -33,10 +34,9 @@ from swarm_tui.core.events import (
 )
 from swarm_tui.core.notes import SessionStarted, TaskTrimmed
 from swarm_tui.core.task import Task
-from swarm_tui.errors import JournalWriteError
 from swarm_tui.journal import Journal
-from swarm_tui.outputs import failovers
-from swarm_tui.runlog import LogFollower
+from swarm_tui.run.outputs import failovers
+from swarm_tui.view.follower import LogFollower
 
 ANSWER = b'{"id":"c1","choices":[{"index":0,"message":{"role":"assistant","content":"caf\xc3\xa9"}}]}'
 BOOM = CallError(ErrorClass.SERVER, "boom", 500)

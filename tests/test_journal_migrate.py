@@ -20,9 +20,9 @@ from swarm_tui.core.task import Task
 from swarm_tui.engine import EngineSettings
 from swarm_tui.journal import SCHEMA_VERSION, Journal
 from swarm_tui.judge.judge import quality_summary
-from swarm_tui.outputs import failovers
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import SwarmSession
+from swarm_tui.run.outputs import failovers
+from swarm_tui.run.session import SwarmSession
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 import pytest
-from swarm_tui.errors import InputError
+from swarm_tui.core.errors import InputError
 from swarm_tui.jobs import load_job
+from swarm_tui.jobs.judge_spec import JudgeSpec
 from swarm_tui.judge.judge import sampled
 from swarm_tui.judge.monitor import QualityMonitor
-from swarm_tui.judge.spec import JudgeSpec
 from swarm_tui.judge.verdict import VerdictError, read_preference, read_score
 
-from .conftest import run_cli
+from tests.conftest import run_cli
 
 
 @pytest.mark.parametrize(

@@ -16,10 +16,10 @@ from swarm_tui.journal import Journal
 from swarm_tui.judge.judge import sampled
 from swarm_tui.judge.verdict import JUDGE_PREFIX
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.runlog import LogFollower
-from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.run.session import RunPlan, SwarmSession
+from swarm_tui.view.follower import LogFollower
 
-from .helpers import run_session, wait_until
+from tests.helpers import run_session, wait_until
 
 PRICES = {"custom/sim-1": {"input": 1.0, "output": 4.0}}
 
@@ -219,9 +219,9 @@ def test_the_sample_swarm_plays_the_whole_loop_offline(tmp_path):
     """sample_jobs/quality-drift.toml on the embedded simulator, as the README runs it: the score
     falls within two rounds of the onset (round 4), the memory is flushed on its own, the next
     round is back near the baseline; summary.json says all of it, the judge's cost apart."""
-    from swarm_tui.locations import bundled
+    from swarm_tui.util.locations import bundled
 
-    from .conftest import run_cli
+    from tests.conftest import run_cli
 
     job = bundled("sample_jobs") / "quality-drift.toml"
     result = run_cli(

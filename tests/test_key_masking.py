@@ -15,12 +15,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from swarm_tui import secrets
 from swarm_tui.core.events import AttemptEnded, TaskFailed
+from swarm_tui.util import secrets
 
-from .conftest import read_jsonl, run_cli, write_batch
-from .helpers import open_session
-from .hostile_answers import ByteHostileServer
+from tests.conftest import read_jsonl, run_cli, write_batch
+from tests.helpers import open_session
+from tests.hostile_answers import ByteHostileServer
 
 KEY = "sk-Echo-0123456789abcdefGHIJ/klmn+4567"
 """A key with characters URL-encoding and base64 change (`/`, `+`) and both letter cases."""

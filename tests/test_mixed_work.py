@@ -10,16 +10,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from swarm_tui.core.errors import CallError, ErrorClass
+from swarm_tui.core.call_errors import CallError, ErrorClass
 from swarm_tui.core.events import ConcurrencyChanged, EndpointSwitched
 from swarm_tui.engine import EngineSettings
-from swarm_tui.engine.deadlines import TailDeadlines
-from swarm_tui.engine.failover import CircuitBreaker
+from swarm_tui.engine.pacing.deadlines import TailDeadlines
+from swarm_tui.engine.routing.failover import CircuitBreaker
 from swarm_tui.jobs import load_job
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.run.session import RunPlan, SwarmSession
 
-from .helpers import attempts_of, run_session
+from tests.helpers import attempts_of, run_session
 
 PRICES = {"custom/sim-1": {"input": 2.0, "output": 8.0}}
 
@@ -111,7 +111,7 @@ async def test_an_abandoned_call_is_not_a_failure_of_the_primary_and_is_billed_b
     primary = sim_factory(latency_ms=50.0, latency_sigma=0.2)
     fallback = sim_factory(latency_ms=50.0)
     prompts = [f"task {i}" for i in range(150)] + [f"hangs {i} [[sim:hangx1]]" for i in range(8)]
-    from .conftest import write_batch
+    from tests.conftest import write_batch
 
     job = load_job(write_batch(tmp_path / "job.jsonl", prompts))
     profile = ProviderProfile("custom", base_url=primary.base_url, fallback_base_url=fallback.base_url)
@@ -157,7 +157,7 @@ async def test_the_adaptive_limit_grows_to_the_ceiling_in_a_run(tmp_path, sim_fa
     it, so the provider really sees up to the ceiling in flight (a limit that never grew would
     leave it at 20)."""
     sim = sim_factory(mode="process", latency_ms=80.0, latency_sigma=0.1)
-    from .conftest import write_batch
+    from tests.conftest import write_batch
 
     job = load_job(write_batch(tmp_path / "job.jsonl", [f"task {i}" for i in range(800)]))
     plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=40))

@@ -12,11 +12,11 @@ import pytest
 from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import load_job
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.run.session import RunPlan, SwarmSession
 
-from .conftest import read_jsonl, write_batch
-from .helpers import attempts_of, run_session
-from .hostile import HostileServer
+from tests.conftest import read_jsonl, write_batch
+from tests.helpers import attempts_of, run_session
+from tests.hostile import HostileServer
 
 PRICED = {"custom/gpt-4.1": {"input": 2.0, "cached_input": 0.5, "output": 8.0}}
 

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 import pytest
-from swarm_tui.attach import AttachedRun
+from swarm_tui.frontend.attached import AttachedRun
 from swarm_tui.jobs import MAX_TASKS
 
-from .conftest import run_cli, write_batch
+from tests.conftest import run_cli, write_batch
 
 
 def assert_refused(result, *expected: str) -> None:
@@ -227,7 +227,7 @@ def _start_and_interrupt(args: list[str], delay: float, env: dict[str, str]) -> 
         assert process.stderr is not None
         for line in process.stderr:
             if line.startswith("import time:"):
-                if "swarm_tui.errors" in line:  # imported by the CLI's own imports, inside `entry`
+                if "swarm_tui.core.errors" in line:  # imported by the CLI's own imports, inside `entry`
                     started.set()
                 continue
             stderr.append(line)

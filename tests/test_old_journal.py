@@ -14,7 +14,7 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
-from .conftest import read_jsonl, run_cli
+from tests.conftest import read_jsonl, run_cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "journal-v1" / "journal.sqlite"
 ALL_IDS = [f"task-{i:04d}" for i in range(12)]
@@ -73,10 +73,10 @@ def test_resume_of_a_schema_1_journal_finishes_the_run_exactly_once(tmp_path):
 
 
 def test_a_schema_1_journal_gets_its_event_log_when_resumed_and_reads_the_same_attached(tmp_path):
-    from swarm_tui.attach import AttachedRun
+    from swarm_tui.frontend.attached import AttachedRun
     from swarm_tui.journal import SCHEMA_VERSION, Journal
     from swarm_tui.journal.migrate import JournalFollower
-    from swarm_tui.runlog import LogFollower
+    from swarm_tui.view.follower import LogFollower
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

@@ -15,17 +15,17 @@ import signal
 import subprocess
 import time
 
-from swarm_tui.attach import AttachedRun
 from swarm_tui.core.events import EndpointSwitched, TaskState
 from swarm_tui.engine import EngineSettings
+from swarm_tui.frontend.attached import AttachedRun
+from swarm_tui.frontend.live import LiveRun
 from swarm_tui.jobs import load_job
 from swarm_tui.journal import Journal
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import RunPlan, SwarmSession
-from swarm_tui.view.live import LiveRun
+from swarm_tui.run.session import RunPlan, SwarmSession
 
-from .conftest import start_cli, write_batch
-from .helpers import wait_until
+from tests.conftest import start_cli, write_batch
+from tests.helpers import wait_until
 
 
 def snapshot(states, stats, limit, ceiling, paused) -> dict:

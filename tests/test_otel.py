@@ -22,12 +22,12 @@ from swarm_tui.engine import EngineSettings  # noqa: E402
 from swarm_tui.jobs import load_job  # noqa: E402
 from swarm_tui.otel.export import export_run  # noqa: E402
 from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
-from swarm_tui.session import RunPlan, SwarmSession  # noqa: E402
+from swarm_tui.run.session import RunPlan, SwarmSession  # noqa: E402
 from swarm_tui.tools.spec import PythonToolSpec, ToolsSpec  # noqa: E402
 
-from .conftest import REPO, run_cli, write_batch  # noqa: E402
-from .helpers import wait_until  # noqa: E402
-from .otlp_receiver import OtlpReceiver, unused_url  # noqa: E402
+from tests.conftest import REPO, run_cli, write_batch  # noqa: E402
+from tests.helpers import wait_until  # noqa: E402
+from tests.otlp_receiver import OtlpReceiver, unused_url  # noqa: E402
 
 FIXTURE_V2 = REPO / "tests" / "fixtures" / "journal-v2" / "journal.sqlite"
 
@@ -304,7 +304,7 @@ async def test_a_collector_that_comes_up_mid_run_gets_every_span(tmp_path, sim_f
 def test_a_judged_multi_round_swarm_has_its_judge_its_drift_and_its_scores_in_the_trace(tmp_path, receiver):
     """sample_jobs/quality-drift.toml, as the README runs it, exported live: the judge's calls as
     spans of their own, the drift acted on and every score as events of the run's span."""
-    from swarm_tui.locations import bundled
+    from swarm_tui.util.locations import bundled
 
     job = bundled("sample_jobs") / "quality-drift.toml"
     out = tmp_path / "run"

@@ -6,9 +6,9 @@ import json
 
 import pytest
 from swarm_tui.core.events import ConcurrencyChanged, RateLimitsLearned
-from swarm_tui.engine.pacing import AdaptiveConcurrency, RateLimits, TokenBucket, parse_duration
+from swarm_tui.engine.pacing.limits import AdaptiveConcurrency, RateLimits, TokenBucket, parse_duration
 
-from .helpers import attempts_of, open_session
+from tests.helpers import attempts_of, open_session
 
 
 class FakeClock:

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 from swarm_tui.core.events import RateGateClosed
 from swarm_tui.engine import EngineSettings
-from swarm_tui.headless import gate_wait
-from swarm_tui.session import SwarmSession
+from swarm_tui.frontend.headless import gate_wait
+from swarm_tui.run.session import SwarmSession
 
-from .conftest import read_jsonl, run_cli, start_cli, write_batch
-from .helpers import open_session
-from .hostile import HostileServer
+from tests.conftest import read_jsonl, run_cli, start_cli, write_batch
+from tests.helpers import open_session
+from tests.hostile import HostileServer
 
 PRICES = {"custom/sim-1": {"input": 100.0, "cached_input": 100.0, "output": 100.0}}  # $ per 1M tokens
 
@@ -158,7 +158,7 @@ def test_a_second_process_on_a_run_directory_is_refused_and_a_dead_ones_lock_is_
 
 
 def test_a_success_already_journaled_is_never_overwritten_by_a_failure(tmp_path, sim):
-    from swarm_tui.core.errors import CallError, ErrorClass
+    from swarm_tui.core.call_errors import CallError, ErrorClass
     from swarm_tui.core.events import Attempt
     from swarm_tui.journal import Journal
 
@@ -424,7 +424,7 @@ async def test_headless_resume_progress_counts_the_whole_run(tmp_path, sim):
     """'0/400 done' when 126 were done: the progress line and summary count every session."""
     import io
 
-    from swarm_tui.headless import progress_line, run_headless
+    from swarm_tui.frontend.headless import progress_line, run_headless
 
     session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(30)], concurrency=2, adaptive=False)
     session.engine.subscribe(

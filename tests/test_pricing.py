@@ -8,14 +8,14 @@ from importlib import resources
 
 import pytest
 from swarm_tui.config import load_config
+from swarm_tui.core.errors import InputError
 from swarm_tui.core.events import Attempt, RunStarted, TaskSucceeded
 from swarm_tui.core.usage import Usage
-from swarm_tui.currency import display_currency, format_usd, from_config, resolve_currency
 from swarm_tui.engine.stats import RunStats
-from swarm_tui.errors import InputError
 from swarm_tui.pricing import PriceTable, billable_output, cost_per_minute, projected_total
+from swarm_tui.pricing.currency import display_currency, format_usd, from_config, resolve_currency
 
-from .conftest import run_cli
+from tests.conftest import run_cli
 
 ARTICLE_OUTPUT = {  # model: (relay, other relays' average), USD per 1M output tokens
     "gpt-4.1": (8.00, 11.40),
@@ -331,7 +331,7 @@ class _Journal:
 
 def test_batch_lane_attempts_are_billed_at_the_batch_rate_and_split_by_lane():
     from swarm_tui.core.lanes import lane_of
-    from swarm_tui.run_cost import run_cost_details, summary_cost_fields
+    from swarm_tui.run.cost import run_cost_details, summary_cost_fields
 
     assert lane_of("sim/batch") == "batch" and lane_of("holysheep/batch") == "batch"
     assert lane_of("sim") == "live" and lane_of("sim/fallback") == "live" and lane_of(None) == "live"

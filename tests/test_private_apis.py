@@ -15,7 +15,7 @@ import openai
 import pytest
 from swarm_tui.providers import private_apis
 
-from .servers import clear_proxy_env
+from tests.servers import clear_proxy_env
 
 PACKAGE = Path(private_apis.__file__).resolve().parent.parent
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, read_jsonl, start_cli, write_batch
+from tests.conftest import REPO, read_jsonl, start_cli, write_batch
 
 
 def journal_count(run_dir, sql: str) -> int:
@@ -109,7 +109,7 @@ def test_a_hangup_stops_dispatch_lets_the_calls_in_flight_answer_and_writes_the_
 def test_an_attached_view_tells_a_stopped_writer_from_a_dead_one(tmp_path, sim_factory):
     """A writer stopped with SIGSTOP beats no more, but holds the run's lock: attach says so and
     never offers (or suggests) a resume that would be refused, nor closes the run as killed."""
-    from swarm_tui.attach import HEARTBEAT_STALE_S, AttachedRun
+    from swarm_tui.frontend.attached import HEARTBEAT_STALE_S, AttachedRun
 
     sim = sim_factory(mode="process", latency_ms=300.0, latency_sigma=0.1)
     child, run_dir = start_run(tmp_path, sim.base_url, 200, "--concurrency", "10", "--no-adaptive")

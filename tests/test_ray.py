@@ -32,12 +32,12 @@ from swarm_tui.engine import EngineSettings, TaskState  # noqa: E402
 from swarm_tui.jobs import load_job  # noqa: E402
 from swarm_tui.journal import Journal  # noqa: E402
 from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
-from swarm_tui.session import RayOptions, RunPlan, SwarmSession  # noqa: E402
+from swarm_tui.run.session import RayOptions, RunPlan, SwarmSession  # noqa: E402
 
-from .conftest import read_jsonl, run_cli, write_batch  # noqa: E402
-from .helpers import attempts_of, wait_until  # noqa: E402
-from .ray_support import JUDGE_PRICES, custom_ids, local_ray, ray_session, run_to_end  # noqa: E402, F401
-from .test_process_faults import journal_count  # noqa: E402
+from tests.conftest import read_jsonl, run_cli, write_batch  # noqa: E402
+from tests.helpers import attempts_of, wait_until  # noqa: E402
+from tests.ray_support import JUDGE_PRICES, custom_ids, local_ray, ray_session, run_to_end  # noqa: E402, F401
+from tests.test_process_faults import journal_count  # noqa: E402
 
 KEY = "sk-ray-test-SECRET-9876543210abcdef"
 
@@ -236,7 +236,7 @@ def test_cli_run_and_resume_on_an_existing_cluster(tmp_path, sim):
 
 
 def test_a_planned_swarm_runs_its_workers_on_actors_and_its_planner_and_aggregator_on_the_driver(tmp_path, sim):
-    from swarm_tui.locations import bundled
+    from swarm_tui.util.locations import bundled
 
     job = bundled("sample_jobs") / "research-swarm.toml"
     result = run_cli(

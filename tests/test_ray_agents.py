@@ -22,13 +22,13 @@ from swarm_tui.engine import EngineSettings  # noqa: E402
 from swarm_tui.jobs import load_job  # noqa: E402
 from swarm_tui.journal import Journal  # noqa: E402
 from swarm_tui.providers.profile import ProviderProfile  # noqa: E402
-from swarm_tui.session import RayOptions, RunPlan, SwarmSession  # noqa: E402
+from swarm_tui.run.session import RayOptions, RunPlan, SwarmSession  # noqa: E402
 from swarm_tui.tools.spec import McpServerSpec, ToolsSpec  # noqa: E402
 
-from .conftest import read_jsonl, start_cli, write_batch  # noqa: E402
-from .helpers import wait_until  # noqa: E402
-from .ray_support import JUDGE_PRICES, custom_ids, local_ray, ray_session, run_to_end  # noqa: E402, F401
-from .test_agents import processes_marked  # noqa: E402
+from tests.conftest import read_jsonl, start_cli, write_batch  # noqa: E402
+from tests.helpers import wait_until  # noqa: E402
+from tests.ray_support import JUDGE_PRICES, custom_ids, local_ray, ray_session, run_to_end  # noqa: E402, F401
+from tests.test_agents import processes_marked  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)  # a local Ray on 2 cores, and CLI runs that start their own
 

@@ -30,7 +30,7 @@ ray = pytest.importorskip("ray")
 from swarm_tui.core.notes import RayStarted  # noqa: E402
 from swarm_tui.journal import Journal  # noqa: E402
 
-from .conftest import read_jsonl, run_cli, write_batch  # noqa: E402
+from tests.conftest import read_jsonl, run_cli, write_batch  # noqa: E402
 
 pytestmark = [
     pytest.mark.timeout(420),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from .conftest import run_cli, write_batch
+from tests.conftest import run_cli, write_batch
 
 
 def makespans(report: str) -> tuple[float, float]:

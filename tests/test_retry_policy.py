@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from swarm_tui.core.errors import CallError, ErrorClass
-from swarm_tui.engine.retry import RetryPolicy
+from swarm_tui.core.call_errors import CallError, ErrorClass
+from swarm_tui.engine.pacing.retry import RetryPolicy
 
 SERVER = CallError(ErrorClass.SERVER, "boom", 503)
 AUTH = CallError(ErrorClass.AUTH, "bad key", 401)

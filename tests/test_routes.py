@@ -13,9 +13,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from swarm_tui.run_plan import plan_from_meta
+from swarm_tui.run.plan import plan_from_meta
 
-from .conftest import kill_when, read_jsonl, run_cli, start_cli, write_batch
+from tests.conftest import kill_when, read_jsonl, run_cli, start_cli, write_batch
 
 MODEL = "gpt-4.1-mini"
 TWO_PRICES = (

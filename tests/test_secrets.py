@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from .conftest import read_jsonl, run_cli, write_batch
+from tests.conftest import read_jsonl, run_cli, write_batch
 
 KEY = "sk-test-SECRET-0123456789abcdefXYZ"
 

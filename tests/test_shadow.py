@@ -26,9 +26,9 @@ from swarm_tui.shadow import (
     run_shadow,
     safe_url,
 )
-from swarm_tui.swarm.json_repair import json_answer
+from swarm_tui.util.json_repair import json_answer
 
-from .conftest import REPO, run_cli, start_cli, write_batch
+from tests.conftest import REPO, run_cli, start_cli, write_batch
 
 KEY = "sk-shadow-SECRET-9876543210abcdef"
 FAST = ["--duration", "2", "--rps", "40", "--rate", "0.5", "--model", "gpt-4.1"]

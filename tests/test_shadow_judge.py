@@ -28,7 +28,7 @@ from swarm_tui.shadow import (
     sign_test_p,
 )
 
-from .conftest import run_cli
+from tests.conftest import run_cli
 
 # 40 requests at 40/s, every other one mirrored: 20 pairs, all judged (--judge-rate defaults to 1)
 QUICK = ["--duration", "1", "--rps", "40", "--rate", "0.5"]

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from swarm_tui.providers.answer import MAX_ANSWER_BYTES, NOT_PARSED, AnswerRefused, strict_answer, strict_body
 
-from .conftest import run_cli, write_batch
-from .hostile import completion
-from .hostile_answers import ByteHostileServer, answer_bytes
+from tests.conftest import run_cli, write_batch
+from tests.hostile import completion
+from tests.hostile_answers import ByteHostileServer, answer_bytes
 
 
 @pytest.fixture
@@ -201,12 +201,12 @@ def test_a_streamed_answer_is_held_to_the_same_rules():
 
 async def _open_detail(run_dir: Path, tmp_path: Path, index: int) -> str:
     """The attached view of `run_dir` with agent `index`'s detail open: its answer's text."""
-    from swarm_tui.attach import AttachedRun
     from swarm_tui.config import Config
+    from swarm_tui.frontend.attached import AttachedRun
     from swarm_tui.ui.app import make_app
     from swarm_tui.ui.detail import AgentDetailScreen
 
-    from .helpers import wait_until
+    from tests.helpers import wait_until
 
     source = AttachedRun(run_dir)
     app = make_app(source, config=Config(path=tmp_path / "config.toml"))
@@ -226,7 +226,7 @@ async def _open_detail(run_dir: Path, tmp_path: Path, index: int) -> str:
 
 
 async def test_the_attached_detail_of_a_tolerated_answer_shows_it(tmp_path, byte_hostile):
-    from .helpers import open_session, run_session
+    from tests.helpers import open_session, run_session
 
     session = open_session(tmp_path, byte_hostile.base_url, ["plain one", "with a bom [[hostile:bom]]"])
     await run_session(session)
@@ -235,7 +235,7 @@ async def test_the_attached_detail_of_a_tolerated_answer_shows_it(tmp_path, byte
 
 async def test_the_attached_detail_of_an_unreadable_journaled_answer_does_not_die(tmp_path, byte_hostile):
     """A journal written before answers were checked may hold a BOM: the detail says so, no traceback."""
-    from .helpers import open_session, run_session
+    from tests.helpers import open_session, run_session
 
     session = open_session(tmp_path, byte_hostile.base_url, ["plain one", "plain two"])
     await run_session(session)

@@ -7,16 +7,16 @@ import json
 import pytest
 from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import load_job
-from swarm_tui.locations import bundled
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.run.session import RunPlan, SwarmSession
 from swarm_tui.swarm.aggregator import chunk
-from swarm_tui.swarm.json_repair import JsonExtractionError, extract_json, repair_truncated
 from swarm_tui.swarm.memory import RollingMemory, estimate_tokens
 from swarm_tui.swarm.planner import PLAN_INDEX, PlanError, parse_plan
+from swarm_tui.util.json_repair import JsonExtractionError, extract_json, repair_truncated
+from swarm_tui.util.locations import bundled
 
-from .conftest import read_jsonl, run_cli
-from .helpers import attempts_of
+from tests.conftest import read_jsonl, run_cli
+from tests.helpers import attempts_of
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ import json
 
 import pytest
 from swarm_tui.core.events import ConcurrencyChanged
-from swarm_tui.engine.deadlines import MIN_SAMPLES, STRAGGLER_FLOOR_S, TailDeadlines
+from swarm_tui.engine.pacing.deadlines import MIN_SAMPLES, STRAGGLER_FLOOR_S, TailDeadlines
 
-from .helpers import attempts_of, open_session
+from tests.helpers import attempts_of, open_session
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,9 @@ from swarm_tui.core.task import Task
 from swarm_tui.jobs import load_job
 from swarm_tui.journal import Journal
 from swarm_tui.journal.task_table import WINDOW, JournalTasks
-from swarm_tui.session import SwarmSession
+from swarm_tui.run.session import SwarmSession
 
-from .helpers import open_session
+from tests.helpers import open_session
 
 
 def _task(index: int, text: str = "") -> Task:

@@ -7,7 +7,7 @@ import asyncio
 import json
 
 import pytest
-from swarm_tui.errors import InputError
+from swarm_tui.core.errors import InputError
 from swarm_tui.jobs import load_job, load_tools_file
 from swarm_tui.tools import Toolbox, ToolSetupError
 from swarm_tui.tools.spec import PythonToolSpec, ToolsSpec

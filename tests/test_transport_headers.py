@@ -9,9 +9,9 @@ import pytest
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile
 
-from .conftest import read_jsonl, run_cli, write_batch
-from .forward_proxy import ForwardProxy
-from .servers import clear_proxy_env
+from tests.conftest import read_jsonl, run_cli, write_batch
+from tests.forward_proxy import ForwardProxy
+from tests.servers import clear_proxy_env
 
 AZURE_KEY = "azk-0123456789abcdefSECRET"
 LANES = {
@@ -177,7 +177,7 @@ def test_a_header_env_var_that_is_not_set_stops_the_run_before_anything_is_sent(
 def test_a_profiles_route_settings_round_trip_through_the_config_and_the_journal(tmp_path):
     from swarm_tui.config import Config, load_config
     from swarm_tui.engine import EngineSettings
-    from swarm_tui.session import RunPlan, plan_from_meta, plan_to_meta
+    from swarm_tui.run.session import RunPlan, plan_from_meta, plan_to_meta
 
     profile = ProviderProfile(
         "azure",
@@ -203,7 +203,7 @@ def test_a_profiles_route_settings_round_trip_through_the_config_and_the_journal
 
 
 async def test_a_profile_made_in_code_with_a_secret_header_is_refused_before_a_call(sim):
-    from swarm_tui.errors import InputError
+    from swarm_tui.core.errors import InputError
 
     profile = ProviderProfile("custom", base_url=sim.base_url, headers={"Authorization": "Bearer sk-live-0123456789"})
     with pytest.raises(InputError) as caught:

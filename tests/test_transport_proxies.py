@@ -17,10 +17,10 @@ from aiohttp import web
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile
 
-from .conftest import read_jsonl, run_cli, write_batch
-from .forward_proxy import ForwardProxy
-from .servers import ThreadedApp, clear_proxy_env, dead_port
-from .tls import make_ca
+from tests.conftest import read_jsonl, run_cli, write_batch
+from tests.forward_proxy import ForwardProxy
+from tests.servers import ThreadedApp, clear_proxy_env, dead_port
+from tests.tls import make_ca
 
 BODY = {"model": "sim-1", "max_tokens": 8, "messages": [{"role": "user", "content": "hello"}]}
 LANES = {
@@ -107,7 +107,7 @@ async def test_an_https_proxy_is_spoken_to_over_tls(sim, proxies, monkeypatch, t
 
 
 async def test_an_https_target_is_tunnelled_through_the_proxy(proxies, monkeypatch, tmp_path, backend):
-    from .servers import simulator_app
+    from tests.servers import simulator_app
 
     ca = make_ca(tmp_path / "ca")
     server = ThreadedApp(simulator_app(), ssl_context=ca.server_context()).start()
@@ -150,7 +150,7 @@ async def test_a_profiles_proxy_wins_over_the_environments(sim, proxies, monkeyp
 @pytest.mark.parametrize("scheme", ["http", "https"])
 async def test_a_proxys_credentials_are_sent_to_it_and_never_kept(sim, proxies, monkeypatch, backend, tmp_path, scheme):
     """In the request of an http target, in the CONNECT of an https one."""
-    from .servers import simulator_app
+    from tests.servers import simulator_app
 
     ca = make_ca(tmp_path / "ca")
     target = ThreadedApp(simulator_app(), ssl_context=ca.server_context()).start() if scheme == "https" else sim

@@ -9,13 +9,13 @@ import json
 
 import pytest
 from aiohttp import web
-from swarm_tui.core.errors import ErrorClass
+from swarm_tui.core.call_errors import ErrorClass
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile
 
-from .conftest import read_jsonl, run_cli, write_batch
-from .servers import ThreadedApp, clear_proxy_env, simulator_app
-from .tls import make_ca
+from tests.conftest import read_jsonl, run_cli, write_batch
+from tests.servers import ThreadedApp, clear_proxy_env, simulator_app
+from tests.tls import make_ca
 
 BODY = {"model": "sim-1", "max_tokens": 8, "messages": [{"role": "user", "content": "hello"}]}
 

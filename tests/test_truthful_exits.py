@@ -13,12 +13,12 @@ import sqlite3
 import subprocess
 import sys
 
-from swarm_tui.headless import exit_code
-from swarm_tui.view.live import LiveRun
+from swarm_tui.frontend.headless import exit_code
+from swarm_tui.frontend.live import LiveRun
 
-from .conftest import read_jsonl, run_cli, write_batch
-from .helpers import open_session, run_session
-from .hostile_answers import ByteHostileServer
+from tests.conftest import read_jsonl, run_cli, write_batch
+from tests.helpers import open_session, run_session
+from tests.hostile_answers import ByteHostileServer
 
 
 def cli_under_file_limit(limit: int, *args: str) -> subprocess.CompletedProcess:

@@ -15,7 +15,7 @@ from swarm_tui.config import Config
 from swarm_tui.engine import EngineSettings, TaskState
 from swarm_tui.jobs import load_job
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.run.session import RunPlan, SwarmSession
 from swarm_tui.tools.spec import PythonToolSpec, ToolsSpec
 from swarm_tui.ui.app import SwarmApp, make_app
 from swarm_tui.ui.contrast import contrast_ratio, readable_on
@@ -25,10 +25,10 @@ from swarm_tui.ui.themes import bundled_themes, swarm_variable_defaults
 from textual.app import App, ComposeResult
 from textual.color import Color
 
-from .conftest import write_batch
-from .test_agents import agents_job
-from .test_ui_app import wait_for as ui_wait_for
-from .test_ui_console import low_contrast_text
+from tests.conftest import write_batch
+from tests.test_agents import agents_job
+from tests.test_ui_app import wait_for as ui_wait_for
+from tests.test_ui_console import low_contrast_text
 
 
 class Gate:

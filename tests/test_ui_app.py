@@ -12,7 +12,7 @@ from collections.abc import Callable
 from swarm_tui.config import Config
 from swarm_tui.core.events import AttemptStarted
 from swarm_tui.engine import TaskState
-from swarm_tui.session import SwarmSession
+from swarm_tui.run.session import SwarmSession
 from swarm_tui.ui.app import SwarmApp, concurrency_step, make_app
 from swarm_tui.ui.detail import AgentDetailScreen
 from swarm_tui.ui.dialogs import ConfirmScreen, HelpScreen
@@ -21,8 +21,8 @@ from swarm_tui.ui.provider import ProviderScreen
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
-from .conftest import read_jsonl
-from .helpers import open_session, wait_until
+from tests.conftest import read_jsonl
+from tests.helpers import open_session, wait_until
 
 FLAKY = " [[sim:500x1]]"
 """The simulator answers 500 the first time it sees a body carrying this, then succeeds."""
@@ -292,10 +292,10 @@ async def test_p_after_an_abort_resumes_the_unfinished_agents_in_place(tmp_path,
 async def test_a_planned_swarm_shows_its_plan_as_agents_then_its_aggregate(tmp_path, sim):
     from swarm_tui.engine import EngineSettings
     from swarm_tui.jobs import load_job
-    from swarm_tui.locations import bundled
     from swarm_tui.providers.profile import ProviderProfile
-    from swarm_tui.session import RunPlan
+    from swarm_tui.run.session import RunPlan
     from swarm_tui.ui.aggregate import AggregateScreen
+    from swarm_tui.util.locations import bundled
 
     job = load_job(bundled("sample_jobs") / "research-swarm.toml")
     session = SwarmSession.open_new(

@@ -9,17 +9,17 @@ import sys
 import time
 from collections import Counter
 
-from swarm_tui.attach import AttachedRun
 from swarm_tui.config import Config
 from swarm_tui.core.events import TaskSucceeded
 from swarm_tui.engine import RunStats, TaskState
+from swarm_tui.frontend.attached import AttachedRun
 from swarm_tui.journal import Journal
 from swarm_tui.journal.migrate import JournalFollower
-from swarm_tui.session import SwarmSession, summarize
+from swarm_tui.run.session import SwarmSession, summarize
 from swarm_tui.ui.app import make_app
 
-from .helpers import open_session, wait_until
-from .test_ui_app import FLAKY, wait_for
+from tests.helpers import open_session, wait_until
+from tests.test_ui_app import FLAKY, wait_for
 
 
 def assert_matches_journal(stats: RunStats, states, run_dir) -> None:
@@ -193,7 +193,7 @@ def test_follower_orders_a_resume_before_its_attempts(tmp_path):
 
 def test_attach_module_does_not_import_textual():
     code = (
-        "import sys, swarm_tui.attach, swarm_tui.view.live, swarm_tui.ui.format\n"
+        "import sys, swarm_tui.frontend.attached, swarm_tui.frontend.live, swarm_tui.ui.format\n"
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'textual')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import re
 
-from swarm_tui.attach import AttachedRun
 from swarm_tui.config import Config
 from swarm_tui.core.events import BatchEnded, BatchProgress, BatchSubmitted
 from swarm_tui.engine import TaskState
+from swarm_tui.frontend.attached import AttachedRun
 from swarm_tui.ui.app import SwarmApp, make_app
 from swarm_tui.ui.contrast import contrast_ratio, readable_on
 from swarm_tui.ui.grid import AgentGrid
@@ -22,10 +22,10 @@ from swarm_tui.ui.panels import LanePanel, StatsFigures, StatsFooter
 from swarm_tui.ui.themes import bundled_themes
 from textual.color import Color
 
-from .helpers import open_session
-from .scripted_run import FROZEN
-from .test_ui_agent_cells import cell, panel_text
-from .test_ui_app import wait_for
+from tests.helpers import open_session
+from tests.scripted_run import FROZEN
+from tests.test_ui_agent_cells import cell, panel_text
+from tests.test_ui_app import wait_for
 
 FAST_POLL = {"batch_poll_s": 0.05, "batch_poll_max_s": 0.2}
 PRICES = {"custom/sim-1": {"input": 2.0, "output": 8.0, "batch_input": 1.0, "batch_output": 4.0}}

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from swarm_tui.attach import AttachedRun
 from swarm_tui.config import Config
 from swarm_tui.core.events import Attempt, TaskQueued, TaskSucceeded
 from swarm_tui.core.lanes import CACHE
 from swarm_tui.engine import TaskState
+from swarm_tui.frontend.attached import AttachedRun
 from swarm_tui.ui import format as fmt
 from swarm_tui.ui.app import SwarmApp, make_app
 from swarm_tui.ui.cells import BATCH_GLYPH, CACHED_GLYPH, GLYPHS, LOW_GLYPH, TOOL_GLYPH
@@ -28,11 +28,11 @@ from swarm_tui.ui.themes import bundled_themes
 from swarm_tui.view.run_view import RunView
 from textual.color import Color
 
-from .helpers import open_session, run_session
-from .test_ui_agent_cells import cell, panel_text
-from .test_ui_app import wait_for
-from .test_ui_batch_lane import footer_text
-from .test_ui_console import low_contrast_text
+from tests.helpers import open_session, run_session
+from tests.test_ui_agent_cells import cell, panel_text
+from tests.test_ui_app import wait_for
+from tests.test_ui_batch_lane import footer_text
+from tests.test_ui_console import low_contrast_text
 
 PRICES = {"custom/sim-1": {"input": 2.0, "output": 8.0}}
 PROMPTS = [f"cached in the console {i}" for i in range(100)]

@@ -10,7 +10,7 @@ from swarm_tui.ui.themes import bundled_themes
 from textual.color import Color
 from textual.widgets import Footer
 
-from .helpers import wait_until
+from tests.helpers import wait_until
 
 THEMES = [theme.name for theme in bundled_themes()]
 TEXT_ROLES = (
@@ -203,7 +203,7 @@ async def test_the_elapsed_clock_stops_when_the_run_is_done(tmp_path, sim):
     from swarm_tui.core.events import TaskSucceeded
     from swarm_tui.ui.app import make_app
 
-    from .helpers import open_session
+    from tests.helpers import open_session
 
     now = [1000.0]
     session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(10)], concurrency=4)
@@ -231,8 +231,8 @@ async def test_an_attached_view_says_its_state_once_and_shows_the_resume_command
     import sqlite3
     from pathlib import Path
 
-    from swarm_tui.attach import AttachedRun
     from swarm_tui.config import Config
+    from swarm_tui.frontend.attached import AttachedRun
     from swarm_tui.ui.app import make_app
 
     run_dir = journal_copy  # the finished run, copied into the working directory

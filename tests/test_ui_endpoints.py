@@ -14,9 +14,8 @@ import asyncio
 import json
 
 from rich.style import Style
-from swarm_tui.attach import AttachedRun
 from swarm_tui.config import Config
-from swarm_tui.core.errors import CallError, ErrorClass
+from swarm_tui.core.call_errors import CallError, ErrorClass
 from swarm_tui.core.events import (
     Attempt,
     AttemptStarted,
@@ -28,23 +27,24 @@ from swarm_tui.core.events import (
 )
 from swarm_tui.engine import EngineSettings
 from swarm_tui.engine.stats import nearest_rank
+from swarm_tui.frontend.attached import AttachedRun
 from swarm_tui.jobs import load_job
-from swarm_tui.progress import narrate
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.routes import RoutePlan
-from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.providers.routes import RoutePlan
+from swarm_tui.run.session import RunPlan, SwarmSession
 from swarm_tui.ui.app import SwarmApp, make_app
 from swarm_tui.ui.detail import AgentDetailScreen
 from swarm_tui.ui.endpoint_rows import OPEN_GLYPH, endpoint_lines
 from swarm_tui.ui.errorlog import ErrorLog
 from swarm_tui.ui.panels import RunPanel
+from swarm_tui.view.news import narrate
 from swarm_tui.view.run_view import RunView
 from textual.widgets import Static
 
-from .conftest import write_batch
-from .helpers import attempts_of
-from .test_ui_agent_cells import panel_text
-from .test_ui_app import wait_for as ui_wait_for
+from tests.conftest import write_batch
+from tests.helpers import attempts_of
+from tests.test_ui_agent_cells import panel_text
+from tests.test_ui_app import wait_for as ui_wait_for
 
 MODEL = "sim-1"
 PRICES = {"a/sim-1": {"input": 2.0, "output": 8.0}, "b/sim-1": {"input": 1.0, "output": 4.0}}

@@ -8,7 +8,7 @@ from __future__ import annotations
 from swarm_tui.engine import TaskState
 from swarm_tui.ui.errorlog import COLUMNS, ErrorLog, retry_countdown
 
-from .test_ui_app import wait_for
+from tests.test_ui_app import wait_for
 
 
 def rows(log: ErrorLog) -> list[list[str]]:

@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from swarm_tui.attach import AttachedRun
 from swarm_tui.config import Config
 from swarm_tui.engine import TaskState
-from swarm_tui.session import SwarmSession
+from swarm_tui.frontend.attached import AttachedRun
+from swarm_tui.run.session import SwarmSession
 from swarm_tui.ui import format as fmt
 from swarm_tui.ui.app import SwarmApp, make_app
 from swarm_tui.ui.detail import AgentDetailScreen
@@ -29,11 +29,11 @@ from swarm_tui.view.figures import QualityView
 from textual.color import Color
 from textual.widgets import Static
 
-from .test_judge_loop import open_run, swarm_job
-from .test_ui_agent_cells import cell, panel_text
-from .test_ui_app import wait_for
-from .test_ui_batch_lane import footer_text
-from .test_ui_console import low_contrast_text
+from tests.test_judge_loop import open_run, swarm_job
+from tests.test_ui_agent_cells import cell, panel_text
+from tests.test_ui_app import wait_for
+from tests.test_ui_batch_lane import footer_text
+from tests.test_ui_console import low_contrast_text
 
 
 def quality_of(app: SwarmApp) -> QualityView:

@@ -14,8 +14,8 @@ import pytest
 import swarm_tui.ui
 from rich.console import Console
 from swarm_tui.config import Config, load_config
+from swarm_tui.core.errors import InputError
 from swarm_tui.engine import TaskState
-from swarm_tui.errors import InputError
 from swarm_tui.ui.app import KEY_SCOPES, SwarmApp, make_app
 from swarm_tui.ui.detail import AgentDetailScreen
 from swarm_tui.ui.dialogs import ConfirmScreen, HelpScreen
@@ -25,8 +25,8 @@ from textual.binding import Binding
 from textual.dom import DOMNode
 from textual.widgets import Static
 
-from .helpers import open_session
-from .test_ui_app import FLAKY, on_top, wait_for
+from tests.helpers import open_session
+from tests.test_ui_app import FLAKY, on_top, wait_for
 
 
 def bound_classes() -> dict[type[DOMNode], list[Binding]]:

@@ -19,12 +19,12 @@ from swarm_tui.ui.footer import KeyFooter
 from swarm_tui.ui.grid import GLYPHS, AgentGrid
 from textual.widgets._footer import FooterKey
 
-from .conftest import REPO, write_batch
-from .helpers import open_session
-from .test_ui_agent_cells import panel_text
-from .test_ui_app import wait_for
-from .test_ui_console import screen_text
-from .test_ui_lifecycle import run_over
+from tests.conftest import REPO, write_batch
+from tests.helpers import open_session
+from tests.test_ui_agent_cells import panel_text
+from tests.test_ui_app import wait_for
+from tests.test_ui_console import screen_text
+from tests.test_ui_lifecycle import run_over
 
 SIZES = [(120, 40), (80, 24), (60, 20)]
 
@@ -81,7 +81,7 @@ async def test_the_detail_footer_keeps_back_and_quit_whole(app_on_run, size):
 
 
 async def test_an_attached_views_footer_says_detach_whole_at_60x20(journal_copy):
-    from swarm_tui.attach import AttachedRun
+    from swarm_tui.frontend.attached import AttachedRun
     from swarm_tui.ui.app import make_app
 
     source = AttachedRun(journal_copy)  # the finished run, copied into the working directory

@@ -12,18 +12,18 @@ from swarm_tui.config import Config
 from swarm_tui.core.events import RunFinished
 from swarm_tui.engine import EngineSettings, TaskState
 from swarm_tui.jobs import load_job
-from swarm_tui.progress import average_rates
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.run.session import RunPlan, SwarmSession
 from swarm_tui.ui.app import SwarmApp, make_app
 from swarm_tui.ui.detail import AgentDetailScreen
 from swarm_tui.ui.errorlog import ErrorLog
 from swarm_tui.ui.footer import KeyFooter
+from swarm_tui.view.news import average_rates
 from swarm_tui.view.phase import PhaseView
 
-from .helpers import open_session
-from .test_ui_agent_cells import panel_text
-from .test_ui_app import on_top, wait_for
+from tests.helpers import open_session
+from tests.test_ui_agent_cells import panel_text
+from tests.test_ui_app import on_top, wait_for
 
 
 def run_over(app: SwarmApp) -> bool:
@@ -288,7 +288,7 @@ async def test_a_planner_error_shows_in_the_error_log_named_by_its_step(tmp_path
 async def test_tools_starting_say_so(tmp_path, sim):
     from swarm_tui.tools.spec import PythonToolSpec, ToolsSpec
 
-    from .test_agents import agents_job
+    from tests.test_agents import agents_job
 
     tools = ToolsSpec(python=(PythonToolSpec("tests.agent_tools:add", where="tools.python[0]"),), source="job.toml")
     job = agents_job(tmp_path, ["agent 0 [[sim:tools=1]]"], tools)
@@ -314,7 +314,7 @@ def test_the_phase_view_says_a_single_run_done_with_its_count():
 async def test_an_attached_view_says_detach_and_resumes_a_dead_run_in_the_background(tmp_path, sim_factory):
     import io
 
-    from swarm_tui.attach import AttachedRun
+    from swarm_tui.frontend.attached import AttachedRun
     from swarm_tui.ui.dialogs import ConfirmScreen
     from swarm_tui.ui.launch import say_detached
 
@@ -366,7 +366,7 @@ async def test_detaching_from_a_live_run_says_how_to_come_back(tmp_path, sim_fac
     import asyncio
     import io
 
-    from swarm_tui.attach import AttachedRun
+    from swarm_tui.frontend.attached import AttachedRun
     from swarm_tui.ui.launch import say_detached
 
     sim = sim_factory(latency_ms=150.0, latency_sigma=0.0)

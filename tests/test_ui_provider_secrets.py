@@ -13,7 +13,7 @@ from swarm_tui.ui.app import make_app
 from swarm_tui.ui.provider import ProviderScreen
 from textual.widgets import Input, Static
 
-from .helpers import open_session
+from tests.helpers import open_session
 
 KEY = "sk-proj-abcDEF0123456789ghiJKL0123456789"
 

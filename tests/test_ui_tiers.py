@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 
-from swarm_tui.attach import AttachedRun
 from swarm_tui.config import Config
+from swarm_tui.frontend.attached import AttachedRun
 from swarm_tui.ui.app import make_app
 from swarm_tui.ui.panels import StatsFooter
 
-from .conftest import run_cli, write_batch
-from .test_ui_app import wait_for
-from .test_ui_batch_lane import footer_text
+from tests.conftest import run_cli, write_batch
+from tests.test_ui_app import wait_for
+from tests.test_ui_batch_lane import footer_text
 
 
 async def test_a_flex_run_says_its_tier_on_a_footer_line_of_its_own(tmp_path):

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 from swarm_tui.cli import main
-from swarm_tui.core.errors import CallError, ErrorClass
+from swarm_tui.core.call_errors import CallError, ErrorClass
+from swarm_tui.core.errors import InputError
 from swarm_tui.core.events import Attempt
 from swarm_tui.engine import TaskState
-from swarm_tui.errors import InputError
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.ui import format as fmt
 from swarm_tui.ui.errorlog import ErrorLog, Failure
@@ -22,7 +22,7 @@ from swarm_tui.ui.provider import profile_from_form
 from swarm_tui.ui.themes import bundled_themes, check_theme, load_theme_file, swarm_variable_defaults
 from textual.app import App, ComposeResult
 
-from .helpers import wait_until
+from tests.helpers import wait_until
 
 # --------------------------------------------------------------------------- formatting
 
@@ -38,7 +38,7 @@ def test_fixed_width_fields_keep_their_width_whatever_the_value():
 
 
 def test_display_currency_defaults_to_the_official_cny_rate_and_is_configurable():
-    from swarm_tui.currency import USD, resolve_currency
+    from swarm_tui.pricing.currency import USD, resolve_currency
 
     assert fmt.money(1.0, resolve_currency("CNY")).strip() == "≈¥7.30"  # the official ¥7.3 = $1
     assert fmt.money(1.0, resolve_currency("CNY", 1.0)).strip() == "≈¥1.00"  # a relay billing ¥1 = $1
@@ -251,7 +251,7 @@ async def test_provider_text_is_shown_literally_never_as_markup():
         assert [log.get_row_at(i)[4].plain for i in range(3)] == ["gave up", "retry in 1.5s", "retrying"]
 
 
-@pytest.mark.parametrize("module", ["swarm_tui.ui.format", "swarm_tui.attach"])
+@pytest.mark.parametrize("module", ["swarm_tui.ui.format", "swarm_tui.frontend.attached"])
 def test_format_module_and_attach_are_plain_python(module):
     """Each imported on its own, in a fresh interpreter: none of Textual comes with it."""
     code = f"import sys, {module}\nprint(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'textual')))"

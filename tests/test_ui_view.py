@@ -11,7 +11,7 @@ from pathlib import Path
 
 import swarm_tui.view
 from swarm_tui.config import Config
-from swarm_tui.core.errors import CallError, ErrorClass
+from swarm_tui.core.call_errors import CallError, ErrorClass
 from swarm_tui.core.events import (
     AgentStepped,
     AnswerJudged,
@@ -40,14 +40,20 @@ from swarm_tui.view import actions
 from swarm_tui.view.run_view import RunView
 from textual.app import App
 
-from .helpers import wait_until
-from .scripted_run import ScriptedRun, load_recording, snapshot_job
+from tests.helpers import wait_until
+from tests.scripted_run import ScriptedRun, load_recording, snapshot_job
 
 VIEW_MODULES = sorted(f"swarm_tui.view.{m.name}" for m in pkgutil.iter_modules(swarm_tui.view.__path__))
 
 
 def test_the_view_and_the_sources_import_no_textual():
-    modules = ["swarm_tui.view", *VIEW_MODULES, "swarm_tui.runlog", "swarm_tui.attach", "swarm_tui.progress_log"]
+    modules = [
+        "swarm_tui.view",
+        *VIEW_MODULES,
+        "swarm_tui.view.follower",
+        "swarm_tui.frontend.attached",
+        "swarm_tui.frontend.progress_lines",
+    ]
     code = (
         f"import importlib, sys\nfor name in {modules!r}: importlib.import_module(name)\n"
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'textual')))"
@@ -174,7 +180,7 @@ def test_the_journal_s_notes_pass_a_view_by(tmp_path):
     from swarm_tui.core.notes import JudgeFailed, MemoryFlushed, SwarmFinished, TaskTrimmed
     from swarm_tui.core.task import Task
     from swarm_tui.journal import Journal
-    from swarm_tui.runlog import LogFollower
+    from swarm_tui.view.follower import LogFollower
 
     tasks = [Task(i, f"t{i}", {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}) for i in range(2)]
     journal = Journal.create(tmp_path / "run", tasks, {"plan": {}, "job": {}})

@@ -8,7 +8,7 @@ import pytest
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile
 
-from .hostile import HostileServer
+from tests.hostile import HostileServer
 
 BODY = {"model": "sim-1", "max_tokens": 8, "messages": [{"role": "user", "content": "hello"}]}
 
@@ -65,7 +65,7 @@ def test_an_answer_is_kept_as_received_and_spliced_into_results_jsonl(tmp_path, 
     answer still makes exactly one line, and its body reads back as the server sent it."""
     import json
 
-    from .conftest import read_jsonl, run_cli, write_batch
+    from tests.conftest import read_jsonl, run_cli, write_batch
 
     server = proxy  # the hostile server, here as the endpoint itself
     job = write_batch(tmp_path / "job.jsonl", ["[[hostile:pretty]] one", "plain two"])

@@ -13,11 +13,11 @@ import pytest
 from swarm_tui.config import Config
 from swarm_tui.engine import EngineSettings
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.session import RunPlan, SwarmSession
+from swarm_tui.run.session import RunPlan, SwarmSession
 from swarm_tui.sim import SimConfig
 from swarm_tui.ui.app import make_app
 
-from .scripted_run import ScriptedRun, load_recording, snapshot_job
+from tests.scripted_run import ScriptedRun, load_recording, snapshot_job
 
 SHOWN_SETTINGS = EngineSettings(concurrency=50, max_attempts=2, rpm=60_000)
 """The settings of the session the screen shows (the run was recorded one call at a time)."""

@@ -8,7 +8,7 @@ and the CLI's `cache` command use them.
 
 from __future__ import annotations
 
-from .key import request_key
-from .store import CacheEntry, CacheMode, ResponseCache, default_cache_dir
+from swarm_tui.cache.key import request_key
+from swarm_tui.cache.store import CacheEntry, CacheMode, ResponseCache, default_cache_dir
 
 __all__ = ["CacheEntry", "CacheMode", "ResponseCache", "default_cache_dir", "request_key"]

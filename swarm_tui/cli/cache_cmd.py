@@ -7,11 +7,11 @@ import json
 import time
 from pathlib import Path
 
-from ..argtypes import duration
-from ..cache import CacheMode, ResponseCache, default_cache_dir
-from ..cache.store import DEFAULT_MAX_BYTES, DEFAULT_TTL_S
-from ..errors import InputError
-from .options import add_cache_place_options
+from swarm_tui.cache import CacheMode, ResponseCache, default_cache_dir
+from swarm_tui.cache.store import DEFAULT_MAX_BYTES, DEFAULT_TTL_S
+from swarm_tui.cli.options import add_cache_place_options
+from swarm_tui.core.errors import InputError
+from swarm_tui.util.argtypes import duration
 
 
 def add_cache_command(commands) -> None:

@@ -10,20 +10,20 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from ..config import Config
-from ..core.lanes import LIVE
-from ..core.ports import Capability, missing
-from ..core.tiers import PRIORITY
-from ..engine import EngineSettings
-from ..engine.ledger import answer_ceiling
-from ..errors import InputError
-from ..jobs import Job
-from ..judge.spec import SELF as JUDGE_SELF
-from ..judge.spec import JudgeSpec, read_rubric
-from ..providers.client import preflight
-from ..providers.profile import ProviderProfile
-from ..run_plan import RunPlan
-from ..tools import Toolbox, ToolsSpec
+from swarm_tui.config import Config
+from swarm_tui.core.errors import InputError
+from swarm_tui.core.lanes import LIVE
+from swarm_tui.core.ports import Capability, missing
+from swarm_tui.core.tiers import PRIORITY
+from swarm_tui.engine import EngineSettings
+from swarm_tui.engine.ledger import answer_ceiling
+from swarm_tui.jobs import Job
+from swarm_tui.jobs.judge_spec import SELF as JUDGE_SELF
+from swarm_tui.jobs.judge_spec import JudgeSpec, read_rubric
+from swarm_tui.providers.client import preflight
+from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.run.plan import RunPlan
+from swarm_tui.tools import Toolbox, ToolsSpec
 
 
 def check_budget(plan: RunPlan, job: Job, model: str | None, config: Config) -> None:
@@ -81,8 +81,8 @@ def ray_options(args: argparse.Namespace):
         if args.ray_actors:
             raise InputError.single("--ray-actors", "ray", "--ray-actors needs --ray")
         return None
-    from ..distributed import require_ray
-    from ..run_plan import RayOptions
+    from swarm_tui.distributed import require_ray
+    from swarm_tui.run.plan import RayOptions
 
     require_ray()
     return RayOptions(address=args.ray, actors=args.ray_actors)
@@ -157,7 +157,7 @@ def check_engine(
     it cannot do is refused (exit 2, naming it, nothing sent), never silently dropped."""
     if ray is None:
         return
-    from ..distributed import CAPABILITIES
+    from swarm_tui.distributed import CAPABILITIES
 
     asked = {
         Capability.TOOLS: tools.source if tools is not None and tools.any else None,
@@ -211,7 +211,7 @@ def tui_available() -> bool:
 def check_theme_option(args: argparse.Namespace) -> None:
     """A --theme that cannot load fails before a run directory is made (exit 2)."""
     if args.theme and not args.headless and tui_available():
-        from ..ui.themes import check_theme
+        from swarm_tui.ui.themes import check_theme
 
         check_theme(args.theme)
 

@@ -9,17 +9,11 @@ import signal
 import sys
 from pathlib import Path
 
-from ..argtypes import (
-    non_negative_float,
-    positive_float,
-    positive_int,
-    positive_share,
-    share,
-)
-from ..config import Config, load_config
-from ..jobs import load_job
-from ..session import default_run_dir
-from .checks import check_key, tui_available
+from swarm_tui.cli.checks import check_key, tui_available
+from swarm_tui.config import Config, load_config
+from swarm_tui.jobs import load_job
+from swarm_tui.run.session import default_run_dir
+from swarm_tui.util.argtypes import non_negative_float, positive_float, positive_int, positive_share, share
 
 
 def add_cost_commands(commands) -> None:
@@ -136,7 +130,7 @@ def add_shadow_command(commands) -> None:
 
 
 def display_currency(config: Config, code: str | None, rate: float | None, rate_flag: str):
-    from ..currency import from_config, resolve_currency
+    from swarm_tui.pricing.currency import from_config, resolve_currency
 
     if code is None and rate is None:
         return from_config(config)
@@ -148,8 +142,8 @@ def display_currency(config: Config, code: str | None, rate: float | None, rate_
 def cmd_estimate(args: argparse.Namespace) -> int:
     import json
 
-    from ..estimate import Scenario, build_estimate, format_table, measure_run, scenario_from_run
-    from ..pricing import PriceTable
+    from swarm_tui.estimate import Scenario, build_estimate, format_table, measure_run, scenario_from_run
+    from swarm_tui.pricing import PriceTable
 
     config = load_config()
     table = PriceTable.builtin(config.prices, billing=config.billing, source=config.path)
@@ -195,7 +189,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 def cmd_shadow(args: argparse.Namespace) -> int:
     import json
 
-    from ..shadow import ShadowRun, format_report, write_report
+    from swarm_tui.shadow import ShadowRun, format_report, write_report
 
     shadow_config = shadow_config_of(args)
     run = ShadowRun(shadow_config, shadow_progress())
@@ -217,7 +211,7 @@ def cmd_shadow(args: argparse.Namespace) -> int:
         return await run.run()
 
     if not args.headless and tui_available():
-        from ..ui.shadow_view import ShadowApp
+        from swarm_tui.ui.shadow_view import ShadowApp
 
         report = ShadowApp(run).run() or run.snapshot()
     else:
@@ -234,7 +228,7 @@ def cmd_shadow(args: argparse.Namespace) -> int:
 def shadow_config_of(args: argparse.Namespace):
     """The shadow comparison the options ask for: both endpoints (their keys checked), the judge,
     the workload (exit 2 before anything is sent when one cannot be used)."""
-    from ..shadow import ShadowConfig, endpoint_profile, shadow_judge
+    from swarm_tui.shadow import ShadowConfig, endpoint_profile, shadow_judge
 
     config = load_config()
     primary = endpoint_profile(
@@ -289,7 +283,7 @@ def shadow_progress():
     """How a shadow run says how it goes: a line repainted on a terminal, one every 5 s otherwise."""
     import time
 
-    from ..shadow import progress_line
+    from swarm_tui.shadow import progress_line
 
     live = sys.stderr.isatty()
     last_line = [0.0]

@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..headless import EXIT_FAILED, EXIT_OK
+from swarm_tui.frontend.headless import EXIT_FAILED, EXIT_OK
 
 
 def add_export_command(commands) -> None:
@@ -26,9 +26,9 @@ def add_export_command(commands) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     """0: the outputs written; 1: they could not be (the reason said); 2: no run there, or another
     process drives it."""
-    from ..journal import Journal
-    from ..run_outputs import end_outputs, facts_from_meta
-    from ..rundir import RunDirLock
+    from swarm_tui.journal import Journal
+    from swarm_tui.run.directory import RunDirLock
+    from swarm_tui.run.outputs import end_outputs, facts_from_meta
 
     run_dir: Path = args.run_dir
     Journal.open(run_dir, readonly=True).close()  # no (whole) journal: exit 2 with its path

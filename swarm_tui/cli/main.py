@@ -15,18 +15,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from .. import __version__, secrets
-from ..config import Config, load_config
-from ..errors import InputError
-from ..headless import EXIT_ABORTED, EXIT_BAD_INPUT, run_headless
-from ..jobs import load_job, load_tools_file
-from ..locations import demo_job
-from ..run_plan import RunPlan
-from ..session import SwarmSession, default_run_dir
-from ..sim import add_arguments as add_sim_arguments
-from ..tools import ToolsSpec
-from .cache_cmd import add_cache_command
-from .checks import (
+from swarm_tui import __version__
+from swarm_tui.cli.cache_cmd import add_cache_command
+from swarm_tui.cli.checks import (
     check_budget,
     check_engine,
     check_key,
@@ -38,9 +29,9 @@ from .checks import (
     ray_options,
     tui_available,
 )
-from .cost import add_cost_commands
-from .export_cmd import add_export_command
-from .options import (
+from swarm_tui.cli.cost import add_cost_commands
+from swarm_tui.cli.export_cmd import add_export_command
+from swarm_tui.cli.options import (
     PROFILE_FLAGS,
     add_console_options,
     add_run_options,
@@ -52,14 +43,24 @@ from .options import (
     tracing,
     with_flag_overrides,
 )
-from .replay_cmd import add_replay_command
-from .traces import add_trace_commands
+from swarm_tui.cli.replay_cmd import add_replay_command
+from swarm_tui.cli.traces import add_trace_commands
+from swarm_tui.config import Config, load_config
+from swarm_tui.core.errors import InputError
+from swarm_tui.frontend.headless import EXIT_ABORTED, EXIT_BAD_INPUT, run_headless
+from swarm_tui.jobs import load_job, load_tools_file
+from swarm_tui.run.plan import RunPlan
+from swarm_tui.run.session import SwarmSession, default_run_dir
+from swarm_tui.sim import add_arguments as add_sim_arguments
+from swarm_tui.tools import ToolsSpec
+from swarm_tui.util import secrets
+from swarm_tui.util.locations import demo_job
 
 
 def main(argv: list[str] | None = None) -> int:
     """Every failure a user can meet ends in one line and its exit code, never a traceback: bad
     input 2 (nothing sent), Ctrl-C at any moment 130 (`swarm_tui.__main__` covers the imports)."""
-    from ..journal import IncompleteRunError
+    from swarm_tui.journal import IncompleteRunError
 
     secrets.install_log_masking()
     try:
@@ -185,8 +186,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     route = resolve_route(args, config)
     for named in [*([profile] if profile else []), *(route.others if route else ())]:
         check_key(named)
-    from ..journal import Journal
-    from ..run_plan import plan_from_meta
+    from swarm_tui.journal import Journal
+    from swarm_tui.run.plan import plan_from_meta
 
     journal = Journal.open(args.run_dir, readonly=True)
     meta = journal.meta()
@@ -214,23 +215,23 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from ..journal import Journal
+    from swarm_tui.journal import Journal
 
     Journal.open(args.run_dir, readonly=True).close()  # no journal there: exit 2 with its path
     if not tui_available():
         print("swarm-tui: attach needs a terminal (stdout is not a tty)", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.theme:
-        from ..ui.themes import check_theme
+        from swarm_tui.ui.themes import check_theme
 
         check_theme(args.theme)
-    from ..ui.launch import run_attached
+    from swarm_tui.ui.launch import run_attached
 
     return run_attached(args.run_dir, theme=args.theme, bell=args.bell)
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
-    from ..sim import config_from_args, serve_forever
+    from swarm_tui.sim import config_from_args, serve_forever
 
     serve_forever(config_from_args(args), args.host, args.port, quiet=args.sim_quiet)
     return 0
@@ -239,7 +240,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 def cmd_providers(args: argparse.Namespace) -> int:
     config = load_config()
     if args.action == "list":
-        from ..providers.listing import profile_lines
+        from swarm_tui.providers.listing import profile_lines
 
         print(f"config: {config.path}{'' if config.path.exists() else ' (not created yet)'}")
         for name, profile in sorted(config.profiles.items()):
@@ -247,7 +248,7 @@ def cmd_providers(args: argparse.Namespace) -> int:
         return 0
     if not args.name:
         raise InputError.single("providers test", "name", "which profile? e.g. `swarm-tui providers test sim`")
-    from ..providers.probe import probe_profile
+    from swarm_tui.providers.probe import probe_profile
 
     result = asyncio.run(probe_profile(config.profile(args.name)))
     print(result.describe())
@@ -259,7 +260,7 @@ def check_tracing(args: argparse.Namespace, config: Config) -> tuple[bool, str |
     missing, before the run directory is touched."""
     traces = tracing(args, config)
     if traces is not None:
-        from ..otel.sdk import require_sdk
+        from swarm_tui.otel.sdk import require_sdk
 
         require_sdk("--otel-content" if traces[0] else "--otel")
     return traces
@@ -274,7 +275,7 @@ def drive(session: SwarmSession, args: argparse.Namespace, traces: tuple[bool, s
             raise
     if args.headless or not tui_available():
         return asyncio.run(run_headless_session(session, args))
-    from ..ui.launch import run_tui
+    from swarm_tui.ui.launch import run_tui
 
     return run_tui(session, theme=args.theme, **console_options(args))
 

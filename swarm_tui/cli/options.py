@@ -8,7 +8,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..argtypes import (
+from swarm_tui.config import Config
+from swarm_tui.core.errors import InputError
+from swarm_tui.core.lanes import AUTO, LANES
+from swarm_tui.core.tiers import FLEX, SERVICE_TIERS
+from swarm_tui.engine import EngineSettings
+from swarm_tui.engine.lanes.autopilot import deadline_at
+from swarm_tui.engine.pacing.deadlines import STRAGGLER_FACTOR
+from swarm_tui.frontend.progress_lines import DEFAULT_EVERY_S, LOG_FORMATS
+from swarm_tui.jobs.judge_spec import ACTIONS
+from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.providers.routes import STRATEGIES, RoutePlan, provider_names
+from swarm_tui.util.argtypes import (
     STRAGGLER_OFF,
     byte_size,
     duration,
@@ -19,17 +30,6 @@ from ..argtypes import (
     share,
     straggler,
 )
-from ..config import Config
-from ..core.lanes import AUTO, LANES
-from ..core.tiers import FLEX, SERVICE_TIERS
-from ..engine import EngineSettings
-from ..engine.autopilot import deadline_at
-from ..engine.deadlines import STRAGGLER_FACTOR
-from ..errors import InputError
-from ..judge.spec import ACTIONS
-from ..progress_log import DEFAULT_EVERY_S, LOG_FORMATS
-from ..providers.profile import ProviderProfile
-from ..routes import STRATEGIES, RoutePlan, provider_names
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -429,7 +429,7 @@ def sim_config(args: argparse.Namespace, profile: ProviderProfile, stored=None):
                 f"the run's provider is {profile.name!r}, not the embedded simulator: --sim-* options do not apply",
             )
         return None
-    from ..run_plan import DEMO_SIM
+    from swarm_tui.run.plan import DEMO_SIM
 
     try:
         return replace(stored or DEMO_SIM, **overrides)

@@ -1,5 +1,5 @@
 """`swarm-tui replay RUN [--concurrency N] [--lane L] [--deadline WHEN]`: what a recorded run
-would have done at other settings, offline (`swarm_tui.replay`)."""
+would have done at other settings, offline (`swarm_tui.estimate.whatif`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..argtypes import positive_int
-from ..core.lanes import AUTO, LANES
-from .options import deadline_option
+from swarm_tui.cli.options import deadline_option
+from swarm_tui.core.lanes import AUTO, LANES
+from swarm_tui.util.argtypes import positive_int
 
 
 def add_replay_command(commands) -> None:
@@ -29,7 +29,7 @@ def add_replay_command(commands) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from ..replay import replay, report
+    from swarm_tui.estimate.whatif import replay, report
 
     changes: dict[str, Any] = {}
     asked: list[str] = []

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..headless import EXIT_BAD_INPUT
+from swarm_tui.frontend.headless import EXIT_BAD_INPUT
 
 
 def add_trace_commands(commands) -> None:
@@ -33,9 +33,9 @@ def add_trace_commands(commands) -> None:
 def cmd_export_traces(args: argparse.Namespace) -> int:
     """0: every span delivered; 1: some were not (the collector down or refusing); 2: no run there,
     or the otel extra missing (nothing sent)."""
-    from ..journal import Journal
-    from ..otel.export import export_run
-    from ..otel.sdk import require_sdk
+    from swarm_tui.journal import Journal
+    from swarm_tui.otel.export import export_run
+    from swarm_tui.otel.sdk import require_sdk
 
     require_sdk("export-traces")
     if args.endpoint and not args.endpoint.startswith(("http://", "https://")):

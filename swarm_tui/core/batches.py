@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .events import Attempt
+from swarm_tui.core.events import Attempt
 
 
 @dataclass(frozen=True)

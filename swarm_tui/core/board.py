@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .events import (
+from swarm_tui.core.events import (
     AgentStepped,
     Attempt,
     AttemptStarted,
@@ -39,7 +39,7 @@ from .events import (
     TaskState,
     TaskSucceeded,
 )
-from .lanes import is_batch_endpoint
+from swarm_tui.core.lanes import is_batch_endpoint
 
 LOST_OUTCOME = "cancelled"
 

@@ -22,11 +22,11 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
-from . import events as ev
-from . import notes
-from .errors import CallError, ErrorClass
-from .events import Attempt, EngineEvent, TaskState
-from .usage import Usage
+from swarm_tui.core import events as ev
+from swarm_tui.core import notes
+from swarm_tui.core.call_errors import CallError, ErrorClass
+from swarm_tui.core.events import Attempt, EngineEvent, TaskState
+from swarm_tui.core.usage import Usage
 
 EVENT_TYPES: dict[str, type] = {
     cls.__name__: cls

@@ -1,135 +1,53 @@
-"""What went wrong with a call, as data: the error classes, whether one is worth another attempt,
-and the classified failure of one attempt (`CallError`).
+"""Errors a user can act on.
 
-How an exception or an error answer becomes a `CallError` (status, `code`, `type` and message
-read together, as providers disagree) is the providers' work (`swarm_tui.providers.errors`);
-the engine, the journal and every view only read the result.
+`InputError` is bad input or configuration: the CLI prints it and exits 2, and nothing has
+been sent. Its text always names where the problem is (`file:line: field: problem`) so the
+user can fix it without guessing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any
+from pathlib import Path
 
 
-class ErrorClass(StrEnum):
-    RATE_LIMIT = "rate_limit"
-    QUOTA = "quota"
-    SERVER = "server_error"
-    TIMEOUT = "timeout"
-    CONNECTION = "connection"
-    CONTEXT_LENGTH = "context_length"
-    AUTH = "auth"
-    PERMISSION = "permission"
-    NOT_FOUND = "not_found"
-    BAD_REQUEST = "bad_request"
-    CONFLICT = "conflict"
-    TOO_LARGE = "request_too_large"
-    BROKEN_STREAM = "broken_stream"
-    BAD_RESPONSE = "bad_response"
-    """A 200 that is not a chat completion (no choices, not JSON, an HTML page): retried like a 5xx."""
-    REDIRECT = "redirect"
-    """A 3xx: a chat call never follows it (a POST turned into a GET, prompts sent elsewhere)."""
-    MALFORMED_ANSWER = "malformed_answer"
-    """A 200 whose JSON cannot be kept strictly (not UTF-8, nested too deep): retried like bad_response."""
-    ANSWER_TOO_LARGE = "answer_too_large"
-    """A 200 over `--max-answer-bytes`: not retried (the same request asks for as much again)."""
-    UNEXPECTED = "unexpected"
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input file."""
 
-
-RETRYABLE = frozenset(
-    {
-        ErrorClass.RATE_LIMIT,
-        ErrorClass.SERVER,
-        ErrorClass.TIMEOUT,
-        ErrorClass.CONNECTION,
-        ErrorClass.CONFLICT,
-        ErrorClass.BROKEN_STREAM,
-        ErrorClass.BAD_RESPONSE,
-        ErrorClass.MALFORMED_ANSWER,
-    }
-)
-"""Classes worth another attempt; everything else fails the task at once."""
-
-NEVER_RETRIED = frozenset(
-    {
-        ErrorClass.QUOTA,
-        ErrorClass.REDIRECT,
-        ErrorClass.AUTH,
-        ErrorClass.PERMISSION,
-        ErrorClass.CONTEXT_LENGTH,
-        ErrorClass.TOO_LARGE,
-    }
-)
-"""Classes no `x-should-retry: true` turns into a retry."""
-
-OVERLOAD_WORDS = ("overload", "over capacity", "at capacity", "too busy", "server is busy")
-
-QUOTA_CODES = frozenset({"insufficient_quota", "exceeded_current_quota_error", "billing_hard_limit_reached"})
-CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
-
-
-@dataclass(frozen=True, slots=True)
-class CallError:
-    """A classified failure of one attempt. `message` never contains a key (see `redact`)."""
-
-    kind: ErrorClass
+    source: str
+    line: int | None
+    field: str
     message: str
-    status: int | None = None
-    code: str | None = None
-    retry_after_s: float | None = None
-    request_id: str | None = None
-    rate_headers: Mapping[str, str] = field(default_factory=dict)
-    """`x-ratelimit-*` headers of the error response: a 429 tells how much budget is left."""
-    should_retry: bool | None = None
-    """The provider's own `x-should-retry` header, which wins over the class (as in the SDK)."""
-    retry_after_asked_s: float | None = None
-    """Set when `retry_after_s` was capped: what the provider asked for."""
 
-    @property
-    def retryable(self) -> bool:
-        if self.should_retry is not None:
-            return self.should_retry
-        return self.kind in RETRYABLE
-
-    @property
-    def is_rate_limit(self) -> bool:
-        return self.kind is ErrorClass.RATE_LIMIT
-
-    @property
-    def is_rate_limited(self) -> bool:
-        """The provider says we send too much: a 429 rate limit, or any answer with Retry-After."""
-        return self.kind is ErrorClass.RATE_LIMIT or (self.retry_after_s is not None and self.kind in RETRYABLE)
-
-    @property
-    def is_overload(self) -> bool:
-        """The server says it is overloaded: 529, or a 503 in those words (a plain 503 or a 500 may
-        be any fault, and is not a reason to send less)."""
-        if self.status == 529:
-            return True
-        return self.status == 503 and any(word in self.message.lower() for word in OVERLOAD_WORDS)
-
-    @property
-    def is_congestion(self) -> bool:
-        """A sign of sending too much: a rate limit, overload, or a timeout (the engine decides
-        whether a timeout is congestion from the latency curve)."""
-        return self.is_rate_limited or self.is_overload or self.kind is ErrorClass.TIMEOUT
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line else self.source
+        return f"{where}: {self.field}: {self.message}"
 
 
-ACCOUNT_ERRORS = frozenset({ErrorClass.AUTH, ErrorClass.QUOTA, ErrorClass.PERMISSION})
-"""Errors no retry on the same endpoint can fix: fail over at once."""
+@dataclass
+class InputError(Exception):
+    """Bad input or configuration; carries every problem found, not just the first."""
 
-STRAGGLER_CODE = "straggler"
-"""The code of a timeout the engine called itself: an attempt abandoned past the straggler deadline."""
+    problems: list[Problem] = field(default_factory=list)
+
+    @classmethod
+    def single(cls, source: str | Path, field_name: str, message: str, line: int | None = None) -> InputError:
+        return cls([Problem(str(source), line, field_name, message)])
+
+    def __str__(self) -> str:
+        shown = self.problems[:20]
+        lines = [str(p) for p in shown]
+        if len(self.problems) > len(shown):
+            lines.append(f"... and {len(self.problems) - len(shown)} more problems")
+        return "\n".join(lines)
 
 
-def error_body(error: CallError) -> dict[str, Any]:
-    """The Batch API `error` object for errors.jsonl."""
-    return {
-        "code": error.code or str(error.kind),
-        "message": error.message,
-        "status": error.status,
-        "type": str(error.kind),
-    }
+class JournalWriteError(Exception):
+    """The run's journal could not be written (disk full, permission, the directory deleted):
+    the run must stop sending, since an answer that cannot be kept would be paid for and then
+    lost. `cause` says why in a user's words."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause

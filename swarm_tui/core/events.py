@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from .errors import CallError
-from .notes import (
+from swarm_tui.core.call_errors import CallError
+from swarm_tui.core.notes import (
     ActorLost,
     AggregateWritten,
     BatchLookupFailed,
@@ -34,8 +34,8 @@ from .notes import (
     SwarmFinished,
     TaskTrimmed,
 )
-from .task import Task
-from .usage import Usage
+from swarm_tui.core.task import Task
+from swarm_tui.core.usage import Usage
 
 NOT_LOGGED = "log"
 """Field metadata key: `False` for a payload field the event log does not write."""

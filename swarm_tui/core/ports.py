@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Protocol
 
-from .batches import BatchRow
-from .events import Attempt, EngineEvent, RunFinished, TaskState
-from .task import Task
+from swarm_tui.core.batches import BatchRow
+from swarm_tui.core.events import Attempt, EngineEvent, RunFinished, TaskState
+from swarm_tui.core.task import Task
 
 
 class JournalSink(Protocol):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .lanes import is_batch_endpoint
+from swarm_tui.core.lanes import is_batch_endpoint
 
 DEFAULT = "default"
 FLEX = "flex"

@@ -15,8 +15,8 @@ Ray is optional (`pip install 'swarm-tui[ray]'`); nothing here is imported unles
 
 from __future__ import annotations
 
-from ..core.ports import Capability
-from ..errors import InputError
+from swarm_tui.core.errors import InputError
+from swarm_tui.core.ports import Capability
 
 CAPABILITIES: frozenset[Capability] = frozenset(
     {

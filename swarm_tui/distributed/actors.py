@@ -13,10 +13,10 @@ from typing import Any
 
 import ray
 
-from ..errors import InputError
-from ..providers.profile import ProviderProfile
-from .limiter import RateLimiter
-from .worker import SwarmWorker
+from swarm_tui.core.errors import InputError
+from swarm_tui.distributed.limiter import RateLimiter
+from swarm_tui.distributed.worker import SwarmWorker
+from swarm_tui.providers.profile import ProviderProfile
 
 CLOSE_S = 5.0
 """How long the actors get to stop their MCP servers before they are killed."""

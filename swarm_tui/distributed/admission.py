@@ -15,10 +15,10 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
-from ..core.board import TaskBoard
-from ..engine.admission import AdmissionController
-from ..engine.pacing import LearnedLimits, RateLimits
-from .budget import Grant
+from swarm_tui.core.board import TaskBoard
+from swarm_tui.distributed.budget import Grant
+from swarm_tui.engine.pacing.admission import AdmissionController
+from swarm_tui.engine.pacing.limits import LearnedLimits, RateLimits
 
 LEASE_TTL_S = 1.0
 """Leased budget not used within this long is dropped (never saved up into a burst)."""

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..engine.pacing import Clock, RateLimits, RetryAfterGate
+from swarm_tui.engine.pacing.limits import Clock, RateLimits, RetryAfterGate
 
 LEASE_WINDOW_S = 0.05
 """A lease holds at most this many seconds of the provider's rate (at least one request), so

@@ -10,12 +10,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..cache import CacheEntry, ResponseCache, request_key
-from ..core.events import Attempt, TaskSucceeded
-from ..core.task import Task
-from ..core.usage import Usage
-from ..engine.calls import cached_attempt
-from ..providers.client import CallResult, ProviderClient
+from swarm_tui.cache import CacheEntry, ResponseCache, request_key
+from swarm_tui.core.events import Attempt, TaskSucceeded
+from swarm_tui.core.task import Task
+from swarm_tui.core.usage import Usage
+from swarm_tui.engine.calls import cached_attempt
+from swarm_tui.providers.client import CallResult, ProviderClient
 
 
 class DriverCache:

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from ray.exceptions import RayError
 
-from ..core.board import TaskBoard
-from ..core.events import (
+from swarm_tui.core.board import TaskBoard
+from swarm_tui.core.events import (
     Attempt,
     AttemptStarted,
     ConcurrencyChanged,
@@ -47,29 +47,29 @@ from ..core.events import (
     TaskQueued,
     TasksAdded,
 )
-from ..core.lanes import LIVE
-from ..core.task import RunTasks, Task, by_index
-from ..engine import EngineSettings, TaskState
-from ..engine.observable import Listener
-from ..engine.stats import RunStats
-from ..pricing import Price
-from ..providers.client import CallResult, ProviderClient
-from ..providers.profile import ProviderProfile
-from . import CAPABILITIES
-from .actors import ActorPool, Shard, connect
-from .admission import SwarmAdmission
-from .cache import DriverCache
-from .driver_calls import DriverCalls
-from .lane_host import DriverLanes
-from .recovery import ShardRecovery
-from .sink import EVENT, JOURNAL
-from .steering import ShardSteering
-from .worker import DONE, ShardSpec
+from swarm_tui.core.lanes import LIVE
+from swarm_tui.core.task import RunTasks, Task, by_index
+from swarm_tui.distributed import CAPABILITIES
+from swarm_tui.distributed.actors import ActorPool, Shard, connect
+from swarm_tui.distributed.admission import SwarmAdmission
+from swarm_tui.distributed.cache import DriverCache
+from swarm_tui.distributed.driver_calls import DriverCalls
+from swarm_tui.distributed.lane_host import DriverLanes
+from swarm_tui.distributed.recovery import ShardRecovery
+from swarm_tui.distributed.sink import EVENT, JOURNAL
+from swarm_tui.distributed.steering import ShardSteering
+from swarm_tui.distributed.worker import DONE, ShardSpec
+from swarm_tui.engine import EngineSettings, TaskState
+from swarm_tui.engine.observable import Listener
+from swarm_tui.engine.stats import RunStats
+from swarm_tui.pricing import Price
+from swarm_tui.providers.client import CallResult, ProviderClient
+from swarm_tui.providers.profile import ProviderProfile
 
 if TYPE_CHECKING:
-    from ..cache import ResponseCache
-    from ..engine.admission import AdmissionController
-    from ..tools import ToolsSpec
+    from swarm_tui.cache import ResponseCache
+    from swarm_tui.engine.pacing.admission import AdmissionController
+    from swarm_tui.tools import ToolsSpec
 
 log = logging.getLogger(__name__)
 

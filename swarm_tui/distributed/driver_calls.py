@@ -14,16 +14,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..engine.settings import EngineSettings
-from ..pricing import Price
-from ..providers.client import CallResult, ProviderClient
-from .admission import LeasedAdmission, SharedRateLimits
+from swarm_tui.distributed.admission import LeasedAdmission, SharedRateLimits
+from swarm_tui.engine.settings import EngineSettings
+from swarm_tui.pricing import Price
+from swarm_tui.providers.client import CallResult, ProviderClient
 
 if TYPE_CHECKING:
-    from ..core.events import EngineEvent
-    from ..engine.admission import AdmissionController
-    from ..engine.engine import SwarmEngine
-    from .actors import ActorPool
+    from swarm_tui.core.events import EngineEvent
+    from swarm_tui.distributed.actors import ActorPool
+    from swarm_tui.engine.engine import SwarmEngine
+    from swarm_tui.engine.pacing.admission import AdmissionController
 
 
 class DriverCalls:
@@ -55,7 +55,7 @@ class DriverCalls:
 
     def local(self) -> SwarmEngine:
         if self.engine is None:
-            from ..engine.engine import SwarmEngine
+            from swarm_tui.engine.engine import SwarmEngine
 
             limiter = self.pool.ensure_limiter()
             admission = LeasedAdmission(

@@ -13,15 +13,15 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..core.ports import Lane
-from ..engine.lanes import batch_lane_of
-from ..engine.ledger import SpendLedger
-from ..engine.observable import ObservableEngine
-from ..engine.retry import RetryPolicy
+from swarm_tui.core.ports import Lane
+from swarm_tui.engine.lanes.registry import batch_lane_of
+from swarm_tui.engine.ledger import SpendLedger
+from swarm_tui.engine.observable import ObservableEngine
+from swarm_tui.engine.pacing.retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from ..pricing import Price
-    from ..providers.client import ProviderClient
+    from swarm_tui.pricing import Price
+    from swarm_tui.providers.client import ProviderClient
 
 log = logging.getLogger("swarm_tui.distributed.driver")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import ray
 
-from .budget import Grant, SharedBudget
+from swarm_tui.distributed.budget import Grant, SharedBudget
 
 
 @ray.remote(num_cpus=0, max_restarts=0)

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 import ray
 
-from ..core.events import Attempt, EngineEvent, TaskCancelled, TaskQueued
-from ..engine import TaskState
-from ..engine.observable import ObservableEngine
+from swarm_tui.core.events import Attempt, EngineEvent, TaskCancelled, TaskQueued
+from swarm_tui.engine import TaskState
+from swarm_tui.engine.observable import ObservableEngine
 
 if TYPE_CHECKING:
-    from .actors import ActorPool, Shard
+    from swarm_tui.distributed.actors import ActorPool, Shard
 
 log = logging.getLogger("swarm_tui.distributed.driver")
 

@@ -14,8 +14,8 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..core.events import Attempt, EngineEvent
-from ..core.task import Task
+from swarm_tui.core.events import Attempt, EngineEvent
+from swarm_tui.core.task import Task
 
 JOURNAL = "j"
 EVENT = "e"

@@ -9,12 +9,12 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..core.events import ConcurrencyChanged, RunPaused, RunResumed
-from ..engine.observable import ObservableEngine
+from swarm_tui.core.events import ConcurrencyChanged, RunPaused, RunResumed
+from swarm_tui.engine.observable import ObservableEngine
 
 if TYPE_CHECKING:
-    from .actors import ActorPool, Shard
-    from .admission import SwarmAdmission
+    from swarm_tui.distributed.actors import ActorPool, Shard
+    from swarm_tui.distributed.admission import SwarmAdmission
 
 
 class ShardSteering(ObservableEngine):

@@ -24,15 +24,15 @@ from typing import Any
 
 import ray
 
-from ..core.events import EngineEvent, TaskFailed, TaskRetrying
-from ..core.task import Task
-from ..engine import EngineSettings, SwarmEngine
-from ..pricing import Price
-from ..providers.client import ProviderClient
-from ..providers.profile import ProviderProfile
-from ..tools import Toolbox, ToolsSpec
-from .admission import LeasedAdmission, SharedRateLimits
-from .sink import ForwardingJournal, Outbox
+from swarm_tui.core.events import EngineEvent, TaskFailed, TaskRetrying
+from swarm_tui.core.task import Task
+from swarm_tui.distributed.admission import LeasedAdmission, SharedRateLimits
+from swarm_tui.distributed.sink import ForwardingJournal, Outbox
+from swarm_tui.engine import EngineSettings, SwarmEngine
+from swarm_tui.pricing import Price
+from swarm_tui.providers.client import ProviderClient
+from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.tools import Toolbox, ToolsSpec
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """L1 orchestrator and L3 workers: the kernel and its lanes. Imports nothing from Textual (a test keeps it so)."""
 
-from ..core.events import TaskState
-from .engine import SwarmEngine
-from .settings import EngineSettings, RunStopped
-from .stats import RunStats
+from swarm_tui.core.events import TaskState
+from swarm_tui.engine.engine import SwarmEngine
+from swarm_tui.engine.settings import EngineSettings, RunStopped
+from swarm_tui.engine.stats import RunStats
 
 __all__ = ["EngineSettings", "RunStopped", "SwarmEngine", "TaskState", "RunStats"]

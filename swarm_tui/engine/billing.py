@@ -9,13 +9,13 @@ near the threshold reserves at the premium)."""
 
 from __future__ import annotations
 
-from ..core.events import Attempt
-from ..core.tiers import PRIORITY, served_tier
-from ..core.usage import Usage
-from ..pricing import Price
-from ..providers.client import CallResult
-from .calls import answer_estimate, finish_reason, prompt_estimate
-from .ledger import SpendLedger, worst_usage
+from swarm_tui.core.events import Attempt
+from swarm_tui.core.tiers import PRIORITY, served_tier
+from swarm_tui.core.usage import Usage
+from swarm_tui.engine.calls import answer_estimate, finish_reason, prompt_estimate
+from swarm_tui.engine.ledger import SpendLedger, worst_usage
+from swarm_tui.pricing import Price
+from swarm_tui.providers.client import CallResult
 
 
 class Billing:

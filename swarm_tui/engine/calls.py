@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.events import Attempt
-from ..core.lanes import CACHE
-from ..core.usage import Usage
-from ..providers.client import CallResult, ProviderClient
-from .ledger import answer_ceiling
+from swarm_tui.core.events import Attempt
+from swarm_tui.core.lanes import CACHE
+from swarm_tui.core.usage import Usage
+from swarm_tui.engine.ledger import answer_ceiling
+from swarm_tui.providers.client import CallResult, ProviderClient
 
 
 @dataclass

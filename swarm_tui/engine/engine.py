@@ -11,29 +11,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core.events import TaskState
-from ..core.ports import Capability, Lane
-from ..core.task import RunTasks
-from ..pricing import Price
-from ..providers.client import CallResult, ProviderClient
-from .admission import AdmissionController
-from .agents import ToolSteps
-from .billing import Billing
-from .deadlines import TailDeadlines
-from .direct import DirectLane
-from .failover import CircuitBreaker
-from .kernel import Kernel
-from .lanes import lanes_for
-from .live import LiveLane
-from .outcomes import Outcomes
-from .route import RouteAdmission
-from .routing import Endpoints, RouteSpec, build_route
-from .settings import EngineSettings, Trimmer, Validator
+from swarm_tui.core.events import TaskState
+from swarm_tui.core.ports import Capability, Lane
+from swarm_tui.core.task import RunTasks
+from swarm_tui.engine.billing import Billing
+from swarm_tui.engine.kernel import Kernel
+from swarm_tui.engine.lanes.agents import ToolSteps
+from swarm_tui.engine.lanes.direct import DirectLane
+from swarm_tui.engine.lanes.live import LiveLane
+from swarm_tui.engine.lanes.outcomes import Outcomes
+from swarm_tui.engine.lanes.registry import lanes_for
+from swarm_tui.engine.pacing.admission import AdmissionController
+from swarm_tui.engine.pacing.deadlines import TailDeadlines
+from swarm_tui.engine.routing.doors import RouteAdmission
+from swarm_tui.engine.routing.endpoints import Endpoints, RouteSpec, build_route
+from swarm_tui.engine.routing.failover import CircuitBreaker
+from swarm_tui.engine.settings import EngineSettings, Trimmer, Validator
+from swarm_tui.pricing import Price
+from swarm_tui.providers.client import CallResult, ProviderClient
 
 if TYPE_CHECKING:
-    from ..cache import ResponseCache
-    from ..core.ports import JournalSink
-    from ..tools.toolbox import Toolbox
+    from swarm_tui.cache import ResponseCache
+    from swarm_tui.core.ports import JournalSink
+    from swarm_tui.tools.toolbox import Toolbox
 
 
 class SwarmEngine(Kernel):

@@ -9,10 +9,10 @@ from collections import deque
 from collections.abc import Iterable, MutableMapping, Sequence
 from typing import Any
 
-from ..core.events import Attempt, AttemptEnded, ConcurrencyChanged, EngineEvent, TaskCancelled, TaskState
-from ..core.task import Task
-from .admission import AdmissionController
-from .observable import ObservableEngine
+from swarm_tui.core.events import Attempt, AttemptEnded, ConcurrencyChanged, EngineEvent, TaskCancelled, TaskState
+from swarm_tui.core.task import Task
+from swarm_tui.engine.observable import ObservableEngine
+from swarm_tui.engine.pacing.admission import AdmissionController
 
 
 class KernelSide(ObservableEngine):

@@ -30,8 +30,9 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from ..core.board import TaskBoard
-from ..core.events import (
+from swarm_tui.core.board import TaskBoard
+from swarm_tui.core.errors import JournalWriteError
+from swarm_tui.core.events import (
     ConcurrencyChanged,
     PhaseChanged,
     RateLimitsLearned,
@@ -45,22 +46,21 @@ from ..core.events import (
     TasksAdded,
     TaskState,
 )
-from ..core.ports import Capability, Lane
-from ..core.stalls import StallWatch
-from ..core.task import RunTasks, Task, by_index
-from ..errors import JournalWriteError
-from .admission import AdmissionController
-from .calls import prompt_estimate
-from .host import KernelSide
-from .ledger import SpendLedger, answer_ceiling
-from .observable import Listener
-from .pacing import AdaptiveConcurrency, RateLimits
-from .retry import RetryPolicy
-from .settings import DEFAULT_MAX_TOKENS, EngineSettings
-from .stats import RunStats
+from swarm_tui.core.ports import Capability, Lane
+from swarm_tui.core.stalls import StallWatch
+from swarm_tui.core.task import RunTasks, Task, by_index
+from swarm_tui.engine.calls import prompt_estimate
+from swarm_tui.engine.host import KernelSide
+from swarm_tui.engine.ledger import SpendLedger, answer_ceiling
+from swarm_tui.engine.observable import Listener
+from swarm_tui.engine.pacing.admission import AdmissionController
+from swarm_tui.engine.pacing.limits import AdaptiveConcurrency, RateLimits
+from swarm_tui.engine.pacing.retry import RetryPolicy
+from swarm_tui.engine.settings import DEFAULT_MAX_TOKENS, EngineSettings
+from swarm_tui.engine.stats import RunStats
 
 if TYPE_CHECKING:
-    from ..core.ports import JournalSink
+    from swarm_tui.core.ports import JournalSink
 
 log = logging.getLogger(__name__)
 

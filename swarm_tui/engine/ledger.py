@@ -22,7 +22,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.usage import Usage
+from swarm_tui.core.usage import Usage
 
 CHARS_PER_TOKEN_ASCII = 3
 """A prompt's ASCII text counted at 3 characters a token (tokenisers average about 4: errs high)."""

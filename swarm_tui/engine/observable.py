@@ -21,9 +21,9 @@ from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.board import TaskBoard
-from ..core.events import EngineEvent, RunFinished, TaskCancelled, TaskState
-from ..errors import JournalWriteError
+from swarm_tui.core.board import TaskBoard
+from swarm_tui.core.errors import JournalWriteError
+from swarm_tui.core.events import EngineEvent, RunFinished, TaskCancelled, TaskState
 
 log = logging.getLogger("swarm_tui.engine")
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..core.errors import ErrorClass
-from ..core.lanes import LIVE
-from ..core.task import Task
-from ..providers.answer import MAX_ANSWER_BYTES
-from ..providers.client import CallResult
-from .deadlines import STRAGGLER_FACTOR
+from swarm_tui.core.call_errors import ErrorClass
+from swarm_tui.core.lanes import LIVE
+from swarm_tui.core.task import Task
+from swarm_tui.engine.pacing.deadlines import STRAGGLER_FACTOR
+from swarm_tui.providers.answer import MAX_ANSWER_BYTES
+from swarm_tui.providers.client import CallResult
 
 Validator = Callable[[Task, CallResult], "str | None"]
 """Checks a successful answer (e.g. that it is JSON); returns what is wrong with it, or None."""

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import overload
 
-from ..core.errors import ErrorClass
-from ..core.events import (
+from swarm_tui.core.call_errors import ErrorClass
+from swarm_tui.core.events import (
     AgentStepped,
     Attempt,
     AttemptEnded,
@@ -35,10 +35,10 @@ from ..core.events import (
     TaskSucceeded,
     ToolCallEnded,
 )
-from ..core.lanes import CACHE, is_batch_endpoint
-from ..core.tiers import BATCH_TIER, BILLED_TIERS, DEFAULT
-from ..core.usage import Usage
-from ..pricing import cost_per_minute, projected_total
+from swarm_tui.core.lanes import CACHE, is_batch_endpoint
+from swarm_tui.core.tiers import BATCH_TIER, BILLED_TIERS, DEFAULT
+from swarm_tui.core.usage import Usage
+from swarm_tui.pricing import cost_per_minute, projected_total
 
 RATE_WINDOW_S = 10.0
 MONEY_DUST_USD = 1e-12

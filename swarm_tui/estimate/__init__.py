@@ -23,9 +23,9 @@ table's cells and `format_table`).
 
 from __future__ import annotations
 
-from .runs import RunMeasurement, measure_run, scenario_from_run, scenario_from_usage
-from .scenario import SOURCE, Estimate, EstimateRow, Scenario, build_estimate
-from .text import NO_TIER, TABLE_WIDTH, format_table, price_text, table_cells, tokens_text
+from swarm_tui.estimate.runs import RunMeasurement, measure_run, scenario_from_run, scenario_from_usage
+from swarm_tui.estimate.scenario import SOURCE, Estimate, EstimateRow, Scenario, build_estimate
+from swarm_tui.estimate.text import NO_TIER, TABLE_WIDTH, format_table, price_text, table_cells, tokens_text
 
 __all__ = [
     "NO_TIER",

@@ -9,9 +9,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..core.usage import Usage
-from ..errors import InputError
-from .scenario import SOURCE, Scenario
+from swarm_tui.core.errors import InputError
+from swarm_tui.core.usage import Usage
+from swarm_tui.estimate.scenario import SOURCE, Scenario
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ def measure_run(run_dir: str | Path) -> RunMeasurement:
     """Per-task tokens of a run: billed tokens / finished tasks, from its journal (read-only) or,
     without one, its summary.json."""
     run_dir = Path(run_dir)
-    from ..journal import JOURNAL_NAME, Journal
+    from swarm_tui.journal import JOURNAL_NAME, Journal
 
     model = provider = None
     simulated = False

@@ -8,12 +8,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.lanes import BATCH, LIVE
-from ..core.tiers import BATCH_TIER, DEFAULT, FLEX, PRIORITY
-from ..core.usage import Usage
-from ..currency import USD, DisplayCurrency
-from ..errors import InputError
-from ..pricing import Price, PriceTable
+from swarm_tui.core.errors import InputError
+from swarm_tui.core.lanes import BATCH, LIVE
+from swarm_tui.core.tiers import BATCH_TIER, DEFAULT, FLEX, PRIORITY
+from swarm_tui.core.usage import Usage
+from swarm_tui.pricing import Price, PriceTable
+from swarm_tui.pricing.currency import USD, DisplayCurrency
 
 SOURCE = "estimate"
 

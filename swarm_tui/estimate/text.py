@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import textwrap
 
-from ..core.lanes import LIVE
-from ..core.tiers import DEFAULT
-from ..currency import format_usd
-from .scenario import Estimate
+from swarm_tui.core.lanes import LIVE
+from swarm_tui.core.tiers import DEFAULT
+from swarm_tui.estimate.scenario import Estimate
+from swarm_tui.pricing.currency import format_usd
 
 
 def tokens_text(n: float) -> str:

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InputError
-from .batch_jsonl import load_batch_jsonl
-from .job import MAX_PROBLEMS, MAX_TASKS, Job, TaskTemplate
-from .swarm_toml import load_swarm_toml, load_tools_file
+from swarm_tui.core.errors import InputError
+from swarm_tui.jobs.batch_jsonl import load_batch_jsonl
+from swarm_tui.jobs.job import MAX_PROBLEMS, MAX_TASKS, Job, TaskTemplate
+from swarm_tui.jobs.swarm_toml import load_swarm_toml, load_tools_file
 
 __all__ = ["Job", "TaskTemplate", "load_job", "load_tools_file", "MAX_PROBLEMS", "MAX_TASKS"]
 

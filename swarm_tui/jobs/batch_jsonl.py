@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.task import Task
-from ..errors import InputError, Problem
-from ..textfile import read_job_lines
-from .chat_checks import body_problems
-from .id_hashes import IdHashes
-from .job import MAX_PROBLEMS, MAX_TASKS, Job
-from .on_demand import OnDemand
+from swarm_tui.core.errors import InputError, Problem
+from swarm_tui.core.task import Task
+from swarm_tui.jobs.chat_checks import body_problems
+from swarm_tui.jobs.id_hashes import IdHashes
+from swarm_tui.jobs.job import MAX_PROBLEMS, MAX_TASKS, Job
+from swarm_tui.jobs.on_demand import OnDemand
+from swarm_tui.util.textfile import read_job_lines
 
 __all__ = ["load_batch_jsonl", "CHAT_COMPLETIONS_URLS", "SHARED_MESSAGES_MAX"]
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ..core.task import Task
-from ..judge.spec import JudgeSpec
-from ..swarm.spec import SwarmSpec
-from ..tools.spec import ToolsSpec
+from swarm_tui.core.task import Task
+from swarm_tui.jobs.judge_spec import JudgeSpec
+from swarm_tui.jobs.swarm_spec import SwarmSpec
+from swarm_tui.tools.spec import ToolsSpec
 
 __all__ = ["Job", "TaskTemplate", "MAX_PROBLEMS", "MAX_TASKS"]
 

@@ -14,17 +14,17 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from ..argtypes import duration
-from ..core.lanes import LANES
-from ..errors import InputError, Problem
-from ..judge.spec import parse_judge_spec
-from ..swarm.spec import parse_swarm_spec
-from ..textfile import read_text_file
-from ..tools.spec import ToolsSpec, parse_tools_spec
-from .chat_checks import param_problems
-from .job import CacheChoice, Job, TaskTemplate
-from .toml_checks import TomlChecker
-from .toml_tasks import TemplatedTasks, render, task_prompts, values_of
+from swarm_tui.core.errors import InputError, Problem
+from swarm_tui.core.lanes import LANES
+from swarm_tui.jobs.chat_checks import param_problems
+from swarm_tui.jobs.job import CacheChoice, Job, TaskTemplate
+from swarm_tui.jobs.judge_spec import parse_judge_spec
+from swarm_tui.jobs.swarm_spec import parse_swarm_spec
+from swarm_tui.jobs.toml_checks import TomlChecker
+from swarm_tui.jobs.toml_tasks import TemplatedTasks, render, task_prompts, values_of
+from swarm_tui.tools.spec import ToolsSpec, parse_tools_spec
+from swarm_tui.util.argtypes import duration
+from swarm_tui.util.textfile import read_text_file
 
 __all__ = ["load_swarm_toml", "load_tools_file", "REQUEST_KEYS", "TOP_LEVEL_KEYS", "CONTEXT_KEYS"]
 

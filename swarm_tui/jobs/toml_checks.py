@@ -12,8 +12,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..errors import Problem
-from ..textfile import TomlLines, split_lines
+from swarm_tui.core.errors import Problem
+from swarm_tui.util.textfile import TomlLines, split_lines
 
 __all__ = ["TomlChecker"]
 

@@ -13,12 +13,12 @@ import string
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.task import Task
-from .chat_checks import shown
-from .id_hashes import IdHashes
-from .job import MAX_TASKS, TaskTemplate
-from .on_demand import OnDemand
-from .toml_checks import TomlChecker
+from swarm_tui.core.task import Task
+from swarm_tui.jobs.chat_checks import shown
+from swarm_tui.jobs.id_hashes import IdHashes
+from swarm_tui.jobs.job import MAX_TASKS, TaskTemplate
+from swarm_tui.jobs.on_demand import OnDemand
+from swarm_tui.jobs.toml_checks import TomlChecker
 
 __all__ = ["TASKS_KEYS", "TASK_ENTRY_KEYS", "MAX_FIELD_WIDTH", "PLACEHOLDERS", "task_prompts", "render", "values_of"]
 

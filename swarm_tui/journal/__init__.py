@@ -6,10 +6,9 @@
 
 from __future__ import annotations
 
-from ..rundir import JOURNAL_NAME
-from .migrate import JournalFollower, migrate
-from .queries import TaskRow
-from .schema import SCHEMA_VERSION
-from .store import IncompleteRunError, Journal
+from swarm_tui.journal.migrate import JournalFollower, migrate
+from swarm_tui.journal.queries import TaskRow
+from swarm_tui.journal.schema import JOURNAL_NAME, SCHEMA_VERSION
+from swarm_tui.journal.store import IncompleteRunError, Journal
 
 __all__ = ["JOURNAL_NAME", "SCHEMA_VERSION", "IncompleteRunError", "Journal", "JournalFollower", "TaskRow", "migrate"]

@@ -13,7 +13,7 @@ import os
 import time
 from typing import Any
 
-from .writer import JournalWriter
+from swarm_tui.journal.writer import JournalWriter
 
 
 class ControlQueue(JournalWriter):

@@ -13,12 +13,12 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from ..core import codec
-from ..core.batches import BatchRow
-from ..core.events import EngineEvent
-from .note_kinds import old_note
-from .schema import OLD_EVENTS_TABLE
-from .writer import JournalWriter
+from swarm_tui.core import codec
+from swarm_tui.core.batches import BatchRow
+from swarm_tui.core.events import EngineEvent
+from swarm_tui.journal.note_kinds import old_note
+from swarm_tui.journal.schema import OLD_EVENTS_TABLE
+from swarm_tui.journal.writer import JournalWriter
 
 
 class JournalHistory(JournalWriter):

@@ -7,7 +7,7 @@ a few run events. `JournalFollower` rebuilds the events the engine emitted by me
 rows and run events by time, and by comparing task states; it serves two things only:
 migrating such a journal when it is resumed (the rebuilt events, with its notes, become its
 log, once), and attaching to one read-only. Journals of schema 2 and later are read through
-their log (`swarm_tui.attach`).
+their log (`swarm_tui.frontend.attached`).
 
 What a schema-1 journal cannot say: which tasks are in flight right now (attempts are journaled
 when they end). When the writer's heartbeat lists them (`heartbeat["in_flight"]`), the
@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import CallError, ErrorClass
-from ..core.events import (
+from swarm_tui.core.call_errors import CallError, ErrorClass
+from swarm_tui.core.events import (
     Attempt,
     AttemptEnded,
     AttemptStarted,
@@ -44,12 +44,12 @@ from ..core.events import (
     TaskState,
     TaskSucceeded,
 )
-from ..core.usage import Usage
-from .note_kinds import old_note
-from .schema import SCHEMA_VERSION
+from swarm_tui.core.usage import Usage
+from swarm_tui.journal.note_kinds import old_note
+from swarm_tui.journal.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from .store import Journal
+    from swarm_tui.journal.store import Journal
 
 TASK_OUTCOMES = frozenset({"ok", "retry", "failed", "cancelled"})
 """Attempt outcomes that decide their task's state; others (a hedged pair's loser) do not."""

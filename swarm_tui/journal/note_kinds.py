@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..core.events import EndpointSwitched, EngineEvent, QualityDrift
-from ..core.notes import (
+from swarm_tui.core.events import EndpointSwitched, EngineEvent, QualityDrift
+from swarm_tui.core.notes import (
     ActorLost,
     AggregateWritten,
     BatchLookupFailed,

@@ -23,9 +23,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..core.board import KEPT, SETTLES
-from ..core.errors import error_body
-from ..core.events import (
+from swarm_tui.core.board import KEPT, SETTLES
+from swarm_tui.core.call_errors import error_body
+from swarm_tui.core.events import (
     AgentStepped,
     AnswerJudged,
     Attempt,
@@ -43,8 +43,8 @@ from ..core.events import (
     TaskSucceeded,
     ToolCallEnded,
 )
-from ..masked_db import MaskedConnection
-from ..strict_json import strict_text
+from swarm_tui.journal.connection import MaskedConnection
+from swarm_tui.util.strict_json import strict_text
 
 Rule = Callable[[MaskedConnection, Any, int, float], None]
 """(connection, event, session, now): the writes one event makes (in the caller's transaction)."""

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.errors import ErrorClass
-from ..core.events import TaskState
-from .writer import JournalWriter
+from swarm_tui.core.call_errors import ErrorClass
+from swarm_tui.core.events import TaskState
+from swarm_tui.journal.writer import JournalWriter
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..core.batches import BatchLines, BatchRow
-from ..core.events import (
+from swarm_tui.core.batches import BatchLines, BatchRow
+from swarm_tui.core.events import (
     AgentStepped,
     AnswerJudged,
     Attempt,
@@ -38,9 +38,9 @@ from ..core.events import (
     TaskSucceeded,
     ToolCallEnded,
 )
-from ..core.task import Task
-from .note_kinds import note_event
-from .writer import JournalWriter
+from swarm_tui.core.task import Task
+from swarm_tui.journal.note_kinds import note_event
+from swarm_tui.journal.writer import JournalWriter
 
 ToolResult = tuple[dict[str, Any], str, bool, float]
 """(the tool call as the model asked it, its result, ok, latency in ms): one row of a step's results."""

@@ -8,7 +8,10 @@ process (`attach`) steers the run through; `meta` holds the job, the plan and th
 
 from __future__ import annotations
 
-from ..masked_db import MaskedConnection
+from swarm_tui.journal.connection import MaskedConnection
+
+JOURNAL_NAME = "journal.sqlite"
+"""The journal's file in its run directory."""
 
 SCHEMA_VERSION = 4
 """1: tasks, attempts, results, run events. 2: the engine's event log (`log`), which views replay.

@@ -22,20 +22,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..core import codec
-from ..core.events import EngineEvent, TaskState
-from ..core.notes import SessionStarted
-from ..core.task import Task
-from ..errors import InputError
-from ..rundir import JOURNAL_NAME, PRIVATE_FILE, describe_write_failure, temp_name
-from .control import ControlQueue
-from .history import JournalHistory
-from .migrate import migrate
-from .projections import TASK_ROW
-from .queries import JournalQueries
-from .records import RecordWrappers
-from .schema import OLD_EVENTS_TABLE, SCHEMA, SCHEMA_VERSION
-from .task_table import JournalTasks
+from swarm_tui.core import codec
+from swarm_tui.core.errors import InputError
+from swarm_tui.core.events import EngineEvent, TaskState
+from swarm_tui.core.notes import SessionStarted
+from swarm_tui.core.task import Task
+from swarm_tui.journal.control import ControlQueue
+from swarm_tui.journal.history import JournalHistory
+from swarm_tui.journal.migrate import migrate
+from swarm_tui.journal.projections import TASK_ROW
+from swarm_tui.journal.queries import JournalQueries
+from swarm_tui.journal.records import RecordWrappers
+from swarm_tui.journal.schema import JOURNAL_NAME, OLD_EVENTS_TABLE, SCHEMA, SCHEMA_VERSION
+from swarm_tui.journal.task_table import JournalTasks
+from swarm_tui.util.files import PRIVATE_FILE, describe_write_failure, temp_name
 
 
 class IncompleteRunError(Exception):

@@ -17,10 +17,10 @@ from collections import deque
 from collections.abc import Iterator, MutableMapping, Sequence
 from typing import TYPE_CHECKING
 
-from ..core.task import Task
+from swarm_tui.core.task import Task
 
 if TYPE_CHECKING:
-    from .queries import JournalQueries
+    from swarm_tui.journal.queries import JournalQueries
 
 WINDOW = 256
 """Rows read in one query: a query costs ~25 us, a row ~4 us (its JSON decoded)."""

@@ -19,13 +19,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core import codec
-from ..core.events import EngineEvent
-from ..errors import JournalWriteError
-from ..masked_db import MaskedConnection
-from ..rundir import describe_write_failure
-from .projections import RULES
-from .schema import SCHEMA, add_missing_columns
+from swarm_tui.core import codec
+from swarm_tui.core.errors import JournalWriteError
+from swarm_tui.core.events import EngineEvent
+from swarm_tui.journal.connection import MaskedConnection
+from swarm_tui.journal.projections import RULES
+from swarm_tui.journal.schema import SCHEMA, add_missing_columns
+from swarm_tui.util.files import describe_write_failure
 
 LOG_ROW = "INSERT INTO log (at, session, kind, data) VALUES (?, ?, ?, ?)"
 

@@ -1,5 +1,5 @@
 """LLM-as-a-judge: sampled live scores of the swarm's answers, and quality drift acted on."""
 
-from .spec import ACTIONS, JudgeSpec, parse_judge_spec
+from swarm_tui.jobs.judge_spec import ACTIONS, JudgeSpec, parse_judge_spec
 
 __all__ = ["ACTIONS", "JudgeSpec", "parse_judge_spec"]

@@ -17,20 +17,20 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..core.events import AnswerJudged, EngineEvent, QualityDrift, TaskSucceeded
-from ..core.notes import JudgeFailed
-from ..engine.settings import RunStopped
-from ..engine.stats import JUDGE_PHASE, nearest_rank
-from .monitor import Drift, QualityMonitor
-from .spec import JudgeSpec
-from .verdict import Score, VerdictError, pointwise_body, read_score, reask_body, task_text
+from swarm_tui.core.events import AnswerJudged, EngineEvent, QualityDrift, TaskSucceeded
+from swarm_tui.core.notes import JudgeFailed
+from swarm_tui.engine.settings import RunStopped
+from swarm_tui.engine.stats import JUDGE_PHASE, nearest_rank
+from swarm_tui.jobs.judge_spec import JudgeSpec
+from swarm_tui.judge.monitor import Drift, QualityMonitor
+from swarm_tui.judge.verdict import Score, VerdictError, pointwise_body, read_score, reask_body, task_text
 
 if TYPE_CHECKING:
-    from ..core.task import Task
-    from ..engine.admission import AdmissionController
-    from ..journal import Journal
-    from ..pricing import Price
-    from ..providers.client import CallResult, ProviderClient
+    from swarm_tui.core.task import Task
+    from swarm_tui.engine.pacing.admission import AdmissionController
+    from swarm_tui.journal import Journal
+    from swarm_tui.pricing import Price
+    from swarm_tui.providers.client import CallResult, ProviderClient
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from .spec import JudgeSpec
+from swarm_tui.jobs.judge_spec import JudgeSpec
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..swarm.json_repair import JsonExtractionError, extract_json
+from swarm_tui.util.json_repair import JsonExtractionError, extract_json
 
 JUDGE_PREFIX = "You are an impartial judge"
 """How every judge request's system message starts (the simulator knows its judge by it)."""

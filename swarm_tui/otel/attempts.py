@@ -8,9 +8,9 @@ a span dropped (its collector down) never has it built.
 
 from __future__ import annotations
 
-from ..core.events import Attempt
-from .facts import BATCH_SUFFIX
-from .spans import Attributes
+from swarm_tui.core.events import Attempt
+from swarm_tui.otel.facts import BATCH_SUFFIX
+from swarm_tui.otel.spans import Attributes
 
 NS = "swarm_tui."
 """The project's own attribute namespace (cost, lane, outcome...)."""

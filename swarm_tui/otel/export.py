@@ -13,13 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..journal import Journal
-from .ids import SpanIds, run_identity
-from .journal_source import JournalFacts, timeline
-from .model import SpanModel
-from .report import TraceReport
-from .sdk import SpanConverter, make_exporter, require_sdk
-from .spans import SpanRecord
+from swarm_tui.journal import Journal
+from swarm_tui.otel.ids import SpanIds, run_identity
+from swarm_tui.otel.journal_source import JournalFacts, timeline
+from swarm_tui.otel.model import SpanModel
+from swarm_tui.otel.report import TraceReport
+from swarm_tui.otel.sdk import SpanConverter, make_exporter, require_sdk
+from swarm_tui.otel.spans import SpanRecord
 
 BATCH_SPANS = 512
 """Spans per OTLP request (the batch processor's default batch)."""

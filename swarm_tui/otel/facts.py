@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from ..core.events import ToolCallEnded
-from ..journal import Journal
+from swarm_tui.core.events import ToolCallEnded
+from swarm_tui.journal import Journal
 
 FALLBACK_SUFFIX = "/fallback"
 BATCH_SUFFIX = "/batch"

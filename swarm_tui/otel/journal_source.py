@@ -14,10 +14,10 @@ import heapq
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..core.events import EngineEvent, ToolCallEnded
-from ..journal import Journal, JournalFollower
-from ..journal.note_kinds import old_note
-from .facts import ANSWER_HEAD_CHARS, MetaFacts, answer_model
+from swarm_tui.core.events import EngineEvent, ToolCallEnded
+from swarm_tui.journal import Journal, JournalFollower
+from swarm_tui.journal.note_kinds import old_note
+from swarm_tui.otel.facts import ANSWER_HEAD_CHARS, MetaFacts, answer_model
 
 
 def timeline(journal: Journal) -> Iterator[tuple[float, EngineEvent]]:

@@ -19,14 +19,14 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from ..journal import Journal
-from .export import resource_attributes
-from .facts import LiveFacts
-from .ids import SpanIds, run_identity
-from .model import SpanModel
-from .report import TraceReport
-from .sdk import CLOSE_GRACE_S, QueuedSpan, SpanConverter, make_exporter, require_sdk
-from .spans import SpanRecord
+from swarm_tui.journal import Journal
+from swarm_tui.otel.export import resource_attributes
+from swarm_tui.otel.facts import LiveFacts
+from swarm_tui.otel.ids import SpanIds, run_identity
+from swarm_tui.otel.model import SpanModel
+from swarm_tui.otel.report import TraceReport
+from swarm_tui.otel.sdk import CLOSE_GRACE_S, QueuedSpan, SpanConverter, make_exporter, require_sdk
+from swarm_tui.otel.spans import SpanRecord
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter

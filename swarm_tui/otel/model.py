@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from ..core.events import (
+from swarm_tui.core.events import (
     AgentStepped,
     AnswerJudged,
     Attempt,
@@ -46,11 +46,11 @@ from ..core.events import (
     TaskSucceeded,
     ToolCallEnded,
 )
-from ..core.notes import SessionStarted
-from .attempts import NS, chat_attributes, error_type, provider_name
-from .facts import RunFacts
-from .ids import SpanIds
-from .spans import CLIENT, Attributes, SpanEvent, SpanRecord
+from swarm_tui.core.notes import SessionStarted
+from swarm_tui.otel.attempts import NS, chat_attributes, error_type, provider_name
+from swarm_tui.otel.facts import RunFacts
+from swarm_tui.otel.ids import SpanIds
+from swarm_tui.otel.spans import CLIENT, Attributes, SpanEvent, SpanRecord
 
 WORKER = "worker"
 """The agent name of a task of the grid."""

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
-from ..errors import InputError
-from .spans import CLIENT, SpanRecord
+from swarm_tui.core.errors import InputError
+from swarm_tui.otel.spans import CLIENT, SpanRecord
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.resources import Resource
@@ -189,7 +189,7 @@ class SpanConverter:
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
-        from .. import __version__
+        from swarm_tui import __version__
 
         self.trace_id = trace_id
         self.resource: Resource = Resource.create({"service.name": "swarm-tui", **resource_attributes})

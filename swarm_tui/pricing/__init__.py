@@ -14,8 +14,8 @@ the engine, the journal or Textual (import-linter contract `pricing-below`).
 
 from __future__ import annotations
 
-from .figures import cost_per_minute, projected_total
-from .price import (
+from swarm_tui.pricing.figures import cost_per_minute, projected_total
+from swarm_tui.pricing.price import (
     AT_BATCH_RATES,
     EXCESS,
     PER_TOKENS,
@@ -27,8 +27,8 @@ from .price import (
     answer_cost,
     billable_output,
 )
-from .rows import BATCH_FIELDS, CACHE_FIELDS, ENTRY_FIELDS, PRICE_FIELDS
-from .table import OFFICIAL, Offer, PriceTable, TierRule
+from swarm_tui.pricing.rows import BATCH_FIELDS, CACHE_FIELDS, ENTRY_FIELDS, PRICE_FIELDS
+from swarm_tui.pricing.table import OFFICIAL, Offer, PriceTable, TierRule
 
 __all__ = [
     "AT_BATCH_RATES",

@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.tiers import BATCH_TIER, DEFAULT, FLEX, PRIORITY
-from ..core.usage import Usage
+from swarm_tui.core.tiers import BATCH_TIER, DEFAULT, FLEX, PRIORITY
+from swarm_tui.core.usage import Usage
 
 PER_TOKENS = 1_000_000
 WHOLE = "whole"

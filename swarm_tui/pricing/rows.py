@@ -24,8 +24,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..errors import InputError
-from .price import AT_BATCH_RATES, EXCESS, WHOLE, LongContext, Price, TierRates
+from swarm_tui.core.errors import InputError
+from swarm_tui.pricing.price import AT_BATCH_RATES, EXCESS, WHOLE, LongContext, Price, TierRates
 
 PRICE_FIELDS = ("input", "cached_input", "output")
 BATCH_FIELDS = ("batch_input", "batch_cached_input", "batch_output")

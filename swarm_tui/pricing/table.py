@@ -25,9 +25,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from .price import AT_BATCH_RATES, Price, TierRates
-from .rows import is_number, read_row
+from swarm_tui.core.errors import InputError
+from swarm_tui.pricing.price import AT_BATCH_RATES, Price, TierRates
+from swarm_tui.pricing.rows import is_number, read_row
 
 OFFICIAL = "official"
 """The provider name of the model makers' list prices (also written `*`)."""

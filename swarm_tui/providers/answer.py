@@ -30,9 +30,9 @@ import math
 import re
 from typing import Any
 
-from .. import secrets
-from ..core.errors import CallError, ErrorClass
-from ..strict_json import (
+from swarm_tui.core.call_errors import CallError, ErrorClass
+from swarm_tui.util import secrets
+from swarm_tui.util.strict_json import (
     LINE_BREAKS,
     dumped,
     encodable,
@@ -65,7 +65,7 @@ def strict_answer(content: bytes, status: int, request_id: str | None, max_bytes
 
     The value is `NOT_PARSED` (the bytes returned as they came) when the body is not JSON at all;
     `AnswerRefused` when it is JSON that cannot be kept strictly, or larger than `max_bytes`.
-    A key of this process that the body echoes is masked (`swarm_tui.secrets`)."""
+    A key of this process that the body echoes is masked (`swarm_tui.util.secrets`)."""
     if len(content) > max_bytes:
         raise AnswerRefused(
             CallError(

@@ -22,19 +22,33 @@ import openai
 from openai.resources.chat.completions import AsyncCompletions
 from yarl import URL
 
-from .. import secrets
-from ..core.errors import CallError
-from ..core.stalls import StallWatch
-from ..core.tiers import DEFAULT, billed_tier, served_tier
-from ..core.usage import Usage
-from ..errors import InputError
-from .answer import MAX_ANSWER_BYTES, NOT_PARSED, AnswerRefused, storable_error, strict_answer, strict_body
-from .errors import BadResponseError, BrokenStreamError, ErrorInAnswer, classify, classify_reply, untrusted_certificate
-from .private_apis import post_raw
-from .profile import ProviderProfile, resolve_api_key, resolve_headers, split_query
-from .streamed import StreamedAnswer
-from .transport import Route, route_for
-from .wire import AiohttpChat
+from swarm_tui.core.call_errors import CallError
+from swarm_tui.core.errors import InputError
+from swarm_tui.core.stalls import StallWatch
+from swarm_tui.core.tiers import DEFAULT, billed_tier, served_tier
+from swarm_tui.core.usage import Usage
+from swarm_tui.providers.answer import (
+    MAX_ANSWER_BYTES,
+    NOT_PARSED,
+    AnswerRefused,
+    storable_error,
+    strict_answer,
+    strict_body,
+)
+from swarm_tui.providers.classify import (
+    BadResponseError,
+    BrokenStreamError,
+    ErrorInAnswer,
+    classify,
+    classify_reply,
+    untrusted_certificate,
+)
+from swarm_tui.providers.private_apis import post_raw
+from swarm_tui.providers.profile import ProviderProfile, resolve_api_key, resolve_headers, split_query
+from swarm_tui.providers.streamed import StreamedAnswer
+from swarm_tui.providers.transport import Route, route_for
+from swarm_tui.providers.wire import AiohttpChat
+from swarm_tui.util import secrets
 
 CREATE_PARAMS = frozenset(inspect.signature(AsyncCompletions.create).parameters) - {"self"}
 """Body keys the SDK takes as arguments; any other key travels in `extra_body`."""

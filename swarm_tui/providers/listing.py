@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 
-from ..errors import InputError
-from .profile import ProviderProfile, key_status, masked
-from .transport import route_for
+from swarm_tui.core.errors import InputError
+from swarm_tui.providers.profile import ProviderProfile, key_status, masked
+from swarm_tui.providers.transport import route_for
 
 
 def profile_lines(name: str, profile: ProviderProfile, *, default: bool) -> list[str]:

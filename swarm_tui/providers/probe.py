@@ -6,10 +6,10 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from .. import secrets
-from ..errors import InputError
-from .client import ProviderClient
-from .profile import ProviderProfile
+from swarm_tui.core.errors import InputError
+from swarm_tui.providers.client import ProviderClient
+from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.util import secrets
 
 PROBE_TIMEOUT_S = 15.0
 
@@ -35,7 +35,7 @@ async def probe_profile(
     """Send one `max_tokens=1` chat call; for the simulator, to a simulator started for the probe."""
     sim = None
     if profile.is_simulator and base_url is None:
-        from ..sim import SimConfig, SimServer
+        from swarm_tui.sim import SimConfig, SimServer
 
         sim = SimServer(SimConfig(latency_ms=20.0)).start(mode="thread")
         base_url = sim.base_url

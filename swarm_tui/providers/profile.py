@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlparse, urlsplit, urlunsplit
 
-from .. import secrets
-from ..core.tiers import SERVICE_TIERS
-from ..errors import InputError
+from swarm_tui.core.errors import InputError
+from swarm_tui.core.tiers import SERVICE_TIERS
+from swarm_tui.util import secrets
 
 SIM_PROFILE_NAME = "sim"
 NO_KEY_PLACEHOLDER = "sk-no-key-required"

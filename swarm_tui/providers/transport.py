@@ -32,9 +32,9 @@ import httpx2
 import openai
 from yarl import URL
 
-from ..errors import InputError
-from .private_apis import environment_proxy
-from .profile import ProviderProfile
+from swarm_tui.core.errors import InputError
+from swarm_tui.providers.private_apis import environment_proxy
+from swarm_tui.providers.profile import ProviderProfile
 
 KEEPALIVE_EXPIRY_S = 15.0
 """How long an idle connection is kept for the next call (aiohttp's own default)."""

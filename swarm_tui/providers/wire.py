@@ -23,8 +23,8 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
-from .transport import Route
-from .words import answer_body
+from swarm_tui.providers.transport import Route
+from swarm_tui.providers.words import answer_body
 
 
 class HttpStatusError(Exception):

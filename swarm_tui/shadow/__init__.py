@@ -20,11 +20,11 @@ The package, one module per concern:
 This module re-exports the names the CLI, the TUI and the tests use.
 """
 
-from .config import ShadowConfig, ShadowJudge, endpoint_name, endpoint_profile, mirrored, shadow_judge
-from .judging import mapped
-from .report import format_report, progress_line, safe_url, write_report
-from .run import ShadowRun, run_shadow
-from .verdict import (
+from swarm_tui.shadow.config import ShadowConfig, ShadowJudge, endpoint_name, endpoint_profile, mirrored, shadow_judge
+from swarm_tui.shadow.judging import mapped
+from swarm_tui.shadow.report import format_report, progress_line, safe_url, write_report
+from swarm_tui.shadow.run import ShadowRun, run_shadow
+from swarm_tui.shadow.verdict import (
     ADOPT,
     PENDING,
     ROLLBACK,

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from ..currency import USD, DisplayCurrency
-from ..errors import InputError
-from ..judge.spec import SELF, read_rubric
-from ..providers.profile import ProviderProfile, is_loopback_url
+from swarm_tui.core.errors import InputError
+from swarm_tui.jobs.judge_spec import SELF, read_rubric
+from swarm_tui.pricing.currency import USD, DisplayCurrency
+from swarm_tui.providers.profile import ProviderProfile, is_loopback_url
 
 PAIRWISE_RUBRIC = (
     "Prefer the answer that does what the task asks: correct, specific, complete for its length, in the "

@@ -20,12 +20,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.usage import Usage
-from ..currency import DisplayCurrency
-from ..judge.verdict import Preference, VerdictError, pairwise_body, read_preference, reask_body, task_text
-from ..pricing import Price, answer_cost
-from ..providers.client import ProviderClient, StreamDeadlines
-from .config import ShadowJudge, mirrored
+from swarm_tui.core.usage import Usage
+from swarm_tui.judge.verdict import Preference, VerdictError, pairwise_body, read_preference, reask_body, task_text
+from swarm_tui.pricing import Price, answer_cost
+from swarm_tui.pricing.currency import DisplayCurrency
+from swarm_tui.providers.client import ProviderClient, StreamDeadlines
+from swarm_tui.shadow.config import ShadowJudge, mirrored
 
 PRIMARY_BETTER, EQUAL, SECONDARY_BETTER = "primary", "equal", "secondary"
 CONCURRENCY = 8

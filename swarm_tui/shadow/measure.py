@@ -13,14 +13,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.usage import Usage
-from ..currency import DisplayCurrency
-from ..engine.stats import latency_summary
-from ..pricing import Price, answer_cost
-from ..providers.profile import ProviderProfile
-from ..swarm.json_repair import json_answer
-from .report import safe_url
-from .verdict import EndpointReport
+from swarm_tui.core.usage import Usage
+from swarm_tui.engine.stats import latency_summary
+from swarm_tui.pricing import Price, answer_cost
+from swarm_tui.pricing.currency import DisplayCurrency
+from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.shadow.report import safe_url
+from swarm_tui.shadow.verdict import EndpointReport
+from swarm_tui.util.json_repair import json_answer
 
 __all__ = ["EndpointStats", "Agreement"]
 

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
-from .verdict import EndpointReport, ShadowReport, verdict_meaning
+from swarm_tui.shadow.verdict import EndpointReport, ShadowReport, verdict_meaning
 
 
 def safe_url(url: str) -> str:

@@ -17,20 +17,20 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..currency import DisplayCurrency
-from ..engine.stats import latency_summary
-from ..errors import InputError
-from ..pricing import Price, PriceTable
-from ..providers.client import ProviderClient, StreamDeadlines
-from ..providers.profile import ProviderProfile
-from .config import ShadowConfig, ShadowJudge, mirrored
-from .judging import PairJudge
-from .measure import Agreement, EndpointStats
-from .report import safe_url
-from .verdict import PENDING, ROLLBACK, ShadowReport, decide, decide_judged, judgement
+from swarm_tui.core.errors import InputError
+from swarm_tui.engine.stats import latency_summary
+from swarm_tui.pricing import Price, PriceTable
+from swarm_tui.pricing.currency import DisplayCurrency
+from swarm_tui.providers.client import ProviderClient, StreamDeadlines
+from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.shadow.config import ShadowConfig, ShadowJudge, mirrored
+from swarm_tui.shadow.judging import PairJudge
+from swarm_tui.shadow.measure import Agreement, EndpointStats
+from swarm_tui.shadow.report import safe_url
+from swarm_tui.shadow.verdict import PENDING, ROLLBACK, ShadowReport, decide, decide_judged, judgement
 
 if TYPE_CHECKING:
-    from ..sim import SimServer
+    from swarm_tui.sim import SimServer
 
 SIM_MODEL = "sim-1"
 
@@ -180,7 +180,7 @@ class ShadowRun:
         # nothing is sent before every client exists: a missing key fails here, with nothing spent
         for ep in self._all_endpoints():
             if ep.profile.is_simulator:
-                from ..sim import SimConfig, SimServer
+                from swarm_tui.sim import SimConfig, SimServer
 
                 sim_config = self.config.sim or SimConfig(latency_ms=40.0, latency_sigma=0.3, seed=7)
                 ep.sim = await asyncio.to_thread(SimServer(sim_config).start, mode="thread")

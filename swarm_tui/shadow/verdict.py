@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .config import ShadowJudge
+    from swarm_tui.shadow.config import ShadowJudge
 
 ADOPT, ROLLBACK = "ADOPT", "ROLLBACK"
 PENDING = "PENDING"

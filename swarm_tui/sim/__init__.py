@@ -34,8 +34,8 @@ Standalone: it imports neither Textual nor the rest of swarm_tui.
     args.py            CLI flags shared with ``swarm-tui sim``
 """
 
-from .args import add_arguments, config_from_args
-from .config import SimConfig
-from .runner import SimServer, serve_forever
+from swarm_tui.sim.args import add_arguments, config_from_args
+from swarm_tui.sim.config import SimConfig
+from swarm_tui.sim.runner import SimServer, serve_forever
 
 __all__ = ["SimConfig", "SimServer", "serve_forever", "add_arguments", "config_from_args"]

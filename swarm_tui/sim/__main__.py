@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .args import add_arguments, config_from_args
-from .runner import serve_forever
+from swarm_tui.sim.args import add_arguments, config_from_args
+from swarm_tui.sim.runner import serve_forever
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .answers import build_answer, build_json_answer, planned_subtasks, wants_json
-from .config import SimConfig
-from .draws import Draws
-from .faults import Faults
-from .judging import JudgeRequest, answer_quality, drift_line, judge_content, memory_rounds, quality_mark
-from .request import Call, ChatRequest
-from .tokens import estimate_tokens
-from .tools import (
+from swarm_tui.sim.answers import build_answer, build_json_answer, planned_subtasks, wants_json
+from swarm_tui.sim.config import SimConfig
+from swarm_tui.sim.draws import Draws
+from swarm_tui.sim.faults import Faults
+from swarm_tui.sim.judging import JudgeRequest, answer_quality, drift_line, judge_content, memory_rounds, quality_mark
+from swarm_tui.sim.request import Call, ChatRequest
+from swarm_tui.sim.tokens import estimate_tokens
+from swarm_tui.sim.tools import (
     choose_calls,
     directives,
     first_user_text,

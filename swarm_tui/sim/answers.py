@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .tokens import estimate_tokens
+from swarm_tui.sim.tokens import estimate_tokens
 
 __all__ = ["build_answer", "build_json_answer", "planned_subtasks", "wants_json", "split_pieces"]
 

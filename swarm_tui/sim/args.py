@@ -12,7 +12,7 @@ mode passes it, so it never shows in the process list.
 Each flag's ``type`` checks its range, so a bad value is refused by argparse itself (usage
 line, exit 2, the flag named) before anything starts. The generic ones (``share``,
 ``non_negative_float``, ``positive_float``, ``non_negative_int``, ``positive_int``) live in
-``swarm_tui.argtypes`` with the main CLI's and are re-exported here; ``port_number``,
+``swarm_tui.util.argtypes`` with the main CLI's and are re-exported here; ``port_number``,
 ``token_range``, ``round_range`` and ``model_list`` are the simulator's own.
 """
 
@@ -23,8 +23,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ..argtypes import integer, non_negative_float, non_negative_int, positive_float, positive_int, share
-from .config import SimConfig
+from swarm_tui.sim.config import SimConfig
+from swarm_tui.util.argtypes import integer, non_negative_float, non_negative_int, positive_float, positive_int, share
 
 __all__ = [
     "add_arguments",

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import bad_request_error
+from swarm_tui.sim.error_bodies import bad_request_error
 
 __all__ = [
     "ENDPOINT",

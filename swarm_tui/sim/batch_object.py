@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .batch_files import ENDPOINT, OPENAI_ENDPOINTS, InputLine
-from .errors import bad_request_error
+from swarm_tui.sim.batch_files import ENDPOINT, OPENAI_ENDPOINTS, InputLine
+from swarm_tui.sim.error_bodies import bad_request_error
 
 __all__ = ["Batch", "read_create"]
 

@@ -43,13 +43,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import errors
-from .batch_files import InputLine, StoredFile, parse_batch_file
-from .batch_object import Batch, read_create
-from .errors import ApiError, bad_request_error, not_found_error
+from swarm_tui.sim import error_bodies
+from swarm_tui.sim.batch_files import InputLine, StoredFile, parse_batch_file
+from swarm_tui.sim.batch_object import Batch, read_create
+from swarm_tui.sim.error_bodies import ApiError, bad_request_error, not_found_error
 
 if TYPE_CHECKING:
-    from .core import Simulator
+    from swarm_tui.sim.core import Simulator
 
 __all__ = ["BatchStore"]
 
@@ -198,7 +198,7 @@ class BatchStore:
         if b.status not in ("validating", "in_progress"):
             raise ApiError(
                 409,
-                errors.error_body(
+                error_bodies.error_body(
                     f"Cannot cancel a batch with status '{b.status}'.", "invalid_request_error", None, "conflict"
                 ),
             )
@@ -310,7 +310,7 @@ class BatchStore:
             b.done += 1
             if b.error_rate > 0 and _u(b.seed, line.custom_id, b.nth[i]) < b.error_rate:
                 self.lines_injected_errors += 1
-                status, body = errors.server_error(500)
+                status, body = error_bodies.server_error(500)
                 self._failed(b, line, status, self._id("req_batch", 20), body)
                 continue
             reply = sim.chat_offline(line.body, b.authorization)
@@ -336,7 +336,7 @@ class BatchStore:
             elif reply.body is not None:
                 self._failed(b, line, reply.status, request_id, reply.body)
             else:  # a stream plan: refused at upload, so never here
-                status, body = errors.bad_request("Streaming is not supported in batch requests.", "stream")
+                status, body = error_bodies.bad_request("Streaming is not supported in batch requests.", "stream")
                 self._failed(b, line, status, request_id, body)
 
     def _failed(self, b: Batch, line: InputLine, status: int, request_id: str, body: dict[str, Any]) -> None:

@@ -33,20 +33,20 @@ import os
 import time
 from typing import Any
 
-from . import errors
-from .answering import Answer, add_reasoning, agent_turn, final_answer, judge_answer, tool_step
-from .batches import BatchStore
-from .config import SimConfig
-from .counters import ChatCounters
-from .draws import Draws, Occurrences, draw, request_key
-from .errors import Refusal
-from .faults import Faults, drawn_fault, find_marker, marker_message, scripted_fault
-from .judging import judge_request
-from .prefix_cache import PrefixCache
-from .rate_limits import RateLimiter, openai_duration, retry_after_headers
-from .reply import Reply, StreamPlan, answer_reply
-from .request import Call, ChatRequest, endpoint_refusal, read_chat_request
-from .tokens import last_user_text, prompt_tokens
+from swarm_tui.sim import error_bodies
+from swarm_tui.sim.answering import Answer, add_reasoning, agent_turn, final_answer, judge_answer, tool_step
+from swarm_tui.sim.batches import BatchStore
+from swarm_tui.sim.config import SimConfig
+from swarm_tui.sim.counters import ChatCounters
+from swarm_tui.sim.draws import Draws, Occurrences, draw, request_key
+from swarm_tui.sim.error_bodies import Refusal
+from swarm_tui.sim.faults import Faults, drawn_fault, find_marker, marker_message, scripted_fault
+from swarm_tui.sim.judging import judge_request
+from swarm_tui.sim.prefix_cache import PrefixCache
+from swarm_tui.sim.rate_limits import RateLimiter, openai_duration, retry_after_headers
+from swarm_tui.sim.reply import Reply, StreamPlan, answer_reply
+from swarm_tui.sim.request import Call, ChatRequest, endpoint_refusal, read_chat_request
+from swarm_tui.sim.tokens import last_user_text, prompt_tokens
 
 __all__ = ["Simulator", "Reply", "StreamPlan"]
 
@@ -175,7 +175,7 @@ class Simulator:
         if call.prompt_tokens + (request.max_tokens or 0) > self.config.context_window:
             window = self.config.context_window
             return self._refuse(
-                call, Refusal(errors.context_length_exceeded(window, call.prompt_tokens, request.max_tokens or 0))
+                call, Refusal(error_bodies.context_length_exceeded(window, call.prompt_tokens, request.max_tokens or 0))
             )
         faults = self._scripted(call)
         if isinstance(faults, Refusal):
@@ -187,17 +187,17 @@ class Simulator:
         draws = draw(self.config.seed, call.key, call.occurrence)
         slowdown = self._tier_slowdown(request.service_tier)
         if request.service_tier == "flex" and not self.offline and draws.u_tier < self.config.flex_unavailable_rate:
-            return self._refuse(call, Refusal(errors.resource_unavailable(request.model), "flex_unavailable"))
+            return self._refuse(call, Refusal(error_bodies.resource_unavailable(request.model), "flex_unavailable"))
         latency = draws.latency_s(self.config.latency_ms * slowdown, self.config.latency_sigma)
         cached = self.cache.observe(request.messages)
         if not (faults.hang or faults.stall):
             fault = drawn_fault(self.config, draws, request.stream)
             if fault == "error":
-                status_body = errors.server_error(draws.server_error_status())
+                status_body = error_bodies.server_error(draws.server_error_status())
                 return self._error(status_body, headers, delay_s=latency, prompt=call.prompt, key=call.key)
             faults.hang, faults.stall = fault == "hang", fault == "stall"
         if faults.hang:
-            body = errors.server_error(504)[1]
+            body = error_bodies.server_error(504)[1]
             return Reply(504, headers, body, self.config.hang_s, hang=True, prompt=call.prompt, key=call.key)
         # the answer, and the reply that carries it
         answer = self._answer(call, draws, faults)
@@ -261,10 +261,10 @@ class Simulator:
         adm = limiter.admit(cost)
         if not adm.ok:
             if adm.too_large:
-                return Refusal(errors.request_too_large(request.model, adm.limit, cost), "rate_limited")
+                return Refusal(error_bodies.request_too_large(request.model, adm.limit, cost), "rate_limited")
             requested = 1 if adm.kind == "requests" else cost
             wait = openai_duration(adm.wait_s)
-            status_body = errors.rate_limited(
+            status_body = error_bodies.rate_limited(
                 adm.kind or "requests", request.model, adm.limit, adm.used, requested, wait
             )
             return Refusal(status_body, "rate_limited", retry_after_headers(adm.wait_s))

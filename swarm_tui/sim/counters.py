@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .reply import Reply
+    from swarm_tui.sim.reply import Reply
 
 __all__ = ["ChatCounters"]
 

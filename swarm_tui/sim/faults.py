@@ -37,12 +37,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from . import errors
-from .config import SimConfig
-from .draws import Draws
-from .errors import Refusal
-from .rate_limits import openai_duration, retry_after_headers
-from .tokens import content_text
+from swarm_tui.sim import error_bodies
+from swarm_tui.sim.config import SimConfig
+from swarm_tui.sim.draws import Draws
+from swarm_tui.sim.error_bodies import Refusal
+from swarm_tui.sim.rate_limits import openai_duration, retry_after_headers
+from swarm_tui.sim.tokens import content_text
 
 __all__ = ["Marker", "marker_message", "find_marker", "Faults", "scripted_fault", "drawn_fault"]
 
@@ -119,17 +119,17 @@ def scripted_fault(
     if code == "stall":
         return Faults(stall=True)
     if code == "quota":
-        return Refusal(errors.insufficient_quota(), "quota")
+        return Refusal(error_bodies.insufficient_quota(), "quota")
     if code == "429":
         wait = SCRIPTED_429_WAIT_S
         limit = config.rpm or 60
         return Refusal(
-            errors.rate_limited("requests", model, limit, limit, 1, openai_duration(wait)),
+            error_bodies.rate_limited("requests", model, limit, limit, 1, openai_duration(wait)),
             "rate_limited",
             retry_after_headers(wait),
         )
     return Refusal(
-        errors.for_status(int(code), model, config.context_window, prompt_tokens, max_tokens or 0), "scripted"
+        error_bodies.for_status(int(code), model, config.context_window, prompt_tokens, max_tokens or 0), "scripted"
     )
 
 

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .tokens import content_text
+from swarm_tui.sim.tokens import content_text
 
 __all__ = [
     "JUDGE_PREFIX",

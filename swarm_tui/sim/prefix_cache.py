@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from .tokens import message_tokens
+from swarm_tui.sim.tokens import message_tokens
 
 __all__ = ["PrefixCache"]
 

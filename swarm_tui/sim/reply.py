@@ -17,12 +17,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .answers import split_pieces
-from .tools import split_arguments
+from swarm_tui.sim.answers import split_pieces
+from swarm_tui.sim.tools import split_arguments
 
 if TYPE_CHECKING:
-    from .answering import Answer
-    from .request import Call
+    from swarm_tui.sim.answering import Answer
+    from swarm_tui.sim.request import Call
 
 __all__ = ["Reply", "StreamPlan", "answer_reply"]
 

@@ -15,11 +15,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from . import errors
-from .config import SimConfig
-from .errors import Refusal
-from .judging import JudgeRequest
-from .tool_request import ToolRequest, check_tool_messages, parse_tools
+from swarm_tui.sim import error_bodies
+from swarm_tui.sim.config import SimConfig
+from swarm_tui.sim.error_bodies import Refusal
+from swarm_tui.sim.judging import JudgeRequest
+from swarm_tui.sim.tool_request import ToolRequest, check_tool_messages, parse_tools
 
 __all__ = ["ChatRequest", "Call", "endpoint_refusal", "read_chat_request", "SERVICE_TIERS"]
 
@@ -71,12 +71,12 @@ def endpoint_refusal(config: SimConfig, authorization: str | None) -> tuple[int,
     """The error an endpoint answers any request with before reading it (down: 503; a wrong or
     missing key when ``require_key`` is set: 401), else None. The key is never echoed."""
     if config.down:
-        return errors.server_error(503)
+        return error_bodies.server_error(503)
     if config.require_key is not None:
         if not authorization:
-            return errors.invalid_api_key(True)
+            return error_bodies.invalid_api_key(True)
         if authorization != "Bearer " + config.require_key:
-            return errors.invalid_api_key(False)
+            return error_bodies.invalid_api_key(False)
     return None
 
 
@@ -85,26 +85,28 @@ def read_chat_request(raw: bytes) -> ChatRequest | Refusal:
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
-        return Refusal(errors.bad_request(_NOT_JSON))
+        return Refusal(error_bodies.bad_request(_NOT_JSON))
     if not isinstance(body, dict):
-        return Refusal(errors.bad_request("The request body must be a JSON object."))
+        return Refusal(error_bodies.bad_request("The request body must be a JSON object."))
     model = body.get("model")
     if not isinstance(model, str) or not model:
-        return Refusal(errors.bad_request("you must provide a model parameter", "model"))
+        return Refusal(error_bodies.bad_request("you must provide a model parameter", "model"))
     messages = body.get("messages")
     if messages is None:
         return Refusal(
-            errors.bad_request("Missing required parameter: 'messages'.", "messages", "missing_required_parameter")
+            error_bodies.bad_request(
+                "Missing required parameter: 'messages'.", "messages", "missing_required_parameter"
+            )
         )
     if not isinstance(messages, list) or not messages:
-        return Refusal(errors.bad_request("[] is too short - 'messages'", "messages"))
+        return Refusal(error_bodies.bad_request("[] is too short - 'messages'", "messages"))
     max_tokens = body.get("max_completion_tokens")
     mt_name = "max_completion_tokens"
     if max_tokens is None:
         max_tokens, mt_name = body.get("max_tokens"), "max_tokens"
     if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
         return Refusal(
-            errors.bad_request(
+            error_bodies.bad_request(
                 f"Invalid '{mt_name}': integer below minimum value. Expected a value >= 1, "
                 f"but got {max_tokens!r} instead.",
                 mt_name,
@@ -115,15 +117,15 @@ def read_chat_request(raw: bytes) -> ChatRequest | Refusal:
     if body.get("tools") is not None:
         parsed = parse_tools(body)
         if isinstance(parsed, tuple):
-            return Refusal(errors.bad_request(*parsed))
+            return Refusal(error_bodies.bad_request(*parsed))
         tools = parsed
     problem = check_tool_messages(messages)
     if problem is not None:
-        return Refusal(errors.bad_request(*problem))
+        return Refusal(error_bodies.bad_request(*problem))
     tier = body.get("service_tier")
     if tier is not None and tier not in SERVICE_TIERS:
         return Refusal(
-            errors.bad_request(
+            error_bodies.bad_request(
                 f"Invalid value: {tier!r}. Supported values are: 'auto', 'default', 'flex', 'scale', and 'priority'.",
                 "service_tier",
                 "invalid_value",

@@ -27,9 +27,9 @@ from typing import Any
 
 import httpx
 
-from .args import DEFAULT_PORT, REQUIRE_KEY_ENV, config_to_argv
-from .config import SimConfig
-from .server import start_site
+from swarm_tui.sim.args import DEFAULT_PORT, REQUIRE_KEY_ENV, config_to_argv
+from swarm_tui.sim.config import SimConfig
+from swarm_tui.sim.server import start_site
 
 __all__ = ["SimServer", "serve_forever", "listening_line"]
 

@@ -43,14 +43,14 @@ from typing import Any
 
 from aiohttp import BodyPartReader, web
 
-from . import errors
-from .batch_files import MAX_BYTES, PURPOSES
-from .config import SimConfig
-from .core import Simulator
-from .errors import ApiError, bad_request_error
-from .reply import Reply
-from .request import endpoint_refusal
-from .sse import DONE, ChunkWriter
+from swarm_tui.sim import error_bodies
+from swarm_tui.sim.batch_files import MAX_BYTES, PURPOSES
+from swarm_tui.sim.config import SimConfig
+from swarm_tui.sim.core import Simulator
+from swarm_tui.sim.error_bodies import ApiError, bad_request_error
+from swarm_tui.sim.reply import Reply
+from swarm_tui.sim.request import endpoint_refusal
+from swarm_tui.sim.sse import DONE, ChunkWriter
 
 __all__ = ["create_app", "start_site", "SIM_KEY", "STOPPING_KEY"]
 
@@ -311,7 +311,7 @@ async def _models(request: web.Request) -> web.Response:
     sim = request.app[SIM_KEY]
     key = sim.config.require_key
     if key is not None and request.headers.get("Authorization") != "Bearer " + key:
-        status, body = errors.invalid_api_key(not request.headers.get("Authorization"))
+        status, body = error_bodies.invalid_api_key(not request.headers.get("Authorization"))
         return _json(body, status)
     data = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "swarm-tui-sim"} for m in sim.config.models]
     return _json({"object": "list", "data": data})

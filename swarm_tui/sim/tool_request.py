@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .tokens import estimate_tokens
+from swarm_tui.sim.tokens import estimate_tokens
 
 __all__ = ["ToolSpec", "ToolRequest", "Problem", "parse_tools", "check_tool_messages"]
 

@@ -59,9 +59,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .tokens import content_text, estimate_tokens
-from .tool_arguments import schema_arguments
-from .tool_request import ToolSpec
+from swarm_tui.sim.tokens import content_text, estimate_tokens
+from swarm_tui.sim.tool_arguments import schema_arguments
+from swarm_tui.sim.tool_request import ToolSpec
 
 __all__ = [
     "scripted_tokens",

@@ -12,9 +12,9 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from .json_repair import JsonExtractionError, extract_json
-from .memory import estimate_tokens
-from .spec import SwarmSpec
+from swarm_tui.jobs.swarm_spec import SwarmSpec
+from swarm_tui.swarm.memory import estimate_tokens
+from swarm_tui.util.json_repair import JsonExtractionError, extract_json
 
 MAP_PROMPT = (
     "Summarise these workers' answers into one shorter text for the goal below. Keep every distinct "

@@ -13,19 +13,19 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.events import RunFinished
-from ..core.task import Task
-from ..engine.settings import RunStopped
-from ..jobs import TaskTemplate
-from .aggregator import Aggregate, aggregate
-from .json_repair import JsonExtractionError, extract_json
-from .memory import MEMORY_HEADER, RollingMemory, estimate_tokens
-from .planner import PlanError, make_plan
-from .spec import SwarmSpec
+from swarm_tui.core.events import RunFinished
+from swarm_tui.core.task import Task
+from swarm_tui.engine.settings import RunStopped
+from swarm_tui.jobs import TaskTemplate
+from swarm_tui.jobs.swarm_spec import SwarmSpec
+from swarm_tui.swarm.aggregator import Aggregate, aggregate
+from swarm_tui.swarm.memory import MEMORY_HEADER, RollingMemory, estimate_tokens
+from swarm_tui.swarm.planner import PlanError, make_plan
+from swarm_tui.util.json_repair import JsonExtractionError, extract_json
 
 if TYPE_CHECKING:
-    from ..core.ports import Engine
-    from ..journal import Journal
+    from swarm_tui.core.ports import Engine
+    from swarm_tui.journal import Journal
 
 WARMUP_INDEX = -3
 STATE_KEY = "swarm_state"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .json_repair import JsonExtractionError, extract_json
-from .spec import SwarmSpec
+from swarm_tui.jobs.swarm_spec import SwarmSpec
+from swarm_tui.util.json_repair import JsonExtractionError, extract_json
 
 PLAN_INDEX = -1
 """Journal index of the planner's calls (negative: not a task of the grid)."""

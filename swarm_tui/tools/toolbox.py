@@ -29,8 +29,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InputError, Problem
-from .spec import McpServerSpec, PythonToolSpec, ToolsSpec
+from swarm_tui.core.errors import InputError, Problem
+from swarm_tui.tools.spec import McpServerSpec, PythonToolSpec, ToolsSpec
 
 log = logging.getLogger(__name__)
 

@@ -17,22 +17,22 @@ from textual.app import App
 from textual.binding import BindingType
 from textual.dom import DOMNode
 
-from ..config import Config
-from ..session import SwarmSession
-from ..view.live import LiveRun
-from ..view.source import RunSource
-from .aggregate import AggregateScreen
-from .commands import SwarmCommands
-from .console import REFRESH_HZ
-from .detail import AgentDetailScreen
-from .dialogs import ConfirmScreen, HelpScreen
-from .errorlog import ErrorLog
-from .estimate import EstimateScreen
-from .format import short_path
-from .grid import AgentGrid
-from .keys import KeyRow, bindings_for, help_rows
-from .provider import ProviderScreen
-from .steering import Steering, concurrency_step
+from swarm_tui.config import Config
+from swarm_tui.frontend.live import LiveRun
+from swarm_tui.frontend.source import RunSource
+from swarm_tui.run.session import SwarmSession
+from swarm_tui.ui.aggregate import AggregateScreen
+from swarm_tui.ui.commands import SwarmCommands
+from swarm_tui.ui.console import REFRESH_HZ
+from swarm_tui.ui.detail import AgentDetailScreen
+from swarm_tui.ui.dialogs import ConfirmScreen, HelpScreen
+from swarm_tui.ui.errorlog import ErrorLog
+from swarm_tui.ui.estimate import EstimateScreen
+from swarm_tui.ui.format import short_path
+from swarm_tui.ui.grid import AgentGrid
+from swarm_tui.ui.keys import KeyRow, bindings_for, help_rows
+from swarm_tui.ui.provider import ProviderScreen
+from swarm_tui.ui.steering import Steering, concurrency_step
 
 __all__ = ["KEY_SCOPES", "SwarmApp", "concurrency_step", "make_app"]
 

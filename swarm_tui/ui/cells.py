@@ -6,8 +6,8 @@ batch line, cache replay, score) are the view's (`view.agents.AgentFacts`).
 
 from __future__ import annotations
 
-from ..core.events import TaskState
-from ..view.agents import STATE_LABELS, STATES
+from swarm_tui.core.events import TaskState
+from swarm_tui.view.agents import STATE_LABELS, STATES
 
 __all__ = [
     "BATCH_GLYPH",

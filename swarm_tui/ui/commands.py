@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from ..view.actions import palette
+from swarm_tui.view.actions import palette
 
 if TYPE_CHECKING:
-    from .app import SwarmApp
+    from swarm_tui.ui.app import SwarmApp
 
 COMMANDS: tuple[tuple[str, str, str], ...] = tuple(
     (action.action, action.palette.name, action.palette.does) for action in palette() if action.palette is not None

@@ -21,19 +21,25 @@ from textual.screen import Screen
 from textual.widgets import Sparkline
 from textual.worker import Worker
 
-from ..config import Config, load_config
-from ..core.events import RunFinished, TaskState
-from ..currency import USD, DisplayCurrency, display_currency
-from ..errors import InputError
-from ..view import actions
-from ..view.phase import counts_detail
-from ..view.source import RunSource
-from .errorlog import ErrorLog
-from .footer import KeyFooter
-from .grid import AgentGrid
-from .keys import key_hint, resolve_keymap
-from .panels import NARROW_FOOTER_BELOW, LanePanel, ProviderBar, RunPanel, StatsFigures, StatsFooter, footer_lanes
-from .themes import (
+from swarm_tui.config import Config, load_config
+from swarm_tui.core.errors import InputError
+from swarm_tui.core.events import RunFinished, TaskState
+from swarm_tui.frontend.source import RunSource
+from swarm_tui.pricing.currency import USD, DisplayCurrency, display_currency
+from swarm_tui.ui.errorlog import ErrorLog
+from swarm_tui.ui.footer import KeyFooter
+from swarm_tui.ui.grid import AgentGrid
+from swarm_tui.ui.keys import key_hint, resolve_keymap
+from swarm_tui.ui.panels import (
+    NARROW_FOOTER_BELOW,
+    LanePanel,
+    ProviderBar,
+    RunPanel,
+    StatsFigures,
+    StatsFooter,
+    footer_lanes,
+)
+from swarm_tui.ui.themes import (
     DEFAULT_THEME,
     THEME_ORDER,
     bundled_themes,
@@ -43,6 +49,8 @@ from .themes import (
     remember_theme,
     swarm_variable_defaults,
 )
+from swarm_tui.view import actions
+from swarm_tui.view.phase import counts_detail
 
 REFRESH_HZ = 10
 PANELS_EVERY_S = 0.25

@@ -23,16 +23,16 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Collapsible, Static
 
-from ..core.events import TaskState
-from ..view.agents import InFlight
-from . import format as fmt
-from .footer import KeyFooter
-from .grid import LOW_SCORE, STATE_LABELS
-from .keys import bindings_for, key_hint
+from swarm_tui.core.events import TaskState
+from swarm_tui.ui import format as fmt
+from swarm_tui.ui.footer import KeyFooter
+from swarm_tui.ui.grid import LOW_SCORE, STATE_LABELS
+from swarm_tui.ui.keys import bindings_for, key_hint
+from swarm_tui.view.agents import InFlight
 
 if TYPE_CHECKING:
-    from ..view.source import RunSource
-    from .app import SwarmApp
+    from swarm_tui.frontend.source import RunSource
+    from swarm_tui.ui.app import SwarmApp
 
 
 def answer_of(result: dict[str, Any] | None) -> tuple[str, dict[str, Any] | None]:

@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from .keys import KeyRow, bindings_for, key_hint
+from swarm_tui.ui.keys import KeyRow, bindings_for, key_hint
 
 
 class ConfirmScreen(ModalScreen[bool]):

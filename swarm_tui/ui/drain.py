@@ -21,7 +21,7 @@ from __future__ import annotations
 from textual import on
 from textual.worker import Worker, WorkerState
 
-from ..core.events import (
+from swarm_tui.core.events import (
     EndpointSwitched,
     PhaseChanged,
     PlanChanged,
@@ -30,11 +30,11 @@ from ..core.events import (
     RunStopping,
     TaskState,
 )
-from ..headless import signalled_exit_code
-from ..progress import News
-from ..view.run_view import Changes
-from .console import PANELS_EVERY_S, TOOLS_STARTING, ConsoleCore
-from .detail import AgentDetailScreen
+from swarm_tui.frontend.headless import signalled_exit_code
+from swarm_tui.ui.console import PANELS_EVERY_S, TOOLS_STARTING, ConsoleCore
+from swarm_tui.ui.detail import AgentDetailScreen
+from swarm_tui.view.news import News
+from swarm_tui.view.run_view import Changes
 
 
 class DrainingConsole(ConsoleCore):

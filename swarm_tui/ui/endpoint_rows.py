@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from rich.style import Style
 from rich.text import Text
 
-from ..view.endpoints import DoorFigures, EndpointFigures
-from . import format as fmt
+from swarm_tui.ui import format as fmt
+from swarm_tui.view.endpoints import DoorFigures, EndpointFigures
 
 HEADER = "door"
 """The name column's header."""

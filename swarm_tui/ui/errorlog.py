@@ -31,10 +31,10 @@ from textual.binding import BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
-from ..core.events import TaskState
-from ..view.failures import Failure
-from .format import clock_time, one_line, span
-from .keys import bindings_for
+from swarm_tui.core.events import TaskState
+from swarm_tui.ui.format import clock_time, one_line, span
+from swarm_tui.ui.keys import bindings_for
+from swarm_tui.view.failures import Failure
 
 MAX_ROWS = 500
 COLUMNS: tuple[tuple[str, int], ...] = (("time", 8), ("agent", 5), ("error", 14), ("st", 3), ("next", 13))

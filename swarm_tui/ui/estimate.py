@@ -21,14 +21,14 @@ from textual.binding import BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from ..config import Config
-from ..currency import DisplayCurrency
-from ..engine import RunStats
-from ..errors import InputError
-from ..estimate import Estimate, Scenario, build_estimate, format_table, scenario_from_usage, table_cells
-from ..pricing import PriceTable
-from .footer import KeyFooter
-from .keys import bindings_for
+from swarm_tui.config import Config
+from swarm_tui.core.errors import InputError
+from swarm_tui.engine import RunStats
+from swarm_tui.estimate import Estimate, Scenario, build_estimate, format_table, scenario_from_usage, table_cells
+from swarm_tui.pricing import PriceTable
+from swarm_tui.pricing.currency import DisplayCurrency
+from swarm_tui.ui.footer import KeyFooter
+from swarm_tui.ui.keys import bindings_for
 
 
 def projection(stats: RunStats, config: Config, currency: DisplayCurrency) -> Estimate | str:

@@ -26,7 +26,7 @@ from textual.binding import Binding
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
-from ..view.actions import BY_ID, DEFAULT_RANK
+from swarm_tui.view.actions import BY_ID, DEFAULT_RANK
 
 
 @dataclass(frozen=True, slots=True)

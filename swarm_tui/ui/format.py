@@ -11,8 +11,8 @@ import os
 import time
 from pathlib import Path
 
-from ..currency import DisplayCurrency
-from ..swarm.json_repair import JsonExtractionError, json_answer
+from swarm_tui.pricing.currency import DisplayCurrency
+from swarm_tui.util.json_repair import JsonExtractionError, json_answer
 
 
 def si(n: float | int | None, width: int = 5) -> str:

@@ -63,9 +63,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ..core.events import TaskState
-from ..view.agents import AgentFacts
-from .cells import (
+from swarm_tui.core.events import TaskState
+from swarm_tui.ui.cells import (
     BATCH_GLYPH,
     GLYPHS,
     KIND_GLYPHS,
@@ -80,9 +79,10 @@ from .cells import (
     TOOL_GLYPH,
     TOOL_MARK,
 )
-from .contrast import readable_on
-from .grid_layout import choose_layout
-from .keys import bindings_for
+from swarm_tui.ui.contrast import readable_on
+from swarm_tui.ui.grid_layout import choose_layout
+from swarm_tui.ui.keys import bindings_for
+from swarm_tui.view.agents import AgentFacts
 
 __all__ = ["BATCH_GLYPH", "GLYPHS", "LOW_GLYPH", "LOW_SCORE", "STATES", "STATE_LABELS", "TOOL_GLYPH", "AgentGrid"]
 

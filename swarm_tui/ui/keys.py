@@ -23,7 +23,7 @@ from textual.binding import Binding, BindingsMap, BindingType
 from textual.dom import DOMNode
 from textual.keys import _normalize_key_list, key_to_character
 
-from ..view.actions import BY_ID, CONCURRENCY, LEGACY_IDS, of_scope
+from swarm_tui.view.actions import BY_ID, CONCURRENCY, LEGACY_IDS, of_scope
 
 __all__ = ["LEGACY_IDS", "KeyRow", "Keymap", "bindings_for", "help_rows", "key_hint", "resolve_keymap"]
 

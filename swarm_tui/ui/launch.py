@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from ..core.events import TaskState
-from ..headless import print_summary
-from ..session import SwarmSession
-from ..view.phase import counts_detail
-from .app import make_app
+from swarm_tui.core.events import TaskState
+from swarm_tui.frontend.headless import print_summary
+from swarm_tui.run.session import SwarmSession
+from swarm_tui.ui.app import make_app
+from swarm_tui.view.phase import counts_detail
 
 
 def run_tui(session: SwarmSession, theme: str | None = None, *, bell: bool = False, retried: bool = False) -> int:
@@ -57,7 +57,7 @@ def hang_up_signals() -> list[signal.Signals]:
 
 def run_attached(run_dir: Path, theme: str | None = None, *, bell: bool = False) -> int:
     """`swarm-tui attach RUN_DIR`: the same screen for a run another process drives."""
-    from ..attach import AttachedRun
+    from swarm_tui.frontend.attached import AttachedRun
 
     source = AttachedRun(run_dir)
 

@@ -20,19 +20,19 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Sparkline
 
-from ..progress import average_rates
-from ..providers.profile import key_status
-from . import format as fmt
-from .grid import BATCH_GLYPH, AgentGrid
-from .keys import key_hint
-from .run_panel import SPARK_BARS, RunPanel
-from .text_panel import TextPanel
+from swarm_tui.providers.profile import key_status
+from swarm_tui.ui import format as fmt
+from swarm_tui.ui.grid import BATCH_GLYPH, AgentGrid
+from swarm_tui.ui.keys import key_hint
+from swarm_tui.ui.run_panel import SPARK_BARS, RunPanel
+from swarm_tui.ui.text_panel import TextPanel
+from swarm_tui.view.news import average_rates
 
 if TYPE_CHECKING:
-    from ..currency import DisplayCurrency
-    from ..engine import RunStats
-    from ..view.figures import BatchView
-    from ..view.source import RunSource
+    from swarm_tui.engine import RunStats
+    from swarm_tui.frontend.source import RunSource
+    from swarm_tui.pricing.currency import DisplayCurrency
+    from swarm_tui.view.figures import BatchView
 
 __all__ = ["SPARK_BARS", "LanePanel", "ProviderBar", "RunPanel", "StatsFigures", "StatsFooter", "TextPanel"]
 

@@ -24,13 +24,13 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
-from ..config import Config
-from ..providers.probe import probe_profile
-from ..providers.profile import ProviderProfile, env_name_problem, has_credentials, key_status, looks_like_key
-from .keys import bindings_for, key_hint
+from swarm_tui.config import Config
+from swarm_tui.providers.probe import probe_profile
+from swarm_tui.providers.profile import ProviderProfile, env_name_problem, has_credentials, key_status, looks_like_key
+from swarm_tui.ui.keys import bindings_for, key_hint
 
 if TYPE_CHECKING:
-    from ..view.source import RunSource
+    from swarm_tui.frontend.source import RunSource
 
 TEXT_FIELDS = ("base_url", "model", "api_key_env", "fallback_base_url", "fallback_model")
 NUMBER_FIELDS = {"concurrency": int, "rpm": int, "tpm": int, "timeout": float}

@@ -19,18 +19,18 @@ from typing import TYPE_CHECKING, ClassVar
 from rich.style import Style
 from rich.text import Text
 
-from ..core.events import TaskState
-from ..view.agents import AgentFacts
-from . import format as fmt
-from .cells import CACHED_GLYPH
-from .endpoint_rows import endpoint_lines
-from .grid import BATCH_GLYPH, GLYPHS, LOW_GLYPH, LOW_SCORE, STATE_LABELS, TOOL_GLYPH, AgentGrid
-from .keys import key_hint
-from .text_panel import TextPanel
+from swarm_tui.core.events import TaskState
+from swarm_tui.ui import format as fmt
+from swarm_tui.ui.cells import CACHED_GLYPH
+from swarm_tui.ui.endpoint_rows import endpoint_lines
+from swarm_tui.ui.grid import BATCH_GLYPH, GLYPHS, LOW_GLYPH, LOW_SCORE, STATE_LABELS, TOOL_GLYPH, AgentGrid
+from swarm_tui.ui.keys import key_hint
+from swarm_tui.ui.text_panel import TextPanel
+from swarm_tui.view.agents import AgentFacts
 
 if TYPE_CHECKING:
-    from ..view.figures import QualityView
-    from ..view.source import RunSource
+    from swarm_tui.frontend.source import RunSource
+    from swarm_tui.view.figures import QualityView
 
 SPARK_BARS = "▁▂▃▄▅▆▇█"
 """The judge's sparkline: one bar a score, on the fixed 1-10 scale (a fall shows as a fall)."""

@@ -16,7 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import ScrollableContainer
 from textual.widgets import Footer, ProgressBar, Static
 
-from ..shadow import ADOPT, PENDING, ShadowReport, ShadowRun, format_report, verdict_meaning
+from swarm_tui.shadow import ADOPT, PENDING, ShadowReport, ShadowRun, format_report, verdict_meaning
 
 REFRESH_S = 0.25
 

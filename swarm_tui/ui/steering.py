@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import asyncio
 
-from ..core.events import TaskState
-from ..headless import STOP_GRACE_S
-from ..view import actions
-from ..view.rules import any_unfinished, dead_attached
-from .aggregate import AggregateScreen
-from .detail import AgentDetailScreen
-from .dialogs import ConfirmScreen
-from .drain import DrainingConsole
-from .estimate import EstimateScreen
-from .provider import ProviderScreen
+from swarm_tui.core.events import TaskState
+from swarm_tui.frontend.headless import STOP_GRACE_S
+from swarm_tui.ui.aggregate import AggregateScreen
+from swarm_tui.ui.detail import AgentDetailScreen
+from swarm_tui.ui.dialogs import ConfirmScreen
+from swarm_tui.ui.drain import DrainingConsole
+from swarm_tui.ui.estimate import EstimateScreen
+from swarm_tui.ui.provider import ProviderScreen
+from swarm_tui.view import actions
+from swarm_tui.view.rules import any_unfinished, dead_attached
 
 FOLLOW_MODES: tuple[str | None, ...] = (None, "active", "failed")
 """What the grid's cursor follows (`f` cycles): nothing, the first agent in flight, the last failure."""

@@ -25,9 +25,9 @@ from textual.app import App
 from textual.color import Color, ColorParseError
 from textual.theme import BUILTIN_THEMES, Theme
 
-from ..config import write_private
-from ..errors import InputError
-from ..locations import bundled
+from swarm_tui.config import write_private
+from swarm_tui.core.errors import InputError
+from swarm_tui.util.locations import bundled
 
 DEFAULT_THEME = "swarm-dark"
 THEME_ORDER = ("swarm-dark", "swarm-light", "swarm-high-contrast")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .rules import (
+from swarm_tui.view.rules import (
     Label,
     Now,
     Reason,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..core.events import TaskState
+from swarm_tui.core.events import TaskState
 
 STATES: tuple[TaskState, ...] = (
     TaskState.QUEUED,

@@ -20,9 +20,9 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..core.errors import ErrorClass
-from ..core.events import Attempt, ConcurrencyChanged, EndpointSwitched, RateLimitsLearned
-from ..engine.stats import SortedLatencies, nearest_rank
+from swarm_tui.core.call_errors import ErrorClass
+from swarm_tui.core.events import Attempt, ConcurrencyChanged, EndpointSwitched, RateLimitsLearned
+from swarm_tui.engine.stats import SortedLatencies, nearest_rank
 
 RPM_WINDOW_S = 60.0
 """The window a door's observed rate counts answers over (a minute: what an RPM limit counts)."""

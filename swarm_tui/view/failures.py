@@ -9,8 +9,8 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from ..core.events import Attempt
-from ..progress import PHASE_LABELS
+from swarm_tui.core.events import Attempt
+from swarm_tui.view.news import PHASE_LABELS
 
 DIGITS = re.compile(r"\d+")
 

@@ -10,7 +10,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..core.events import (
+from swarm_tui.core.events import (
     AnswerJudged,
     BatchEnded,
     BatchProgress,

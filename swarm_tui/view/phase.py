@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from ..core.events import (
+from swarm_tui.core.events import (
     EndpointSwitched,
     EngineEvent,
     PhaseChanged,
@@ -24,7 +24,7 @@ from ..core.events import (
     RunStopping,
     TaskState,
 )
-from ..progress import counts_text, round_of
+from swarm_tui.view.news import counts_text, round_of
 
 
 def counts_detail(states: Mapping[int, TaskState]) -> str:

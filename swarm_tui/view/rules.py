@@ -9,11 +9,13 @@ out) or False (hidden: the aggregate before there is one).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from ..core.events import TaskState
-from .agents import STATE_LABELS
-from .source import RunSource
+from swarm_tui.core.events import TaskState
+from swarm_tui.view.agents import STATE_LABELS
+
+if TYPE_CHECKING:
+    from swarm_tui.frontend.source import RunSource
 
 ACTIVE_STATES = frozenset({TaskState.QUEUED, TaskState.RUNNING, TaskState.RETRYING})
 """States of a task that `x` can cancel."""

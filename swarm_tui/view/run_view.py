@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.board import TaskBoard
-from ..core.events import (
+from swarm_tui.core.board import TaskBoard
+from swarm_tui.core.events import (
     AgentStepped,
     AnswerJudged,
     AttemptEnded,
@@ -59,14 +59,14 @@ from ..core.events import (
     TaskSucceeded,
     ToolCallEnded,
 )
-from ..core.lanes import CACHE, lane_of
-from ..engine.stats import RunStats
-from ..progress import News, SessionPace, narrate
-from .agents import AgentFacts, InFlight
-from .endpoints import EndpointFigures
-from .failures import Failure
-from .figures import RunFigures
-from .phase import PhaseView
+from swarm_tui.core.lanes import CACHE, lane_of
+from swarm_tui.engine.stats import RunStats
+from swarm_tui.view.agents import AgentFacts, InFlight
+from swarm_tui.view.endpoints import EndpointFigures
+from swarm_tui.view.failures import Failure
+from swarm_tui.view.figures import RunFigures
+from swarm_tui.view.news import News, SessionPace, narrate
+from swarm_tui.view.phase import PhaseView
 
 
 @dataclass(slots=True)

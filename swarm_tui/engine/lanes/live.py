@@ -1,0 +1,387 @@
+"""The live lane: each task the kernel admits goes out as a live call and is followed to its outcome.
+
+One attempt is one call — two when a backup was hedged. While it runs, its tail deadlines
+(`deadlines.py`) are looked at: past the hedge deadline a backup goes out (`--hedge`, when the
+hedge and the budget allow), past the straggler deadline the attempt is abandoned and sent again.
+What an ended call means for its task is `outcomes.Outcomes`'s to say; a multi-step agent's
+tool calls are `agents.ToolSteps`'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from swarm_tui.core.call_errors import STRAGGLER_CODE, CallError, ErrorClass
+from swarm_tui.core.errors import JournalWriteError
+from swarm_tui.core.events import Attempt, AttemptEnded, AttemptStarted, RateLimitsLearned
+from swarm_tui.engine.billing import Billing
+from swarm_tui.engine.calls import Call
+from swarm_tui.engine.pacing.deadlines import RECHECK_S, TailDeadlines
+from swarm_tui.engine.routing.endpoints import Endpoints
+from swarm_tui.providers.client import CallResult, ProviderClient, StreamDeadlines
+
+if TYPE_CHECKING:
+    from swarm_tui.engine.routing.doors import Door
+from swarm_tui.engine.settings import HEDGE_MAX_SHARE, HEDGE_QUIET_AFTER_429_S
+
+if TYPE_CHECKING:
+    from swarm_tui.engine.kernel import Kernel
+    from swarm_tui.engine.lanes.agents import ToolSteps
+    from swarm_tui.engine.lanes.outcomes import Outcomes
+
+log = logging.getLogger(__name__)
+
+
+class LiveLane:
+    """The kernel's dispatcher (`kernel.Dispatcher`): live calls, their tail, their hedges."""
+
+    def __init__(self, kernel: Kernel, endpoints: Endpoints, billing: Billing, tail: TailDeadlines) -> None:
+        self.kernel = kernel
+        self.endpoints = endpoints
+        self.billing = billing
+        self.tail = tail
+        self.settings = kernel.settings
+        self.deadlines = StreamDeadlines(self.settings.first_token_timeout_s, self.settings.idle_timeout_s)
+        self.hedges_sent = 0
+        self.sends = 0
+        self.last_rate_limited = -1e9
+        """When the provider last pushed back (monotonic): no hedge for a while after."""
+        self.last_retry_after_asked_s: float | None = None
+        """The last Retry-After that was capped: what the provider asked for (shown while waiting)."""
+        self.answer_kept: Callable[[dict[str, Any], ProviderClient, CallResult, float | None], None] | None = None
+        """Where a validated answer goes besides the journal (the cache lane's `remember`), or None."""
+        self.step_replay: Callable[[int], bool] | None = None
+        """An agent's next model call answered from the response cache (True: it was), or None."""
+        self.outcomes: Outcomes
+        self.tools: ToolSteps
+        """Set by the engine that assembles the lane (they refer back to it)."""
+
+    # ----------------------------------------------------------------- the kernel's side
+
+    def resumes_itself(self, index: int) -> bool:
+        if self.tools.resumes_itself(index):
+            return True
+        return self.step_replay is not None and self.step_replay(index)
+
+    def dispatch(self, index: int, tokens: int) -> bool:
+        kernel = self.kernel
+        client = self.endpoints.take(kernel.admission)
+        if kernel.ledger.budget_usd is not None and not self.billing.reserve(
+            index, kernel.peek_number(index), self.request_body(index, client), client.name
+        ):
+            self.endpoints.landed(client)  # the kernel gives its own slot back
+            return False
+        kernel.hold_tokens(index, tokens)
+        self._launch(index, client)
+        return True
+
+    def cancel_all(self) -> None:
+        for flight in self.kernel.flights():
+            flight.cancel()
+
+    async def settle(self) -> None:
+        kernel = self.kernel
+        flights = kernel.flights()
+        if flights:
+            await asyncio.gather(*flights, return_exceptions=True)
+        for work in kernel.workings():  # a stop: tool calls still running end here
+            work.cancel()
+        workings = kernel.workings()
+        if workings:
+            await asyncio.gather(*workings, return_exceptions=True)
+
+    # ----------------------------------------------------------------- one attempt
+
+    def _launch(self, index: int, client: ProviderClient) -> None:
+        kernel = self.kernel
+        number = kernel.next_number(index)
+        kernel.count_attempt(index)
+        kernel.emit(AttemptStarted(index, number, client.name))
+        started_at = time.time()
+        task = asyncio.create_task(self._attempt(index, number, client), name=f"attempt-{index}-{number}")
+        task.add_done_callback(lambda done: self._attempt_done(done, index, number, client.name, started_at))
+        kernel.fly(index, task)
+
+    def _attempt_done(
+        self, task: asyncio.Task[None], index: int, number: int, endpoint: str, started_at: float
+    ) -> None:
+        """An attempt's coroutine handles its own outcome and lands when it ends.
+
+        Two things it cannot handle: being cancelled before its first step (an abort right after
+        dispatch: the coroutine body never runs, so its cleanup is done here: no call went out),
+        and raising (a bug, which must stop the run loudly rather than leave a task in limbo)."""
+        kernel = self.kernel
+        if kernel.flying(index) is task:
+            self.endpoints.landed(self.endpoints.door_named(endpoint).client)
+            kernel.land(index)
+            self.billing.unbilled(index, number)  # nothing went out
+            kernel.leave_unfinished(index, [Attempt(index, number, endpoint, started_at, 0.0, "cancelled")])
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        log.error("attempt %s crashed", task.get_name(), exc_info=exc)
+        kernel.fail_run(f"internal error in {task.get_name()}: {type(exc).__name__}: {exc}")
+
+    async def _attempt(self, index: int, number: int, client: ProviderClient) -> None:
+        """Run one task's attempt to its outcome (see the module docstring)."""
+        calls = [self._start_call(index, number, client)]
+        hedged = False
+        try:
+            while True:
+                running = [c.task for c in calls if not c.task.done()]
+                wait_s = self._tail_check_s(calls[0], hedged)
+                done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    action = self._tail_action(calls, hedged)
+                    if action == "hedge":
+                        hedged = True  # one backup at most; none when the budget cannot hold its worst case
+                        self._hedge(index, calls)
+                    elif action is not None:
+                        self._abandon(index, calls, action)
+                        return
+                    continue
+                calls = self._ended(index, calls, done)
+                if not calls:
+                    return
+        except (asyncio.CancelledError, JournalWriteError):  # abort, or a journal that cannot keep the outcome:
+            for call in calls:  # every call of this task stops, the task stays unfinished
+                call.task.cancel()
+            self.kernel.leave_unfinished(index, [self.cut(c, "cancelled") for c in calls])
+        finally:
+            self.endpoints.landed(client)
+            self.kernel.land(index)
+
+    def _ended(self, index: int, calls: list[Call], done: set[asyncio.Task[CallResult]]) -> list[Call]:
+        """A call of the attempt ended: the calls still to wait for (none: the attempt is over)."""
+        # a success wins over a failure that ended in the same instant
+        finished = next(
+            (c for c in calls if c.task in done and c.task.exception() is None),
+            next(c for c in calls if c.task in done),
+        )
+        others = [c for c in calls if c is not finished and not c.task.done()]
+        failure = finished.task.exception()
+        error = None if failure is None else finished.client.classify(failure)
+        self.endpoints.observe(finished.client, error, finished.latency_ms() / 1000)
+        if error is None:
+            for loser in (c for c in calls if c is not finished):
+                self._end_loser(loser)
+            self.learn(finished.task.result().rate_headers, finished)
+            self.outcomes.on_success(index, finished, finished.task.result())
+            return []
+        if others:  # a sibling is still running: this one's failure is not the task's
+            self.end_side_attempt(finished, "hedge_failed", error)
+            return others
+        for sibling in calls:  # both failed in the same instant: the other one is journaled too
+            if (
+                sibling is not finished
+                and not sibling.task.cancelled()
+                and (sibling_failure := sibling.task.exception()) is not None
+            ):
+                self.end_side_attempt(sibling, "hedge_failed", sibling.client.classify(sibling_failure))
+        self.outcomes.on_failure(
+            index, finished.number, finished.started_at, finished.latency_ms(), error, endpoint=finished.client.name
+        )
+        return []
+
+    def request_body(self, index: int, client: ProviderClient) -> dict[str, Any]:
+        """What a task's call sends to `client`: its body, with the job's tools offered to every
+        agent and the model renamed for a fallback that names it differently."""
+        body = self.kernel.tasks[index].body
+        body = self.tools.offered(body)
+        if client is not self.endpoints.client and client.profile.model:
+            body = {**body, "model": client.profile.model}
+        return body
+
+    def _start_call(self, index: int, number: int, client: ProviderClient, *, hedge: bool = False) -> Call:
+        kernel = self.kernel
+        body = self.request_body(index, client)
+        door = self.endpoints.pacing(client)
+        if hedge:
+            self.hedges_sent += 1
+            door.rate_limits.take(kernel.token_estimate_of(kernel.tasks[index].body))
+            door.sends += 1
+            kernel.emit(AttemptStarted(index, number, client.name, hedge=True))
+
+        deadlines = self.deadlines
+        settings = self.settings
+        if settings.stream:
+            first_token_s = self.tail.first_token_s()
+            if first_token_s is not None and (
+                deadlines.first_token_s is None or first_token_s < deadlines.first_token_s
+            ):
+                deadlines = StreamDeadlines(first_token_s, deadlines.idle_s)
+        stalls = kernel.stalls
+
+        async def call() -> CallResult:
+            async with stalls.deadline(settings.timeout_s):
+                return await client.complete(body, stream=settings.stream, deadlines=deadlines, bounded_by_caller=True)
+
+        self.sends += 1
+        return Call(
+            index,
+            number,
+            client,
+            time.time(),
+            stalls.now(),
+            asyncio.create_task(call(), name=f"call-{index}-{number}"),
+            body,
+            stalls.now,
+            self.sends if door.shared else door.sends,
+        )
+
+    # ----------------------------------------------------------------- the tail
+
+    def _tail_check_s(self, first: Call, hedged: bool) -> float | None:
+        """How long an attempt waits before it looks at its tail deadlines again."""
+        if self.settings.stream:  # a streamed call's deadlines are its first token and idle gaps
+            return None
+        elapsed = self.kernel.stalls.now() - first.t0
+        tail = self.tail
+        hedge_s = None if hedged else tail.hedge_s(first.ceiling, first.work)
+        due = [d for d in (tail.straggler_s(first.ceiling, first.work), hedge_s) if d is not None]
+        if not due:
+            return RECHECK_S  # no figures yet: a call that hangs now is judged once answers arrive
+        return max(0.0, min(min(due) - elapsed, RECHECK_S * 2))
+
+    def _tail_action(self, calls: list[Call], hedged: bool) -> str | None:
+        """'hedge', an abandon reason, or None (nothing due yet)."""
+        first, newest = calls[0], calls[-1]
+        now = self.kernel.stalls.now()
+        elapsed = now - newest.t0  # the newest call: a backup gets its own time
+        hedge_s = None if hedged else self.tail.hedge_s(first.ceiling, first.work)
+        if hedge_s is not None and now - first.t0 >= hedge_s:
+            if self._may_hedge():
+                return "hedge"
+            return (
+                f"no answer after {hedge_s:.1f}s (--hedge: {self.settings.hedge_factor:g} x what a call allowed "
+                f"{first.ceiling:,} tokens takes here); no backup while the provider pushes back or the hedge "
+                f"budget is spent: abandoned and sent again"
+            )
+        straggler_s = self.tail.straggler_s(newest.ceiling, newest.work)
+        if straggler_s is not None and elapsed >= straggler_s:
+            return (
+                f"straggler: no answer after {elapsed:.1f}s, past its deadline {straggler_s:.1f}s "
+                f"({self.tail.straggler_factor:g} x what a call allowed {newest.ceiling:,} tokens takes at "
+                f"{newest.client.name}); abandoned and sent again"
+            )
+        return None
+
+    def _hedge(self, index: int, calls: list[Call]) -> None:
+        """A backup of a slow call, when the budget can hold its worst case too."""
+        backup = self.endpoints.route()
+        number = self.kernel.peek_number(index)
+        if self.billing.reserve(index, number, self.request_body(index, backup), backup.name, stop=False):
+            calls.append(self._start_call(index, self.kernel.next_number(index), backup, hedge=True))
+
+    def _abandon(self, index: int, calls: list[Call], reason: str) -> None:
+        """Cancel a straggling attempt's calls and send the task again at once. Not a failure of
+        the endpoint (no failover counts it) nor congestion: a timeout of the engine's own, whose
+        calls may have been billed (their input at least, estimated)."""
+        self.tail.abandoned += 1
+        error = CallError(ErrorClass.TIMEOUT, reason, code=STRAGGLER_CODE)
+        main = calls[0]
+        for call in calls:
+            call.task.cancel()
+            if call is not main:
+                self.end_side_attempt(call, "hedge_failed", error)
+        self.outcomes.on_failure(
+            index, main.number, main.started_at, main.latency_ms(), error, endpoint=main.client.name, cut=main
+        )
+
+    def _may_hedge(self) -> bool:
+        """Backups stay under 5% of requests and are never sent while the provider is pushing back
+        (the straggler is then abandoned and sent again instead: one request either way)."""
+        kernel = self.kernel
+        if self.hedges_sent + 1 > HEDGE_MAX_SHARE * max(kernel.stats.sent, 1):
+            return False
+        if kernel.admission.gate_remaining_s > 0 or kernel.stopping is not None:
+            return False
+        return time.monotonic() - self.last_rate_limited > HEDGE_QUIET_AFTER_429_S
+
+    # ----------------------------------------------------------------- the other calls of a hedged pair
+
+    def _end_loser(self, call: Call) -> None:
+        """The other call of a hedged pair whose winner succeeded: cancelled if still running (and
+        billed by estimate: it went out); if it had finished too, what it cost is journaled all the same."""
+        if not call.task.done():
+            call.task.cancel()
+            self._commit_side(self.cut(call, "hedge_lost"))
+        elif call.task.cancelled() or call.task.exception() is not None:
+            return  # its failure was journaled when it happened (hedge_failed)
+        else:
+            result = call.task.result()
+            usage, cost, estimated = self.billing.billed(result, call.body, call.client.name)
+            self.kernel.ledger.settle((call.index, call.number), cost)
+            attempt = Attempt(
+                call.index,
+                call.number,
+                call.client.name,
+                call.started_at,
+                call.latency_ms(),
+                "hedge_lost",
+                status=200,
+                usage=usage,
+                cost_usd=cost,
+                estimated=estimated,
+            )
+            self._commit_side(attempt)
+
+    def end_side_attempt(self, call: Call, outcome: str, error: CallError) -> None:
+        """A hedged pair's other call that failed (or was cut with its sibling): journaled and
+        billed (cut: its input, estimated), but the task's state is not its to decide."""
+        if not call.task.done() or call.task.cancelled():
+            attempt = self.cut(call, outcome)
+        else:
+            self.billing.unbilled(call.index, call.number)
+            attempt = Attempt(
+                call.index,
+                call.number,
+                call.client.name,
+                call.started_at,
+                call.latency_ms(),
+                outcome,
+                status=error.status,
+            )
+        self._commit_side(dataclasses.replace(attempt, error=error, status=error.status))
+
+    def _commit_side(self, attempt: Attempt) -> None:
+        ended = AttemptEnded(attempt)
+        self.kernel.commit(self.kernel.journal.record_attempt, attempt, events=[ended])
+
+    def cut(self, call: Call, outcome: str) -> Attempt:
+        """The record of a call cut after it went out (abandoned, cancelled, a lost hedge)."""
+        return self.billing.cut(
+            call.index, call.number, call.client.name, call.started_at, call.latency_ms(), call.body, outcome
+        )
+
+    # ----------------------------------------------------------------- pacing from answers
+
+    def learn(self, headers, call: Call | None = None, door: Door | None = None) -> None:
+        """Limits and what is left of them, from a response's headers (`call`: the request they
+        answer; `door`: the endpoint that sent them, when no call is at hand)."""
+        if call is not None:
+            door = self.endpoints.pacing(call.client)
+        door = door or self.endpoints.doors[0]
+        sent = self.sends if door.shared else door.sends
+        sent_since = sent - call.send_seq if call is not None else 0
+        self.announce_limits(door.rate_limits.learn(headers, sent_since=sent_since), door)
+
+    def announce_limits(self, learned, door: Door | None = None) -> None:
+        if learned is not None:
+            endpoint = door.name if door is not None and not door.shared else ""
+            self.kernel.emit(
+                RateLimitsLearned(learned.rpm, learned.tpm, estimated=learned.estimated, endpoint=endpoint)
+            )
+
+    def capped(self, error: CallError) -> CallError:
+        """A Retry-After longer than `max_retry_after_s` (or not finite) is honoured up to it."""
+        wait = error.retry_after_s
+        cap = self.settings.max_retry_after_s
+        if wait is None or wait <= cap:
+            return error
+        return dataclasses.replace(error, retry_after_s=cap, retry_after_asked_s=wait)

@@ -1,0 +1,274 @@
+"""What an ended live call means for its task: an answer kept, a step of an agent, an answer asked
+for again, or a failure retried (after its backoff) or final — each journaled with the events
+that report it before any view hears of it (through the kernel)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING
+
+from swarm_tui.core.call_errors import STRAGGLER_CODE, CallError, ErrorClass
+from swarm_tui.core.decide import Next
+from swarm_tui.core.events import Attempt, RateGateClosed, TaskFailed, TaskRetrying, TaskSucceeded
+from swarm_tui.core.task import Task
+from swarm_tui.engine.calls import Call, answer_message, cut_before_any_content, finish_reason
+from swarm_tui.engine.settings import (
+    CONGESTED_LATENCY_SHARE,
+    REFUSALS,
+    REFUSALS_TO_STOP,
+    TRUNCATED_CODE,
+    Trimmer,
+    Validator,
+)
+from swarm_tui.providers.client import CallResult
+
+if TYPE_CHECKING:
+    from swarm_tui.engine.kernel import Kernel
+    from swarm_tui.engine.lanes.live import LiveLane
+    from swarm_tui.engine.routing.doors import Door
+
+
+class Outcomes:
+    """The live lane's outcomes: success, tool request, invalid or empty answer, failure."""
+
+    def __init__(self, lane: LiveLane, validator: Validator | None, trimmer: Trimmer | None) -> None:
+        self.lane = lane
+        self.kernel: Kernel = lane.kernel
+        self.validator = validator
+        self.trimmer = trimmer
+        self._trimmed: set[int] = set()
+        self._reasked: set[int] = set()
+        self._refusals: list[CallError] = []
+        """Calls refused for good (auth, permission, no such model) since the last answer."""
+
+    def on_success(self, index: int, call: Call, result: CallResult) -> None:
+        kernel, lane = self.kernel, self.lane
+        asks_for_tools = lane.tools.enabled and bool(answer_message(result).get("tool_calls"))
+        if not asks_for_tools and finish_reason(result) == "length" and cut_before_any_content(result):
+            self._on_empty_answer(index, call, result)
+            return
+        problem = self.validator(kernel.tasks[index], result) if self.validator and not asks_for_tools else None
+        if problem is not None:
+            self._on_invalid_answer(index, call, result, problem)
+            return
+        self._refusals.clear()
+        latency_ms = call.latency_ms()
+        door = lane.endpoints.pacing(call.client)
+        door.rate_limits.settle(kernel.tokens_held(index), result.usage.total)
+        lane.announce_limits(door.rate_limits.note_answer(), door)
+        lane.tail.observe(
+            latency_ms / 1000,
+            None if result.ttft_ms is None else result.ttft_ms / 1000,
+            tokens=result.usage.completion,
+            ceiling=call.ceiling,
+            work=call.work,
+        )
+        adaptive = door.adaptive
+        if adaptive is not None:
+            adaptive.observe_latency(latency_ms / 1000)
+            admission = door.admission
+            busy = admission.in_flight >= admission.limit or kernel.has_ready  # work is waiting
+            grown = adaptive.on_success(busy)
+            if grown is not None:
+                lane.endpoints.adapt(door, grown, "slow start: +1" if adaptive.slow_start else "clean and busy: +1")
+        attempt = lane.billing.answered(
+            index,
+            call.number,
+            call.client.name,
+            call.started_at,
+            latency_ms,
+            result,
+            "step" if asks_for_tools else "ok",
+            kernel.tasks[index].body,
+        )
+        if lane.answer_kept is not None:  # the response cache (`--cache`): an answer, or an agent's step
+            lane.answer_kept(call.body, call.client, result, attempt.cost_usd)
+        if asks_for_tools:
+            lane.tools.on_tool_request(index, attempt, result)
+            return
+        succeeded = TaskSucceeded(attempt, result.content)
+        answer = result.raw if result.raw is not None else result.body  # kept as received
+        kernel.commit_soon(kernel.journal.record_success, attempt, answer, events=[succeeded])
+
+    def _on_invalid_answer(self, index: int, call: Call, result: CallResult, problem: str) -> None:
+        """An answer that fails validation: asked once more with the problem, then a failure that
+        keeps the raw text (the answer was billed either way)."""
+        kernel = self.kernel
+        raw = result.content
+        reask = index not in self._reasked and kernel.stopping is None
+        error = CallError(
+            ErrorClass.BAD_RESPONSE,
+            f"{problem}; raw answer: {raw[:2000]}",
+            200,
+            "invalid_json",
+            request_id=result.request_id,
+        )
+        attempt = self.lane.billing.answered(
+            index,
+            call.number,
+            call.client.name,
+            call.started_at,
+            call.latency_ms(),
+            result,
+            "retry" if reask else "failed",
+            kernel.tasks[index].body,
+        )
+        attempt = dataclasses.replace(attempt, error=error)
+        if not reask:
+            self._fail(attempt)
+            return
+        self._reasked.add(index)
+        attempt = dataclasses.replace(attempt, retry_in_s=0.0)
+        task = kernel.tasks[index]
+        messages = [
+            *task.body.get("messages", []),
+            {"role": "assistant", "content": raw},
+            {
+                "role": "user",
+                "content": f"That answer could not be used: {problem}. "
+                "Answer again with valid JSON only, nothing else.",
+            },
+        ]
+        kernel.tasks[index] = Task(task.index, task.custom_id, {**task.body, "messages": messages})
+        retrying = TaskRetrying(attempt, 0.0)
+        kernel.commit(kernel.journal.record_retry, attempt, events=[retrying])
+        kernel.retry_soon(index, 0.0)
+
+    def _on_empty_answer(self, index: int, call: Call, result: CallResult) -> None:
+        """An answer cut at its token limit before any content (`finish_reason: length`, no text,
+        no tool call: a reasoning model that spent its tokens thinking): billed, and a failure
+        of its own that another attempt of the same body would repeat."""
+        kernel = self.kernel
+        self.lane.endpoints.pacing(call.client).rate_limits.settle(kernel.tokens_held(index), result.usage.total)
+        error = CallError(
+            ErrorClass.BAD_RESPONSE,
+            "the answer was cut at its token limit before any content (finish_reason length): raise max_tokens",
+            200,
+            TRUNCATED_CODE,
+            request_id=result.request_id,
+            should_retry=False,
+        )
+        attempt = self.lane.billing.answered(
+            index,
+            call.number,
+            call.client.name,
+            call.started_at,
+            call.latency_ms(),
+            result,
+            "failed",
+            kernel.tasks[index].body,
+        )
+        self._fail(dataclasses.replace(attempt, error=error))
+
+    def _fail(self, attempt: Attempt) -> None:
+        kernel = self.kernel
+        failed = TaskFailed(attempt)
+        kernel.commit(kernel.journal.record_failure, attempt, events=[failed])
+        kernel.check_failure_rate()
+
+    def on_failure(
+        self,
+        index: int,
+        number: int,
+        started_at: float,
+        latency_ms: float,
+        error: CallError,
+        *,
+        endpoint: str,
+        cut: Call | None = None,
+    ) -> None:
+        """A failed attempt: journaled, then retried (after its backoff) or the task's end.
+        `cut`: the call was abandoned by the engine itself (a straggler), not failed by the
+        endpoint: no congestion, and billed by estimate (it went out)."""
+        kernel, lane = self.kernel, self.lane
+        error = lane.capped(error)
+        kernel.tokens_held(index)  # a refused request used no tokens, but keep them: pace down
+        door = lane.endpoints.door_named(endpoint)
+        lane.learn(error.rate_headers, door=door)
+        if error.is_rate_limit:
+            lane.last_rate_limited = time.monotonic()
+            learned = door.rate_limits.on_rate_limited(sent_at=time.monotonic() - latency_ms / 1000)
+            lane.announce_limits(learned, door)
+        if door.adaptive is not None and cut is None:
+            self._adapt_to_failure(error, door)
+        decision = kernel.retry_policy.after_failure(
+            error,
+            kernel.round_attempts(index),
+            stopping=kernel.stopping is not None,
+            trimmed=self._trim_once(index, error),
+            can_fail_over=lane.endpoints.can_fail_over(endpoint),
+        )
+        retry = decision.next is not Next.GIVE_UP
+        outcome = "retry" if retry else "failed"
+        if cut is not None:
+            attempt = dataclasses.replace(lane.cut(cut, outcome), latency_ms=latency_ms)
+        else:
+            lane.billing.unbilled(index, number)
+            attempt = Attempt(index, number, endpoint, started_at, latency_ms, outcome)
+        attempt = dataclasses.replace(attempt, status=error.status, error=error, request_id=error.request_id)
+        if not retry:
+            self._fail(attempt)
+            self._check_refusals(error)
+            return
+        delay = decision.delay_s
+        attempt = dataclasses.replace(attempt, retry_in_s=round(delay, 3))
+        if error.is_rate_limit and error.retry_after_s and door.admission.close_gate(error.retry_after_s):
+            lane.last_retry_after_asked_s = error.retry_after_asked_s
+            kernel.emit(RateGateClosed(error.retry_after_s, asked_s=error.retry_after_asked_s))
+        retrying = TaskRetrying(attempt, delay)
+        kernel.commit(kernel.journal.record_retry, attempt, events=[retrying])
+        kernel.retry_soon(index, delay)
+
+    def _check_refusals(self, error: CallError) -> None:
+        """The provider refuses calls for good (a key it does not take, a model it does not have,
+        an empty account): after a few in a row, with no answer between, stop dispatch saying
+        why, instead of sending every other task to the same refusal."""
+        if error.kind not in REFUSALS:
+            return
+        self._refusals.append(error)
+        if len(self._refusals) >= REFUSALS_TO_STOP:
+            status = f" {error.status}" if error.status else ""
+            code = f" {error.code}" if error.code else ""
+            self.kernel.stop_dispatch(
+                f"the provider refused {len(self._refusals)} calls in a row ({error.kind}{status}{code}: "
+                f"{error.message[:160]}): nothing more is sent; check the key, the model name and the base "
+                f"URL, then `swarm-tui resume` the run"
+            )
+
+    def _trim_once(self, index: int, error: CallError) -> bool:
+        """Context length exceeded: never retried as is, but shortened once when a trimmer can."""
+        if error.kind is not ErrorClass.CONTEXT_LENGTH or self.trimmer is None or index in self._trimmed:
+            return False
+        kernel = self.kernel
+        shorter = self.trimmer(kernel.tasks[index])
+        if shorter is None:
+            return False
+        self._trimmed.add(index)
+        kernel.tasks[index] = shorter
+        kernel.log("trimmed", {"index": index, "custom_id": shorter.custom_id})
+        return True
+
+    def _adapt_to_failure(self, error: CallError, door: Door) -> None:
+        """A rate limit backs the limit off; overload does when sustained; other failures (a 500,
+        a 502, a lone hung call among fast answers) leave it alone: they say nothing about load."""
+        adaptive = door.adaptive
+        assert adaptive is not None
+        if error.is_rate_limited:
+            shrunk = adaptive.on_congestion()
+        elif error.is_overload or (
+            error.kind is ErrorClass.TIMEOUT and error.code != STRAGGLER_CODE and self._latency_congested()
+        ):
+            shrunk = adaptive.on_overload()
+        else:
+            adaptive.on_other_failure()
+            return
+        if shrunk is not None:
+            reason = f"{error.kind}{f' {error.status}' if error.status else ''}: decrease"
+            self.lane.endpoints.adapt(door, shrunk, reason)
+
+    def _latency_congested(self) -> bool:
+        """A timeout is congestion only when answers have been slowing down overall: shrinking the
+        limit for a lone hung call would leave the slots to the hung calls."""
+        p50 = self.kernel.stats.percentile(0.5)
+        return p50 is None or p50 / 1000 > CONGESTED_LATENCY_SHARE * self.kernel.settings.timeout_s

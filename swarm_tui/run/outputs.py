@@ -1,0 +1,370 @@
+"""A run's outputs, written from its journal: results.jsonl, errors.jsonl, transcripts.jsonl and
+summary.json (contract: DESIGN.md, "Files").
+
+Each is written under a temporary name (0600) and renamed into place, so a reader never sees
+half a file; a resume removes the previous session's before it sends anything
+(`discard_outputs`), so that outputs which cannot be written at its end are missing, never
+stale files that look current.
+
+At a run's end (`end_outputs`) they are written from the journal in one pass over its results
+(about 30 us an answer), so a stop of a run holding hundreds of thousands of answers would spend
+minutes exporting after the user asked to leave. A stop the user asked for (Ctrl-C, SIGTERM,
+the console's abort or quit) with work left and more than `STOP_EXPORT_MAX_RESULTS` answers in
+the journal writes none of them: the journal keeps every answer, the summary on screen comes
+from its cheap aggregates, and the note says how to get the files (`swarm-tui export RUN`, which
+sends nothing, or the `resume` that finishes the run). A run that ends by itself, or a stop with
+fewer answers, writes its outputs as always.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from swarm_tui.config import configured_currency
+from swarm_tui.core.errors import InputError
+from swarm_tui.core.events import EndpointSwitched, PlanChanged, RunStarted
+from swarm_tui.engine import TaskState
+from swarm_tui.engine.ledger import BudgetReport
+from swarm_tui.engine.stats import latency_summary
+from swarm_tui.journal import Journal
+from swarm_tui.judge.judge import quality_summary
+from swarm_tui.pricing.currency import USD, DisplayCurrency
+from swarm_tui.providers.answer import repaired_text
+from swarm_tui.run.cost import summary_cost_fields
+from swarm_tui.run.plan import plan_from_meta
+from swarm_tui.util.files import describe_write_failure, open_private, temp_name
+from swarm_tui.util.strict_json import strict_text
+
+OUTPUT_NAMES = ("results.jsonl", "errors.jsonl", "transcripts.jsonl", "summary.json")
+
+
+def discard_outputs(run_dir: Path) -> None:
+    """Remove an earlier session's outputs before this one sends anything: if this session cannot
+    write its own at the end, none is left to look current (InputError, exit 2, when they cannot
+    be removed: nothing has been sent)."""
+    for name in OUTPUT_NAMES:
+        path = run_dir / name
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise InputError.single(
+                path, "run directory", f"cannot remove the previous session's output: {exc.strerror or exc}"
+            ) from None
+
+
+def write_outputs(
+    run_dir: Path,
+    journal: Journal,
+    model: str | None,
+    provider: str,
+    simulated: bool,
+    deadlines: dict[str, Any] | None = None,
+    currency: DisplayCurrency = USD,
+    budget: dict[str, Any] | None = None,
+    traces: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    with _atomic(run_dir / "results.jsonl") as results, _atomic(run_dir / "errors.jsonl") as errors:
+        for custom_id, ok, request_id, response, error in journal.iter_result_texts():
+            if ok:
+                results.write(_result_line(custom_id, request_id, response or "null"))
+                continue
+            failure = error or {}  # a failed task's result always holds its error
+            line = {
+                "id": f"batch_req_{request_id or custom_id}",
+                "custom_id": custom_id,
+                "response": {"status_code": failure.get("status"), "request_id": request_id, "body": None},
+                "error": {"code": failure.get("code"), "message": failure.get("message")},
+            }
+            errors.write(strict_text(line) + "\n")  # a key masked, U+2028 escaped: one strict line
+    summary = summarize(
+        journal,
+        model=model,
+        provider=provider,
+        simulated=simulated,
+        deadlines=deadlines,
+        currency=currency,
+        budget=budget,
+        traces=traces,
+    )
+    if summary.get("agents"):  # multi-step agents: each one's whole transcript, custom_id first
+        with _atomic(run_dir / "transcripts.jsonl") as transcripts:
+            for transcript in journal.iter_transcripts():
+                transcripts.write(strict_text(transcript) + "\n")
+    with _atomic(run_dir / "summary.json") as fh:
+        json.dump(summary, fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
+    return summary
+
+
+def _result_line(custom_id: str, request_id: str | None, body: str) -> str:
+    """One results.jsonl line (the OpenAI Batch output format) with the answer spliced in as the
+    journal keeps it (strict one-line JSON, `providers.answer`): no answer is read or encoded
+    again at export, unless a journal written before answers were checked holds one to repair."""
+    head = strict_text({"id": f"batch_req_{request_id or custom_id}", "custom_id": custom_id})
+    body = repaired_text(body)
+    request = strict_text(request_id)
+    return (
+        f'{head[:-1]}, "response": {{"status_code": 200, "request_id": {request}, "body": {body}}}, "error": null}}\n'
+    )
+
+
+def summarize(
+    journal: Journal,
+    *,
+    model: str | None,
+    provider: str,
+    simulated: bool,
+    deadlines: dict[str, Any] | None = None,
+    currency: DisplayCurrency = USD,
+    budget: dict[str, Any] | None = None,
+    traces: dict[str, Any] | None = None,
+    breakdown: bool = True,
+) -> dict[str, Any]:
+    """summary.json; `deadlines`: the engine's tail deadlines as it ended (the rule and its figures);
+    `budget`: the spend ledger's report (`SpendLedger.report`), when the run has a budget;
+    `traces`: what the live OpenTelemetry export delivered (`otel.report.TraceReport`), with `--otel`;
+    `breakdown`: the cost fields (`run_cost.summary_cost_fields`), which read every attempt in the
+    log: left out of the summary shown at a stop whose outputs are left for later (`run_outputs`)."""
+    counts = journal.counts()
+    totals = journal.attempt_totals()
+    latencies = journal.success_latencies()
+    total = sum(counts.values())
+    succeeded = counts.get(TaskState.SUCCEEDED, 0)
+    failed = counts.get(TaskState.FAILED, 0)
+    makespan = None
+    if totals["first_started"] is not None:
+        makespan = round(totals["last_ended"] - totals["first_started"], 3)
+    cost = totals["cost_usd"]
+    cost_usd = round(cost, 6) if cost is not None and not totals["unpriced"] else None
+    unfinished = total - succeeded - failed
+    summary = {
+        "total": total,
+        "succeeded": succeeded,
+        "failed": failed,
+        "unfinished": unfinished,
+        "makespan_s": makespan,
+        "latency_ms": latency_summary(latencies),
+        "tokens": {
+            "prompt": totals["prompt"],
+            "completion": totals["completion"],
+            "cached": totals["cached"],
+            "reasoning": totals["reasoning"],
+        },
+        "cost_usd": cost_usd,
+        "cost_estimated_usd": round(totals["estimated_cost_usd"] or 0.0, 6),
+        "cost_note": _cost_note(totals, model),
+        "truncated": totals["truncated"],
+        "requests": {k: totals[k] for k in ("sent", "retried", "rate_limited", "server_errors", "timeouts")},
+        "provider": provider,
+        "model": model,
+        "simulated": simulated,
+        "failovers": failovers(journal),
+        **plan_history(journal, totals["last_ended"]),
+        "endpoints": journal.endpoint_totals(),
+        "deadlines": {**(deadlines or {}), "abandoned": journal.abandoned_attempts()},
+    }
+    summary.update(_run_features(journal, budget, traces))
+    if breakdown:
+        cost = summary_cost_fields(
+            journal,
+            model=model,
+            provider=provider,
+            cost_usd=cost_usd,
+            makespan_s=makespan,
+            finished=succeeded + failed,
+            unfinished=unfinished,
+            currency=currency,
+        )
+        summary.update(cost)
+    return summary
+
+
+def _run_features(journal: Journal, budget: dict[str, Any] | None, traces: dict[str, Any] | None) -> dict[str, Any]:
+    """The summary's sections of what this run used, each present only when it did."""
+    sections: dict[str, Any] = {}
+    if budget is not None:  # whether the budget held, and how near the run came to it
+        sections["budget"] = budget
+    agents = journal.agent_totals()
+    if agents is not None:  # multi-step agents: steps, tool calls, the critical path
+        sections["agents"] = agents
+    quality = quality_summary(journal)
+    if quality is not None:  # the judge: scores, drifts acted on, its cost apart
+        sections["quality"] = quality
+    cache = journal.cache_totals()
+    if cache is not None:  # the response cache: answers replayed (sent nothing, cost 0) and what they saved
+        sections["cache"] = cache
+    if traces is not None:  # --otel: the spans sent, and those the collector did not take
+        sections["traces"] = traces
+    batches = journal.batch_summary()
+    if batches:  # the batch lane: its batches (latency_ms is the live calls' only)
+        sections["batches"] = batches
+    return sections
+
+
+def failovers(journal: Journal) -> list[dict[str, Any]]:
+    """Each switch of endpoints the log holds (to the fallback, or back): when, to where, why, and
+    whether it left the primary (said by the event, else worked out from the endpoints: each run
+    starts on its primary, `RunStarted.provider`)."""
+    switches: list[dict[str, Any]] = []
+    primary = current = None
+    for at, event in journal.logged(RunStarted, EndpointSwitched):
+        if isinstance(event, RunStarted):
+            primary = current = event.provider
+            continue
+        assert isinstance(event, EndpointSwitched)
+        left_primary = event.from_primary if event.from_primary is not None else current == primary
+        switches.append({"at": at, "to": event.endpoint, "reason": event.reason, "from_primary": left_primary})
+        current = event.endpoint
+    return switches
+
+
+def _cost_note(totals: dict[str, Any], model: str | None) -> str | None:
+    notes = []
+    if totals["unpriced"]:
+        notes.append(f"price unknown for model {model!r}")
+    if totals["estimated"]:
+        notes.append(
+            f"{totals['estimated']} attempt{'s' if totals['estimated'] != 1 else ''} billed by estimate "
+            f"(${totals['estimated_cost_usd'] or 0:.4f}): no usage reported, or cut after it went out"
+        )
+    return "; ".join(notes) or None
+
+
+class _atomic:
+    """Write a file (0600) under a temporary name and move it into place: never half-written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.tmp = path.with_name(temp_name(path.name))
+
+    def __enter__(self):
+        self.fh = open_private(self.tmp)
+        return self.fh
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            self.fh.close()
+            if exc_type is None:
+                os.replace(self.tmp, self.path)
+        except BaseException:
+            self.tmp.unlink(missing_ok=True)
+            raise
+        if exc_type is not None:
+            self.tmp.unlink(missing_ok=True)
+
+
+def plan_history(journal: Journal, ended_at: float | None) -> dict[str, Any]:
+    """A deadline run's plans as the autopilot made them (`PlanChanged`), and its deadline: kept
+    or not, with the predicted finish and cost of each plan beside what happened. {} without one."""
+    plans = [
+        {"at": at, **{k: getattr(event, k) for k in ("live", "batch", "finish_at", "cost_usd", "feasible", "reason")}}
+        for at, event in journal.logged(PlanChanged)
+        if isinstance(event, PlanChanged)
+    ]
+    if not plans:
+        return {}
+    deadline = next(event.deadline_at for _, event in journal.logged(PlanChanged) if isinstance(event, PlanChanged))
+    met = ended_at is not None and ended_at <= deadline
+    return {"plans": plans, "deadline": {"at": deadline, "ended_at": ended_at, "met": met}}
+
+
+STOP_EXPORT_MAX_RESULTS = 20_000
+"""At a stop the user asked for, the most answers whose export is still written before exiting
+(about 0.6 s of work on a 2-core machine); above it the outputs are left for `swarm-tui export`."""
+
+
+@dataclass(frozen=True)
+class OutputFacts:
+    """What summary.json says beyond the journal: the run's model and endpoint, its display
+    currency (chosen when it opened), and the engine's budget ledger and tail deadlines."""
+
+    model: str | None
+    provider: str
+    simulated: bool
+    currency: DisplayCurrency = USD
+    budget: dict[str, Any] | None = None
+    deadlines: dict[str, Any] | None = None
+    traces: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class RunOutputs:
+    """How the end went: the summary (written or not), why the files could not be written
+    (`error`), or why they were left for later and how to get them (`deferred`)."""
+
+    summary: dict[str, Any]
+    error: str | None = None
+    deferred: str | None = None
+
+
+def deferred_note(run_dir: Path, answers: int) -> str:
+    """What the user is told when the outputs were left for later: why, and the command."""
+    return (
+        f"results.jsonl, errors.jsonl and summary.json not written at the stop ({answers:,} answers: "
+        f"the journal keeps every one); write them, sending nothing, with: swarm-tui export {run_dir}"
+    )
+
+
+def end_outputs(run_dir: Path, journal: Journal, facts: OutputFacts, *, user_stop: bool = False) -> RunOutputs:
+    """Write the outputs from the journal (atomically), or leave them for later at a stop the user
+    asked for with more than `STOP_EXPORT_MAX_RESULTS` answers (`user_stop`: the caller says so,
+    and that work is left). When they cannot be written (disk full, the directory gone) the
+    summary is still returned and `error` says why: a resume (or `swarm-tui export`) writes them."""
+    if user_stop:
+        answers = journal.result_count()
+        if answers > STOP_EXPORT_MAX_RESULTS:
+            return RunOutputs(_summary(journal, facts, breakdown=False), deferred=deferred_note(run_dir, answers))
+    try:
+        return RunOutputs(_write(run_dir, journal, facts))
+    except OSError as exc:
+        error = describe_write_failure(exc, Path(exc.filename or run_dir))
+        return RunOutputs(_summary(journal, facts), error=error)
+
+
+def _write(run_dir: Path, journal: Journal, facts: OutputFacts) -> dict[str, Any]:
+    return write_outputs(
+        run_dir,
+        journal,
+        facts.model,
+        facts.provider,
+        facts.simulated,
+        deadlines=facts.deadlines,
+        currency=facts.currency,
+        budget=facts.budget,
+        traces=facts.traces,
+    )
+
+
+def _summary(journal: Journal, facts: OutputFacts, *, breakdown: bool = True) -> dict[str, Any]:
+    return summarize(
+        journal,
+        model=facts.model,
+        provider=facts.provider,
+        simulated=facts.simulated,
+        deadlines=facts.deadlines,
+        currency=facts.currency,
+        budget=facts.budget,
+        traces=facts.traces,
+        breakdown=breakdown,
+    )
+
+
+def facts_from_meta(journal: Journal) -> OutputFacts:
+    """The facts of a run no process drives (`swarm-tui export`), from what its journal recorded:
+    its plan's endpoint and model, its prices' currency, its budget against what it spent."""
+    meta = journal.meta()
+    plan = plan_from_meta(meta["plan"])
+    template = meta.get("template") or {}
+    model = plan.profile.model or journal.first_model() or template.get("model")
+    budget = plan.settings.budget_usd
+    return OutputFacts(
+        model=model,
+        provider=plan.profile.name,
+        simulated=plan.profile.is_simulator,
+        currency=configured_currency(provider=plan.profile.name, prices=plan.prices),
+        budget=None if budget is None else BudgetReport(budget, journal.spent_usd(), 0.0, False).to_dict(),
+    )

@@ -1,0 +1,504 @@
+"""A run directory being worked on: journal + endpoint + engine, for a new run or a resume.
+
+Both front ends (headless and the TUI) drive a `SwarmSession` the same way:
+`open_new(...)` or `open_existing(...)`, then `await session.run()`, then `finalize()` writes
+`results.jsonl`, `errors.jsonl` and `summary.json` from the journal, and `aclose()`.
+The session also serves the journal's control queue, so `attach` in another terminal can
+pause, resume, retry and abort this run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, replace
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from swarm_tui.cache import CacheMode, ResponseCache, default_cache_dir
+from swarm_tui.config import configured_currency
+from swarm_tui.core.errors import InputError, JournalWriteError
+from swarm_tui.core.events import RunFinished, TaskQueued
+from swarm_tui.core.notes import CacheUnavailable
+from swarm_tui.core.ports import Capability, Engine
+from swarm_tui.core.task import Task
+from swarm_tui.core.tiers import PRIORITY
+from swarm_tui.engine import EngineSettings, SwarmEngine, TaskState
+from swarm_tui.engine.ledger import BudgetReport, answer_ceiling, worst_usage
+from swarm_tui.engine.routing.endpoints import RouteSpec
+from swarm_tui.jobs import Job, TaskTemplate
+from swarm_tui.jobs.judge_spec import JudgeSpec
+from swarm_tui.jobs.swarm_spec import SwarmSpec
+from swarm_tui.journal import JOURNAL_NAME, Journal, migrate
+from swarm_tui.judge.judge import Judge, JudgedEngine
+from swarm_tui.providers.client import ProviderClient
+from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.providers.routes import RoutePlan, open_clients
+from swarm_tui.run.directory import RunDirLock, discard_new, prepare_new
+from swarm_tui.run.judge import JudgeEndpoint, make_judge
+from swarm_tui.run.outputs import OutputFacts, discard_outputs, end_outputs, summarize
+from swarm_tui.run.plan import (
+    DEMO_SIM,
+    RayOptions,
+    RunContents,
+    RunPlan,
+    judge_from_meta,
+    judge_to_meta,
+    plan_from_meta,
+    plan_to_meta,
+)
+from swarm_tui.sim import SimConfig, SimServer
+from swarm_tui.swarm.pipeline import SwarmPipeline, drop_memory, json_validator
+from swarm_tui.tools import Toolbox, ToolsSpec
+from swarm_tui.util.files import describe_write_failure
+from swarm_tui.view.follower import close_interrupted_run
+
+if TYPE_CHECKING:
+    from swarm_tui.otel.live import LiveTracer
+
+__all__ = ["DEMO_SIM", "RayOptions", "RunContents", "RunPlan", "SwarmSession", "default_run_dir", "summarize"]
+
+CONTROL_POLL_S = 0.5
+
+
+def default_run_dir(job_name: str, root: Path = Path("runs")) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in job_name)[:60] or "job"
+    path = root / f"{stamp}-{safe}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = root / f"{stamp}-{safe}-{n}"
+    return path
+
+
+class SwarmSession:
+    def __init__(
+        self,
+        run_dir: Path,
+        journal: Journal,
+        plan: RunPlan,
+        contents: RunContents,
+        ray: RayOptions | None = None,
+        lock: RunDirLock | None = None,
+    ) -> None:
+        self.run_dir = run_dir
+        self.journal = journal
+        self.lock = lock
+        self.output_error: str | None = None
+        """Why results.jsonl / summary.json could not be written at the end, if they could not."""
+        self.outputs_deferred: str | None = None
+        """Why the outputs were left for `swarm-tui export` at the user's stop, and how to get them."""
+        self.user_stopped = False
+        """The user asked the run to stop (a signal, an abort): `stop_by_user`."""
+        self.summary: dict[str, Any] | None = None
+        """summary.json's content, once `run()` has ended."""
+        self.currency = configured_currency(provider=plan.profile.name, prices=plan.prices)
+        """The display currency of summary.json, chosen now: the same run exports the same anywhere."""
+        self.plan = plan
+        self.job_name = contents.job_name
+        self.model = contents.model(plan)
+        self.template = contents.template
+        self.swarm = contents.swarm
+        self.sim: SimServer | None = None
+        if plan.profile.is_simulator:
+            self.sim = SimServer(plan.sim or DEMO_SIM).start(mode="thread")
+        self.client, self.fallback, self.route_clients = open_clients(plan, self.base_url)
+        self.response_cache = self._open_cache()
+        self.tools = contents.tools if contents.tools is not None and contents.tools.any else None
+        """The run's tools: with them, every task is a multi-step agent (on Ray they run on the actors)."""
+        self.toolbox = Toolbox(self.tools) if self.tools is not None and ray is None else None
+        self.engine = self._make_engine(contents, ray)
+        self.pipeline = (
+            SwarmPipeline(self.engine, journal, run_dir, self.swarm, self.template)
+            if self.swarm and self.swarm.is_pipeline and self.template
+            else None
+        )
+        self._control_task: asyncio.Task[None] | None = None
+        self.judge_endpoint = JudgeEndpoint()
+        self.judge: Judge | None = None
+        if contents.judge is not None and Capability.JUDGE in self.engine.capabilities:  # else the CLI refused it
+            self.judge = self._make_judge(contents.judge, contents.judge_profile)
+        self.tracer: LiveTracer | None = None  # --otel: the run's spans exported as it goes (`trace`)
+
+    def _open_cache(self) -> ResponseCache | None:
+        """The response cache of a `--cache` run (None without: no file is even opened). A file
+        that cannot be used is said once (stderr and the journal) and the run goes on uncached."""
+        settings = self.plan.settings
+        mode = CacheMode(settings.cache)
+        if mode is CacheMode.OFF:
+            return None
+        cache = ResponseCache(
+            Path(settings.cache_dir) if settings.cache_dir else default_cache_dir(),
+            mode,
+            ttl_s=settings.cache_ttl_s,
+            max_bytes=settings.cache_max_bytes,
+            on_problem=self._cache_problem,
+        )
+        if self.sim is not None:  # the embedded simulator's port is new every run: its answers are the simulator's
+            cache.aliases[self.client.base_url] = "embedded-simulator"
+        return cache
+
+    def _cache_problem(self, message: str) -> None:
+        print(f"swarm-tui: {message}", file=sys.stderr)
+        with contextlib.suppress(JournalWriteError):
+            self.journal.append([CacheUnavailable(message, writes_only="without writing" in message)])
+
+    @property
+    def base_url(self) -> str:
+        """Where the run's calls go: the profile's endpoint, or the embedded simulator."""
+        return self.sim.base_url if self.sim is not None else self.plan.profile.base_url
+
+    def _make_engine(self, contents: RunContents, ray: RayOptions | None) -> Engine:
+        """The run's engine: in this process, or its shards on Ray actors (swarm_tui.distributed)."""
+        plan = self.plan
+        fallback_profile = plan.profile.fallback()
+        fallback_price = (
+            plan.price_for(fallback_profile.model or self.model, fallback_profile.name.split("/")[0])
+            if fallback_profile is not None
+            else None
+        )
+        swarm = contents.swarm
+        shared: dict[str, Any] = {
+            "price": plan.price_for(self.model),
+            "states": contents.states,
+            "attempts_made": contents.attempts_made,
+            "simulated": self.simulated,
+            "fallback_price": fallback_price,
+            "validator": json_validator if swarm and swarm.workers.json else None,
+        }
+        if ray is not None:
+            from swarm_tui.distributed.driver import RayEngine
+
+            return RayEngine(
+                contents.tasks,
+                self.client,
+                self.journal,
+                plan.settings,
+                profile=plan.profile,
+                base_url=self.base_url,
+                address=ray.address,
+                actors=ray.actors,
+                response_cache=self.response_cache,
+                tools=self.tools,
+                **shared,
+            )
+        return SwarmEngine(
+            contents.tasks,
+            self.client,
+            self.journal,
+            plan.settings,
+            fallback=self.fallback,
+            route=route_spec(plan, self.route_clients, self.model),
+            trimmer=drop_memory if swarm and swarm.memory.rounds > 1 else None,
+            toolbox=self.toolbox,
+            response_cache=self.response_cache,
+            **shared,
+        )
+
+    def _make_judge(self, spec: JudgeSpec, profile: ProviderProfile | None) -> Judge:
+        engine = cast("JudgedEngine", self.engine)  # an engine that declares the judge capability
+        self.judge_endpoint = JudgeEndpoint.open(profile, self.plan)
+        model = spec.model or (profile.model if profile is not None else None) or self.model or ""
+        return make_judge(
+            engine,
+            self.journal,
+            spec,
+            self.judge_endpoint,
+            self.plan,
+            model=model,
+            pipeline=self.pipeline,
+            multi_round=self.swarm is not None and self.swarm.memory.rounds > 1,
+        )
+
+    def budget_note(self) -> str | None:
+        """What the budget holds back for each call until it is answered (shown as the run starts):
+        a budget is a ceiling, so a body without max_tokens reserves the model's whole maximum."""
+        budget = self.plan.settings.budget_usd
+        price = self.plan.price_for(self.model)
+        if price is not None and self.plan.profile.service_tier == PRIORITY:  # reserved at its premium
+            price = price.for_tier(PRIORITY)
+        if budget is None or price is None:
+            return None
+        first = next(iter(self.engine.tasks.values()), None)  # in index order: no walk over a million
+        body = first.body if first else (self.template.body("", agent=1, total=1) if self.template else {})
+        usage = worst_usage(body, price.max_output)
+        if usage is None:
+            return f"budget ${budget:.2f}: a call's answer has no bound (no max_tokens, no known maximum)"
+        own = answer_ceiling(body) is not None
+        ceiling = "its max_tokens" if own else f"{self.model}'s maximum output, no max_tokens in the body"
+        return (
+            f"budget ${budget:.2f} is a ceiling: each call holds up to ${price.cost(usage):.4f} until it is answered "
+            f"({usage.completion:,} output tokens: {ceiling})"
+        )
+
+    @property
+    def tasks(self) -> Mapping[int, Task]:
+        """Every task of the run so far by index, in order (a planned swarm has none until the planner
+        answers); a body is read from the journal when its task is looked up."""
+        return self.engine.tasks
+
+    @property
+    def simulated(self) -> bool:
+        return self.plan.profile.is_simulator
+
+    @property
+    def has_history(self) -> bool:
+        """Earlier sessions of this run did something (sent a call, submitted a batch)."""
+        return self.journal.has_attempts() or bool(self.journal.open_batches())
+
+    # ----------------------------------------------------------------- opening
+
+    @classmethod
+    def open_new(
+        cls,
+        job: Job,
+        plan: RunPlan,
+        run_dir: Path,
+        *,
+        ray: RayOptions | None = None,
+        judge_profile: ProviderProfile | None = None,
+    ) -> SwarmSession:
+        """A new run in `run_dir` (new or empty; InputError otherwise), locked for this process."""
+        tasks = job.tasks
+        template = job.template
+        if template is not None and plan.profile.model:  # later rounds and planned tasks ask for it too
+            template = replace(template, model=plan.profile.model)
+        created = prepare_new(run_dir)
+        lock = RunDirLock(run_dir).acquire()
+        meta = {
+            "job": {"name": job.name, "source": job.source, "options": job.options},
+            "plan": plan_to_meta(plan),
+            "swarm": job.swarm.to_meta() if job.swarm else None,
+            "template": asdict(template) if template else None,
+            "tools": job.tools.to_meta() if job.tools else None,
+            "judge": judge_to_meta(job.judge, judge_profile),
+        }
+        try:
+            journal = Journal.create(run_dir, tasks, meta)
+        except BaseException as exc:  # Ctrl-C, a full disk: no run was made, so no half-made directory stays
+            lock.release()
+            discard_new(run_dir, created)
+            if isinstance(exc, OSError | sqlite3.Error) and not isinstance(exc, FileExistsError):
+                path = run_dir / JOURNAL_NAME
+                raise InputError.single(run_dir, "journal", describe_write_failure(exc, path)) from None
+            raise
+        try:
+            journal.begin_session()
+            contents = RunContents(
+                job.name,
+                journal.task_table(),  # the bodies stay in the journal (a million would take a gigabyte)
+                swarm=job.swarm,
+                template=template,
+                tools=job.tools,
+                judge=job.judge,
+                judge_profile=judge_profile,
+            )
+            return cls(run_dir, journal, plan, contents, ray, lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def open_existing(
+        cls,
+        run_dir: Path,
+        *,
+        profile: ProviderProfile | None = None,
+        settings: EngineSettings | None = None,
+        retry_failed: bool = False,
+        ray: RayOptions | None = None,
+        sim: SimConfig | None = None,
+        route: RoutePlan | None = None,
+    ) -> SwarmSession:
+        """Resume the run in `run_dir`; RunDirBusy (exit 2) when another live process writes it.
+        `sim`: the simulator's settings for this session, when the user changed them. `route`:
+        with a new `profile`, the route it heads (without one the run's own route goes on)."""
+        Journal.open(run_dir, readonly=True).close()  # no (whole) journal: say so before taking the lock
+        lock = RunDirLock(run_dir).acquire()
+        try:
+            return cls._resume(run_dir, lock, profile, settings, retry_failed, ray, sim, route)
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def _resume(
+        cls,
+        run_dir: Path,
+        lock: RunDirLock,
+        profile: ProviderProfile | None,
+        settings: EngineSettings | None,
+        retry_failed: bool,
+        ray: RayOptions | None,
+        sim: SimConfig | None,
+        route: RoutePlan | None = None,
+    ) -> SwarmSession:
+        journal = Journal.open(run_dir)
+        meta = journal.meta()
+        stored = plan_from_meta(meta["plan"])
+        route = stored.route if profile is None else route  # a new endpoint: the route the flags name, if any
+        plan = RunPlan(profile or stored.profile, settings or stored.settings, sim or stored.sim, stored.prices, route)
+        try:
+            journal.begin_session()  # the first write: a journal that cannot take one fails here, nothing sent
+        except JournalWriteError as exc:
+            journal.close()
+            raise InputError.single(journal.path, "journal", f"{exc.cause}; resume writes the journal") from None
+        discard_outputs(run_dir)  # this session's, or none: never the last session's looking current
+        if profile is not None and (profile, route) != (stored.profile, stored.route):  # a later resume too
+            journal.set_meta("plan", plan_to_meta(replace(stored, profile=profile, route=route)))
+        migrate(journal)  # a journal from before the event log gets one, rebuilt from its rows
+        close_interrupted_run(journal)  # its last process was killed: its calls in flight were lost
+        if retry_failed:
+            failed = [i for i, state in journal.states().items() if state is TaskState.FAILED]
+            journal.requeue(failed, [TaskQueued(i, TaskState.FAILED) for i in failed])
+        if profile is not None and profile.model:
+            journal.replace_model(profile.model)  # what is sent from now on is what the journal says is sent
+        states, attempts = journal.task_progress()
+        tasks = journal.task_table()
+        swarm = SwarmSpec.from_meta(meta["swarm"]) if meta.get("swarm") else None
+        template = TaskTemplate(**meta["template"]) if meta.get("template") else None
+        if template is not None and profile is not None and profile.model:
+            template = replace(template, model=profile.model)
+        tools = ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None
+        judge, judge_profile = judge_from_meta(meta.get("judge"))
+        contents = RunContents(
+            meta["job"]["name"], tasks, states, attempts, swarm, template, tools, judge, judge_profile
+        )
+        return cls(run_dir, journal, plan, contents, ray, lock)
+
+    def trace(self, *, content: bool = False, endpoint: str | None = None) -> None:
+        """Export the run's spans while it goes (`--otel`, `[otel]`; InputError, exit 2, without the extra)."""
+        from swarm_tui.otel.live import LiveTracer
+
+        self.tracer = LiveTracer.subscribed(self.engine, self.journal, content=content, endpoint=endpoint)
+
+    # ----------------------------------------------------------------- running
+
+    async def run(self) -> RunFinished:
+        """Run the engine to the end, serving attach commands meanwhile; then write the outputs."""
+        if self.toolbox is not None:
+            await self.toolbox.start()  # checked before the run opened (cli): a server that fails now says so
+        self._control_task = asyncio.create_task(self._serve_control(), name="swarm-control")
+        try:
+            finished = await (self.pipeline.run() if self.pipeline else self.engine.run())
+            if self.judge is not None:
+                await self.judge.settle()  # the last answers' scores belong in summary.json
+        except JournalWriteError:  # a planner's or aggregator's outcome could not be kept: the run stopped
+            finished = self.engine.outcome()
+        finally:
+            self._control_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._control_task  # it writes the heartbeat: stopped before the export reads the journal
+            if self.tracer is not None:  # the last spans sent (or counted as dropped) before the summary says so
+                await asyncio.to_thread(self.tracer.close)
+            # results.jsonl of 100,000 tasks takes seconds: written off the event loop (the screen stays live),
+            # and left for `swarm-tui export` when the user stopped a big run (`run_outputs`)
+            self.user_stopped = self.user_stopped or self.engine.outcome().aborted
+            self.summary = await asyncio.to_thread(self.finalize)
+        return finished
+
+    async def _serve_control(self) -> None:
+        """Apply commands that `attach` (another process) put in the journal; beat a heartbeat;
+        notice within a second that the journal was deleted or replaced under the run."""
+        while True:
+            self.journal.check_in_place()
+            try:
+                self.journal.heartbeat()  # who drives the run; what it does is in the log
+                commands = self.journal.take_commands()
+            except JournalWriteError:
+                return  # the journal told the engine, which stopped the run
+            for command, args in commands:
+                self.apply_command(command, args)
+            await asyncio.sleep(CONTROL_POLL_S)
+
+    def stop_by_user(self, reason: str | None = None) -> None:
+        """The user asked the run to stop (SIGTERM, SIGHUP, Ctrl-C): a big run's outputs are left
+        for later (`run_outputs`); with a `reason`, dispatch stops gently (calls in flight finish)."""
+        self.user_stopped = True
+        if reason is not None:
+            self.engine.stop_dispatch(reason)
+
+    def apply_command(self, command: str, args: dict[str, Any]) -> None:
+        engine = self.engine
+        match command:
+            case "pause":
+                engine.pause()
+            case "resume":
+                engine.resume()
+            case "abort":
+                engine.abort("aborted from an attached view")
+            case "stop":
+                engine.stop_dispatch(str(args.get("reason") or "stopped from an attached view"))
+            case "retry":
+                engine.retry_failed(args.get("indices"))
+            case "cancel":
+                if Capability.CANCEL in engine.capabilities:
+                    engine.cancel_tasks(args.get("indices") or [])
+            case "concurrency":
+                engine.set_concurrency(int(args["limit"]), "attached view")
+            case "flush_memory":
+                if self.pipeline is not None:
+                    self.pipeline.flush_memory()
+
+    def finalize(self) -> dict[str, Any]:
+        """Write results.jsonl, errors.jsonl and summary.json from the journal (atomically), or
+        leave them for `swarm-tui export` at a big stop the user asked for with work left
+        (`run_outputs`); the summary either way. `output_error` says why they could not be
+        written, `outputs_deferred` why they were left and how to get them."""
+        user_stop = self.user_stopped and self.engine.outcome().cancelled > 0
+        ended = end_outputs(self.run_dir, self.journal, self._output_facts(), user_stop=user_stop)
+        self.output_error, self.outputs_deferred = ended.error, ended.deferred
+        return ended.summary
+
+    def _output_facts(self) -> OutputFacts:
+        traces = self.tracer.report.to_dict() if self.tracer is not None and self.tracer.report else None
+        tail = self.engine.tail  # None: a distributed engine's deadlines live on its shards
+        return OutputFacts(
+            self.model,
+            self.plan.profile.name,
+            self.simulated,
+            self.currency,
+            budget=self._budget(),
+            deadlines=tail.describe() if tail is not None else None,
+            traces=traces,
+        )
+
+    def _budget(self) -> dict[str, Any] | None:
+        """The budget's report: the engine's ledger (this session's peak) over the journal's spend."""
+        ledger = self.engine.ledger  # on Ray it holds no budget: the shards' allowances do
+        report = ledger.report() if ledger is not None else None
+        if report is None:
+            budget = self.plan.settings.budget_usd
+            return None if budget is None else BudgetReport(budget, self.journal.spent_usd(), 0.0, False).to_dict()
+        return replace(report, spent_usd=self.journal.spent_usd()).to_dict()
+
+    async def aclose(self) -> None:
+        if self.tracer is not None and self.tracer.report is None:  # a session that never ran: its threads end
+            await asyncio.to_thread(self.tracer.close)
+        if self.toolbox is not None:
+            await self.toolbox.aclose()
+        await self.engine.aclose()  # a distributed engine's actors
+        for client in (self.client, self.fallback, *self.route_clients):
+            if client is not None:
+                await client.aclose()
+        await self.judge_endpoint.aclose()
+        if self.sim is not None:
+            self.sim.stop()
+        if self.response_cache is not None:
+            self.response_cache.close()
+        self.journal.close()
+        if self.lock is not None:
+            self.lock.release()
+
+
+def route_spec(plan: RunPlan, others: list[ProviderClient], model: str | None) -> RouteSpec | None:
+    """The engine's side of the plan's route: each other endpoint's client with its price."""
+    if plan.route is None:
+        return None
+    priced = [(c, plan.price_for(c.profile.model or model, c.profile.name)) for c in others]
+    return RouteSpec(priced, plan.route.strategy, plan.route.max_price)
