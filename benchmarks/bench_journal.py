@@ -86,11 +86,11 @@ Write = Callable[[object, Attempt, bytes, str], None]
 
 
 def record(journal, attempt: Attempt, answer: bytes, content: str) -> None:
-    journal.record_success(attempt, answer, [TaskSucceeded(attempt, content)])
+    journal.records.record_success(attempt, answer, [TaskSucceeded(attempt, content)])
 
 
 def append(journal, attempt: Attempt, answer: bytes, content: str) -> None:
-    journal.append([TaskSucceeded(attempt, content, response=answer)])
+    journal.writer.append([TaskSucceeded(attempt, content, response=answer)])
 
 
 def one_round(journal_class: type, write: Write, work: list, group: int, where: Path) -> float:
@@ -105,11 +105,11 @@ def one_round(journal_class: type, write: Write, work: list, group: int, where: 
                 write(journal, attempt, answer, content)
         else:
             for at in range(0, len(work), group):
-                with journal.transaction():
+                with journal.writer.transaction():
                     for attempt, answer, content in work[at : at + group]:
                         write(journal, attempt, answer, content)
         elapsed = time.process_time() - start
-        assert journal.counts().get("succeeded") == len(work)
+        assert journal.queries.counts().get("succeeded") == len(work)
     finally:
         journal.close()
     return len(work) / elapsed
@@ -137,13 +137,13 @@ def commit_latencies(commits: int, per_commit: int, where: Path) -> tuple[list[f
         for at in range(0, len(work), per_commit):
             events = [TaskSucceeded(a, content, response=answer) for a, answer, content in work[at : at + per_commit]]
             start = time.perf_counter()
-            journal.append(events)
+            journal.writer.append(events)
             took.append((time.perf_counter() - start) * 1000)
             now = wal_checkpoints(wal)
             if now != seen and len(took) > 1:  # this commit restarted the WAL: the one before it checkpointed
                 checkpointed.add(len(took) - 2)
             seen = now
-        assert journal.counts().get("succeeded") == len(work)
+        assert journal.queries.counts().get("succeeded") == len(work)
         wal_bytes = wal.stat().st_size
     finally:
         journal.close()

@@ -37,7 +37,7 @@ def attempts_of(run_dir: Path, index: int) -> list[dict]:
 
     journal = Journal.open(run_dir, readonly=True)
     try:
-        return journal.attempts_of(index)
+        return journal.queries.attempts_of(index)
     finally:
         journal.close()
 

@@ -157,7 +157,7 @@ def record(path: Path = RECORDING) -> int:
 
         asyncio.run(run())
         journal = Journal.open(run_dir, readonly=True)
-        events = [fixed_times(event) for _, _, event in journal.log_since(0)]
+        events = [fixed_times(event) for _, _, event in journal.history.log_since(0)]
         journal.close()
     save_recording(in_fixed_order(events), path)
     return len(events)

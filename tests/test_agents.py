@@ -169,7 +169,7 @@ async def test_an_agent_killed_mid_trajectory_resumes_without_redoing_a_complete
                 return False
             journal = Journal.open(run_dir, readonly=True)
             try:
-                return sum(len(journal.tool_calls_of(i)) for i in range(6)) >= 6
+                return sum(len(journal.history.tool_calls_of(i)) for i in range(6)) >= 6
             finally:
                 journal.close()
 
@@ -178,7 +178,7 @@ async def test_an_agent_killed_mid_trajectory_resumes_without_redoing_a_complete
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     journal = Journal.open(run_dir, readonly=True)
-    before_calls = {i: [c["call_id"] for c in journal.tool_calls_of(i)] for i in range(6)}
+    before_calls = {i: [c["call_id"] for c in journal.history.tool_calls_of(i)] for i in range(6)}
     journal.close()
     requests_before = sim.stats()["requests"]
 
@@ -196,12 +196,12 @@ async def test_an_agent_killed_mid_trajectory_resumes_without_redoing_a_complete
     journal = Journal.open(run_dir, readonly=True)
     try:
         for i in range(6):
-            calls = [c["call_id"] for c in journal.tool_calls_of(i)]
+            calls = [c["call_id"] for c in journal.history.tool_calls_of(i)]
             assert calls[: len(before_calls[i])] == before_calls[i]  # none run again
             assert len(calls) == len(set(calls)) >= 3  # each step's calls once (1-3 a step)
-            steps = [a for a in journal.attempts_of(i) if a["outcome"] == "step"]
+            steps = [a for a in journal.queries.attempts_of(i) if a["outcome"] == "step"]
             assert len(steps) == 3
-        model_calls = sum(1 for i in range(6) for a in journal.attempts_of(i) if a["outcome"] in ("step", "ok"))
+        model_calls = sum(1 for i in range(6) for a in journal.queries.attempts_of(i) if a["outcome"] in ("step", "ok"))
     finally:
         journal.close()
     # each agent made exactly 4 model calls in all (3 steps + its answer): none was sent twice,
@@ -235,8 +235,8 @@ async def test_x_cancels_one_agent_and_a_retry_continues_it_from_its_last_comple
     assert finished.succeeded == 3
     journal = Journal.open(tmp_path / "run", readonly=True)
     try:
-        assert len([a for a in journal.attempts_of(0) if a["outcome"] == "step"]) == 3  # no step done twice
-        calls = [c["call_id"] for c in journal.tool_calls_of(0)]
+        assert len([a for a in journal.queries.attempts_of(0) if a["outcome"] == "step"]) == 3  # no step done twice
+        calls = [c["call_id"] for c in journal.history.tool_calls_of(0)]
         assert len(calls) == len(set(calls))
     finally:
         journal.close()
@@ -315,8 +315,8 @@ async def test_a_steps_tool_results_are_journaled_together_in_the_order_asked(tm
     try:
         several = 0
         for i in range(12):
-            rows = journal.tool_calls_of(i)
-            messages = journal.body_of(i)["messages"]
+            rows = journal.history.tool_calls_of(i)
+            messages = journal.queries.body_of(i)["messages"]
             for step in {row["step"] for row in rows}:
                 of_step = [row for row in rows if row["step"] == step]
                 several += len(of_step) > 1
@@ -358,8 +358,8 @@ async def test_x_mid_step_keeps_the_results_that_ended_and_resume_runs_only_the_
         await wait_until(lambda: engine.states[0] is TaskState.CANCELLED, "the agent to stop")
         journal = Journal.open(tmp_path / "run", readonly=True)
         try:
-            kept = journal.tool_calls_of(0)
-            transcript = journal.body_of(0)["messages"]
+            kept = journal.history.tool_calls_of(0)
+            transcript = journal.queries.body_of(0)["messages"]
         finally:
             journal.close()
         assert [row["name"] for row in kept] == ["quick"] * len(agent_tools.QUICK_CALLS)  # what ended is kept
@@ -378,7 +378,7 @@ async def test_x_mid_step_keeps_the_results_that_ended_and_resume_runs_only_the_
     assert finished.succeeded == 1
     journal = Journal.open(tmp_path / "run", readonly=True)
     try:
-        calls = journal.tool_calls_of(0)
+        calls = journal.history.tool_calls_of(0)
     finally:
         journal.close()
     first_step = [row for row in calls if row["step"] == 1]

@@ -190,7 +190,7 @@ async def test_resume_finds_a_batch_created_before_its_id_was_journaled(tmp_path
     lines = [(i, 1) for i in range(10)]
     data = b"".join(input_line(session.engine.tasks[i]) for i, _ in lines)
     file_id = await session.client.upload_batch_file("x.jsonl", data)
-    session.journal.record_batch_intent(lane.endpoint, file_id, lines)
+    session.journal.records.record_batch_intent(lane.endpoint, file_id, lines)
     await session.client.create_batch(file_id, {})  # ... and the process died here
     await session.aclose()
 
@@ -210,7 +210,7 @@ async def test_resume_submits_an_intent_whose_batch_was_never_created(tmp_path, 
     lines = [(i, 1) for i in range(6)]
     data = b"".join(input_line(session.engine.tasks[i]) for i, _ in lines)
     file_id = await session.client.upload_batch_file("x.jsonl", data)
-    session.journal.record_batch_intent(lane.endpoint, file_id, lines)  # ... and the process died here
+    session.journal.records.record_batch_intent(lane.endpoint, file_id, lines)  # ... and the process died here
     await session.aclose()
 
     finished = await run_session(SwarmSession.open_existing(tmp_path / "run"))
@@ -218,8 +218,8 @@ async def test_resume_submits_an_intent_whose_batch_was_never_created(tmp_path, 
     assert sim.stats()["batch"]["batches_created"] == 1
     journal = Journal.open(tmp_path / "run", readonly=True)
     try:
-        assert journal.open_batches() == []
-        assert [a["number"] for a in journal.attempts_of(0)] == [2]  # the intent's number stays taken
+        assert journal.history.open_batches() == []
+        assert [a["number"] for a in journal.queries.attempts_of(0)] == [2]  # the intent's number stays taken
     finally:
         journal.close()
 

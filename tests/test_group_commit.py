@@ -38,10 +38,10 @@ def test_a_transaction_keeps_all_of_its_writes_or_none(tmp_path):
     from swarm_tui.journal import Journal
 
     journal = Journal.create(tmp_path / "run", [Task(0, "a", {}), Task(1, "b", {})], {"plan": {}, "job": {}})
-    with pytest.raises(sqlite3.IntegrityError), journal.transaction():
-        journal.append([MemoryFlushed(1)])
-        journal.add_tasks([Task(2, "c", {})])
-        journal._db.execute("INSERT INTO tasks (idx, custom_id, body, state) VALUES (3, 'a', '{}', 'queued')")
-    assert [row.index for row in journal.tasks()] == [0, 1]  # the write that came first was rolled back too
-    assert not journal.logged(MemoryFlushed)
+    with pytest.raises(sqlite3.IntegrityError), journal.writer.transaction():
+        journal.writer.append([MemoryFlushed(1)])
+        journal.records.add_tasks([Task(2, "c", {})])
+        journal.writer.db.execute("INSERT INTO tasks (idx, custom_id, body, state) VALUES (3, 'a', '{}', 'queued')")
+    assert [row.index for row in journal.queries.tasks()] == [0, 1]  # the write that came first was rolled back too
+    assert not journal.history.logged(MemoryFlushed)
     journal.close()

@@ -1,4 +1,4 @@
-"""`Journal.append(events)`: the one write path. Each event is logged and applied to the tables it
+"""`Journal.writer.append(events)`: the one write path. Each event is logged and applied to the tables it
 projects onto (journal/projections.py) in one transaction; task states move by the board's one
 transition rule (core/board.py); payloads the log must not hold travel on the events."""
 
@@ -54,18 +54,18 @@ def attempt(index: int, number: int, outcome: str = "ok", **fields) -> Attempt:
 
 
 def table(journal: Journal, sql: str) -> list[tuple]:
-    return journal._db.execute(sql).fetchall()
+    return journal.writer.db.execute(sql).fetchall()
 
 
 def test_an_answer_is_logged_and_kept_in_one_write(tmp_path):
     journal = new_journal(tmp_path)
     first = attempt(0, 1, request_id="req-1")
-    journal.append([AttemptStarted(0, 1, "sim"), TaskSucceeded(first, "café", response=ANSWER)])
-    assert journal.states()[0] is TaskState.SUCCEEDED
+    journal.writer.append([AttemptStarted(0, 1, "sim"), TaskSucceeded(first, "café", response=ANSWER)])
+    assert journal.queries.states()[0] is TaskState.SUCCEEDED
     assert table(journal, "SELECT idx, number, outcome, request_id FROM attempts") == [(0, 1, "ok", "req-1")]
-    assert journal.result_of(0)["response"] == json.loads(ANSWER)
+    assert journal.queries.result_of(0)["response"] == json.loads(ANSWER)
     assert table(journal, "SELECT response FROM results") == [(ANSWER.decode(),)]  # the bytes as they came
-    assert [type(e).__name__ for _, _, e in journal.log_since(0)] == [
+    assert [type(e).__name__ for _, _, e in journal.history.log_since(0)] == [
         "SessionStarted",
         "AttemptStarted",
         "TaskSucceeded",
@@ -75,13 +75,13 @@ def test_an_answer_is_logged_and_kept_in_one_write(tmp_path):
 
 def test_a_transaction_keeps_every_event_or_none_and_a_missing_payload_fails_it(tmp_path):
     journal = new_journal(tmp_path)
-    before = len(journal.log_since(0))
+    before = len(journal.history.log_since(0))
     failed = attempt(0, 1, "failed", error=BOOM)
-    with pytest.raises(ValueError, match="response"), journal.transaction():
-        journal.append([TaskFailed(failed)])
-        journal.append([TaskSucceeded(attempt(1, 1), "x")])  # no response: the answer could not be kept
-    assert len(journal.log_since(0)) == before
-    assert journal.states() == {0: TaskState.QUEUED, 1: TaskState.QUEUED, 2: TaskState.QUEUED}
+    with pytest.raises(ValueError, match="response"), journal.writer.transaction():
+        journal.writer.append([TaskFailed(failed)])
+        journal.writer.append([TaskSucceeded(attempt(1, 1), "x")])  # no response: the answer could not be kept
+    assert len(journal.history.log_since(0)) == before
+    assert journal.queries.states() == {0: TaskState.QUEUED, 1: TaskState.QUEUED, 2: TaskState.QUEUED}
     assert table(journal, "SELECT COUNT(*) FROM attempts") == [(0,)]
     assert table(journal, "SELECT COUNT(*) FROM results") == [(0,)]
     journal.close()
@@ -101,17 +101,17 @@ def test_payloads_travel_on_the_events_and_stay_out_of_the_log(tmp_path):
     tool = ToolCallEnded(0, 1, "c1", "grep", True, 3.0, arguments='{"q": "x"}', result="SECRET-HIT", body=with_result)
     added = TasksAdded((3,), 4, tasks=(Task(3, "t3", {"messages": [{"role": "user", "content": "NEW-BODY"}]}),))
     succeeded = TaskSucceeded(attempt(1, 1), "café", response=ANSWER)
-    journal.append([stepped, tool, added, succeeded])
+    journal.writer.append([stepped, tool, added, succeeded])
 
-    assert journal.body_of(0) == with_result  # the transcript, for a resumed run to go on from
-    assert [(c["call_id"], c["arguments"], c["result"]) for c in journal.tool_calls_of(0)] == [
+    assert journal.queries.body_of(0) == with_result  # the transcript, for a resumed run to go on from
+    assert [(c["call_id"], c["arguments"], c["result"]) for c in journal.history.tool_calls_of(0)] == [
         ("c1", '{"q": "x"}', "SECRET-HIT")
     ]
-    assert journal.body_of(3) == added.tasks[0].body and journal.states()[3] is TaskState.QUEUED
+    assert journal.queries.body_of(3) == added.tasks[0].body and journal.queries.states()[3] is TaskState.QUEUED
     logged = table(journal, "SELECT data FROM log")
     for text in ("SECRET-HIT", "NEW-BODY", '"choices"', "tool_calls"):
         assert not any(text in (data or "") for (data,) in logged), text
-    read_back = [event for _, _, event in journal.log_since(0)][1:]
+    read_back = [event for _, _, event in journal.history.log_since(0)][1:]
     assert read_back == [stepped, tool, added, succeeded]  # payloads are not compared
     assert [getattr(e, name) for e, name in zip(read_back, ("body", "result", "tasks", "response"), strict=True)] == [
         None,
@@ -154,12 +154,12 @@ def test_the_journal_moves_task_states_by_the_boards_rule(tmp_path, seed):
         board.apply(event)
         if not starts:
             durable.apply(event)
-        journal.append([event])
-        assert journal.states() == durable.states, event
+        journal.writer.append([event])
+        assert journal.queries.states() == durable.states, event
         if board.states[i] is not TaskState.RUNNING:
-            assert journal.states()[i] is board.states[i]
+            assert journal.queries.states()[i] is board.states[i]
     results = dict(table(journal, "SELECT idx, ok FROM results"))
-    for i, state in journal.states().items():
+    for i, state in journal.queries.states().items():
         assert (results.get(i) == 1) == (state is TaskState.SUCCEEDED), (i, state, results.get(i))
         if state is TaskState.FAILED:
             assert results[i] == 0
@@ -189,41 +189,41 @@ def test_the_record_wrappers_write_what_append_writes(tmp_path):
     old, new = new_journal(tmp_path, 5, "old"), new_journal(tmp_path, 5, "new")
     call = {"id": "c1", "function": {"name": "grep", "arguments": "{}"}}
     lost, loser = attempt(3, 2, "cancelled"), attempt(3, 3, "hedge_lost")
-    old.record_success(attempt(0, 1), ANSWER)
-    new.append([TaskSucceeded(attempt(0, 1), "", response=ANSWER)])
-    old.record_retry(attempt(1, 1, "retry", error=BOOM, retry_in_s=0.5))
-    new.append([TaskRetrying(attempt(1, 1, "retry", error=BOOM, retry_in_s=0.5), 0.5)])
-    old.record_failure(attempt(1, 2, "failed", error=BOOM))
-    new.append([TaskFailed(attempt(1, 2, "failed", error=BOOM))])
-    old.requeue([1])
-    new.append([TaskQueued(1, TaskState.FAILED)])
-    old.record_step(attempt(2, 1, "step"), {"messages": ["step 1"]})
-    new.append([AgentStepped(attempt(2, 1, "step"), 1, ("grep",), body={"messages": ["step 1"]})])
+    old.records.record_success(attempt(0, 1), ANSWER)
+    new.writer.append([TaskSucceeded(attempt(0, 1), "", response=ANSWER)])
+    old.records.record_retry(attempt(1, 1, "retry", error=BOOM, retry_in_s=0.5))
+    new.writer.append([TaskRetrying(attempt(1, 1, "retry", error=BOOM, retry_in_s=0.5), 0.5)])
+    old.records.record_failure(attempt(1, 2, "failed", error=BOOM))
+    new.writer.append([TaskFailed(attempt(1, 2, "failed", error=BOOM))])
+    old.records.requeue([1])
+    new.writer.append([TaskQueued(1, TaskState.FAILED)])
+    old.records.record_step(attempt(2, 1, "step"), {"messages": ["step 1"]})
+    new.writer.append([AgentStepped(attempt(2, 1, "step"), 1, ("grep",), body={"messages": ["step 1"]})])
     other = {"id": "c2", "function": {"name": "add", "arguments": '{"a": 1}'}}
     both = {"messages": ["step 1", "found", "2"]}
-    old.record_tool_calls(2, 1, [(call, "found", True, 2.0), (other, "2", True, 1.0)], both)
-    new.append(
+    old.records.record_tool_calls(2, 1, [(call, "found", True, 2.0), (other, "2", True, 1.0)], both)
+    new.writer.append(
         [
             ToolCallEnded(2, 1, "c1", "grep", True, 2.0, arguments="{}", result="found"),
             ToolCallEnded(2, 1, "c2", "add", True, 1.0, arguments='{"a": 1}', result="2", body=both),
         ]
     )
-    old.record_cancelled([3, 4], [lost, loser])
-    new.append([TaskCancelled(3, lost), TaskCancelled(3, loser), TaskCancelled(4)])
-    old.record_judgment(0, 8.0, "fine", 2)
-    new.append([AnswerJudged(0, 8.0, "fine", 2)])
-    old.add_tasks([Task(5, "t5", {"messages": []})])
-    new.append([TasksAdded((5,), 6, tasks=(Task(5, "t5", {"messages": []}),))])
+    old.records.record_cancelled([3, 4], [lost, loser])
+    new.writer.append([TaskCancelled(3, lost), TaskCancelled(3, loser), TaskCancelled(4)])
+    old.records.record_judgment(0, 8.0, "fine", 2)
+    new.writer.append([AnswerJudged(0, 8.0, "fine", 2)])
+    old.records.add_tasks([Task(5, "t5", {"messages": []})])
+    new.writer.append([TasksAdded((5,), 6, tasks=(Task(5, "t5", {"messages": []}),))])
     for journal in (old, new):
-        row = journal.record_batch_intent("sim/batch", "file-1", [(4, 1), (5, 1)])
+        row = journal.records.record_batch_intent("sim/batch", "file-1", [(4, 1), (5, 1)])
         assert row.row == 1
-    old.record_batch_created(1, "batch-1", "validating")
-    new.append([BatchSubmitted("batch-1", "sim/batch", (4, 5), (1, 1), "file-1", 1.0, row=1)])
-    old.record_batch_progress(1, "in_progress", {"completed": 1, "total": 2})
-    new.append([BatchProgress("batch-1", "in_progress", 1, 0, 2, row=1, counts={"completed": 1, "total": 2})])
+    old.records.record_batch_created(1, "batch-1", "validating")
+    new.writer.append([BatchSubmitted("batch-1", "sim/batch", (4, 5), (1, 1), "file-1", 1.0, row=1)])
+    old.records.record_batch_progress(1, "in_progress", {"completed": 1, "total": 2})
+    new.writer.append([BatchProgress("batch-1", "in_progress", 1, 0, 2, row=1, counts={"completed": 1, "total": 2})])
     lines = BatchLines(succeeded=[(attempt(4, 1), {"choices": []})], failed=[attempt(5, 1, "failed", error=BOOM)])
-    old.record_batch_lines(1, "completed", ("out-1", None), lines)
-    new.append(
+    old.records.record_batch_lines(1, "completed", ("out-1", None), lines)
+    new.writer.append(
         [
             TaskSucceeded(attempt(4, 1), "", response={"choices": []}),
             TaskFailed(attempt(5, 1, "failed", error=BOOM)),
@@ -238,27 +238,29 @@ def test_the_record_wrappers_write_what_append_writes(tmp_path):
 
 def test_the_runs_notes_are_typed_events_of_the_one_log(tmp_path):
     journal = new_journal(tmp_path)
-    assert not journal.old_events() and not table(journal, "SELECT 1 FROM sqlite_master WHERE name = 'events'")
-    journal.log_event("trimmed", {"index": 1, "custom_id": "t1"})
-    journal.log_event("failover", {"to": "x", "reason": "down", "from_primary": True})  # EndpointSwitched says it
+    assert not journal.history.old_events() and not table(journal, "SELECT 1 FROM sqlite_master WHERE name = 'events'")
+    journal.records.log_event("trimmed", {"index": 1, "custom_id": "t1"})
+    journal.records.log_event(
+        "failover", {"to": "x", "reason": "down", "from_primary": True}
+    )  # EndpointSwitched says it
     with pytest.raises(ValueError, match="no event"):
-        journal.log_event("first")
-    assert [event for _, event in journal.logged(TaskTrimmed, EndpointSwitched)] == [TaskTrimmed(1, "t1")]
+        journal.records.log_event("first")
+    assert [event for _, event in journal.history.logged(TaskTrimmed, EndpointSwitched)] == [TaskTrimmed(1, "t1")]
     follower = LogFollower(journal, range(3))  # a view replaying the log sees what a live one sees
     seen: list = []
     follower.subscribe(seen.append)
     follower.poll()
-    assert seen == [] and follower.seq == len(journal.log_since(0))
+    assert seen == [] and follower.seq == len(journal.history.log_since(0))
     journal.close()
     again = Journal.open(tmp_path / "run")
     assert again.begin_session() == 2
-    assert [type(e) for _, _, e in again.log_since(0)].count(SessionStarted) == 2
+    assert [type(e) for _, _, e in again.history.log_since(0)].count(SessionStarted) == 2
     again.close()
 
 
 def test_failovers_say_whether_they_left_the_primary(tmp_path):
     journal = new_journal(tmp_path)
-    journal.append(
+    journal.writer.append(
         [
             RunStarted(3, 3, 4, "p", False),
             EndpointSwitched("p/fallback", "the primary is down"),
@@ -282,8 +284,8 @@ def test_a_journal_that_cannot_be_written_keeps_nothing_of_the_append_and_says_w
     journal.close()
     readonly = Journal.open(tmp_path / "run", readonly=True)
     with pytest.raises(JournalWriteError, match="read"):
-        readonly.append([TaskSucceeded(attempt(0, 1), "x", response=ANSWER)])
+        readonly.writer.append([TaskSucceeded(attempt(0, 1), "x", response=ANSWER)])
     with pytest.raises(JournalWriteError):  # broken for good: nothing more is tried
-        readonly.append([TaskQueued(0, TaskState.CANCELLED)])
-    assert readonly.states()[0] is TaskState.QUEUED
+        readonly.writer.append([TaskQueued(0, TaskState.CANCELLED)])
+    assert readonly.queries.states()[0] is TaskState.QUEUED
     readonly.close()

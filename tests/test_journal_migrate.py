@@ -113,25 +113,25 @@ def test_old_notes_read_as_events_then_become_them_once(tmp_path):
     readonly = Journal.open(tmp_path / "run", readonly=True)
     try:
         assert quality_summary(readonly)["judge_errors"] == 1
-        assert [e for _, e in readonly.logged(MemoryFlushed)] == [MemoryFlushed(2)]
+        assert [e for _, e in readonly.history.logged(MemoryFlushed)] == [MemoryFlushed(2)]
     finally:
         readonly.close()
 
     journal = Journal.open(tmp_path / "run")
     assert journal.begin_session() == 4  # after the old sessions (1 and 3), not after the log's
-    assert journal.old_events() == [] and journal.meta()["schema"] == SCHEMA_VERSION
-    assert [(at, e) for at, e in journal.logged(JudgeFailed, MemoryFlushed)] == [
+    assert journal.history.old_events() == [] and journal.queries.meta()["schema"] == SCHEMA_VERSION
+    assert [(at, e) for at, e in journal.history.logged(JudgeFailed, MemoryFlushed)] == [
         (11.0, JudgeFailed(0, "timeout")),
         (12.0, MemoryFlushed(2)),
     ]
     sessions = read(path, "SELECT session, data FROM log WHERE kind = 'SessionStarted' ORDER BY seq")
     assert [session for session, _ in sessions] == [1, 3, 4]
     assert [json.loads(data)["pid"] for _, data in sessions[:2]] == [7, 8]
-    assert journal.logged(EndpointSwitched) == []
+    assert journal.history.logged(EndpointSwitched) == []
     journal.close()
     again = Journal.open(tmp_path / "run")
     assert again.begin_session() == 5  # migrated once: nothing left to migrate
-    assert len(again.logged(JudgeFailed)) == 1
+    assert len(again.history.logged(JudgeFailed)) == 1
     again.close()
 
 
@@ -140,10 +140,10 @@ def test_a_schema_1_journal_keeps_its_session_numbers_in_the_rebuilt_log(tmp_pat
     journal = Journal.open(run_dir)
     try:
         assert journal.begin_session() == 2  # the fixture's run was session 1
-        assert journal.meta()["schema"] == SCHEMA_VERSION and journal.old_events() == []
+        assert journal.queries.meta()["schema"] == SCHEMA_VERSION and journal.history.old_events() == []
         assert read(
             run_dir / "journal.sqlite", "SELECT session FROM log WHERE kind = 'SessionStarted' ORDER BY seq"
         ) == [(1,), (2,)]
-        assert journal.run_ended() is False  # killed mid-run: the rebuilt log says so, as before
+        assert journal.history.run_ended() is False  # killed mid-run: the rebuilt log says so, as before
     finally:
         journal.close()

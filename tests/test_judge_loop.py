@@ -78,7 +78,7 @@ async def test_pollution_lowers_the_score_the_memory_is_flushed_and_the_score_re
 def _attempts(run_dir):
     journal = Journal.open(run_dir, readonly=True)
     try:
-        return journal.attempts_since(0)
+        return journal.queries.attempts_since(0)
     finally:
         journal.close()
 
@@ -106,7 +106,7 @@ async def test_alert_and_pause(tmp_path, sim_factory, action):
     assert finished.failed == 0 and not finished.aborted
     journal = Journal.open(tmp_path / "run", readonly=True)
     try:
-        assert not journal.logged(MemoryFlushed)  # only what was asked
+        assert not journal.history.logged(MemoryFlushed)  # only what was asked
     finally:
         journal.close()
 
@@ -157,8 +157,8 @@ async def test_the_sampled_share_and_the_first_answers_of_the_round(tmp_path, si
     await run_session(session)
     journal = Journal.open(tmp_path / "run", readonly=True)
     try:
-        judged = set(journal.judgments())
-        ids = {row.index: row.custom_id for row in journal.tasks()}
+        judged = set(journal.history.judgments())
+        ids = {row.index: row.custom_id for row in journal.queries.tasks()}
     finally:
         journal.close()
     share = {i for i, cid in ids.items() if sampled(cid, 0.1)}
@@ -193,7 +193,7 @@ async def test_resume_never_judges_an_answer_twice(tmp_path, sim_factory):
 def _judgments(run_dir):
     journal = Journal.open(run_dir, readonly=True)
     try:
-        return journal.judgments()
+        return journal.history.judgments()
     finally:
         journal.close()
 
@@ -209,7 +209,7 @@ async def test_an_attached_view_sees_the_same_scores_and_drifts(tmp_path, sim_fa
         follower.poll()
         quality = follower.figures.quality
         judged = {e.index: (e.score, e.reason) for e in events if isinstance(e, AnswerJudged)}
-        assert quality.judged == judged == {i: (s, r) for i, (s, r, _) in journal.judgments().items()}
+        assert quality.judged == judged == {i: (s, r) for i, (s, r, _) in journal.history.judgments().items()}
         assert [d.action for d in quality.drifts] == [e.action for e in events if isinstance(e, QualityDrift)]
     finally:
         journal.close()

@@ -90,7 +90,7 @@ def test_a_schema_1_journal_gets_its_event_log_when_resumed_and_reads_the_same_a
 
     journal = Journal.open(run_dir, readonly=True)
     try:
-        assert journal.has_log() and journal.meta()["schema"] == SCHEMA_VERSION
+        assert journal.history.has_log() and journal.queries.meta()["schema"] == SCHEMA_VERSION
     finally:
         journal.close()
     after = AttachedRun(run_dir)  # now through the log: the old sessions rebuilt once, the new one logged

@@ -193,7 +193,7 @@ async def test_a_view_of_a_killed_run_shows_its_calls_lost_and_resume_agrees(tmp
                 return False
             journal = Journal.open(run_dir, readonly=True)
             try:
-                return journal.counts().get("succeeded", 0) >= 30 and len(journal.log_since(0)) > 0
+                return journal.queries.counts().get("succeeded", 0) >= 30 and len(journal.history.log_since(0)) > 0
             finally:
                 journal.close()
 
@@ -217,7 +217,7 @@ async def test_a_view_of_a_killed_run_shows_its_calls_lost_and_resume_agrees(tmp
 
     # the resume journals the same closing, then finishes the run; an attached view replays it all
     resumed = SwarmSession.open_existing(run_dir)
-    lost = [a for i in range(38) for a in resumed.journal.attempts_of(i) if a["outcome"] == "cancelled"]
+    lost = [a for i in range(38) for a in resumed.journal.queries.attempts_of(i) if a["outcome"] == "cancelled"]
     assert len(lost) == len(running)  # each lost call is journaled (it may have been billed)
     try:
         finished = await asyncio.wait_for(resumed.run(), 60)

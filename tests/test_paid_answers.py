@@ -165,12 +165,12 @@ def test_a_success_already_journaled_is_never_overwritten_by_a_failure(tmp_path,
     session = open_session(tmp_path, sim.base_url, ["a"])
     journal: Journal = session.journal
     try:
-        journal.record_success(Attempt(0, 1, "custom", time.time(), 5.0, "ok", status=200), {"id": "paid"})
+        journal.records.record_success(Attempt(0, 1, "custom", time.time(), 5.0, "ok", status=200), {"id": "paid"})
         late = CallError(ErrorClass.SERVER, "late failure of another attempt", 500)
-        journal.record_failure(Attempt(0, 2, "custom", time.time(), 5.0, "failed", status=500, error=late))
-        journal.requeue([0])
-        assert journal.states()[0] == "succeeded"
-        assert journal.result_of(0)["ok"] is True and journal.result_of(0)["response"] == {"id": "paid"}
+        journal.records.record_failure(Attempt(0, 2, "custom", time.time(), 5.0, "failed", status=500, error=late))
+        journal.records.requeue([0])
+        assert journal.queries.states()[0] == "succeeded"
+        assert journal.queries.result_of(0)["ok"] is True and journal.queries.result_of(0)["response"] == {"id": "paid"}
     finally:
         journal.close()
         session.lock.release()

@@ -314,9 +314,10 @@ def test_config_batch_rates_are_validated_like_the_others(tmp_path):
 
 
 class _Journal:
-    """What `summary_cost_fields` reads of a journal."""
+    """What `summary_cost_fields` reads of a journal: its queries and history parts."""
 
     def __init__(self, attempts, plan):
+        self.queries = self.history = self
         self._attempts, self._plan = attempts, plan
 
     def meta(self):

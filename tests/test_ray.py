@@ -122,7 +122,7 @@ async def test_an_actor_killed_mid_run_loses_no_task(tmp_path, sim_factory):
     assert set(sim.stats()["successes_by_prompt"]) == set(prompts)
     journal = Journal.open(tmp_path / "run", readonly=True)
     try:
-        assert journal.logged(ActorLost)
+        assert journal.history.logged(ActorLost)
     finally:
         journal.close()
 
@@ -150,8 +150,10 @@ async def test_a_cluster_that_keeps_losing_its_actors_ends_the_run_resumable_not
     assert finished.succeeded == finished.failed == 0 and finished.cancelled == 40
     journal = Journal.open(tmp_path / "run", readonly=True)
     try:
-        assert len(journal.logged(ActorLost)) >= 3
-        assert journal.result_count() == 0 and all(not state.is_final for state in journal.states().values())
+        assert len(journal.history.logged(ActorLost)) >= 3
+        assert journal.queries.result_count() == 0 and all(
+            not state.is_final for state in journal.queries.states().values()
+        )
     finally:
         journal.close()
 
@@ -178,7 +180,7 @@ async def test_a_stop_on_ray_journals_nothing_per_task_never_sent(tmp_path, sim_
     retried = journal_count(run_dir, "SELECT COUNT(*) FROM log WHERE kind = 'TaskRetrying'")
     journal = Journal.open(run_dir, readonly=True)
     try:
-        states = journal.counts()
+        states = journal.queries.counts()
     finally:
         journal.close()
     assert cancelled <= 20 + retried, f"{cancelled} cancellations journaled at the stop"
@@ -320,9 +322,9 @@ def judged_run(run_dir: Path) -> tuple[dict, dict, Counter]:
     summary = json.loads((run_dir / "summary.json").read_text())
     journal = Journal.open(run_dir, readonly=True)
     try:
-        scores = journal.judgments()
-        judged = {row.custom_id: scores[row.index][0] for row in journal.tasks() if row.index in scores}
-        judge_calls = Counter(line["idx"] for line in journal.attempts_since(0) if line["idx"] <= -1_000_000)
+        scores = journal.history.judgments()
+        judged = {row.custom_id: scores[row.index][0] for row in journal.queries.tasks() if row.index in scores}
+        judge_calls = Counter(line["idx"] for line in journal.queries.attempts_since(0) if line["idx"] <= -1_000_000)
     finally:
         journal.close()
     return summary, judged, judge_calls

@@ -47,7 +47,7 @@ def agents_session(tmp_path: Path, base_url: str, name: str, ray_options: RayOpt
 def task_costs(run_dir: Path) -> dict[int, float]:
     journal = Journal.open(run_dir, readonly=True)
     try:
-        return {i: sum(a["cost_usd"] or 0.0 for a in journal.attempts_of(i)) for i in journal.states()}
+        return {i: sum(a["cost_usd"] or 0.0 for a in journal.queries.attempts_of(i)) for i in journal.queries.states()}
     finally:
         journal.close()
 

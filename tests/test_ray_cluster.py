@@ -192,7 +192,7 @@ def run_summary(run_dir: Path) -> tuple[dict, Counter, int]:
     ids.update(line["custom_id"] for line in read_jsonl(run_dir / "errors.jsonl"))
     journal = Journal.open(run_dir, readonly=True)
     try:
-        started = [event.actors for _, event in journal.logged(RayStarted)]
+        started = [event.actors for _, event in journal.history.logged(RayStarted)]
     finally:
         journal.close()
     return summary, ids, (started[0] if started else 0)

@@ -195,7 +195,7 @@ window = 5
     from swarm_tui.journal import Journal
 
     journal = Journal.open(tmp_path / "run", readonly=True)
-    round2 = [row for row in journal.tasks() if row.custom_id.startswith("r2-")]
+    round2 = [row for row in journal.queries.tasks() if row.custom_id.startswith("r2-")]
     memory_messages = [m["content"] for m in round2[0].body["messages"] if m["content"].startswith("Memory of")]
     assert memory_messages and "Round 1:" in memory_messages[0]
     journal.close()
@@ -250,7 +250,7 @@ async def test_a_request_past_the_context_length_is_retried_once_without_its_mem
     ]
     journal = Journal.create(tmp_path / "run", tasks, {"job": {"name": "context"}, "plan": {}})  # a whole run
     client = ProviderClient(ProviderProfile("custom", base_url=sim.base_url), sim.base_url)
-    engine = SwarmEngine(tasks, client, journal, EngineSettings(), trimmer=drop_memory)
+    engine = SwarmEngine(tasks, client, journal.records, EngineSettings(), trimmer=drop_memory)
     try:
         finished = await engine.run()
     finally:

@@ -30,8 +30,8 @@ def _journal(tmp_path, indices) -> Journal:
 def test_the_tasks_are_read_a_window_of_rows_a_query_in_order(tmp_path, monkeypatch):
     journal = _journal(tmp_path, range(1000))
     reads: list[int] = []
-    window = journal.task_window
-    monkeypatch.setattr(journal, "task_window", lambda first, end: reads.append(first) or window(first, end))
+    window = journal.queries.task_window
+    monkeypatch.setattr(journal.queries, "task_window", lambda first, end: reads.append(first) or window(first, end))
     tasks = journal.task_table()
     assert isinstance(tasks, JournalTasks) and len(tasks) == 1000 and list(tasks) == list(range(1000))
     assert [tasks[i] for i in range(1000)] == [_task(i) for i in range(1000)]
@@ -74,7 +74,7 @@ def test_a_run_whose_indices_have_gaps_is_read_whole(tmp_path):
 def test_a_resume_with_another_model_rewrites_the_unanswered_bodies_in_the_journal(tmp_path):
     journal = _journal(tmp_path, range(4))
     journal.begin_session()
-    journal.record_success(Attempt(1, 1, "sim", 0.0, 1.0, "ok"), {"choices": []})
+    journal.records.record_success(Attempt(1, 1, "sim", 0.0, 1.0, "ok"), {"choices": []})
     journal.replace_model("m2")
     tasks = journal.task_table()
     assert [tasks[i].body["model"] for i in range(4)] == ["m2", "m", "m2", "m2"]  # task 1, answered, keeps its own

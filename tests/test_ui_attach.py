@@ -26,7 +26,7 @@ def assert_matches_journal(stats: RunStats, states, run_dir) -> None:
     journal = Journal.open(run_dir, readonly=True)
     try:
         summary = summarize(journal, model=None, provider="x", simulated=False)
-        assert dict(Counter(states.values())) == {TaskState(k): v for k, v in journal.counts().items()}
+        assert dict(Counter(states.values())) == {TaskState(k): v for k, v in journal.queries.counts().items()}
     finally:
         journal.close()
     assert (stats.succeeded, stats.failed) == (summary["succeeded"], summary["failed"])
@@ -166,7 +166,7 @@ def test_follower_orders_a_resume_before_its_attempts(tmp_path):
     journal = Journal.create(tmp_path / "r", tasks, {"plan": {"settings": {"concurrency": 3}}})
     journal.begin_session()
     t0 = time.time()
-    db = journal._db
+    db = journal.writer.db
     db.execute(OLD_EVENTS_DDL)  # a schema-1 journal's run events, as that version wrote them
     db.execute("INSERT INTO events (at, session, kind, data) VALUES (?, 1, 'run', '{\"pending\": 2}')", (t0,))
     db.execute(

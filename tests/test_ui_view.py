@@ -196,7 +196,7 @@ def test_the_journal_s_notes_pass_a_view_by(tmp_path):
         RunFinished(1, 1, 0, False),
     ]
     notes = [TaskTrimmed(1, "t1"), JudgeFailed(0, "no score"), MemoryFlushed(1), SwarmFinished(None, "fan-out")]
-    journal.append(events[:3] + notes[:2] + events[3:6] + notes[2:] + events[6:])
+    journal.writer.append(events[:3] + notes[:2] + events[3:6] + notes[2:] + events[6:])
     follower = LogFollower(journal)
     heard: list = []
     follower.subscribe(heard.append)

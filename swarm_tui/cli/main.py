@@ -190,7 +190,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from swarm_tui.run.plan import plan_from_meta
 
     journal = Journal.open(args.run_dir, readonly=True)
-    meta = journal.meta()
+    meta = journal.queries.meta()
     journal.close()
     stored = plan_from_meta(meta["plan"])
     if profile is None and any(getattr(args, flag) is not None for flag in PROFILE_FLAGS):

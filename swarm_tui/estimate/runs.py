@@ -37,10 +37,10 @@ def measure_run(run_dir: str | Path) -> RunMeasurement:
     if (run_dir / JOURNAL_NAME).exists():
         journal = Journal.open(run_dir, readonly=True)
         try:
-            totals = journal.attempt_totals()
-            counts = journal.counts()
-            plan = journal.meta().get("plan") or {}
-            tasks = journal.tasks()
+            totals = journal.queries.attempt_totals()
+            counts = journal.queries.counts()
+            plan = journal.queries.meta().get("plan") or {}
+            tasks = journal.queries.tasks()
         finally:
             journal.close()
         finished = counts.get("succeeded", 0) + counts.get("failed", 0)

@@ -63,8 +63,8 @@ def measure(run_dir: Path) -> tuple[Recorded, RunPlan, Job]:
     """The recorded run's provider, plan and tasks (InputError when it holds nothing to replay)."""
     journal = Journal.open(run_dir, readonly=True)
     try:
-        plan = plan_from_meta(journal.meta()["plan"])
-        rows = journal.tasks()
+        plan = plan_from_meta(journal.queries.meta()["plan"])
+        rows = journal.queries.tasks()
         db = sqlite3.connect(f"file:{journal.path}?mode=ro", uri=True)
         try:
             recorded = _recorded(db, rows)

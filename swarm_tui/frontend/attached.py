@@ -87,14 +87,14 @@ class AttachedRun:
 
         self.run_dir = Path(run_dir)
         self.journal = Journal.open(self.run_dir, readonly=True)
-        meta = self.journal.meta()
+        meta = self.journal.queries.meta()
         self.journal_meta = meta
         self.plan = plan_from_meta(meta["plan"])
         self.job_name = meta.get("job", {}).get("name", self.run_dir.name)
         self.tasks: MutableMapping[int, Task] = self.journal.task_table()  # bodies read when shown
         self.profile: ProviderProfile = self.plan.profile
         self.settings = self.plan.settings
-        self.model = self.profile.model or self.journal.first_model()
+        self.model = self.profile.model or self.journal.queries.first_model()
         self.simulated = self.profile.is_simulator
         self.base_url = "embedded simulator" if self.simulated else self.profile.base_url
         self._wall_clock = clock
@@ -102,7 +102,7 @@ class AttachedRun:
         self.follower: LogFollower | JournalFollower
         self.view: RunView
         """The run as its log tells it (a `LogFollower` is one): what the screen paints."""
-        if self.journal.has_log():
+        if self.journal.history.has_log():
             self.follower = self.view = LogFollower(self.journal, indices, clock=self._stats_clock)
         else:  # a schema-1 journal: its follower rebuilds events from rows, and keeps the states
             legacy = JournalFollower(self.journal, indices, provider=self.profile.name, simulated=self.simulated)
@@ -246,10 +246,10 @@ class AttachedRun:
         return self.tasks.get(index)
 
     def attempts_of(self, index: int) -> list[dict[str, Any]]:
-        return self.journal.attempts_of(index)
+        return self.journal.queries.attempts_of(index)
 
     def result_of(self, index: int) -> dict[str, Any] | None:
-        return self.journal.result_of(index)
+        return self.journal.queries.result_of(index)
 
     # ----------------------------------------------------------------- the poll loop
 
@@ -271,7 +271,7 @@ class AttachedRun:
             for index in self._grown:
                 task = self.tasks.get(index)
                 if task is not None:
-                    self.tasks[index] = Task(index, task.custom_id, self.journal.body_of(index))
+                    self.tasks[index] = Task(index, task.custom_id, self.journal.queries.body_of(index))
         self._grown.clear()
         return delivered
 
@@ -280,7 +280,7 @@ class AttachedRun:
     def _send(self, command: str, args: dict[str, Any] | None = None) -> None:
         if self._commands is None:
             self._commands = Journal.open(self.run_dir)
-        self._commands.send_command(command, args)
+        self._commands.control.send_command(command, args)
 
     def pause(self) -> None:
         self._send("pause")

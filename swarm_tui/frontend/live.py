@@ -192,10 +192,10 @@ class LiveRun:
         return "this process" if short else f"this process (pid {os.getpid()})"
 
     def attempts_of(self, index: int) -> list[dict[str, Any]]:
-        return self.session.journal.attempts_of(index)
+        return self.session.journal.queries.attempts_of(index)
 
     def result_of(self, index: int) -> dict[str, Any] | None:
-        return self.session.journal.result_of(index)
+        return self.session.journal.queries.result_of(index)
 
     def resume_in_background(self, *, retry_failed: bool = False) -> Path | None:
         """This process drives the run: nothing to start elsewhere."""

@@ -16,27 +16,28 @@ from typing import Any
 from swarm_tui.journal.writer import JournalWriter
 
 
-class ControlQueue(JournalWriter):
-    """The control queue and the heartbeat of `Journal`."""
+class ControlQueue:
+    """The control queue and the heartbeat of `Journal`, written through its `writer`."""
+
+    def __init__(self, writer: JournalWriter) -> None:
+        self._writer = writer
 
     def send_command(self, command: str, args: dict[str, Any] | None = None) -> None:
-        with self._writing():
-            self._db.execute(
+        with self._writer.writing():
+            self._writer.db.execute(
                 "INSERT INTO control (at, command, args) VALUES (?, ?, ?)",
                 (time.time(), command, json.dumps(args) if args else None),
             )
 
     def take_commands(self) -> list[tuple[str, dict[str, Any]]]:
-        with self._writing():
-            rows = self._db.execute(
-                "SELECT id, command, args FROM control WHERE taken_at IS NULL ORDER BY id"
-            ).fetchall()
+        with self._writer.writing():
+            db = self._writer.db
+            rows = db.execute("SELECT id, command, args FROM control WHERE taken_at IS NULL ORDER BY id").fetchall()
             if rows:
-                self._db.executemany(
-                    "UPDATE control SET taken_at = ? WHERE id = ?", ((time.time(), row[0]) for row in rows)
-                )
+                db.executemany("UPDATE control SET taken_at = ? WHERE id = ?", ((time.time(), row[0]) for row in rows))
         return [(command, json.loads(args) if args else {}) for _, command, args in rows]
 
     def heartbeat(self, **state: Any) -> None:
         """Say who drives the run and what is in flight now (attempts are journaled when they end)."""
-        self.set_meta("heartbeat", {"at": time.time(), "pid": os.getpid(), "session": self.session, **state})
+        beat = {"at": time.time(), "pid": os.getpid(), "session": self._writer.session, **state}
+        self._writer.set_meta("heartbeat", beat)

@@ -16,13 +16,16 @@ from typing import Any
 from swarm_tui.core import codec
 from swarm_tui.core.batches import BatchRow
 from swarm_tui.core.events import EngineEvent
+from swarm_tui.journal.connection import MaskedConnection
 from swarm_tui.journal.note_kinds import old_note
 from swarm_tui.journal.schema import OLD_EVENTS_TABLE
-from swarm_tui.journal.writer import JournalWriter
 
 
-class JournalHistory(JournalWriter):
+class JournalHistory:
     """The read side of `Journal`: the log, agents, batches, verdicts."""
+
+    def __init__(self, db: MaskedConnection) -> None:
+        self._db = db
 
     def tool_calls_of(self, index: int) -> list[dict[str, Any]]:
         cursor = self._db.execute("SELECT * FROM tool_calls WHERE idx = ? ORDER BY id", (index,))
@@ -143,7 +146,8 @@ class JournalHistory(JournalWriter):
 
     def has_log(self) -> bool:
         """The journal carries the event log from its first session (schema 2, or migrated)."""
-        return (self.meta().get("schema") or 1) >= 2
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        return (json.loads(row[0]) if row else 1) >= 2
 
     def logged(self, *types: type) -> list[tuple[float, EngineEvent]]:
         """(epoch time, event) of every logged event of these types, in order. A journal of an

@@ -178,11 +178,11 @@ class JournalFollower:
         resuming a run passes its own, where unfinished tasks are queued, not cancelled.
         """
         count = 0
-        meta = self.journal.meta() if target is None else {}
+        meta = self.journal.queries.meta() if target is None else {}
         self.heartbeat = meta.get("heartbeat")
-        rows = self.journal.attempts_since(self._last_attempt_id)
-        logged = self.journal.old_events(self._last_event_id) if target is None else []
-        states = dict(target) if target is not None else self.journal.states()
+        rows = self.journal.queries.attempts_since(self._last_attempt_id)
+        logged = self.journal.history.old_events(self._last_event_id) if target is None else []
+        states = dict(target) if target is not None else self.journal.queries.states()
         for i in states.keys() - self.view.keys():  # tasks that joined the run (a planner's sub-tasks)
             self.view[i] = TaskState.QUEUED
         if not self._announced and target is None:
@@ -354,8 +354,8 @@ def migrate(journal: Journal) -> int:
     reader replays one log: a schema-1 journal gets the event log it lacks, rebuilt from its rows;
     the untyped notes of schemas 1 and 2 become their typed events. Returns how many events were
     written (0: the journal is of this schema already)."""
-    schema = int(journal.meta().get("schema") or 1)
-    old = journal.old_events()
+    schema = int(journal.queries.meta().get("schema") or 1)
+    old = journal.history.old_events()
     if schema >= SCHEMA_VERSION and not old:
         return 0
     rebuilt = schema < 2
@@ -379,7 +379,7 @@ def _rebuilt_log(journal: Journal) -> list[tuple[float, int, EngineEvent]]:
         at = follower.now if follower.now is not None else (timeline[-1][0] if timeline else time.time())
         timeline.append((at, 0, event))
 
-    follower = JournalFollower(journal, journal.states())
+    follower = JournalFollower(journal, journal.queries.states())
     follower.subscribe(keep)
     follower.poll(heartbeat_in_flight=False)
     return timeline

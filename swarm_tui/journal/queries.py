@@ -15,7 +15,7 @@ from typing import Any
 
 from swarm_tui.core.call_errors import ErrorClass
 from swarm_tui.core.events import TaskState
-from swarm_tui.journal.writer import JournalWriter
+from swarm_tui.journal.connection import MaskedConnection
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,15 @@ class TaskRow:
     attempts: int
 
 
-class JournalQueries(JournalWriter):
-    """The read side of `Journal`: tasks, attempts, results and totals."""
+class JournalQueries:
+    """The read side of `Journal`: its meta, tasks, attempts, results and totals."""
+
+    def __init__(self, db: MaskedConnection) -> None:
+        self._db = db
+
+    def meta(self) -> dict[str, Any]:
+        """The run's meta: its plan, job, parts, heartbeat (`run.plan` reads and writes them)."""
+        return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
 
     def tasks(self) -> list[TaskRow]:
         return [

@@ -1,5 +1,7 @@
-"""The journal's `record_*` methods: thin wrappers over the one write path, for the callers that
-still use them (the engine, the batch lane, the Ray driver's replay of a shard's records).
+"""The journal as the engine sees it (`JournalRecords`, a `core.ports.RunJournal`): the `record_*`
+writes, thin wrappers over the one write path, and the few reads the engine's lanes need (what
+was spent, the open batches). The engine, the batch lane and the Ray driver's replay of a
+shard's records write through it; a Ray shard has a forwarding stand-in (`distributed.sink`).
 
 Each logs the events it is given (`logged`, as before) and applies the projection of the event
 its arguments stand for (`journal.projections`: the same rules `append` applies), in one
@@ -14,12 +16,14 @@ that a process killed in between finds its batch) and a batch dropped before it 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from swarm_tui.core.batches import BatchLines, BatchRow
+from swarm_tui.core.errors import JournalWriteError
 from swarm_tui.core.events import (
     AgentStepped,
     AnswerJudged,
@@ -39,19 +43,46 @@ from swarm_tui.core.events import (
     ToolCallEnded,
 )
 from swarm_tui.core.task import Task
+from swarm_tui.journal.history import JournalHistory
 from swarm_tui.journal.note_kinds import note_event
+from swarm_tui.journal.queries import JournalQueries
 from swarm_tui.journal.writer import JournalWriter
 
 ToolResult = tuple[dict[str, Any], str, bool, float]
 """(the tool call as the model asked it, its result, ok, latency in ms): one row of a step's results."""
 
 
-class RecordWrappers(JournalWriter):
-    """`record_*`, `requeue`, `add_tasks` and `log_event` of `Journal` (see the module)."""
+class JournalRecords:
+    """`record_*`, `requeue`, `add_tasks`, `log_event` and the batch lane's writes (see the module)."""
+
+    def __init__(self, writer: JournalWriter, queries: JournalQueries, history: JournalHistory) -> None:
+        self._writer = writer
+        self._queries = queries
+        self._history = history
 
     def _record(self, logged: Iterable[EngineEvent], *projected: EngineEvent) -> None:
-        with self._writing():
-            self._write(logged, projected)
+        with self._writer.writing():
+            self._writer.write(logged, projected)
+
+    # ----------------------------------------------------------------- the engine's abilities
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Several writes in one transaction (the engine's group commit): all of them or none."""
+        with self._writer.transaction():
+            yield
+
+    def on_write_failure(self, listener: Callable[[JournalWriteError], None]) -> None:
+        """Call `listener` once, at the first write that fails (the engine stops dispatch there)."""
+        self._writer.on_write_failure(listener)
+
+    def spent_usd(self) -> float:
+        """What every attempt journaled so far cost (all sessions): the budget's starting point."""
+        return self._queries.spent_usd()
+
+    def log(self, events: Iterable[EngineEvent]) -> None:
+        """Events that report no write of their own, logged (`JournalWriter.log`)."""
+        self._writer.log(events)
 
     def record_attempt(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
         """An attempt that changes no task state (a hedged pair's loser, a phase's call):
@@ -141,21 +172,34 @@ class RecordWrappers(JournalWriter):
         and `QualityDrift` logged with them say it)."""
         event = note_event(kind, data or {})
         if event is not None:
-            self.append([event])
+            self._writer.append([event])
 
     # ----------------------------------------------------------------- the batch lane
+
+    def open_batches(self) -> list[BatchRow]:
+        """Batches submitted (or about to be) whose lines are not journaled yet."""
+        return self._history.open_batches()
+
+    def has_batches(self) -> bool:
+        """The run has submitted (or was about to submit) a batch."""
+        return self._history.has_batches()
+
+    def batch_tried(self) -> set[int]:
+        """Tasks that already had a batch line: a retry of theirs goes live (`--lane auto`)."""
+        return self._history.batch_tried()
 
     def record_batch_intent(self, endpoint: str, input_file_id: str, tasks: Sequence[tuple[int, int]]) -> BatchRow:
         """An uploaded Batch input file about to become a batch: (task index, attempt number) of
         each line. Written before the batch is created, so that a process killed in between
         finds its batch (by this file id) instead of submitting the same tasks again."""
         now = time.time()
-        with self._writing():
-            cursor = self._db.execute(
+        with self._writer.writing():
+            db = self._writer.db
+            cursor = db.execute(
                 "INSERT INTO batches (endpoint, input_file_id, status, tasks, submitted_at) VALUES (?, ?, ?, ?, ?)",
                 (endpoint, input_file_id, "uploaded", json.dumps(list(tasks)), now),
             )
-            self._db.executemany(  # the numbers are taken: a later attempt numbers on from them
+            db.executemany(  # the numbers are taken: a later attempt numbers on from them
                 "UPDATE tasks SET attempts = MAX(attempts, ?) WHERE idx = ?", ((n, i) for i, n in tasks)
             )
         assert cursor.lastrowid is not None
@@ -163,8 +207,10 @@ class RecordWrappers(JournalWriter):
 
     def drop_batch(self, row: int, status: str) -> None:
         """A batch that was never created (or cannot be found): its tasks are free again."""
-        with self._writing():
-            self._db.execute("UPDATE batches SET status = ?, ended_at = ? WHERE id = ?", (status, time.time(), row))
+        with self._writer.writing():
+            self._writer.db.execute(
+                "UPDATE batches SET status = ?, ended_at = ? WHERE id = ?", (status, time.time(), row)
+            )
 
     def record_batch_created(self, row: int, batch_id: str, status: str, logged: Iterable[EngineEvent] = ()) -> None:
         """`BatchSubmitted(batch_id, endpoint, indices, numbers, ..., row=row, status=status)`."""

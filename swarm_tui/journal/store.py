@@ -5,11 +5,20 @@ task's final result is committed in the same transaction as its state, before an
 hears of it. So whatever instant the process dies at, the journal says exactly which tasks
 succeeded, and `resume` never sends those again.
 
-The package's parts: `schema` (the tables), `writer` (the connection and the one write path,
-`append(events)`), `projections` (what each event writes besides its log row), `queries` and
-`history` (the read side), `control` (the queue `attach` steers through, the heartbeat),
-`records` (the `record_*` wrappers over the write path), `note_kinds` and `migrate` (journals of
-older schemas). `Journal` (here) puts them together, and opens, creates and numbers sessions.
+`Journal` (here) opens or creates the file, numbers sessions, and holds the parts that share its
+one connection, each whole in its module:
+
+* `writer` (`JournalWriter`): the connection and the one write path, `append(events)`, in
+  transactions; a failed write breaks the journal for good (`JournalWriteError`);
+* `records` (`JournalRecords`): the journal as the engine sees it (`core.ports.RunJournal`): the
+  `record_*` writes and the reads its lanes need;
+* `queries` (`JournalQueries`) and `history` (`JournalHistory`): the read side (meta, tasks,
+  attempts, results, totals; the event log, agents, batches, verdicts);
+* `control` (`ControlQueue`): the queue `attach` and `ctl` steer through, and the heartbeat.
+
+Beside them: `schema` (the tables), `projections` (what each event writes besides its log row),
+`connection` (masking every bound string), `task_table` (tasks read from here when looked up),
+`note_kinds` and `migrate` (journals of older schemas).
 """
 
 from __future__ import annotations
@@ -32,9 +41,10 @@ from swarm_tui.journal.history import JournalHistory
 from swarm_tui.journal.migrate import migrate
 from swarm_tui.journal.projections import TASK_ROW
 from swarm_tui.journal.queries import JournalQueries
-from swarm_tui.journal.records import RecordWrappers
+from swarm_tui.journal.records import JournalRecords
 from swarm_tui.journal.schema import JOURNAL_NAME, OLD_EVENTS_TABLE, SCHEMA, SCHEMA_VERSION
 from swarm_tui.journal.task_table import JournalTasks
+from swarm_tui.journal.writer import JournalWriter
 from swarm_tui.util.files import PRIVATE_FILE, describe_write_failure, temp_name
 
 
@@ -42,9 +52,28 @@ class IncompleteRunError(Exception):
     """A journal file that does not hold a whole run (not made by swarm-tui, or damaged)."""
 
 
-class Journal(RecordWrappers, JournalQueries, JournalHistory, ControlQueue):
-    """A run's journal: its connection and write path (`writer`), its read side (`queries`,
-    `history`), its control queue (`control`) and the `record_*` wrappers (`records`)."""
+class Journal:
+    """A run's journal: its parts over one connection (see the module)."""
+
+    def __init__(self, path: Path, *, readonly: bool = False, immutable: bool = False) -> None:
+        """`immutable`: read a journal no process writes (a finished run in a read-only directory)."""
+        self.writer = JournalWriter(path, readonly=readonly, immutable=immutable)
+        self.queries = JournalQueries(self.writer.db)
+        self.history = JournalHistory(self.writer.db)
+        self.records = JournalRecords(self.writer, self.queries, self.history)
+        self.control = ControlQueue(self.writer)
+
+    @property
+    def path(self) -> Path:
+        return self.writer.path
+
+    @property
+    def session(self) -> int:
+        """This process's session number (`begin_session`; 0 before it)."""
+        return self.writer.session
+
+    def close(self) -> None:
+        self.writer.close()
 
     @classmethod
     def create(cls, run_dir: Path, tasks: Iterable[Task], meta: dict[str, Any]) -> Journal:
@@ -98,13 +127,13 @@ class Journal(RecordWrappers, JournalQueries, JournalHistory, ControlQueue):
             raise FileNotFoundError(f"no journal in {run_dir} (expected {path.name})")
         try:
             journal = cls(path, readonly=readonly)
-            meta = journal.meta()
+            meta = journal.queries.meta()
         except sqlite3.OperationalError as exc:
             if readonly and not path.with_name(path.name + "-wal").exists():
                 # a finished run in a read-only directory: SQLite cannot make the -shm a WAL journal is
                 # read with, and with no -wal the file alone is the whole journal (read as immutable)
                 journal = cls(path, readonly=True, immutable=True)
-                meta = journal.meta()
+                meta = journal.queries.meta()
             elif readonly:
                 raise InputError.single(
                     path, "journal", f"cannot be read ({exc}): its directory is read-only and it has a -wal file"
@@ -127,28 +156,29 @@ class Journal(RecordWrappers, JournalQueries, JournalHistory, ControlQueue):
         """Number this process's work on the journal (1 for the first run, 2 for its first resume...);
         a journal of an older schema is brought to this one first (`journal.migrate`)."""
         migrate(self)
-        row = self._db.execute("SELECT COALESCE(MAX(session), 0) + 1 FROM log").fetchone()
-        self.session = row[0]
-        self.append([SessionStarted(os.getpid())])
-        return self.session
+        row = self.writer.db.execute("SELECT COALESCE(MAX(session), 0) + 1 FROM log").fetchone()
+        self.writer.session = row[0]
+        self.writer.append([SessionStarted(os.getpid())])
+        return self.writer.session
 
     def adopt_log(self, timeline: Iterable[tuple[float, int, EngineEvent]]) -> None:
         """Give a journal of an older schema the log of this one: (time, session, event) of what it
         did (rebuilt from a schema-1 journal's rows, or its untyped notes), its `events` table
         dropped, in one transaction."""
-        with self._writing():
-            self._db.executemany(
+        with self.writer.writing():
+            db = self.writer.db
+            db.executemany(
                 "INSERT INTO log (at, session, kind, data) VALUES (?, ?, ?, ?)",
                 ((at, session, *codec.encode(event)) for at, session, event in timeline),
             )
-            self._db.execute(f"DROP TABLE IF EXISTS {OLD_EVENTS_TABLE}")
-            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            db.execute(f"DROP TABLE IF EXISTS {OLD_EVENTS_TABLE}")
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
 
     def replace_model(self, model: str) -> None:
         """Every task not answered yet is sent to `model` from now on (a resume with `--model`): one
         update in SQL, no body read into memory; a task that succeeded keeps the body it was answered for."""
-        with self._writing():
-            self._db.execute(
+        with self.writer.writing():
+            self.writer.db.execute(
                 "UPDATE tasks SET body = json_set(body, '$.model', ?), updated_at = ? "
                 "WHERE state != ? AND json_extract(body, '$.model') IS NOT ?",
                 (model, time.time(), TaskState.SUCCEEDED, model),
@@ -156,6 +186,6 @@ class Journal(RecordWrappers, JournalQueries, JournalHistory, ControlQueue):
 
     def task_table(self) -> JournalTasks:
         """The run's tasks by index, their bodies read from this journal when looked up (`task_table`)."""
-        count, low, high = self._db.execute("SELECT COUNT(*), MIN(idx), MAX(idx) FROM tasks").fetchone()
-        indices = range(count) if count == 0 or (low, high) == (0, count - 1) else self.task_indices()
-        return JournalTasks(self, indices)
+        count, low, high = self.writer.db.execute("SELECT COUNT(*), MIN(idx), MAX(idx) FROM tasks").fetchone()
+        indices = range(count) if count == 0 or (low, high) == (0, count - 1) else self.queries.task_indices()
+        return JournalTasks(self.queries, indices)

@@ -31,8 +31,9 @@ LOG_ROW = "INSERT INTO log (at, session, kind, data) VALUES (?, ?, ?, ?)"
 
 
 class JournalWriter:
-    """A journal's connection: reading it, and writing it through `append` (or the few writes no
-    event reports: meta, the control queue, a batch's intent)."""
+    """A journal's connection and its write path: `append` (or the few writes no event reports:
+    meta, the control queue, a batch's intent, each inside `writing()`). The journal's other
+    parts read through `db` and write through here."""
 
     def __init__(self, path: Path, *, readonly: bool = False, immutable: bool = False) -> None:
         """`immutable`: read a journal no process writes (a finished run in a read-only directory)."""
@@ -43,7 +44,6 @@ class JournalWriter:
         else:
             db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db = MaskedConnection(db)
-        """Every string a write binds is masked of the process's keys and storable as UTF-8."""
         if not readonly:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -51,7 +51,7 @@ class JournalWriter:
             add_missing_columns(self._db)
         self._db.execute("PRAGMA busy_timeout=5000")
         self.session = 0
-        """This process's session number (`begin_session`): every log row and attempt carries it."""
+        """This process's session number (`Journal.begin_session`): every log row and attempt carries it."""
         self._depth = 0
         """Writes inside a `transaction` that is under way: they join it."""
         self.broken: JournalWriteError | None = None
@@ -59,6 +59,12 @@ class JournalWriter:
         self._failure_listeners: list[Callable[[JournalWriteError], None]] = []
         stat = self.path.stat()
         self._identity = (stat.st_dev, stat.st_ino)
+
+    @property
+    def db(self) -> MaskedConnection:
+        """The connection: every string a write binds is masked of the process's keys and storable
+        as UTF-8. The journal's parts read through it; they write inside `writing()`."""
+        return self._db
 
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
@@ -72,18 +78,18 @@ class JournalWriter:
         transaction (or in the `transaction` under way). What the log must not hold travels on
         the events as payload fields (`TaskSucceeded.response`, `AgentStepped.body`...)."""
         events = events if isinstance(events, list | tuple) else list(events)
-        with self._writing():
-            self._write(events, events)
+        with self.writing():
+            self.write(events, events)
 
     def log(self, events: Iterable[EngineEvent]) -> None:
         """Events logged without their projections: for callers that still journal what they
         report with a `record_*` method (the Ray driver relays a shard's records, then its events).
         Goes when every caller appends."""
-        with self._writing():
-            self._write(events, ())
+        with self.writing():
+            self.write(events, ())
 
-    def _write(self, logged: Iterable[EngineEvent], projected: Sequence[EngineEvent]) -> None:
-        """`logged` to the log, `projected` to the tables, inside a `_writing` block."""
+    def write(self, logged: Iterable[EngineEvent], projected: Sequence[EngineEvent]) -> None:
+        """`logged` to the log, `projected` to the tables, inside a `writing()` block."""
         now, session, db = time.time(), self.session, self._db
         db.executemany(LOG_ROW, ((now, session, *codec.encode(event)) for event in logged))
         for event in projected:
@@ -91,11 +97,8 @@ class JournalWriter:
             if rule is not None:
                 rule(db, event, session, now)
 
-    def meta(self) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
-
     def set_meta(self, key: str, value: Any) -> None:
-        with self._writing():
+        with self.writing():
             self._db.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value, ensure_ascii=False))
             )
@@ -105,7 +108,7 @@ class JournalWriter:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """Several writes in one transaction (the engine's group commit): all of them or none."""
-        with self._writing():
+        with self.writing():
             self._depth += 1
             try:
                 yield
@@ -113,7 +116,7 @@ class JournalWriter:
                 self._depth -= 1
 
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
+    def writing(self) -> Iterator[None]:
         """One write transaction (or a part of the `transaction` under way); a failure of the disk
         (full, read-only, gone) breaks the journal for good and is raised as `JournalWriteError`
         naming its cause."""

@@ -100,7 +100,7 @@ class Judge:
         self._pending: dict[int, asyncio.Task[None]] = {}
         self._judged: set[int] = set()
         self._per_round: Counter[int] = Counter()
-        for index, (score, _, round_number) in journal.judgments().items():  # a resumed run
+        for index, (score, _, round_number) in journal.history.judgments().items():  # a resumed run
             self._judged.add(index)
             self._per_round[round_number] += 1
             self.monitor.observe(score)
@@ -161,7 +161,7 @@ class Judge:
             index, verdict.score, verdict.reason, round_number, self.monitor.rolling, self.monitor.baseline
         )
         self.engine.record(
-            self.journal.record_judgment, index, verdict.score, verdict.reason, round_number, events=[judged]
+            self.journal.records.record_judgment, index, verdict.score, verdict.reason, round_number, events=[judged]
         )
         if drift is not None:
             self._act(drift, round_number)
@@ -180,8 +180,8 @@ class Judge:
 def quality_summary(journal: Journal) -> dict[str, Any] | None:
     """summary.json's `quality`: what was judged, by round, the drifts acted on, and the judge's
     cost (apart from the swarm's); None for a run without a judge."""
-    judgments = journal.judgments()
-    noted = journal.logged(JudgeFailed, QualityDrift)
+    judgments = journal.history.judgments()
+    noted = journal.history.logged(JudgeFailed, QualityDrift)
     errors = sum(1 for _, event in noted if isinstance(event, JudgeFailed))
     if not judgments and not errors:
         return None
@@ -209,5 +209,5 @@ def quality_summary(journal: Journal) -> dict[str, Any] | None:
             if isinstance(event, QualityDrift)
         ],
         "judge_errors": errors,
-        "judge_cost_usd": round(journal.cost_of_indices_below(JUDGE_INDEX + 1), 6),
+        "judge_cost_usd": round(journal.queries.cost_of_indices_below(JUDGE_INDEX + 1), 6),
     }

@@ -29,7 +29,7 @@ def journal_spans(run_dir: Path, *, content: bool = False) -> tuple[SpanIds, dic
     """(ids, meta, every span) of the run in `run_dir`, read-only."""
     journal = Journal.open(run_dir, readonly=True)
     try:
-        meta = journal.meta()
+        meta = journal.queries.meta()
         ids = SpanIds(run_identity(meta))
         model = SpanModel(ids, JournalFacts(journal, content=content))
         records = [record for at, event in timeline(journal) for record in model.feed(at, event)]

@@ -152,14 +152,14 @@ class LiveFacts(MetaFacts):
 
     def response_model(self, index: int) -> str | None:
         reader = self._journal()
-        return answer_model(reader.answer_head(index, ANSWER_HEAD_CHARS)) if reader is not None else None
+        return answer_model(reader.queries.answer_head(index, ANSWER_HEAD_CHARS)) if reader is not None else None
 
     def tool_io(self, event: ToolCallEnded) -> tuple[str | None, str | None]:
         if event.arguments is not None or event.result is not None:
             return event.arguments, event.result
         reader = self._journal()
         if reader is not None:
-            for call in reader.tool_calls_of(event.index):
+            for call in reader.history.tool_calls_of(event.index):
                 if call["call_id"] == event.call_id:
                     return call["arguments"], call["result"]
         return None, None

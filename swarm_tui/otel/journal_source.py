@@ -22,13 +22,13 @@ from swarm_tui.otel.facts import ANSWER_HEAD_CHARS, MetaFacts, answer_model
 
 def timeline(journal: Journal) -> Iterator[tuple[float, EngineEvent]]:
     """(epoch time, event) of everything the run did, in order."""
-    rebuilt = not journal.has_log()
+    rebuilt = not journal.history.has_log()
     notes = [
         (at, event)
-        for _, at, _, kind, data in journal.old_events()
+        for _, at, _, kind, data in journal.history.old_events()
         if (event := old_note(kind, data or {}, rebuilt=rebuilt)) is not None
     ]
-    logged = _rebuilt(journal) if rebuilt else [(at, event) for _, at, event in journal.log_since(0)]
+    logged = _rebuilt(journal) if rebuilt else [(at, event) for _, at, event in journal.history.log_since(0)]
     if not notes:
         yield from logged
         return
@@ -38,7 +38,7 @@ def timeline(journal: Journal) -> Iterator[tuple[float, EngineEvent]]:
 def _rebuilt(journal: Journal) -> list[tuple[float, EngineEvent]]:
     """A schema-1 journal's events, rebuilt from its rows (the follower's replay clock is their time)."""
     events: list[tuple[float, EngineEvent]] = []
-    follower = JournalFollower(journal, journal.states())
+    follower = JournalFollower(journal, journal.queries.states())
 
     def keep(event: EngineEvent) -> None:
         at = follower.now if follower.now is not None else (events[-1][0] if events else 0.0)
@@ -53,18 +53,18 @@ class JournalFacts(MetaFacts):
     """The facts of `otel.facts.RunFacts`, read from a journal's tables once."""
 
     def __init__(self, journal: Journal, *, content: bool) -> None:
-        super().__init__(journal.meta(), content=content)
-        tasks = journal.tasks()
+        super().__init__(journal.queries.meta(), content=content)
+        tasks = journal.queries.tasks()
         self._bodies: dict[int, Mapping[str, Any]] = {row.index: row.body for row in tasks}
         indices = {row.custom_id: row.index for row in tasks}
         self._models = {
             indices[custom_id]: answer_model(response[:ANSWER_HEAD_CHARS])
-            for custom_id, ok, _, response, _ in journal.iter_result_texts()
+            for custom_id, ok, _, response, _ in journal.queries.iter_result_texts()
             if ok and response
         }
         self._tools: dict[tuple[int, str], tuple[str | None, str | None]] = {}
         if content:  # what each tool call was given and answered
-            for transcript in journal.iter_transcripts():
+            for transcript in journal.history.iter_transcripts():
                 index = indices[transcript["custom_id"]]
                 for call in transcript["tool_calls"]:
                     self._tools[(index, call["id"])] = (call["arguments"], call["result"])

@@ -60,7 +60,7 @@ class LiveTracer:
         require_sdk("--otel")
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        meta = journal.meta()
+        meta = journal.queries.meta()
         self.ids = SpanIds(run_identity(meta))
         self.facts = LiveFacts(tasks, meta, content=content, run_dir=journal.path.parent)
         self.model = SpanModel(self.ids, self.facts, session=journal.session)

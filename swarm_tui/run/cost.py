@@ -36,6 +36,7 @@ from swarm_tui.core.usage import Usage
 from swarm_tui.pricing import CostParts, Price, PriceTable, cost_per_minute, projected_total
 
 if TYPE_CHECKING:
+    from swarm_tui.journal import Journal
     from swarm_tui.pricing.currency import DisplayCurrency
 
 __all__ = ["billed_attempts", "run_cost_details", "summary_cost_fields", "tier_text"]
@@ -44,14 +45,14 @@ ATTEMPT_EVENTS = (TaskSucceeded, TaskFailed, TaskRetrying, AttemptEnded, PhaseAt
 """The logged events that carry an attempt: each writes one row of the `attempts` table."""
 
 
-def billed_attempts(journal: Any) -> Iterator[dict[str, Any]]:
+def billed_attempts(journal: Journal) -> Iterator[dict[str, Any]]:
     """The run's attempts as rows (the `attempts` table's keys, with `cache_write_tokens`,
     `cache_write_1h_tokens` and `service_tier`): from the event log when the journal has one."""
-    if not journal.has_log():
-        yield from journal.attempts_since(0)
+    if not journal.history.has_log():
+        yield from journal.queries.attempts_since(0)
         return
-    for _, event in journal.logged(*ATTEMPT_EVENTS):
-        attempt = event.attempt
+    for _, event in journal.history.logged(*ATTEMPT_EVENTS):
+        attempt = event.attempt if isinstance(event, ATTEMPT_EVENTS) else None
         if attempt is None:  # a task cancelled before its call went out
             continue
         usage = attempt.usage
@@ -146,7 +147,7 @@ def _usage(row: dict[str, Any]) -> Usage:
 
 
 def summary_cost_fields(
-    journal: Any,
+    journal: Journal,
     *,
     model: str | None,
     provider: str,
@@ -159,7 +160,7 @@ def summary_cost_fields(
     """The cost fields of `summary.json`, from a journal (read-only use): spend rate, projected
     total, the cost in `currency` (chosen when the run opened), and where the money went
     (`run_cost_details`), with the tier the run asked for."""
-    meta = journal.meta()
+    meta = journal.queries.meta()
     plan = meta.get("plan") or {}
     prices = plan.get("prices") or {}
     profile = plan.get("profile") or {}

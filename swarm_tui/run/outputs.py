@@ -68,7 +68,7 @@ def write_outputs(
     traces: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     with _atomic(run_dir / "results.jsonl") as results, _atomic(run_dir / "errors.jsonl") as errors:
-        for custom_id, ok, request_id, response, error in journal.iter_result_texts():
+        for custom_id, ok, request_id, response, error in journal.queries.iter_result_texts():
             if ok:
                 results.write(_result_line(custom_id, request_id, response or "null"))
                 continue
@@ -92,7 +92,7 @@ def write_outputs(
     )
     if summary.get("agents"):  # multi-step agents: each one's whole transcript, custom_id first
         with _atomic(run_dir / "transcripts.jsonl") as transcripts:
-            for transcript in journal.iter_transcripts():
+            for transcript in journal.history.iter_transcripts():
                 transcripts.write(strict_text(transcript) + "\n")
     with _atomic(run_dir / "summary.json") as fh:
         json.dump(summary, fh, indent=2, ensure_ascii=False)
@@ -129,9 +129,9 @@ def summarize(
     `traces`: what the live OpenTelemetry export delivered (`otel.report.TraceReport`), with `--otel`;
     `breakdown`: the cost fields (`run_cost.summary_cost_fields`), which read every attempt in the
     log: left out of the summary shown at a stop whose outputs are left for later (`run_outputs`)."""
-    counts = journal.counts()
-    totals = journal.attempt_totals()
-    latencies = journal.success_latencies()
+    counts = journal.queries.counts()
+    totals = journal.queries.attempt_totals()
+    latencies = journal.queries.success_latencies()
     total = sum(counts.values())
     succeeded = counts.get(TaskState.SUCCEEDED, 0)
     failed = counts.get(TaskState.FAILED, 0)
@@ -164,8 +164,8 @@ def summarize(
         "simulated": simulated,
         "failovers": failovers(journal),
         **plan_history(journal, totals["last_ended"]),
-        "endpoints": journal.endpoint_totals(),
-        "deadlines": {**(deadlines or {}), "abandoned": journal.abandoned_attempts()},
+        "endpoints": journal.queries.endpoint_totals(),
+        "deadlines": {**(deadlines or {}), "abandoned": journal.queries.abandoned_attempts()},
     }
     summary.update(_run_features(journal, budget, traces))
     if breakdown:
@@ -188,18 +188,18 @@ def _run_features(journal: Journal, budget: dict[str, Any] | None, traces: dict[
     sections: dict[str, Any] = {}
     if budget is not None:  # whether the budget held, and how near the run came to it
         sections["budget"] = budget
-    agents = journal.agent_totals()
+    agents = journal.history.agent_totals()
     if agents is not None:  # multi-step agents: steps, tool calls, the critical path
         sections["agents"] = agents
     quality = quality_summary(journal)
     if quality is not None:  # the judge: scores, drifts acted on, its cost apart
         sections["quality"] = quality
-    cache = journal.cache_totals()
+    cache = journal.queries.cache_totals()
     if cache is not None:  # the response cache: answers replayed (sent nothing, cost 0) and what they saved
         sections["cache"] = cache
     if traces is not None:  # --otel: the spans sent, and those the collector did not take
         sections["traces"] = traces
-    batches = journal.batch_summary()
+    batches = journal.history.batch_summary()
     if batches:  # the batch lane: its batches (latency_ms is the live calls' only)
         sections["batches"] = batches
     return sections
@@ -211,7 +211,7 @@ def failovers(journal: Journal) -> list[dict[str, Any]]:
     starts on its primary, `RunStarted.provider`)."""
     switches: list[dict[str, Any]] = []
     primary = current = None
-    for at, event in journal.logged(RunStarted, EndpointSwitched):
+    for at, event in journal.history.logged(RunStarted, EndpointSwitched):
         if isinstance(event, RunStarted):
             primary = current = event.provider
             continue
@@ -262,12 +262,14 @@ def plan_history(journal: Journal, ended_at: float | None) -> dict[str, Any]:
     or not, with the predicted finish and cost of each plan beside what happened. {} without one."""
     plans = [
         {"at": at, **{k: getattr(event, k) for k in ("live", "batch", "finish_at", "cost_usd", "feasible", "reason")}}
-        for at, event in journal.logged(PlanChanged)
+        for at, event in journal.history.logged(PlanChanged)
         if isinstance(event, PlanChanged)
     ]
     if not plans:
         return {}
-    deadline = next(event.deadline_at for _, event in journal.logged(PlanChanged) if isinstance(event, PlanChanged))
+    deadline = next(
+        event.deadline_at for _, event in journal.history.logged(PlanChanged) if isinstance(event, PlanChanged)
+    )
     met = ended_at is not None and ended_at <= deadline
     return {"plans": plans, "deadline": {"at": deadline, "ended_at": ended_at, "met": met}}
 
@@ -315,7 +317,7 @@ def end_outputs(run_dir: Path, journal: Journal, facts: OutputFacts, *, user_sto
     and that work is left). When they cannot be written (disk full, the directory gone) the
     summary is still returned and `error` says why: a resume (or `swarm-tui export`) writes them."""
     if user_stop:
-        answers = journal.result_count()
+        answers = journal.queries.result_count()
         if answers > STOP_EXPORT_MAX_RESULTS:
             return RunOutputs(_summary(journal, facts, breakdown=False), deferred=deferred_note(run_dir, answers))
     try:
@@ -356,15 +358,15 @@ def _summary(journal: Journal, facts: OutputFacts, *, breakdown: bool = True) ->
 def facts_from_meta(journal: Journal) -> OutputFacts:
     """The facts of a run no process drives (`swarm-tui export`), from what its journal recorded:
     its plan's endpoint and model, its prices' currency, its budget against what it spent."""
-    meta = journal.meta()
+    meta = journal.queries.meta()
     plan = plan_from_meta(meta["plan"])
     template = meta.get("template") or {}
-    model = plan.profile.model or journal.first_model() or template.get("model")
+    model = plan.profile.model or journal.queries.first_model() or template.get("model")
     budget = plan.settings.budget_usd
     return OutputFacts(
         model=model,
         provider=plan.profile.name,
         simulated=plan.profile.is_simulator,
         currency=configured_currency(provider=plan.profile.name, prices=plan.prices),
-        budget=None if budget is None else BudgetReport(budget, journal.spent_usd(), 0.0, False).to_dict(),
+        budget=None if budget is None else BudgetReport(budget, journal.queries.spent_usd(), 0.0, False).to_dict(),
     )

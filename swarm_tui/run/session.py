@@ -146,7 +146,7 @@ class SwarmSession:
     def _cache_problem(self, message: str) -> None:
         print(f"swarm-tui: {message}", file=sys.stderr)
         with contextlib.suppress(JournalWriteError):
-            self.journal.append([CacheUnavailable(message, writes_only="without writing" in message)])
+            self.journal.writer.append([CacheUnavailable(message, writes_only="without writing" in message)])
 
     @property
     def base_url(self) -> str:
@@ -177,7 +177,7 @@ class SwarmSession:
             return RayEngine(
                 contents.tasks,
                 self.client,
-                self.journal,
+                self.journal.records,
                 plan.settings,
                 profile=plan.profile,
                 base_url=self.base_url,
@@ -190,7 +190,7 @@ class SwarmSession:
         return SwarmEngine(
             contents.tasks,
             self.client,
-            self.journal,
+            self.journal.records,
             plan.settings,
             fallback=self.fallback,
             route=route_spec(plan, self.route_clients, self.model),
@@ -249,7 +249,7 @@ class SwarmSession:
     @property
     def has_history(self) -> bool:
         """Earlier sessions of this run did something (sent a call, submitted a batch)."""
-        return self.journal.has_attempts() or bool(self.journal.open_batches())
+        return self.journal.queries.has_attempts() or bool(self.journal.history.open_batches())
 
     # ----------------------------------------------------------------- opening
 
@@ -339,7 +339,7 @@ class SwarmSession:
         route: RoutePlan | None = None,
     ) -> SwarmSession:
         journal = Journal.open(run_dir)
-        meta = journal.meta()
+        meta = journal.queries.meta()
         stored = plan_from_meta(meta["plan"])
         route = stored.route if profile is None else route  # a new endpoint: the route the flags name, if any
         plan = RunPlan(profile or stored.profile, settings or stored.settings, sim or stored.sim, stored.prices, route)
@@ -350,15 +350,15 @@ class SwarmSession:
             raise InputError.single(journal.path, "journal", f"{exc.cause}; resume writes the journal") from None
         discard_outputs(run_dir)  # this session's, or none: never the last session's looking current
         if profile is not None and (profile, route) != (stored.profile, stored.route):  # a later resume too
-            journal.set_meta("plan", plan_to_meta(replace(stored, profile=profile, route=route)))
+            journal.writer.set_meta("plan", plan_to_meta(replace(stored, profile=profile, route=route)))
         migrate(journal)  # a journal from before the event log gets one, rebuilt from its rows
         close_interrupted_run(journal)  # its last process was killed: its calls in flight were lost
         if retry_failed:
-            failed = [i for i, state in journal.states().items() if state is TaskState.FAILED]
-            journal.requeue(failed, [TaskQueued(i, TaskState.FAILED) for i in failed])
+            failed = [i for i, state in journal.queries.states().items() if state is TaskState.FAILED]
+            journal.records.requeue(failed, [TaskQueued(i, TaskState.FAILED) for i in failed])
         if profile is not None and profile.model:
             journal.replace_model(profile.model)  # what is sent from now on is what the journal says is sent
-        states, attempts = journal.task_progress()
+        states, attempts = journal.queries.task_progress()
         tasks = journal.task_table()
         swarm = SwarmSpec.from_meta(meta["swarm"]) if meta.get("swarm") else None
         template = TaskTemplate(**meta["template"]) if meta.get("template") else None
@@ -406,10 +406,10 @@ class SwarmSession:
         """Apply commands that `attach` (another process) put in the journal; beat a heartbeat;
         notice within a second that the journal was deleted or replaced under the run."""
         while True:
-            self.journal.check_in_place()
+            self.journal.writer.check_in_place()
             try:
-                self.journal.heartbeat()  # who drives the run; what it does is in the log
-                commands = self.journal.take_commands()
+                self.journal.control.heartbeat()  # who drives the run; what it does is in the log
+                commands = self.journal.control.take_commands()
             except JournalWriteError:
                 return  # the journal told the engine, which stopped the run
             for command, args in commands:
@@ -474,8 +474,10 @@ class SwarmSession:
         report = ledger.report() if ledger is not None else None
         if report is None:
             budget = self.plan.settings.budget_usd
-            return None if budget is None else BudgetReport(budget, self.journal.spent_usd(), 0.0, False).to_dict()
-        return replace(report, spent_usd=self.journal.spent_usd()).to_dict()
+            return (
+                None if budget is None else BudgetReport(budget, self.journal.queries.spent_usd(), 0.0, False).to_dict()
+            )
+        return replace(report, spent_usd=self.journal.queries.spent_usd()).to_dict()
 
     async def aclose(self) -> None:
         if self.tracer is not None and self.tracer.report is None:  # a session that never ran: its threads end

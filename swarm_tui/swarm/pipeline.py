@@ -62,7 +62,7 @@ class SwarmPipeline:
         self.run_dir = run_dir
         self.spec = spec
         self.template = template
-        self.state: dict[str, Any] = self.journal.meta().get(STATE_KEY) or {
+        self.state: dict[str, Any] = self.journal.queries.meta().get(STATE_KEY) or {
             "plan": None,
             "warmed": False,
             "rounds_done": [],
@@ -84,7 +84,7 @@ class SwarmPipeline:
         start from the shared context only."""
         count = self.memory.flush()
         self._save()
-        self.journal.log_event("memory_flushed", {"rounds": count})
+        self.journal.records.log_event("memory_flushed", {"rounds": count})
         for listener in self.flushed:
             listener()
         return count
@@ -100,7 +100,7 @@ class SwarmPipeline:
             error = self.engine.client.classify(exc)
             self.engine.stop_dispatch(f"{self._phase} failed: {error.kind}: {error.message}")
         outcome = self.engine.outcome()
-        self.journal.log_event("finished", {"reason": outcome.stop_reason, "phase": self._phase})
+        self.journal.records.log_event("finished", {"reason": outcome.stop_reason, "phase": self._phase})
         return outcome
 
     async def _run(self) -> RunFinished:
@@ -110,7 +110,7 @@ class SwarmPipeline:
             engine.announce_phase("planning", f"{spec.plan.agents} sub-tasks for: {spec.goal[:60]}")
             self.state["plan"] = await make_plan(engine, spec, self.template.model, self.template.context)
             self._save()
-            self.journal.log_event("plan", {"subtasks": self.state["plan"]})
+            self.journal.records.log_event("plan", {"subtasks": self.state["plan"]})
         if spec.workers.warmup and not self.state["warmed"] and self.template.context:
             self._phase = "warm-up"
             engine.announce_phase("warm-up", "priming the provider's prefix cache with the shared context")
@@ -201,7 +201,7 @@ class SwarmPipeline:
     def _outputs(self, indices: list[int]) -> list[tuple[str, str]]:
         outputs = []
         for index in indices:
-            result = self.journal.result_of(index)
+            result = self.journal.queries.result_of(index)
             if result and result["ok"]:
                 content = result["response"]["choices"][0]["message"].get("content") or ""
                 outputs.append((self.engine.tasks[index].custom_id, content))
@@ -224,8 +224,8 @@ class SwarmPipeline:
             f"{f', {result.levels} map-reduce levels' if result.levels else ''}.\n\n{body}\n",
             encoding="utf-8",
         )
-        self.journal.log_event("aggregate", {"round": round_number, "file": f"{stem}.json"})
+        self.journal.records.log_event("aggregate", {"round": round_number, "file": f"{stem}.json"})
 
     def _save(self) -> None:
         self.state["memory"] = self.memory.to_meta()
-        self.journal.set_meta(STATE_KEY, self.state)
+        self.journal.writer.set_meta(STATE_KEY, self.state)

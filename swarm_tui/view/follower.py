@@ -87,9 +87,9 @@ class LogFollower(RunView):
 
     def poll(self) -> int:
         """Deliver what was logged since the last poll; returns how many events were delivered."""
-        self.heartbeat = self.journal.meta().get("heartbeat")
+        self.heartbeat = self.journal.queries.meta().get("heartbeat")
         count = 0
-        while rows := self.journal.log_since(self.seq, READ_BATCH):
+        while rows := self.journal.history.log_since(self.seq, READ_BATCH):
             for seq, at, event in rows:
                 self.seq = seq
                 count += self._take(event, at)
@@ -156,15 +156,15 @@ def close_interrupted_run(journal: Journal) -> int:
     implies, before a new session starts. Each call that was in flight was lost (an attempt
     ended `cancelled`: it may have been billed) and each waiting task is left unfinished.
     Returns how many tasks were closed (0 for a run that ended normally)."""
-    if journal.run_ended():  # the usual resume: nothing to close, no need to replay the log here
+    if journal.history.run_ended():  # the usual resume: nothing to close, no need to replay the log here
         return 0
     follower = LogFollower(journal, screen=False)
     follower.poll()
     if not follower.started or follower.board is None:
         return 0
-    beat = journal.meta().get("heartbeat") or {}
+    beat = journal.queries.meta().get("heartbeat") or {}
     at = max(beat.get("at") or 0.0, follower.last_at or 0.0) or time.time()
     closing = [e for e in follower.board.interrupted(at) if isinstance(e, TaskCancelled)]
     lost: list[Attempt] = [e.attempt for e in closing if e.attempt is not None]
-    journal.record_cancelled([e.index for e in closing], lost, closing)
+    journal.records.record_cancelled([e.index for e in closing], lost, closing)
     return len(closing)
