@@ -5,7 +5,7 @@ rounds and then its answer (`[[sim:tools=4]]`: 5 model calls; 1-3 tool calls per
 parallel), on a simulator at 200 ms (sigma 0.05) that runs in its own process so it does not share
 the GIL. Each run is done twice: with the adaptive limit (the default: it starts at half the
 ceiling, 50, and grows by one per clean answer) and with the limit fixed at the ceiling
-(EngineSettings(adaptive=False), the CLI's --no-adaptive); only the first model calls of half the
+(EngineSettings.of(adaptive=False), the CLI's --no-adaptive); only the first model calls of half the
 agents can be held back by the adaptive start.
 
   mcp        tools via the bundled example MCP server (python -m swarm_tui.examples.mcp_tools over
@@ -196,7 +196,7 @@ async def run_once(
     with tempfile.TemporaryDirectory() as tmp:
         session = SwarmSession.open_new(
             Job("bench-agents", "bench", tasks, tools=tools),
-            RunPlan(ProviderProfile("bench", base_url=base_url, backend=backend), EngineSettings(**settings)),
+            RunPlan(ProviderProfile("bench", base_url=base_url, backend=backend), EngineSettings.of(**settings)),
             Path(tmp) / "run",
         )
         session.engine.subscribe(rec)

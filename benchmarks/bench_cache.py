@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from swarm_tui.cache import CacheEntry, CacheMode, ResponseCache, request_key  # noqa: E402
+from swarm_tui.cache import CacheEntry, CacheMode, CacheSettings, ResponseCache, request_key  # noqa: E402
 from swarm_tui.core.task import Task  # noqa: E402
 from swarm_tui.engine import EngineSettings  # noqa: E402
 from swarm_tui.jobs import Job  # noqa: E402
@@ -109,9 +109,10 @@ async def run_engine(base_url: str, n: int, cache_dir: Path | None, mode: str) -
         )
         for i in range(n)
     ]
-    settings = EngineSettings(concurrency=50, cache=mode, cache_dir=str(cache_dir) if cache_dir else None)
+    settings = EngineSettings.of(concurrency=50)
+    cache = CacheSettings(mode=mode, dir=str(cache_dir) if cache_dir else None)
     with tempfile.TemporaryDirectory() as tmp:
-        plan = RunPlan(ProviderProfile("bench", base_url=base_url), settings)
+        plan = RunPlan(ProviderProfile("bench", base_url=base_url), settings, cache=cache)
         session = SwarmSession.open_new(Job("bench", "bench", tasks), plan, Path(tmp) / "run")
         t0 = time.monotonic()
         try:

@@ -62,7 +62,7 @@ async def run_engine(base_url: str, tasks: list[Task], **settings) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         session = SwarmSession.open_new(
-            Job("bench", "bench", tasks), RunPlan(profile, EngineSettings(**settings)), Path(tmp) / "run"
+            Job("bench", "bench", tasks), RunPlan(profile, EngineSettings.of(**settings)), Path(tmp) / "run"
         )
         session.engine.subscribe(watch)
         t0 = time.monotonic()

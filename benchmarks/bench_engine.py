@@ -71,7 +71,7 @@ async def run_swarm(
         profile = ProviderProfile("bench", base_url=base_url, backend=backend, fallback_base_url=fallback_base_url)
     with tempfile.TemporaryDirectory() as tmp:
         session = SwarmSession.open_new(
-            Job("bench", "bench", tasks), RunPlan(profile, EngineSettings(**settings)), Path(tmp) / "run"
+            Job("bench", "bench", tasks), RunPlan(profile, EngineSettings.of(**settings)), Path(tmp) / "run"
         )
         if on_event is not None:
             session.engine.subscribe(on_event)

@@ -43,7 +43,7 @@ def make_job(n: int) -> Job:
 
 
 async def one_run(root: Path, name: str, base_url: str, n: int, concurrency: int, endpoint: str | None) -> dict:
-    plan = RunPlan(ProviderProfile(name="custom", base_url=base_url), EngineSettings(concurrency=concurrency))
+    plan = RunPlan(ProviderProfile(name="custom", base_url=base_url), EngineSettings.of(concurrency=concurrency))
     session = SwarmSession.open_new(make_job(n), plan, root / name)
     if endpoint is not None:
         os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint

@@ -78,7 +78,7 @@ async def one_run(
             job = replace(job, tools=ToolsSpec(mcp=(server,), max_steps=6, source="bench"))
         profile = ProviderProfile(name="custom", base_url=base_url, backend=backend)
         adaptive = rpm is not None if adaptive is None else adaptive
-        plan = RunPlan(profile, EngineSettings(concurrency=concurrency, rpm=rpm, adaptive=adaptive))
+        plan = RunPlan(profile, EngineSettings.of(concurrency=concurrency, rpm=rpm, adaptive=adaptive))
         session = SwarmSession.open_new(job, plan, tmp / "run", ray=RayOptions(actors=actors) if actors else None)
         if actors:  # actors up and connected before the clock starts (their start is not the swarm's speed)
             session.engine.pool.ensure()

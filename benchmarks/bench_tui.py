@@ -52,7 +52,7 @@ def make_job(n: int) -> Job:
 
 def open_session(root: Path, name: str, base_url: str, n: int, concurrency: int) -> SwarmSession:
     plan = RunPlan(
-        ProviderProfile(name="custom", base_url=base_url), EngineSettings(concurrency=concurrency, timeout_s=30.0)
+        ProviderProfile(name="custom", base_url=base_url), EngineSettings.of(concurrency=concurrency, timeout_s=30.0)
     )
     return SwarmSession.open_new(make_job(n), plan, root / name)
 

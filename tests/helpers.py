@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from swarm_tui.cache import CacheSettings
 from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import load_job
 from swarm_tui.providers.profile import ProviderProfile
@@ -23,11 +24,12 @@ def open_session(
     run_name: str = "run",
     api_key_env: str | None = None,
     prices: dict | None = None,
+    cache: CacheSettings = CacheSettings(),
     **settings,
 ) -> SwarmSession:
     job = load_job(write_batch(tmp_path / f"{run_name}.jsonl", prompts))
     profile = ProviderProfile(name="custom", base_url=base_url, api_key_env=api_key_env)
-    plan = RunPlan(profile, EngineSettings(**settings), prices=prices or {})
+    plan = RunPlan(profile, EngineSettings.of(**settings), prices=prices or {}, cache=cache)
     return SwarmSession.open_new(job, plan, tmp_path / run_name)
 
 

@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from swarm_tui.cache import CacheSettings
 from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import load_job
 from swarm_tui.providers.profile import ProviderProfile
@@ -35,11 +36,12 @@ def ray_session(
     name: str = "run",
     api_key_env: str | None = None,
     prices: dict | None = None,
+    cache: CacheSettings = CacheSettings(),
     **settings,
 ) -> SwarmSession:
     job = load_job(write_batch(tmp_path / f"{name}.jsonl", prompts))
     profile = ProviderProfile(name="custom", base_url=base_url, api_key_env=api_key_env)
-    plan = RunPlan(profile, EngineSettings(**{"concurrency": 50, **settings}), prices=prices or {})
+    plan = RunPlan(profile, EngineSettings.of(**{"concurrency": 50, **settings}), prices=prices or {}, cache=cache)
     return SwarmSession.open_new(job, plan, tmp_path / name, ray=RayOptions(actors=actors))
 
 

@@ -144,7 +144,7 @@ def record(path: Path = RECORDING) -> int:
     from swarm_tui.sim import SimConfig
 
     sim = SimConfig(latency_ms=1.0, latency_sigma=0.0, seed=7, cache_min_tokens=10**9)
-    plan = RunPlan(ProviderProfile(name="sim"), EngineSettings(concurrency=1, max_attempts=2, rpm=60_000), sim)
+    plan = RunPlan(ProviderProfile(name="sim"), EngineSettings.of(concurrency=1, max_attempts=2, rpm=60_000), sim)
     with tempfile.TemporaryDirectory() as root:
         run_dir = Path(root) / "swarm-100-demo"
         session = SwarmSession.open_new(snapshot_job(), plan, run_dir)
@@ -278,7 +278,7 @@ class ScriptedRun:
 
     @property
     def limit(self) -> int:
-        return self.view.figures.limit or self.settings.concurrency
+        return self.view.figures.limit or self.settings.pacing.concurrency
 
     @property
     def ceiling(self) -> int:

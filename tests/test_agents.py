@@ -50,7 +50,7 @@ def token_of(prompt: str) -> str:
 
 
 async def run_session(tmp_path, sim, job, **settings) -> tuple[SwarmSession, list]:
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(**settings))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(**settings))
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
     events: list = []
     session.engine.subscribe(events.append)
@@ -214,7 +214,7 @@ async def test_x_cancels_one_agent_and_a_retry_continues_it_from_its_last_comple
     sim = sim_factory(latency_ms=20)
     tools = ToolsSpec(python=(PythonToolSpec("tests.agent_tools:nap", where="tools.python[0]"),), source="job.toml")
     job = agents_job(tmp_path, [f"agent {i} [[sim:tools=3]]" for i in range(3)], tools)
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=3))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=3))
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
     engine = session.engine
     steps: list[AgentStepped] = []
@@ -245,7 +245,7 @@ async def test_x_cancels_one_agent_and_a_retry_continues_it_from_its_last_comple
 async def test_x_on_a_task_waiting_for_a_slot_keeps_it_from_starting(tmp_path, sim_factory):
     sim = sim_factory(latency_ms=300, latency_sigma=0.0)
     job = load_job(write_batch(tmp_path / "job.jsonl", ["first", "second", "third"]))
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=1, adaptive=False))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=1, adaptive=False))
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
     engine = session.engine
     started: list[int] = []
@@ -267,7 +267,7 @@ async def test_x_just_as_a_step_ends_stops_the_agent_before_its_tools_begin(tmp_
     sim = sim_factory(latency_ms=5)
     tools = ToolsSpec(python=(PythonToolSpec("tests.agent_tools:nap", where="tools.python[0]"),), source="job.toml")
     job = agents_job(tmp_path, ["agent [[sim:tools=2]]", "other [[sim:tools=1]]"], tools)
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=2))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=2))
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
     engine = session.engine
     loop = asyncio.get_running_loop()
@@ -346,7 +346,7 @@ async def test_x_mid_step_keeps_the_results_that_ended_and_resume_runs_only_the_
         source="job.toml",
     )
     job = agents_job(tmp_path, [mixed_first_step(["quick", "gate"], 2)], tools)
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=1))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=1))
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
     engine = session.engine
     run = asyncio.create_task(session.run())

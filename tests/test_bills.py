@@ -561,7 +561,7 @@ def test_flex_without_capacity_is_retried_unbilled_and_its_deadlines_are_minutes
     assert summary["cost_usd"] == pytest.approx(summary["cost_breakdown"]["at_default_tier_usd"] / 2, abs=1e-6)
     journal = Journal.open(tmp_path / "run", readonly=True)
     try:
-        settings = journal.queries.meta()["plan"]["settings"]
+        settings = journal.queries.meta()["plan"]["settings"]["calls"]
     finally:
         journal.close()
     # a Flex call may queue for minutes: 15-minute deadlines, and no straggler resends (and pays for) it

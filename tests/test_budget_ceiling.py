@@ -48,7 +48,7 @@ async def test_the_budget_is_never_passed_by_what_calls_in_flight_write(tmp_path
     sim = sim_factory(latency_ms=50.0, output_tokens=(16, 16))
     plan = RunPlan(
         ProviderProfile("custom", base_url=sim.base_url),
-        EngineSettings(concurrency=100, budget_usd=0.10),
+        EngineSettings.of(concurrency=100, budget_usd=0.10),
         prices={"custom/gpt-4.1": GPT41},
     )
     session = SwarmSession.open_new(
@@ -75,7 +75,7 @@ async def test_a_hedge_holds_its_worst_case_too(tmp_path, sim_factory):
     job = load_job(write_batch(tmp_path / "job.jsonl", prompts, model="gpt-4.1", max_tokens=2000))
     plan = RunPlan(
         ProviderProfile("custom", base_url=sim.base_url),
-        EngineSettings(concurrency=10, hedge=True, budget_usd=0.5, timeout_s=30.0),
+        EngineSettings.of(concurrency=10, hedge=True, budget_usd=0.5, timeout_s=30.0),
         prices={"custom/gpt-4.1": GPT41},
     )
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
@@ -104,7 +104,7 @@ async def test_calls_wait_for_room_rather_than_stop_while_others_are_in_flight(t
     )
     plan = RunPlan(
         ProviderProfile("custom", base_url=sim.base_url),
-        EngineSettings(concurrency=10, budget_usd=0.05),
+        EngineSettings.of(concurrency=10, budget_usd=0.05),
         prices={"custom/gpt-4.1": GPT41},
     )
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
@@ -123,7 +123,7 @@ async def test_a_swarms_planner_and_aggregator_draw_on_the_same_ledger(tmp_path,
     job = load_job(REPO / "sample_jobs" / "research-swarm.toml", model_override="gpt-4.1")
     plan = RunPlan(
         ProviderProfile("custom", base_url=sim.base_url),
-        EngineSettings(budget_usd=0.001),
+        EngineSettings.of(budget_usd=0.001),
         prices={"custom/gpt-4.1": GPT41},
     )
     session = SwarmSession.open_new(job, plan, tmp_path / "run")

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from swarm_tui.cache import CacheEntry, CacheMode, ResponseCache, request_key
+from swarm_tui.cache import CacheEntry, CacheMode, CacheSettings, ResponseCache, request_key
 
 from tests.conftest import kill_when, read_jsonl, run_cli, start_cli, write_batch
 from tests.test_crash_resume import succeeded_indices
@@ -458,8 +458,9 @@ async def test_an_agent_run_again_with_the_same_tool_results_replays_its_steps(t
         load_job(write_batch(tmp_path / "job.jsonl", [f"agent {i} [[sim:tools=2]]" for i in range(6)], max_tokens=256)),
         tools=tools,
     )
-    settings = EngineSettings(concurrency=4, cache="readwrite", cache_dir=str(tmp_path / "cache"))
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), settings)
+    settings = EngineSettings.of(concurrency=4)
+    cache = CacheSettings(mode="readwrite", dir=str(tmp_path / "cache"))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), settings, cache=cache)
 
     async def run(name: str) -> SwarmSession:
         session = SwarmSession.open_new(job, plan, tmp_path / name)

@@ -230,7 +230,9 @@ async def test_shared_context_hits_the_prefix_cache_and_cached_tokens_cost_less(
 
     job = load_job(demo_job())
     session = SwarmSession.open_new(
-        job, RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=10)), tmp_path / "run"
+        job,
+        RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=10)),
+        tmp_path / "run",
     )
     try:
         finished = await session.run()

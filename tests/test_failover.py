@@ -78,7 +78,7 @@ async def test_primary_going_down_mid_run_loses_no_task(tmp_path, sim_factory):
     secondary = sim_factory(latency_ms=10, seed=99)
     job = load_job(write_batch(tmp_path / "job.jsonl", [f"t{i}" for i in range(150)]))
     profile = ProviderProfile("custom", base_url=primary.base_url, fallback_base_url=secondary.base_url)
-    session = SwarmSession.open_new(job, RunPlan(profile, EngineSettings(concurrency=10)), tmp_path / "run")
+    session = SwarmSession.open_new(job, RunPlan(profile, EngineSettings.of(concurrency=10)), tmp_path / "run")
     switches = []
     session.engine.subscribe(lambda e: isinstance(e, EndpointSwitched) and switches.append(e))
     run = asyncio.create_task(session.run())

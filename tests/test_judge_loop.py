@@ -37,7 +37,7 @@ def swarm_job(tmp_path, *, agents: int = 30, rounds: int = 6, rate: float = 0.1,
 
 def open_run(tmp_path, job, base_url: str, *, fallback: str | None = None, name: str = "run", **settings):
     profile = ProviderProfile(name="custom", base_url=base_url, fallback_base_url=fallback)
-    plan = RunPlan(profile, EngineSettings(**settings), prices=PRICES)
+    plan = RunPlan(profile, EngineSettings.of(**settings), prices=PRICES)
     return SwarmSession.open_new(job, plan, tmp_path / name)
 
 

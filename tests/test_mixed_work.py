@@ -61,7 +61,7 @@ async def test_the_long_answers_of_a_mixed_job_are_not_stragglers(tmp_path, sim_
     fallback = sim_factory(latency_ms=20.0, output_tokens=(16, 16))
     job = mixed_job(tmp_path, max_tokens=max_tokens)
     profile = ProviderProfile("custom", base_url=primary.base_url, fallback_base_url=fallback.base_url)
-    session = SwarmSession.open_new(job, RunPlan(profile, EngineSettings(concurrency=50)), tmp_path / "run")
+    session = SwarmSession.open_new(job, RunPlan(profile, EngineSettings.of(concurrency=50)), tmp_path / "run")
     events: list = []
     finished = await run_session(session, events)
 
@@ -115,7 +115,7 @@ async def test_an_abandoned_call_is_not_a_failure_of_the_primary_and_is_billed_b
 
     job = load_job(write_batch(tmp_path / "job.jsonl", prompts))
     profile = ProviderProfile("custom", base_url=primary.base_url, fallback_base_url=fallback.base_url)
-    plan = RunPlan(profile, EngineSettings(concurrency=20, timeout_s=60.0), prices=PRICES)
+    plan = RunPlan(profile, EngineSettings.of(concurrency=20, timeout_s=60.0), prices=PRICES)
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
     events: list = []
     finished = await run_session(session, events)
@@ -160,7 +160,7 @@ async def test_the_adaptive_limit_grows_to_the_ceiling_in_a_run(tmp_path, sim_fa
     from tests.conftest import write_batch
 
     job = load_job(write_batch(tmp_path / "job.jsonl", [f"task {i}" for i in range(800)]))
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=40))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=40))
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
     events: list = []
     finished = await run_session(session, events)

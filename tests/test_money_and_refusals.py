@@ -30,7 +30,7 @@ def hostile():
 
 def session_on(tmp_path, base_url: str, prompts: list[str], run: str = "run", **settings) -> SwarmSession:
     job = load_job(write_batch(tmp_path / f"{run}.jsonl", prompts, model="gpt-4.1", max_tokens=200))
-    plan = RunPlan(ProviderProfile("custom", base_url=base_url), EngineSettings(**settings), prices=PRICED)
+    plan = RunPlan(ProviderProfile("custom", base_url=base_url), EngineSettings.of(**settings), prices=PRICED)
     return SwarmSession.open_new(job, plan, tmp_path / run)
 
 
@@ -62,7 +62,7 @@ async def test_a_provider_that_refuses_every_call_stops_the_run_after_a_few(tmp_
     requests for 100 tasks). Now it stops after three refusals in a row, saying why."""
     sim = sim_factory()
     job = load_job(write_batch(tmp_path / "job.jsonl", [f"task {i} [[sim:{marker}]]" for i in range(100)]))
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=2))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=2))
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
     finished = await run_session(session)
     assert sim.stats()["requests"] <= 4, "stopped after a few, not 100"
@@ -75,7 +75,7 @@ async def test_one_refusal_among_answers_does_not_stop_the_run(tmp_path, sim_fac
     sim = sim_factory()
     prompts = [f"task {i}" + (" [[sim:404]]" if i % 10 == 0 else "") for i in range(60)]
     job = load_job(write_batch(tmp_path / "job.jsonl", prompts))
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=1))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=1))
     finished = await run_session(SwarmSession.open_new(job, plan, tmp_path / "run"))
     assert finished.succeeded == 54 and finished.failed == 6 and finished.stop_reason is None
 

@@ -91,7 +91,7 @@ async def test_live_and_attached_views_agree_event_by_event(tmp_path, sim_factor
     run_dir = tmp_path / "run"
     job = load_job(write_batch(tmp_path / "job.jsonl", prompts))
     profile = ProviderProfile("custom", base_url=primary.base_url, fallback_base_url=secondary.base_url)
-    plan = RunPlan(profile, EngineSettings(concurrency=12, max_attempts=3))
+    plan = RunPlan(profile, EngineSettings.of(concurrency=12, max_attempts=3))
     session = SwarmSession.open_new(job, plan, run_dir)
     live_first: list[dict] = []
     live = LiveRun(session)

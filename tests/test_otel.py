@@ -66,7 +66,7 @@ async def test_a_100_agent_run_exported_live_and_from_its_journal_is_one_and_the
     job = replace(job, tools=tools)
     profile = ProviderProfile("custom", base_url=primary.base_url, fallback_base_url=secondary.base_url)
     run_dir = tmp_path / "run"
-    session = SwarmSession.open_new(job, RunPlan(profile, EngineSettings(concurrency=10)), run_dir)
+    session = SwarmSession.open_new(job, RunPlan(profile, EngineSettings.of(concurrency=10)), run_dir)
     session.trace()
     run = asyncio.create_task(session.run())
     try:
@@ -247,7 +247,7 @@ async def test_a_resumed_run_is_the_same_trace_with_a_workflow_span_per_session(
     sim = sim_factory(latency_ms=20)
     job = load_job(write_batch(tmp_path / "job.jsonl", [f"t{i}" for i in range(60)]))
     run_dir = tmp_path / "run"
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=4))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=4))
     first = SwarmSession.open_new(job, plan, run_dir)
     run = asyncio.create_task(first.run())
     try:
@@ -282,7 +282,7 @@ async def test_a_collector_that_comes_up_mid_run_gets_every_span(tmp_path, sim_f
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
     sim = sim_factory(latency_ms=30)
     job = load_job(write_batch(tmp_path / "job.jsonl", [f"t{i}" for i in range(60)]))
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=4))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=4))
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
     session.trace()
     receiver = None
@@ -328,7 +328,7 @@ async def test_a_429_is_an_event_of_its_task_with_the_retry_after(tmp_path, sim,
     prompts = [f"t{i}" for i in range(10)]
     prompts[3], prompts[7] = "limited 3 [[sim:429x1]]", "limited 7 [[sim:429x1]]"
     job = load_job(write_batch(tmp_path / "job.jsonl", prompts))
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=2))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=2))
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
     try:
         assert (await asyncio.wait_for(session.run(), 60)).succeeded == 10
@@ -347,7 +347,7 @@ async def test_content_only_when_asked_and_then_prompts_answers_and_tool_io_live
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
     job = load_job(write_batch(tmp_path / "job.jsonl", [f"agent {i} [[sim:tools=1]]" for i in range(4)]))
     tools = ToolsSpec(python=(PythonToolSpec("tests.agent_tools:lookup", where="tools.python[0]"),), max_steps=3)
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=2))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=2))
     session = SwarmSession.open_new(replace(job, tools=tools), plan, tmp_path / "run")
     session.trace(content=True)
     try:

@@ -378,7 +378,7 @@ async def test_the_budget_is_one_ledger_across_sessions(tmp_path, sim):
         await session.aclose()
     assert first.stop_reason.startswith("budget")
     spent_first = json.loads((tmp_path / "run" / "summary.json").read_text())["cost_usd"]
-    resumed = SwarmSession.open_existing(tmp_path / "run", settings=EngineSettings(concurrency=4, budget_usd=0.1))
+    resumed = SwarmSession.open_existing(tmp_path / "run", settings=EngineSettings.of(concurrency=4, budget_usd=0.1))
     try:
         second = await resumed.run()
     finally:

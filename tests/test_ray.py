@@ -18,6 +18,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from swarm_tui.cache import CacheSettings  # noqa: E402
 from swarm_tui.core.events import (  # noqa: E402
     AttemptStarted,
     EndpointSwitched,
@@ -278,7 +279,7 @@ async def test_the_budget_is_one_ledger_across_shards_and_sessions(tmp_path, sim
     spent_first = json.loads((tmp_path / "run" / "summary.json").read_text())["cost_usd"]
     assert 0 < spent_first <= 0.1
     resumed = SwarmSession.open_existing(
-        tmp_path / "run", settings=EngineSettings(concurrency=8, budget_usd=0.1), ray=RayOptions(actors=2)
+        tmp_path / "run", settings=EngineSettings.of(concurrency=8, budget_usd=0.1), ray=RayOptions(actors=2)
     )
     try:
         await resumed.run()
@@ -294,7 +295,7 @@ async def test_the_driver_replays_cached_answers_before_it_shards_any_task(tmp_p
     is a hit on the driver, and no actor (nor the simulator) sees a request."""
     sim = sim_factory(latency_ms=5)
     prompts = [f"ray cached {i}" for i in range(60)]
-    cache = {"cache": "readwrite", "cache_dir": str(tmp_path / "cache")}
+    cache = {"cache": CacheSettings(mode="readwrite", dir=str(tmp_path / "cache"))}
     for name in ("one", "two"):
         session = ray_session(tmp_path, sim.base_url, prompts, name=name, **cache)
         finished = await run_to_end(session)
@@ -337,7 +338,7 @@ async def test_a_judged_swarm_on_ray_agrees_with_the_same_swarm_run_here(tmp_pat
     for name, ray_options in (("local", None), ("ray", RayOptions(actors=2))):
         sim = sim_factory(seed=5)
         profile = ProviderProfile(name="custom", base_url=sim.base_url)
-        plan = RunPlan(profile, EngineSettings(concurrency=16), prices=JUDGE_PRICES)
+        plan = RunPlan(profile, EngineSettings.of(concurrency=16), prices=JUDGE_PRICES)
         session = SwarmSession.open_new(judged_swarm(tmp_path, name), plan, tmp_path / name, ray=ray_options)
         assert session.judge is not None, "the judge runs on this engine"
         finished = await run_to_end(session)

@@ -40,7 +40,7 @@ def agents_session(tmp_path: Path, base_url: str, name: str, ray_options: RayOpt
     job = load_job(write_batch(tmp_path / f"{name}.jsonl", prompts, max_tokens=1024))
     job = replace(job, tools=ToolsSpec(mcp=(server,), max_steps=4, source="job.toml"))
     profile = ProviderProfile(name="custom", base_url=base_url)
-    plan = RunPlan(profile, EngineSettings(concurrency=12), prices=JUDGE_PRICES)
+    plan = RunPlan(profile, EngineSettings.of(concurrency=12), prices=JUDGE_PRICES)
     return SwarmSession.open_new(job, plan, tmp_path / name, ray=ray_options)
 
 
@@ -134,7 +134,7 @@ async def test_lane_auto_on_ray_agrees_with_the_same_run_here(tmp_path, sim_fact
         sim = sim_factory(batch_seconds=0.2, batch_error_rate=0.1, seed=11)
         job = load_job(write_batch(tmp_path / f"{name}.jsonl", [f"batched {i}" for i in range(300)]))
         profile = ProviderProfile(name="custom", base_url=sim.base_url)
-        settings = EngineSettings(concurrency=20, lane="auto", batch_poll_s=0.05, batch_poll_max_s=0.2)
+        settings = EngineSettings.of(concurrency=20, lane="auto", batch_poll_s=0.05, batch_poll_max_s=0.2)
         plan = RunPlan(profile, settings, prices=BATCH_PRICES)
         session = SwarmSession.open_new(job, plan, tmp_path / name, ray=ray_options)
         finished = await run_to_end(session)

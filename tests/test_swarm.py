@@ -93,7 +93,7 @@ def _session(tmp_path, base_url, toml_text, **settings) -> SwarmSession:
     path.write_text(toml_text)
     return SwarmSession.open_new(
         load_job(path),
-        RunPlan(ProviderProfile("custom", base_url=base_url), EngineSettings(**settings)),
+        RunPlan(ProviderProfile("custom", base_url=base_url), EngineSettings.of(**settings)),
         tmp_path / "run",
     )
 

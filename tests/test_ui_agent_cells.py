@@ -85,7 +85,7 @@ async def wait_for(pilot, condition, what: str) -> None:
 def tools_session(tmp_path, sim, agents: int) -> SwarmSession:
     tools = ToolsSpec(python=(PythonToolSpec(f"{__name__}:hold", where="tools.python[0]"),), source="job.toml")
     job = agents_job(tmp_path, [f"agent {i} [[sim:tools=2]]" for i in range(agents)], tools)
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=agents))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=agents))
     return SwarmSession.open_new(job, plan, tmp_path / "run")
 
 
@@ -166,7 +166,7 @@ async def test_a_cell_shows_the_step_and_whether_the_agent_thinks_or_runs_a_tool
 
 async def test_a_job_without_tools_never_shows_steps(tmp_path, sim):
     job = load_job(write_batch(tmp_path / "job.jsonl", [f"plain {i} [[sim:tools=3]]" for i in range(6)]))
-    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=6))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=6))
     session = SwarmSession.open_new(job, plan, tmp_path / "run")
     app = make_app(session, config=Config(path=tmp_path / "config.toml"))
     try:

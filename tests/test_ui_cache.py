@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from swarm_tui.cache import CacheSettings
 from swarm_tui.config import Config
 from swarm_tui.core.events import Attempt, TaskQueued, TaskSucceeded
 from swarm_tui.core.lanes import CACHE
@@ -51,8 +52,7 @@ def cached_session(tmp_path, base_url: str, run_name: str):
         PROMPTS,
         run_name=run_name,
         prices=PRICES,
-        cache="readwrite",
-        cache_dir=str(tmp_path / "cache"),
+        cache=CacheSettings(mode="readwrite", dir=str(tmp_path / "cache")),
     )
 
 

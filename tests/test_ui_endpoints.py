@@ -58,7 +58,7 @@ def routed_session(tmp_path, sims, prompts, strategy: str, *, run_name: str = "r
         ProviderProfile(name=name, base_url=sim.base_url, model=MODEL) for name, sim in zip("abc", sims, strict=False)
     ]
     route = RoutePlan(tuple(profiles[1:]), strategy)
-    plan = RunPlan(profiles[0], EngineSettings(**settings), prices=PRICES, route=route)
+    plan = RunPlan(profiles[0], EngineSettings.of(**settings), prices=PRICES, route=route)
     return SwarmSession.open_new(job, plan, tmp_path / run_name)
 
 

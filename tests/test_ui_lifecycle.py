@@ -51,7 +51,9 @@ async def test_a_six_round_swarm_says_its_round_while_it_runs_and_never_done_bef
     sim = sim_factory(latency_ms=60.0, latency_sigma=0.0)
     job = rounds_job(tmp_path)
     session = SwarmSession.open_new(
-        job, RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings(concurrency=8)), tmp_path / "run"
+        job,
+        RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=8)),
+        tmp_path / "run",
     )
     said = PhaseView()  # the console's phase, event by event (a drain may take several at once)
     seen: list[tuple[str, str]] = []

@@ -270,7 +270,7 @@ async def test_a_burst_s_last_events_reach_the_panels_without_waiting_for_anothe
         snapshot_job(),
         Path("swarm-100-demo"),
         profile=ProviderProfile("sim"),
-        settings=EngineSettings(concurrency=50),
+        settings=EngineSettings.of(concurrency=50),
         clock=lambda: now[0],
     )
     app = make_app(source, config=Config(path=tmp_path / "config.toml"), start=False, clock=lambda: now[0])

@@ -19,9 +19,9 @@ from swarm_tui.ui.app import make_app
 
 from tests.scripted_run import ScriptedRun, load_recording, snapshot_job
 
-SHOWN_SETTINGS = EngineSettings(concurrency=50, max_attempts=2, rpm=60_000)
+SHOWN_SETTINGS = EngineSettings.of(concurrency=50, max_attempts=2, rpm=60_000)
 """The settings of the session the screen shows (the run was recorded one call at a time)."""
-SHOWN_LIMIT = SHOWN_SETTINGS.concurrency // 2
+SHOWN_LIMIT = SHOWN_SETTINGS.pacing.concurrency // 2
 """Its adaptive limit before it runs: half its ceiling (the slow start's first step)."""
 
 
@@ -30,7 +30,7 @@ def finished_run(tmp_path_factory) -> Path:
     """The recorded run, run for real to the end on the seeded simulator: its journal."""
     root = tmp_path_factory.mktemp("snapshots")
     sim = SimConfig(latency_ms=1.0, latency_sigma=0.0, seed=7, cache_min_tokens=10**9)
-    plan = RunPlan(ProviderProfile(name="sim"), EngineSettings(concurrency=1, max_attempts=2, rpm=60_000), sim)
+    plan = RunPlan(ProviderProfile(name="sim"), EngineSettings.of(concurrency=1, max_attempts=2, rpm=60_000), sim)
     session = SwarmSession.open_new(snapshot_job(), plan, root / "swarm-100-demo")
 
     async def run() -> None:
@@ -69,7 +69,7 @@ def app_on_run(tmp_path, monkeypatch):
             profile=ProviderProfile(name="sim"),
             settings=SHOWN_SETTINGS,
             limit=SHOWN_LIMIT,
-            ceiling=SHOWN_SETTINGS.concurrency,
+            ceiling=SHOWN_SETTINGS.pacing.concurrency,
         )
         return make_app(
             source, config=Config(path=tmp_path / "config.toml"), theme=theme, start=False, clock=lambda: 5000.0

@@ -97,6 +97,21 @@ class CacheEntry:
     created_at: float = 0.0
 
 
+@dataclass(frozen=True)
+class CacheSettings:
+    """A run's use of the cache (`--cache`, `--cache-dir`, `--cache-ttl`, `--cache-max-size`, a job's
+    `[cache]`): kept in the run's plan, so that a resume uses it the same way."""
+
+    mode: str = CacheMode.OFF.value
+    """`off`, `read`, `write` or `readwrite` (`CacheMode`)."""
+    dir: str | None = None
+    """Where the cache file is (None: `default_cache_dir()`)."""
+    ttl_s: float = 14 * 24 * 3600.0
+    """Cached answers older than this are not replayed."""
+    max_bytes: int = 2 * 1024**3
+    """The cache's size bound: past it, the least recently used answers go first."""
+
+
 def default_cache_dir() -> Path:
     """`$XDG_CACHE_HOME/swarm-tui`, else `~/.cache/swarm-tui`."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

@@ -30,7 +30,7 @@ def check_budget(plan: RunPlan, job: Job, model: str | None, config: Config) -> 
     """A budget is a ceiling: every call must have a worst case the run can hold against it, so
     the model's price must be known, and a body without max_tokens needs the model's maximum
     output from the price table (exit 2, nothing sent, naming what to set)."""
-    if plan.settings.budget_usd is None:
+    if plan.settings.guards.budget_usd is None:
         return
     price = plan.price_for(model)
     if price is None:
@@ -161,10 +161,10 @@ def check_engine(
 
     asked = {
         Capability.TOOLS: tools.source if tools is not None and tools.any else None,
-        Capability.BATCH: "--lane" if settings.lane != LIVE else None,
+        Capability.BATCH: "--lane" if settings.lanes.lane != LIVE else None,
         Capability.JUDGE: judge_where if judged else None,
         Capability.ROUTES: "--provider" if routed else None,
-        Capability.DEADLINE: "--deadline" if settings.deadline_at is not None else None,
+        Capability.DEADLINE: "--deadline" if settings.lanes.deadline_at is not None else None,
     }
     lacking = missing(CAPABILITIES, [capability for capability, where in asked.items() if where is not None])
     if lacking:
@@ -172,7 +172,7 @@ def check_engine(
         raise InputError.single(
             asked[first] or "--ray", "ray", f"{first.value} does not run on Ray yet: drop --ray to run it here"
         )
-    if settings.budget_usd is None:
+    if settings.guards.budget_usd is None:
         return
     if judged:  # the shards' allowances hold neither the judge's calls nor the driver's batches
         raise InputError.single(
@@ -181,22 +181,24 @@ def check_engine(
             "the judge with --budget does not run on Ray yet (the judge's calls are not held against the "
             "shards' parts of the budget): drop --ray, --budget or the judge",
         )
-    if settings.lane != LIVE:
+    if settings.lanes.lane != LIVE:
         raise InputError.single(
             "--budget",
             "ray",
-            f"the batch lane (--lane {settings.lane}) with --budget does not run on Ray yet (its batches are "
+            f"the batch lane (--lane {settings.lanes.lane}) with --budget does not run on Ray yet (its batches are "
             "not held against the shards' parts of the budget): drop --ray, --budget or --lane",
         )
 
 
 def check_lane(settings: EngineSettings, tools: ToolsSpec | None) -> None:
     """The batch lane carries one-call tasks of one engine (exit 2 otherwise, nothing sent)."""
-    if settings.lane == LIVE:
+    if settings.lanes.lane == LIVE:
         return
     if tools is not None and tools.any:
         raise InputError.single(
-            tools.source, "lane", f"multi-step agents run live only (--lane {settings.lane} needs a job without tools)"
+            tools.source,
+            "lane",
+            f"multi-step agents run live only (--lane {settings.lanes.lane} needs a job without tools)",
         )
 
 

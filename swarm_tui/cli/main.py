@@ -36,6 +36,7 @@ from swarm_tui.cli.options import (
     add_console_options,
     add_run_options,
     console_options,
+    resolve_cache,
     resolve_profile,
     resolve_route,
     resolve_settings,
@@ -146,18 +147,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_key(profile)
     settings = resolve_settings(args, profile)
     if job.lane is not None and args.lane is None:  # the job's `lane`; --lane wins
-        settings = replace(settings, lane=job.lane)
-    if job.cache is not None:  # the job's `[cache]`; --cache, --cache-ttl and --cache-dir win
-        settings = replace(
-            settings,
-            cache=args.cache or job.cache.mode,
-            cache_ttl_s=args.cache_ttl or job.cache.ttl_s or settings.cache_ttl_s,
-            cache_dir=str(args.cache_dir) if args.cache_dir is not None else job.cache.dir,
-        )
+        settings = settings.but(lane=job.lane)
+    cache = resolve_cache(args, job=job.cache)  # the job's `[cache]`; --cache, --cache-ttl and --cache-dir win
     route = resolve_route(args, config)
     for other in route.others if route is not None else ():
         check_key(other)
-    plan = RunPlan(profile, settings, sim_config(args, profile), config.prices, route)
+    plan = RunPlan(profile, settings, sim_config(args, profile), config.prices, route, cache)
     job, judge_profile = judge_options(args, job, profile, config)
     first_model = job.model or (job.tasks[0].body.get("model") if job.tasks else None)
     check_budget(plan, job, first_model, config)
@@ -198,6 +193,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     effective = profile or stored.profile
     check_key(effective)
     settings = resolve_settings(args, effective, stored.settings)
+    cache = resolve_cache(args, stored.cache)
     sim = sim_config(args, effective, stored.sim)
     ray = ray_options(args)
     tools = ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None
@@ -209,7 +205,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
     check_lane(settings, tools)
     traces = check_tracing(args, config)
     session = SwarmSession.open_existing(
-        args.run_dir, profile=profile, settings=settings, retry_failed=args.retry_failed, ray=ray, sim=sim, route=route
+        args.run_dir,
+        profile=profile,
+        settings=settings,
+        cache=cache,
+        retry_failed=args.retry_failed,
+        ray=ray,
+        sim=sim,
+        route=route,
     )
     return drive(session, args, traces)
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from swarm_tui.cache import CacheSettings
 from swarm_tui.config import Config
 from swarm_tui.core.errors import InputError
 from swarm_tui.core.lanes import AUTO, LANES
@@ -15,7 +16,9 @@ from swarm_tui.core.tiers import FLEX, SERVICE_TIERS
 from swarm_tui.engine import EngineSettings
 from swarm_tui.engine.lanes.autopilot import deadline_at
 from swarm_tui.engine.pacing.deadlines import STRAGGLER_FACTOR
+from swarm_tui.engine.settings import CallLimits, Pacing
 from swarm_tui.frontend.progress_lines import DEFAULT_EVERY_S, LOG_FORMATS
+from swarm_tui.jobs.job import CacheChoice
 from swarm_tui.jobs.judge_spec import ACTIONS
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.providers.routes import STRATEGIES, RoutePlan, provider_names
@@ -344,39 +347,52 @@ Flex queues a call until it has room), where a default call's are 60 s and 30 s.
 def resolve_settings(
     args: argparse.Namespace, profile: ProviderProfile, stored: EngineSettings | None = None
 ) -> EngineSettings:
-    base = stored or EngineSettings(
-        concurrency=profile.concurrency or EngineSettings.concurrency,
-        timeout_s=profile.timeout or EngineSettings.timeout_s,
+    base = stored or EngineSettings.of(
+        concurrency=profile.concurrency or Pacing.concurrency,
+        timeout_s=profile.timeout or CallLimits.timeout_s,
         rpm=profile.rpm,
         tpm=profile.tpm,
     )
-    settings = replace(
-        base,
-        concurrency=args.concurrency or base.concurrency,
-        max_attempts=args.max_attempts or base.max_attempts,
-        timeout_s=args.timeout or base.timeout_s,
-        stream=args.stream or base.stream,
-        first_token_timeout_s=args.ttft_timeout or base.first_token_timeout_s or STREAM_DEADLINE_S,
-        idle_timeout_s=args.idle_timeout or base.idle_timeout_s or STREAM_DEADLINE_S,
-        rpm=args.rpm or base.rpm,
-        tpm=args.tpm or base.tpm,
-        hedge=args.hedge or base.hedge,
-        straggler_factor=straggler_factor(args.straggler, base.straggler_factor),
-        adaptive=base.adaptive and not args.no_adaptive,
-        budget_usd=args.budget if args.budget is not None else base.budget_usd,
-        fail_on_error=args.fail_on_error if args.fail_on_error is not None else base.fail_on_error,
-        max_retry_after_s=args.max_retry_after or base.max_retry_after_s,
-        lane=args.lane or (AUTO if args.deadline else base.lane),
-        deadline_at=deadline_option(args.deadline) if args.deadline else base.deadline_at,
-        live_share=args.live_share if args.live_share is not None else base.live_share,
-        batch_poll_s=args.batch_poll or base.batch_poll_s,
-        max_answer_bytes=args.max_answer_bytes or base.max_answer_bytes,
-        cache=args.cache or base.cache,
-        cache_dir=str(args.cache_dir) if args.cache_dir is not None else base.cache_dir,
-        cache_ttl_s=args.cache_ttl or base.cache_ttl_s,
-        cache_max_bytes=args.cache_max_size or base.cache_max_bytes,
+    pacing, calls, guards, lanes = base.pacing, base.calls, base.guards, base.lanes
+    settings = base.but(
+        concurrency=args.concurrency or pacing.concurrency,
+        max_attempts=args.max_attempts or guards.max_attempts,
+        timeout_s=args.timeout or calls.timeout_s,
+        stream=args.stream or calls.stream,
+        first_token_timeout_s=args.ttft_timeout or calls.first_token_timeout_s or STREAM_DEADLINE_S,
+        idle_timeout_s=args.idle_timeout or calls.idle_timeout_s or STREAM_DEADLINE_S,
+        rpm=args.rpm or pacing.rpm,
+        tpm=args.tpm or pacing.tpm,
+        hedge=args.hedge or calls.hedge,
+        straggler_factor=straggler_factor(args.straggler, calls.straggler_factor),
+        adaptive=pacing.adaptive and not args.no_adaptive,
+        budget_usd=args.budget if args.budget is not None else guards.budget_usd,
+        fail_on_error=args.fail_on_error if args.fail_on_error is not None else guards.fail_on_error,
+        max_retry_after_s=args.max_retry_after or pacing.max_retry_after_s,
+        lane=args.lane or (AUTO if args.deadline else lanes.lane),
+        deadline_at=deadline_option(args.deadline) if args.deadline else lanes.deadline_at,
+        live_share=args.live_share if args.live_share is not None else lanes.live_share,
+        batch_poll_s=args.batch_poll or lanes.batch_poll_s,
+        max_answer_bytes=args.max_answer_bytes or calls.max_answer_bytes,
     )
     return flex_defaults(settings, args, profile) if profile.service_tier == FLEX else settings
+
+
+def resolve_cache(
+    args: argparse.Namespace, stored: CacheSettings | None = None, job: CacheChoice | None = None
+) -> CacheSettings:
+    """The run's use of the response cache: the flags, else the job's `[cache]`, else what the run
+    stored (a resume), else off."""
+    base = stored or CacheSettings()
+    if job is not None:
+        base = replace(base, mode=job.mode, ttl_s=job.ttl_s or base.ttl_s, dir=job.dir)
+    return replace(
+        base,
+        mode=args.cache or base.mode,
+        dir=str(args.cache_dir) if args.cache_dir is not None else base.dir,
+        ttl_s=args.cache_ttl or base.ttl_s,
+        max_bytes=args.cache_max_size or base.max_bytes,
+    )
 
 
 def deadline_option(text: str) -> float:
@@ -391,13 +407,13 @@ def flex_defaults(settings: EngineSettings, args: argparse.Namespace, profile: P
     minutes in the provider's queue, so the hard timeout and the time to the first token are 15
     minutes, and no straggler deadline abandons (and pays again for) a call that is only queued."""
     changes: dict[str, Any] = {}
-    if not args.timeout and not profile.timeout and settings.timeout_s == EngineSettings.timeout_s:
+    if not args.timeout and not profile.timeout and settings.calls.timeout_s == CallLimits.timeout_s:
         changes["timeout_s"] = FLEX_TIMEOUT_S
-    if not args.ttft_timeout and settings.first_token_timeout_s == STREAM_DEADLINE_S:
+    if not args.ttft_timeout and settings.calls.first_token_timeout_s == STREAM_DEADLINE_S:
         changes["first_token_timeout_s"] = FLEX_TIMEOUT_S
-    if args.straggler is None and settings.straggler_factor == STRAGGLER_FACTOR:
+    if args.straggler is None and settings.calls.straggler_factor == STRAGGLER_FACTOR:
         changes["straggler_factor"] = None
-    return replace(settings, **changes) if changes else settings
+    return settings.but(**changes) if changes else settings
 
 
 def straggler_factor(given: float | str | None, stored: float | None) -> float | None:

@@ -25,7 +25,6 @@ import asyncio
 import logging
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ray.exceptions import RayError
@@ -127,13 +126,13 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
         self._round_attempts: dict[int, int] = {}
         self._listeners: list[Listener] = [self.stats.observe]
         self._outbox: list = []
-        self.admission = SwarmAdmission(settings.concurrency, self.board)
+        self.admission = SwarmAdmission(settings.pacing.concurrency, self.board)
         self.pool = ActorPool(
             profile,
             base_url,
-            timeout_s=settings.timeout_s,
-            rpm=settings.rpm,
-            tpm=settings.tpm,
+            timeout_s=settings.calls.timeout_s,
+            rpm=settings.pacing.rpm,
+            tpm=settings.pacing.tpm,
             size=actors,
             forward_keys=forward_keys,
         )
@@ -154,7 +153,7 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
         self._running = False
         self._aborted = False
         self._stop_reason: str | None = None
-        self._learned: tuple[int | None, int | None] = (settings.rpm, settings.tpm)
+        self._learned: tuple[int | None, int | None] = (settings.pacing.rpm, settings.pacing.tpm)
         self._wake = asyncio.Event()
         self._spent_before_usd = 0.0
         self._stats_cost_at_start = 0.0
@@ -257,8 +256,8 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
             previous = self.states[index]
             if previous is not TaskState.QUEUED:  # left unfinished by an earlier stop (or process)
                 self._emit(TaskQueued(index, previous))
-        if self.settings.rpm or self.settings.tpm:
-            self._emit(RateLimitsLearned(self.settings.rpm, self.settings.tpm))
+        if self.settings.pacing.rpm or self.settings.pacing.tpm:
+            self._emit(RateLimitsLearned(self.settings.pacing.rpm, self.settings.pacing.tpm))
         if self.cache is not None:  # hits before any shard: they reach no actor
             pending = self.cache.replay(
                 pending, self.tasks, self.peek_number, self._commit_soon, self.journal.record_success
@@ -341,8 +340,8 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
         shard = Shard(shard_id, actor_no, self.pool.actors[actor_no], list(indices), concurrency)
         self.shards[shard_id] = shard
         shard.allowance_usd = allowance_usd
-        settings = replace(  # a shard's calls are live: the driver owns the batch lane
-            self.settings, concurrency=concurrency, budget_usd=shard.allowance_usd, fail_on_error=None, lane=LIVE
+        settings = self.settings.but(  # a shard's calls are live: the driver owns the batch lane
+            concurrency=concurrency, budget_usd=shard.allowance_usd, fail_on_error=None, lane=LIVE
         )
         spec = ShardSpec(
             shard_id,
@@ -439,14 +438,14 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
         Each shard's engine reserves every attempt's worst case against its allowance before it
         sends, so the shards together never pass the budget (a running shard's spend counts both
         in the ledger and in its allowance until it ends: on the safe side)."""
-        budget = self.settings.budget_usd
+        budget = self.settings.guards.budget_usd
         if budget is None:
             return None
         held = sum(s.allowance_usd or 0.0 for s in self.shards.values() if s.running)
         return max(0.0, budget - self.spent_usd - held)
 
     def _check_guards(self) -> None:
-        budget = self.settings.budget_usd
+        budget = self.settings.guards.budget_usd
         if budget is not None and self.spent_usd >= budget:
             self.stop_dispatch(f"budget: ${self.spent_usd:.4f} spent (this run, all sessions), budget ${budget:.2f}")
         self._check_failure_rate()

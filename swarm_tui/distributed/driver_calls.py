@@ -59,8 +59,10 @@ class DriverCalls:
 
             limiter = self.pool.ensure_limiter()
             admission = LeasedAdmission(
-                self.settings.concurrency,
-                rate_limits=SharedRateLimits(self.settings.rpm, self.settings.tpm, on_learned=limiter.learn.remote),
+                self.settings.pacing.concurrency,
+                rate_limits=SharedRateLimits(
+                    self.settings.pacing.rpm, self.settings.pacing.tpm, on_learned=limiter.learn.remote
+                ),
                 lease=lambda requests, tokens_each, **pending: limiter.lease.remote(requests, tokens_each, **pending),
                 close_shared_gate=limiter.close_gate.remote,
             )

@@ -36,7 +36,7 @@ class DriverLanes(ObservableEngine):
         raise NotImplementedError
 
     def _open_lanes(self, client: ProviderClient, price: Price | None, validator) -> None:
-        self.retry_policy = RetryPolicy(max_attempts=self.settings.max_attempts)
+        self.retry_policy = RetryPolicy(max_attempts=self.settings.guards.max_attempts)
         self.ledger = SpendLedger(None)
         """Holds no budget: a Ray run's budget is split into the shards' allowances (`_free_budget`),
         each its engine's ledger, and the CLI refuses the batch lane with a budget on Ray."""

@@ -109,9 +109,9 @@ class SwarmWorker:
         client, fallback = self._clients()
         toolbox = await self._tools(spec.tools)
         outbox = Outbox()
-        limits = SharedRateLimits(spec.settings.rpm, spec.settings.tpm, on_learned=self._report_learned)
+        limits = SharedRateLimits(spec.settings.pacing.rpm, spec.settings.pacing.tpm, on_learned=self._report_learned)
         admission = LeasedAdmission(
-            spec.settings.concurrency, rate_limits=limits, lease=self._lease, close_shared_gate=self._report_gate
+            spec.settings.pacing.concurrency, rate_limits=limits, lease=self._lease, close_shared_gate=self._report_gate
         )
         engine = SwarmEngine(
             spec.tasks,

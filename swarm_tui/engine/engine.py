@@ -67,7 +67,7 @@ class SwarmEngine(Kernel):
         `response_cache`: the cache a `--cache` run replays from and writes to (`cache_lane`).
         `route`: the run's other endpoints and how calls are spread over them (`routing`): the
         primary (and the fallback) are its first doors, each door paced on its own."""
-        if settings.budget_usd is not None and price is None:
+        if settings.guards.budget_usd is not None and price is None:
             raise ValueError("a budget needs the model's price (none is known for it)")
         super().__init__(
             tasks,
@@ -91,8 +91,8 @@ class SwarmEngine(Kernel):
             routed = build_route(
                 doors,
                 route.strategy,
-                concurrency=settings.concurrency,
-                adaptive=settings.adaptive,
+                concurrency=settings.pacing.concurrency,
+                adaptive=settings.pacing.adaptive,
                 max_price=route.max_price,
             )
             self.admission = RouteAdmission(routed)  # the kernel's slots are the doors'
@@ -111,9 +111,9 @@ class SwarmEngine(Kernel):
         )
         self.billing = Billing(self.ledger, prices, self.stop_dispatch, self.calls_out, tiers)
         self.tail = TailDeadlines(
-            settings.timeout_s,
-            hedge_factor=settings.hedge_factor if settings.hedge else None,
-            straggler_factor=settings.straggler_factor,
+            settings.calls.timeout_s,
+            hedge_factor=settings.calls.hedge_factor if settings.calls.hedge else None,
+            straggler_factor=settings.calls.straggler_factor,
         )
         self.live = LiveLane(self, self.endpoints, self.billing, self.tail)
         self.live.outcomes = Outcomes(self.live, validator, trimmer)

@@ -108,17 +108,17 @@ class Kernel(KernelSide):
         self.settings = settings
         self.simulated = simulated
         self.endpoint = endpoint
-        self.retry_policy = RetryPolicy(max_attempts=settings.max_attempts)
+        self.retry_policy = RetryPolicy(max_attempts=settings.guards.max_attempts)
         if admission is None:
-            self.rate_limits = RateLimits(settings.rpm, settings.tpm)
-            self.admission = AdmissionController(settings.concurrency, rate_limits=self.rate_limits)
+            self.rate_limits = RateLimits(settings.pacing.rpm, settings.pacing.tpm)
+            self.admission = AdmissionController(settings.pacing.concurrency, rate_limits=self.rate_limits)
         else:
             self.admission = admission
             self.rate_limits = admission.rate_limits
-        self.adaptive = AdaptiveConcurrency(settings.concurrency) if settings.adaptive else None
+        self.adaptive = AdaptiveConcurrency(settings.pacing.concurrency) if settings.pacing.adaptive else None
         if self.adaptive is not None:
             self.admission.set_limit(self.adaptive.limit)
-        self.ledger = SpendLedger(settings.budget_usd)
+        self.ledger = SpendLedger(settings.guards.budget_usd)
         """The run's one spend ledger (spent, every session, and the worst cases of calls in flight)."""
         self.stats = RunStats()
         self.board = TaskBoard.of(self.tasks, states)

@@ -251,7 +251,7 @@ class ObservableEngine:
     def _check_failure_rate(self) -> None:
         """`--fail-on-error`: stop dispatch once the share of finished tasks that failed passes it
         (judged from FAIL_RATE_MIN_SAMPLE finished tasks, or all of a smaller job)."""
-        limit = self.settings.fail_on_error
+        limit = self.settings.guards.fail_on_error
         if limit is None:
             return
         failed = self.count(TaskState.FAILED)

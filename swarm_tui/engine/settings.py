@@ -1,9 +1,18 @@
-"""How an engine runs: its settings, and the small vocabulary its parts share."""
+"""How an engine runs: its settings, by concern, and the small vocabulary its parts share.
+
+`EngineSettings` is four groups, each read by the parts it concerns: `pacing` (admission: the
+in-flight limit, RPM/TPM, how long a Retry-After is honoured), `calls` (one attempt's deadlines,
+streaming, hedges, an answer's size), `guards` (what ends a task or a run: attempts, budget,
+failure rate) and `lanes` (how tasks are carried: live, provider batches, the deadline's plan).
+The command line names every field flat (`--timeout` is `timeout_s`): `EngineSettings.of(...)` and
+`settings.but(...)` take those names and put each in its group. The response cache's settings
+are the run's, not the engine's (`cache.CacheSettings`, on the run's plan)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
 
 from swarm_tui.core.call_errors import ErrorClass
 from swarm_tui.core.lanes import LIVE
@@ -46,53 +55,124 @@ after which dispatch stops: every other task would be refused the same way, and 
 
 
 @dataclass(frozen=True)
-class EngineSettings:
+class Pacing:
+    """Admission: how many calls at once, how fast, and how long a provider may hold them back."""
+
     concurrency: int = 50
-    max_attempts: int = 4
+    adaptive: bool = True
+    """AIMD on the in-flight limit; `concurrency` is then the ceiling."""
+    rpm: int | None = None
+    tpm: int | None = None
+    max_retry_after_s: float = 60.0
+    """A provider's Retry-After is honoured up to this (the OpenAI SDK's own cap): a header of
+    `999999` or `inf` must not hold a run for days."""
+
+
+@dataclass(frozen=True)
+class CallLimits:
+    """One attempt: its deadlines, whether it streams, its backup, what its answer may hold."""
+
     timeout_s: float = 60.0
     """Hard wall-clock limit of one attempt (the SDK's read timeout is per read, not per call)."""
     stream: bool = False
     first_token_timeout_s: float | None = None
     idle_timeout_s: float | None = None
-    rpm: int | None = None
-    tpm: int | None = None
-    adaptive: bool = True
-    """AIMD on the in-flight limit; `concurrency` is then the ceiling."""
     hedge: bool = False
     """Send a backup when an attempt runs past the running p95 x `hedge_factor`."""
     hedge_factor: float = 3.0
     straggler_factor: float | None = STRAGGLER_FACTOR
     """Abandon (and send again) a call past this many times what it should take at its
     max_tokens (`deadlines`); None: no straggler deadline, only the hard timeout."""
+    max_answer_bytes: int = MAX_ANSWER_BYTES
+    """What one answer may hold (`--max-answer-bytes`): a larger body fails as `answer_too_large`."""
+
+
+@dataclass(frozen=True)
+class RunGuards:
+    """What ends a task (its attempts) or the run's dispatch (the budget, the failure rate)."""
+
+    max_attempts: int = 4
     budget_usd: float | None = None
     """A ceiling: a call goes out only when what was spent, what calls in flight may still cost
     and its own worst case stay within it (`ledger`)."""
     fail_on_error: float | None = None
     """Stop dispatch when the share of finished tasks that failed passes it."""
-    max_retry_after_s: float = 60.0
-    """A provider's Retry-After is honoured up to this (the OpenAI SDK's own cap): a header of
-    `999999` or `inf` must not hold a run for days."""
+
+
+@dataclass(frozen=True)
+class LaneSettings:
+    """How tasks are carried: live calls, provider batches, or a live share first (`lanes.batch`)."""
+
     lane: str = LIVE
-    """How tasks are carried: `live` calls, provider batches (`batch`), or a live share first and
-    the rest as batches (`auto`); see `batch_lane`."""
+    """`live` calls, provider batches (`batch`), or a live share first and the rest as batches
+    (`auto`)."""
     live_share: float = 0.02
     live_share_min: int = 20
     """Lane auto: the share of the tasks sent live first (at least this many)."""
     deadline_at: float | None = None
-    """`--deadline`, as epoch seconds: lane auto's split is the autopilot's (`autopilot`)."""
+    """`--deadline`, as epoch seconds: lane auto's split is the autopilot's (`lanes.autopilot`)."""
     batch_poll_s: float = 2.0
     batch_poll_max_s: float = 60.0
     """A batch is polled after `batch_poll_s`, then 1.5x as long each time, up to this."""
     batch_max_requests: int = 50_000
     batch_max_bytes: int = 200 * 1024 * 1024
     """The provider's limits on one batch's input file (OpenAI's)."""
-    max_answer_bytes: int = MAX_ANSWER_BYTES
-    """What one answer may hold (`--max-answer-bytes`): a larger body fails as `answer_too_large`."""
-    cache: str = "off"
-    """The response cache (`--cache`): `off`, `read`, `write` or `readwrite` (`cache.CacheMode`)."""
-    cache_dir: str | None = None
-    """Where the cache file is (None: `$XDG_CACHE_HOME/swarm-tui`)."""
-    cache_ttl_s: float = 14 * 24 * 3600.0
-    """Cached answers older than this are not replayed (`--cache-ttl`)."""
-    cache_max_bytes: int = 2 * 1024**3
-    """The cache's size bound: past it, the least recently used answers go first."""
+
+
+GROUPS: dict[str, type] = {"pacing": Pacing, "calls": CallLimits, "guards": RunGuards, "lanes": LaneSettings}
+GROUP_OF: dict[str, str] = {f.name: group for group, kind in GROUPS.items() for f in fields(kind)}
+"""Each field's group, by the flat name the command line gives it."""
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How an engine runs, by concern (see the module)."""
+
+    pacing: Pacing = Pacing()
+    calls: CallLimits = CallLimits()
+    guards: RunGuards = RunGuards()
+    lanes: LaneSettings = LaneSettings()
+
+    @classmethod
+    def of(cls, **flat: Any) -> EngineSettings:
+        """Settings from flat field names (`EngineSettings.of(concurrency=4, timeout_s=2)`), the
+        others at their defaults."""
+        return cls().but(**flat)
+
+    def but(self, **flat: Any) -> EngineSettings:
+        """These settings with the fields named (flat, as `of` takes them) changed."""
+        changes: dict[str, dict[str, Any]] = {}
+        for name, value in flat.items():
+            group = GROUP_OF.get(name)
+            if group is None:
+                raise TypeError(f"EngineSettings has no field {name!r}")
+            changes.setdefault(group, {})[name] = value
+        pacing, calls, guards, lanes = self.pacing, self.calls, self.guards, self.lanes
+        if "pacing" in changes:
+            pacing = replace(pacing, **changes["pacing"])
+        if "calls" in changes:
+            calls = replace(calls, **changes["calls"])
+        if "guards" in changes:
+            guards = replace(guards, **changes["guards"])
+        if "lanes" in changes:
+            lanes = replace(lanes, **changes["lanes"])
+        return EngineSettings(pacing, calls, guards, lanes)
+
+    def to_meta(self) -> dict[str, dict[str, Any]]:
+        """As the journal's meta keeps them: one table per group."""
+        return {
+            "pacing": asdict(self.pacing),
+            "calls": asdict(self.calls),
+            "guards": asdict(self.guards),
+            "lanes": asdict(self.lanes),
+        }
+
+    @classmethod
+    def from_meta(cls, data: dict[str, Any]) -> EngineSettings:
+        """From the journal's meta: one table per group, or (a run made before the groups) one flat
+        table, whose response-cache fields are the run's, not the engine's, and are left out."""
+        if any(group in data for group in GROUPS):
+            flat = {name: value for group in GROUPS for name, value in (data.get(group) or {}).items()}
+        else:
+            flat = {name: value for name, value in data.items() if name in GROUP_OF}
+        return cls.of(**flat)

@@ -19,7 +19,7 @@ import math
 import sqlite3
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -150,13 +150,11 @@ def replay(run_dir: Path, changes: dict[str, Any]) -> tuple[Recorded, Prediction
     was recorded, the prediction and the compression it ran at."""
     recorded, plan, job = measure(run_dir)
     k = compression(recorded)
-    settings: EngineSettings = replace(plan.settings, **changes)
-    deadline = settings.deadline_at if "deadline_at" in changes else None  # a recorded one has passed
-    settings = replace(
-        settings,
-        timeout_s=settings.timeout_s / k,
+    settings: EngineSettings = plan.settings.but(**changes)
+    deadline = settings.lanes.deadline_at if "deadline_at" in changes else None  # a recorded one has passed
+    settings = settings.but(
+        timeout_s=settings.calls.timeout_s / k,
         budget_usd=None,  # the cost is predicted, not spent
-        cache="off",
         deadline_at=None if deadline is None else time.time() + (deadline - time.time()) / k,
     )
     sim = SimServer(simulated(recorded, k)).start(mode="process")  # its own process: not the engine's GIL

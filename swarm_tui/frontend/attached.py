@@ -168,7 +168,7 @@ class AttachedRun:
 
     @property
     def limit(self) -> int:
-        return self.follower.limit or self.settings.concurrency
+        return self.follower.limit or self.settings.pacing.concurrency
 
     @property
     def ceiling(self) -> int:

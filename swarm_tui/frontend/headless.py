@@ -68,7 +68,7 @@ def gate_wait(engine) -> str:
     if remaining <= 0:
         return ""
     asked = getattr(engine, "last_retry_after_asked_s", None)
-    cap = f" (asked {asked:g}s, capped at {engine.settings.max_retry_after_s:g}s)" if asked else ""
+    cap = f" (asked {asked:g}s, capped at {engine.settings.pacing.max_retry_after_s:g}s)" if asked else ""
     return f"waiting {remaining:.0f}s: provider's Retry-After{cap}"
 
 

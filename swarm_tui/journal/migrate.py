@@ -189,7 +189,8 @@ class JournalFollower:
             self._announced = True
             first = rows[0]["started_at"] if rows else time.time()
             plan = meta.get("plan") or {}
-            limit = (plan.get("settings") or {}).get("concurrency", 0)
+            settings = plan.get("settings") or {}
+            limit = (settings.get("pacing") or settings).get("concurrency", 0)  # by concern, or flat (older runs)
             self.limit = self.ceiling = limit
             pending = sum(1 for s in states.values() if not s.is_final)
             count += self._deliver(RunStarted(len(self.view), pending, limit, self.provider, self.simulated), first)

@@ -362,7 +362,7 @@ def facts_from_meta(journal: Journal) -> OutputFacts:
     plan = plan_from_meta(meta["plan"])
     template = meta.get("template") or {}
     model = plan.profile.model or journal.queries.first_model() or template.get("model")
-    budget = plan.settings.budget_usd
+    budget = plan.settings.guards.budget_usd
     return OutputFacts(
         model=model,
         provider=plan.profile.name,

@@ -11,6 +11,7 @@ from collections.abc import MutableMapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from swarm_tui.cache import CacheSettings
 from swarm_tui.core.events import TaskState
 from swarm_tui.core.task import Task
 from swarm_tui.engine.settings import EngineSettings
@@ -40,13 +41,18 @@ class RunPlan:
     """The user's price overrides (config `[prices]`)."""
     route: RoutePlan | None = None
     """The endpoints after `profile` and how calls are spread over them (`--provider a,b --route`)."""
+    cache: CacheSettings = CacheSettings()
+    """The response cache's use (`--cache`; off by default)."""
 
     def price_for(self, model: str | None, provider: str | None = None):
         return PriceTable.builtin(self.prices).lookup(model, provider or self.profile.name)
 
     def client_limits(self) -> dict[str, Any]:
         """What each of the run's clients is bound by: one attempt's time, one answer's size."""
-        return {"attempt_timeout_s": self.settings.timeout_s, "max_answer_bytes": self.settings.max_answer_bytes}
+        return {
+            "attempt_timeout_s": self.settings.calls.timeout_s,
+            "max_answer_bytes": self.settings.calls.max_answer_bytes,
+        }
 
 
 @dataclass(frozen=True)
@@ -97,7 +103,8 @@ def judge_from_meta(data: dict[str, Any] | None) -> tuple[JudgeSpec | None, Prov
 def plan_to_meta(plan: RunPlan) -> dict[str, Any]:
     return {
         "profile": {"name": plan.profile.name, **plan.profile.to_toml()},
-        "settings": asdict(plan.settings),
+        "settings": plan.settings.to_meta(),
+        "cache": asdict(plan.cache),
         "sim": asdict(plan.sim) if plan.sim else None,
         "prices": plan.prices,
         "route": plan.route.to_meta() if plan.route is not None else None,
@@ -110,4 +117,21 @@ def plan_from_meta(meta: dict[str, Any]) -> RunPlan:
     profile = ProviderProfile(name=profile_data.pop("name"), **profile_data)
     sim = SimConfig().patched(meta["sim"]) if meta.get("sim") else None  # JSON gave lists for its tuples
     route = RoutePlan.from_meta(meta.get("route"))
-    return RunPlan(profile, EngineSettings(**meta["settings"]), sim, meta.get("prices") or {}, route)
+    return RunPlan(
+        profile,
+        EngineSettings.from_meta(meta["settings"]),
+        sim,
+        meta.get("prices") or {},
+        route,
+        cache_from_meta(meta),
+    )
+
+
+def cache_from_meta(meta: dict[str, Any]) -> CacheSettings:
+    """The plan's cache settings: their own table, or (a run made before it) the `cache*` fields of
+    its flat engine settings."""
+    if meta.get("cache"):
+        return CacheSettings(**meta["cache"])
+    old = meta.get("settings") or {}
+    names = {"cache": "mode", "cache_dir": "dir", "cache_ttl_s": "ttl_s", "cache_max_bytes": "max_bytes"}
+    return CacheSettings(**{new: old[name] for name, new in names.items() if name in old})

@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from swarm_tui.cache import CacheMode, ResponseCache, default_cache_dir
+from swarm_tui.cache import CacheMode, CacheSettings, ResponseCache, default_cache_dir
 from swarm_tui.config import configured_currency
 from swarm_tui.core.errors import InputError, JournalWriteError
 from swarm_tui.core.events import RunFinished, TaskQueued
@@ -128,15 +128,15 @@ class SwarmSession:
     def _open_cache(self) -> ResponseCache | None:
         """The response cache of a `--cache` run (None without: no file is even opened). A file
         that cannot be used is said once (stderr and the journal) and the run goes on uncached."""
-        settings = self.plan.settings
-        mode = CacheMode(settings.cache)
+        settings = self.plan.cache
+        mode = CacheMode(settings.mode)
         if mode is CacheMode.OFF:
             return None
         cache = ResponseCache(
-            Path(settings.cache_dir) if settings.cache_dir else default_cache_dir(),
+            Path(settings.dir) if settings.dir else default_cache_dir(),
             mode,
-            ttl_s=settings.cache_ttl_s,
-            max_bytes=settings.cache_max_bytes,
+            ttl_s=settings.ttl_s,
+            max_bytes=settings.max_bytes,
             on_problem=self._cache_problem,
         )
         if self.sim is not None:  # the embedded simulator's port is new every run: its answers are the simulator's
@@ -218,7 +218,7 @@ class SwarmSession:
     def budget_note(self) -> str | None:
         """What the budget holds back for each call until it is answered (shown as the run starts):
         a budget is a ceiling, so a body without max_tokens reserves the model's whole maximum."""
-        budget = self.plan.settings.budget_usd
+        budget = self.plan.settings.guards.budget_usd
         price = self.plan.price_for(self.model)
         if price is not None and self.plan.profile.service_tier == PRIORITY:  # reserved at its premium
             price = price.for_tier(PRIORITY)
@@ -310,6 +310,7 @@ class SwarmSession:
         *,
         profile: ProviderProfile | None = None,
         settings: EngineSettings | None = None,
+        cache: CacheSettings | None = None,
         retry_failed: bool = False,
         ray: RayOptions | None = None,
         sim: SimConfig | None = None,
@@ -321,7 +322,7 @@ class SwarmSession:
         Journal.open(run_dir, readonly=True).close()  # no (whole) journal: say so before taking the lock
         lock = RunDirLock(run_dir).acquire()
         try:
-            return cls._resume(run_dir, lock, profile, settings, retry_failed, ray, sim, route)
+            return cls._resume(run_dir, lock, profile, settings, cache, retry_failed, ray, sim, route)
         except BaseException:
             lock.release()
             raise
@@ -333,6 +334,7 @@ class SwarmSession:
         lock: RunDirLock,
         profile: ProviderProfile | None,
         settings: EngineSettings | None,
+        cache: CacheSettings | None,
         retry_failed: bool,
         ray: RayOptions | None,
         sim: SimConfig | None,
@@ -342,7 +344,14 @@ class SwarmSession:
         meta = journal.queries.meta()
         stored = plan_from_meta(meta["plan"])
         route = stored.route if profile is None else route  # a new endpoint: the route the flags name, if any
-        plan = RunPlan(profile or stored.profile, settings or stored.settings, sim or stored.sim, stored.prices, route)
+        plan = RunPlan(
+            profile or stored.profile,
+            settings or stored.settings,
+            sim or stored.sim,
+            stored.prices,
+            route,
+            cache or stored.cache,
+        )
         try:
             journal.begin_session()  # the first write: a journal that cannot take one fails here, nothing sent
         except JournalWriteError as exc:
@@ -473,7 +482,7 @@ class SwarmSession:
         ledger = self.engine.ledger  # on Ray it holds no budget: the shards' allowances do
         report = ledger.report() if ledger is not None else None
         if report is None:
-            budget = self.plan.settings.budget_usd
+            budget = self.plan.settings.guards.budget_usd
             return (
                 None if budget is None else BudgetReport(budget, self.journal.queries.spent_usd(), 0.0, False).to_dict()
             )

@@ -78,12 +78,12 @@ ATTEMPT_HEADER = " #  started   outcome   st  ms      error          in/out/cach
 def deadlines_text(source: RunSource, elapsed_s: float) -> str:
     """The deadlines an attempt runs under (README: the three deadlines), with what is left."""
     settings = source.settings
-    parts = [f"hard timeout {settings.timeout_s:g}s ({max(0.0, settings.timeout_s - elapsed_s):.0f}s left)"]
+    parts = [f"hard timeout {settings.calls.timeout_s:g}s ({max(0.0, settings.calls.timeout_s - elapsed_s):.0f}s left)"]
     straggler = source.straggler_s
     if straggler is not None:
         parts.append(f"straggler cut at {straggler:.1f}s (then sent again)")
-    if settings.stream:
-        parts.append(f"first token {settings.first_token_timeout_s:g}s, idle {settings.idle_timeout_s:g}s")
+    if settings.calls.stream:
+        parts.append(f"first token {settings.calls.first_token_timeout_s:g}s, idle {settings.calls.idle_timeout_s:g}s")
     return "deadlines: " + "; ".join(parts)
 
 

@@ -131,7 +131,7 @@ class BatchLane:
         settings = self.engine.settings
         tried = journal.batch_tried()
         if not journal.has_batches():  # the run's first batch: a live share first
-            share = min(len(free), max(settings.live_share_min, math.ceil(settings.live_share * len(free))))
+            share = min(len(free), max(settings.lanes.live_share_min, math.ceil(settings.lanes.live_share * len(free))))
             self._live_first = free[:share]
             self._pending = free[share:]
             return self._live_first
@@ -271,7 +271,7 @@ class BatchLane:
             engine.wake()
             return
         self._refusals += 1
-        if error.retryable and self._refusals < engine.settings.max_attempts and engine.stopping is None:
+        if error.retryable and self._refusals < engine.settings.guards.max_attempts and engine.stopping is None:
             await asyncio.sleep(engine.retry_policy.delay_s(error, self._refusals))
             self._pending.extend(indices)  # the lane's loop submits them when this returns
             return
@@ -323,7 +323,7 @@ class BatchLane:
         client = self.client
         assert row.batch_id is not None
         settings = engine.settings
-        wait = settings.batch_poll_s
+        wait = settings.lanes.batch_poll_s
         last: tuple[str, int, int] | None = None
         cancel_sent = False
         abort_deadline: float | None = None
@@ -372,7 +372,7 @@ class BatchLane:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait):
                     await self._until_stopped(cancel_sent)
-            wait = min(settings.batch_poll_max_s, wait * 1.5, self.planner.poll_s if self.planner else math.inf)
+            wait = min(settings.lanes.batch_poll_max_s, wait * 1.5, self.planner.poll_s if self.planner else math.inf)
 
     async def _until_stopped(self, cancel_sent: bool) -> None:
         """Wait (for the next poll) until the run stops or aborts, whichever is news."""

@@ -65,7 +65,7 @@ class DirectLane:
                 self._record(phase, cached_attempt(index, kernel.next_number(index), result, saved_usd, finish))
                 return result
         admission = admission or kernel.admission
-        deadlines = StreamDeadlines(settings.first_token_timeout_s, settings.idle_timeout_s)
+        deadlines = StreamDeadlines(settings.calls.first_token_timeout_s, settings.calls.idle_timeout_s)
         round_attempts = 0
         while True:
             if not await admission.acquire(kernel.token_estimate_of(body)):
@@ -84,9 +84,9 @@ class DirectLane:
             started_at, t0 = time.time(), stalls.now()
             kernel.direct_calls += 1
             try:
-                async with stalls.deadline(settings.timeout_s):
+                async with stalls.deadline(settings.calls.timeout_s):
                     result = await endpoint.complete(
-                        body, stream=settings.stream, deadlines=deadlines, bounded_by_caller=True
+                        body, stream=settings.calls.stream, deadlines=deadlines, bounded_by_caller=True
                     )
             except asyncio.CancelledError:  # an abort: the call went out and may be billed
                 latency_ms = (stalls.now() - t0) * 1000

@@ -46,7 +46,7 @@ class LiveLane:
         self.billing = billing
         self.tail = tail
         self.settings = kernel.settings
-        self.deadlines = StreamDeadlines(self.settings.first_token_timeout_s, self.settings.idle_timeout_s)
+        self.deadlines = StreamDeadlines(self.settings.calls.first_token_timeout_s, self.settings.calls.idle_timeout_s)
         self.hedges_sent = 0
         self.sends = 0
         self.last_rate_limited = -1e9
@@ -209,7 +209,7 @@ class LiveLane:
 
         deadlines = self.deadlines
         settings = self.settings
-        if settings.stream:
+        if settings.calls.stream:
             first_token_s = self.tail.first_token_s()
             if first_token_s is not None and (
                 deadlines.first_token_s is None or first_token_s < deadlines.first_token_s
@@ -218,8 +218,10 @@ class LiveLane:
         stalls = kernel.stalls
 
         async def call() -> CallResult:
-            async with stalls.deadline(settings.timeout_s):
-                return await client.complete(body, stream=settings.stream, deadlines=deadlines, bounded_by_caller=True)
+            async with stalls.deadline(settings.calls.timeout_s):
+                return await client.complete(
+                    body, stream=settings.calls.stream, deadlines=deadlines, bounded_by_caller=True
+                )
 
         self.sends += 1
         return Call(
@@ -238,7 +240,7 @@ class LiveLane:
 
     def _tail_check_s(self, first: Call, hedged: bool) -> float | None:
         """How long an attempt waits before it looks at its tail deadlines again."""
-        if self.settings.stream:  # a streamed call's deadlines are its first token and idle gaps
+        if self.settings.calls.stream:  # a streamed call's deadlines are its first token and idle gaps
             return None
         elapsed = self.kernel.stalls.now() - first.t0
         tail = self.tail
@@ -258,7 +260,7 @@ class LiveLane:
             if self._may_hedge():
                 return "hedge"
             return (
-                f"no answer after {hedge_s:.1f}s (--hedge: {self.settings.hedge_factor:g} x what a call allowed "
+                f"no answer after {hedge_s:.1f}s (--hedge: {self.settings.calls.hedge_factor:g} x what a call allowed "
                 f"{first.ceiling:,} tokens takes here); no backup while the provider pushes back or the hedge "
                 f"budget is spent: abandoned and sent again"
             )
@@ -381,7 +383,7 @@ class LiveLane:
     def capped(self, error: CallError) -> CallError:
         """A Retry-After longer than `max_retry_after_s` (or not finite) is honoured up to it."""
         wait = error.retry_after_s
-        cap = self.settings.max_retry_after_s
+        cap = self.settings.pacing.max_retry_after_s
         if wait is None or wait <= cap:
             return error
         return dataclasses.replace(error, retry_after_s=cap, retry_after_asked_s=wait)

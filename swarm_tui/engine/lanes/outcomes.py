@@ -271,4 +271,4 @@ class Outcomes:
         """A timeout is congestion only when answers have been slowing down overall: shrinking the
         limit for a lone hung call would leave the slots to the hung calls."""
         p50 = self.kernel.stats.percentile(0.5)
-        return p50 is None or p50 / 1000 > CONGESTED_LATENCY_SHARE * self.kernel.settings.timeout_s
+        return p50 is None or p50 / 1000 > CONGESTED_LATENCY_SHARE * self.kernel.settings.calls.timeout_s

@@ -45,15 +45,15 @@ def batch_lane_of(
     settings = host.settings
     open_batches = getattr(host.journal, "open_batches", None)  # a shard's forwarding journal has none
     follows_batches = open_batches is not None and bool(open_batches())
-    if settings.lane == LIVE and not follows_batches:
+    if settings.lanes.lane == LIVE and not follows_batches:
         return None
-    limits = BatchLimits(settings.batch_max_requests, settings.batch_max_bytes)
-    return BatchLane(host, client, settings.lane, price, limits, validator)
+    limits = BatchLimits(settings.lanes.batch_max_requests, settings.lanes.batch_max_bytes)
+    return BatchLane(host, client, settings.lanes.lane, price, limits, validator)
 
 
 def with_autopilot(engine: SwarmEngine, lane: BatchLane | None) -> BatchLane | None:
     """A deadline run's batch lane planned by the autopilot (it reads the local kernel's figures)."""
     settings = engine.settings
-    if lane is not None and settings.deadline_at is not None and settings.lane == AUTO:
-        lane.planner = Autopilot(engine, settings.deadline_at)
+    if lane is not None and settings.lanes.deadline_at is not None and settings.lanes.lane == AUTO:
+        lane.planner = Autopilot(engine, settings.lanes.deadline_at)
     return lane
