@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from swarm_tui.config import Config
 from swarm_tui.engine import TaskState
-from swarm_tui.ui.footer import KeyFooter
-from swarm_tui.ui.grid import GLYPHS, AgentGrid
+from swarm_tui.ui.widgets.footer.key_footer import KeyFooter
+from swarm_tui.ui.widgets.grid.agent_grid import GLYPHS, AgentGrid
 from textual.widgets._footer import FooterKey
 
 from tests.conftest import REPO, write_batch

@@ -15,9 +15,9 @@ from swarm_tui.jobs import load_job
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.run.session import RunPlan, SwarmSession
 from swarm_tui.ui.app import SwarmApp, make_app
-from swarm_tui.ui.detail import AgentDetailScreen
-from swarm_tui.ui.errorlog import ErrorLog
-from swarm_tui.ui.footer import KeyFooter
+from swarm_tui.ui.screens.detail import AgentDetailScreen
+from swarm_tui.ui.widgets.errorlog.error_log import ErrorLog
+from swarm_tui.ui.widgets.footer.key_footer import KeyFooter
 from swarm_tui.view.news import average_rates
 from swarm_tui.view.phase import PhaseView
 
@@ -315,8 +315,8 @@ async def test_an_attached_view_says_detach_and_resumes_a_dead_run_in_the_backgr
     import io
 
     from swarm_tui.frontend.attached import AttachedRun
-    from swarm_tui.ui.dialogs import ConfirmScreen
     from swarm_tui.ui.launch import say_detached
+    from swarm_tui.ui.screens.dialogs import ConfirmScreen
 
     sim = sim_factory(latency_ms=40.0, latency_sigma=0.0)
     session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(30)], concurrency=2, adaptive=False)

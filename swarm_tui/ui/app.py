@@ -21,18 +21,18 @@ from swarm_tui.config import Config
 from swarm_tui.frontend.live import LiveRun
 from swarm_tui.frontend.source import RunSource
 from swarm_tui.run.session import SwarmSession
-from swarm_tui.ui.aggregate import AggregateScreen
 from swarm_tui.ui.commands import SwarmCommands
 from swarm_tui.ui.console import REFRESH_HZ
-from swarm_tui.ui.detail import AgentDetailScreen
-from swarm_tui.ui.dialogs import ConfirmScreen, HelpScreen
-from swarm_tui.ui.errorlog import ErrorLog
-from swarm_tui.ui.estimate import EstimateScreen
 from swarm_tui.ui.format import short_path
-from swarm_tui.ui.grid import AgentGrid
 from swarm_tui.ui.keys import KeyRow, bindings_for, help_rows
-from swarm_tui.ui.provider import ProviderScreen
+from swarm_tui.ui.screens.aggregate import AggregateScreen
+from swarm_tui.ui.screens.detail import AgentDetailScreen
+from swarm_tui.ui.screens.dialogs import ConfirmScreen, HelpScreen
+from swarm_tui.ui.screens.estimate import EstimateScreen
+from swarm_tui.ui.screens.provider import ProviderScreen
 from swarm_tui.ui.steering import Steering, concurrency_step
+from swarm_tui.ui.widgets.errorlog.error_log import ErrorLog
+from swarm_tui.ui.widgets.grid.agent_grid import AgentGrid
 
 __all__ = ["KEY_SCOPES", "SwarmApp", "concurrency_step", "make_app"]
 

@@ -26,19 +26,7 @@ from swarm_tui.core.errors import InputError
 from swarm_tui.core.events import RunFinished, TaskState
 from swarm_tui.frontend.source import RunSource
 from swarm_tui.pricing.currency import USD, DisplayCurrency, display_currency
-from swarm_tui.ui.errorlog import ErrorLog
-from swarm_tui.ui.footer import KeyFooter
-from swarm_tui.ui.grid import AgentGrid
 from swarm_tui.ui.keys import key_hint, resolve_keymap
-from swarm_tui.ui.panels import (
-    NARROW_FOOTER_BELOW,
-    LanePanel,
-    ProviderBar,
-    RunPanel,
-    StatsFigures,
-    StatsFooter,
-    footer_lanes,
-)
 from swarm_tui.ui.themes import (
     DEFAULT_THEME,
     THEME_ORDER,
@@ -49,6 +37,18 @@ from swarm_tui.ui.themes import (
     remember_theme,
     swarm_variable_defaults,
 )
+from swarm_tui.ui.widgets.errorlog.error_log import ErrorLog
+from swarm_tui.ui.widgets.footer.key_footer import KeyFooter
+from swarm_tui.ui.widgets.footer.stats_footer import (
+    NARROW_FOOTER_BELOW,
+    LanePanel,
+    ProviderBar,
+    RunPanel,
+    StatsFigures,
+    StatsFooter,
+    footer_lanes,
+)
+from swarm_tui.ui.widgets.grid.agent_grid import AgentGrid
 from swarm_tui.view import actions
 from swarm_tui.view.phase import counts_detail
 

@@ -32,7 +32,7 @@ from swarm_tui.core.events import (
 )
 from swarm_tui.frontend.headless import signalled_exit_code
 from swarm_tui.ui.console import PANELS_EVERY_S, TOOLS_STARTING, ConsoleCore
-from swarm_tui.ui.detail import AgentDetailScreen
+from swarm_tui.ui.screens.detail import AgentDetailScreen
 from swarm_tui.view.news import News
 from swarm_tui.view.run_view import Changes
 

@@ -14,12 +14,12 @@ import asyncio
 
 from swarm_tui.core.events import TaskState
 from swarm_tui.frontend.headless import STOP_GRACE_S
-from swarm_tui.ui.aggregate import AggregateScreen
-from swarm_tui.ui.detail import AgentDetailScreen
-from swarm_tui.ui.dialogs import ConfirmScreen
 from swarm_tui.ui.drain import DrainingConsole
-from swarm_tui.ui.estimate import EstimateScreen
-from swarm_tui.ui.provider import ProviderScreen
+from swarm_tui.ui.screens.aggregate import AggregateScreen
+from swarm_tui.ui.screens.detail import AgentDetailScreen
+from swarm_tui.ui.screens.dialogs import ConfirmScreen
+from swarm_tui.ui.screens.estimate import EstimateScreen
+from swarm_tui.ui.screens.provider import ProviderScreen
 from swarm_tui.view import actions
 from swarm_tui.view.rules import any_unfinished, dead_attached
 

@@ -64,7 +64,9 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from swarm_tui.core.events import TaskState
-from swarm_tui.ui.cells import (
+from swarm_tui.ui.contrast import readable_on
+from swarm_tui.ui.keys import bindings_for
+from swarm_tui.ui.widgets.grid.cells import (
     BATCH_GLYPH,
     GLYPHS,
     KIND_GLYPHS,
@@ -79,9 +81,7 @@ from swarm_tui.ui.cells import (
     TOOL_GLYPH,
     TOOL_MARK,
 )
-from swarm_tui.ui.contrast import readable_on
-from swarm_tui.ui.grid_layout import choose_layout
-from swarm_tui.ui.keys import bindings_for
+from swarm_tui.ui.widgets.grid.layout import choose_layout
 from swarm_tui.view.agents import AgentFacts
 
 __all__ = ["BATCH_GLYPH", "GLYPHS", "LOW_GLYPH", "LOW_SCORE", "STATES", "STATE_LABELS", "TOOL_GLYPH", "AgentGrid"]

@@ -22,10 +22,10 @@ from textual.widgets import Sparkline
 
 from swarm_tui.providers.profile import key_status
 from swarm_tui.ui import format as fmt
-from swarm_tui.ui.grid import BATCH_GLYPH, AgentGrid
 from swarm_tui.ui.keys import key_hint
-from swarm_tui.ui.run_panel import SPARK_BARS, RunPanel
-from swarm_tui.ui.text_panel import TextPanel
+from swarm_tui.ui.widgets.grid.agent_grid import BATCH_GLYPH, AgentGrid
+from swarm_tui.ui.widgets.panels.run_panel import SPARK_BARS, RunPanel
+from swarm_tui.ui.widgets.panels.text_panel import TextPanel
 from swarm_tui.view.news import average_rates
 
 if TYPE_CHECKING:
