@@ -18,8 +18,9 @@ from swarm_tui.frontend.attached import AttachedRun
 from swarm_tui.ui.app import SwarmApp, make_app
 from swarm_tui.ui.contrast import contrast_ratio, readable_on
 from swarm_tui.ui.themes import bundled_themes
-from swarm_tui.ui.widgets.footer.stats_footer import LanePanel, StatsFigures, StatsFooter
+from swarm_tui.ui.widgets.footer.stats_footer import StatsFigures, StatsFooter
 from swarm_tui.ui.widgets.grid.agent_grid import AgentGrid
+from swarm_tui.ui.widgets.panels.lane_panel import LanePanel
 from textual.color import Color
 
 from tests.helpers import open_session

@@ -35,8 +35,8 @@ from swarm_tui.run.session import RunPlan, SwarmSession
 from swarm_tui.ui.app import SwarmApp, make_app
 from swarm_tui.ui.screens.detail import AgentDetailScreen
 from swarm_tui.ui.widgets.errorlog.error_log import ErrorLog
-from swarm_tui.ui.widgets.footer.stats_footer import RunPanel
 from swarm_tui.ui.widgets.panels.endpoint_rows import OPEN_GLYPH, endpoint_lines
+from swarm_tui.ui.widgets.panels.run_panel import RunPanel
 from swarm_tui.view.news import narrate
 from swarm_tui.view.run_view import RunView
 from textual.widgets import Static

@@ -23,8 +23,9 @@ from swarm_tui.ui import format as fmt
 from swarm_tui.ui.app import SwarmApp, make_app
 from swarm_tui.ui.screens.detail import AgentDetailScreen
 from swarm_tui.ui.themes import bundled_themes
-from swarm_tui.ui.widgets.footer.stats_footer import SPARK_BARS, StatsFooter
+from swarm_tui.ui.widgets.footer.stats_footer import StatsFooter
 from swarm_tui.ui.widgets.grid.agent_grid import LOW_GLYPH, LOW_SCORE, AgentGrid
+from swarm_tui.ui.widgets.panels.run_panel import SPARK_BARS
 from swarm_tui.view.figures import QualityView
 from textual.color import Color
 from textual.widgets import Static

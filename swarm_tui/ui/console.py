@@ -39,16 +39,11 @@ from swarm_tui.ui.themes import (
 )
 from swarm_tui.ui.widgets.errorlog.error_log import ErrorLog
 from swarm_tui.ui.widgets.footer.key_footer import KeyFooter
-from swarm_tui.ui.widgets.footer.stats_footer import (
-    NARROW_FOOTER_BELOW,
-    LanePanel,
-    ProviderBar,
-    RunPanel,
-    StatsFigures,
-    StatsFooter,
-    footer_lanes,
-)
+from swarm_tui.ui.widgets.footer.stats_footer import NARROW_FOOTER_BELOW, StatsFigures, StatsFooter, footer_lanes
 from swarm_tui.ui.widgets.grid.agent_grid import AgentGrid
+from swarm_tui.ui.widgets.panels.lane_panel import LanePanel
+from swarm_tui.ui.widgets.panels.provider_bar import ProviderBar
+from swarm_tui.ui.widgets.panels.run_panel import RunPanel
 from swarm_tui.view import actions
 from swarm_tui.view.phase import counts_detail
 
