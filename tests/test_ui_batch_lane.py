@@ -183,7 +183,7 @@ def feed_batches(app: SwarmApp) -> None:
     view.observe(BatchProgress(SUBMITTED[0].batch_id, "in_progress", 4, 1, 20, next_poll_s=8.0), FROZEN + 720)
     view.observe(BatchProgress(SUBMITTED[1].batch_id, "expired", 10, 3, 20), FROZEN + 700)
     view.observe(BatchEnded(SUBMITTED[1].batch_id, "expired", succeeded=10, failed=3, requeued=7), FROZEN + 701)
-    app._wall_clock = lambda: FROZEN + 725
+    app.layout._wall_clock = lambda: FROZEN + 725
     app.update_panels()
 
 

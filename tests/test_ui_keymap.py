@@ -149,7 +149,7 @@ async def test_remapped_keys_of_grid_detail_error_log_and_dialog_work_and_the_ol
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: app.phase == "FINISHED", what="the run to end with 2 failed")
-            assert app.keymap_problems == []
+            assert app.keys.problems == []
             grid = app.grid
             # the grid: down no longer moves the cursor, j does; Enter no longer opens, o does
             assert grid.cursor_index == 0

@@ -29,7 +29,7 @@ from tests.test_ui_app import on_top, wait_for
 def run_over(app: SwarmApp) -> bool:
     """The run's worker is over: its outputs are written (leaving before would close the
     journal under the thread that writes them)."""
-    return app._worker is None or app._worker.is_finished
+    return app.lifecycle.worker is None or app.lifecycle.worker.is_finished
 
 
 def footer_labels(app: SwarmApp) -> list[str]:
@@ -149,12 +149,12 @@ async def test_figures_after_the_end_are_the_runs_average_not_its_last_seconds(t
             await wait_for(pilot, lambda: app.phase == "DONE", what="the run to end")
             await pilot.pause(0.2)
             stats = app.source.stats
-            req_s, _ = average_rates(stats, app._ended_elapsed_s or 0.0)
+            req_s, _ = average_rates(stats, app.layout.ended_elapsed_s or 0.0)
             assert f"{req_s:6.1f} req/s" in app.figures.text.plain, app.figures.text.plain
             recent, _ = stats.rates()
             assert abs(recent - req_s) > 0.05, "the recent rate would read otherwise"
             now[0] += 3600  # an hour later
-            app._last_second = float("-inf")
+            app.painter._last_second = float("-inf")
             app.drain()
             app.update_panels()
             assert f"{req_s:6.1f} req/s" in app.figures.text.plain, "not frozen, not decaying: the average"
@@ -298,7 +298,7 @@ async def test_tools_starting_say_so(tmp_path, sim):
     app = make_app(session, config=Config(path=tmp_path / "config.toml"), start=False)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            app._start_run()
+            app.lifecycle.start()
             assert app.phase == "STARTING" and "starting the job's tools" in app.phase_detail
             await wait_for(pilot, lambda: app.phase == "DONE", timeout=20, what="the agent to end")
             await wait_for(pilot, lambda: run_over(app), what="the run's outputs written")

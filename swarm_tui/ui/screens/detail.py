@@ -269,7 +269,7 @@ class AgentDetailScreen(Screen[None]):
 
     def action_retry_agent(self) -> None:
         app: SwarmApp = self.app  # type: ignore[assignment]
-        app.retry_agents([self.index])
+        app.steering.retry_agents([self.index])
         self.refresh_detail()
 
     def action_step(self, delta: int) -> None:
