@@ -218,7 +218,8 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
 
     def fit(self, width: int, height: int, narrow_width: int | None = None) -> None:
         """Lay the cells out for at most `width` x `height` cells of screen beside a run panel
-        of full width, or `narrow_width` beside a narrow one (the app decides; `grid_layout`)."""
+        of full width, or `narrow_width` beside a narrow one (the console's `ConsoleLayout`
+        gives the room; `layout.py` chooses the cells' shape)."""
         fit_to = (max(8, width), max(3, height), max(8, narrow_width or width))
         if fit_to != self._fit_to:
             self._fit_to = fit_to
