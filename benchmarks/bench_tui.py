@@ -35,7 +35,7 @@ from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.run.session import RunPlan, SwarmSession
 from swarm_tui.sim import SimConfig, SimServer
 from swarm_tui.ui.app import make_app
-from swarm_tui.ui.grid import AgentGrid
+from swarm_tui.ui.widgets.grid.agent_grid import AgentGrid
 
 
 def make_job(n: int) -> Job:

@@ -204,7 +204,7 @@ async def _open_detail(run_dir: Path, tmp_path: Path, index: int) -> str:
     from swarm_tui.config import Config
     from swarm_tui.frontend.attached import AttachedRun
     from swarm_tui.ui.app import make_app
-    from swarm_tui.ui.detail import AgentDetailScreen
+    from swarm_tui.ui.screens.detail import AgentDetailScreen
 
     from tests.helpers import wait_until
 

@@ -19,9 +19,9 @@ from swarm_tui.run.session import RunPlan, SwarmSession
 from swarm_tui.tools.spec import PythonToolSpec, ToolsSpec
 from swarm_tui.ui.app import SwarmApp, make_app
 from swarm_tui.ui.contrast import contrast_ratio, readable_on
-from swarm_tui.ui.grid import AgentGrid
-from swarm_tui.ui.panels import RunPanel
 from swarm_tui.ui.themes import bundled_themes, swarm_variable_defaults
+from swarm_tui.ui.widgets.grid.agent_grid import AgentGrid
+from swarm_tui.ui.widgets.panels.run_panel import RunPanel
 from textual.app import App, ComposeResult
 from textual.color import Color
 

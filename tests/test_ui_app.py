@@ -13,11 +13,12 @@ from swarm_tui.config import Config
 from swarm_tui.core.events import AttemptStarted
 from swarm_tui.engine import TaskState
 from swarm_tui.run.session import SwarmSession
-from swarm_tui.ui.app import SwarmApp, concurrency_step, make_app
-from swarm_tui.ui.detail import AgentDetailScreen
-from swarm_tui.ui.dialogs import ConfirmScreen, HelpScreen
-from swarm_tui.ui.errorlog import ErrorLog
-from swarm_tui.ui.provider import ProviderScreen
+from swarm_tui.ui.app import SwarmApp, make_app
+from swarm_tui.ui.screens.detail import AgentDetailScreen
+from swarm_tui.ui.screens.dialogs import ConfirmScreen, HelpScreen
+from swarm_tui.ui.screens.provider import ProviderScreen
+from swarm_tui.ui.steering import concurrency_step
+from swarm_tui.ui.widgets.errorlog.error_log import ErrorLog
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
@@ -294,7 +295,7 @@ async def test_a_planned_swarm_shows_its_plan_as_agents_then_its_aggregate(tmp_p
     from swarm_tui.jobs import load_job
     from swarm_tui.providers.profile import ProviderProfile
     from swarm_tui.run.session import RunPlan
-    from swarm_tui.ui.aggregate import AggregateScreen
+    from swarm_tui.ui.screens.aggregate import AggregateScreen
     from swarm_tui.util.locations import bundled
 
     job = load_job(bundled("sample_jobs") / "research-swarm.toml")
@@ -325,7 +326,7 @@ async def test_a_planned_swarm_shows_its_plan_as_agents_then_its_aggregate(tmp_p
 
 
 async def test_dollar_opens_the_cost_projection_of_this_runs_tokens(tmp_path, sim):
-    from swarm_tui.ui.estimate import EstimateScreen
+    from swarm_tui.ui.screens.estimate import EstimateScreen
 
     session = open_session(
         tmp_path,
@@ -352,7 +353,7 @@ async def test_keys_from_the_config_remap_bindings_by_id(tmp_path, sim):
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: app.phase == "DONE", what="the run to end")
-            rows = [row for _, scope_rows in app.key_help() for row in scope_rows]
+            rows = [row for _, scope_rows in app.keys.help() for row in scope_rows]
             assert ("f1", "this help") in [(r.key, r.does) for r in rows]  # the help lists keys as bound now
             bound = {key: active.binding.action for key, active in app.active_bindings.items()}
             assert bound.get("f1") == "help" and bound.get("question_mark") != "help", "? no longer opens help"

@@ -17,9 +17,10 @@ from swarm_tui.engine import TaskState
 from swarm_tui.frontend.attached import AttachedRun
 from swarm_tui.ui.app import SwarmApp, make_app
 from swarm_tui.ui.contrast import contrast_ratio, readable_on
-from swarm_tui.ui.grid import AgentGrid
-from swarm_tui.ui.panels import LanePanel, StatsFigures, StatsFooter
 from swarm_tui.ui.themes import bundled_themes
+from swarm_tui.ui.widgets.footer.stats_footer import StatsFigures, StatsFooter
+from swarm_tui.ui.widgets.grid.agent_grid import AgentGrid
+from swarm_tui.ui.widgets.panels.lane_panel import LanePanel
 from textual.color import Color
 
 from tests.helpers import open_session
@@ -182,7 +183,7 @@ def feed_batches(app: SwarmApp) -> None:
     view.observe(BatchProgress(SUBMITTED[0].batch_id, "in_progress", 4, 1, 20, next_poll_s=8.0), FROZEN + 720)
     view.observe(BatchProgress(SUBMITTED[1].batch_id, "expired", 10, 3, 20), FROZEN + 700)
     view.observe(BatchEnded(SUBMITTED[1].batch_id, "expired", succeeded=10, failed=3, requeued=7), FROZEN + 701)
-    app._wall_clock = lambda: FROZEN + 725
+    app.layout._wall_clock = lambda: FROZEN + 725
     app.update_panels()
 
 

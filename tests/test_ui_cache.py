@@ -21,11 +21,11 @@ from swarm_tui.engine import TaskState
 from swarm_tui.frontend.attached import AttachedRun
 from swarm_tui.ui import format as fmt
 from swarm_tui.ui.app import SwarmApp, make_app
-from swarm_tui.ui.cells import BATCH_GLYPH, CACHED_GLYPH, GLYPHS, LOW_GLYPH, TOOL_GLYPH
 from swarm_tui.ui.contrast import contrast_ratio, readable_on
-from swarm_tui.ui.grid import AgentGrid
-from swarm_tui.ui.panels import StatsFooter
 from swarm_tui.ui.themes import bundled_themes
+from swarm_tui.ui.widgets.footer.stats_footer import StatsFooter
+from swarm_tui.ui.widgets.grid.agent_grid import AgentGrid
+from swarm_tui.ui.widgets.grid.cells import BATCH_GLYPH, CACHED_GLYPH, GLYPHS, LOW_GLYPH, TOOL_GLYPH
 from swarm_tui.view.run_view import RunView
 from textual.color import Color
 

@@ -33,10 +33,10 @@ from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.providers.routes import RoutePlan
 from swarm_tui.run.session import RunPlan, SwarmSession
 from swarm_tui.ui.app import SwarmApp, make_app
-from swarm_tui.ui.detail import AgentDetailScreen
-from swarm_tui.ui.endpoint_rows import OPEN_GLYPH, endpoint_lines
-from swarm_tui.ui.errorlog import ErrorLog
-from swarm_tui.ui.panels import RunPanel
+from swarm_tui.ui.screens.detail import AgentDetailScreen
+from swarm_tui.ui.widgets.errorlog.error_log import ErrorLog
+from swarm_tui.ui.widgets.panels.endpoint_rows import OPEN_GLYPH, endpoint_lines
+from swarm_tui.ui.widgets.panels.run_panel import RunPanel
 from swarm_tui.view.news import narrate
 from swarm_tui.view.run_view import RunView
 from textual.widgets import Static
@@ -239,8 +239,11 @@ async def test_a_chain_whose_first_door_is_down_names_the_switch_and_each_attemp
     alerts: list[str] = []
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            real_alert = app.alert
-            app.alert = lambda message, title, timeout=8: (alerts.append(message), real_alert(message, title, timeout))
+            real_alert = app.painter.alert
+            app.painter.alert = lambda message, title, timeout=8: (
+                alerts.append(message),
+                real_alert(message, title, timeout),
+            )
             await wait_for(pilot, lambda: session.summary is not None, what="the run to end")
             await wait_for(pilot, lambda: len(endpoint_rows(app)) == 4, what="a row per door")
             assert any(m.startswith("New attempts go from a to b: ") for m in alerts), alerts

@@ -6,7 +6,7 @@ session's screen, nothing started."""
 from __future__ import annotations
 
 from swarm_tui.engine import TaskState
-from swarm_tui.ui.errorlog import COLUMNS, ErrorLog, retry_countdown
+from swarm_tui.ui.widgets.errorlog.error_log import COLUMNS, ErrorLog, retry_countdown
 
 from tests.test_ui_app import wait_for
 

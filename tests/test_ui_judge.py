@@ -21,10 +21,11 @@ from swarm_tui.frontend.attached import AttachedRun
 from swarm_tui.run.session import SwarmSession
 from swarm_tui.ui import format as fmt
 from swarm_tui.ui.app import SwarmApp, make_app
-from swarm_tui.ui.detail import AgentDetailScreen
-from swarm_tui.ui.grid import LOW_GLYPH, LOW_SCORE, AgentGrid
-from swarm_tui.ui.panels import SPARK_BARS, StatsFooter
+from swarm_tui.ui.screens.detail import AgentDetailScreen
 from swarm_tui.ui.themes import bundled_themes
+from swarm_tui.ui.widgets.footer.stats_footer import StatsFooter
+from swarm_tui.ui.widgets.grid.agent_grid import LOW_GLYPH, LOW_SCORE, AgentGrid
+from swarm_tui.ui.widgets.panels.run_panel import SPARK_BARS
 from swarm_tui.view.figures import QualityView
 from textual.color import Color
 from textual.widgets import Static

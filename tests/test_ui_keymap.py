@@ -17,9 +17,9 @@ from swarm_tui.config import Config, load_config
 from swarm_tui.core.errors import InputError
 from swarm_tui.engine import TaskState
 from swarm_tui.ui.app import KEY_SCOPES, SwarmApp, make_app
-from swarm_tui.ui.detail import AgentDetailScreen
-from swarm_tui.ui.dialogs import ConfirmScreen, HelpScreen
 from swarm_tui.ui.keys import LEGACY_IDS, resolve_keymap
+from swarm_tui.ui.screens.detail import AgentDetailScreen
+from swarm_tui.ui.screens.dialogs import ConfirmScreen, HelpScreen
 from textual.app import App
 from textual.binding import Binding
 from textual.dom import DOMNode
@@ -33,7 +33,7 @@ def bound_classes() -> dict[type[DOMNode], list[Binding]]:
     """Every screen, widget and app of `swarm_tui.ui` that declares bindings, found by importing
     the package's modules: a new one is found without anyone listing it."""
     found: dict[type[DOMNode], list[Binding]] = {}
-    for module_info in pkgutil.iter_modules(swarm_tui.ui.__path__, "swarm_tui.ui."):
+    for module_info in pkgutil.walk_packages(swarm_tui.ui.__path__, "swarm_tui.ui."):
         module = importlib.import_module(module_info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if cls.__module__ == module.__name__ and issubclass(cls, DOMNode) and cls.__dict__.get("BINDINGS"):
@@ -149,7 +149,7 @@ async def test_remapped_keys_of_grid_detail_error_log_and_dialog_work_and_the_ol
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: app.phase == "FINISHED", what="the run to end with 2 failed")
-            assert app.keymap_problems == []
+            assert app.keys.problems == []
             grid = app.grid
             # the grid: down no longer moves the cursor, j does; Enter no longer opens, o does
             assert grid.cursor_index == 0

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from swarm_tui.config import Config
 from swarm_tui.engine import TaskState
-from swarm_tui.ui.footer import KeyFooter
-from swarm_tui.ui.grid import GLYPHS, AgentGrid
+from swarm_tui.ui.widgets.footer.key_footer import KeyFooter
+from swarm_tui.ui.widgets.grid.agent_grid import GLYPHS, AgentGrid
 from textual.widgets._footer import FooterKey
 
 from tests.conftest import REPO, write_batch
@@ -120,7 +120,7 @@ async def test_a_scrolling_grid_says_which_agents_it_shows_and_follows_the_activ
             await wait_for(
                 pilot,
                 lambda: (
-                    app.follow == "active"
+                    app.follow.mode == "active"
                     and session.engine.states.get(grid.cursor_index) in (TaskState.RUNNING, TaskState.RETRYING)
                 ),
                 what="f to follow the active agents",
@@ -131,11 +131,11 @@ async def test_a_scrolling_grid_says_which_agents_it_shows_and_follows_the_activ
             followed = grid.cursor_index
             await wait_for(
                 pilot,
-                lambda: grid.cursor_index != followed and app.follow == "active",
+                lambda: grid.cursor_index != followed and app.follow.mode == "active",
                 what="the cursor to move on with the work",
             )
             await pilot.press("home")
-            await wait_for(pilot, lambda: app.follow is None, what="a cursor key to end the follow")
+            await wait_for(pilot, lambda: app.follow.mode is None, what="a cursor key to end the follow")
             session.engine.abort()
             await wait_for(pilot, lambda: run_over(app), what="the run's outputs written")
     finally:

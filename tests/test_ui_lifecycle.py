@@ -15,9 +15,9 @@ from swarm_tui.jobs import load_job
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.run.session import RunPlan, SwarmSession
 from swarm_tui.ui.app import SwarmApp, make_app
-from swarm_tui.ui.detail import AgentDetailScreen
-from swarm_tui.ui.errorlog import ErrorLog
-from swarm_tui.ui.footer import KeyFooter
+from swarm_tui.ui.screens.detail import AgentDetailScreen
+from swarm_tui.ui.widgets.errorlog.error_log import ErrorLog
+from swarm_tui.ui.widgets.footer.key_footer import KeyFooter
 from swarm_tui.view.news import average_rates
 from swarm_tui.view.phase import PhaseView
 
@@ -29,7 +29,7 @@ from tests.test_ui_app import on_top, wait_for
 def run_over(app: SwarmApp) -> bool:
     """The run's worker is over: its outputs are written (leaving before would close the
     journal under the thread that writes them)."""
-    return app._worker is None or app._worker.is_finished
+    return app.lifecycle.worker is None or app.lifecycle.worker.is_finished
 
 
 def footer_labels(app: SwarmApp) -> list[str]:
@@ -151,12 +151,12 @@ async def test_figures_after_the_end_are_the_runs_average_not_its_last_seconds(t
             await wait_for(pilot, lambda: app.phase == "DONE", what="the run to end")
             await pilot.pause(0.2)
             stats = app.source.stats
-            req_s, _ = average_rates(stats, app._ended_elapsed_s or 0.0)
+            req_s, _ = average_rates(stats, app.layout.ended_elapsed_s or 0.0)
             assert f"{req_s:6.1f} req/s" in app.figures.text.plain, app.figures.text.plain
             recent, _ = stats.rates()
             assert abs(recent - req_s) > 0.05, "the recent rate would read otherwise"
             now[0] += 3600  # an hour later
-            app._last_second = float("-inf")
+            app.painter._last_second = float("-inf")
             app.drain()
             app.update_panels()
             assert f"{req_s:6.1f} req/s" in app.figures.text.plain, "not frozen, not decaying: the average"
@@ -300,7 +300,7 @@ async def test_tools_starting_say_so(tmp_path, sim):
     app = make_app(session, config=Config(path=tmp_path / "config.toml"), start=False)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            app._start_run()
+            app.lifecycle.start()
             assert app.phase == "STARTING" and "starting the job's tools" in app.phase_detail
             await wait_for(pilot, lambda: app.phase == "DONE", timeout=20, what="the agent to end")
             await wait_for(pilot, lambda: run_over(app), what="the run's outputs written")
@@ -317,8 +317,8 @@ async def test_an_attached_view_says_detach_and_resumes_a_dead_run_in_the_backgr
     import io
 
     from swarm_tui.frontend.attached import AttachedRun
-    from swarm_tui.ui.dialogs import ConfirmScreen
     from swarm_tui.ui.launch import say_detached
+    from swarm_tui.ui.screens.dialogs import ConfirmScreen
 
     sim = sim_factory(latency_ms=40.0, latency_sigma=0.0)
     session = open_session(tmp_path, sim.base_url, [f"task {i}" for i in range(30)], concurrency=2, adaptive=False)

@@ -10,7 +10,7 @@ import tomllib
 
 from swarm_tui.config import Config
 from swarm_tui.ui.app import make_app
-from swarm_tui.ui.provider import ProviderScreen
+from swarm_tui.ui.screens.provider import ProviderScreen
 from textual.widgets import Input, Static
 
 from tests.helpers import open_session

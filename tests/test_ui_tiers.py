@@ -9,7 +9,7 @@ import json
 from swarm_tui.config import Config
 from swarm_tui.frontend.attached import AttachedRun
 from swarm_tui.ui.app import make_app
-from swarm_tui.ui.panels import StatsFooter
+from swarm_tui.ui.widgets.footer.stats_footer import StatsFooter
 
 from tests.conftest import run_cli, write_batch
 from tests.test_ui_app import wait_for

@@ -16,10 +16,10 @@ from swarm_tui.core.events import Attempt
 from swarm_tui.engine import TaskState
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.ui import format as fmt
-from swarm_tui.ui.errorlog import ErrorLog, Failure
-from swarm_tui.ui.grid import AgentGrid
-from swarm_tui.ui.provider import profile_from_form
+from swarm_tui.ui.screens.provider import profile_from_form
 from swarm_tui.ui.themes import bundled_themes, check_theme, load_theme_file, swarm_variable_defaults
+from swarm_tui.ui.widgets.errorlog.error_log import ErrorLog, Failure
+from swarm_tui.ui.widgets.grid.agent_grid import AgentGrid
 from textual.app import App, ComposeResult
 
 from tests.helpers import wait_until

@@ -3,14 +3,18 @@
 The commands are the app's actions that have a palette entry in the actions table
 (`view/actions.py`). Those that make no sense right now (retry with nothing failed, pause when
 nothing runs) are left out, by asking the app's `check_action`, the same rule that dims their keys.
+Textual's own commands are offered too (`system_commands`), less its Quit and with a Screenshot
+that knows where the run keeps its files.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from textual.app import SystemCommand
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from swarm_tui.view.actions import palette
@@ -22,6 +26,19 @@ COMMANDS: tuple[tuple[str, str, str], ...] = tuple(
     (action.action, action.palette.name, action.palette.does) for action in palette() if action.palette is not None
 )
 """(action, name, what it does), from the actions table; the palette adds the action's key as bound now."""
+
+
+def system_commands(
+    textuals: Iterable[SystemCommand], run_dir: Path, screenshot: Callable[[], object]
+) -> Iterator[SystemCommand]:
+    """Textual's palette commands, less its Quit (ours asks first during a run) and with a
+    Screenshot that saves into the run directory (Textual's needs ~/Downloads) and says where."""
+    for command in textuals:
+        if command.title == "Quit":
+            continue
+        if command.title == "Screenshot":
+            command = SystemCommand("Screenshot", f"Save an SVG of the screen into {run_dir}", screenshot)
+        yield command
 
 
 class SwarmCommands(Provider):

@@ -8,11 +8,17 @@ ids that exist (an unknown id is reported, naming the file, never dropped in sil
 which binding a remapped key takes from another, and lists each binding with its key as bound
 now for the help (`?`). It imports no screen: the app hands it the classes (`KEY_SCOPES`). The
 bindings themselves, their ids and help texts, come from the actions table (`view/actions.py`).
+
+`KeyManager` is the app's part for its keys as the user has them: the keymap applied at mount
+(its problems said), the key a hint names, the help's rows, the footer's keys refreshed when what
+they may do changes (and only then: a refresh rebuilds the footer), and a word on a key that does
+nothing now. Whether an action makes sense is the actions table's rule, asked through the app's
+`check_action` (Textual asks it too), so a dimmed key and its explanation never disagree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -23,9 +29,18 @@ from textual.binding import Binding, BindingsMap, BindingType
 from textual.dom import DOMNode
 from textual.keys import _normalize_key_list, key_to_character
 
-from swarm_tui.view.actions import BY_ID, CONCURRENCY, LEGACY_IDS, of_scope
+from swarm_tui.view.actions import BY_ID, CONCURRENCY, FOOTER_LABELS, LEGACY_IDS, STEERED, of_scope
 
-__all__ = ["LEGACY_IDS", "KeyRow", "Keymap", "bindings_for", "help_rows", "key_hint", "resolve_keymap"]
+__all__ = [
+    "LEGACY_IDS",
+    "KeyManager",
+    "KeyRow",
+    "Keymap",
+    "bindings_for",
+    "help_rows",
+    "key_hint",
+    "resolve_keymap",
+]
 
 GROUPS = {CONCURRENCY: Binding.Group(CONCURRENCY, compact=True)}
 """The footer's groups of keys shown as one (`+-` for the concurrency ceiling's two)."""
@@ -168,7 +183,12 @@ def keys_text(bindings: Iterable[Binding]) -> str:
 
 def key_hint(app: App[Any], scope: type[DOMNode], binding_id: str) -> str:
     """The key to name in a hint about a binding of `scope` (its first, as bound now)."""
-    bindings = bound_keys(scope, getattr(app, "keymap", {})).get(binding_id)
+    return hint_in(getattr(app, "keymap", {}), scope, binding_id)
+
+
+def hint_in(keymap: Mapping[str, str], scope: type[DOMNode], binding_id: str) -> str:
+    """The key to name in a hint about a binding of `scope` with `keymap` applied."""
+    bindings = bound_keys(scope, keymap).get(binding_id)
     return key_name(bindings[0].key) if bindings else "(no key)"
 
 
@@ -193,3 +213,81 @@ def help_rows(scope: type[DOMNode], keymap: Mapping[str, str]) -> list[KeyRow]:
 def _help_of(binding_id: str, described: str) -> str:
     action = BY_ID.get(binding_id)
     return action.help if action is not None else described
+
+
+class KeyManager:
+    """The app's keys as the user has them (see the module's notes)."""
+
+    def __init__(
+        self,
+        app: App[Any],
+        scopes: Sequence[tuple[str, type[DOMNode]]],
+        keys: Mapping[str, str],
+        config_path: Path,
+        *,
+        why_not: Callable[[str], str | None],
+        label_now: Callable[[str], str | None],
+    ) -> None:
+        """`scopes`: where bindings apply, as the help groups them (the app's `KEY_SCOPES`);
+        `keys`: the config's `[keys]`; `why_not` and `label_now`: the actions table's reason an
+        action does nothing now and a key's footer label now, as the app answers them."""
+        self._app = app
+        self._scopes = scopes
+        self._keys = keys
+        self._config_path = config_path
+        self._why_not = why_not
+        self._label_now = label_now
+        self.keymap: dict[str, str] = {}
+        """The config's `[keys]` as applied: binding id -> keys (Textual's names, comma-separated)."""
+        self.problems: list[str] = []
+        """What is wrong with the config's `[keys]`, as said at mount (the help lists it again)."""
+        self._shown: tuple[object, ...] = ()
+        """The steered actions' enabled states and the footer's labels, as the footer last showed them."""
+
+    def apply(self) -> None:
+        """The config's `[keys]` (binding id -> key) over every binding of every screen and
+        widget; what is wrong with it (an unknown id, a key taken from another binding) is said,
+        naming the file, and listed again at the top of the help."""
+        app = self._app
+        resolved = resolve_keymap(self._keys, [scope for _, scope in self._scopes], self._config_path)
+        self.keymap = resolved.keymap
+        self.problems = resolved.problems
+        if resolved.problems:
+            app.notify("\n".join(resolved.problems), title="Keys", severity="warning", timeout=20, markup=False)
+        palette = self.keymap.get("app.palette")
+        if palette:  # the footer shows the palette's key by this name
+            app.COMMAND_PALETTE_BINDING = palette.split(",")[0]  # type: ignore[misc]
+        if self.keymap:
+            app.set_keymap(self.keymap)
+
+    def hint(self, binding_id: str) -> str:
+        """The key to name in a hint (a notification, the palette) for one of the app's bindings, as bound now."""
+        return hint_in(self.keymap, type(self._app), binding_id)
+
+    def help(self) -> list[tuple[str, list[KeyRow]]]:
+        """Every binding with an id, grouped by where it applies: its keys as bound now (the
+        keymap may have moved them), its id, what it does."""
+        return [(where, help_rows(scope, self.keymap)) for where, scope in self._scopes]
+
+    def refresh_if_changed(self) -> None:
+        """Refresh the keys (enabled, and their labels) only when they changed: a refresh rebuilds the footer."""
+        app = self._app
+        enabled = tuple(app.check_action(action.name, action.parameters) for action in STEERED)
+        labels = tuple(self._label_now(binding_id) for binding_id in FOOTER_LABELS)
+        if (enabled, labels) != self._shown:
+            self._shown = (enabled, labels)
+            app.refresh_bindings()
+
+    def explain(self, key: str) -> bool:
+        """A key no binding took: if it is bound to an action that makes no sense now, say why
+        (a hidden or dimmed key otherwise does nothing visible). True when it was explained."""
+        app = self._app
+        bindings = merged_bindings(type(app))
+        if self.keymap:
+            bindings.apply_keymap(self.keymap)
+        for binding in bindings.key_to_bindings.get(key, []):
+            base, _, _ = binding.action.partition("(")
+            if app.check_action(base, ()) is not True and (reason := self._why_not(base)):
+                app.notify(reason, timeout=5, markup=False)
+                return True
+        return False

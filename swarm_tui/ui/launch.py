@@ -25,14 +25,14 @@ def run_tui(session: SwarmSession, theme: str | None = None, *, bell: bool = Fal
         app = make_app(session, theme=theme, bell=bell)
         loop = asyncio.get_running_loop()
         for sig in hang_up_signals():  # the SSH session dropped (or a service manager): stop gently
-            loop.add_signal_handler(sig, app.hang_up, sig.name)
+            loop.add_signal_handler(sig, app.lifecycle.hang_up, sig.name)
         code: int | None = None
         try:
             with contextlib.suppress(OSError):  # a terminal gone (SIGHUP) cannot be restored
                 code = await app.run_async()
             await app.source.finished()  # a run that outlived its screen (SIGHUP): its calls in flight answer
-            if app.signalled:
-                code = app.run_exit_code()
+            if app.lifecycle.signalled:
+                code = app.lifecycle.exit_code()
             if session.summary is not None or session.engine.tasks:  # the screen is gone: say where things stand
                 with contextlib.suppress(OSError):
                     print_summary(

@@ -10,6 +10,10 @@ Only these themes are offered (the `t` cycle, the palette's Theme command): Text
 themes carry none of the grid's colours and most fail the contrast the bundled ones are held to
 (`tests/test_ui_console.py`), so the console unregisters them. The theme chosen is remembered
 as the config's `[defaults] theme` (`remember_theme`), the rest of the file kept as it was.
+
+`ThemeManager` is the app's part that does all this for one console, from its construction on
+(the theme must be set before the first frame): what is registered, the cycle, the user's file
+by the name it registers, the choice last remembered.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import asdict, fields
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +109,14 @@ def _load_bundled(path: Path) -> Theme:
 
 def swarm_variable_defaults() -> dict[str, str]:
     """swarm-dark's `swarm-*` colours. An app hosting swarm-tui's widgets returns these from
-    `get_theme_variable_defaults`, or their CSS does not parse."""
-    return dict(_base_theme(dark=True).variables)
+    `get_theme_variable_defaults`, or their CSS does not parse (Textual asks from the app's
+    construction on, and at each change of theme: read once)."""
+    return dict(_swarm_variables())
+
+
+@lru_cache(maxsize=1)
+def _swarm_variables() -> tuple[tuple[str, str], ...]:
+    return tuple(_base_theme(dark=True).variables.items())
 
 
 def looks_like_path(name: str) -> bool:
@@ -183,3 +194,72 @@ def check_theme(name: str | None, known: set[str] | None = None) -> None:
             "theme",
             f"no theme named {name!r} (known: {', '.join(sorted(known))}; or give a path to a .toml theme file)",
         )
+
+
+class ThemeManager:
+    """One console's themes: swarm-tui's (and a user's file) registered and Textual's dropped,
+    the `t` cycle, and the theme chosen remembered in the config."""
+
+    def __init__(self, app: App[Any], wanted: str, config_path: Path) -> None:
+        """`wanted`: `--theme`, else the config's, else the default: a name or a file's path."""
+        self._app = app
+        self._config_path = config_path
+        self._paths: dict[str, str] = {}
+        """A user's theme file by the name it registers: what the config remembers for it."""
+        self.problem: str | None = None
+        """Why the theme shown is not the one asked for (said once the screen is up: `say_problem`)."""
+        self.cycle = self._register(wanted)
+        """The themes `t` cycles through, in order (a user's file last)."""
+        self._saved = app.theme
+        """The theme the config has (or had when the console started): not written again."""
+
+    def _register(self, wanted: str) -> list[str]:
+        """swarm-tui's themes (and a user's file) only: Textual's own carry none of the grid's
+        colours, and most fail the contrast the bundled ones are held to."""
+        app = self._app
+        bundled = bundled_themes()
+        for theme in bundled:
+            app.register_theme(theme)
+        cycle = [t.name for t in bundled if t.name in THEME_ORDER]
+        if looks_like_path(wanted):
+            try:
+                user = load_theme_file(Path(wanted).expanduser())
+            except InputError as exc:  # a remembered file gone since: the default, said at mount
+                self.problem = str(exc)
+                wanted = DEFAULT_THEME
+            else:
+                app.register_theme(user)
+                self._paths[user.name] = wanted
+                cycle.append(user.name)
+                wanted = user.name
+        if wanted not in cycle:
+            self.problem = f"no swarm-tui theme named {wanted!r} (known: {', '.join(cycle)})"
+            wanted = DEFAULT_THEME
+        app.theme = wanted
+        drop_textual_themes(app)
+        return cycle
+
+    def say_problem(self) -> None:
+        """The theme asked for could not be shown: say why (once the screen can)."""
+        if self.problem:
+            self._app.notify(
+                f"{self.problem}; {DEFAULT_THEME} instead", title="Theme", severity="warning", markup=False
+            )
+
+    def next(self) -> None:
+        """`t`: the next theme of the cycle."""
+        app = self._app
+        cycle = self.cycle or [app.theme]
+        position = cycle.index(app.theme) if app.theme in cycle else -1
+        app.theme = cycle[(position + 1) % len(cycle)]
+        app.notify(f"Theme: {app.theme}", timeout=2)
+
+    def remember(self, theme: str) -> None:
+        """A theme chosen (`t`, the palette's Theme): remembered as the config's `[defaults] theme`."""
+        if theme == self._saved:
+            return
+        self._saved = theme
+        try:
+            remember_theme(self._config_path, self._paths.get(theme, theme))
+        except (OSError, InputError) as exc:
+            self._app.notify(f"Theme not remembered: {exc}", severity="warning", markup=False)

@@ -3,9 +3,10 @@ the command palette, when it makes sense and, when it does not, why. No Textual.
 
 From this table `ui/keys.py` makes each screen's and widget's bindings (the ids a user remaps in
 the config's `[keys]`, old ids included), the help (`?`) lists them, the command palette
-(`ui/commands.py`) offers the app's actions by name, and the console (`ui/steering.py`) dims a
-key, relabels it ("Detach", "Resume") or says why it does nothing, by the same rules: a new
-action is one row here and one `action_*` method there.
+(`ui/commands.py`) offers the app's actions by name, and the console (`ui/app.py`, its
+`KeyManager`) dims a key, relabels it ("Detach", "Resume") or says why it does nothing, by the
+same rules: a new action is one row here and one `action_*` method on the app, handing over to
+the part that does it (`ui/steering.py` for most).
 
 The rules (`enabled`, `why_not`, `label_now`: `rules.py`) are the app's: they read the run
 source and the screen's state through `rules.Now`. A screen's own key whose sense depends on that screen (the

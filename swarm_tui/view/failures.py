@@ -1,5 +1,5 @@
 """The error log's rows, as data: one failed attempt each, with what was to happen next. No
-Textual: `RunView` makes them from the events; the error log (`ui/errorlog.py`) lays them out,
+Textual: `RunView` makes them from the events; the error log (`ui/widgets/errorlog/`) lays them out,
 counts a retry down on its clock and says what became of each agent since.
 """
 

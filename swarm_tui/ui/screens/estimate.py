@@ -27,8 +27,8 @@ from swarm_tui.engine import RunStats
 from swarm_tui.estimate import Estimate, Scenario, build_estimate, format_table, scenario_from_usage, table_cells
 from swarm_tui.pricing import PriceTable
 from swarm_tui.pricing.currency import DisplayCurrency
-from swarm_tui.ui.footer import KeyFooter
 from swarm_tui.ui.keys import bindings_for
+from swarm_tui.ui.widgets.footer.key_footer import KeyFooter
 
 
 def projection(stats: RunStats, config: Config, currency: DisplayCurrency) -> Estimate | str:

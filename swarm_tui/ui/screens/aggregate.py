@@ -11,8 +11,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Markdown, Static
 
-from swarm_tui.ui.footer import KeyFooter
 from swarm_tui.ui.keys import bindings_for
+from swarm_tui.ui.widgets.footer.key_footer import KeyFooter
 
 
 class AggregateScreen(Screen[None]):

@@ -1,6 +1,6 @@
 """What a grid cell shows of its agent: its state's glyph, the step marks of a multi-step agent,
 the batch line's, the cache replay's and the low score's glyphs. No Textual: the grid
-(`grid.py`) draws with these, the run panel's legend too; the facts they show (step, tools,
+(`agent_grid.py`) draws with these, the run panel's legend too; the facts they show (step, tools,
 batch line, cache replay, score) are the view's (`view.agents.AgentFacts`).
 """
 

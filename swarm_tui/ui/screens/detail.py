@@ -25,9 +25,9 @@ from textual.widgets import Collapsible, Static
 
 from swarm_tui.core.events import TaskState
 from swarm_tui.ui import format as fmt
-from swarm_tui.ui.footer import KeyFooter
-from swarm_tui.ui.grid import LOW_SCORE, STATE_LABELS
 from swarm_tui.ui.keys import bindings_for, key_hint
+from swarm_tui.ui.widgets.footer.key_footer import KeyFooter
+from swarm_tui.ui.widgets.grid.agent_grid import LOW_SCORE, STATE_LABELS
 from swarm_tui.view.agents import InFlight
 
 if TYPE_CHECKING:
@@ -269,7 +269,7 @@ class AgentDetailScreen(Screen[None]):
 
     def action_retry_agent(self) -> None:
         app: SwarmApp = self.app  # type: ignore[assignment]
-        app.retry_agents([self.index])
+        app.steering.retry_agents([self.index])
         self.refresh_detail()
 
     def action_step(self, delta: int) -> None:

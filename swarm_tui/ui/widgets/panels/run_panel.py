@@ -21,11 +21,19 @@ from rich.text import Text
 
 from swarm_tui.core.events import TaskState
 from swarm_tui.ui import format as fmt
-from swarm_tui.ui.cells import CACHED_GLYPH
-from swarm_tui.ui.endpoint_rows import endpoint_lines
-from swarm_tui.ui.grid import BATCH_GLYPH, GLYPHS, LOW_GLYPH, LOW_SCORE, STATE_LABELS, TOOL_GLYPH, AgentGrid
 from swarm_tui.ui.keys import key_hint
-from swarm_tui.ui.text_panel import TextPanel
+from swarm_tui.ui.widgets.grid.agent_grid import (
+    BATCH_GLYPH,
+    GLYPHS,
+    LOW_GLYPH,
+    LOW_SCORE,
+    STATE_LABELS,
+    TOOL_GLYPH,
+    AgentGrid,
+)
+from swarm_tui.ui.widgets.grid.cells import CACHED_GLYPH
+from swarm_tui.ui.widgets.panels.endpoint_rows import endpoint_lines
+from swarm_tui.ui.widgets.panels.text_panel import TextPanel
 from swarm_tui.view.agents import AgentFacts
 
 if TYPE_CHECKING:

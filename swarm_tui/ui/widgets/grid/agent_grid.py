@@ -64,7 +64,9 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from swarm_tui.core.events import TaskState
-from swarm_tui.ui.cells import (
+from swarm_tui.ui.contrast import readable_on
+from swarm_tui.ui.keys import bindings_for
+from swarm_tui.ui.widgets.grid.cells import (
     BATCH_GLYPH,
     GLYPHS,
     KIND_GLYPHS,
@@ -79,9 +81,7 @@ from swarm_tui.ui.cells import (
     TOOL_GLYPH,
     TOOL_MARK,
 )
-from swarm_tui.ui.contrast import readable_on
-from swarm_tui.ui.grid_layout import choose_layout
-from swarm_tui.ui.keys import bindings_for
+from swarm_tui.ui.widgets.grid.layout import choose_layout
 from swarm_tui.view.agents import AgentFacts
 
 __all__ = ["BATCH_GLYPH", "GLYPHS", "LOW_GLYPH", "LOW_SCORE", "STATES", "STATE_LABELS", "TOOL_GLYPH", "AgentGrid"]
@@ -218,7 +218,8 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
 
     def fit(self, width: int, height: int, narrow_width: int | None = None) -> None:
         """Lay the cells out for at most `width` x `height` cells of screen beside a run panel
-        of full width, or `narrow_width` beside a narrow one (the app decides; `grid_layout`)."""
+        of full width, or `narrow_width` beside a narrow one (the console's `ConsoleLayout`
+        gives the room; `layout.py` chooses the cells' shape)."""
         fit_to = (max(8, width), max(3, height), max(8, narrow_width or width))
         if fit_to != self._fit_to:
             self._fit_to = fit_to
