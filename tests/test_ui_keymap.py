@@ -129,9 +129,9 @@ def test_keys_config_takes_dotted_ids_tables_and_lists_and_names_what_is_wrong(t
         load_config(path)
 
 
-def test_the_readmes_keys_example_loads_and_remaps_without_a_problem(tmp_path):
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    example = readme.split("**Your own keys.**", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+def test_the_docs_keys_example_loads_and_remaps_without_a_problem(tmp_path):
+    guide = (Path(__file__).parent.parent / "docs" / "guides" / "console.md").read_text(encoding="utf-8")
+    example = guide.split("**Your own keys.**", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
     path = tmp_path / "config.toml"
     path.write_text(example)
     resolved = resolve_keymap(load_config(path).keys, [scope for _, scope in KEY_SCOPES], path)

@@ -13,16 +13,33 @@ from swarm_tui.cli.options import add_cache_place_options
 from swarm_tui.core.errors import InputError
 from swarm_tui.util.argtypes import duration
 
+CACHE_EPILOG = """\
+The cache is one SQLite file, DIR/responses.sqlite3 (DIR: --cache-dir, else
+$XDG_CACHE_HOME/swarm-tui, else ~/.cache/swarm-tui). A run uses it only with --cache.
+
+examples:
+  swarm-tui run job.jsonl --cache          replay what the cache holds, keep new answers
+  swarm-tui cache stats                    entries, size, hit rate, oldest, per model
+  swarm-tui cache prune --cache-ttl 7d --cache-max-size 500M
+  swarm-tui cache clear --cache-dir ./cache
+"""
+
 
 def add_cache_command(commands) -> None:
     cache = commands.add_parser(
         "cache",
         help="the response cache: stats, clear, prune",
-        description="The response cache that --cache runs replay from: its entries, size, hit rate, oldest "
-        "entry and entries per model (stats); remove everything (clear); remove expired entries and the least "
-        "recently used past the size bound (prune).",
+        description="The response cache that --cache runs replay from: its entries, size, hit rate, oldest entry\n"
+        "and entries per model (stats); remove everything (clear); remove expired entries and the\n"
+        "least recently used past the size bound (prune).\n",
+        epilog=CACHE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    cache.add_argument("action", choices=("stats", "clear", "prune"))
+    cache.add_argument(
+        "action",
+        choices=("stats", "clear", "prune"),
+        help="stats: what the cache holds; clear: remove every answer; prune: expired and least recently used out",
+    )
     add_cache_place_options(cache)
     cache.add_argument("--cache-ttl", type=duration, metavar="AGE", help="prune: entries older than this go (14d)")
     cache.add_argument("--json", action="store_true", help="stats as JSON")

@@ -21,13 +21,25 @@ def add_cost_commands(commands) -> None:
     add_shadow_command(commands)
 
 
+ESTIMATE_EPILOG = """\
+examples:
+  swarm-tui estimate --agents 100 --tasks-per-day 50 --output-tokens 2048 --days 30 \\
+      --model gpt-4.1     the source article's ROI scenario: 307.2M output tokens a month
+  swarm-tui estimate --from-run runs/demo --model kimi-k2.5 --model deepseek-v3.2
+      the per-task tokens a real run billed (its journal), priced on other models
+  swarm-tui estimate --input-tokens 1500 --cached-share 0.6 --currency JPY --rate 150 --json
+"""
+
+
 def add_estimate_command(commands) -> None:
     est = commands.add_parser(
         "estimate",
         help="project a workload's monthly cost per model and provider",
-        description="Project the monthly cost of a workload per model and provider, side by side "
-        "(e.g. the source article's 100 agents x 50 tasks/day x 2,048 output tokens x 30 days), "
-        "with its cost at the provider's batch rate (the batch lane) and the saving against live.",
+        description="Project the monthly cost of a workload per model and provider, side by side (e.g. the source\n"
+        "article's 100 agents x 50 tasks/day x 2,048 output tokens x 30 days), with its cost at the\n"
+        "provider's batch rate (the batch lane) and the saving against live.\n",
+        epilog=ESTIMATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     est.add_argument("--agents", type=positive_int, help="sub-agents (default 100)")
     est.add_argument("--tasks-per-day", type=positive_float, metavar="N", help="tasks per agent a day (default 50)")
@@ -60,13 +72,30 @@ def add_estimate_command(commands) -> None:
     est.set_defaults(handler=cmd_estimate)
 
 
+SHADOW_EPILOG = """\
+ROLLBACK when the primary's p95 is over --threshold x the secondary's, its error rate is more
+than --max-error-excess above the secondary's, or (with --judge) the secondary's answers are
+clearly better; else ADOPT. Report on stdout and in OUT/shadow.json; Ctrl-C stops early (130).
+
+examples:
+  swarm-tui shadow --primary holysheep --secondary openai --model gpt-4.1
+      10% of 600 s of probe traffic mirrored to the official endpoint
+  swarm-tui shadow --primary http://127.0.0.1:8801/v1 --secondary http://127.0.0.1:8802/v1 \\
+      --model kimi-k2.5 --rate 0.1 --duration 60 --rps 10     two `swarm-tui sim` endpoints
+  swarm-tui shadow --primary relay --secondary openai --job job.jsonl --judge self
+      your own requests, and a judge of which answer of each pair is better
+"""
+
+
 def add_shadow_command(commands) -> None:
     sh = commands.add_parser(
         "shadow",
         help="judge the primary endpoint against a mirrored baseline: ADOPT (exit 0) or ROLLBACK (exit 1)",
-        description="Send a workload to the primary endpoint (the one migrated to, judged) and mirror a share "
-        "of it to the secondary (the baseline); compare latency, errors, cost and answers. "
-        "ADOPT (exit 0) keeps the primary; ROLLBACK (exit 1) goes back to the secondary.",
+        description="Send a workload to the primary endpoint (the one migrated to, judged) and mirror a share of\n"
+        "it to the secondary (the baseline); compare latency, errors, cost and answers. ADOPT (exit\n"
+        "0) keeps the primary; ROLLBACK (exit 1) goes back to the secondary.\n",
+        epilog=SHADOW_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sh.add_argument(
         "--primary",

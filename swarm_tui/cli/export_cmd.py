@@ -10,16 +10,27 @@ from pathlib import Path
 
 from swarm_tui.frontend.headless import EXIT_FAILED, EXIT_OK
 
+EXPORT_EPILOG = """\
+exit codes: 0 the outputs written; 1 they could not be (the reason said); 2 no run in RUN,
+  or another process drives it
+
+examples:
+  swarm-tui export runs/big        after a stop of a run with more than 20,000 answers
+  swarm-tui export runs/first && jq -c '.custom_id' runs/first/results.jsonl
+"""
+
 
 def add_export_command(commands) -> None:
     export = commands.add_parser(
         "export",
         help="write a run's results.jsonl, errors.jsonl and summary.json from its journal (sends nothing)",
-        description="Write RUN's results.jsonl, errors.jsonl (and transcripts.jsonl for agents) and summary.json "
-        "from its journal, sending nothing: the outputs a stop of a big run leaves for later. The run "
-        "directory must not be driven by another process (its lock is taken while writing).",
+        description="Write RUN's results.jsonl, errors.jsonl (and transcripts.jsonl for agents) and summary.json\n"
+        "from its journal, sending nothing: the outputs a stop of a big run leaves for later. The run\n"
+        "directory must not be driven by another process (its lock is taken while writing).\n",
+        epilog=EXPORT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    export.add_argument("run_dir", type=Path, metavar="RUN")
+    export.add_argument("run_dir", type=Path, metavar="RUN", help="the run directory (its journal.sqlite)")
     export.set_defaults(handler=cmd_export)
 
 

@@ -53,6 +53,7 @@ from swarm_tui.jobs import load_job, load_tools_file
 from swarm_tui.run.plan import RunPlan
 from swarm_tui.run.session import SwarmSession, default_run_dir
 from swarm_tui.sim import add_arguments as add_sim_arguments
+from swarm_tui.sim.args import SIM_DESCRIPTION, SIM_EPILOG
 from swarm_tui.tools import ToolsSpec
 from swarm_tui.util import secrets
 from swarm_tui.util.locations import demo_job
@@ -84,14 +85,119 @@ def interrupted() -> int:
     return EXIT_ABORTED
 
 
+HELP_FORMAT = argparse.RawDescriptionHelpFormatter
+"""Every parser's formatter: the descriptions and epilogs keep their lines (examples, job formats)."""
+
+JOB_FORMATS = """\
+job formats (by extension):
+  .jsonl  the OpenAI Batch API input format, one request a line:
+            {"custom_id": "q1", "method": "POST", "url": "/v1/chat/completions",
+             "body": {"model": "gpt-4.1-mini",
+                      "messages": [{"role": "user", "content": "Say hello"}]}}
+  .toml   a swarm job: a model, a system template and tasks, e.g.
+            name = "hello"
+            model = "gpt-4.1-mini"
+            system = "You are agent {agent} of {total}."
+            [tasks]
+            count = 10
+            prompt = "Say hello to agent {agent}."
+          optional: [context], [request], [[task]], [plan], [judge], [[tools.mcp]]
+  more: sample_jobs/ and the documentation's "Your first job" (docs/first-job.md)
+"""
+
+MAIN_EPILOG = f"""\
+{JOB_FORMATS}
+examples:
+  swarm-tui                                   the console on the 100-agent demo (simulator)
+  swarm-tui run job.jsonl --headless          a job, no UI: progress on stderr
+  swarm-tui run job.toml --provider openai    on a real provider (key in OPENAI_API_KEY)
+  swarm-tui attach runs/NAME                  watch and steer a run from another terminal
+  swarm-tui COMMAND --help                    a command's options and examples
+
+exit codes: 0 every task succeeded; 1 the run ended with failed or unfinished tasks;
+  2 bad input or configuration (nothing was sent); 130 aborted (resumable)
+"""
+
+RUN_DESCRIPTION = """\
+Run a job: the console (TUI), or with --headless (or when stdout is not a terminal) no UI and
+a progress line on stderr. Without JOB: the 100-agent demo. The whole job and the config are
+checked before anything is sent (exit 2 naming file, line and field). The run directory
+(--out) holds journal.sqlite, results.jsonl, errors.jsonl and summary.json; a run stopped
+in any way goes on with `swarm-tui resume RUN`. The provider is the built-in simulator `sim`
+(no key, no network) unless --provider or --base-url names another.
+"""
+
+RUN_EPILOG = f"""\
+{JOB_FORMATS}
+examples:
+  swarm-tui run first.jsonl --headless --out runs/first    a JSONL job on the simulator
+  swarm-tui run first.toml                                 a TOML job in the console
+  swarm-tui run first.jsonl --provider openai --headless   a profile (key in OPENAI_API_KEY)
+  export DEEPSEEK_API_KEY=...                              a real endpoint, ad hoc:
+  swarm-tui run first.toml --base-url https://api.deepseek.com/v1 --model deepseek-chat \\
+      --api-key-env DEEPSEEK_API_KEY --headless --budget 0.50
+"""
+
+RESUME_EPILOG = """\
+examples:
+  swarm-tui resume runs/first                      finish the tasks a stop or crash left
+  swarm-tui resume runs/first --retry-failed       ... and send the failed tasks again
+  swarm-tui resume runs/first --model gpt-4.1 --headless    the run's endpoint, another model
+  swarm-tui resume runs/first --provider openai    move the run to another endpoint
+"""
+
+ATTACH_EPILOG = """\
+examples:
+  nohup swarm-tui run job.jsonl --headless --out runs/big > runs/big.log 2>&1 &
+  swarm-tui attach runs/big                 the same screen, from the journal (q: detach)
+  swarm-tui attach runs/big --bell          ring the terminal's bell when it finishes or stops
+"""
+
+PROVIDERS_DESCRIPTION = """\
+The provider profiles: the built-in `sim` (the embedded simulator, no key) and `openai`
+(OPENAI_BASE_URL or api.openai.com, key in OPENAI_API_KEY), and the [providers.NAME]
+tables of the config file ($SWARM_TUI_CONFIG, else ~/.config/swarm-tui/config.toml).
+  list       each profile's URL, model, key variable (set or missing), headers and route;
+             a config file that does not parse exits 2 naming file, line and field
+  test NAME  one tiny call (max_tokens 1) through the profile, with its latency: exit 0 OK,
+             exit 1 FAILED with the reason (no network, a refused key, an unknown model)
+"""
+
+PROVIDERS_EPILOG = """\
+a profile, in the config file:
+  [providers.deepseek]
+  base_url = "https://api.deepseek.com/v1"
+  model = "deepseek-chat"
+  api_key_env = "DEEPSEEK_API_KEY"    # the env var's name, never the key
+
+examples:
+  swarm-tui providers                 the same as `providers list`
+  swarm-tui providers test sim        a call to the simulator (always works)
+  swarm-tui providers test deepseek   a call to the real endpoint
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="swarm-tui", description="Run, watch and steer a swarm of LLM sub-agents.")
+    parser = argparse.ArgumentParser(
+        prog="swarm-tui",
+        description="Run, watch and steer a swarm of LLM sub-agents against any OpenAI-compatible endpoint.\n"
+        "Without a command: the console on the 100-agent demo, on the built-in simulator (no key, no\n"
+        "network).\n",
+        epilog=MAIN_EPILOG,
+        formatter_class=HELP_FORMAT,
+    )
     parser.add_argument("--version", action="version", version=f"swarm-tui {__version__}")
     parser.add_argument("--theme", default=argparse.SUPPRESS, help="TUI theme name or a theme file (bare swarm-tui)")
     parser.set_defaults(command=None)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = commands.add_parser("run", help="run a job (the TUI unless --headless)")
+    run = commands.add_parser(
+        "run",
+        help="run a job (the TUI unless --headless)",
+        description=RUN_DESCRIPTION,
+        epilog=RUN_EPILOG,
+        formatter_class=HELP_FORMAT,
+    )
     run.add_argument(
         "job", nargs="?", type=Path, help="a .jsonl (OpenAI Batch) or .toml (swarm) job; default: the 100-agent demo"
     )
@@ -106,25 +212,62 @@ def build_parser() -> argparse.ArgumentParser:
     add_console_options(run)
     run.set_defaults(handler=cmd_run)
 
-    resume = commands.add_parser("resume", help="finish what a run left unfinished; never re-sends a success")
-    resume.add_argument("run_dir", type=Path)
+    resume = commands.add_parser(
+        "resume",
+        help="finish what a run left unfinished; never re-sends a success",
+        description="Finish what a run left unfinished (stopped, aborted, crashed, killed): the tasks the journal\n"
+        "shows as succeeded are never sent again, a multi-step agent goes on from its last completed\n"
+        "step, open provider batches are collected. The run keeps its settings (provider, lane,\n"
+        "cache, budget: the same ledger); the options below change them from now on.\n",
+        epilog=RESUME_EPILOG,
+        formatter_class=HELP_FORMAT,
+    )
+    resume.add_argument("run_dir", type=Path, help="the run directory (--out of the run)")
     resume.add_argument("--retry-failed", action="store_true", help="also run the tasks that failed finally")
     add_run_options(resume)
     add_console_options(resume)
     resume.set_defaults(handler=cmd_resume)
 
-    attach = commands.add_parser("attach", help="watch (and steer) a run another process drives, e.g. over SSH")
-    attach.add_argument("run_dir", type=Path)
+    attach = commands.add_parser(
+        "attach",
+        help="watch (and steer) a run another process drives, e.g. over SSH",
+        description="Watch a run another process drives (a --headless run under nohup, on a server over SSH) in\n"
+        "the same console, read from its journal while it is written. r, p, a and +/- reach the\n"
+        "running engine through the journal's control queue; q detaches and leaves the run going. A\n"
+        "run nobody drives any more can be resumed from here (p, or r to retry its failures too).\n"
+        "Needs a terminal.\n",
+        epilog=ATTACH_EPILOG,
+        formatter_class=HELP_FORMAT,
+    )
+    attach.add_argument("run_dir", type=Path, help="the run directory to watch")
     attach.add_argument("--theme", help="TUI theme name or a theme file")
     add_console_options(attach, logs=False)
     attach.set_defaults(handler=cmd_attach)
 
-    sim = commands.add_parser("sim", help="serve the OpenAI-compatible simulator in the foreground")
+    sim = commands.add_parser(
+        "sim",
+        help="serve the OpenAI-compatible simulator in the foreground",
+        description=SIM_DESCRIPTION,
+        epilog=SIM_EPILOG,
+        formatter_class=HELP_FORMAT,
+    )
     add_sim_arguments(sim)
     sim.set_defaults(handler=cmd_sim)
 
-    providers = commands.add_parser("providers", help="list provider profiles, or test one")
-    providers.add_argument("action", nargs="?", choices=["list", "test"], default="list")
+    providers = commands.add_parser(
+        "providers",
+        help="list provider profiles, or test one",
+        description=PROVIDERS_DESCRIPTION,
+        epilog=PROVIDERS_EPILOG,
+        formatter_class=HELP_FORMAT,
+    )
+    providers.add_argument(
+        "action",
+        nargs="?",
+        choices=["list", "test"],
+        default="list",
+        help="list: every profile and whether its key is set (default); test: one tiny call through NAME",
+    )
     providers.add_argument("name", nargs="?", help="the profile to test")
     providers.set_defaults(handler=cmd_providers)
     add_cost_commands(commands)

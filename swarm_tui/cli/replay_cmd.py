@@ -11,14 +11,25 @@ from swarm_tui.cli.options import deadline_option
 from swarm_tui.core.lanes import AUTO, LANES
 from swarm_tui.util.argtypes import positive_int
 
+REPLAY_EPILOG = """\
+Nothing is sent to the recorded provider and no key is needed; the run directory is read only.
+
+examples:
+  swarm-tui replay runs/first                       at its own settings (a check of the fit)
+  swarm-tui replay runs/first --concurrency 20      what twice the in-flight ceiling would do
+  swarm-tui replay runs/first --deadline 20m        the autopilot's live/batch split, offline
+"""
+
 
 def add_replay_command(commands) -> None:
     replay = commands.add_parser(
         "replay",
         help="what-if: a recorded run's provider, played at other settings (offline, no key)",
-        description="Plays a recorded run's measured provider (its latencies, server errors, RPM and batch "
-        "turnaround, fitted from the journal) through the engine against an embedded simulator, time "
-        "compressed, and prints the predicted makespan and cost beside the recorded ones.",
+        description="Plays a recorded run's measured provider (its latencies, server errors, RPM and batch\n"
+        "turnaround, fitted from the journal) through the engine against an embedded simulator, time\n"
+        "compressed, and prints the predicted makespan and cost beside the recorded ones.\n",
+        epilog=REPLAY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     replay.add_argument("run_dir", type=Path, help="a run directory (its journal.sqlite)")
     replay.add_argument("--concurrency", type=positive_int, help="the in-flight ceiling to try")

@@ -8,16 +8,30 @@ from pathlib import Path
 
 from swarm_tui.frontend.headless import EXIT_BAD_INPUT
 
+TRACES_EPILOG = """\
+Needs the otel extra: pip install 'swarm-tui[otel]'. Exit codes: 0 every span delivered;
+1 some were not (the collector down or refusing); 2 no run in RUN, or the extra missing.
+
+examples:
+  swarm-tui export-traces runs/first --endpoint http://localhost:6006     Arize Phoenix
+  OTEL_EXPORTER_OTLP_ENDPOINT=https://cloud.langfuse.com/api/public/otel \\
+  OTEL_EXPORTER_OTLP_HEADERS="Authorization=Basic ..." swarm-tui export-traces runs/first
+  swarm-tui export-traces runs/first --otel-content       prompts and answers on the spans too
+"""
+
 
 def add_trace_commands(commands) -> None:
     export = commands.add_parser(
         "export-traces",
         help="send a run's journal (any version) to an OpenTelemetry collector as GenAI spans",
-        description="Send the run in RUN (its journal, of any swarm-tui version) to an OTLP/HTTP collector as "
-        "OpenTelemetry GenAI spans: the same spans and ids as a live --otel export, so a second export is "
-        "the same trace, not a copy. The standard OTEL_EXPORTER_OTLP_* variables apply (headers, timeout...).",
+        description="Send the run in RUN (its journal, of any swarm-tui version) to an OTLP/HTTP collector as\n"
+        "OpenTelemetry GenAI spans: the same spans and ids as a live --otel export, so a second\n"
+        "export is the same trace, not a copy. The standard OTEL_EXPORTER_OTLP_* variables apply\n"
+        "(headers, timeout...).\n",
+        epilog=TRACES_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    export.add_argument("run_dir", type=Path, metavar="RUN")
+    export.add_argument("run_dir", type=Path, metavar="RUN", help="the run directory (its journal.sqlite)")
     export.add_argument(
         "--endpoint",
         metavar="URL",

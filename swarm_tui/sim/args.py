@@ -28,6 +28,8 @@ from swarm_tui.util.argtypes import integer, non_negative_float, non_negative_in
 
 __all__ = [
     "add_arguments",
+    "SIM_DESCRIPTION",
+    "SIM_EPILOG",
     "config_from_args",
     "config_to_argv",
     "DEFAULT_PORT",
@@ -45,6 +47,21 @@ __all__ = [
 
 DEFAULT_PORT = 8790
 REQUIRE_KEY_ENV = "SWARM_TUI_SIM_REQUIRE_KEY"
+
+SIM_DESCRIPTION = """\
+Serve the OpenAI-compatible simulator in the foreground (the provider `sim` that runs use by
+default, here on a port of its own): chat completions, plain and streamed, the Batch and Files
+APIs, 429s with Retry-After past --rpm/--tpm, 5xx, hangs, cached tokens; seeded. For your own
+tools, or as a --base-url endpoint: it answers any model name, and any key unless --require-key.
+"""
+
+SIM_EPILOG = """\
+examples:
+  swarm-tui sim --port 8790 --rpm 600 --error-rate 0.02             then, in another terminal:
+  swarm-tui run job.jsonl --base-url http://127.0.0.1:8790/v1 --model sim-1 --headless
+  swarm-tui sim --port 8801 --latency-ms 118 --seed 1     an endpoint for `swarm-tui shadow`
+  swarm-tui sim --batch-seconds 20 --batch-error-rate 0.05     the Batch API, slower
+"""
 
 # -- argparse types: each parses one flag value or raises ArgumentTypeError saying why ---------
 
