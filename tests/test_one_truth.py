@@ -119,7 +119,7 @@ async def test_live_and_attached_views_agree_event_by_event(tmp_path, sim_factor
     finally:
         await session.aclose()
     assert session.engine.states[5] is TaskState.FAILED
-    failed_first = session.engine.count(TaskState.FAILED)  # task 5, and any the outage failed
+    failed_first = session.engine.board.count(TaskState.FAILED)  # task 5, and any the outage failed
 
     resumed = SwarmSession.open_existing(run_dir, retry_failed=True)
     live_second: list[dict] = []

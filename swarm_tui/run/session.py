@@ -24,11 +24,12 @@ from swarm_tui.config import configured_currency
 from swarm_tui.core.errors import InputError, JournalWriteError
 from swarm_tui.core.events import RunFinished, TaskQueued
 from swarm_tui.core.notes import CacheUnavailable
-from swarm_tui.core.ports import Capability, Engine
+from swarm_tui.core.ports import Capability
 from swarm_tui.core.task import Task
 from swarm_tui.core.tiers import PRIORITY
-from swarm_tui.engine import EngineSettings, SwarmEngine, TaskState
+from swarm_tui.engine import AnswerRules, Doors, EngineSettings, Resumed, TaskState, build_engine
 from swarm_tui.engine.ledger import BudgetReport, answer_ceiling, worst_usage
+from swarm_tui.engine.ports import Engine
 from swarm_tui.engine.routing.endpoints import RouteSpec
 from swarm_tui.jobs import Job, TaskTemplate
 from swarm_tui.jobs.judge_spec import JudgeSpec
@@ -163,41 +164,37 @@ class SwarmSession:
             else None
         )
         swarm = contents.swarm
-        shared: dict[str, Any] = {
-            "price": plan.price_for(self.model),
-            "states": contents.states,
-            "attempts_made": contents.attempts_made,
-            "simulated": self.simulated,
-            "fallback_price": fallback_price,
-            "validator": json_validator if swarm and swarm.workers.json else None,
-        }
+        resumed = Resumed(contents.states, contents.attempts_made)
+        validator = json_validator if swarm and swarm.workers.json else None
+        price = plan.price_for(self.model)
         if ray is not None:
             from swarm_tui.distributed.driver import RayEngine
 
             return RayEngine(
                 contents.tasks,
-                self.client,
                 self.journal.records,
                 plan.settings,
+                Doors(self.client, price, fallback_price=fallback_price),
+                resumed=resumed,
+                answers=AnswerRules(validator),
+                simulated=self.simulated,
                 profile=plan.profile,
                 base_url=self.base_url,
                 address=ray.address,
                 actors=ray.actors,
                 response_cache=self.response_cache,
                 tools=self.tools,
-                **shared,
             )
-        return SwarmEngine(
+        return build_engine(
             contents.tasks,
-            self.client,
             self.journal.records,
             plan.settings,
-            fallback=self.fallback,
-            route=route_spec(plan, self.route_clients, self.model),
-            trimmer=drop_memory if swarm and swarm.memory.rounds > 1 else None,
+            Doors(self.client, price, self.fallback, fallback_price, route_spec(plan, self.route_clients, self.model)),
+            resumed=resumed,
+            answers=AnswerRules(validator, drop_memory if swarm and swarm.memory.rounds > 1 else None),
             toolbox=self.toolbox,
             response_cache=self.response_cache,
-            **shared,
+            simulated=self.simulated,
         )
 
     def _make_judge(self, spec: JudgeSpec, profile: ProviderProfile | None) -> Judge:

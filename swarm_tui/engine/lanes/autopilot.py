@@ -150,7 +150,7 @@ def _span(seconds: float) -> str:
 
 
 class Autopilot:
-    """The planner hooks of a deadline run's batch lane (`batch_lane.Planner`)."""
+    """The planner hooks of a deadline run's batch lane (`engine.ports.Planner`)."""
 
     poll_s = POLL_S
 
@@ -187,7 +187,7 @@ class Autopilot:
 
     def _say(self, made: Plan, reason: str) -> None:
         finish_at = time.time() + made.finish_s if made.finish_s is not None else None
-        self.engine.emit(
+        self.engine.outbox.emit(
             PlanChanged(
                 made.live,
                 made.batch,
@@ -231,7 +231,7 @@ class Autopilot:
         rate = self.measured().live_per_s or 0.0
         left = self.deadline_at - time.time()
         self._pulled_at[row.batch_id] = time.time()
-        self.engine.emit(
+        self.engine.outbox.emit(
             PlanChanged(
                 len(row.tasks),
                 0,
@@ -255,14 +255,14 @@ class Autopilot:
         if status != "completed":
             return []
         self.turnaround_s = max(0.0, time.time() - row.submitted_at)
-        queued = self.engine.queued_untried()
+        queued = self.engine.queue.untried(self.engine.numbers.tried)
         if not queued:
             return []
         made = self._plan(len(queued))
         if made.batch == 0:
             self._say(made, f"a batch ended in {self.turnaround_s:.0f}s")
             return []
-        taken = self.engine.take_queued(queued[: made.batch])
+        taken = self.engine.queue.take(queued[: made.batch])
         self._say(made, f"a batch ended in {self.turnaround_s:.0f}s")
         return taken
 
