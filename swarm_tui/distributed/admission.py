@@ -181,4 +181,4 @@ class SwarmAdmission:
 
     @property
     def in_flight(self) -> int:
-        return len(self._board.in_flight)
+        return self._board.live_tasks
