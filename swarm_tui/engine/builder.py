@@ -25,7 +25,7 @@ from swarm_tui.core.lanes import AUTO
 from swarm_tui.core.ports import RunJournal
 from swarm_tui.core.task import JSONObject, RunTasks, by_index
 from swarm_tui.engine.billing import Billing
-from swarm_tui.engine.engine import Lanes, Pacing, SwarmEngine
+from swarm_tui.engine.engine import Kernel, Lanes, Pacing, SwarmEngine
 from swarm_tui.engine.kernel.numbers import AttemptNumbers
 from swarm_tui.engine.kernel.outbox import Outbox
 from swarm_tui.engine.kernel.queue import TaskQueue
@@ -117,12 +117,14 @@ def build_engine(
         by_number,
         journal,
         settings,
-        board=board,
-        stats=stats,
-        outbox=Outbox(journal, board, [stats.observe]),
-        numbers=AttemptNumbers(resumed.attempts_made),
-        # the board's own keys: a million ints made once, not twice
-        queue=TaskQueue(index for index in sorted(states) if not states[index].is_final),
+        kernel=Kernel(
+            board,
+            stats,
+            Outbox(journal, board, [stats.observe]),
+            AttemptNumbers(resumed.attempts_made),
+            # the board's own keys: a million ints made once, not twice
+            TaskQueue(index for index in sorted(states) if not states[index].is_final),
+        ),
         pacing=_pacing(settings, admission, route),
         lanes=_LaneMaker(doors, route, answers or AnswerRules(), toolbox, response_cache),
         endpoint=doors.client.name,
@@ -231,6 +233,8 @@ class _LaneMaker:
         )
         direct = DirectLane(engine, endpoints, billing, live.capped, cache)
         deadline = settings.lanes.deadline_at
-        planner = Autopilot(engine, deadline) if deadline is not None and settings.lanes.lane == AUTO else None
+        planner = (
+            Autopilot(engine, deadline, doors.price) if deadline is not None and settings.lanes.lane == AUTO else None
+        )
         batch = batch_lane_of(engine, doors.client, doors.price, validator, planner)
-        return Lanes(live, direct, in_claim_order(cache, batch), endpoints, tail, doors.price)
+        return Lanes(live, direct, in_claim_order(cache, batch), endpoints, tail)

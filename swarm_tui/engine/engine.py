@@ -80,6 +80,18 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
+class Kernel:
+    """The kernel's parts: each task's state (the board, and the figures kept from its events),
+    the outbox every event goes out through, attempt numbering, and the queue of where tasks are."""
+
+    board: TaskBoard
+    stats: RunStats
+    outbox: Outbox
+    numbers: AttemptNumbers
+    queue: TaskQueue
+
+
+@dataclass(frozen=True, slots=True)
 class Pacing:
     """How calls are paced: admission (whose `rate_limits` are the run's), the adaptive limit (None:
     fixed, or each route door has its own), the budget's ledger and the retry policy."""
@@ -93,7 +105,7 @@ class Pacing:
 
 @dataclass(frozen=True, slots=True)
 class Lanes:
-    """The engine's lanes and what they share: where calls go, what they cost, their deadlines."""
+    """The engine's lanes and what they share: where calls go (`endpoints`) and their tail deadlines."""
 
     live: LiveLane
     direct: DirectLane
@@ -101,8 +113,6 @@ class Lanes:
     """The cache and batch lanes, in the order they claim their tasks."""
     endpoints: Endpoints
     tail: TailDeadlines
-    price: Price | None
-    """The primary endpoint's price."""
 
 
 LaneMaker = Callable[["SwarmEngine"], Lanes]
@@ -120,11 +130,7 @@ class SwarmEngine:
         journal: RunJournal,
         settings: EngineSettings,
         *,
-        board: TaskBoard,
-        stats: RunStats,
-        outbox: Outbox,
-        numbers: AttemptNumbers,
-        queue: TaskQueue,
+        kernel: Kernel,
         pacing: Pacing,
         lanes: LaneMaker,
         endpoint: str,
@@ -134,13 +140,13 @@ class SwarmEngine:
         self.tasks = tasks
         self.journal = journal
         self.settings = settings
-        self.board = board
-        self.states = board.states
+        self.board = kernel.board
+        self.states = kernel.board.states
         """Each task's state (read-only: events move it)."""
-        self.stats = stats
-        self.outbox = outbox
-        self.numbers = numbers
-        self.queue = queue
+        self.stats = kernel.stats
+        self.outbox = kernel.outbox
+        self.numbers = kernel.numbers
+        self.queue = kernel.queue
         self.admission = pacing.admission
         self.rate_limits = pacing.rate_limits
         self.adaptive = pacing.adaptive
@@ -164,7 +170,6 @@ class SwarmEngine:
         self.lanes = made.others
         self.endpoints = made.endpoints
         self.tail = made.tail
-        self.price = made.price
 
     # ----------------------------------------------------------------- steering
 

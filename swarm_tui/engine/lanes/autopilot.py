@@ -42,6 +42,7 @@ from swarm_tui.core.events import PlanChanged
 
 if TYPE_CHECKING:
     from swarm_tui.engine.engine import SwarmEngine
+    from swarm_tui.pricing import Price
 
 MARGIN = 0.85
 """The share of its measured rate the live lane is counted on for (answers vary, limits move)."""
@@ -154,8 +155,10 @@ class Autopilot:
 
     poll_s = POLL_S
 
-    def __init__(self, engine: SwarmEngine, deadline_at: float) -> None:
+    def __init__(self, engine: SwarmEngine, deadline_at: float, price: Price | None) -> None:
+        """`price`: the primary endpoint's (what a task costs live, and as a batch line)."""
         self.engine = engine
+        self.price = price
         self.deadline_at = deadline_at
         """Epoch seconds (`--deadline`)."""
         self.turnaround_s: float | None = None
@@ -173,8 +176,8 @@ class Autopilot:
         rpm = engine.rate_limits.rpm
         rates = [r for r in (ceiling / (p50_ms / 1000) if p50_ms else None, rpm / 60 if rpm else None) if r]
         answered = max(1, engine.stats.succeeded)
-        live_cost = engine.ledger.spent_usd / answered if engine.price is not None else None
-        price = engine.price
+        price = self.price
+        live_cost = engine.ledger.spent_usd / answered if price is not None else None
         batch_cost = None
         if live_cost is not None and price is not None and price.has_batch and price.output:
             batch_cost = live_cost * (price.batch_output or 0.0) / price.output
