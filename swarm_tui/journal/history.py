@@ -166,7 +166,7 @@ class JournalHistory:
         ]
         return sorted([*found, *old], key=lambda item: item[0]) if old else found
 
-    def old_events(self, since_id: int = 0) -> list[tuple[int, float, int, str, dict | None]]:
+    def old_events(self, since_id: int = 0) -> list[tuple[int, float, int, str, dict[str, Any] | None]]:
         """(id, time, session, kind, data) of the untyped notes a journal of schema 1 or 2 kept in
         its `events` table (none once it is migrated: `journal.migrate`)."""
         if not self._has_table(OLD_EVENTS_TABLE):

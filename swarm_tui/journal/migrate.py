@@ -74,7 +74,7 @@ Listener = Callable[[EngineEvent], None]
 # --------------------------------------------------------------------------- rows -> events
 
 
-_TimelineItem = tuple[float, int, dict[str, Any] | tuple[int, str, dict | None]]
+_TimelineItem = tuple[float, int, dict[str, Any] | tuple[int, str, dict[str, Any] | None]]
 """(when, 0 for a run event / 1 for an attempt, the event (id, kind, data) or the attempt's row)."""
 
 

@@ -53,7 +53,7 @@ class JournalQueries:
         )
         return [(idx, custom_id, json.loads(body)) for idx, custom_id, body in rows]
 
-    def task_indices(self) -> array:
+    def task_indices(self) -> array[int]:
         """Every task's index, in order, 8 bytes each (not a row of Python objects each)."""
         return array("q", (idx for (idx,) in self._db.execute("SELECT idx FROM tasks ORDER BY idx")))
 
@@ -69,7 +69,7 @@ class JournalQueries:
 
     def result_count(self) -> int:
         """How many tasks have their result kept (answers and final errors): what an export writes."""
-        return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        return int(self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
 
     def states(self) -> dict[int, TaskState]:
         return {idx: TaskState(state) for idx, state in self._db.execute("SELECT idx, state FROM tasks")}
@@ -120,7 +120,7 @@ class JournalQueries:
         ).fetchone()
         return row[0] if row else None
 
-    def iter_result_texts(self) -> Iterator[tuple[str, bool, str | None, str | None, dict | None]]:
+    def iter_result_texts(self) -> Iterator[tuple[str, bool, str | None, str | None, dict[str, Any] | None]]:
         """`iter_results` with each answer as the JSON text the journal keeps (for the export,
         which splices it in without reading it)."""
         for cid, ok, request_id, response, error in self._db.execute(
@@ -129,7 +129,7 @@ class JournalQueries:
         ):
             yield cid, bool(ok), request_id, response, (json.loads(error) if error else None)
 
-    def iter_results(self) -> Iterator[tuple[str, bool, str | None, dict | None, dict | None]]:
+    def iter_results(self) -> Iterator[tuple[str, bool, str | None, dict[str, Any] | None, dict[str, Any] | None]]:
         """(custom_id, ok, request_id, response body, error) for every finished task, in task order."""
         for cid, ok, request_id, response, error in self._db.execute(
             "SELECT t.custom_id, r.ok, r.request_id, r.response, r.error FROM results r "
@@ -201,11 +201,11 @@ class JournalQueries:
 
     def abandoned_attempts(self) -> int:
         """Attempts the engine abandoned past the straggler deadline (and sent again), all sessions."""
-        return self._db.execute("SELECT COUNT(*) FROM attempts WHERE error_code = 'straggler'").fetchone()[0]
+        return int(self._db.execute("SELECT COUNT(*) FROM attempts WHERE error_code = 'straggler'").fetchone()[0])
 
     def spent_usd(self) -> float:
         """What every attempt journaled so far cost (all sessions): the budget's starting point."""
-        return self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM attempts").fetchone()[0]
+        return float(self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM attempts").fetchone()[0])
 
     def success_latencies(self) -> list[float]:
         return [
@@ -218,7 +218,8 @@ class JournalQueries:
 
     def cost_of_indices_below(self, index: int) -> float:
         """What the calls journaled under indices below `index` cost (a side lane's: the judge's)."""
-        return self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM attempts WHERE idx < ?", (index,)).fetchone()[0]
+        row = self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM attempts WHERE idx < ?", (index,)).fetchone()
+        return float(row[0])
 
     def endpoint_totals(self) -> dict[str, dict[str, Any]]:
         """Per endpoint that was sent to (a batch endpoint and the cache are no door): requests,
