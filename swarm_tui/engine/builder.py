@@ -110,7 +110,6 @@ def build_engine(
     resumed = resumed or Resumed()
     by_number = by_index(tasks)
     board = TaskBoard.of(by_number, resumed.states)
-    states = board.states
     stats = RunStats()
     route = _route(doors, settings)
     return SwarmEngine(
@@ -122,14 +121,22 @@ def build_engine(
             stats,
             Outbox(journal, board, [stats.observe]),
             AttemptNumbers(resumed.attempts_made),
-            # the board's own keys: a million ints made once, not twice
-            TaskQueue(index for index in sorted(states) if not states[index].is_final),
+            TaskQueue(_unfinished(board)),
         ),
         pacing=_pacing(settings, admission, route),
         lanes=_LaneMaker(doors, route, answers or AnswerRules(), toolbox, response_cache),
         endpoint=doors.client.name,
         simulated=simulated,
     )
+
+
+def _unfinished(board: TaskBoard) -> list[int]:
+    """The tasks to run, in index order: the board's own keys (a million ints made once, not twice);
+    every one of a run that has finished none (its kept counts say so: no state is read)."""
+    states = board.states
+    if not board.count(TaskState.SUCCEEDED) and not board.count(TaskState.FAILED):
+        return sorted(states)
+    return [index for index in sorted(states) if not states[index].is_final]
 
 
 def _route(doors: Doors, settings: EngineSettings) -> Route | None:

@@ -47,18 +47,11 @@ _FAR = 1 << 16
 
 class TaskQueue:
     def __init__(self, waiting: Iterable[int] = ()) -> None:
-        """`waiting`: the tasks to run, in order (a resumed run's unfinished ones)."""
+        """`waiting`: the tasks to run, each once, in order (a resumed run's unfinished ones)."""
         self._ready: deque[int] = deque(waiting)
-        self._codes = bytearray(max(self._ready, default=-1) + 1)
-        """Each task's place (`Place`'s position), by index."""
-        self._far: dict[int, int] = {}
-        """The places of indices outside the table (negative, or far past its end)."""
-        codes = self._codes
-        for index in self._ready:
-            if index >= 0:
-                codes[index] = _QUEUED
-            else:
-                self._far[index] = _QUEUED
+        self._codes, self._far = _table(self._ready)
+        """Each task's place (`Place`'s position) by index, and those of indices outside the table
+        (negative, or far past its end)."""
         self._timers: dict[int, asyncio.TimerHandle] = {}
         self._flights: dict[int, asyncio.Task[None]] = {}
         """Tasks whose attempt is on the wire (each holds a slot)."""
@@ -304,3 +297,18 @@ class TaskQueue:
         for index in retrying:
             self._put(index, _QUEUED)
         return waiting
+
+
+def _table(line: deque[int]) -> tuple[bytearray, dict[int, int]]:
+    """The places of a new line's tasks (each once): queued, every one. A new run's line is every
+    index from 0: its table is made at C speed, not a byte at a time."""
+    codes = bytearray(max(line, default=-1) + 1)
+    far: dict[int, int] = {}
+    if line and len(codes) == len(line) and min(line) == 0:
+        return bytearray([_QUEUED]) * len(line), far
+    for index in line:
+        if index >= 0:
+            codes[index] = _QUEUED
+        else:
+            far[index] = _QUEUED
+    return codes, far
