@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from swarm_tui.frontend.headless import EXIT_FAILED, EXIT_OK
+from swarm_tui.run.exit_codes import EXIT_FAILED, EXIT_OK
 
 EXPORT_EPILOG = """\
 exit codes: 0 the outputs written; 1 they could not be (the reason said); 2 no run in RUN,

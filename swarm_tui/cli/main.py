@@ -48,8 +48,9 @@ from swarm_tui.cli.replay_cmd import add_replay_command
 from swarm_tui.cli.traces import add_trace_commands
 from swarm_tui.config import Config, load_config
 from swarm_tui.core.errors import InputError
-from swarm_tui.frontend.headless import EXIT_ABORTED, EXIT_BAD_INPUT, run_headless
+from swarm_tui.frontend.headless import run_headless
 from swarm_tui.jobs import load_job, load_tools_file
+from swarm_tui.run.exit_codes import EXIT_ABORTED, EXIT_BAD_INPUT
 from swarm_tui.run.plan import RunPlan
 from swarm_tui.run.session import SwarmSession, default_run_dir
 from swarm_tui.sim import add_arguments as add_sim_arguments

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from swarm_tui.frontend.headless import EXIT_BAD_INPUT
+from swarm_tui.run.exit_codes import EXIT_BAD_INPUT
 
 TRACES_EPILOG = """\
 Needs the otel extra: pip install 'swarm-tui[otel]'. Exit codes: 0 every span delivered;

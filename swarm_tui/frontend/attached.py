@@ -36,6 +36,7 @@ from swarm_tui.engine.stats import RunStats
 from swarm_tui.journal import Journal, JournalFollower
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.run.directory import lock_holder
+from swarm_tui.run.exit_codes import EXIT_OK
 from swarm_tui.view.follower import Listener, LogFollower
 from swarm_tui.view.run_view import RunView
 
@@ -357,7 +358,7 @@ class AttachedRun:
         return f"the resume exited {resumer.returncode}: {last}" if last else f"the resume exited {resumer.returncode}"
 
     def exit_code(self) -> int:
-        return 0  # leaving an attached view detaches; it says nothing about the run
+        return EXIT_OK  # leaving an attached view detaches; it says nothing about the run
 
     output_error = None
     """An attached view writes no outputs."""

@@ -28,24 +28,10 @@ from swarm_tui.frontend.progress_lines import (
 )
 from swarm_tui.otel.report import TraceReport
 from swarm_tui.run.cost import tier_text
+from swarm_tui.run.exit_codes import exit_code, signalled_exit_code
 from swarm_tui.run.session import SwarmSession
 from swarm_tui.view.follower import earlier_session_events
 from swarm_tui.view.news import counts_text
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ABORTED = 0, 1, 2, 130
-
-
-def exit_code(finished: RunFinished, output_error: str | None = None) -> int:
-    """The run's exit code, headless and in the TUI alike: 0 every task succeeded and the outputs
-    were written; 130 the user aborted with work left (the journal is resumable); 1 otherwise: failed
-    or unfinished tasks, a stop (budget, error rate, the journal), or results.jsonl / summary.json
-    that could not be written (`output_error`: a run whose outputs are missing never says 0)."""
-    complete = not (finished.failed or finished.cancelled or finished.stop_reason)
-    if complete and output_error is None:
-        return EXIT_OK
-    if finished.aborted and not complete:
-        return EXIT_ABORTED
-    return EXIT_FAILED
 
 
 def format_duration(seconds: float | None) -> str:
@@ -147,12 +133,6 @@ async def run_headless(
             await ticker
         stops.remove(loop)
     return signalled_exit_code(exit_code(finished, session.output_error), stops.signalled, session.output_error)
-
-
-def signalled_exit_code(code: int, signalled: str | None, output_error: str | None) -> int:
-    """A run stopped by a signal (SIGTERM, SIGHUP) with work left is the user's stop: 130, resumable;
-    unless its outputs are missing (1 says so)."""
-    return EXIT_ABORTED if signalled and code == EXIT_FAILED and output_error is None else code
 
 
 STOP_GRACE_S = 15.0
