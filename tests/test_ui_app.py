@@ -135,7 +135,9 @@ async def test_enter_on_an_error_row_opens_its_agent_and_sends_nothing_r_retries
             await pilot.press("escape")
             # (its outputs written first: the test's end stops the app at once, and its session is closed)
             await wait_for(
-                pilot, lambda: (session.summary or {}).get("succeeded") == 12, what="the retried run's outputs"
+                pilot,
+                lambda: session.summary is not None and session.summary.succeeded == 12,
+                what="the retried run's outputs",
             )
             await pilot.press("q")
         assert app.return_value == 0

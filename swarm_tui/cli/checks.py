@@ -22,7 +22,7 @@ from swarm_tui.jobs.judge_spec import SELF as JUDGE_SELF
 from swarm_tui.jobs.judge_spec import JudgeSpec, read_rubric
 from swarm_tui.providers.client import preflight
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.run.plan import RunPlan
+from swarm_tui.run.records import RunPlan
 from swarm_tui.tools import Toolbox, ToolsSpec
 
 

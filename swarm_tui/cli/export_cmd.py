@@ -57,7 +57,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     summary = ended.summary
     print(
-        f"{summary['succeeded']:,} succeeded, {summary['failed']:,} failed, {summary['unfinished']:,} unfinished\n"
+        f"{summary.succeeded:,} succeeded, {summary.failed:,} failed, {summary.unfinished:,} unfinished\n"
         f"results: {run_dir}/results.jsonl  errors: {run_dir}/errors.jsonl  summary: {run_dir}/summary.json"
     )
     return EXIT_OK

@@ -51,11 +51,10 @@ from swarm_tui.core.errors import InputError
 from swarm_tui.frontend.headless import run_headless
 from swarm_tui.jobs import load_job, load_tools_file
 from swarm_tui.run.exit_codes import EXIT_ABORTED, EXIT_BAD_INPUT
-from swarm_tui.run.plan import RunPlan
+from swarm_tui.run.records import RunMeta, RunPlan
 from swarm_tui.run.session import SwarmSession, default_run_dir
 from swarm_tui.sim import add_arguments as add_sim_arguments
 from swarm_tui.sim.args import SIM_DESCRIPTION, SIM_EPILOG
-from swarm_tui.tools import ToolsSpec
 from swarm_tui.util import secrets
 from swarm_tui.util.locations import demo_job
 
@@ -326,12 +325,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
     for named in [*([profile] if profile else []), *(route.others if route else ())]:
         check_key(named)
     from swarm_tui.journal import Journal
-    from swarm_tui.run.plan import plan_from_meta
 
     journal = Journal.open(args.run_dir, readonly=True)
-    meta = journal.queries.meta()
+    meta = RunMeta.read(journal)
     journal.close()
-    stored = plan_from_meta(meta["plan"])
+    stored = meta.plan
     if profile is None and any(getattr(args, flag) is not None for flag in PROFILE_FLAGS):
         profile = with_flag_overrides(stored.profile, args)  # e.g. --model: the run's endpoint, another model
     effective = profile or stored.profile
@@ -340,10 +338,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
     cache = resolve_cache(args, stored.cache)
     sim = sim_config(args, effective, stored.sim)
     ray = ray_options(args)
-    tools = ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None
+    tools = meta.tools
     routed = route is not None or (profile is None and stored.route is not None)
     check_engine(
-        ray, tools, settings, judged=bool(meta.get("judge")), judge_where=f"{args.run_dir} (its [judge])", routed=routed
+        ray, tools, settings, judged=meta.judge is not None, judge_where=f"{args.run_dir} (its [judge])", routed=routed
     )
     check_tools(tools)
     check_lane(settings, tools)

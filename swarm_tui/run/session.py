@@ -14,7 +14,7 @@ import contextlib
 import sqlite3
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -30,9 +30,8 @@ from swarm_tui.core.tiers import PRIORITY
 from swarm_tui.engine import EngineSettings, SwarmEngine, TaskState
 from swarm_tui.engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from swarm_tui.engine.routing.endpoints import RouteSpec
-from swarm_tui.jobs import Job, TaskTemplate
+from swarm_tui.jobs import Job
 from swarm_tui.jobs.judge_spec import JudgeSpec
-from swarm_tui.jobs.swarm_spec import SwarmSpec
 from swarm_tui.journal import JOURNAL_NAME, Journal, migrate
 from swarm_tui.judge.judge import Judge, JudgedEngine
 from swarm_tui.providers.client import ProviderClient
@@ -40,27 +39,28 @@ from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.providers.routes import RoutePlan, open_clients
 from swarm_tui.run.directory import RunDirLock, discard_new, prepare_new
 from swarm_tui.run.judge import JudgeEndpoint, make_judge
-from swarm_tui.run.outputs import OutputFacts, discard_outputs, end_outputs, summarize
-from swarm_tui.run.plan import (
-    DEMO_SIM,
-    RayOptions,
-    RunContents,
+from swarm_tui.run.outputs import OutputFacts, discard_outputs, end_outputs
+from swarm_tui.run.plan import DEMO_SIM, RayOptions, RunContents
+from swarm_tui.run.records import (
+    BudgetFigures,
+    JobRecord,
+    JudgeRecord,
+    RunMeta,
     RunPlan,
-    judge_from_meta,
-    judge_to_meta,
-    plan_from_meta,
-    plan_to_meta,
+    Summary,
+    TailDeadlines,
+    Traces,
 )
 from swarm_tui.sim import SimConfig, SimServer
 from swarm_tui.swarm.pipeline import SwarmPipeline, drop_memory, json_validator
-from swarm_tui.tools import Toolbox, ToolsSpec
+from swarm_tui.tools import Toolbox
 from swarm_tui.util.files import describe_write_failure
 from swarm_tui.view.follower import close_interrupted_run
 
 if TYPE_CHECKING:
     from swarm_tui.otel.live import LiveTracer
 
-__all__ = ["DEMO_SIM", "RayOptions", "RunContents", "RunPlan", "SwarmSession", "default_run_dir", "summarize"]
+__all__ = ["DEMO_SIM", "RayOptions", "RunContents", "RunPlan", "SwarmSession", "default_run_dir"]
 
 CONTROL_POLL_S = 0.5
 
@@ -95,13 +95,14 @@ class SwarmSession:
         """Why the outputs were left for `swarm-tui export` at the user's stop, and how to get them."""
         self.user_stopped = False
         """The user asked the run to stop (a signal, an abort): `stop_by_user`."""
-        self.summary: dict[str, Any] | None = None
+        self.summary: Summary | None = None
         """summary.json's content, once `run()` has ended."""
         self.currency = configured_currency(provider=plan.profile.name, prices=plan.prices)
         """The display currency of summary.json, chosen now: the same run exports the same anywhere."""
         self.plan = plan
         self.job_name = contents.job_name
-        self.model = contents.model(plan)
+        self.model = plan.model
+        """The run's model, as the plan decided it (`RunPlan.deciding_model`)."""
         self.template = contents.template
         self.swarm = contents.swarm
         self.sim: SimServer | None = None
@@ -263,21 +264,26 @@ class SwarmSession:
         ray: RayOptions | None = None,
         judge_profile: ProviderProfile | None = None,
     ) -> SwarmSession:
-        """A new run in `run_dir` (new or empty; InputError otherwise), locked for this process."""
+        """A new run in `run_dir` (new or empty; InputError otherwise), locked for this process. The
+        plan's model is the one it decided; a plan made by hand (a test, the replay) has it decided
+        here, by the same rule (`RunPlan.deciding_model`)."""
         tasks = job.tasks
         template = job.template
+        if plan.model is None:
+            first = next(iter(tasks), None)
+            plan = plan.deciding_model(first.body.get("model") if first is not None else None, template)
         if template is not None and plan.profile.model:  # later rounds and planned tasks ask for it too
             template = replace(template, model=plan.profile.model)
         created = prepare_new(run_dir)
         lock = RunDirLock(run_dir).acquire()
-        meta = {
-            "job": {"name": job.name, "source": job.source, "options": job.options},
-            "plan": plan_to_meta(plan),
-            "swarm": job.swarm.to_meta() if job.swarm else None,
-            "template": asdict(template) if template else None,
-            "tools": job.tools.to_meta() if job.tools else None,
-            "judge": judge_to_meta(job.judge, judge_profile),
-        }
+        meta = RunMeta(
+            JobRecord(job.name, job.source, job.options),
+            plan,
+            job.swarm,
+            template,
+            job.tools,
+            JudgeRecord(job.judge, judge_profile) if job.judge is not None else None,
+        ).to_meta()
         try:
             journal = Journal.create(run_dir, tasks, meta)
         except BaseException as exc:  # Ctrl-C, a full disk: no run was made, so no half-made directory stays
@@ -341,8 +347,8 @@ class SwarmSession:
         route: RoutePlan | None = None,
     ) -> SwarmSession:
         journal = Journal.open(run_dir)
-        meta = journal.queries.meta()
-        stored = plan_from_meta(meta["plan"])
+        meta = RunMeta.read(journal)
+        stored = meta.plan
         route = stored.route if profile is None else route  # a new endpoint: the route the flags name, if any
         plan = RunPlan(
             profile or stored.profile,
@@ -351,7 +357,7 @@ class SwarmSession:
             stored.prices,
             route,
             cache or stored.cache,
-        )
+        ).deciding_model(journal.queries.first_model(), meta.template)
         try:
             journal.begin_session()  # the first write: a journal that cannot take one fails here, nothing sent
         except JournalWriteError as exc:
@@ -359,7 +365,7 @@ class SwarmSession:
             raise InputError.single(journal.path, "journal", f"{exc.cause}; resume writes the journal") from None
         discard_outputs(run_dir)  # this session's, or none: never the last session's looking current
         if profile is not None and (profile, route) != (stored.profile, stored.route):  # a later resume too
-            journal.writer.set_meta("plan", plan_to_meta(replace(stored, profile=profile, route=route)))
+            journal.writer.set_meta("plan", replace(stored, profile=profile, route=route).to_meta())
         migrate(journal)  # a journal from before the event log gets one, rebuilt from its rows
         close_interrupted_run(journal)  # its last process was killed: its calls in flight were lost
         if retry_failed:
@@ -369,14 +375,20 @@ class SwarmSession:
             journal.replace_model(profile.model)  # what is sent from now on is what the journal says is sent
         states, attempts = journal.queries.task_progress()
         tasks = journal.task_table()
-        swarm = SwarmSpec.from_meta(meta["swarm"]) if meta.get("swarm") else None
-        template = TaskTemplate(**meta["template"]) if meta.get("template") else None
+        template = meta.template
         if template is not None and profile is not None and profile.model:
             template = replace(template, model=profile.model)
-        tools = ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None
-        judge, judge_profile = judge_from_meta(meta.get("judge"))
+        judge = meta.judge
         contents = RunContents(
-            meta["job"]["name"], tasks, states, attempts, swarm, template, tools, judge, judge_profile
+            meta.job.name,
+            tasks,
+            states,
+            attempts,
+            meta.swarm,
+            template,
+            meta.tools,
+            judge.spec if judge else None,
+            judge.profile if judge else None,
         )
         return cls(run_dir, journal, plan, contents, ray, lock)
 
@@ -454,7 +466,7 @@ class SwarmSession:
                 if self.pipeline is not None:
                     self.pipeline.flush_memory()
 
-    def finalize(self) -> dict[str, Any]:
+    def finalize(self) -> Summary:
         """Write results.jsonl, errors.jsonl and summary.json from the journal (atomically), or
         leave them for `swarm-tui export` at a big stop the user asked for with work left
         (`run_outputs`); the summary either way. `output_error` says why they could not be
@@ -465,28 +477,28 @@ class SwarmSession:
         return ended.summary
 
     def _output_facts(self) -> OutputFacts:
-        traces = self.tracer.report.to_dict() if self.tracer is not None and self.tracer.report else None
+        report = self.tracer.report if self.tracer is not None else None
         tail = self.engine.tail  # None: a distributed engine's deadlines live on its shards
         return OutputFacts(
-            self.model,
-            self.plan.profile.name,
-            self.simulated,
+            self.plan,
             self.currency,
             budget=self._budget(),
-            deadlines=tail.describe() if tail is not None else None,
-            traces=traces,
+            deadlines=TailDeadlines.from_json(tail.describe()) if tail is not None else None,
+            traces=Traces.from_json(report.to_dict()) if report is not None else None,
         )
 
-    def _budget(self) -> dict[str, Any] | None:
+    def _budget(self) -> BudgetFigures | None:
         """The budget's report: the engine's ledger (this session's peak) over the journal's spend."""
         ledger = self.engine.ledger  # on Ray it holds no budget: the shards' allowances do
         report = ledger.report() if ledger is not None else None
         if report is None:
             budget = self.plan.settings.guards.budget_usd
-            return (
-                None if budget is None else BudgetReport(budget, self.journal.queries.spent_usd(), 0.0, False).to_dict()
-            )
-        return replace(report, spent_usd=self.journal.queries.spent_usd()).to_dict()
+            if budget is None:
+                return None
+            report = BudgetReport(budget, self.journal.queries.spent_usd(), 0.0, False)
+        else:
+            report = replace(report, spent_usd=self.journal.queries.spent_usd())
+        return BudgetFigures.from_json(report.to_dict())
 
     async def aclose(self) -> None:
         if self.tracer is not None and self.tracer.report is None:  # a session that never ran: its threads end
