@@ -256,7 +256,7 @@ async def test_a_resumed_run_is_the_same_trace_with_a_workflow_span_per_session(
         await asyncio.wait_for(run, 30)
     finally:
         await first.aclose()
-    second = SwarmSession.open_existing(run_dir)
+    second = SwarmSession.reopen(run_dir)
     second.trace()
     try:
         finished = await asyncio.wait_for(second.run(), 60)

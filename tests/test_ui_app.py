@@ -196,7 +196,7 @@ async def test_abort_leaves_a_journal_that_resume_finishes(tmp_path, sim_factory
     finally:
         await session.aclose()
 
-    resumed = SwarmSession.open_existing(tmp_path / "run")
+    resumed = SwarmSession.reopen(tmp_path / "run")
     try:
         finished = await resumed.run()
     finally:
@@ -224,7 +224,7 @@ async def test_quit_during_a_run_asks_then_aborts_with_130(tmp_path, sim_factory
         assert not session.engine.running
     finally:
         await session.aclose()
-    resumed = SwarmSession.open_existing(tmp_path / "run")
+    resumed = SwarmSession.reopen(tmp_path / "run")
     try:
         states = Counter(resumed.engine.states.values())
     finally:

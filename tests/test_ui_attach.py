@@ -71,7 +71,7 @@ async def test_a_replayed_journal_gives_the_same_figures_as_the_run(tmp_path, si
     finally:
         await attached.aclose()
 
-    resumed = SwarmSession.open_existing(run_dir)
+    resumed = SwarmSession.reopen(run_dir)
     try:
         await resumed.run()
     finally:

@@ -7,10 +7,8 @@ import json
 import time
 from pathlib import Path
 
-from swarm_tui.cache import CacheMode, ResponseCache, default_cache_dir
-from swarm_tui.cache.store import DEFAULT_MAX_BYTES, DEFAULT_TTL_S
+from swarm_tui.cli.help import HELP_FORMAT
 from swarm_tui.cli.options import add_cache_place_options
-from swarm_tui.core.errors import InputError
 from swarm_tui.util.argtypes import duration
 
 CACHE_EPILOG = """\
@@ -25,7 +23,7 @@ examples:
 """
 
 
-def add_cache_command(commands) -> None:
+def add_parser(commands) -> None:
     cache = commands.add_parser(
         "cache",
         help="the response cache: stats, clear, prune",
@@ -33,7 +31,7 @@ def add_cache_command(commands) -> None:
         "and entries per model (stats); remove everything (clear); remove expired entries and the\n"
         "least recently used past the size bound (prune).\n",
         epilog=CACHE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HELP_FORMAT,
     )
     cache.add_argument(
         "action",
@@ -47,6 +45,10 @@ def add_cache_command(commands) -> None:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
+    from swarm_tui.cache import CacheMode, ResponseCache, default_cache_dir
+    from swarm_tui.cache.store import DEFAULT_MAX_BYTES, DEFAULT_TTL_S
+    from swarm_tui.core.errors import InputError
+
     directory: Path = args.cache_dir or default_cache_dir()
     if args.action == "stats" and not (directory / "responses.sqlite3").exists():
         print(f"no response cache in {directory}")

@@ -1,6 +1,6 @@
 """`swarm-tui export RUN`: a run's results.jsonl, errors.jsonl and summary.json written from its
-journal, sending nothing: what a stop of a big run leaves for later (`run_outputs`), or a fresh
-copy of any run's outputs."""
+journal, sending nothing: what a stop of a big run leaves for later (`run.outputs.end_outputs`), or
+a fresh copy of any run's outputs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from swarm_tui.run.exit_codes import EXIT_FAILED, EXIT_OK
+from swarm_tui.cli.help import HELP_FORMAT
 
 EXPORT_EPILOG = """\
 exit codes: 0 the outputs written; 1 they could not be (the reason said); 2 no run in RUN,
@@ -20,7 +20,7 @@ examples:
 """
 
 
-def add_export_command(commands) -> None:
+def add_parser(commands) -> None:
     export = commands.add_parser(
         "export",
         help="write a run's results.jsonl, errors.jsonl and summary.json from its journal (sends nothing)",
@@ -28,7 +28,7 @@ def add_export_command(commands) -> None:
         "from its journal, sending nothing: the outputs a stop of a big run leaves for later. The run\n"
         "directory must not be driven by another process (its lock is taken while writing).\n",
         epilog=EXPORT_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HELP_FORMAT,
     )
     export.add_argument("run_dir", type=Path, metavar="RUN", help="the run directory (its journal.sqlite)")
     export.set_defaults(handler=cmd_export)
@@ -39,6 +39,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     process drives it."""
     from swarm_tui.journal import Journal
     from swarm_tui.run.directory import RunDirLock
+    from swarm_tui.run.exit_codes import EXIT_FAILED, EXIT_OK
     from swarm_tui.run.outputs import end_outputs, facts_from_meta
 
     run_dir: Path = args.run_dir

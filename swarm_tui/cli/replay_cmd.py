@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from swarm_tui.cli.options import deadline_option
+from swarm_tui.cli.help import HELP_FORMAT
 from swarm_tui.core.lanes import AUTO, LANES
 from swarm_tui.util.argtypes import positive_int
 
@@ -21,7 +21,7 @@ examples:
 """
 
 
-def add_replay_command(commands) -> None:
+def add_parser(commands) -> None:
     replay = commands.add_parser(
         "replay",
         help="what-if: a recorded run's provider, played at other settings (offline, no key)",
@@ -29,7 +29,7 @@ def add_replay_command(commands) -> None:
         "turnaround, fitted from the journal) through the engine against an embedded simulator, time\n"
         "compressed, and prints the predicted makespan and cost beside the recorded ones.\n",
         epilog=REPLAY_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HELP_FORMAT,
     )
     replay.add_argument("run_dir", type=Path, help="a run directory (its journal.sqlite)")
     replay.add_argument("--concurrency", type=positive_int, help="the in-flight ceiling to try")
@@ -41,6 +41,7 @@ def add_replay_command(commands) -> None:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from swarm_tui.estimate.whatif import replay, report
+    from swarm_tui.run.resolve import deadline_option
 
     changes: dict[str, Any] = {}
     asked: list[str] = []

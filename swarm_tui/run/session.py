@@ -15,7 +15,6 @@ import sqlite3
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -32,7 +31,7 @@ from swarm_tui.engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from swarm_tui.engine.routing.endpoints import RouteSpec
 from swarm_tui.jobs import Job
 from swarm_tui.jobs.judge_spec import JudgeSpec
-from swarm_tui.journal import JOURNAL_NAME, Journal, migrate
+from swarm_tui.journal import JOURNAL_NAME, Journal
 from swarm_tui.judge.judge import Judge, JudgedEngine
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile
@@ -51,6 +50,7 @@ from swarm_tui.run.records import (
     TailDeadlines,
     Traces,
 )
+from swarm_tui.run.stored import StoredRun
 from swarm_tui.sim import SimConfig, SimServer
 from swarm_tui.swarm.pipeline import SwarmPipeline, drop_memory, json_validator
 from swarm_tui.tools import Toolbox
@@ -60,20 +60,9 @@ from swarm_tui.view.follower import close_interrupted_run
 if TYPE_CHECKING:
     from swarm_tui.otel.live import LiveTracer
 
-__all__ = ["DEMO_SIM", "RayOptions", "RunContents", "RunPlan", "SwarmSession", "default_run_dir"]
+__all__ = ["DEMO_SIM", "RayOptions", "RunContents", "RunPlan", "SwarmSession"]
 
 CONTROL_POLL_S = 0.5
-
-
-def default_run_dir(job_name: str, root: Path = Path("runs")) -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in job_name)[:60] or "job"
-    path = root / f"{stamp}-{safe}"
-    n = 1
-    while path.exists():
-        n += 1
-        path = root / f"{stamp}-{safe}-{n}"
-    return path
 
 
 class SwarmSession:
@@ -270,7 +259,7 @@ class SwarmSession:
         tasks = job.tasks
         template = job.template
         if plan.model is None:
-            first = next(iter(tasks), None)
+            first = tasks[0] if tasks else None
             plan = plan.deciding_model(first.body.get("model") if first is not None else None, template)
         if template is not None and plan.profile.model:  # later rounds and planned tasks ask for it too
             template = replace(template, model=plan.profile.model)
@@ -311,6 +300,49 @@ class SwarmSession:
 
     @classmethod
     def open_existing(
+        cls, stored: StoredRun, plan: RunPlan, *, retry_failed: bool = False, ray: RayOptions | None = None
+    ) -> SwarmSession:
+        """The stored run going on with `plan` (its stored plan with what the resume changes,
+        resolved and checked): the journal's new session begins here, its first write (an older
+        journal is brought to this version's log then, once). `retry_failed`: the tasks that
+        failed finally are queued again. On success the session owns the stored run's journal and
+        lock; the caller releases them if this fails (`StoredRun.released_on_error`)."""
+        journal, run_dir = stored.journal, stored.run_dir
+        try:
+            journal.begin_session()  # the first write: a journal that cannot take one fails here, nothing sent
+        except JournalWriteError as exc:
+            raise InputError.single(journal.path, "journal", f"{exc.cause}; resume writes the journal") from None
+        discard_outputs(run_dir)  # this session's, or none: never the last session's looking current
+        moved = stored.moved(plan)
+        if moved is not None:  # a later resume goes on where this one moved the run
+            journal.writer.set_meta("plan", moved.to_meta())
+        close_interrupted_run(journal)  # its last process was killed: its calls in flight were lost
+        if retry_failed:
+            failed = [i for i, state in journal.queries.states().items() if state is TaskState.FAILED]
+            journal.records.requeue(failed, [TaskQueued(i, TaskState.FAILED) for i in failed])
+        meta = stored.meta
+        template = meta.template
+        if plan.profile != meta.plan.profile and plan.profile.model:
+            journal.replace_model(plan.profile.model)  # what is sent from now on is what the journal says is sent
+            if template is not None:  # later rounds and planned tasks ask for it too
+                template = replace(template, model=plan.profile.model)
+        states, attempts = journal.queries.task_progress()
+        judge = meta.judge
+        contents = RunContents(
+            meta.job.name,
+            journal.task_table(),
+            states,
+            attempts,
+            meta.swarm,
+            template,
+            meta.tools,
+            judge.spec if judge else None,
+            judge.profile if judge else None,
+        )
+        return cls(run_dir, journal, plan, contents, ray, stored.lock)
+
+    @classmethod
+    def reopen(
         cls,
         run_dir: Path,
         *,
@@ -322,75 +354,13 @@ class SwarmSession:
         sim: SimConfig | None = None,
         route: RoutePlan | None = None,
     ) -> SwarmSession:
-        """Resume the run in `run_dir`; RunDirBusy (exit 2) when another live process writes it.
-        `sim`: the simulator's settings for this session, when the user changed them. `route`:
-        with a new `profile`, the route it heads (without one the run's own route goes on)."""
-        Journal.open(run_dir, readonly=True).close()  # no (whole) journal: say so before taking the lock
-        lock = RunDirLock(run_dir).acquire()
-        try:
-            return cls._resume(run_dir, lock, profile, settings, cache, retry_failed, ray, sim, route)
-        except BaseException:
-            lock.release()
-            raise
-
-    @classmethod
-    def _resume(
-        cls,
-        run_dir: Path,
-        lock: RunDirLock,
-        profile: ProviderProfile | None,
-        settings: EngineSettings | None,
-        cache: CacheSettings | None,
-        retry_failed: bool,
-        ray: RayOptions | None,
-        sim: SimConfig | None,
-        route: RoutePlan | None = None,
-    ) -> SwarmSession:
-        journal = Journal.open(run_dir)
-        meta = RunMeta.read(journal)
-        stored = meta.plan
-        route = stored.route if profile is None else route  # a new endpoint: the route the flags name, if any
-        plan = RunPlan(
-            profile or stored.profile,
-            settings or stored.settings,
-            sim or stored.sim,
-            stored.prices,
-            route,
-            cache or stored.cache,
-        ).deciding_model(journal.queries.first_model(), meta.template)
-        try:
-            journal.begin_session()  # the first write: a journal that cannot take one fails here, nothing sent
-        except JournalWriteError as exc:
-            journal.close()
-            raise InputError.single(journal.path, "journal", f"{exc.cause}; resume writes the journal") from None
-        discard_outputs(run_dir)  # this session's, or none: never the last session's looking current
-        if profile is not None and (profile, route) != (stored.profile, stored.route):  # a later resume too
-            journal.writer.set_meta("plan", replace(stored, profile=profile, route=route).to_meta())
-        migrate(journal)  # a journal from before the event log gets one, rebuilt from its rows
-        close_interrupted_run(journal)  # its last process was killed: its calls in flight were lost
-        if retry_failed:
-            failed = [i for i, state in journal.queries.states().items() if state is TaskState.FAILED]
-            journal.records.requeue(failed, [TaskQueued(i, TaskState.FAILED) for i in failed])
-        if profile is not None and profile.model:
-            journal.replace_model(profile.model)  # what is sent from now on is what the journal says is sent
-        states, attempts = journal.queries.task_progress()
-        tasks = journal.task_table()
-        template = meta.template
-        if template is not None and profile is not None and profile.model:
-            template = replace(template, model=profile.model)
-        judge = meta.judge
-        contents = RunContents(
-            meta.job.name,
-            tasks,
-            states,
-            attempts,
-            meta.swarm,
-            template,
-            meta.tools,
-            judge.spec if judge else None,
-            judge.profile if judge else None,
-        )
-        return cls(run_dir, journal, plan, contents, ray, lock)
+        """Resume the run in `run_dir` with the changes named here rather than asked on a command
+        line (tests, benchmarks): the same opening as `resume` (`StoredRun.plan_with`), without its
+        preflight. `route`: with a new `profile`, the route it heads (without one the run's own goes on)."""
+        stored = StoredRun.open(run_dir)
+        with stored.released_on_error():
+            plan = stored.plan_with(profile=profile, settings=settings, cache=cache, sim=sim, route=route)
+            return cls.open_existing(stored, plan, retry_failed=retry_failed, ray=ray)
 
     def trace(self, *, content: bool = False, endpoint: str | None = None) -> None:
         """Export the run's spans while it goes (`--otel`, `[otel]`; InputError, exit 2, without the extra)."""

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from swarm_tui.run.exit_codes import EXIT_BAD_INPUT
+from swarm_tui.cli.help import HELP_FORMAT
 
 TRACES_EPILOG = """\
 Needs the otel extra: pip install 'swarm-tui[otel]'. Exit codes: 0 every span delivered;
@@ -20,7 +20,7 @@ examples:
 """
 
 
-def add_trace_commands(commands) -> None:
+def add_parser(commands) -> None:
     export = commands.add_parser(
         "export-traces",
         help="send a run's journal (any version) to an OpenTelemetry collector as GenAI spans",
@@ -29,7 +29,7 @@ def add_trace_commands(commands) -> None:
         "export is the same trace, not a copy. The standard OTEL_EXPORTER_OTLP_* variables apply\n"
         "(headers, timeout...).\n",
         epilog=TRACES_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HELP_FORMAT,
     )
     export.add_argument("run_dir", type=Path, metavar="RUN", help="the run directory (its journal.sqlite)")
     export.add_argument(
@@ -50,6 +50,7 @@ def cmd_export_traces(args: argparse.Namespace) -> int:
     from swarm_tui.journal import Journal
     from swarm_tui.otel.export import export_run
     from swarm_tui.otel.sdk import require_sdk
+    from swarm_tui.run.exit_codes import EXIT_BAD_INPUT
 
     require_sdk("export-traces")
     if args.endpoint and not args.endpoint.startswith(("http://", "https://")):
