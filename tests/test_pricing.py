@@ -331,8 +331,8 @@ def test_batch_lane_attempts_are_billed_at_the_batch_rate_and_split_by_lane():
     from swarm_tui.core.lanes import lane_of
     from swarm_tui.engine import EngineSettings
     from swarm_tui.providers.profile import ProviderProfile
+    from swarm_tui.records import RunPlan
     from swarm_tui.run.cost import run_cost_details, summary_cost_fields
-    from swarm_tui.run.records import RunPlan
 
     assert lane_of("sim/batch") == "batch" and lane_of("holysheep/batch") == "batch"
     assert lane_of("sim") == "live" and lane_of("sim/fallback") == "live" and lane_of(None) == "live"

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from swarm_tui.run.records import RunPlan
+from swarm_tui.records import RunPlan
 
 from tests.conftest import kill_when, read_jsonl, run_cli, start_cli, write_batch
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from swarm_tui.cli import main
 from swarm_tui.journal import Journal, store
+from swarm_tui.records import RunMeta
 from swarm_tui.run.directory import lock_holder
-from swarm_tui.run.records import RunMeta
 
 from tests.conftest import run_cli, write_batch
 

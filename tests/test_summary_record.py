@@ -10,8 +10,8 @@ import shutil
 from dataclasses import fields
 from pathlib import Path
 
-from swarm_tui.run import records
-from swarm_tui.run.records import JsonRecord, Summary
+from swarm_tui import records
+from swarm_tui.records import JsonRecord, Summary
 
 from tests.conftest import run_cli, write_batch
 

@@ -12,7 +12,7 @@ from typing import Any
 from swarm_tui.core.errors import InputError
 from swarm_tui.core.usage import Usage
 from swarm_tui.estimate.scenario import SOURCE, Scenario
-from swarm_tui.run.records import RunMeta, Summary
+from swarm_tui.records import RunMeta, Summary
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import Job
 from swarm_tui.journal import Journal
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.run.records import RunMeta, RunPlan
+from swarm_tui.records import RunMeta, RunPlan
 from swarm_tui.sim import SimConfig, SimServer
 
 TARGET_S = 20.0

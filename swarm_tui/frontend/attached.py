@@ -35,9 +35,9 @@ from swarm_tui.core.task import Task
 from swarm_tui.engine.stats import RunStats
 from swarm_tui.journal import Journal, JournalFollower
 from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.records import RunMeta
 from swarm_tui.run.directory import lock_holder
 from swarm_tui.run.exit_codes import EXIT_OK
-from swarm_tui.run.records import RunMeta
 from swarm_tui.view.follower import Listener, LogFollower
 from swarm_tui.view.run_view import RunView
 

@@ -27,9 +27,9 @@ from swarm_tui.frontend.progress_lines import (
     progress_text,
 )
 from swarm_tui.otel.report import TraceReport
+from swarm_tui.records import Quality, Summary
 from swarm_tui.run.cost import tier_text
 from swarm_tui.run.exit_codes import exit_code, signalled_exit_code
-from swarm_tui.run.records import Quality, Summary
 from swarm_tui.run.session import SwarmSession
 from swarm_tui.view.follower import earlier_session_events
 from swarm_tui.view.news import counts_text

@@ -34,7 +34,7 @@ from swarm_tui.core.lanes import BATCH, BATCH_SUFFIX, LIVE, is_batch_endpoint, l
 from swarm_tui.core.tiers import BATCH_TIER, BILLED_TIERS, DEFAULT, FLEX, PRIORITY, tier_of
 from swarm_tui.core.usage import Usage
 from swarm_tui.pricing import CostParts, Price, PriceTable, cost_per_minute, projected_total
-from swarm_tui.run.records import CostBreakdown, RunPlan, SpendFigures, Summary
+from swarm_tui.records import CostBreakdown, RunPlan, SpendFigures, Summary
 
 if TYPE_CHECKING:
     from swarm_tui.journal import Journal

@@ -1,5 +1,5 @@
 """A run's outputs, written from its journal: results.jsonl, errors.jsonl, transcripts.jsonl and
-summary.json (contract: DESIGN.md, "Files").
+summary.json (`records.Summary`), the files scripts read after a run: their formats are a contract.
 
 Each is written under a temporary name (0600) and renamed into place, so a reader never sees
 half a file; a resume removes the previous session's before it sends anything
@@ -34,8 +34,7 @@ from swarm_tui.journal import Journal
 from swarm_tui.judge.judge import quality_summary
 from swarm_tui.pricing.currency import USD, DisplayCurrency
 from swarm_tui.providers.answer import repaired_text
-from swarm_tui.run.cost import summary_cost_fields
-from swarm_tui.run.records import (
+from swarm_tui.records import (
     AgentTotals,
     Autopilot,
     AutopilotPlan,
@@ -56,6 +55,7 @@ from swarm_tui.run.records import (
     TokenCounts,
     Traces,
 )
+from swarm_tui.run.cost import summary_cost_fields
 from swarm_tui.util.files import describe_write_failure, open_private, temp_name
 from swarm_tui.util.strict_json import strict_text
 

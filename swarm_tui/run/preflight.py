@@ -25,7 +25,7 @@ from swarm_tui.jobs import Job
 from swarm_tui.jobs.judge_spec import JudgeSpec
 from swarm_tui.providers.client import preflight as client_preflight
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.run.records import RunPlan
+from swarm_tui.records import RunPlan
 from swarm_tui.run.resolve import SessionPlan, Tracing
 from swarm_tui.tools import Toolbox, ToolsSpec
 

@@ -30,9 +30,9 @@ from swarm_tui.jobs.judge_spec import SELF as JUDGE_SELF
 from swarm_tui.jobs.judge_spec import JudgeSpec, read_rubric
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.providers.routes import STRATEGIES, RoutePlan, provider_names
+from swarm_tui.records import RunPlan
 from swarm_tui.run.directory import default_run_dir
 from swarm_tui.run.plan import DEMO_SIM, RayOptions
-from swarm_tui.run.records import RunPlan
 from swarm_tui.run.request import (
     CacheRequest,
     EngineRequest,

@@ -1,7 +1,9 @@
 """A run directory being worked on: journal + endpoint + engine, for a new run or a resume.
 
-Both front ends (headless and the TUI) drive a `SwarmSession` the same way:
-`open_new(...)` or `open_existing(...)`, then `await session.run()`, then `finalize()` writes
+A session opens a plan that is already decided and checked (`run.resolve`, `run.preflight`):
+`open_new(job, plan, run_dir)` makes a new run, `open_existing(stored, plan)` goes on with a
+stored run (`run.stored`: its lock, journal and meta, held once). Both front ends (headless and
+the TUI) then drive it the same way: `await session.run()`, after which `finalize()` writes
 `results.jsonl`, `errors.jsonl` and `summary.json` from the journal, and `aclose()`.
 The session also serves the journal's control queue, so `attach` in another terminal can
 pause, resume, retry and abort this run.
@@ -36,11 +38,7 @@ from swarm_tui.judge.judge import Judge, JudgedEngine
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.providers.routes import RoutePlan, open_clients
-from swarm_tui.run.directory import RunDirLock, discard_new, prepare_new
-from swarm_tui.run.judge import JudgeEndpoint, make_judge
-from swarm_tui.run.outputs import OutputFacts, discard_outputs, end_outputs
-from swarm_tui.run.plan import DEMO_SIM, RayOptions, RunContents
-from swarm_tui.run.records import (
+from swarm_tui.records import (
     BudgetFigures,
     JobRecord,
     JudgeRecord,
@@ -50,6 +48,10 @@ from swarm_tui.run.records import (
     TailDeadlines,
     Traces,
 )
+from swarm_tui.run.directory import RunDirLock, discard_new, prepare_new
+from swarm_tui.run.judge import JudgeEndpoint, make_judge
+from swarm_tui.run.outputs import OutputFacts, discard_outputs, end_outputs
+from swarm_tui.run.plan import DEMO_SIM, RayOptions, RunContents
 from swarm_tui.run.stored import StoredRun
 from swarm_tui.sim import SimConfig, SimServer
 from swarm_tui.swarm.pipeline import SwarmPipeline, drop_memory, json_validator
@@ -388,7 +390,7 @@ class SwarmSession:
             if self.tracer is not None:  # the last spans sent (or counted as dropped) before the summary says so
                 await asyncio.to_thread(self.tracer.close)
             # results.jsonl of 100,000 tasks takes seconds: written off the event loop (the screen stays live),
-            # and left for `swarm-tui export` when the user stopped a big run (`run_outputs`)
+            # and left for `swarm-tui export` when the user stopped a big run (`outputs.end_outputs`)
             self.user_stopped = self.user_stopped or self.engine.outcome().aborted
             self.summary = await asyncio.to_thread(self.finalize)
         return finished
@@ -409,7 +411,7 @@ class SwarmSession:
 
     def stop_by_user(self, reason: str | None = None) -> None:
         """The user asked the run to stop (SIGTERM, SIGHUP, Ctrl-C): a big run's outputs are left
-        for later (`run_outputs`); with a `reason`, dispatch stops gently (calls in flight finish)."""
+        for later (`outputs.end_outputs`); with a `reason`, dispatch stops gently (calls in flight finish)."""
         self.user_stopped = True
         if reason is not None:
             self.engine.stop_dispatch(reason)
@@ -439,7 +441,7 @@ class SwarmSession:
     def finalize(self) -> Summary:
         """Write results.jsonl, errors.jsonl and summary.json from the journal (atomically), or
         leave them for `swarm-tui export` at a big stop the user asked for with work left
-        (`run_outputs`); the summary either way. `output_error` says why they could not be
+        (`outputs.end_outputs`); the summary either way. `output_error` says why they could not be
         written, `outputs_deferred` why they were left and how to get them."""
         user_stop = self.user_stopped and self.engine.outcome().cancelled > 0
         ended = end_outputs(self.run_dir, self.journal, self._output_facts(), user_stop=user_stop)

@@ -20,8 +20,8 @@ from swarm_tui.engine import EngineSettings
 from swarm_tui.journal import JOURNAL_NAME, Journal
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.providers.routes import RoutePlan
+from swarm_tui.records import RunMeta, RunPlan
 from swarm_tui.run.directory import RunDirLock
-from swarm_tui.run.records import RunMeta, RunPlan
 from swarm_tui.sim import SimConfig
 
 

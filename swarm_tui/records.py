@@ -5,7 +5,8 @@ and summary.json (`Summary`).
 Every module that reads or writes them (the session, the outputs, the resume, `export`, the
 attached view, the estimate, the traces) goes through these types, so a key is spelt in one
 place and an older journal's meta is read in one place: what a journal of any version kept
-decodes here, and only here.
+decodes here, and only here. A part of its own, below the run and the traces (`otel`), so that
+both read the same records; it knows the stores and the settings it decodes, nothing above them.
 
 The run's model is decided here too (`RunPlan.deciding_model`): the profile's, else the one the
 first task names, else the template's. It is not stored: the journal keeps what it is decided
@@ -158,6 +159,9 @@ class RunMeta:
     template: TaskTemplate | None = None
     tools: ToolsSpec | None = None
     judge: JudgeRecord | None = None
+    created_at: float | None = None
+    """When the journal was made (the journal writes it, with its schema): with the job's name, what
+    identifies the run among all runs (its traces' ids)."""
 
     def to_meta(self) -> dict[str, Any]:
         """The journal's meta keys this record owns (the journal adds its own: schema, created_at...)."""
@@ -182,6 +186,7 @@ class RunMeta:
             template,
             ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None,
             JudgeRecord.from_meta(meta.get("judge")),
+            meta.get("created_at"),
         )
 
     @classmethod
