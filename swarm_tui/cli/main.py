@@ -1,7 +1,7 @@
 """The `swarm-tui` command line: `main` runs it, `build_parser` builds its parser (the docs' command
 reference is generated from it). Each command is a module of its own (`<command>_cmd.py`) that adds
-its parser and handles it, importing what its handler needs only when it runs: `swarm-tui --version`
-and `--help` load no engine, provider SDK or console.
+its parser and handles it, importing what its handler needs only when it runs: building the parser
+(`--version`, `--help`) loads what the options' choices come from, not what the commands do.
 
 Every failure a user can meet ends in one line and its exit code (`run.exit_codes`), never a
 traceback: bad input 2 (nothing sent), Ctrl-C at any moment 130.

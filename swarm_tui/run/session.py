@@ -68,6 +68,9 @@ CONTROL_POLL_S = 0.5
 
 
 class SwarmSession:
+    """A run being worked on by this process: its journal (and the directory's lock), its endpoint
+    clients, its engine (here or on Ray), its pipeline and judge; see the module."""
+
     def __init__(
         self,
         run_dir: Path,
@@ -113,7 +116,7 @@ class SwarmSession:
         self._control_task: asyncio.Task[None] | None = None
         self.judge_endpoint = JudgeEndpoint()
         self.judge: Judge | None = None
-        if contents.judge is not None and Capability.JUDGE in self.engine.capabilities:  # else the CLI refused it
+        if contents.judge is not None and Capability.JUDGE in self.engine.capabilities:  # else the preflight refused it
             self.judge = self._make_judge(contents.judge, contents.judge_profile)
         self.tracer: LiveTracer | None = None  # --otel: the run's spans exported as it goes (`trace`)
 
