@@ -135,6 +135,10 @@ class JudgeRecord:
     spec: JudgeSpec
     profile: ProviderProfile | None = None
 
+    def model(self, run_model: str | None) -> str | None:
+        """The model the judge asks for: its own (`--judge-model`), else its endpoint's, else the run's."""
+        return self.spec.model or (self.profile.model if self.profile is not None else None) or run_model
+
     def to_meta(self) -> dict[str, Any]:
         return {"spec": self.spec.to_meta(), "profile": asdict(self.profile) if self.profile is not None else None}
 
@@ -217,7 +221,7 @@ class JsonRecord:
 
     @classmethod
     def json_keys(cls) -> tuple[str, ...]:
-        """The keys this part writes (summary-json.md documents each)."""
+        """The keys this part writes, in order (docs/reference/summary.md documents each)."""
         return tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from swarm_tui.cli.help import HELP_FORMAT
 from swarm_tui.cli.options import add_console_options
+from swarm_tui.run.exit_codes import EXIT_BAD_INPUT
 
 ATTACH_EPILOG = """\
 examples:
@@ -38,7 +39,6 @@ def add_parser(commands) -> None:
 def cmd_attach(args: argparse.Namespace) -> int:
     from swarm_tui.cli.drive import tui_available
     from swarm_tui.journal import Journal
-    from swarm_tui.run.exit_codes import EXIT_BAD_INPUT
 
     Journal.open(args.run_dir, readonly=True).close()  # no journal there: exit 2 with its path
     if not tui_available():

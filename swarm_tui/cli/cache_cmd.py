@@ -9,6 +9,7 @@ from pathlib import Path
 
 from swarm_tui.cli.help import HELP_FORMAT
 from swarm_tui.cli.options import add_cache_place_options
+from swarm_tui.run.exit_codes import EXIT_OK
 from swarm_tui.util.argtypes import duration
 
 CACHE_EPILOG = """\
@@ -52,7 +53,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     directory: Path = args.cache_dir or default_cache_dir()
     if args.action == "stats" and not (directory / "responses.sqlite3").exists():
         print(f"no response cache in {directory}")
-        return 0
+        return EXIT_OK
     problems: list[str] = []
     store = ResponseCache(
         directory,
@@ -74,7 +75,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
             print(json.dumps(stats, indent=2) if args.json else _stats_text(stats))
     finally:
         store.close()
-    return 0
+    return EXIT_OK
 
 
 def _stats_text(stats: dict) -> str:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from swarm_tui.cli.help import HELP_FORMAT
+from swarm_tui.run.exit_codes import EXIT_OK
 from swarm_tui.util.argtypes import non_negative_float, positive_float, positive_int, share
 
 ESTIMATE_EPILOG = """\
@@ -105,4 +106,4 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         print(json.dumps(estimate.to_dict(), indent=2, ensure_ascii=False))
     else:
         print(format_table(estimate))
-    return 0
+    return EXIT_OK

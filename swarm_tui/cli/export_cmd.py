@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from swarm_tui.cli.help import HELP_FORMAT
+from swarm_tui.run.exit_codes import EXIT_FAILED, EXIT_OK
 
 EXPORT_EPILOG = """\
 exit codes: 0 the outputs written; 1 they could not be (the reason said); 2 no run in RUN,
@@ -39,7 +40,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     process drives it."""
     from swarm_tui.journal import Journal
     from swarm_tui.run.directory import RunDirLock
-    from swarm_tui.run.exit_codes import EXIT_FAILED, EXIT_OK
     from swarm_tui.run.outputs import end_outputs, facts_from_meta
 
     run_dir: Path = args.run_dir

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 
 from swarm_tui.cli.help import HELP_FORMAT
+from swarm_tui.run.exit_codes import EXIT_FAILED, EXIT_OK
 
 PROVIDERS_DESCRIPTION = """\
 The provider profiles: the built-in `sim` (the embedded simulator, no key) and `openai`
@@ -61,11 +62,11 @@ def cmd_providers(args: argparse.Namespace) -> int:
         print(f"config: {config.path}{'' if config.path.exists() else ' (not created yet)'}")
         for name, profile in sorted(config.profiles.items()):
             print("\n".join(profile_lines(name, profile, default=name == config.default_provider)))
-        return 0
+        return EXIT_OK
     if not args.name:
         raise InputError.single("providers test", "name", "which profile? e.g. `swarm-tui providers test sim`")
     from swarm_tui.providers.probe import probe_profile
 
     result = asyncio.run(probe_profile(config.profile(args.name)))
     print(result.describe())
-    return 0 if result.ok else 1
+    return EXIT_OK if result.ok else EXIT_FAILED

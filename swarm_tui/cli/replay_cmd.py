@@ -9,6 +9,7 @@ from typing import Any
 
 from swarm_tui.cli.help import HELP_FORMAT
 from swarm_tui.core.lanes import AUTO, LANES
+from swarm_tui.run.exit_codes import EXIT_OK
 from swarm_tui.util.argtypes import positive_int
 
 REPLAY_EPILOG = """\
@@ -60,4 +61,4 @@ def cmd_replay(args: argparse.Namespace) -> int:
         asked.append("--no-adaptive")
     recorded, prediction, k = replay(args.run_dir, changes)
     print(report(args.run_dir, recorded, prediction, k, " ".join(asked) or "its own settings"))
-    return 0
+    return EXIT_OK

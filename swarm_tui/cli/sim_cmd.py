@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from swarm_tui.cli.help import HELP_FORMAT
+from swarm_tui.run.exit_codes import EXIT_OK
 from swarm_tui.sim import add_arguments as add_sim_arguments
 from swarm_tui.sim.args import SIM_DESCRIPTION, SIM_EPILOG
 
@@ -25,4 +26,4 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from swarm_tui.sim import config_from_args, serve_forever
 
     serve_forever(config_from_args(args), args.host, args.port, quiet=args.sim_quiet)
-    return 0
+    return EXIT_OK

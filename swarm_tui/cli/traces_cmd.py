@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from swarm_tui.cli.help import HELP_FORMAT
+from swarm_tui.run.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 TRACES_EPILOG = """\
 Needs the otel extra: pip install 'swarm-tui[otel]'. Exit codes: 0 every span delivered;
@@ -50,7 +51,6 @@ def cmd_export_traces(args: argparse.Namespace) -> int:
     from swarm_tui.journal import Journal
     from swarm_tui.otel.export import export_run
     from swarm_tui.otel.sdk import require_sdk
-    from swarm_tui.run.exit_codes import EXIT_BAD_INPUT
 
     require_sdk("export-traces")
     if args.endpoint and not args.endpoint.startswith(("http://", "https://")):
@@ -59,4 +59,4 @@ def cmd_export_traces(args: argparse.Namespace) -> int:
     Journal.open(args.run_dir, readonly=True).close()  # no (whole) journal: exit 2 with its path
     report = export_run(args.run_dir, args.endpoint, content=args.otel_content)
     print(f"swarm-tui: {report.describe()}", file=sys.stdout if not report.dropped else sys.stderr)
-    return 0 if not report.dropped else 1
+    return EXIT_OK if not report.dropped else EXIT_FAILED

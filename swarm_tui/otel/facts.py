@@ -103,10 +103,7 @@ class MetaFacts:
         self.job_name = meta.job.name or "run"
         self.default_model = meta.plan.model
         """The model a call outside the grid asks for (the planner, the aggregator): the run's."""
-        judge, judge_model = meta.judge, None
-        if judge is not None:  # its own model, else its own endpoint's, else the run's
-            judge_model = judge.spec.model or (judge.profile.model if judge.profile is not None else None)
-        self.judge_model = judge_model or self.default_model
+        self.judge_model = meta.judge.model(self.default_model) if meta.judge is not None else self.default_model
         self.content = content
         self._servers = servers_of(meta.plan.profile)
 

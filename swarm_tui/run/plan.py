@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 from swarm_tui.core.events import TaskState
 from swarm_tui.core.task import Task
 from swarm_tui.jobs import TaskTemplate
-from swarm_tui.jobs.judge_spec import JudgeSpec
 from swarm_tui.jobs.swarm_spec import SwarmSpec
-from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.records import JudgeRecord
 from swarm_tui.sim import SimConfig
 from swarm_tui.tools import ToolsSpec
 
@@ -43,6 +42,5 @@ class RunContents:
     swarm: SwarmSpec | None = None
     template: TaskTemplate | None = None
     tools: ToolsSpec | None = None
-    judge: JudgeSpec | None = None
-    judge_profile: ProviderProfile | None = None
-    """The judge's own endpoint (None: the run's)."""
+    judge: JudgeRecord | None = None
+    """The judge's spec and its own endpoint (None: no judge)."""

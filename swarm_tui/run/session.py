@@ -32,7 +32,6 @@ from swarm_tui.engine import EngineSettings, SwarmEngine, TaskState
 from swarm_tui.engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from swarm_tui.engine.routing.endpoints import RouteSpec
 from swarm_tui.jobs import Job
-from swarm_tui.jobs.judge_spec import JudgeSpec
 from swarm_tui.journal import JOURNAL_NAME, Journal
 from swarm_tui.judge.judge import Judge, JudgedEngine
 from swarm_tui.providers.client import ProviderClient
@@ -117,7 +116,7 @@ class SwarmSession:
         self.judge_endpoint = JudgeEndpoint()
         self.judge: Judge | None = None
         if contents.judge is not None and Capability.JUDGE in self.engine.capabilities:  # else the preflight refused it
-            self.judge = self._make_judge(contents.judge, contents.judge_profile)
+            self.judge = self._make_judge(contents.judge)
         self.tracer: LiveTracer | None = None  # --otel: the run's spans exported as it goes (`trace`)
 
     def _open_cache(self) -> ResponseCache | None:
@@ -195,17 +194,16 @@ class SwarmSession:
             **shared,
         )
 
-    def _make_judge(self, spec: JudgeSpec, profile: ProviderProfile | None) -> Judge:
+    def _make_judge(self, judge: JudgeRecord) -> Judge:
         engine = cast("JudgedEngine", self.engine)  # an engine that declares the judge capability
-        self.judge_endpoint = JudgeEndpoint.open(profile, self.plan)
-        model = spec.model or (profile.model if profile is not None else None) or self.model or ""
+        self.judge_endpoint = JudgeEndpoint.open(judge.profile, self.plan)
         return make_judge(
             engine,
             self.journal,
-            spec,
+            judge.spec,
             self.judge_endpoint,
             self.plan,
-            model=model,
+            model=judge.model(self.model) or "",
             pipeline=self.pipeline,
             multi_round=self.swarm is not None and self.swarm.memory.rounds > 1,
         )
@@ -270,16 +268,10 @@ class SwarmSession:
             template = replace(template, model=plan.profile.model)
         created = prepare_new(run_dir)
         lock = RunDirLock(run_dir).acquire()
-        meta = RunMeta(
-            JobRecord(job.name, job.source, job.options),
-            plan,
-            job.swarm,
-            template,
-            job.tools,
-            JudgeRecord(job.judge, judge_profile) if job.judge is not None else None,
-        ).to_meta()
+        judge = JudgeRecord(job.judge, judge_profile) if job.judge is not None else None
+        meta = RunMeta(JobRecord(job.name, job.source, job.options), plan, job.swarm, template, job.tools, judge)
         try:
-            journal = Journal.create(run_dir, tasks, meta)
+            journal = Journal.create(run_dir, tasks, meta.to_meta())
         except BaseException as exc:  # Ctrl-C, a full disk: no run was made, so no half-made directory stays
             lock.release()
             discard_new(run_dir, created)
@@ -295,8 +287,7 @@ class SwarmSession:
                 swarm=job.swarm,
                 template=template,
                 tools=job.tools,
-                judge=job.judge,
-                judge_profile=judge_profile,
+                judge=judge,
             )
             return cls(run_dir, journal, plan, contents, ray, lock)
         except BaseException:
@@ -332,17 +323,8 @@ class SwarmSession:
             if template is not None:  # later rounds and planned tasks ask for it too
                 template = replace(template, model=plan.profile.model)
         states, attempts = journal.queries.task_progress()
-        judge = meta.judge
         contents = RunContents(
-            meta.job.name,
-            journal.task_table(),
-            states,
-            attempts,
-            meta.swarm,
-            template,
-            meta.tools,
-            judge.spec if judge else None,
-            judge.profile if judge else None,
+            meta.job.name, journal.task_table(), states, attempts, meta.swarm, template, meta.tools, meta.judge
         )
         return cls(run_dir, journal, plan, contents, ray, stored.lock)
 
