@@ -1,6 +1,6 @@
 """`swarm-tui export RUN`: a run's results.jsonl, errors.jsonl and summary.json written from its
-journal, sending nothing: what a stop of a big run leaves for later (`run_outputs`), or a fresh
-copy of any run's outputs."""
+journal, sending nothing: what a stop of a big run leaves for later (`run.outputs.end_outputs`), or
+a fresh copy of any run's outputs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from swarm_tui.frontend.headless import EXIT_FAILED, EXIT_OK
+from swarm_tui.cli.help import HELP_FORMAT
+from swarm_tui.run.exit_codes import EXIT_FAILED, EXIT_OK
 
 EXPORT_EPILOG = """\
 exit codes: 0 the outputs written; 1 they could not be (the reason said); 2 no run in RUN,
@@ -20,7 +21,7 @@ examples:
 """
 
 
-def add_export_command(commands) -> None:
+def add_parser(commands) -> None:
     export = commands.add_parser(
         "export",
         help="write a run's results.jsonl, errors.jsonl and summary.json from its journal (sends nothing)",
@@ -28,7 +29,7 @@ def add_export_command(commands) -> None:
         "from its journal, sending nothing: the outputs a stop of a big run leaves for later. The run\n"
         "directory must not be driven by another process (its lock is taken while writing).\n",
         epilog=EXPORT_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HELP_FORMAT,
     )
     export.add_argument("run_dir", type=Path, metavar="RUN", help="the run directory (its journal.sqlite)")
     export.set_defaults(handler=cmd_export)
@@ -57,7 +58,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     summary = ended.summary
     print(
-        f"{summary['succeeded']:,} succeeded, {summary['failed']:,} failed, {summary['unfinished']:,} unfinished\n"
+        f"{summary.succeeded:,} succeeded, {summary.failed:,} failed, {summary.unfinished:,} unfinished\n"
         f"results: {run_dir}/results.jsonl  errors: {run_dir}/errors.jsonl  summary: {run_dir}/summary.json"
     )
     return EXIT_OK
