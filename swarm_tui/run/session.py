@@ -271,7 +271,8 @@ class SwarmSession:
         created = prepare_new(run_dir)
         lock = RunDirLock(run_dir).acquire()
         meta = {
-            "job": {"name": job.name, "source": job.source, "options": job.options},
+            "job": {"name": job.name, "source": job.source, "options": job.options}
+            | ({"table": job.table.to_meta()} if job.table is not None else {}),
             "plan": plan_to_meta(plan),
             "swarm": job.swarm.to_meta() if job.swarm else None,
             "template": asdict(template) if template else None,
@@ -279,7 +280,7 @@ class SwarmSession:
             "judge": judge_to_meta(job.judge, judge_profile),
         }
         try:
-            journal = Journal.create(run_dir, tasks, meta)
+            journal = Journal.create(run_dir, tasks, meta, rows=job.table)
         except BaseException as exc:  # Ctrl-C, a full disk: no run was made, so no half-made directory stays
             lock.release()
             discard_new(run_dir, created)
