@@ -27,6 +27,51 @@ class TaskRow:
     attempts: int
 
 
+@dataclass(frozen=True, slots=True)
+class ExportRow:
+    """One task as a table export gives it back (`run.export_table`): its input row (a table job's,
+    JSON text; None for other jobs), its answer or error as the journal keeps them (JSON text),
+    and what its attempts took, all sessions: how many, tokens, cost, and the latency and endpoint
+    of the attempt that answered it (else its last)."""
+
+    index: int
+    custom_id: str
+    state: str
+    row: str | None
+    body: str
+    ok: bool | None
+    response: str | None
+    error: str | None
+    attempts: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_usd: float | None
+    unpriced: bool
+    latency_ms: float | None
+    endpoint: str | None
+    error_class: str | None
+
+
+_EXPORT_ROWS = """
+SELECT t.idx, t.custom_id, t.state, {row}, t.body, r.ok, r.response, r.error,
+       COALESCE(a.n, 0), COALESCE(a.prompt, 0), COALESCE(a.completion, 0), COALESCE(a.cached, 0),
+       a.cost, COALESCE(a.unpriced, 0), l.latency_ms, l.endpoint, l.error_class
+FROM tasks t
+LEFT JOIN results r ON r.idx = t.idx
+LEFT JOIN (
+    SELECT idx, COUNT(*) AS n, SUM(prompt_tokens) AS prompt, SUM(completion_tokens) AS completion,
+           SUM(cached_tokens) AS cached, SUM(cost_usd) AS cost,
+           SUM(cost_usd IS NULL AND prompt_tokens + completion_tokens > 0) AS unpriced,
+           COALESCE(MAX(CASE WHEN outcome = 'ok' THEN id END), MAX(id)) AS shown
+    FROM attempts WHERE idx >= ? AND idx < ? GROUP BY idx
+) a ON a.idx = t.idx
+LEFT JOIN attempts l ON l.id = a.shown
+WHERE t.idx >= ? AND t.idx < ?
+ORDER BY t.idx
+"""
+
+
 class JournalQueries:
     """The read side of `Journal`: its meta, tasks, attempts, results and totals."""
 
@@ -142,6 +187,57 @@ class JournalQueries:
                 json.loads(response) if response else None,
                 (json.loads(error) if error else None),
             )
+
+    def export_rows(self, first: int, end: int) -> list[ExportRow]:
+        """The tasks of index `first` to `end` (excluded) as an export gives them back, in order:
+        one query a window, so a million tasks are read a window at a time."""
+        has_rows = any(row[1] == "row" for row in self._db.execute("PRAGMA table_info(tasks)"))
+        query = _EXPORT_ROWS.format(row="t.row" if has_rows else "NULL")  # a journal from before rows were kept
+        return [
+            ExportRow(
+                idx,
+                cid,
+                state,
+                row,
+                body,
+                None if ok is None else bool(ok),
+                response,
+                error,
+                n,
+                prompt,
+                completion,
+                cached,
+                cost,
+                bool(unpriced),
+                latency,
+                endpoint,
+                error_class,
+            )  # fmt: skip
+            for (
+                idx,
+                cid,
+                state,
+                row,
+                body,
+                ok,
+                response,
+                error,
+                n,
+                prompt,
+                completion,
+                cached,
+                cost,
+                unpriced,
+                latency,
+                endpoint,
+                error_class,
+            ) in self._db.execute(query, (first, end, first, end))  # fmt: skip
+        ]
+
+    def task_index_bounds(self) -> tuple[int, int]:
+        """(lowest, highest + 1) of the tasks' indices; (0, 0) with none."""
+        low, high = self._db.execute("SELECT MIN(idx), MAX(idx) FROM tasks").fetchone()
+        return (0, 0) if low is None else (int(low), int(high) + 1)
 
     def attempt_totals(self) -> dict[str, Any]:
         row = self._db.execute(
