@@ -49,7 +49,7 @@ from swarm_tui.cli.traces import add_trace_commands
 from swarm_tui.config import Config, load_config
 from swarm_tui.core.errors import InputError
 from swarm_tui.frontend.headless import EXIT_ABORTED, EXIT_BAD_INPUT, run_headless
-from swarm_tui.jobs import load_job, load_tools_file
+from swarm_tui.jobs import TableSpec, load_job, load_tools_file
 from swarm_tui.run.plan import RunPlan
 from swarm_tui.run.session import SwarmSession, default_run_dir
 from swarm_tui.sim import add_arguments as add_sim_arguments
@@ -102,6 +102,8 @@ job formats (by extension):
             count = 10
             prompt = "Say hello to agent {agent}."
           optional: [context], [request], [[task]], [plan], [judge], [[tools.mcp]]
+  .csv, .parquet, a .jsonl of records, a dataset directory (save_to_disk): a table, each row
+          a task: --prompt "Classify: {text}" [--system ...] [--id "{ticket_id}"]
   more: sample_jobs/ and the documentation's "Your first job" (docs/first-job.md)
 """
 
@@ -132,6 +134,8 @@ RUN_EPILOG = f"""\
 examples:
   swarm-tui run first.jsonl --headless --out runs/first    a JSONL job on the simulator
   swarm-tui run first.toml                                 a TOML job in the console
+  swarm-tui run tickets.csv --prompt "Classify: {{text}}" --id "{{ticket_id}}" --headless
+                                                           a table (export: swarm-tui export RUN --format csv)
   swarm-tui run first.jsonl --provider openai --headless   a profile (key in OPENAI_API_KEY)
   export DEEPSEEK_API_KEY=...                              a real endpoint, ad hoc:
   swarm-tui run first.toml --base-url https://api.deepseek.com/v1 --model deepseek-chat \\
@@ -199,9 +203,22 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=HELP_FORMAT,
     )
     run.add_argument(
-        "job", nargs="?", type=Path, help="a .jsonl (OpenAI Batch) or .toml (swarm) job; default: the 100-agent demo"
+        "job",
+        nargs="?",
+        type=Path,
+        help="a .jsonl (OpenAI Batch) or .toml (swarm) job, or a table with --prompt; default: the 100-agent demo",
     )
     run.add_argument("--out", type=Path, help="run directory (default: runs/<timestamp>-<job name>)")
+    table = run.add_argument_group(
+        "tables (a .csv, .parquet, a .jsonl of records, or a dataset directory: each row a task; needs swarm-tui[data])"
+    )
+    table.add_argument(
+        "--prompt", metavar="TEMPLATE", help='what to ask of each row, over its columns: "Classify: {text}"'
+    )
+    table.add_argument("--system", metavar="TEMPLATE", help="a system message for each row (a template too)")
+    table.add_argument(
+        "--id", metavar="TEMPLATE", help='each task\'s id, from its row: "{ticket_id}" (default row-N: its row number)'
+    )
     run.add_argument(
         "--tools",
         type=Path,
@@ -282,7 +299,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = load_config()
     check_theme_option(args)
     profile = resolve_profile(args, config) or with_flag_overrides(config.profile(config.default_provider), args)
-    job = load_job(args.job or demo_job(), model_override=args.model or profile.model)
+    table = table_spec(args)
+    model = args.model or profile.model or (SIM_MODEL if table is not None and profile.is_simulator else None)
+    job = load_job(args.job or demo_job(), model_override=model, table=table)
     if args.tools:
         if job.tools is not None and job.tools.any:
             raise InputError.single(args.tools, "tools", f"the job {job.source} declares its own tools")
@@ -315,6 +334,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir = args.out or default_run_dir(job.name)
     session = SwarmSession.open_new(job, plan, run_dir, ray=ray, judge_profile=judge_profile)
     return drive(session, args, traces)
+
+
+SIM_MODEL = "sim-1"
+"""The model a table job asks the simulator for when none is named (the simulator's own)."""
+
+
+def table_spec(args: argparse.Namespace) -> TableSpec | None:
+    """`--prompt`, `--system`, `--id`: how a table's rows become tasks (None without them)."""
+    if args.prompt is None and args.system is None and args.id is None:
+        return None
+    if args.prompt is None:
+        why = "--system and --id need --prompt (what to ask of each row)"
+        raise InputError.single(args.job or "run", "--prompt", why)
+    return TableSpec(args.prompt, args.system or "", args.id)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
