@@ -317,6 +317,87 @@ class JournalQueries:
         row = self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM attempts WHERE idx < ?", (index,)).fetchone()
         return float(row[0])
 
+    # ----------------------------------------------------------------- a run's report (`report`)
+
+    def time_span(self) -> tuple[float, float] | None:
+        """(first start, last end) of the calls sent (epoch seconds); None before any ended."""
+        first, last = self._db.execute(
+            f"SELECT MIN(started_at), MAX({_ENDED}) FROM attempts WHERE endpoint != 'cache'"
+        ).fetchone()
+        return None if first is None else (float(first), float(last))
+
+    def attempt_timeline(self, start: float, width_s: float) -> list[tuple[int, int, int, int, float]]:
+        """(bin, requests, 429s, other errors, cost) of the calls sent, by the `width_s` bin of
+        `start` their end falls in: what summary.json's `requests` counts, over time."""
+        rows = self._db.execute(
+            f"SELECT CAST(({_ENDED} - ?) / ? AS INTEGER) AS bin, COUNT(*), SUM(error_class = ?), "
+            "SUM(outcome != 'ok' AND error_class IS NOT NULL AND error_class != ?), COALESCE(SUM(cost_usd), 0) "
+            "FROM attempts WHERE endpoint != 'cache' GROUP BY bin ORDER BY bin",
+            (start, width_s, ErrorClass.RATE_LIMIT, ErrorClass.RATE_LIMIT),
+        )
+        return [
+            (int(b), int(n), int(limited or 0), int(errors or 0), float(cost)) for b, n, limited, errors, cost in rows
+        ]
+
+    def answer_timeline(self, start: float, width_s: float) -> list[tuple[int, int]]:
+        """(bin, answers kept) by the `width_s` bin of `start` each was kept in."""
+        rows = self._db.execute(
+            "SELECT CAST((finished_at - ?) / ? AS INTEGER) AS bin, COUNT(*) FROM results WHERE ok = 1 "
+            "GROUP BY bin ORDER BY bin",
+            (start, width_s),
+        )
+        return [(int(b), int(n)) for b, n in rows]
+
+    def error_classes(self) -> list[tuple[str, int]]:
+        """Each error class of the failed attempts (all sessions), with how many, most first."""
+        rows = self._db.execute(
+            "SELECT error_class, COUNT(*) AS n FROM attempts WHERE error_class IS NOT NULL AND outcome != 'ok' "
+            "GROUP BY error_class ORDER BY n DESC, error_class"
+        )
+        return [(str(name), int(n)) for name, n in rows]
+
+    def error_examples(self, error_class: str, limit: int) -> list[dict[str, Any]]:
+        """The first `limit` attempts of an error class, each with its task's id (no task: a
+        planner's, an aggregator's or the judge's call)."""
+        cursor = self._db.execute(
+            "SELECT a.idx, t.custom_id, a.number, a.status, a.error_code, a.error_message, a.endpoint, a.started_at "
+            "FROM attempts a LEFT JOIN tasks t ON t.idx = a.idx WHERE a.error_class = ? AND a.outcome != 'ok' "
+            "ORDER BY a.id LIMIT ?",
+            (error_class, limit),
+        )
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor]
+
+    def slowest_tasks(self, limit: int) -> list[tuple[int, str, float, int]]:
+        """(index, custom_id, seconds from its first call to its answer, attempts) of the tasks that
+        took longest to answer, slowest first."""
+        rows = self._db.execute(
+            f"SELECT a.idx, t.custom_id, MAX({_ENDED}) - MIN(a.started_at) AS took, COUNT(*) FROM attempts a "
+            "JOIN tasks t ON t.idx = a.idx WHERE t.state = ? AND a.endpoint != 'cache' "
+            "GROUP BY a.idx ORDER BY took DESC LIMIT ?",
+            (TaskState.SUCCEEDED, limit),
+        )
+        return [(int(idx), str(cid), float(took), int(n)) for idx, cid, took, n in rows]
+
+    def failed_tasks(self, limit: int) -> tuple[int, list[tuple[int, str]]]:
+        """How many tasks failed finally, and the first `limit` of them: (index, custom_id)."""
+        count = int(self._db.execute("SELECT COUNT(*) FROM tasks WHERE state = ?", (TaskState.FAILED,)).fetchone()[0])
+        rows = self._db.execute(
+            "SELECT idx, custom_id FROM tasks WHERE state = ? ORDER BY idx LIMIT ?", (TaskState.FAILED, limit)
+        )
+        return count, [(int(idx), str(cid)) for idx, cid in rows]
+
+    def endpoint_latencies(self) -> dict[str, list[float]]:
+        """Each endpoint's answered calls' latencies (ms), sorted (the batch lane and the cache are
+        no endpoint a call waits on)."""
+        latencies: dict[str, list[float]] = {}
+        for endpoint, latency in self._db.execute(
+            "SELECT endpoint, latency_ms FROM attempts WHERE outcome = 'ok' AND endpoint NOT LIKE '%/batch' "
+            "AND endpoint != 'cache' ORDER BY endpoint, latency_ms"
+        ):
+            latencies.setdefault(str(endpoint), []).append(float(latency))
+        return latencies
+
     def endpoint_totals(self) -> dict[str, dict[str, Any]]:
         """Per endpoint that was sent to (a batch endpoint and the cache are no door): requests,
         answers, 429s, other errors, latency p50/p95 of its answers (ms) and what it cost."""
@@ -346,6 +427,10 @@ class JournalQueries:
                 "cost_usd": round(cost, 6),
             }
         return totals
+
+
+_ENDED = "started_at + latency_ms / 1000.0"
+"""When an attempt ended (epoch seconds)."""
 
 
 def _rank(ordered: list[float], share: float) -> float | None:
