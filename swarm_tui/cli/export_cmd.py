@@ -42,7 +42,7 @@ def add_export_command(commands) -> None:
         "answer, status, error, tokens, cost, latency, endpoint and attempts (csv and parquet need swarm-tui[data])",
     )
     export.add_argument(
-        "-o", "--output", type=Path, metavar="FILE", help="with --format: the file (default RUN/answers.FORMAT)"
+        "-o", dest="output", type=Path, metavar="FILE", help="with --format: the file (default RUN/answers.FORMAT)"
     )
     export.set_defaults(handler=cmd_export)
 

@@ -45,6 +45,7 @@ from swarm_tui.cli.options import (
     with_flag_overrides,
 )
 from swarm_tui.cli.replay_cmd import add_replay_command
+from swarm_tui.cli.report_cmd import add_report_command
 from swarm_tui.cli.traces import add_trace_commands
 from swarm_tui.config import Config, load_config
 from swarm_tui.core.errors import InputError
@@ -290,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cost_commands(commands)
     add_cache_command(commands)
     add_export_command(commands)
+    add_report_command(commands)
     add_trace_commands(commands)
     add_replay_command(commands)
     return parser
