@@ -163,7 +163,7 @@ class Charts:
             ax.axhline(report.budget_usd, color=RED, linestyle="--", label=f"budget ${report.budget_usd:.2f}")
         ax.set_ylabel("USD, cumulative")
         ax.set_ylim(bottom=0)
-        ax.legend(loc="upper left")
+        ax.legend(loc="best")  # clear of the curve and of the budget line
         ax.set_title("Cost over time")
         self._time_axis(ax)
         return _svg(fig, "cost-time")

@@ -9,6 +9,7 @@ test, in a real browser) reads it back and finds it equal to the file's.
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Iterable
 from html import escape
 from typing import Any
@@ -175,7 +176,7 @@ def _errors(report: RunReport, charts: dict[str, str | None]) -> str:
     for name, count, examples in report.errors:
         shown = "".join(
             f'<div class="message">{_who(e.get("custom_id"), e.get("idx"))} call {e.get("number")}'
-            f"{' · ' + str(e['status']) if e.get('status') else ''}: {escape(str(e.get('error_message') or ''))[:400]}"
+            f"{' · ' + str(e['status']) if e.get('status') else ''}: {_said(e.get('error_message'), 400)}"
             "</div>"
             for e in examples
         )
@@ -203,7 +204,7 @@ def _agents(title: str, agents: Iterable[AgentLine], key: str, *, took: bool) ->
             f"{' ' + escape(str(a['error_class'])) if a.get('error_class') else ''}"
             f"{' ' + str(a['status']) if a.get('status') else ''} · {_ms(a.get('latency_ms'))} · "
             f"{escape(str(a.get('endpoint')))}"
-            f"{' · ' + escape(str(a['error_message']))[:200] if a.get('error_message') else ''}</div>"
+            f"{' · ' + _said(a['error_message'], 200) if a.get('error_message') else ''}</div>"
             for a in agent.attempts
         )
         took_cell = f'<td class="num">{agent.took_s:,.2f} s</td>' if took and agent.took_s is not None else ""
@@ -228,7 +229,7 @@ def _failed(report: RunReport) -> str:
 
 def _settings(report: RunReport) -> str:
     rows = "".join(
-        f'<tr><th>{escape(name)}</th><td class="message">{escape(value)}</td></tr>' for name, value in report.settings
+        f'<tr><th>{escape(name)}</th><td class="message">{_said(value)}</td></tr>' for name, value in report.settings
     )
     if report.table:
         columns = ", ".join(c.get("name", "") for c in report.table.get("columns") or [])
@@ -249,8 +250,23 @@ def _footer(report: RunReport, version: str) -> str:
     return (
         f"<footer>Made by swarm-tui {escape(version)} on {made} from "
         f"<code>{escape(str(report.run_dir / 'journal.sqlite'))}</code> (the run's journal, read-only). "
-        "Every figure above is summary.json's; this file fetches nothing.</footer>"
+        "Every figure above is summary.json's; this file fetches nothing (web addresses in what the run "
+        "said are shown without their scheme).</footer>"
     )
+
+
+WEB_ADDRESS = re.compile(r"\b[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+
+
+def _said(text: Any, limit: int | None = None) -> str:
+    """What the run or a provider said (an error message, an endpoint), as the page shows it: cut
+    at `limit` characters, escaped, and each web address without its scheme (`platform.openai.com/
+    account/rate-limits`): still read, but the file names no URL a mail filter or a browser would
+    follow, and nothing in it points outside it."""
+    shown = str(text or "")
+    if limit is not None and len(shown) > limit:
+        shown = shown[:limit] + "…"
+    return escape(WEB_ADDRESS.sub("", shown))
 
 
 def _ms(value: Any) -> str:
