@@ -18,7 +18,8 @@ import json
 import math
 import re
 import string
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,11 @@ class _Templates:
     def each(self) -> list[_Template]:
         return [t for t in (self.prompt, self.system, self.id) if t is not None]
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Every column the templates name (what a row is read for), once each."""
+        return tuple(dict.fromkeys(name for template in self.each() for name in template.columns))
+
     def custom_id(self, number: int, values: dict[str, Any]) -> str:
         return self.id.render(values) if self.id is not None else f"row-{number}"
 
@@ -147,17 +153,23 @@ class TableTasks(OnDemand[Task]):
         return self._count
 
     def __iter__(self) -> Iterator[Task]:
+        for task, _ in self.read():
+            yield task
+
+    def read(self) -> Iterator[tuple[Task, Row]]:
+        """Each task with the row it was made of, from one read of the file."""
         bodies = _Bodies(self._template)
         templates = self._templates
+        used = templates.columns
+        prompt, system, custom_id = templates.prompt.render, templates.system, templates.custom_id
         index = 0
         try:
             for number, row in self._table.rows():
                 if index == self._count:
                     raise _changed(self._table.path)
-                values = template_values(row)
-                system = templates.system.render(values) if templates.system is not None else None
-                body = bodies.body(templates.prompt.render(values), system)
-                yield Task(index, templates.custom_id(number, values), body)
+                values = template_values(row, used)
+                body = bodies.body(prompt(values), system.render(values) if system is not None else None)
+                yield Task(index, custom_id(number, values), body), row
                 index += 1
         except (KeyError, ValueError, TypeError, IndexError):  # a template no longer fits the file
             raise _changed(self._table.path) from None
@@ -176,9 +188,10 @@ class TableRows:
     order, read from the file as they are gone through), and its columns, as the run's meta
     keeps them (`to_meta`) for the export to give them back in order."""
 
-    def __init__(self, table: TableFile, count: int) -> None:
+    def __init__(self, table: TableFile, count: int, tasks: TableTasks) -> None:
         self._table = table
         self._count = count
+        self._tasks = tasks
         self.columns: list[Column] = list(table.columns)
 
     @property
@@ -198,8 +211,33 @@ class TableRows:
         if read != self._count:
             raise _changed(self._table.path)
 
+    def beside_tasks(self) -> tuple[Iterator[Task], Iterator[str]]:
+        """The tasks and their rows from one read of the file (a million rows are not read twice
+        for a new run's journal), for `zip(tasks, rows)`: each row is there once its task is."""
+        waiting: deque[str] = deque()
+
+        def tasks() -> Iterator[Task]:
+            for task, row in self._tasks.read():
+                waiting.append(row_text(row))
+                yield task
+
+        return tasks(), _Rows(waiting)
+
     def to_meta(self) -> dict[str, Any]:
         return {"kind": self._table.kind, "columns": [column.to_meta() for column in self.columns]}
+
+
+class _Rows(Iterator[str]):
+    """The rows side of `beside_tasks`: asked for a row after its task (as `zip` asks), it has
+    it; asked when no task is waiting (the tasks ended), it ends."""
+
+    def __init__(self, waiting: deque[str]) -> None:
+        self._waiting = waiting
+
+    def __next__(self) -> str:
+        if not self._waiting:
+            raise StopIteration
+        return self._waiting.popleft()
 
 
 def load_table(path: Path, spec: TableSpec, template: TaskTemplate) -> tuple[TableTasks, TableRows]:
@@ -207,7 +245,8 @@ def load_table(path: Path, spec: TableSpec, template: TaskTemplate) -> tuple[Tab
     listing every problem found, up to `MAX_PROBLEMS`, each with its row and column."""
     table = open_table(path)
     count = _check(table, spec)
-    return TableTasks(table, spec, template, count), TableRows(table, count)
+    tasks = TableTasks(table, spec, template, count)
+    return tasks, TableRows(table, count, tasks)
 
 
 def _check(table: TableFile, spec: TableSpec) -> int:
@@ -228,14 +267,17 @@ def _check(table: TableFile, spec: TableSpec) -> int:
         raise InputError(problems)
     ids = IdHashes()
     count = 0
+    check_row = _RowCheck(src, templates, ids, records=table.kind == "jsonl")
     for number, row in table.rows():
         count += 1
         if count > MAX_TASKS:
             problems.append(Problem(src, number, "job", f"more than {MAX_TASKS:,} rows: over the limit of a job"))
             break
-        problems.extend(_row_problems(src, number, row, templates, ids, table))
-        if len(problems) >= MAX_PROBLEMS:
-            break
+        found = check_row(number, row)
+        if found:
+            problems.extend(found)
+            if len(problems) >= MAX_PROBLEMS:
+                break
     if not count and not problems:
         problems.append(Problem(src, None, "job", "no rows in the table"))
     repeated = ids.repeated() if len(problems) < MAX_PROBLEMS else set()
@@ -246,33 +288,57 @@ def _check(table: TableFile, spec: TableSpec) -> int:
     return count
 
 
-def _row_problems(
-    src: str, number: int, row: Row, templates: _Templates, ids: IdHashes, table: TableFile
-) -> list[Problem]:
-    problems: list[Problem] = []
-    values = template_values(row)
-    for template in templates.each():
-        missing = [name for name in template.columns if name not in row]
-        if missing:
-            message = f"this record has no {missing[0]!r} ({template.label} names it)"
-            problems.append(Problem(src, number, missing[0], message))
-            continue
+class _RowCheck:
+    """One row rendered by the templates and checked (the id's hash kept): its problems, if any.
+    Called a million times: what can be worked out once is, here."""
+
+    def __init__(self, src: str, templates: _Templates, ids: IdHashes, *, records: bool) -> None:
+        self.src = src
+        self.templates = templates
+        self.ids = ids
+        self.used = templates.columns
+        self.records = records
+        """A record JSONL's rows may lack a column the templates name (a table's cannot)."""
+        self.each = templates.each()
+
+    def __call__(self, number: int, row: Row) -> list[Problem] | None:
+        templates, src = self.templates, self.src
+        if self.records and any(name not in row for name in self.used):
+            return [self._missing(number, row)]
+        values = template_values(row, self.used)
         try:
-            text = template.render(values)
-        except (ValueError, TypeError, KeyError, IndexError) as exc:
-            problems.append(Problem(src, number, template.field, f"{template.label} cannot be rendered: {exc}"))
-            continue
-        if template is templates.id:
-            if not text:
-                problems.append(Problem(src, number, template.field, f"empty id ({template.label} {template.text!r})"))
-            else:
-                ids.add(text)
-        elif template is templates.prompt and (not text.strip() or template.blank_in(values)):
-            what = f"{template.label} {template.text!r} renders nothing of this row"
-            problems.append(Problem(src, number, template.field, f"empty prompt: {what}"))
-    if templates.id is None:
-        ids.add(templates.custom_id(number, values))
-    return problems
+            prompt = templates.prompt.render(values)
+            if templates.system is not None:
+                templates.system.render(values)
+            custom_id = templates.custom_id(number, values)
+        except (ValueError, TypeError, KeyError, IndexError):
+            return self._unrenderable(number, values)
+        problems = None
+        if not prompt.strip() or templates.prompt.blank_in(values):
+            what = f"{templates.prompt.label} {templates.prompt.text!r} renders nothing of this row"
+            problems = [Problem(src, number, templates.prompt.field, f"empty prompt: {what}")]
+        if custom_id:
+            self.ids.add(custom_id)
+        elif templates.id is not None:
+            said = f"empty id ({templates.id.label} {templates.id.text!r})"
+            problems = [*(problems or []), Problem(src, number, templates.id.field, said)]
+        return problems
+
+    def _missing(self, number: int, row: Row) -> Problem:
+        for template in self.each:
+            for name in template.columns:
+                if name not in row:
+                    return Problem(self.src, number, name, f"this record has no {name!r} ({template.label} names it)")
+        raise AssertionError("a column is missing")
+
+    def _unrenderable(self, number: int, values: dict[str, Any]) -> list[Problem]:
+        """Which template cannot render this row, and why (a format such as `{score:.2f}` of text)."""
+        for template in self.each:
+            try:
+                template.render(values)
+            except (ValueError, TypeError, KeyError, IndexError) as exc:
+                return [Problem(self.src, number, template.field, f"{template.label} cannot be rendered: {exc}")]
+        return []
 
 
 def _with_duplicates(
@@ -284,7 +350,7 @@ def _with_duplicates(
     field = templates.id.field if templates.id is not None else "id"
     for number, row in table.rows():
         try:
-            custom_id = templates.custom_id(number, template_values(row))
+            custom_id = templates.custom_id(number, template_values(row, templates.columns))
         except (ValueError, TypeError, KeyError, IndexError):
             continue
         if hash(custom_id) not in repeated:
@@ -309,10 +375,15 @@ def _changed(path: Path) -> InputError:
 # ----------------------------------------------------------------- a row's values
 
 
-def template_values(row: Row) -> dict[str, Any]:
-    """A row's values as a template renders them: text, numbers and booleans as they are (so a
-    format such as `{score:.2f}` applies), nothing (null) as empty text, anything else as JSON text."""
-    return {key: _template_value(value) for key, value in row.items()}
+def template_values(row: Row, columns: Sequence[str]) -> dict[str, Any]:
+    """The row's values of `columns` as a template renders them: text, numbers and booleans as
+    they are (so a format such as `{score:.2f}` applies), nothing (null) as empty text, anything
+    else as JSON text."""
+    values = {}
+    for name in columns:
+        value = row[name]
+        values[name] = value if type(value) is str else _template_value(value)
+    return values
 
 
 def _template_value(value: Any) -> Any:
@@ -323,10 +394,17 @@ def _template_value(value: Any) -> Any:
     return json.dumps(_jsonable(value), ensure_ascii=False)
 
 
+_ROW_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+"""One encoder for every row (`json.dumps` with options makes a new one per call)."""
+
+
 def row_text(row: Row) -> str:
     """A row as the journal keeps it: one JSON object, every value JSON can hold (a date as its
     ISO text, bytes as text, a NaN as null)."""
-    return json.dumps({key: _jsonable(value) for key, value in row.items()}, ensure_ascii=False, allow_nan=False)
+    try:
+        return _ROW_JSON.encode(row)
+    except (TypeError, ValueError):  # a value JSON cannot hold as it is
+        return _ROW_JSON.encode({key: _jsonable(value) for key, value in row.items()})
 
 
 def _jsonable(value: Any) -> Any:

@@ -280,7 +280,8 @@ class SwarmSession:
             "judge": judge_to_meta(job.judge, judge_profile),
         }
         try:
-            journal = Journal.create(run_dir, tasks, meta, rows=job.table)
+            written, rows = job.table.beside_tasks() if job.table is not None else (tasks, None)  # a table: one read
+            journal = Journal.create(run_dir, written, meta, rows=rows)
         except BaseException as exc:  # Ctrl-C, a full disk: no run was made, so no half-made directory stays
             lock.release()
             discard_new(run_dir, created)
