@@ -31,6 +31,8 @@ __all__ = [
     "Column",
     "TableFile",
     "is_batch_jsonl",
+    "kind_of_value",
+    "wider_kind",
     "is_dataset_dir",
     "open_table",
     "require_pyarrow",
@@ -193,7 +195,7 @@ class TableFile:
                     self.path, "record", f"expected a JSON object (a record), not {type(record).__name__}", line=lineno
                 )
             for key, value in record.items():
-                kind = _kind_of_value(value)
+                kind = kind_of_value(value)
                 at = position.get(key)
                 if at is None:
                     position[key] = len(self.columns)
@@ -206,7 +208,7 @@ class TableFile:
                     only_null.discard(key)
                     self.columns[at] = Column(key, kind)
                 else:
-                    self.columns[at] = Column(key, _wider(self.columns[at].kind, kind))
+                    self.columns[at] = Column(key, wider_kind(self.columns[at].kind, kind))
             yield lineno, record
 
 
@@ -342,7 +344,7 @@ def _columns_of(schema: pa.Schema) -> list[Column]:
     return columns
 
 
-def _kind_of_value(value: Any) -> str | None:
+def kind_of_value(value: Any) -> str | None:
     """A JSON value's kind (None for null: it fits any column)."""
     if value is None:
         return None
@@ -355,7 +357,7 @@ def _kind_of_value(value: Any) -> str | None:
     return "string" if isinstance(value, str) else "other"
 
 
-def _wider(kind: str, other: str) -> str:
+def wider_kind(kind: str, other: str) -> str:
     """The kind of a column holding values of both kinds."""
     if {kind, other} == {"integer", "float"}:
         return "float"

@@ -35,6 +35,8 @@ __all__ = ["CLI_LABELS", "TOML_LABELS", "TableRows", "TableSpec", "TableTasks", 
 
 MAX_FIELD_WIDTH = 1_000
 """The widest a placeholder may be formatted (`{score:>8}` is 8)."""
+CLI_LABELS = ("--prompt", "--system", "--id")
+TOML_LABELS = ("tasks.prompt", "system", "tasks.id")
 
 
 @dataclass(frozen=True)
@@ -46,12 +48,8 @@ class TableSpec:
     prompt: str
     system: str = ""
     id: str | None = None
-    labels: tuple[str, str, str] = ("--prompt", "--system", "--id")
+    labels: tuple[str, str, str] = CLI_LABELS
     """How the three templates are named in a problem (the CLI's flags, or the TOML keys)."""
-
-
-CLI_LABELS = ("--prompt", "--system", "--id")
-TOML_LABELS = ("tasks.prompt", "system", "tasks.id")
 
 
 class _Template:
@@ -185,7 +183,7 @@ class TableTasks(OnDemand[Task]):
 
 class TableRows:
     """A table's rows as the journal keeps them beside the tasks (one JSON object a row, in
-    order, read from the file as they are gone through), and its columns, as the run's meta
+    order, read from the file with the tasks: `beside_tasks`), and its columns, as the run's meta
     keeps them (`to_meta`) for the export to give them back in order."""
 
     def __init__(self, table: TableFile, count: int, tasks: TableTasks) -> None:
@@ -194,22 +192,8 @@ class TableRows:
         self._tasks = tasks
         self.columns: list[Column] = list(table.columns)
 
-    @property
-    def source(self) -> Path:
-        return self._table.path
-
     def __len__(self) -> int:
         return self._count
-
-    def __iter__(self) -> Iterator[str]:
-        read = 0
-        for _, row in self._table.rows():
-            read += 1
-            if read > self._count:
-                raise _changed(self._table.path)
-            yield row_text(row)
-        if read != self._count:
-            raise _changed(self._table.path)
 
     def beside_tasks(self) -> tuple[Iterator[Task], Iterator[str]]:
         """The tasks and their rows from one read of the file (a million rows are not read twice

@@ -193,46 +193,7 @@ class JournalQueries:
         one query a window, so a million tasks are read a window at a time."""
         has_rows = any(row[1] == "row" for row in self._db.execute("PRAGMA table_info(tasks)"))
         query = _EXPORT_ROWS.format(row="t.row" if has_rows else "NULL")  # a journal from before rows were kept
-        return [
-            ExportRow(
-                idx,
-                cid,
-                state,
-                row,
-                body,
-                None if ok is None else bool(ok),
-                response,
-                error,
-                n,
-                prompt,
-                completion,
-                cached,
-                cost,
-                bool(unpriced),
-                latency,
-                endpoint,
-                error_class,
-            )  # fmt: skip
-            for (
-                idx,
-                cid,
-                state,
-                row,
-                body,
-                ok,
-                response,
-                error,
-                n,
-                prompt,
-                completion,
-                cached,
-                cost,
-                unpriced,
-                latency,
-                endpoint,
-                error_class,
-            ) in self._db.execute(query, (first, end, first, end))  # fmt: skip
-        ]
+        return [_export_row(row) for row in self._db.execute(query, (first, end, first, end))]
 
     def task_index_bounds(self) -> tuple[int, int]:
         """(lowest, highest + 1) of the tasks' indices; (0, 0) with none."""
@@ -427,6 +388,14 @@ class JournalQueries:
                 "cost_usd": round(cost, 6),
             }
         return totals
+
+
+def _export_row(r: Any) -> ExportRow:
+    """An `_EXPORT_ROWS` row as an `ExportRow` (its flags as booleans)."""
+    ok = None if r[5] is None else bool(r[5])
+    return ExportRow(
+        r[0], r[1], r[2], r[3], r[4], ok, r[6], r[7], r[8], r[9], r[10], r[11], r[12], bool(r[13]), *r[14:17]
+    )
 
 
 _ENDED = "started_at + latency_ms / 1000.0"

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from swarm_tui.core.errors import InputError
 from swarm_tui.core.task import Task
-from swarm_tui.jobs.table_files import Column, require_pyarrow
+from swarm_tui.jobs.table_files import Column, kind_of_value, require_pyarrow, wider_kind
 from swarm_tui.journal import Journal
 from swarm_tui.journal.queries import ExportRow
 from swarm_tui.util.files import open_private, temp_name
@@ -148,34 +148,19 @@ def _has_rows(journal: Journal) -> bool:
 def _parsed_fields(journal: Journal) -> list[Column]:
     """The fields of the answers' JSON objects, in the order first met (up to `MAX_PARSED_FIELDS`),
     each with the kind of its values: a first read of the answers."""
-    kinds: dict[str, str] = {}
+    kinds: dict[str, str | None] = {}  # None: only nulls so far
     for rows in _windows(journal):
         for row in rows:
             parsed = _parsed(row)
             for key, value in parsed.items() if isinstance(parsed, dict) else ():
-                kind = _kind(value)
+                kind = kind_of_value(value)
                 if key not in kinds:
                     if len(kinds) < MAX_PARSED_FIELDS:
                         kinds[key] = kind
-                elif kind != kinds[key] and kind != "null":
-                    kinds[key] = kind if kinds[key] == "null" else _wider(kinds[key], kind)
-    return [Column(key, "string" if kind == "null" else kind) for key, kind in kinds.items()]
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "float"
-    return "string" if isinstance(value, str) else "other"
-
-
-def _wider(kind: str, other: str) -> str:
-    return "float" if {kind, other} == {"integer", "float"} else "other"
+                elif kind is not None and kind != kinds[key]:
+                    known = kinds[key]
+                    kinds[key] = kind if known is None else wider_kind(known, kind)
+    return [Column(key, kind or "string") for key, kind in kinds.items()]
 
 
 # ----------------------------------------------------------------- the rows
@@ -276,24 +261,17 @@ def _batch(schema: pa.Schema, rows: list[list[Any]]) -> pa.RecordBatch:
     return pa.record_batch(arrays, schema=schema)
 
 
-def _write_csv(path: Path, plan: _Plan, windows: Iterator[list[list[Any]]]) -> int:
+def _write_arrow(path: Path, plan: _Plan, windows: Iterator[list[list[Any]]], fmt: str) -> int:
+    """CSV or Parquet through pyarrow's writer of that format, a window a batch."""
     import pyarrow.csv as csv
-
-    schema = _arrow_schema(plan)
-    count = 0
-    with open_private(path, "wb") as sink, csv.CSVWriter(sink, schema) as writer:
-        for rows in windows:
-            writer.write_batch(_batch(schema, rows))
-            count += len(rows)
-    return count
-
-
-def _write_parquet(path: Path, plan: _Plan, windows: Iterator[list[list[Any]]]) -> int:
     import pyarrow.parquet as pq
 
     schema = _arrow_schema(plan)
     count = 0
-    with open_private(path, "wb") as sink, pq.ParquetWriter(sink, schema) as writer:
+    with (
+        open_private(path, "wb") as sink,
+        (pq.ParquetWriter if fmt == "parquet" else csv.CSVWriter)(sink, schema) as writer,
+    ):
         for rows in windows:
             writer.write_batch(_batch(schema, rows))
             count += len(rows)
@@ -311,7 +289,7 @@ def _write_jsonl(path: Path, plan: _Plan, windows: Iterator[list[list[Any]]]) ->
 
 
 _WRITERS: dict[str, Callable[[Path, _Plan, Iterator[list[list[Any]]]], int]] = {
-    "csv": _write_csv,
-    "parquet": _write_parquet,
+    "csv": lambda path, plan, windows: _write_arrow(path, plan, windows, "csv"),
+    "parquet": lambda path, plan, windows: _write_arrow(path, plan, windows, "parquet"),
     "jsonl": _write_jsonl,
 }
