@@ -43,6 +43,7 @@ from swarm_tui.ui.app import make_app
 
 from tests.conftest import run_cli, start_cli
 from tests.helpers import open_session
+from tests.test_routes import write_config
 from tests.test_tables import tickets, write_csv
 from tests.test_ui_app import wait_for
 
@@ -82,6 +83,7 @@ class Page(HTMLParser):
         self.tables: dict[str, list[list[str]]] = {}
         self.status = ""
         self._figure: tuple[str, str | None] | None = None
+        self._figure_tag = ""
         self._chart: str | None = None
         self._table: str | None = None
         self._text: list[str] = []
@@ -91,7 +93,7 @@ class Page(HTMLParser):
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if "data-figure" in a:
-            self._figure, self._text = (a["data-figure"], a.get("data-value")), []
+            self._figure, self._figure_tag, self._text = (a["data-figure"], a.get("data-value")), tag, []
         if tag == "div" and (a.get("id") or "").startswith("chart-"):
             self._chart = a["id"].removeprefix("chart-")
             self.chart_text[self._chart] = []
@@ -108,7 +110,7 @@ class Page(HTMLParser):
             self._in_status = True
 
     def handle_endtag(self, tag):
-        if tag == "div" and self._figure is not None:
+        if self._figure is not None and tag == self._figure_tag:
             key, value = self._figure
             self.figures[key] = (value, "".join(self._text).strip())
             self._figure = None
@@ -201,6 +203,29 @@ def test_the_report_of_a_run_renders_in_chromium_and_its_figures_are_summary_jso
     assert ["table", "csv: ticket_id, text, product, priority, score, vip"] in page.tables["settings"]
     assert len(page.tables["slowest"]) > 1
     assert shot.stat().st_size > 50_000  # a screenshot of charts, not of a blank page
+
+
+def test_a_routed_runs_report_gives_each_endpoints_latency(tmp_path, sim_factory):
+    fast = sim_factory(latency_ms=20.0, seed=1)
+    slow = sim_factory(latency_ms=120.0, seed=2)
+    write_config(tmp_path, {"fast": fast.base_url, "slow": slow.base_url})
+    pq.write_table(pa.table(tickets(300)), tmp_path / "tickets.parquet")
+    run_dir = tmp_path / "run"
+    ran = run_cli(
+        "run", str(tmp_path / "tickets.parquet"), "--prompt", "{text}", "--provider", "fast,slow", "--route",
+        "balance", "--headless", "--out", str(run_dir),
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert run_cli("report", str(run_dir)).returncode == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    page = Page((run_dir / "report.html").read_text(encoding="utf-8"))
+    assert_agrees_with_summary(page, summary)  # the endpoints' p50 and p95 too
+    assert {"endpoints.fast.p50_ms", "endpoints.slow.p95_ms"} <= set(page.figures)
+    rows = {row[0]: row for row in page.tables["endpoints"][1:]}
+    assert set(rows) == {"fast", "slow"}
+    assert sum(int(row[1].replace(",", "")) for row in rows.values()) == summary["succeeded"]
+    assert {"fast", "slow"} <= set(page.chart_text["latency"])  # a curve an endpoint
+    assert {"fast limit", "slow limit"} <= set(page.chart_text["limits"])
 
 
 # ----------------------------------------------------------------- 100,000 tasks

@@ -102,6 +102,8 @@ class Charts:
         bottom.bar(x, timeline.rate_limited, width=width, color=RED, label="429s")
         bottom.bar(x, timeline.errors, width=width, bottom=timeline.rate_limited, color=ORANGE, label="errors")
         bottom.set_ylabel(f"per {_seconds(timeline.width_s)}")
+        worst = max(a + b for a, b in zip(timeline.rate_limited, timeline.errors, strict=True))
+        bottom.set_ylim(0, max(worst, 1) * 1.15)
         bottom.legend(loc="upper right", ncols=2)
         self._time_axis(bottom)
         return _svg(fig, "timeline")
@@ -198,8 +200,8 @@ class Charts:
             ax.set_xscale("log")
         ax.set_xlabel("latency of an answered call (ms)" + (", log scale" if logarithmic else ""))
         ax.set_ylabel("calls")
-        if report.routed:
-            ax.legend(loc="upper right")
+        if report.routed:  # beside the plot: its top right holds the percentiles' labels
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
         ax.set_title("Latency of the answered calls")
         return _svg(fig, "latency")
 

@@ -26,9 +26,7 @@ from swarm_tui.core.events import (
     RunPaused,
     RunResumed,
     RunStarted,
-    TaskState,
 )
-from swarm_tui.engine.stats import latency_summary
 from swarm_tui.journal import Journal
 from swarm_tui.run.directory import lock_holder
 from swarm_tui.run.outputs import facts_from_meta, summarize
@@ -103,7 +101,8 @@ class RunReport:
     latencies: list[float] = field(default_factory=list)
     """Every answered call's latency (ms), sorted (summary.json's `latency_ms` is of these)."""
     endpoint_latencies: dict[str, list[float]] = field(default_factory=dict)
-    endpoint_percentiles: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    endpoint_percentiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each endpoint's p50/p95 (summary.json's `endpoints`) and p99."""
     budget_usd: float | None = None
     errors: list[tuple[str, int, list[dict[str, Any]]]] = field(default_factory=list)
     scores: dict[int, list[float]] = field(default_factory=dict)
@@ -164,7 +163,7 @@ def _collect(journal: Journal, run_dir: Path) -> RunReport:
     _limits(journal, report)
     report.latencies = queries.success_latencies()
     report.endpoint_latencies = queries.endpoint_latencies()
-    report.endpoint_percentiles = {name: latency_summary(values) for name, values in report.endpoint_latencies.items()}
+    report.endpoint_percentiles = _endpoint_percentiles(summary, report.endpoint_latencies)
     report.errors = [
         (name, count, queries.error_examples(name, ERROR_EXAMPLES)) for name, count in queries.error_classes()
     ]
@@ -191,6 +190,17 @@ def _written_summary(run_dir: Path) -> dict[str, Any] | None:
         return None
     needed = ("total", "succeeded", "failed", "unfinished", "latency_ms", "requests", "tokens")
     return summary if isinstance(summary, dict) and all(key in summary for key in needed) else None
+
+
+def _endpoint_percentiles(summary: dict[str, Any], latencies: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+    """Each endpoint's p50 and p95 as summary.json's `endpoints` gives them, and its p99 ranked the
+    same way (the summary has none an endpoint)."""
+    figures: dict[str, dict[str, Any]] = {}
+    for name, values in latencies.items():
+        given = (summary.get("endpoints") or {}).get(name) or {}
+        p99 = round(values[min(len(values) - 1, int(0.99 * len(values)))], 1) if values else None
+        figures[name] = {"p50": given.get("p50_ms"), "p95": given.get("p95_ms"), "p99": p99}
+    return figures
 
 
 def _timeline(journal: Journal) -> Timeline | None:
@@ -279,13 +289,3 @@ def _next_steps(run_dir: Path, report: RunReport) -> list[tuple[str, str]]:
     steps.append(("its answers as a table", f"swarm-tui export {run_dir} --format csv"))
     steps.append(("this report again", f"swarm-tui report {run_dir}"))
     return steps
-
-
-def state_counts(report: RunReport) -> dict[str, int]:
-    """The tasks by state, as summary.json counts them."""
-    summary = report.summary
-    return {
-        TaskState.SUCCEEDED.value: summary["succeeded"],
-        TaskState.FAILED.value: summary["failed"],
-        "unfinished": summary["unfinished"],
-    }
