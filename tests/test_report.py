@@ -63,7 +63,7 @@ def chromium() -> str:
 def rendered(page: Path, tmp_path: Path) -> tuple[str, Path]:
     """The page as headless Chromium rendered it: its DOM once loaded, and a screenshot."""
     browser = chromium()
-    common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--mute-audio"]
+    common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars"]
     common += [f"--user-data-dir={tmp_path / 'chromium-profile'}", "--window-size=1100,2400"]
     url = page.resolve().as_uri()
     dom = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True).stdout
