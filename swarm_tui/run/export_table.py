@@ -121,15 +121,17 @@ def _plan(journal: Journal) -> _Plan:
     meta = journal.queries.meta()
     table = (meta.get("job") or {}).get("table")
     from_rows = table is not None and _has_rows(journal)
-    inputs = [Column(c["name"], c.get("kind", "string")) for c in table["columns"]] if from_rows and table else []
-    if not from_rows:
+    if table is not None and from_rows:
+        inputs = [Column(c["name"], c.get("kind", "string")) for c in table["columns"]]
+    else:
         inputs = [Column("custom_id"), Column("prompt")]
     workers = ((meta.get("swarm") or {}).get("workers")) or {}
     parsed = _parsed_fields(journal) if workers.get("json") else []
     taken = {column.name for column in inputs}
     answer: list[Column] = []
     own = [c for c in ANSWER_COLUMNS if from_rows or c.name != "custom_id"]
-    for column in [*own[: own.index(ANSWER_COLUMNS[1]) + 1], *parsed, *own[own.index(ANSWER_COLUMNS[1]) + 1 :]]:
+    after_answer = [c.name for c in own].index("answer") + 1  # the parsed fields go right after it
+    for column in [*own[:after_answer], *parsed, *own[after_answer:]]:
         name = column.name
         while name in taken:
             name += SUFFIX
