@@ -114,18 +114,29 @@ def _cache_from_meta(meta: Mapping[str, Any]) -> CacheSettings:
 
 @dataclass(frozen=True)
 class JobRecord:
-    """The job a run was made from: its name, the file it came from, and its (now always empty) options."""
+    """The job a run was made from: its name, the file it came from, its (now always empty) options,
+    and for a table job the table's kind and columns (`jobs.tables`: what an export gives back)."""
 
     name: str
     source: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    table: dict[str, Any] | None = None
 
     def to_meta(self) -> dict[str, Any]:
-        return {"name": self.name, "source": self.source, "options": self.options}
+        meta: dict[str, Any] = {"name": self.name, "source": self.source, "options": self.options}
+        if self.table is not None:
+            meta["table"] = self.table
+        return meta
 
     @classmethod
     def from_meta(cls, data: Mapping[str, Any]) -> JobRecord:
-        return cls(str(data.get("name") or ""), str(data.get("source") or ""), dict(data.get("options") or {}))
+        table = data.get("table")
+        return cls(
+            str(data.get("name") or ""),
+            str(data.get("source") or ""),
+            dict(data.get("options") or {}),
+            dict(table) if table else None,
+        )
 
 
 @dataclass(frozen=True)

@@ -22,5 +22,7 @@ job formats (by extension):
             count = 10
             prompt = "Say hello to agent {agent}."
           optional: [context], [request], [[task]], [plan], [judge], [[tools.mcp]]
+  .csv, .parquet, a .jsonl of records, a dataset directory (save_to_disk): a table, each row
+          a task: --prompt "Classify: {text}" [--system ...] [--id "{ticket_id}"]
   more: sample_jobs/ and the documentation's "Your first job" (docs/first-job.md)
 """

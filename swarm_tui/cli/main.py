@@ -21,6 +21,7 @@ from swarm_tui.cli import (
     export_cmd,
     providers_cmd,
     replay_cmd,
+    report_cmd,
     resume_cmd,
     run_cmd,
     shadow_cmd,
@@ -44,6 +45,7 @@ COMMANDS = (
     export_cmd,
     traces_cmd,
     replay_cmd,
+    report_cmd,
 )
 """The commands, in the order `--help` lists them."""
 

@@ -16,13 +16,15 @@ from swarm_tui.run.request import (
     RunOptions,
     RunRequest,
     SimRequest,
+    TableRequest,
     TraceRequest,
 )
 
 
 def run_request(args: argparse.Namespace) -> RunRequest:
     """`swarm-tui run` (and the bare `swarm-tui`) as asked."""
-    return RunRequest(job=args.job, out=args.out, tools=args.tools, options=run_options(args))
+    table = TableRequest(prompt=args.prompt, system=args.system, id=args.id)
+    return RunRequest(job=args.job, out=args.out, tools=args.tools, table=table, options=run_options(args))
 
 
 def resume_request(args: argparse.Namespace) -> ResumeRequest:

@@ -27,6 +27,8 @@ RUN_EPILOG = f"""\
 examples:
   swarm-tui run first.jsonl --headless --out runs/first    a JSONL job on the simulator
   swarm-tui run first.toml                                 a TOML job in the console
+  swarm-tui run tickets.csv --prompt "Classify: {{text}}" --id "{{ticket_id}}" --headless
+                                                           a table (export: swarm-tui export RUN --format csv)
   swarm-tui run first.jsonl --provider openai --headless   a profile (key in OPENAI_API_KEY)
   export DEEPSEEK_API_KEY=...                              a real endpoint, ad hoc:
   swarm-tui run first.toml --base-url https://api.deepseek.com/v1 --model deepseek-chat \\
@@ -43,7 +45,10 @@ def add_parser(commands) -> None:
         formatter_class=HELP_FORMAT,
     )
     run.add_argument(
-        "job", nargs="?", type=Path, help="a .jsonl (OpenAI Batch) or .toml (swarm) job; default: the 100-agent demo"
+        "job",
+        nargs="?",
+        type=Path,
+        help="a .jsonl (OpenAI Batch) or .toml (swarm) job, or a table with --prompt; default: the 100-agent demo",
     )
     run.add_argument("--out", type=Path, help="run directory (default: runs/<timestamp>-<job name>)")
     run.add_argument(
@@ -51,6 +56,16 @@ def add_parser(commands) -> None:
         type=Path,
         metavar="FILE.toml",
         help="tools for a job that declares none ([[tools.mcp]], [[tools.python]], [agents]): every task an agent",
+    )
+    table = run.add_argument_group(
+        "tables (a .csv, .parquet, a .jsonl of records, or a dataset directory: each row a task; needs swarm-tui[data])"
+    )
+    table.add_argument(
+        "--prompt", metavar="TEMPLATE", help='what to ask of each row, over its columns: "Classify: {text}"'
+    )
+    table.add_argument("--system", metavar="TEMPLATE", help="a system message for each row (a template too)")
+    table.add_argument(
+        "--id", metavar="TEMPLATE", help='each task\'s id, from its row: "{ticket_id}" (default row-N: its row number)'
     )
     add_run_options(run)
     add_console_options(run)

@@ -154,6 +154,19 @@ class RunOptions:
 
 
 @dataclass(frozen=True)
+class TableRequest:
+    """`--prompt`, `--system`, `--id`: how a table job's rows become tasks (templates over its columns)."""
+
+    prompt: str | None = None
+    system: str | None = None
+    id: str | None = None
+
+    @property
+    def asked(self) -> bool:
+        return self.prompt is not None or self.system is not None or self.id is not None
+
+
+@dataclass(frozen=True)
 class RunRequest:
     """`swarm-tui run [JOB]`: a new run of a job (the demo without one) into a new run directory."""
 
@@ -161,6 +174,7 @@ class RunRequest:
     out: Path | None = None
     tools: Path | None = None
     """`--tools FILE.toml`: tools for a job that declares none."""
+    table: TableRequest = field(default_factory=TableRequest)
     options: RunOptions = field(default_factory=RunOptions)
 
 

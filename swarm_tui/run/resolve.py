@@ -24,7 +24,7 @@ from swarm_tui.engine import EngineSettings
 from swarm_tui.engine.lanes.autopilot import deadline_at
 from swarm_tui.engine.pacing.deadlines import STRAGGLER_FACTOR
 from swarm_tui.engine.settings import CallLimits, Pacing
-from swarm_tui.jobs import Job, load_job, load_tools_file
+from swarm_tui.jobs import Job, TableSpec, load_job, load_tools_file
 from swarm_tui.jobs.job import CacheChoice
 from swarm_tui.jobs.judge_spec import SELF as JUDGE_SELF
 from swarm_tui.jobs.judge_spec import JudgeSpec, read_rubric
@@ -82,6 +82,21 @@ class SessionPlan:
     retry_failed: bool = False
 
 
+SIM_MODEL = "sim-1"
+"""The model a table job asks the simulator for when none is named (the simulator's own)."""
+
+
+def table_spec(request: RunRequest) -> TableSpec | None:
+    """`--prompt`, `--system`, `--id`: how a table's rows become tasks (None without them)."""
+    asked = request.table
+    if not asked.asked:
+        return None
+    if asked.prompt is None:
+        why = "--system and --id need --prompt (what to ask of each row)"
+        raise InputError.single(request.job or "run", "--prompt", why)
+    return TableSpec(asked.prompt, asked.system or "", asked.id)
+
+
 def resolve_run(request: RunRequest, config: Config) -> SessionPlan:
     """A new run's plan: the job read (the demo without one) for the endpoint the flags or the
     config name, with the job's own lane, cache, tools and judge under the flags."""
@@ -89,7 +104,9 @@ def resolve_run(request: RunRequest, config: Config) -> SessionPlan:
     profile = resolve_profile(options.provider, config) or with_flag_overrides(
         config.profile(config.default_provider), options.provider
     )
-    job = load_job(request.job or demo_job(), model_override=profile.model)
+    table = table_spec(request)
+    model = profile.model or (SIM_MODEL if table is not None and profile.is_simulator else None)
+    job = load_job(request.job or demo_job(), model_override=model, table=table)
     job = with_tools_file(job, request.tools)
     settings = resolve_settings(options.engine, profile)
     if job.lane is not None and options.engine.lane is None:  # the job's `lane`; --lane wins

@@ -266,9 +266,11 @@ class SwarmSession:
         created = prepare_new(run_dir)
         lock = RunDirLock(run_dir).acquire()
         judge = JudgeRecord(job.judge, judge_profile) if job.judge is not None else None
-        meta = RunMeta(JobRecord(job.name, job.source, job.options), plan, job.swarm, template, job.tools, judge)
+        table = job.table.to_meta() if job.table is not None else None
+        meta = RunMeta(JobRecord(job.name, job.source, job.options, table), plan, job.swarm, template, job.tools, judge)
         try:
-            journal = Journal.create(run_dir, tasks, meta.to_meta())
+            written, rows = job.table.beside_tasks() if job.table is not None else (tasks, None)  # a table: one read
+            journal = Journal.create(run_dir, written, meta.to_meta(), rows=rows)
         except BaseException as exc:  # Ctrl-C, a full disk: no run was made, so no half-made directory stays
             lock.release()
             discard_new(run_dir, created)
