@@ -264,8 +264,40 @@ def resolve_headers(profile: ProviderProfile) -> dict[str, str]:
                 f"headers_env.{name}",
                 f"environment variable {env_name} is not set (it should hold the value of the {name} header)",
             )
+        problem = value_problem(value)
+        if problem:
+            raise InputError.single(
+                f"provider {profile.name!r}",
+                f"headers_env.{name}",
+                f"environment variable {env_name} {problem} (the value is not shown)",
+            )
         headers[name] = value
     return headers
+
+
+_CONTROL_NAMES = {"\r": "a carriage return", "\n": "a line feed", "\t": "a tab", "\0": "a NUL"}
+
+
+def value_problem(value: str) -> str | None:
+    """What is wrong with a key's (or a secret header's) value read from its variable, or None:
+    a control character, which no HTTP header may carry. Never repeats the value.
+
+    A `.env` file saved with Windows line endings leaves a carriage return at the end of every
+    value; sent, every call fails on its header ("Forbidden control character") and is retried,
+    and nothing names the variable."""
+    bad = "".join(dict.fromkeys(c for c in value if ord(c) < 32 or ord(c) == 127))
+    if not bad:
+        return None
+    trailing = value[len(value.rstrip(bad)) :]
+    if not any(c in bad for c in value.rstrip(bad)):  # only at the end: a line ending
+        ends = " and ".join(_control_name(c) for c in trailing)
+        why = "a .env file saved with Windows line endings?" if "\r" in trailing else "a line ending read with it?"
+        return f"ends with {ends} ({why}): remove it, a key is one line"
+    return f"holds {', '.join(_control_name(c) for c in bad)}, which no HTTP header may carry"
+
+
+def _control_name(char: str) -> str:
+    return _CONTROL_NAMES.get(char, f"a control character (U+{ord(char):04X})")
 
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -353,6 +385,11 @@ def resolve_api_key(profile: ProviderProfile, base_url: str) -> str:
     key = os.environ.get(env_name, "")
     if key:
         secrets.register(key)  # masked from now on in everything written or shown
+        problem = value_problem(key)
+        if problem:
+            raise InputError.single(
+                f"provider {profile.name!r}", "api_key_env", f"environment variable {env_name} {problem}"
+            )
         return key
     if profile.is_simulator or is_loopback_url(base_url):
         return NO_KEY_PLACEHOLDER
@@ -364,12 +401,14 @@ def resolve_api_key(profile: ProviderProfile, base_url: str) -> str:
 
 
 def key_status(profile: ProviderProfile) -> str:
-    """`set`, `missing` or `not needed`, for the provider pane; never the key itself."""
+    """`set`, `missing` or `not needed` (`invalid name`, `not one line`), for the provider pane and
+    `providers list`; never the key itself."""
     env_name = profile.api_key_env or "OPENAI_API_KEY"
     if env_name_problem(env_name):
         return "invalid name"
-    if os.environ.get(env_name):
-        return "set"
+    key = os.environ.get(env_name)
+    if key:
+        return "not one line" if value_problem(key) else "set"
     if profile.is_simulator or (profile.base_url and is_loopback_url(profile.base_url)):
         return "not needed"
     return "missing"
