@@ -50,7 +50,13 @@ from swarm_tui.providers.classify import (
 )
 from swarm_tui.providers.event_stream import event_data
 from swarm_tui.providers.private_apis import body_chunks, post_raw
-from swarm_tui.providers.profile import ProviderProfile, resolve_api_key, resolve_headers, split_query
+from swarm_tui.providers.profile import (
+    ProviderProfile,
+    resolve_api_key,
+    resolve_headers,
+    resolve_query,
+    split_query,
+)
 from swarm_tui.providers.streamed import StreamedAnswer
 from swarm_tui.providers.transport import Route, route_for
 from swarm_tui.providers.wire import AiohttpChat
@@ -116,10 +122,15 @@ class ProviderClient:
         self.base_url = base_url.rstrip("/")
         """As given (its query included): what the screens show."""
         self.max_answer_bytes = max_answer_bytes
-        api_key, headers, self.route = preflight(profile, self.base_url)
-        self._secrets = (api_key, *(headers[name] for name in profile.headers_env), *self.route.secrets)
+        api_key, headers, secret_query, self.route = preflight(profile, self.base_url)
+        self._secrets = (
+            api_key,
+            *(headers[name] for name in profile.headers_env),
+            *secret_query.values(),
+            *self.route.secrets,
+        )
         endpoint, query = split_query(self.base_url)
-        query = {**query, **profile.query}
+        query = {**query, **profile.query, **secret_query}
         self._client = openai.AsyncOpenAI(
             base_url=endpoint,
             api_key=api_key,
@@ -330,9 +341,10 @@ def _chat_result(
     )
 
 
-def preflight(profile: ProviderProfile, base_url: str) -> tuple[str, dict[str, str], Route]:
+def preflight(profile: ProviderProfile, base_url: str) -> tuple[str, dict[str, str], dict[str, str], Route]:
     """What a client of `profile` needs from the environment, read now: its key, its headers (those of
-    `headers_env` read from their variables) and its route. InputError (exit 2) for anything
+    `headers_env` read from their variables), the query parameters of `query_env` and its route;
+    each secret among them registered to be masked (`swarm_tui.util.secrets`). InputError (exit 2) for anything
     missing or unusable, so the CLI can ask before it writes or sends anything. A profile made in
     code is held to what a config file's is (a header holding a secret is refused here too)."""
     problem = profile.problem()
@@ -341,6 +353,7 @@ def preflight(profile: ProviderProfile, base_url: str) -> tuple[str, dict[str, s
     return (
         resolve_api_key(profile, base_url),
         resolve_headers(profile),
+        resolve_query(profile),
         route_for(profile, split_query(base_url or "http://127.0.0.1")[0]),
     )
 

@@ -36,6 +36,7 @@ from swarm_tui.core.errors import InputError
 from swarm_tui.providers.body import capped_error_bodies
 from swarm_tui.providers.private_apis import environment_proxy
 from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.util import secrets
 
 KEEPALIVE_EXPIRY_S = 15.0
 """How long an idle connection is kept for the next call (aiohttp's own default)."""
@@ -115,7 +116,10 @@ def route_for(profile: ProviderProfile, url: str) -> Route:
     context, trust = _ssl_context(profile)
     if proxy is not None and proxy.url.scheme == "https":
         proxy = httpx2.Proxy(proxy.url, auth=proxy.auth, ssl_context=context)
-    return Route(proxy, source, context, trust)
+    route = Route(proxy, source, context, trust)
+    for secret in route.secrets:
+        secrets.register(secret)  # a proxy that echoes its credentials: masked as the key is
+    return route
 
 
 def _proxy(profile: ProviderProfile, url: str, source: str) -> httpx2.Proxy:
