@@ -366,3 +366,22 @@ async def test_the_latency_sparkline_draws_no_full_block_before_it_has_two_secon
     full = [rows for rows in drawn if any(row and set(row) == {"█"} for row in rows)]
     assert not full, full[0]
     assert any(set("".join(rows)) - {" ", "▁"} for rows in drawn), "the bars were drawn once there were two"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+async def test_toasts_keep_to_one_place_clear_of_the_error_log_and_the_footer(app_on_run, size):
+    """Toasts stacked up from the bottom right over the error log, the figures and the keys: they
+    stay at the top right now, over the grid's side, each a line or two."""
+    from textual.widgets._toast import Toast
+
+    app = app_on_run()
+    async with app.run_test(size=size, notifications=True) as pilot:
+        for i in range(4):
+            app.notify(f"note {i}: something the run said, long enough to take a line or two", timeout=30)
+        await wait_until(lambda: len(app.screen.query(Toast)) == 4, "the toasts", step=pilot.pause)
+        await pilot.pause()
+        toasts = [toast.region for toast in app.screen.query(Toast)]
+        width, _ = size
+        assert all(region.right >= width - 3 and region.y >= 1 for region in toasts), toasts  # the top right
+        for pane in (app.error_log, app.stats_footer, app.query_one("#keys")):
+            assert not [t for t in toasts if t.overlaps(pane.region)], (pane.id, toasts, pane.region)
