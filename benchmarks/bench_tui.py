@@ -151,10 +151,10 @@ def synthetic_flow(rate: int = 1000, seconds: float = 5.0, agents: int = 1000) -
                 for _ in range(batch // 2):
                     i = sent // 2 % agents
                     engine.states[i] = TaskState.RUNNING
-                    engine.emit(AttemptStarted(i, 1, "bench"))
+                    engine.outbox.emit(AttemptStarted(i, 1, "bench"))
                     attempt = Attempt(i, 1, "bench", time.time(), 12.0, "ok", 200, usage=Usage(20, 10))
                     engine.states[i] = TaskState.SUCCEEDED
-                    engine.emit(TaskSucceeded(attempt, ""))
+                    engine.outbox.emit(TaskSucceeded(attempt, ""))
                     sent += 2
                 await asyncio.sleep(0.01)
             span.end = time.perf_counter()

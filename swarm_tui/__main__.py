@@ -14,8 +14,10 @@ import os
 import signal
 import sys
 
-EXIT_ABORTED = 130
+from swarm_tui.run.exit_codes import EXIT_ABORTED
+
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+"""Output into a pipe whose reader has gone: the shell's code for a process SIGPIPE stopped."""
 
 _interrupted = False
 """A Ctrl-C arrived while the CLI's modules loaded."""

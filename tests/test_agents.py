@@ -18,6 +18,7 @@ import textwrap
 import pytest
 from swarm_tui.core.events import AgentStepped, AttemptStarted, TaskState, ToolCallEnded
 from swarm_tui.engine import EngineSettings
+from swarm_tui.engine.kernel.queue import Place
 from swarm_tui.jobs import load_job
 from swarm_tui.journal import Journal
 from swarm_tui.providers.profile import ProviderProfile
@@ -184,7 +185,7 @@ async def test_an_agent_killed_mid_trajectory_resumes_without_redoing_a_complete
 
     sys.path.insert(0, str(tmp_path))  # the resumed session imports the tools here (the child had PYTHONPATH)
     try:
-        resumed = SwarmSession.open_existing(run_dir)
+        resumed = SwarmSession.reopen(run_dir)
         try:
             finished = await asyncio.wait_for(resumed.run(), 60)
         finally:
@@ -223,7 +224,7 @@ async def test_x_cancels_one_agent_and_a_retry_continues_it_from_its_last_comple
     run = asyncio.create_task(session.run())
     try:
         await wait_until(lambda: any(s.index == 0 for s in steps), "agent 1 to finish a step")
-        where = {place: engine.whereabouts(0) == place for place in ("in flight", "tools", "ready")}
+        where = {place: engine.queue.where(0) is place for place in (Place.IN_FLIGHT, Place.WORKING, Place.QUEUED)}
         assert engine.cancel_tasks([0]) == [0]
         await wait_until(lambda: engine.states[0] is TaskState.CANCELLED, f"agent 1 to stop ({where}, {agent_1})")
         assert engine.states[1] is not TaskState.CANCELLED  # only the one asked for
@@ -252,8 +253,10 @@ async def test_x_on_a_task_waiting_for_a_slot_keeps_it_from_starting(tmp_path, s
     run = asyncio.create_task(session.run())
     try:
         await wait_until(lambda: started == [0], "the first task to take the only slot")
-        await wait_until(lambda: 1 not in engine.queued, "the dispatcher to take the second task and wait for the slot")
-        assert 1 not in engine.queued  # (else this test would not test the window it is about)
+        await wait_until(
+            lambda: 1 not in engine.queue.queued, "the dispatcher to take the second task and wait for the slot"
+        )
+        assert 1 not in engine.queue.queued  # (else this test would not test the window it is about)
         assert engine.cancel_tasks([1]) == [1]
         finished = await asyncio.wait_for(run, 30)
     finally:
@@ -352,7 +355,7 @@ async def test_x_mid_step_keeps_the_results_that_ended_and_resume_runs_only_the_
     try:
         # the step's calls begin together: once `gate` has begun, `quick` has ended (it awaits nothing)
         await wait_until(lambda: agent_tools.GATE_CALLS, "the step's gated call to begin")
-        assert agent_tools.QUICK_CALLS and engine.whereabouts(0) == "tools"
+        assert agent_tools.QUICK_CALLS and engine.queue.where(0) is Place.WORKING
         assert engine.cancel_tasks([0]) == [0]
         await wait_until(lambda: engine.states[0] is TaskState.CANCELLED, "the agent to stop")
         journal = Journal.open(tmp_path / "run", readonly=True)
@@ -369,7 +372,7 @@ async def test_x_mid_step_keeps_the_results_that_ended_and_resume_runs_only_the_
     finally:
         agent_tools.GATE.set()
         await session.aclose()
-    resumed = SwarmSession.open_existing(tmp_path / "run")
+    resumed = SwarmSession.reopen(tmp_path / "run")
     try:
         finished = await asyncio.wait_for(resumed.run(), 60)
     finally:

@@ -9,7 +9,7 @@ import json
 import pytest
 from swarm_tui.core.ports import Capability, missing
 from swarm_tui.distributed import CAPABILITIES as RAY
-from swarm_tui.engine import SwarmEngine
+from swarm_tui.engine.engine import SwarmEngine
 
 from tests.conftest import run_cli, write_batch
 

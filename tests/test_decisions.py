@@ -26,7 +26,7 @@ async def test_a_task_whose_backoff_ended_goes_ahead_of_untried_tasks(tmp_path, 
         order.append(event.index)
         if event.index != 0:
             states_while_waiting.append(engine.states[0])
-            if 0 in engine.queued:  # its backoff has ended and it waits for a slot
+            if 0 in engine.queue.queued:  # its backoff has ended and it waits for a slot
                 started_while_due.append(event.index)
 
     engine.subscribe(on_event)

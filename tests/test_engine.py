@@ -173,7 +173,7 @@ async def test_abort_cancels_in_flight_and_the_journal_resumes(tmp_path, sim_fac
     assert len(succeeded_first) == finished.succeeded
 
     sim.reset()
-    resumed = SwarmSession.open_existing(tmp_path / "run")
+    resumed = SwarmSession.reopen(tmp_path / "run")
     try:
         again = await resumed.run()
     finally:
@@ -248,3 +248,36 @@ async def test_shared_context_hits_the_prefix_cache_and_cached_tokens_cost_less(
         price.cost(Usage(prompt=tokens["prompt"], completion=tokens["completion"], cached=tokens["cached"])), abs=1e-6
     )
     assert summary["cost_usd"] < uncached
+
+
+async def test_the_queue_knows_where_each_task_is_as_it_moves():
+    """One owner of where a task is: each move puts it in one place, read back at once (a byte a
+    task), for a new run's line (every index from 0) and a resumed one's (gaps, an index far off)."""
+    from swarm_tui.engine.kernel.queue import Place, TaskQueue
+
+    fresh = TaskQueue(range(4))
+    assert [fresh.where(i) for i in (0, 3, 4, -1)] == [Place.QUEUED, Place.QUEUED, Place.ELSEWHERE, Place.ELSEWHERE]
+    queue = TaskQueue([2, 5, 9, 1_000_000])
+    assert [queue.where(i) for i in (1, 2, 5, 1_000_000)] == [Place.ELSEWHERE, *[Place.QUEUED] * 3]
+    assert queue.pop() == 2 and queue.where(2) is Place.NEXT
+    flight = asyncio.create_task(asyncio.sleep(60))
+    queue.fly(2, flight)
+    assert queue.where(2) is Place.IN_FLIGHT and queue.in_flight == 1
+    queue.retry_after(2, 0.01)  # its outcome moved it on before the attempt landed
+    queue.land(2)
+    assert queue.where(2) is Place.BACKOFF and queue.busy
+    await wait_until(lambda: queue.where(2) is Place.QUEUED, "the backoff to end")
+    assert queue.queued == (2, 5, 9, 1_000_000), "a task whose backoff ended goes ahead of untried ones"
+    assert not queue.hold(5) and queue.where(5) is Place.HELD and 5 not in queue.queued
+    tools = asyncio.create_task(asyncio.sleep(60))
+    queue.work(9, tools)
+    assert queue.where(9) is Place.WORKING
+    assert queue.hold(9) and queue.is_held(9)  # its tool run is cancelled; its own cleanup says so
+    await asyncio.gather(tools, return_exceptions=True)
+    assert queue.worked(9, tools)
+    queue.rest(9)
+    assert queue.where(9) is Place.HELD
+    queue.release([5, 9])
+    assert queue.queued[:2] == (5, 9) and queue.where(9) is Place.QUEUED and not queue.is_held(9)
+    assert queue.take([1_000_000]) == [1_000_000] and queue.where(1_000_000) is Place.ELSEWHERE
+    flight.cancel()

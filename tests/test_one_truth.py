@@ -25,7 +25,7 @@ from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.run.session import RunPlan, SwarmSession
 
 from tests.conftest import start_cli, write_batch
-from tests.helpers import wait_until
+from tests.helpers import open_session, wait_until
 
 
 def snapshot(states, stats, limit, ceiling, paused) -> dict:
@@ -119,9 +119,9 @@ async def test_live_and_attached_views_agree_event_by_event(tmp_path, sim_factor
     finally:
         await session.aclose()
     assert session.engine.states[5] is TaskState.FAILED
-    failed_first = session.engine.count(TaskState.FAILED)  # task 5, and any the outage failed
+    failed_first = session.engine.board.count(TaskState.FAILED)  # task 5, and any the outage failed
 
-    resumed = SwarmSession.open_existing(run_dir, retry_failed=True)
+    resumed = SwarmSession.reopen(run_dir, retry_failed=True)
     live_second: list[dict] = []
     live = LiveRun(resumed)
     live_recorder(live, live_second)
@@ -225,7 +225,7 @@ async def test_a_view_of_a_killed_run_shows_its_calls_lost_and_resume_agrees(tmp
     closed_view = snapshot(later.states, later.stats, later.limit, later.ceiling, later.paused)
 
     # the resume journals the same closing, then finishes the run; an attached view replays it all
-    resumed = SwarmSession.open_existing(run_dir)
+    resumed = SwarmSession.reopen(run_dir)
     lost = [a for i in range(38) for a in resumed.journal.queries.attempts_of(i) if a["outcome"] == "cancelled"]
     assert len(lost) == len(running)  # each lost call is journaled (it may have been billed)
     try:
@@ -244,3 +244,74 @@ async def test_a_view_of_a_killed_run_shows_its_calls_lost_and_resume_agrees(tmp
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["requests"]["sent"] == seen[-1]["stats"]["sent"]
     await replayed.aclose()
+
+
+async def test_what_is_in_flight_is_one_fact_and_no_view_of_it_passes_the_limit(tmp_path, sim_factory):
+    """The board owns what is in flight (each running task's attempt, a hedged attempt's backup);
+    the footer's figure (`RunStats`), the agents' cells, the engine's slots and handles, and an
+    attached view's board are fed the same events: at every event of a run with retries, hedged
+    backups, stragglers and a failed task they agree, and none passes the limit (a backup holds no
+    slot: the calls on the wire pass it by the backups alone)."""
+    limit = 6
+    sim = sim_factory(latency_ms=30.0, latency_sigma=0.2)
+    prompts = [f"task {i}" for i in range(90)]
+    for i in range(0, 90, 11):
+        prompts[i] = f"flaky {i} [[sim:500x1]]"
+    prompts[7] = "refused [[sim:400]]"
+    prompts += [f"hangs {i} [[sim:hangx1]]" for i in range(3)]
+    session = open_session(
+        tmp_path, sim.base_url, prompts, concurrency=limit, adaptive=False, hedge=True, timeout_s=60.0
+    )
+    engine, board = session.engine, session.engine.board
+    live = LiveRun(session)
+    wrong: list[str] = []
+    most = {"tasks": 0, "calls": 0, "backups": 0}
+
+    def check(event) -> None:
+        calls, tasks, backups = board.live_calls, board.live_tasks, len(board.backups)
+        most.update(
+            tasks=max(most["tasks"], tasks), calls=max(most["calls"], calls), backups=max(most["backups"], backups)
+        )
+        flying = {i for i, flight in board.in_flight.items() if not flight.batch}
+        if engine.stats.in_flight != calls:
+            wrong.append(f"after {event}: the figure says {engine.stats.in_flight} calls, the board {calls}")
+        if set(live.view.agents.in_flight) != flying:
+            wrong.append(
+                f"after {event}: the cells say {sorted(live.view.agents.in_flight)}, the board {sorted(flying)}"
+            )
+        if tasks > limit or engine.admission.in_flight > limit or engine.queue.in_flight > limit:
+            wrong.append(
+                f"after {event}: past the limit ({tasks}, {engine.admission.in_flight}, {engine.queue.in_flight})"
+            )
+        if calls > limit + backups:
+            wrong.append(f"after {event}: {calls} calls on the wire, {backups} of them backups")
+
+    live.subscribe(check)
+    attached = AttachedRun(tmp_path / "run")
+
+    def check_attached(event) -> None:
+        seen = attached.view.board
+        assert seen is not None
+        if attached.stats.in_flight != seen.live_calls or seen.live_tasks > limit:
+            wrong.append(
+                f"attached, after {event}: {attached.stats.in_flight} vs {seen.live_calls} ({seen.live_tasks})"
+            )
+
+    attached.subscribe(check_attached)
+    stop_following = asyncio.Event()
+    follower = asyncio.create_task(follow(attached, stop_following))
+    try:
+        finished = await asyncio.wait_for(live.run(), 90)
+    finally:
+        await session.aclose()
+    await wait_until(lambda: attached.follower.finished is not None, "the attached view to read the whole log")
+    stop_following.set()
+    await follower
+    await attached.aclose()
+    assert (finished.succeeded, finished.failed) == (len(prompts) - 1, 1)
+    assert not wrong, wrong[:5]
+    assert most["tasks"] == limit, "the run filled its slots (else the limit was not tested)"
+    assert most["backups"] >= 1 and engine.hedges_sent >= 1, (
+        "a straggler got a backup (else the backups were not tested)"
+    )
+    assert board.live_calls == engine.stats.in_flight == 0 and not live.view.agents.in_flight

@@ -201,7 +201,7 @@ window = 5
     journal.close()
 
     sim.reset()
-    resumed = SwarmSession.open_existing(tmp_path / "run")
+    resumed = SwarmSession.reopen(tmp_path / "run")
     try:
         again = await resumed.run()
     finally:
@@ -221,7 +221,7 @@ def test_a_planner_that_fails_for_good_ends_the_run_with_exit_1_and_no_traceback
 
 async def test_a_request_past_the_context_length_is_retried_once_without_its_memory(tmp_path, sim_factory):
     from swarm_tui.core.task import Task
-    from swarm_tui.engine import EngineSettings, SwarmEngine
+    from swarm_tui.engine import AnswerRules, Doors, EngineSettings, build_engine
     from swarm_tui.journal import Journal
     from swarm_tui.providers.client import ProviderClient
     from swarm_tui.swarm.memory import RollingMemory
@@ -250,7 +250,9 @@ async def test_a_request_past_the_context_length_is_retried_once_without_its_mem
     ]
     journal = Journal.create(tmp_path / "run", tasks, {"job": {"name": "context"}, "plan": {}})  # a whole run
     client = ProviderClient(ProviderProfile("custom", base_url=sim.base_url), sim.base_url)
-    engine = SwarmEngine(tasks, client, journal.records, EngineSettings(), trimmer=drop_memory)
+    engine = build_engine(
+        tasks, journal.records, EngineSettings(), Doors(client), answers=AnswerRules(trimmer=drop_memory)
+    )
     try:
         finished = await engine.run()
     finally:

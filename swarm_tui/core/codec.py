@@ -28,7 +28,7 @@ from swarm_tui.core.call_errors import CallError, ErrorClass
 from swarm_tui.core.events import Attempt, EngineEvent, TaskState
 from swarm_tui.core.usage import Usage
 
-EVENT_TYPES: dict[str, type] = {
+EVENT_TYPES: dict[str, type[EngineEvent]] = {
     cls.__name__: cls
     for cls in (
         ev.RunStarted,

@@ -32,6 +32,10 @@ class Task:
         return ""
 
 
+JSONObject = dict[str, object]
+"""A JSON object as it crosses a port (a request body, a transcript, a note's data): who reads its
+values narrows them."""
+
 RunTasks = Iterable[Task] | MutableMapping[int, Task]
 """What an engine is given: the tasks (a list), or a table of them by index."""
 

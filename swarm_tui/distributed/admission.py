@@ -11,7 +11,6 @@ round trip at all.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
@@ -128,12 +127,7 @@ class LeasedAdmission(AdmissionController):
                     if self.metered is False:
                         continue
                     wait = max(grant.wait_s, grant.gate_s, 0.002)
-            self._changed.clear()
-            try:
-                async with asyncio.timeout(wait):
-                    await self._changed.wait()
-            except TimeoutError:
-                pass
+            await self.until_changed(wait)
 
     def close_gate(self, seconds: float) -> bool:
         extended = super().close_gate(seconds)
@@ -149,12 +143,12 @@ class LeasedAdmission(AdmissionController):
             super().close_gate(grant.gate_s)
         if grant.rpm or grant.tpm:
             self.shared_limits.adopt(grant.rpm, grant.tpm)
-        self._changed.set()
+        self.changed()
 
     def _take_from_pool(self, tokens: int) -> bool:
         if self._pool_requests <= 0:
             return False
-        if self._clock() - self._pool_at > LEASE_TTL_S:
+        if self.clock() - self._pool_at > LEASE_TTL_S:
             self._pool_requests = self._pool_tokens = 0
             return False
         if self.shared_limits.tokens is not None and self._pool_tokens < tokens:
@@ -170,7 +164,7 @@ class LeasedAdmission(AdmissionController):
         if grant.requests:
             self._pool_requests += grant.requests
             self._pool_tokens += grant.tokens
-            self._pool_at = self._clock()
+            self._pool_at = self.clock()
         return grant
 
 
@@ -187,4 +181,4 @@ class SwarmAdmission:
 
     @property
     def in_flight(self) -> int:
-        return len(self._board.in_flight)
+        return self._board.live_tasks

@@ -8,34 +8,38 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from functools import partial
 
 from swarm_tui.cache import CacheEntry, ResponseCache, request_key
 from swarm_tui.core.events import Attempt, TaskSucceeded
-from swarm_tui.core.task import Task
+from swarm_tui.core.ports import JournalSink
+from swarm_tui.core.task import JSONObject, Task
 from swarm_tui.core.usage import Usage
 from swarm_tui.engine.calls import cached_attempt
+from swarm_tui.engine.kernel.outbox import Outbox
+from swarm_tui.engine.settings import Validator
 from swarm_tui.providers.client import CallResult, ProviderClient
 
 
 class DriverCache:
-    def __init__(self, cache: ResponseCache, client: ProviderClient, validator: Callable[..., Any] | None) -> None:
+    def __init__(self, cache: ResponseCache, client: ProviderClient, validator: Validator | None) -> None:
         self.cache = cache
         self.client = client
         self.validator = validator
 
-    def _key(self, body: dict[str, Any]) -> str:
+    def _key(self, body: JSONObject) -> str:
         return request_key(self.cache.identity(self.client.base_url), self.client.profile.model, body)
 
     def replay(
         self,
         pending: Sequence[int],
         tasks: Mapping[int, Task],
-        next_number: Callable[[int], int],
-        commit: Callable[..., None],
-        record_success: Callable[..., None],
+        number: Callable[[int], int],
+        outbox: Outbox,
+        journal: JournalSink,
     ) -> list[int]:
-        """Journal the hits among `pending` (through `commit`); return the tasks still to shard."""
+        """Journal the hits among `pending` (through the driver's `outbox`, numbered by `number`);
+        return the tasks still to shard."""
         found = self.cache.lookup(self._key(tasks[i].body) for i in pending) if self.cache.reading else {}
         left: list[int] = []
         for index in pending:
@@ -44,16 +48,17 @@ class DriverCache:
             if entry is None or result is None or not self._acceptable(tasks[index], result):
                 left.append(index)
                 continue
-            attempt = cached_attempt(index, next_number(index), result, entry.cost_usd, entry.finish_reason)
+            attempt = cached_attempt(index, number(index), result, entry.cost_usd, entry.finish_reason)
             self.cache.used(entry.key)
-            commit(record_success, attempt, entry.response, events=[TaskSucceeded(attempt, result.content)])
+            succeeded = TaskSucceeded(attempt, result.content)
+            outbox.commit_soon(partial(journal.record_success, attempt, entry.response), events=[succeeded])
         self.cache.flush()
         return left
 
     def _acceptable(self, task: Task, result: CallResult) -> bool:
         return self.validator is None or self.validator(task, result) is None
 
-    def kept(self, task: Task, attempt: Attempt, response: Any) -> None:
+    def kept(self, task: Task, attempt: Attempt, response: JSONObject | bytes) -> None:
         """A shard's success (validated there): kept, when it came from the run's primary endpoint."""
         if attempt.endpoint != self.client.name or not self.cache.writing:
             return

@@ -13,6 +13,12 @@ journal does not show as finished are put back in the queue and handed to a surv
 (or a new one), with their attempt numbering continued; attempts that were in flight on it
 are journaled as cancelled (they may have been billed).
 
+The driver is a small object holding named parts, as the local engine is: the same outbox
+(`engine.kernel.outbox`: journal first, then the board and the listeners) and attempt numbering
+(`engine.kernel.numbers`), the shards' steering (`steering.ShardSteering`), their recovery
+(`recovery.ShardRecovery`), its lanes (`lane_host.DriverLanes`: the batch lane runs here, with
+the driver as its `engine.ports.LaneHost`) and its own calls (`driver_calls.DriverCalls`).
+
 Keys: the profile carries only the *name* of the key's env var. The actor reads the key from
 its own environment; when the driver has the variable set, it passes it to the actors through
 Ray's `runtime_env` (`forward_keys=False` leaves it to the nodes' environment). Never in a
@@ -25,7 +31,8 @@ import asyncio
 import logging
 import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING
 
 from ray.exceptions import RayError
 
@@ -45,9 +52,11 @@ from swarm_tui.core.events import (
     TaskCancelled,
     TaskQueued,
     TasksAdded,
+    TaskState,
 )
 from swarm_tui.core.lanes import LIVE
-from swarm_tui.core.task import RunTasks, Task, by_index
+from swarm_tui.core.ports import Capability, RunJournal
+from swarm_tui.core.task import JSONObject, RunTasks, Task, by_index
 from swarm_tui.distributed import CAPABILITIES
 from swarm_tui.distributed.actors import ActorPool, Shard, connect
 from swarm_tui.distributed.admission import SwarmAdmission
@@ -58,8 +67,13 @@ from swarm_tui.distributed.recovery import ShardRecovery
 from swarm_tui.distributed.sink import EVENT, JOURNAL
 from swarm_tui.distributed.steering import ShardSteering
 from swarm_tui.distributed.worker import DONE, ShardSpec
-from swarm_tui.engine import EngineSettings, TaskState
-from swarm_tui.engine.observable import Listener
+from swarm_tui.engine import AnswerRules, Doors, EngineSettings, Resumed
+from swarm_tui.engine.kernel.guards import failure_rate_breach, outcome_of
+from swarm_tui.engine.kernel.numbers import AttemptNumbers
+from swarm_tui.engine.kernel.outbox import Listener, Outbox, Write
+from swarm_tui.engine.lanes.registry import batch_lane_of
+from swarm_tui.engine.ledger import SpendLedger
+from swarm_tui.engine.pacing.retry import RetryPolicy
 from swarm_tui.engine.stats import RunStats
 from swarm_tui.pricing import Price
 from swarm_tui.providers.client import CallResult, ProviderClient
@@ -68,6 +82,7 @@ from swarm_tui.providers.profile import ProviderProfile
 if TYPE_CHECKING:
     from swarm_tui.cache import ResponseCache
     from swarm_tui.engine.pacing.admission import AdmissionController
+    from swarm_tui.engine.ports import Lane
     from swarm_tui.tools import ToolsSpec
 
 log = logging.getLogger(__name__)
@@ -76,10 +91,10 @@ _SKIPPED_EVENTS = (RunStarted, RunFinished, TasksAdded, RunStopping, RunPaused, 
 """A shard's own run-level events: the driver announces the swarm's instead."""
 
 
-class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
-    """`SwarmEngine`'s interface (`core.ports.Engine`), with the work done by engines on Ray actors."""
+class RayEngine:
+    """`SwarmEngine`'s interface (`engine.ports.Engine`), with the work done by engines on Ray actors."""
 
-    capabilities = CAPABILITIES
+    capabilities: frozenset[Capability] = CAPABILITIES
     tail = None
     """The tail deadlines live on the shards' engines."""
     adaptive = None
@@ -89,44 +104,47 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
     def __init__(
         self,
         tasks: RunTasks,
-        client: ProviderClient,
-        journal,
+        journal: RunJournal,
         settings: EngineSettings,
+        doors: Doors,
         *,
         profile: ProviderProfile,
         base_url: str,
+        resumed: Resumed | None = None,
+        answers: AnswerRules | None = None,
+        simulated: bool = False,
         address: str | None = None,
         actors: int | None = None,
-        price: Price | None = None,
-        states: dict[int, TaskState] | None = None,
-        attempts_made: dict[int, int] | None = None,
-        simulated: bool = False,
-        fallback_price: Price | None = None,
-        validator=None,
         forward_keys: bool = True,
         response_cache: ResponseCache | None = None,
         tools: ToolsSpec | None = None,
     ) -> None:
-        """`tools`: the job's tools, run on the actors (every task a multi-step agent)."""
+        """`doors`: the primary endpoint and the prices (each actor makes its own clients from
+        `profile`, its fallback's included); `tools`: the job's tools, run on the actors (every
+        task a multi-step agent)."""
         connect(address)
+        resumed = resumed or Resumed()
+        validator = (answers or AnswerRules()).validator
         self.tools = tools
         self.tasks = by_index(tasks)
-        self.client = client
+        self.client = doors.client
         self.journal = journal
         self.settings = settings
-        self.price = price
-        self.fallback_price = fallback_price
+        self.price = doors.price
+        self.fallback_price = doors.fallback_price
         self.simulated = simulated
         self.validator = validator
-        self.cache = DriverCache(response_cache, client, validator) if response_cache is not None else None
+        self.cache = DriverCache(response_cache, doors.client, validator) if response_cache is not None else None
         self.stats = RunStats()
-        self.board = TaskBoard.of(self.tasks, states)
+        self.board = TaskBoard.of(self.tasks, resumed.states)
         self.states = self.board.states
-        self._attempt_numbers: dict[int, int] = dict(attempts_made or {})
-        self._round_attempts: dict[int, int] = {}
-        self._listeners: list[Listener] = [self.stats.observe]
-        self._outbox: list = []
+        self.outbox = Outbox(journal, self.board, [self.stats.observe])
+        self.numbers = AttemptNumbers(resumed.attempts_made)
         self.admission = SwarmAdmission(settings.pacing.concurrency, self.board)
+        self.retry_policy = RetryPolicy(max_attempts=settings.guards.max_attempts)
+        self.ledger = SpendLedger(None)
+        """Holds no budget: a Ray run's budget is split into the shards' allowances (`_free_budget`),
+        each its engine's ledger, and the CLI refuses the batch lane with a budget on Ray."""
         self.pool = ActorPool(
             profile,
             base_url,
@@ -136,20 +154,16 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
             size=actors,
             forward_keys=forward_keys,
         )
-        self._broken_shards = 0
-        """Shards that failed (actor alive) since the last success: see `_lost`."""
-        self._actors_lost_since_progress = 0
-        """Actors found dead since the last success: see `_lost`."""
+        self.shards: dict[int, Shard] = {}
+        """Every shard of this session so far, by id (the running ones hold tasks)."""
+        self.steering = ShardSteering(self.pool, self.admission, self.shards, self.states, self.outbox)
+        self.recovery = ShardRecovery(self, self.pool, self.board, journal, self.outbox)
         self.driver_calls = DriverCalls(
-            client, journal, settings, self.pool, self._deliver, price=price, simulated=simulated
+            doors.client, journal, settings, self.pool, self.outbox.deliver, price=doors.price, simulated=simulated
         )
         """The planner's, aggregator's and judge's calls, made here (`driver_calls`)."""
         self._failed_over: str | None = None
-        self.shards: dict[int, Shard] = {}
-        """Every shard of this session so far, by id (the running ones hold tasks)."""
         self._next_shard = 0
-        self._held: set[int] = set()
-        """Tasks the user cancelled (`x`): they wait, unfinished, until retried by name or the run resumed."""
         self._running = False
         self._aborted = False
         self._stop_reason: str | None = None
@@ -157,16 +171,29 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
         self._wake = asyncio.Event()
         self._spent_before_usd = 0.0
         self._stats_cost_at_start = 0.0
-        self._open_lanes(client, price, validator)
+        batch = batch_lane_of(self, doors.client, doors.price, validator)
+        self.lanes = DriverLanes([batch] if batch is not None else [], wake=self.wake, stop=self.stop_dispatch)
 
     # ----------------------------------------------------------------- steering
+
+    def pause(self) -> None:
+        self.steering.pause()
+
+    def resume(self) -> None:
+        self.steering.resume()
+
+    def set_concurrency(self, limit: int, reason: str = "user") -> int:
+        return self.steering.set_concurrency(limit, reason)
+
+    def cancel_tasks(self, indices: Iterable[int]) -> list[int]:
+        return self.steering.cancel_tasks(indices)
 
     def abort(self, reason: str = "aborted by user", *, leave_batches: bool = False) -> None:
         """`leave_batches` (a quit): the open batches run on at the provider; `resume` collects them."""
         if self._aborted:
             return
         self._aborted = True
-        self._abort_lanes(leave_batches)
+        self.lanes.abort(leave_open=leave_batches)
         self._stop(reason)
         self.pool.broadcast("abort", reason)
         self.driver_calls.abort(reason)
@@ -177,23 +204,24 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
             self.pool.broadcast("stop_dispatch", reason)
 
     def retry_failed(self, indices: Iterable[int] | None = None) -> list[int]:
+        held = self.steering.is_held
         chosen = [
             i
             for i in (self.tasks if indices is None else indices)
             if self.states.get(i) is TaskState.FAILED
-            or (indices is not None and i in self._held and self.states[i] is TaskState.CANCELLED)
+            or (indices is not None and held(i) and self.states[i] is TaskState.CANCELLED)
         ]
         if not chosen:
             return []
-        self._held.difference_update(chosen)
+        self.steering.release(chosen)
         if not self._running:
             self._stop_reason = None
             self._aborted = False
             self.driver_calls.restart()
         queued = [TaskQueued(index, TaskState.FAILED) for index in chosen]
-        self._commit(self.journal.requeue, chosen, events=queued)
+        self.outbox.commit(partial(self.journal.requeue, chosen), events=queued)
         if self._running and self._stop_reason is None:
-            self._dispatch(chosen)
+            self.dispatch(chosen)
         return chosen
 
     def add_tasks(self, tasks: Sequence[Task]) -> list[int]:
@@ -201,21 +229,21 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
         if not new:
             return []
         added = TasksAdded(tuple(t.index for t in new), len(self.tasks) + len(new))
-        self._commit(self.journal.add_tasks, new, events=[added])
+        self.outbox.commit(partial(self.journal.add_tasks, new), events=[added])
         for task in new:
             self.tasks[task.index] = task
         if self._running and self._stop_reason is None:
-            self._dispatch([t.index for t in new])
+            self.dispatch([t.index for t in new])
         return [t.index for t in new]
 
     def announce_phase(self, phase: str, detail: str = "") -> None:
-        self._emit(PhaseChanged(phase, detail))
+        self.outbox.emit(PhaseChanged(phase, detail))
 
     async def call_direct(
         self,
         phase: str,
         index: int,
-        body: dict,
+        body: JSONObject,
         *,
         client: ProviderClient | None = None,
         admission: AdmissionController | None = None,
@@ -237,6 +265,49 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
             self.pool.broadcast("fail_over", reason)
         return True
 
+    # ----------------------------------------------------------------- the judge's side
+
+    def subscribe(self, listener: Listener) -> None:
+        self.outbox.subscribe(listener)
+
+    def record(self, write: Write, *, events: Sequence[EngineEvent]) -> None:
+        """A journal write from outside the engine (the judge's verdict) and the events that report
+        it, in one transaction, then out to the views."""
+        self.outbox.commit(write, events=events, quiet=True)
+
+    def emit_now(self, event: EngineEvent) -> None:
+        self.outbox.emit_now(event)
+
+    def log(self, kind: str, data: JSONObject | None = None) -> None:
+        self.outbox.note(kind, data)
+
+    # ----------------------------------------------------------------- what the batch lane sees (`LaneHost`)
+
+    @property
+    def stopping(self) -> str | None:
+        return self._stop_reason
+
+    def give_back(self, indices: Iterable[int]) -> None:
+        """Tasks the lane will not carry go to the shards (after a stop they stay unfinished)."""
+        indices = list(indices)
+        if indices and self._running and self._stop_reason is None:
+            self.dispatch(indices)
+        self.wake()
+
+    def retry_soon(self, index: int, delay_s: float = 0.0) -> None:
+        """A batch line to try again, live: to a shard after its backoff."""
+        self.lanes.retry_after(index, delay_s, self.give_back)
+
+    def wake(self) -> None:
+        """Something the run's loop waits for may have changed."""
+        self._wake.set()
+
+    def check_failure_rate(self) -> None:
+        """`--fail-on-error`: the swarm's guard (the shards run without it)."""
+        breach = failure_rate_breach(self.board, len(self.tasks), self.settings.guards.fail_on_error)
+        if breach is not None:
+            self.stop_dispatch(breach)
+
     # ----------------------------------------------------------------- running
 
     async def run(self) -> RunFinished:
@@ -249,53 +320,75 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
         self._spent_before_usd = self.journal.spent_usd()  # the one ledger: every session of the run
         self._stats_cost_at_start = self.stats.cost_usd
         pending = [i for i in sorted(self.tasks) if not self.states[i].is_final]
+        outbox = self.outbox
         self.pool.ensure(paused=self.admission.paused)
         self.journal.log_event("ray", {"actors": len(self.pool.alive())})
-        self._emit(RunStarted(len(self.tasks), len(pending), self.admission.limit, self.client.name, self.simulated))
+        outbox.emit(RunStarted(len(self.tasks), len(pending), self.admission.limit, self.client.name, self.simulated))
         for index in pending:
             previous = self.states[index]
             if previous is not TaskState.QUEUED:  # left unfinished by an earlier stop (or process)
-                self._emit(TaskQueued(index, previous))
+                outbox.emit(TaskQueued(index, previous))
         if self.settings.pacing.rpm or self.settings.pacing.tpm:
-            self._emit(RateLimitsLearned(self.settings.pacing.rpm, self.settings.pacing.tpm))
+            outbox.emit(RateLimitsLearned(self.settings.pacing.rpm, self.settings.pacing.tpm))
         if self.cache is not None:  # hits before any shard: they reach no actor
-            pending = self.cache.replay(
-                pending, self.tasks, self.peek_number, self._commit_soon, self.journal.record_success
-            )
-            self._flush_outbox()
-        pending = self._claim(pending)  # the batch lane's tasks (and those in open batches) stay here
+            pending = self.cache.replay(pending, self.tasks, self.numbers.peek, outbox, self.journal)
+            outbox.flush()
+        pending = self.lanes.claim(pending)  # the batch lane's tasks (and those in open batches) stay here
         try:
-            self._start_lanes()
+            self.lanes.start()
             if pending:
-                self._dispatch(pending, spread=True)
+                self.dispatch(pending, spread=True)
             while True:
                 running = [s.task for s in self.shards.values() if s.task is not None and s.running]
-                if not running and not self.lanes_busy:
+                if not running and not self.lanes.busy:
                     break
                 self._wake.clear()
                 wake = asyncio.create_task(self._wake.wait())
                 await asyncio.wait({*running, wake}, return_when=asyncio.FIRST_COMPLETED)
                 wake.cancel()
         finally:
-            await self._settle_lanes()
+            await self.lanes.settle()
             self._running = False
         # stopped (or a shard ended oddly): unfinished work, kept for resume. A task never started
         # stays queued, as it is on disk: a stop costs nothing per task it never sent
         left = [i for i in sorted(self.tasks) if not (self.states[i].is_final or self.states[i].kept_by_a_stop)]
         if left:
             cancelled = [TaskCancelled(index) for index in left]
-            self._commit(self.journal.record_cancelled, left, (), events=cancelled)
+            outbox.commit(partial(self.journal.record_cancelled, left, ()), events=cancelled)
         finished = self.outcome()
-        self._emit(finished)
-        self._flush_outbox()  # the run's last word is on disk and out before run() returns
+        outbox.emit(finished)
+        outbox.flush()  # the run's last word is on disk and out before run() returns
         return finished
 
     async def aclose(self) -> None:
         """Stop the actors (their tool servers first) and the limiter (the run's journal is untouched)."""
         await self.pool.aclose()
 
+    # ----------------------------------------------------------------- read-outs
+
+    def outcome(self) -> RunFinished:
+        """Where the run stands now, as the event `run()` ends with."""
+        return outcome_of(self.board, len(self.tasks), aborted=self._aborted, stop_reason=self._stop_reason)
+
     @property
-    def actors(self) -> list:
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def paused(self) -> bool:
+        return self.admission.paused
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
+
+    @property
+    def lane(self) -> Lane | None:
+        """The batch lane, which runs here; None without."""
+        return self.lanes.lane
+
+    @property
+    def actors(self) -> list[object]:
         """The worker actors made so far (a dead one stays in its place)."""
         return self.pool.actors
 
@@ -303,12 +396,18 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
     def actors_lost(self) -> int:
         return self.pool.lost
 
-    def limiter_stats(self) -> dict[str, Any]:
+    def limiter_stats(self) -> dict[str, object]:
         return self.pool.limiter_stats()
 
-    # ----------------------------------------------------------------- internals
+    @property
+    def spent_usd(self) -> float:
+        """What the run has spent, all sessions: the journal's ledger when this session started
+        plus what the shards reported since."""
+        return self._spent_before_usd + self.stats.cost_usd - self._stats_cost_at_start
 
-    def _dispatch(self, indices: list[int], *, spread: bool = False) -> None:
+    # ----------------------------------------------------------------- the shards
+
+    def dispatch(self, indices: list[int], *, spread: bool = False) -> None:
         """Hand tasks to actors: over all of them at the start, else to the least busy one."""
         if not indices:
             return
@@ -347,7 +446,7 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
             shard_id,
             [self.tasks[i] for i in indices],
             settings,
-            {i: self._attempt_numbers[i] for i in indices if i in self._attempt_numbers},
+            self.numbers.made(indices),
             self.price,
             self.fallback_price,
             self.simulated,
@@ -363,7 +462,7 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
             async for ref in shard.actor.run_shard.remote(spec):
                 self._apply(shard, await ref)
         except RayError as exc:
-            self._lost(shard, exc)
+            self.recovery.lost(shard, exc)
             return
         except asyncio.CancelledError:
             raise
@@ -371,38 +470,52 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
             i for i in shard.indices if not self.states[i].is_final and self.states[i] is not TaskState.CANCELLED
         ]
         if leftover and self._stop_reason is None:  # should not happen; never lose a task
-            self._requeue(leftover, "shard ended without them")
+            self.recovery.requeue(leftover, "shard ended without them")
 
-    def _apply(self, shard: Shard, batch: list[tuple]) -> None:
-        journal = self.journal
+    def _apply(self, shard: Shard, batch: list[tuple[object, ...]]) -> None:
         for item in batch:
             kind = item[0]
-            if kind == JOURNAL:
-                _, method, args = item
-                if method == "log_event":  # a shard's notes (a failover, a trimmed request)
-                    journal.log_event(args[0], args[1])
-                elif method == "record_cancelled":
-                    journal.record_cancelled(*args)
-                elif method in ("record_step", "record_tool_calls"):  # an agent's transcript grew
-                    getattr(journal, method)(*args)
-                    self._transcript_grew(args[0] if method == "record_tool_calls" else args[0].index, args[-1])
-                elif method in ("record_success", "record_failure", "record_retry", "record_attempt"):
-                    attempt: Attempt = args[0]
-                    getattr(journal, method)(*args)
-                    self.take_numbers(attempt.index, attempt.number)
-                    if method == "record_success":
-                        self._broken_shards = self._actors_lost_since_progress = 0
-                        if self.cache is not None:
-                            self.cache.kept(self.tasks[attempt.index], attempt, args[1])
-                # requeue: the driver journals retries itself
-            elif kind == EVENT:
+            if kind == JOURNAL and isinstance(item[2], tuple):
+                self._replay(item[1], item[2])
+            elif kind == EVENT and isinstance(item[1], EngineEvent):
                 self._relay(shard, item[1])
-            elif kind == DONE:
+            elif kind == DONE and isinstance(item[2], int):
                 shard.lease_calls = item[2]
-        self._flush_outbox()  # the batch's events: one commit, then out (the guards read what they did)
+        self.outbox.flush()  # the batch's events: one commit, then out (the guards read what they did)
         self._check_guards()
 
-    def _transcript_grew(self, index: int, body: dict[str, Any]) -> None:
+    def _replay(self, method: object, args: tuple[object, ...]) -> None:
+        """A shard's journal write (`sink.ForwardingJournal`), applied to the run's journal."""
+        journal = self.journal
+        match method, *args:
+            case "log_event", str(kind), (dict() | None) as data:  # a shard's notes (a failover, a trimmed request)
+                journal.log_event(kind, data)
+            case "record_cancelled", list(indices), list(attempts):
+                journal.record_cancelled(indices, attempts)
+            case "record_step", Attempt() as attempt, dict(body):  # an agent's transcript grew
+                journal.record_step(attempt, body)
+                self._transcript_grew(attempt.index, body)
+            case "record_tool_calls", int(index), int(step), list(results), dict(body):
+                journal.record_tool_calls(index, step, results, body)
+                self._transcript_grew(index, body)
+            case "record_success", Attempt() as attempt, (dict() | bytes()) as response:
+                journal.record_success(attempt, response)
+                self.numbers.take(attempt.index, attempt.number)
+                self.recovery.progressed()
+                if self.cache is not None:
+                    self.cache.kept(self.tasks[attempt.index], attempt, response)
+            case "record_failure", Attempt() as attempt:
+                journal.record_failure(attempt)
+                self.numbers.take(attempt.index, attempt.number)
+            case "record_retry", Attempt() as attempt:
+                journal.record_retry(attempt)
+                self.numbers.take(attempt.index, attempt.number)
+            case "record_attempt", Attempt() as attempt:
+                journal.record_attempt(attempt)
+                self.numbers.take(attempt.index, attempt.number)
+            # requeue: the driver journals retries itself
+
+    def _transcript_grew(self, index: int, body: JSONObject) -> None:
         """An agent's body is its transcript so far: a shard handed it later (a lost actor's
         re-queue, a resume) goes on from there, never re-sending a step or a tool call."""
         task = self.tasks[index]
@@ -414,7 +527,7 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
         if isinstance(event, _SKIPPED_EVENTS):
             return
         if isinstance(event, AttemptStarted):
-            self.take_numbers(event.index, event.number)
+            self.numbers.take(event.index, event.number)
         elif isinstance(event, ConcurrencyChanged):
             shard.limit = event.limit
             running = [s for s in self.shards.values() if s.running]
@@ -424,13 +537,7 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
             if (event.rpm, event.tpm) == self._learned:
                 return
             self._learned = (event.rpm, event.tpm)
-        self._emit(event)
-
-    @property
-    def spent_usd(self) -> float:
-        """What the run has spent, all sessions: the journal's ledger when this session started
-        plus what the shards reported since."""
-        return self._spent_before_usd + self.stats.cost_usd - self._stats_cost_at_start
+        self.outbox.emit(event)
 
     def _free_budget(self) -> float | None:
         """The part of the budget no running shard holds, for new shards (by task count).
@@ -448,7 +555,7 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
         budget = self.settings.guards.budget_usd
         if budget is not None and self.spent_usd >= budget:
             self.stop_dispatch(f"budget: ${self.spent_usd:.4f} spent (this run, all sessions), budget ${budget:.2f}")
-        self._check_failure_rate()
+        self.check_failure_rate()
 
     def _stop(self, reason: str) -> None:
         if self._stop_reason is not None:
@@ -456,5 +563,5 @@ class RayEngine(ShardSteering, ShardRecovery, DriverLanes):
         self._stop_reason = reason
         self.admission.closed = True
         self.driver_calls.stop(reason)
-        self._emit(RunStopping(reason))
-        self._wake_lanes()
+        self.outbox.emit(RunStopping(reason))
+        self.lanes.wake()

@@ -14,7 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from swarm_tui.core.ports import RunJournal
+from swarm_tui.core.task import JSONObject
 from swarm_tui.distributed.admission import LeasedAdmission, SharedRateLimits
+from swarm_tui.engine.builder import Doors, build_engine
 from swarm_tui.engine.settings import EngineSettings
 from swarm_tui.pricing import Price
 from swarm_tui.providers.client import CallResult, ProviderClient
@@ -33,7 +36,7 @@ class DriverCalls:
     def __init__(
         self,
         client: ProviderClient,
-        journal,
+        journal: RunJournal,
         settings: EngineSettings,
         pool: ActorPool,
         deliver: Callable[[EngineEvent], None],
@@ -55,8 +58,6 @@ class DriverCalls:
 
     def local(self) -> SwarmEngine:
         if self.engine is None:
-            from swarm_tui.engine.engine import SwarmEngine
-
             limiter = self.pool.ensure_limiter()
             admission = LeasedAdmission(
                 self.settings.pacing.concurrency,
@@ -66,14 +67,13 @@ class DriverCalls:
                 lease=lambda requests, tokens_each, **pending: limiter.lease.remote(requests, tokens_each, **pending),
                 close_shared_gate=limiter.close_gate.remote,
             )
-            engine = SwarmEngine(
+            engine = build_engine(
                 [],
-                self.client,
                 self.journal,
                 self.settings,
-                price=self.price,
-                simulated=self.simulated,
+                Doors(self.client, self.price),
                 admission=admission,
+                simulated=self.simulated,
             )
             engine.subscribe(self.deliver)
             for endpoint, price, tier in self._prices:
@@ -87,7 +87,7 @@ class DriverCalls:
         self,
         phase: str,
         index: int,
-        body: dict,
+        body: JSONObject,
         *,
         client: ProviderClient | None = None,
         admission: AdmissionController | None = None,

@@ -1,52 +1,64 @@
-"""How the driver steers the shards as one swarm: pause, resume, a new limit split over the
-running shards, and the user's `x` on agents (each cancelled by the shard that holds it).
+"""How the Ray driver steers the shards as one swarm: pause, resume, a new limit split over the
+running shards, and the user's `x` on agents (each cancelled by the shard that holds it, and held
+here until it is retried by name or the run resumed).
 
-A mixin of `driver.RayEngine`, apart so the driver stays one screenful of concerns."""
+`ShardSteering` is the driver's part that does it; the driver's `pause`, `resume`,
+`set_concurrency` and `cancel_tasks` are its."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from swarm_tui.core.events import ConcurrencyChanged, RunPaused, RunResumed
-from swarm_tui.engine.observable import ObservableEngine
+from swarm_tui.core.events import ConcurrencyChanged, RunPaused, RunResumed, TaskState
+from swarm_tui.engine.kernel.outbox import Outbox
 
 if TYPE_CHECKING:
     from swarm_tui.distributed.actors import ActorPool, Shard
     from swarm_tui.distributed.admission import SwarmAdmission
 
 
-class ShardSteering(ObservableEngine):
-    """The driver's steering (`RayEngine` sets `pool`, `admission`, `shards` and `_held`)."""
-
-    pool: ActorPool
-    admission: SwarmAdmission
-    shards: dict[int, Shard]
-    _held: set[int]
+class ShardSteering:
+    def __init__(
+        self,
+        pool: ActorPool,
+        admission: SwarmAdmission,
+        shards: Mapping[int, Shard],
+        states: Mapping[int, TaskState],
+        outbox: Outbox,
+    ) -> None:
+        """`shards`: every shard of the session so far, by id (the driver's, read)."""
+        self._pool = pool
+        self._admission = admission
+        self._shards = shards
+        self._states = states
+        self._outbox = outbox
+        self._held: set[int] = set()
+        """Tasks the user cancelled (`x`): they wait, unfinished, until retried by name or the run resumed."""
 
     def pause(self) -> None:
-        if not self.admission.paused:
-            self.admission.paused = True
-            self.pool.broadcast("pause")
-            self._emit_now(RunPaused())
+        if not self._admission.paused:
+            self._admission.paused = True
+            self._pool.broadcast("pause")
+            self._outbox.emit_now(RunPaused())
 
     def resume(self) -> None:
-        if self.admission.paused:
-            self.admission.paused = False
-            self.pool.broadcast("resume")
-            self._emit_now(RunResumed())
+        if self._admission.paused:
+            self._admission.paused = False
+            self._pool.broadcast("resume")
+            self._outbox.emit_now(RunResumed())
 
     def set_concurrency(self, limit: int, reason: str = "user") -> int:
         """The swarm's ceiling, split over the running shards."""
         limit = max(1, limit)
-        self.admission.limit = limit
-        running = [s for s in self.shards.values() if s.running]
+        self._admission.limit = limit
+        running = [s for s in self._shards.values() if s.running]
         share = max(1, math.ceil(limit / max(1, len(running))))
         for shard in running:
             shard.concurrency = shard.limit = share
             shard.actor.set_concurrency.remote(share, reason)
-        self._emit_now(ConcurrencyChanged(limit, reason, ceiling=limit))
+        self._outbox.emit_now(ConcurrencyChanged(limit, reason, ceiling=limit))
         return limit
 
     def cancel_tasks(self, indices: Iterable[int]) -> list[int]:
@@ -56,9 +68,10 @@ class ShardSteering(ObservableEngine):
         or the run resumed. A task no running shard holds (in a batch, not handed out) is not
         cancelled, and one whose answer the shard had already taken is answered instead (the
         driver hears of it a moment later). Returns the tasks asked to stop."""
-        wanted = {i for i in indices if i in self.states and not self.states[i].is_final and i not in self._held}
+        states = self._states
+        wanted = {i for i in indices if i in states and not states[i].is_final and i not in self._held}
         chosen: list[int] = []
-        for shard in self.shards.values():
+        for shard in self._shards.values():
             mine = [i for i in shard.indices if i in wanted] if shard.running and wanted else []
             if not mine:
                 continue
@@ -67,3 +80,10 @@ class ShardSteering(ObservableEngine):
             self._held.update(mine)
             chosen += mine
         return chosen
+
+    def is_held(self, index: int) -> bool:
+        return index in self._held
+
+    def release(self, indices: Iterable[int]) -> None:
+        """Retried by name: no longer held."""
+        self._held.difference_update(indices)

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import ray
 
@@ -28,11 +28,15 @@ from swarm_tui.core.events import EngineEvent, TaskFailed, TaskRetrying
 from swarm_tui.core.task import Task
 from swarm_tui.distributed.admission import LeasedAdmission, SharedRateLimits
 from swarm_tui.distributed.sink import ForwardingJournal, Outbox
-from swarm_tui.engine import EngineSettings, SwarmEngine
+from swarm_tui.engine import AnswerRules, Doors, EngineSettings, Resumed, build_engine
 from swarm_tui.pricing import Price
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.tools import Toolbox, ToolsSpec
+
+if TYPE_CHECKING:
+    from swarm_tui.engine.engine import SwarmEngine
+    from swarm_tui.engine.settings import Validator
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +58,7 @@ class ShardSpec:
     price: Price | None = None
     fallback_price: Price | None = None
     simulated: bool = False
-    validator: Any = None
+    validator: Validator | None = None
     failed_over: str | None = None
     """Why the swarm failed over to the fallback (the judge's action), if it has: this shard starts there."""
     tools: ToolsSpec | None = None
@@ -113,19 +117,16 @@ class SwarmWorker:
         admission = LeasedAdmission(
             spec.settings.pacing.concurrency, rate_limits=limits, lease=self._lease, close_shared_gate=self._report_gate
         )
-        engine = SwarmEngine(
+        engine = build_engine(
             spec.tasks,
-            client,
             ForwardingJournal(outbox),
             spec.settings,
-            price=spec.price,
-            attempts_made=spec.attempts_made,
-            simulated=spec.simulated,
-            fallback=fallback,
-            fallback_price=spec.fallback_price,
-            validator=spec.validator,
-            admission=admission,
+            Doors(client, spec.price, fallback, spec.fallback_price),
+            resumed=Resumed(attempts_made=spec.attempts_made),
+            answers=AnswerRules(spec.validator),
             toolbox=toolbox,
+            admission=admission,
+            simulated=spec.simulated,
         )
         engine.subscribe(outbox.event)
         engine.subscribe(lambda event: self._watch_congestion(event, admission))

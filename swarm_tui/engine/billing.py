@@ -9,7 +9,10 @@ near the threshold reserves at the premium)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from swarm_tui.core.events import Attempt
+from swarm_tui.core.task import JSONObject
 from swarm_tui.core.tiers import PRIORITY, served_tier
 from swarm_tui.core.usage import Usage
 from swarm_tui.engine.calls import answer_estimate, finish_reason, prompt_estimate
@@ -25,8 +28,8 @@ class Billing:
         self,
         ledger: SpendLedger,
         prices: dict[str, Price | None],
-        stop,
-        calls_out,
+        stop: Callable[[str], None],
+        calls_out: Callable[[], bool],
         tiers: dict[str, str | None] | None = None,
     ) -> None:
         """`stop(reason)`: stop dispatch (the budget is spent); `calls_out()`: whether calls in flight
@@ -55,7 +58,7 @@ class Billing:
             self._at_tier[key] = price.billed_at(tier) if price is not None else None
         return self._at_tier[key]
 
-    def unanswered_price(self, endpoint: str, body: dict) -> Price | None:
+    def unanswered_price(self, endpoint: str, body: JSONObject) -> Price | None:
         """What a call not answered (yet) is priced at: the dearer of the tier it asks for and the
         default (a Priority call at the Priority rate, a Flex one at the default: it may be served so)."""
         price = self.prices.get(endpoint)
@@ -73,7 +76,7 @@ class Billing:
         latency_ms: float,
         result: CallResult,
         outcome: str,
-        body: dict,
+        body: JSONObject,
     ) -> Attempt:
         """The attempt record of a call the provider answered (200): billed as its usage says, or
         by estimate when it says nothing; its reservation becomes what it cost."""
@@ -96,7 +99,7 @@ class Billing:
             service_tier=result.service_tier,
         )
 
-    def billed(self, result: CallResult, body: dict, endpoint: str) -> tuple[Usage, float | None, bool]:
+    def billed(self, result: CallResult, body: JSONObject, endpoint: str) -> tuple[Usage, float | None, bool]:
         """What an answered call is billed: its usage, or, when the provider sent none, an
         estimate (the prompt's tokens counted, the answer's from its text), marked as such."""
         usage, estimated = result.usage, False
@@ -106,7 +109,14 @@ class Billing:
         return usage, (price.cost(usage) if price is not None else None), estimated
 
     def cut(
-        self, index: int, number: int, endpoint: str, started_at: float, latency_ms: float, body: dict, outcome: str
+        self,
+        index: int,
+        number: int,
+        endpoint: str,
+        started_at: float,
+        latency_ms: float,
+        body: JSONObject,
+        outcome: str,
     ) -> Attempt:
         """A call cut after it went out may have been billed all the same: its input at least is
         counted (estimated) in the totals and the budget, marked as an estimate."""
@@ -122,7 +132,7 @@ class Billing:
         """The call failed without being billed (or never went out): its reservation goes back."""
         self.ledger.settle((index, number), None)
 
-    def reserve(self, index: int, number: int, body: dict, endpoint: str, *, stop: bool = True) -> bool:
+    def reserve(self, index: int, number: int, body: JSONObject, endpoint: str, *, stop: bool = True) -> bool:
         """Hold the worst case of call (index, number) against the budget; False when it would pass
         it. With nothing else in flight to wait for, dispatch is then stopped saying why (unless
         `stop` is False: a hedge that does not fit is simply not sent). Without a budget nothing

@@ -12,6 +12,7 @@ from typing import Any
 
 from swarm_tui.core.events import Attempt
 from swarm_tui.core.lanes import CACHE
+from swarm_tui.core.task import JSONObject
 from swarm_tui.core.usage import Usage
 from swarm_tui.engine.ledger import answer_ceiling
 from swarm_tui.providers.client import CallResult, ProviderClient
@@ -47,7 +48,7 @@ class Call:
         return (self.clock() - self.t0) * 1000.0
 
 
-def prompt_estimate(body: dict) -> int:
+def prompt_estimate(body: JSONObject) -> int:
     """About 4 bytes of UTF-8 a token: the TPM reservation, and the bill of a call whose
     provider reported no usage (marked estimated)."""
     return len(json.dumps(body.get("messages", ()), ensure_ascii=False).encode()) // 4

@@ -3,6 +3,12 @@
 Shared by the headless progress line and the TUI footer. Every update is O(log n) or O(1)
 (the latencies too: `SortedLatencies`) so that a listener never costs the engine more than a
 few microseconds per event.
+
+`in_flight` and `batch_waiting` are kept from the same events as the board's `live_calls` and
+`batch_lines` (`core.board`, the owner of what is in flight; a test holds them equal at every
+event of a run). They are counted here rather than read off a board because these figures are
+also fed events no engine's board sees: the earlier sessions a resumed run's footer counts from
+the journal's log, and the rows of an old journal a legacy view rebuilds events from.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from swarm_tui.jobs import Job
 from swarm_tui.journal import Journal
 from swarm_tui.journal.connection import MaskedConnection
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.run.plan import RunPlan, plan_from_meta
+from swarm_tui.records import RunMeta, RunPlan
 from swarm_tui.sim import SimConfig, SimServer
 
 TARGET_S = 20.0
@@ -64,7 +64,7 @@ def measure(run_dir: Path) -> tuple[Recorded, RunPlan, Job]:
     """The recorded run's provider, plan and tasks (InputError when it holds nothing to replay)."""
     journal = Journal.open(run_dir, readonly=True)
     try:
-        plan = plan_from_meta(journal.queries.meta()["plan"])
+        plan = RunMeta.read(journal).plan
         rows = journal.queries.tasks()
         # the journal's own connection: one opened beside it could not read a run in a read-only
         # directory (SQLite cannot make the -shm there), which the journal reads as immutable

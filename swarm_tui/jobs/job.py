@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from swarm_tui.core.task import Task
 from swarm_tui.jobs.judge_spec import JudgeSpec
 from swarm_tui.jobs.swarm_spec import SwarmSpec
 from swarm_tui.tools.spec import ToolsSpec
+
+if TYPE_CHECKING:
+    from swarm_tui.jobs.tables import TableRows
 
 __all__ = ["Job", "TaskTemplate", "MAX_PROBLEMS", "MAX_TASKS"]
 
@@ -98,3 +101,6 @@ class Job:
     """`[judge]` (TOML): a sampled LLM-as-a-judge score of the answers, and what drift does."""
     cache: CacheChoice | None = None
     """`[cache]` (TOML): the response cache for this job; `--cache`, `--cache-ttl`, `--cache-dir` win."""
+    table: TableRows | None = None
+    """A table job's rows (`jobs.tables`): the journal keeps each beside its task, and the run's
+    meta its columns, so that `swarm-tui export` gives the answers back on the user's rows."""

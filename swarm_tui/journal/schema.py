@@ -17,7 +17,9 @@ SCHEMA_VERSION = 4
 """1: tasks, attempts, results, run events. 2: the engine's event log (`log`), which views replay.
 3: the run's notes (a failover, a trimmed request, the planner's sub-tasks...) are typed events
 in the log; the untyped `events` table is gone (`journal.migrate` turns its rows into events).
-4: an attempt's `saved_usd` (a replay from the response cache: what the original call cost)."""
+4: an attempt's `saved_usd` (a replay from the response cache: what the original call cost).
+A task's `row` (a table job's input row, JSON, for the export; NULL for other jobs) came later
+in version 4: a journal made before it has the column added empty on opening."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -27,7 +29,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     body TEXT NOT NULL,
     state TEXT NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
-    updated_at REAL
+    updated_at REAL,
+    row TEXT
 );
 CREATE TABLE IF NOT EXISTS attempts (
     id INTEGER PRIMARY KEY,
@@ -120,6 +123,7 @@ ADDED_COLUMNS = (
     ("attempts", "estimated", "INTEGER NOT NULL DEFAULT 0"),
     ("attempts", "finish_reason", "TEXT"),
     ("attempts", "saved_usd", "REAL"),
+    ("tasks", "row", "TEXT"),
 )
 """Columns later versions added to a table: a journal made before them gets them on opening."""
 

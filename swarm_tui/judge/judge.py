@@ -15,6 +15,7 @@ import logging
 import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from swarm_tui.core.events import AnswerJudged, EngineEvent, QualityDrift, TaskSucceeded
@@ -56,7 +57,7 @@ class JudgedEngine(Protocol):
         client: ProviderClient | None = None,
         admission: AdmissionController | None = None,
     ) -> CallResult: ...
-    def record(self, write: Callable[..., None], *args: Any, events: Sequence[EngineEvent]) -> None: ...
+    def record(self, write: Callable[[Sequence[EngineEvent]], None], *, events: Sequence[EngineEvent]) -> None: ...
     def emit_now(self, event: EngineEvent) -> None: ...
     def log(self, kind: str, data: dict[str, Any] | None = None) -> None: ...
     def pause(self) -> None: ...
@@ -161,7 +162,8 @@ class Judge:
             index, verdict.score, verdict.reason, round_number, self.monitor.rolling, self.monitor.baseline
         )
         self.engine.record(
-            self.journal.records.record_judgment, index, verdict.score, verdict.reason, round_number, events=[judged]
+            partial(self.journal.records.record_judgment, index, verdict.score, verdict.reason, round_number),
+            events=[judged],
         )
         if drift is not None:
             self._act(drift, round_number)

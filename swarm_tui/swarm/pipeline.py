@@ -24,7 +24,7 @@ from swarm_tui.swarm.planner import PlanError, make_plan
 from swarm_tui.util.json_repair import JsonExtractionError, extract_json
 
 if TYPE_CHECKING:
-    from swarm_tui.core.ports import Engine
+    from swarm_tui.engine.ports import Engine
     from swarm_tui.journal import Journal
 
 WARMUP_INDEX = -3

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from swarm_tui.core.call_errors import CallError, ErrorClass
@@ -20,7 +21,7 @@ from swarm_tui.providers.client import CallResult
 from swarm_tui.tools.transcript import assistant_message, pending_tool_calls, steps_taken, tool_message
 
 if TYPE_CHECKING:
-    from swarm_tui.engine.kernel import Kernel
+    from swarm_tui.engine.engine import SwarmEngine
     from swarm_tui.tools.toolbox import Toolbox, ToolOutcome
 
 log = logging.getLogger(__name__)
@@ -29,8 +30,8 @@ log = logging.getLogger(__name__)
 class ToolSteps:
     """The tool calls of the run's agents (`toolbox` None: no task is an agent)."""
 
-    def __init__(self, kernel: Kernel, toolbox: Toolbox | None) -> None:
-        self.kernel = kernel
+    def __init__(self, engine: SwarmEngine, toolbox: Toolbox | None) -> None:
+        self.engine = engine
         self.toolbox = toolbox
 
     @property
@@ -49,7 +50,7 @@ class ToolSteps:
         asked again (True: they were started)."""
         if self.toolbox is None:
             return False
-        messages = self.kernel.tasks[index].body.get("messages", [])
+        messages = self.engine.tasks[index].body.get("messages", [])
         if not pending_tool_calls(messages):
             return False
         self._start(index, steps_taken(messages))
@@ -58,9 +59,9 @@ class ToolSteps:
     def on_tool_request(self, index: int, attempt: Attempt, result: CallResult) -> None:
         """A model call asked for tools: journal it and the transcript that now holds it (so it is
         never sent again), then run its tool calls; the agent calls the model again after them."""
-        kernel = self.kernel
+        engine = self.engine
         assert self.toolbox is not None
-        task = kernel.tasks[index]
+        task = engine.tasks[index]
         messages = list(task.body.get("messages", []))
         step = steps_taken(messages) + 1
         if step > self.toolbox.max_steps:
@@ -72,35 +73,37 @@ class ToolSteps:
                 request_id=result.request_id,
             )
             failed = TaskFailed(dataclasses.replace(attempt, outcome="failed", error=error))
-            kernel.commit(kernel.journal.record_failure, failed.attempt, events=[failed])
-            kernel.check_failure_rate()
+            engine.outbox.commit(partial(engine.journal.record_failure, failed.attempt), events=[failed])
+            engine.check_failure_rate()
             return
         asked = assistant_message(answer_message(result))
         body = {**task.body, "messages": [*messages, asked]}
         stepped = AgentStepped(attempt, step, tuple(c["function"]["name"] for c in asked["tool_calls"]))
-        kernel.tasks[index] = Task(task.index, task.custom_id, body)
-        kernel.new_round(index)  # each step's model call has its own retries
-        kernel.commit(kernel.journal.record_step, attempt, body, events=[stepped])
+        engine.tasks[index] = Task(task.index, task.custom_id, body)
+        engine.numbers.new_round(index)  # each step's model call has its own retries
+        engine.outbox.commit(partial(engine.journal.record_step, attempt, body), events=[stepped])
         self._start(index, step)
 
     def _start(self, index: int, step: int) -> None:
         task = asyncio.create_task(self._run(index, step), name=f"tools-{index}-{step}")
         task.add_done_callback(lambda done: self._done(done, index))
-        self.kernel.work(index, task)
+        self.engine.queue.work(index, task)
 
     def _done(self, task: asyncio.Task[None], index: int) -> None:
         """A step's tool calls are over, however (also when cancelled before they began, when the
         coroutine never runs): the agent goes back ahead of the queue for its next model call,
         or, cancelled by the user, waits unfinished with the tool results it has."""
-        kernel = self.kernel
-        if kernel.worked(index, task):
-            if kernel.is_held(index):
-                kernel.cancel_now(index)
+        engine = self.engine
+        queue = engine.queue
+        if queue.worked(index, task):
+            if queue.is_held(index):
+                queue.rest(index)
+                engine.cancel_now(index)
             else:
-                kernel.go_first(index)  # its next model call (or, after a stop, it waits unfinished)
+                queue.go_first(index)  # its next model call (or, after a stop, it waits unfinished)
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("tool run %s crashed", task.get_name(), exc_info=exc)
-            kernel.fail_run(f"internal error in {task.get_name()}: {type(exc).__name__}: {exc}")
+            engine.fail_run(f"internal error in {task.get_name()}: {type(exc).__name__}: {exc}")
 
     async def _run(self, index: int, step: int) -> None:
         """The tool calls of one step, in parallel; their results are journaled together when the
@@ -109,7 +112,7 @@ class ToolSteps:
         `_done`'s."""
         assert self.toolbox is not None
         toolbox = self.toolbox
-        calls = pending_tool_calls(self.kernel.tasks[index].body.get("messages", []))
+        calls = pending_tool_calls(self.engine.tasks[index].body.get("messages", []))
         ended: dict[int, ToolOutcome] = {}
         """Each call's outcome by its place in the step (the model's ids need not be unique)."""
 
@@ -130,8 +133,8 @@ class ToolSteps:
         carries them all, in one journal write; then the events that report them."""
         if not results:
             return
-        kernel = self.kernel
-        task = kernel.tasks[index]
+        engine = self.engine
+        task = engine.tasks[index]
         answered = [tool_message(call["id"], outcome.text) for call, outcome in results]
         body = {**task.body, "messages": [*task.body["messages"], *answered]}
         events = [
@@ -140,9 +143,9 @@ class ToolSteps:
             )
             for call, outcome in results
         ]
-        kernel.tasks[index] = Task(task.index, task.custom_id, body)
+        engine.tasks[index] = Task(task.index, task.custom_id, body)
         try:
             rows = [(call, outcome.text, outcome.ok, outcome.latency_ms) for call, outcome in results]
-            kernel.commit(kernel.journal.record_tool_calls, index, step, rows, body, events=events)
+            engine.outbox.commit(partial(engine.journal.record_tool_calls, index, step, rows, body), events=events)
         except JournalWriteError:
             pass  # the journal told the engine, which is stopping the run; the agent stays unfinished

@@ -42,6 +42,7 @@ from swarm_tui.core.events import PlanChanged
 
 if TYPE_CHECKING:
     from swarm_tui.engine.engine import SwarmEngine
+    from swarm_tui.pricing import Price
 
 MARGIN = 0.85
 """The share of its measured rate the live lane is counted on for (answers vary, limits move)."""
@@ -150,12 +151,14 @@ def _span(seconds: float) -> str:
 
 
 class Autopilot:
-    """The planner hooks of a deadline run's batch lane (`batch_lane.Planner`)."""
+    """The planner hooks of a deadline run's batch lane (`engine.ports.Planner`)."""
 
     poll_s = POLL_S
 
-    def __init__(self, engine: SwarmEngine, deadline_at: float) -> None:
+    def __init__(self, engine: SwarmEngine, deadline_at: float, price: Price | None) -> None:
+        """`price`: the primary endpoint's (what a task costs live, and as a batch line)."""
         self.engine = engine
+        self.price = price
         self.deadline_at = deadline_at
         """Epoch seconds (`--deadline`)."""
         self.turnaround_s: float | None = None
@@ -173,8 +176,8 @@ class Autopilot:
         rpm = engine.rate_limits.rpm
         rates = [r for r in (ceiling / (p50_ms / 1000) if p50_ms else None, rpm / 60 if rpm else None) if r]
         answered = max(1, engine.stats.succeeded)
-        live_cost = engine.ledger.spent_usd / answered if engine.price is not None else None
-        price = engine.price
+        price = self.price
+        live_cost = engine.ledger.spent_usd / answered if price is not None else None
         batch_cost = None
         if live_cost is not None and price is not None and price.has_batch and price.output:
             batch_cost = live_cost * (price.batch_output or 0.0) / price.output
@@ -187,7 +190,7 @@ class Autopilot:
 
     def _say(self, made: Plan, reason: str) -> None:
         finish_at = time.time() + made.finish_s if made.finish_s is not None else None
-        self.engine.emit(
+        self.engine.outbox.emit(
             PlanChanged(
                 made.live,
                 made.batch,
@@ -231,7 +234,7 @@ class Autopilot:
         rate = self.measured().live_per_s or 0.0
         left = self.deadline_at - time.time()
         self._pulled_at[row.batch_id] = time.time()
-        self.engine.emit(
+        self.engine.outbox.emit(
             PlanChanged(
                 len(row.tasks),
                 0,
@@ -255,14 +258,14 @@ class Autopilot:
         if status != "completed":
             return []
         self.turnaround_s = max(0.0, time.time() - row.submitted_at)
-        queued = self.engine.queued_untried()
+        queued = self.engine.queue.untried(self.engine.numbers.tried)
         if not queued:
             return []
         made = self._plan(len(queued))
         if made.batch == 0:
             self._say(made, f"a batch ended in {self.turnaround_s:.0f}s")
             return []
-        taken = self.engine.take_queued(queued[: made.batch])
+        taken = self.engine.queue.take(queued[: made.batch])
         self._say(made, f"a batch ended in {self.turnaround_s:.0f}s")
         return taken
 

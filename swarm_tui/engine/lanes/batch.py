@@ -31,6 +31,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from swarm_tui.core.batches import BatchLines, BatchRow
@@ -55,7 +56,7 @@ from swarm_tui.engine.ledger import worst_usage
 from swarm_tui.providers.client import CallResult
 
 if TYPE_CHECKING:
-    from swarm_tui.core.ports import LaneHost, Planner
+    from swarm_tui.engine.ports import LaneHost, Planner
     from swarm_tui.engine.settings import Validator
     from swarm_tui.pricing import Price
     from swarm_tui.providers.client import ProviderClient
@@ -83,9 +84,11 @@ class BatchLane:
         price: Price | None,
         limits: BatchLimits,
         validator: Validator | None = None,
+        planner: Planner | None = None,
     ) -> None:
+        """`planner`: a deadline run's autopilot (the split after the live share, pull-backs, replans)."""
         self.engine = host
-        """The kernel, through its `LaneHost` port."""
+        """The engine (or the Ray driver), through its `LaneHost` port."""
         self.client = client
         self.validator = validator
         self.lane = lane
@@ -107,8 +110,7 @@ class BatchLane:
         self._wake = asyncio.Event()
         self._open: list[BatchRow] = []
         """Batches of earlier sessions still open at the provider (`claim` reads them)."""
-        self.planner: Planner | None = None
-        """A deadline run's autopilot: the split after the live share, pull-backs, replans."""
+        self.planner = planner
         self._pulled: set[str] = set()
         """Batches the planner pulled back: their unrun lines go live."""
 
@@ -121,7 +123,7 @@ class BatchLane:
         in_batches = {i for row in self._open for i, _ in row.tasks}
         for row in self._open:  # the numbers those lines carry are taken
             for index, number in row.tasks:
-                self.engine.take_numbers(index, number)
+                self.engine.numbers.take(index, number)
         free = [i for i in ready if i not in in_batches]
         if self.lane == LIVE:  # a live session following the batches of an earlier one
             return free
@@ -224,7 +226,7 @@ class BatchLane:
         except Exception as exc:  # noqa: BLE001 - any failure to upload puts the tasks back
             await self._not_submitted([i for i, _ in chunk], client.classify(exc), "upload")
             return
-        lines = [(index, engine.next_number(index)) for index, _ in chunk]
+        lines = [(index, engine.numbers.next(index)) for index, _ in chunk]
         try:
             row = engine.journal.record_batch_intent(self.endpoint, file_id, lines)
         except JournalWriteError:  # the run is stopping; nothing was submitted
@@ -247,7 +249,7 @@ class BatchLane:
     def _submitted(self, row: BatchRow, batch_id: str, status: str) -> None:
         engine = self.engine
         for index, _ in row.tasks:
-            engine.count_attempt(index)
+            engine.numbers.count(index)
         submitted = BatchSubmitted(
             batch_id,
             self.endpoint,
@@ -256,7 +258,9 @@ class BatchLane:
             row.input_file_id,
             row.submitted_at,
         )
-        engine.commit(engine.journal.record_batch_created, row.row, batch_id, status, events=[submitted])
+        engine.outbox.commit(
+            partial(engine.journal.record_batch_created, row.row, batch_id, status), events=[submitted]
+        )
 
     async def _not_submitted(self, indices: list[int], error: CallError, step: str) -> None:
         """The provider took no batch: lane auto sends the tasks live; lane batch tries again
@@ -265,7 +269,7 @@ class BatchLane:
         engine = self.engine
         for index in indices:  # nothing was submitted: what the lines held goes back
             engine.ledger.settle(_held(index), None)
-        engine.log("batch_refused", {"step": step, "error": error.message, "status": error.status})
+        engine.outbox.note("batch_refused", {"step": step, "error": error.message, "status": error.status})
         if self.lane == AUTO:
             engine.give_back(indices)
             engine.wake()
@@ -307,7 +311,7 @@ class BatchLane:
             try:
                 found = await self.client.find_batch(row.input_file_id)
             except Exception as exc:  # noqa: BLE001 - cannot tell: leave it for the next session
-                engine.log("batch_lookup_failed", {"input_file_id": row.input_file_id, "error": str(exc)})
+                engine.outbox.note("batch_lookup_failed", {"input_file_id": row.input_file_id, "error": str(exc)})
                 return
             if found is None:  # never created: the tasks are free
                 engine.journal.drop_batch(row.row, "not_created")
@@ -345,7 +349,9 @@ class BatchLane:
                 failures = 0
             except Exception as exc:  # noqa: BLE001 - a failed poll is tried again
                 failures += 1
-                engine.log("batch_poll_failed", {"batch_id": row.batch_id, "error": client.classify(exc).message})
+                engine.outbox.note(
+                    "batch_poll_failed", {"batch_id": row.batch_id, "error": client.classify(exc).message}
+                )
                 batch = None
             if batch is not None:
                 status = batch.get("status") or "?"
@@ -359,11 +365,8 @@ class BatchLane:
                     progress = BatchProgress(
                         row.batch_id, status, now[1], now[2], counts.get("total") or len(row.tasks), round(wait, 1)
                     )
-                    engine.commit(
-                        engine.journal.record_batch_progress,
-                        row.row,
-                        status,
-                        dict(counts),
+                    engine.outbox.commit(
+                        partial(engine.journal.record_batch_progress, row.row, status, dict(counts)),
                         events=[progress],
                         quiet=True,
                     )
@@ -401,7 +404,9 @@ class BatchLane:
             row.batch_id, status, len(lines.succeeded), len(lines.failed), len(requeue), len(lines.unfinished)
         )
         try:
-            engine.commit(engine.journal.record_batch_lines, row.row, status, files, lines, events=[*events, ended])
+            engine.outbox.commit(
+                partial(engine.journal.record_batch_lines, row.row, status, files, lines), events=[*events, ended]
+            )
         except JournalWriteError:
             return  # the run is stopping; the batch stays open for the next session
         if self.planner is not None:
@@ -477,7 +482,7 @@ class BatchLane:
         assert attempt.error is not None
         decision = engine.retry_policy.after_failure(
             attempt.error,
-            engine.round_attempts(index),
+            engine.numbers.in_round(index),
             stopping=engine.stopping is not None,
             trimmed=False,
             can_fail_over=False,

@@ -15,8 +15,9 @@ validator come back through `remember` and are written to the cache (in small tr
 errors, tool requests, refused or empty answers never are. A hit is checked by the job's
 validator too, so a replay never brings in an answer this job would refuse.
 
-This module and its line in `lanes.py` are the whole lane; the live lane's one hook is
-`Outcomes.on_success` calling `remember`.
+This module and its line in `registry.py` are the whole lane; the hooks the other lanes are built
+with (`builder`) are `remember` (the live lane's answers), `replay_step` (an agent's next model
+call) and `replay`/`remember` (the direct lane's calls).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING
 
 from swarm_tui.cache import CacheEntry, ResponseCache, request_key
 from swarm_tui.core.events import Attempt, TaskState, TaskSucceeded
@@ -37,7 +39,8 @@ from swarm_tui.engine.calls import answer_message, cached_attempt, finish_reason
 from swarm_tui.providers.client import CallResult
 
 if TYPE_CHECKING:
-    from swarm_tui.core.ports import LaneHost
+    from swarm_tui.core.task import JSONObject
+    from swarm_tui.engine.ports import LaneHost
     from swarm_tui.engine.settings import Validator
     from swarm_tui.providers.client import ProviderClient
 
@@ -59,7 +62,7 @@ class CacheLane:
         host: LaneHost,
         cache: ResponseCache,
         client: ProviderClient,
-        body_of: Callable[[int], dict[str, Any]],
+        body_of: Callable[[int], JSONObject],
         validator: Validator | None,
         on_step: Callable[[int, Attempt, CallResult], None] | None = None,
     ) -> None:
@@ -83,7 +86,7 @@ class CacheLane:
 
     # ----------------------------------------------------------------- keys
 
-    def key_of_body(self, body: dict[str, Any], client: ProviderClient | None = None) -> str:
+    def key_of_body(self, body: JSONObject, client: ProviderClient | None = None) -> str:
         client = client or self.client
         return request_key(self.cache.identity(client.base_url), client.profile.model, body)
 
@@ -193,19 +196,17 @@ class CacheLane:
             return
         attempt = cached_attempt(
             index,
-            engine.next_number(index),
+            engine.numbers.next(index),
             CallResult({}, Usage(), entry.request_id),
             entry.cost_usd,
             entry.finish_reason,
         )
         self.cache.used(entry.key)
-        engine.commit_soon(
-            engine.journal.record_success, attempt, entry.response, events=[TaskSucceeded(attempt, content)]
+        engine.outbox.commit_soon(
+            partial(engine.journal.record_success, attempt, entry.response), events=[TaskSucceeded(attempt, content)]
         )
 
-    def replay(
-        self, body: dict[str, Any], client: ProviderClient
-    ) -> tuple[CallResult, float | None, str | None] | None:
+    def replay(self, body: JSONObject, client: ProviderClient) -> tuple[CallResult, float | None, str | None] | None:
         """A direct call's answer (planner, aggregator, judge), when the cache holds it."""
         key = self.key_of_body(body, client)
         entry = self._answers.get(key) or (self.cache.lookup([key]).get(key) if self.cache.reading else None)
@@ -234,24 +235,23 @@ class CacheLane:
                 return False
             self._replay(index, entry)
             return True
-        attempt = cached_attempt(index, self.engine.next_number(index), result, entry.cost_usd, entry.finish_reason)
+        attempt = cached_attempt(index, self.engine.numbers.next(index), result, entry.cost_usd, entry.finish_reason)
         self.cache.used(key)
         self.on_step(index, replace(attempt, outcome="step"), result)
         return True
 
     # ----------------------------------------------------------------- the live lane's answers
 
-    def remember(
-        self, body: dict[str, Any], client: ProviderClient, result: CallResult, cost_usd: float | None
-    ) -> None:
+    def remember(self, body: JSONObject, client: ProviderClient, result: CallResult, cost_usd: float | None) -> None:
         """A validated answer of the live lane: kept for this run's followers, and in the cache
         (when it writes)."""
         raw = result.raw if result.raw is not None else json.dumps(result.body, ensure_ascii=False).encode("utf-8")
         key = self.key_of_body(body, client)
         usage = result.usage
+        model = body.get("model")
         entry = CacheEntry(
             key,
-            body.get("model") or client.profile.model,
+            model if isinstance(model, str) and model else client.profile.model,
             raw,
             result.request_id,
             finish_reason(result),
@@ -270,24 +270,3 @@ class CacheLane:
 
 def _usage(entry: CacheEntry) -> Usage:
     return Usage(entry.prompt_tokens, entry.completion_tokens, entry.cached_tokens, entry.reasoning_tokens)
-
-
-def make_lane(engine: Any) -> CacheLane | None:
-    """The cache lane of a run with `--cache` (its `ResponseCache` on the engine), else None."""
-    cache: ResponseCache | None = getattr(engine, "response_cache", None)
-    if cache is None or not (cache.reading or cache.writing):
-        return None
-    tools = engine.live.tools
-    lane = CacheLane(
-        engine,
-        cache,
-        engine.client,
-        lambda index: engine.live.request_body(index, engine.client),
-        engine.validator,
-        tools.on_tool_request if tools.enabled else None,
-    )
-    engine.live.answer_kept = lane.remember
-    if tools.enabled:
-        engine.live.step_replay = lane.replay_step
-    engine.direct.cache = lane
-    return lane

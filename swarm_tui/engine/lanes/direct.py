@@ -4,22 +4,26 @@ a negative index (the phase's). Its backoff is waited out with its slot given ba
 
 With the response cache on (`--cache`), a call whose answer the cache holds is not sent: it is
 journaled as an attempt of lane `cache` (cost 0, its saving recorded) before any admission, and
-an answer that came back is kept (`cache_lane.CacheLane.replay` / `remember`)."""
+an answer that came back is kept (`cache.CacheLane.replay` / `remember`)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
+from swarm_tui.core.call_errors import CallError
 from swarm_tui.core.events import Attempt, PhaseAttempt
+from swarm_tui.core.task import JSONObject
 from swarm_tui.engine.calls import cached_attempt
 from swarm_tui.engine.settings import RunStopped
 from swarm_tui.providers.client import CallResult, ProviderClient, StreamDeadlines
 
 if TYPE_CHECKING:
     from swarm_tui.engine.billing import Billing
-    from swarm_tui.engine.kernel import Kernel
+    from swarm_tui.engine.engine import SwarmEngine
     from swarm_tui.engine.pacing.admission import AdmissionController
     from swarm_tui.engine.routing.endpoints import Endpoints
 
@@ -27,27 +31,38 @@ if TYPE_CHECKING:
 class DirectCache(Protocol):
     """What the direct lane asks of the response cache (`cache_lane.CacheLane`)."""
 
-    def replay(self, body: dict, client: ProviderClient) -> tuple[CallResult, float | None, str | None] | None:
+    def replay(self, body: JSONObject, client: ProviderClient) -> tuple[CallResult, float | None, str | None] | None:
         """(the answer, what it cost when it was paid for, its finish reason), or None: not cached."""
 
-    def remember(self, body: dict, client: ProviderClient, result: CallResult, cost_usd: float | None) -> None: ...
+    def remember(
+        self, body: JSONObject, client: ProviderClient, result: CallResult, cost_usd: float | None
+    ) -> None: ...
 
 
 class DirectLane:
-    def __init__(self, kernel: Kernel, endpoints: Endpoints, billing: Billing, capped) -> None:
-        """`capped(error)`: the error with its Retry-After honoured up to the run's cap."""
-        self.kernel = kernel
+    def __init__(
+        self,
+        engine: SwarmEngine,
+        endpoints: Endpoints,
+        billing: Billing,
+        capped: Callable[[CallError], CallError],
+        cache: DirectCache | None = None,
+    ) -> None:
+        """`capped(error)`: the error with its Retry-After honoured up to the run's cap; `cache`:
+        the response cache's side for direct calls (`cache.CacheLane`), or None."""
+        self.engine = engine
         self.endpoints = endpoints
         self.billing = billing
         self._capped = capped
-        self.cache: DirectCache | None = None
-        """The response cache's side for direct calls (set by the cache lane), or None."""
+        self.cache = cache
+        self.on_wire = 0
+        """Direct calls (planner, aggregator, judge) on the wire now."""
 
     async def call(
         self,
         phase: str,
         index: int,
-        body: dict,
+        body: JSONObject,
         *,
         client: ProviderClient | None = None,
         admission: AdmissionController | None = None,
@@ -55,34 +70,34 @@ class DirectLane:
         """One request outside the task grid; raises the last failure, or `RunStopped` when the
         run stopped (the budget included) before it could go out. `client` and `admission`:
         another endpoint (a judge's) and its own pacing."""
-        kernel, billing = self.kernel, self.billing
-        settings = kernel.settings
+        engine, billing = self.engine, self.billing
+        settings = engine.settings
         cache = self.cache
         if cache is not None:
             replayed = cache.replay(body, client or self.endpoints.route())
             if replayed is not None:
                 result, saved_usd, finish = replayed
-                self._record(phase, cached_attempt(index, kernel.next_number(index), result, saved_usd, finish))
+                self._record(phase, cached_attempt(index, engine.numbers.next(index), result, saved_usd, finish))
                 return result
-        admission = admission or kernel.admission
+        admission = admission or engine.admission
         deadlines = StreamDeadlines(settings.calls.first_token_timeout_s, settings.calls.idle_timeout_s)
         round_attempts = 0
         while True:
-            if not await admission.acquire(kernel.token_estimate_of(body)):
-                raise RunStopped(kernel.stopping or "stopped")
+            if not await admission.acquire(engine.token_estimate_of(body)):
+                raise RunStopped(engine.stopping or "stopped")
             endpoint = client or self.endpoints.take(admission)
-            number = kernel.peek_number(index)
+            number = engine.numbers.peek(index)
             if not billing.reserve(index, number, body, endpoint.name):
                 self._give_back(admission, endpoint)
-                if kernel.stopping is not None:
-                    raise RunStopped(kernel.stopping)
-                await kernel.ledger.room()  # it fits once calls in flight settle
+                if engine.stopping is not None:
+                    raise RunStopped(engine.stopping)
+                await engine.ledger.room()  # it fits once calls in flight settle
                 continue
-            kernel.next_number(index)
+            engine.numbers.next(index)
             round_attempts += 1
-            stalls = kernel.stalls
+            stalls = engine.stalls
             started_at, t0 = time.time(), stalls.now()
-            kernel.direct_calls += 1
+            self.on_wire += 1
             try:
                 async with stalls.deadline(settings.calls.timeout_s):
                     result = await endpoint.complete(
@@ -105,8 +120,8 @@ class DirectLane:
                 return result
             finally:
                 self._give_back(admission, endpoint)
-                kernel.direct_calls -= 1
-            retry = kernel.retry_policy.should_retry(error, round_attempts) and kernel.stopping is None
+                self.on_wire -= 1
+            retry = engine.retry_policy.should_retry(error, round_attempts) and engine.stopping is None
             billing.unbilled(index, number)
             latency_ms = (stalls.now() - t0) * 1000
             outcome = "retry" if retry else "failed"
@@ -118,16 +133,16 @@ class DirectLane:
                 raise failure
             error = self._capped(error)
             if error.is_rate_limit and error.retry_after_s:
-                gate = self.endpoints.pacing(endpoint).admission if admission is kernel.admission else admission
+                gate = self.endpoints.pacing(endpoint).admission if admission is engine.admission else admission
                 gate.close_gate(error.retry_after_s)
-            await asyncio.sleep(kernel.retry_policy.delay_s(error, round_attempts))
+            await asyncio.sleep(engine.retry_policy.delay_s(error, round_attempts))
 
     def _give_back(self, admission: AdmissionController, endpoint: ProviderClient) -> None:
         """The call's slot: the admission's, and its route door's when the run's admission chose one."""
         admission.release()
-        if admission is self.kernel.admission:
+        if admission is self.engine.admission:
             self.endpoints.landed(endpoint)
 
     def _record(self, phase: str, attempt: Attempt) -> None:
-        event = PhaseAttempt(phase, attempt)
-        self.kernel.commit(self.kernel.journal.record_attempt, attempt, events=[event])
+        engine = self.engine
+        engine.outbox.commit(partial(engine.journal.record_attempt, attempt), events=[PhaseAttempt(phase, attempt)])

@@ -1,10 +1,11 @@
-"""The live lane: each task the kernel admits goes out as a live call and is followed to its outcome.
+"""The live lane: each task the engine admits goes out as a live call and is followed to its outcome.
 
 One attempt is one call — two when a backup was hedged. While it runs, its tail deadlines
 (`deadlines.py`) are looked at: past the hedge deadline a backup goes out (`--hedge`, when the
 hedge and the budget allow), past the straggler deadline the attempt is abandoned and sent again.
-What an ended call means for its task is `outcomes.Outcomes`'s to say; a multi-step agent's
-tool calls are `agents.ToolSteps`'.
+What an ended call means for its task is `outcomes.Outcomes`'s to say (the lane makes its own);
+a multi-step agent's tool calls are `agents.ToolSteps`'. The lane owns its calls' TPM
+reservations; the engine's queue holds each attempt's handle while it is on the wire.
 """
 
 from __future__ import annotations
@@ -13,39 +14,60 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING
 
 from swarm_tui.core.call_errors import STRAGGLER_CODE, CallError, ErrorClass
 from swarm_tui.core.errors import JournalWriteError
 from swarm_tui.core.events import Attempt, AttemptEnded, AttemptStarted, RateLimitsLearned
+from swarm_tui.core.task import JSONObject
 from swarm_tui.engine.billing import Billing
 from swarm_tui.engine.calls import Call
+from swarm_tui.engine.lanes.agents import ToolSteps
+from swarm_tui.engine.lanes.outcomes import Outcomes
 from swarm_tui.engine.pacing.deadlines import RECHECK_S, TailDeadlines
 from swarm_tui.engine.routing.endpoints import Endpoints
+from swarm_tui.engine.settings import HEDGE_MAX_SHARE, HEDGE_QUIET_AFTER_429_S, Trimmer, Validator
 from swarm_tui.providers.client import CallResult, ProviderClient, StreamDeadlines
 
 if TYPE_CHECKING:
+    from swarm_tui.engine.engine import SwarmEngine
+    from swarm_tui.engine.pacing.limits import LearnedLimits
     from swarm_tui.engine.routing.doors import Door
-from swarm_tui.engine.settings import HEDGE_MAX_SHARE, HEDGE_QUIET_AFTER_429_S
 
-if TYPE_CHECKING:
-    from swarm_tui.engine.kernel import Kernel
-    from swarm_tui.engine.lanes.agents import ToolSteps
-    from swarm_tui.engine.lanes.outcomes import Outcomes
+AnswerKept = Callable[[JSONObject, ProviderClient, CallResult, "float | None"], None]
+"""Where a validated answer goes besides the journal (the cache lane's `remember`)."""
+StepReplay = Callable[[int], bool]
+"""An agent's next model call answered from the response cache (True: it was)."""
 
 log = logging.getLogger(__name__)
 
 
 class LiveLane:
-    """The kernel's dispatcher (`kernel.Dispatcher`): live calls, their tail, their hedges."""
+    """The engine's dispatcher: live calls, their tail, their hedges."""
 
-    def __init__(self, kernel: Kernel, endpoints: Endpoints, billing: Billing, tail: TailDeadlines) -> None:
-        self.kernel = kernel
+    def __init__(
+        self,
+        engine: SwarmEngine,
+        endpoints: Endpoints,
+        billing: Billing,
+        tail: TailDeadlines,
+        tools: ToolSteps,
+        *,
+        validator: Validator | None = None,
+        trimmer: Trimmer | None = None,
+        answer_kept: AnswerKept | None = None,
+        step_replay: StepReplay | None = None,
+    ) -> None:
+        """`validator` and `trimmer`: the job's (`outcomes.Outcomes`); `answer_kept` and
+        `step_replay`: the response cache's hooks (`cache.CacheLane.remember` and `replay_step`)."""
+        self.engine = engine
         self.endpoints = endpoints
         self.billing = billing
         self.tail = tail
-        self.settings = kernel.settings
+        self.tools = tools
+        self.settings = engine.settings
         self.deadlines = StreamDeadlines(self.settings.calls.first_token_timeout_s, self.settings.calls.idle_timeout_s)
         self.hedges_sent = 0
         self.sends = 0
@@ -53,15 +75,13 @@ class LiveLane:
         """When the provider last pushed back (monotonic): no hedge for a while after."""
         self.last_retry_after_asked_s: float | None = None
         """The last Retry-After that was capped: what the provider asked for (shown while waiting)."""
-        self.answer_kept: Callable[[dict[str, Any], ProviderClient, CallResult, float | None], None] | None = None
-        """Where a validated answer goes besides the journal (the cache lane's `remember`), or None."""
-        self.step_replay: Callable[[int], bool] | None = None
-        """An agent's next model call answered from the response cache (True: it was), or None."""
-        self.outcomes: Outcomes
-        self.tools: ToolSteps
-        """Set by the engine that assembles the lane (they refer back to it)."""
+        self.answer_kept = answer_kept
+        self.step_replay = step_replay
+        self._reserved_tokens: dict[int, int] = {}
+        """The TPM reservation of each task's call on the wire."""
+        self.outcomes = Outcomes(self, validator, trimmer)
 
-    # ----------------------------------------------------------------- the kernel's side
+    # ----------------------------------------------------------------- the engine's side
 
     def resumes_itself(self, index: int) -> bool:
         if self.tools.resumes_itself(index):
@@ -69,43 +89,57 @@ class LiveLane:
         return self.step_replay is not None and self.step_replay(index)
 
     def dispatch(self, index: int, tokens: int) -> bool:
-        kernel = self.kernel
-        client = self.endpoints.take(kernel.admission)
-        if kernel.ledger.budget_usd is not None and not self.billing.reserve(
-            index, kernel.peek_number(index), self.request_body(index, client), client.name
+        """Send the task's next attempt (its slot and `tokens` of TPM are taken); False when the
+        budget had no room for its worst case (the engine gives the slot back and waits)."""
+        engine = self.engine
+        client = self.endpoints.take(engine.admission)
+        if engine.ledger.budget_usd is not None and not self.billing.reserve(
+            index, engine.numbers.peek(index), self.request_body(index, client), client.name
         ):
-            self.endpoints.landed(client)  # the kernel gives its own slot back
+            self.endpoints.landed(client)  # the engine gives its own slot back
             return False
-        kernel.hold_tokens(index, tokens)
+        self._reserved_tokens[index] = tokens
         self._launch(index, client)
         return True
 
     def cancel_all(self) -> None:
-        for flight in self.kernel.flights():
-            flight.cancel()
+        """An abort: every call in flight stops (tool runs end with the run, `settle`)."""
+        self.engine.queue.cancel_flights()
 
     async def settle(self) -> None:
-        kernel = self.kernel
-        flights = kernel.flights()
+        """The run is ending: wait for what is still under way (calls, tool runs) to end."""
+        queue = self.engine.queue
+        flights = queue.flights()
         if flights:
             await asyncio.gather(*flights, return_exceptions=True)
-        for work in kernel.workings():  # a stop: tool calls still running end here
+        for work in queue.tool_runs():  # a stop: tool calls still running end here
             work.cancel()
-        workings = kernel.workings()
-        if workings:
-            await asyncio.gather(*workings, return_exceptions=True)
+        tool_runs = queue.tool_runs()
+        if tool_runs:
+            await asyncio.gather(*tool_runs, return_exceptions=True)
+
+    def tokens_held(self, index: int) -> int:
+        """Give back the TPM reservation of `index`'s call (what it held, 0 if none)."""
+        return self._reserved_tokens.pop(index, 0)
+
+    def _land(self, index: int) -> None:
+        """An attempt is over, whatever its outcome: its slot and TPM reservation go back."""
+        engine = self.engine
+        engine.queue.land(index)
+        self._reserved_tokens.pop(index, None)
+        engine.admission.release()
 
     # ----------------------------------------------------------------- one attempt
 
     def _launch(self, index: int, client: ProviderClient) -> None:
-        kernel = self.kernel
-        number = kernel.next_number(index)
-        kernel.count_attempt(index)
-        kernel.emit(AttemptStarted(index, number, client.name))
+        engine = self.engine
+        number = engine.numbers.next(index)
+        engine.numbers.count(index)
+        engine.outbox.emit(AttemptStarted(index, number, client.name))
         started_at = time.time()
         task = asyncio.create_task(self._attempt(index, number, client), name=f"attempt-{index}-{number}")
         task.add_done_callback(lambda done: self._attempt_done(done, index, number, client.name, started_at))
-        kernel.fly(index, task)
+        engine.queue.fly(index, task)
 
     def _attempt_done(
         self, task: asyncio.Task[None], index: int, number: int, endpoint: str, started_at: float
@@ -115,17 +149,17 @@ class LiveLane:
         Two things it cannot handle: being cancelled before its first step (an abort right after
         dispatch: the coroutine body never runs, so its cleanup is done here: no call went out),
         and raising (a bug, which must stop the run loudly rather than leave a task in limbo)."""
-        kernel = self.kernel
-        if kernel.flying(index) is task:
+        engine = self.engine
+        if engine.queue.flying(index) is task:
             self.endpoints.landed(self.endpoints.door_named(endpoint).client)
-            kernel.land(index)
+            self._land(index)
             self.billing.unbilled(index, number)  # nothing went out
-            kernel.leave_unfinished(index, [Attempt(index, number, endpoint, started_at, 0.0, "cancelled")])
+            engine.leave_unfinished(index, [Attempt(index, number, endpoint, started_at, 0.0, "cancelled")])
         if task.cancelled() or task.exception() is None:
             return
         exc = task.exception()
         log.error("attempt %s crashed", task.get_name(), exc_info=exc)
-        kernel.fail_run(f"internal error in {task.get_name()}: {type(exc).__name__}: {exc}")
+        engine.fail_run(f"internal error in {task.get_name()}: {type(exc).__name__}: {exc}")
 
     async def _attempt(self, index: int, number: int, client: ProviderClient) -> None:
         """Run one task's attempt to its outcome (see the module docstring)."""
@@ -151,10 +185,10 @@ class LiveLane:
         except (asyncio.CancelledError, JournalWriteError):  # abort, or a journal that cannot keep the outcome:
             for call in calls:  # every call of this task stops, the task stays unfinished
                 call.task.cancel()
-            self.kernel.leave_unfinished(index, [self.cut(c, "cancelled") for c in calls])
+            self.engine.leave_unfinished(index, [self.cut(c, "cancelled") for c in calls])
         finally:
             self.endpoints.landed(client)
-            self.kernel.land(index)
+            self._land(index)
 
     def _ended(self, index: int, calls: list[Call], done: set[asyncio.Task[CallResult]]) -> list[Call]:
         """A call of the attempt ended: the calls still to wait for (none: the attempt is over)."""
@@ -188,24 +222,24 @@ class LiveLane:
         )
         return []
 
-    def request_body(self, index: int, client: ProviderClient) -> dict[str, Any]:
+    def request_body(self, index: int, client: ProviderClient) -> JSONObject:
         """What a task's call sends to `client`: its body, with the job's tools offered to every
         agent and the model renamed for a fallback that names it differently."""
-        body = self.kernel.tasks[index].body
+        body = self.engine.tasks[index].body
         body = self.tools.offered(body)
         if client is not self.endpoints.client and client.profile.model:
             body = {**body, "model": client.profile.model}
         return body
 
     def _start_call(self, index: int, number: int, client: ProviderClient, *, hedge: bool = False) -> Call:
-        kernel = self.kernel
+        engine = self.engine
         body = self.request_body(index, client)
         door = self.endpoints.pacing(client)
         if hedge:
             self.hedges_sent += 1
-            door.rate_limits.take(kernel.token_estimate_of(kernel.tasks[index].body))
+            door.rate_limits.take(engine.token_estimate_of(engine.tasks[index].body))
             door.sends += 1
-            kernel.emit(AttemptStarted(index, number, client.name, hedge=True))
+            engine.outbox.emit(AttemptStarted(index, number, client.name, hedge=True))
 
         deadlines = self.deadlines
         settings = self.settings
@@ -215,7 +249,7 @@ class LiveLane:
                 deadlines.first_token_s is None or first_token_s < deadlines.first_token_s
             ):
                 deadlines = StreamDeadlines(first_token_s, deadlines.idle_s)
-        stalls = kernel.stalls
+        stalls = engine.stalls
 
         async def call() -> CallResult:
             async with stalls.deadline(settings.calls.timeout_s):
@@ -242,7 +276,7 @@ class LiveLane:
         """How long an attempt waits before it looks at its tail deadlines again."""
         if self.settings.calls.stream:  # a streamed call's deadlines are its first token and idle gaps
             return None
-        elapsed = self.kernel.stalls.now() - first.t0
+        elapsed = self.engine.stalls.now() - first.t0
         tail = self.tail
         hedge_s = None if hedged else tail.hedge_s(first.ceiling, first.work)
         due = [d for d in (tail.straggler_s(first.ceiling, first.work), hedge_s) if d is not None]
@@ -253,7 +287,7 @@ class LiveLane:
     def _tail_action(self, calls: list[Call], hedged: bool) -> str | None:
         """'hedge', an abandon reason, or None (nothing due yet)."""
         first, newest = calls[0], calls[-1]
-        now = self.kernel.stalls.now()
+        now = self.engine.stalls.now()
         elapsed = now - newest.t0  # the newest call: a backup gets its own time
         hedge_s = None if hedged else self.tail.hedge_s(first.ceiling, first.work)
         if hedge_s is not None and now - first.t0 >= hedge_s:
@@ -276,9 +310,9 @@ class LiveLane:
     def _hedge(self, index: int, calls: list[Call]) -> None:
         """A backup of a slow call, when the budget can hold its worst case too."""
         backup = self.endpoints.route()
-        number = self.kernel.peek_number(index)
+        number = self.engine.numbers.peek(index)
         if self.billing.reserve(index, number, self.request_body(index, backup), backup.name, stop=False):
-            calls.append(self._start_call(index, self.kernel.next_number(index), backup, hedge=True))
+            calls.append(self._start_call(index, self.engine.numbers.next(index), backup, hedge=True))
 
     def _abandon(self, index: int, calls: list[Call], reason: str) -> None:
         """Cancel a straggling attempt's calls and send the task again at once. Not a failure of
@@ -298,10 +332,10 @@ class LiveLane:
     def _may_hedge(self) -> bool:
         """Backups stay under 5% of requests and are never sent while the provider is pushing back
         (the straggler is then abandoned and sent again instead: one request either way)."""
-        kernel = self.kernel
-        if self.hedges_sent + 1 > HEDGE_MAX_SHARE * max(kernel.stats.sent, 1):
+        engine = self.engine
+        if self.hedges_sent + 1 > HEDGE_MAX_SHARE * max(engine.stats.sent, 1):
             return False
-        if kernel.admission.gate_remaining_s > 0 or kernel.stopping is not None:
+        if engine.admission.gate_remaining_s > 0 or engine.stopping is not None:
             return False
         return time.monotonic() - self.last_rate_limited > HEDGE_QUIET_AFTER_429_S
 
@@ -318,7 +352,7 @@ class LiveLane:
         else:
             result = call.task.result()
             usage, cost, estimated = self.billing.billed(result, call.body, call.client.name)
-            self.kernel.ledger.settle((call.index, call.number), cost)
+            self.engine.ledger.settle((call.index, call.number), cost)
             attempt = Attempt(
                 call.index,
                 call.number,
@@ -352,8 +386,8 @@ class LiveLane:
         self._commit_side(dataclasses.replace(attempt, error=error, status=error.status))
 
     def _commit_side(self, attempt: Attempt) -> None:
-        ended = AttemptEnded(attempt)
-        self.kernel.commit(self.kernel.journal.record_attempt, attempt, events=[ended])
+        engine = self.engine
+        engine.outbox.commit(partial(engine.journal.record_attempt, attempt), events=[AttemptEnded(attempt)])
 
     def cut(self, call: Call, outcome: str) -> Attempt:
         """The record of a call cut after it went out (abandoned, cancelled, a lost hedge)."""
@@ -363,7 +397,7 @@ class LiveLane:
 
     # ----------------------------------------------------------------- pacing from answers
 
-    def learn(self, headers, call: Call | None = None, door: Door | None = None) -> None:
+    def learn(self, headers: Mapping[str, str], call: Call | None = None, door: Door | None = None) -> None:
         """Limits and what is left of them, from a response's headers (`call`: the request they
         answer; `door`: the endpoint that sent them, when no call is at hand)."""
         if call is not None:
@@ -373,10 +407,10 @@ class LiveLane:
         sent_since = sent - call.send_seq if call is not None else 0
         self.announce_limits(door.rate_limits.learn(headers, sent_since=sent_since), door)
 
-    def announce_limits(self, learned, door: Door | None = None) -> None:
+    def announce_limits(self, learned: LearnedLimits | None, door: Door | None = None) -> None:
         if learned is not None:
             endpoint = door.name if door is not None and not door.shared else ""
-            self.kernel.emit(
+            self.engine.outbox.emit(
                 RateLimitsLearned(learned.rpm, learned.tpm, estimated=learned.estimated, endpoint=endpoint)
             )
 

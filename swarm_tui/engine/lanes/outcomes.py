@@ -1,11 +1,12 @@
 """What an ended live call means for its task: an answer kept, a step of an agent, an answer asked
 for again, or a failure retried (after its backoff) or final — each journaled with the events
-that report it before any view hears of it (through the kernel)."""
+that report it before any view hears of it (through the engine's outbox)."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 from swarm_tui.core.call_errors import STRAGGLER_CODE, CallError, ErrorClass
@@ -24,7 +25,6 @@ from swarm_tui.engine.settings import (
 from swarm_tui.providers.client import CallResult
 
 if TYPE_CHECKING:
-    from swarm_tui.engine.kernel import Kernel
     from swarm_tui.engine.lanes.live import LiveLane
     from swarm_tui.engine.routing.doors import Door
 
@@ -34,7 +34,7 @@ class Outcomes:
 
     def __init__(self, lane: LiveLane, validator: Validator | None, trimmer: Trimmer | None) -> None:
         self.lane = lane
-        self.kernel: Kernel = lane.kernel
+        self.engine = lane.engine
         self.validator = validator
         self.trimmer = trimmer
         self._trimmed: set[int] = set()
@@ -43,19 +43,19 @@ class Outcomes:
         """Calls refused for good (auth, permission, no such model) since the last answer."""
 
     def on_success(self, index: int, call: Call, result: CallResult) -> None:
-        kernel, lane = self.kernel, self.lane
+        engine, lane = self.engine, self.lane
         asks_for_tools = lane.tools.enabled and bool(answer_message(result).get("tool_calls"))
         if not asks_for_tools and finish_reason(result) == "length" and cut_before_any_content(result):
             self._on_empty_answer(index, call, result)
             return
-        problem = self.validator(kernel.tasks[index], result) if self.validator and not asks_for_tools else None
+        problem = self.validator(engine.tasks[index], result) if self.validator and not asks_for_tools else None
         if problem is not None:
             self._on_invalid_answer(index, call, result, problem)
             return
         self._refusals.clear()
         latency_ms = call.latency_ms()
         door = lane.endpoints.pacing(call.client)
-        door.rate_limits.settle(kernel.tokens_held(index), result.usage.total)
+        door.rate_limits.settle(lane.tokens_held(index), result.usage.total)
         lane.announce_limits(door.rate_limits.note_answer(), door)
         lane.tail.observe(
             latency_ms / 1000,
@@ -68,7 +68,7 @@ class Outcomes:
         if adaptive is not None:
             adaptive.observe_latency(latency_ms / 1000)
             admission = door.admission
-            busy = admission.in_flight >= admission.limit or kernel.has_ready  # work is waiting
+            busy = admission.in_flight >= admission.limit or engine.queue.has_ready  # work is waiting
             grown = adaptive.on_success(busy)
             if grown is not None:
                 lane.endpoints.adapt(door, grown, "slow start: +1" if adaptive.slow_start else "clean and busy: +1")
@@ -80,7 +80,7 @@ class Outcomes:
             latency_ms,
             result,
             "step" if asks_for_tools else "ok",
-            kernel.tasks[index].body,
+            engine.tasks[index].body,
         )
         if lane.answer_kept is not None:  # the response cache (`--cache`): an answer, or an agent's step
             lane.answer_kept(call.body, call.client, result, attempt.cost_usd)
@@ -89,14 +89,14 @@ class Outcomes:
             return
         succeeded = TaskSucceeded(attempt, result.content)
         answer = result.raw if result.raw is not None else result.body  # kept as received
-        kernel.commit_soon(kernel.journal.record_success, attempt, answer, events=[succeeded])
+        engine.outbox.commit_soon(partial(engine.journal.record_success, attempt, answer), events=[succeeded])
 
     def _on_invalid_answer(self, index: int, call: Call, result: CallResult, problem: str) -> None:
         """An answer that fails validation: asked once more with the problem, then a failure that
         keeps the raw text (the answer was billed either way)."""
-        kernel = self.kernel
+        engine = self.engine
         raw = result.content
-        reask = index not in self._reasked and kernel.stopping is None
+        reask = index not in self._reasked and engine.stopping is None
         error = CallError(
             ErrorClass.BAD_RESPONSE,
             f"{problem}; raw answer: {raw[:2000]}",
@@ -112,7 +112,7 @@ class Outcomes:
             call.latency_ms(),
             result,
             "retry" if reask else "failed",
-            kernel.tasks[index].body,
+            engine.tasks[index].body,
         )
         attempt = dataclasses.replace(attempt, error=error)
         if not reask:
@@ -120,7 +120,7 @@ class Outcomes:
             return
         self._reasked.add(index)
         attempt = dataclasses.replace(attempt, retry_in_s=0.0)
-        task = kernel.tasks[index]
+        task = engine.tasks[index]
         messages = [
             *task.body.get("messages", []),
             {"role": "assistant", "content": raw},
@@ -130,17 +130,17 @@ class Outcomes:
                 "Answer again with valid JSON only, nothing else.",
             },
         ]
-        kernel.tasks[index] = Task(task.index, task.custom_id, {**task.body, "messages": messages})
+        engine.tasks[index] = Task(task.index, task.custom_id, {**task.body, "messages": messages})
         retrying = TaskRetrying(attempt, 0.0)
-        kernel.commit(kernel.journal.record_retry, attempt, events=[retrying])
-        kernel.retry_soon(index, 0.0)
+        engine.outbox.commit(partial(engine.journal.record_retry, attempt), events=[retrying])
+        engine.retry_soon(index, 0.0)
 
     def _on_empty_answer(self, index: int, call: Call, result: CallResult) -> None:
         """An answer cut at its token limit before any content (`finish_reason: length`, no text,
         no tool call: a reasoning model that spent its tokens thinking): billed, and a failure
         of its own that another attempt of the same body would repeat."""
-        kernel = self.kernel
-        self.lane.endpoints.pacing(call.client).rate_limits.settle(kernel.tokens_held(index), result.usage.total)
+        engine = self.engine
+        self.lane.endpoints.pacing(call.client).rate_limits.settle(self.lane.tokens_held(index), result.usage.total)
         error = CallError(
             ErrorClass.BAD_RESPONSE,
             "the answer was cut at its token limit before any content (finish_reason length): raise max_tokens",
@@ -157,15 +157,15 @@ class Outcomes:
             call.latency_ms(),
             result,
             "failed",
-            kernel.tasks[index].body,
+            engine.tasks[index].body,
         )
         self._fail(dataclasses.replace(attempt, error=error))
 
     def _fail(self, attempt: Attempt) -> None:
-        kernel = self.kernel
+        engine = self.engine
         failed = TaskFailed(attempt)
-        kernel.commit(kernel.journal.record_failure, attempt, events=[failed])
-        kernel.check_failure_rate()
+        engine.outbox.commit(partial(engine.journal.record_failure, attempt), events=[failed])
+        engine.check_failure_rate()
 
     def on_failure(
         self,
@@ -181,9 +181,9 @@ class Outcomes:
         """A failed attempt: journaled, then retried (after its backoff) or the task's end.
         `cut`: the call was abandoned by the engine itself (a straggler), not failed by the
         endpoint: no congestion, and billed by estimate (it went out)."""
-        kernel, lane = self.kernel, self.lane
+        engine, lane = self.engine, self.lane
         error = lane.capped(error)
-        kernel.tokens_held(index)  # a refused request used no tokens, but keep them: pace down
+        lane.tokens_held(index)  # a refused request used no tokens, but keep them: pace down
         door = lane.endpoints.door_named(endpoint)
         lane.learn(error.rate_headers, door=door)
         if error.is_rate_limit:
@@ -192,10 +192,10 @@ class Outcomes:
             lane.announce_limits(learned, door)
         if door.adaptive is not None and cut is None:
             self._adapt_to_failure(error, door)
-        decision = kernel.retry_policy.after_failure(
+        decision = engine.retry_policy.after_failure(
             error,
-            kernel.round_attempts(index),
-            stopping=kernel.stopping is not None,
+            engine.numbers.in_round(index),
+            stopping=engine.stopping is not None,
             trimmed=self._trim_once(index, error),
             can_fail_over=lane.endpoints.can_fail_over(endpoint),
         )
@@ -215,10 +215,10 @@ class Outcomes:
         attempt = dataclasses.replace(attempt, retry_in_s=round(delay, 3))
         if error.is_rate_limit and error.retry_after_s and door.admission.close_gate(error.retry_after_s):
             lane.last_retry_after_asked_s = error.retry_after_asked_s
-            kernel.emit(RateGateClosed(error.retry_after_s, asked_s=error.retry_after_asked_s))
+            engine.outbox.emit(RateGateClosed(error.retry_after_s, asked_s=error.retry_after_asked_s))
         retrying = TaskRetrying(attempt, delay)
-        kernel.commit(kernel.journal.record_retry, attempt, events=[retrying])
-        kernel.retry_soon(index, delay)
+        engine.outbox.commit(partial(engine.journal.record_retry, attempt), events=[retrying])
+        engine.retry_soon(index, delay)
 
     def _check_refusals(self, error: CallError) -> None:
         """The provider refuses calls for good (a key it does not take, a model it does not have,
@@ -230,7 +230,7 @@ class Outcomes:
         if len(self._refusals) >= REFUSALS_TO_STOP:
             status = f" {error.status}" if error.status else ""
             code = f" {error.code}" if error.code else ""
-            self.kernel.stop_dispatch(
+            self.engine.stop_dispatch(
                 f"the provider refused {len(self._refusals)} calls in a row ({error.kind}{status}{code}: "
                 f"{error.message[:160]}): nothing more is sent; check the key, the model name and the base "
                 f"URL, then `swarm-tui resume` the run"
@@ -240,13 +240,13 @@ class Outcomes:
         """Context length exceeded: never retried as is, but shortened once when a trimmer can."""
         if error.kind is not ErrorClass.CONTEXT_LENGTH or self.trimmer is None or index in self._trimmed:
             return False
-        kernel = self.kernel
-        shorter = self.trimmer(kernel.tasks[index])
+        engine = self.engine
+        shorter = self.trimmer(engine.tasks[index])
         if shorter is None:
             return False
         self._trimmed.add(index)
-        kernel.tasks[index] = shorter
-        kernel.log("trimmed", {"index": index, "custom_id": shorter.custom_id})
+        engine.tasks[index] = shorter
+        engine.outbox.note("trimmed", {"index": index, "custom_id": shorter.custom_id})
         return True
 
     def _adapt_to_failure(self, error: CallError, door: Door) -> None:
@@ -270,5 +270,5 @@ class Outcomes:
     def _latency_congested(self) -> bool:
         """A timeout is congestion only when answers have been slowing down overall: shrinking the
         limit for a lone hung call would leave the slots to the hung calls."""
-        p50 = self.kernel.stats.percentile(0.5)
-        return p50 is None or p50 / 1000 > CONGESTED_LATENCY_SHARE * self.kernel.settings.calls.timeout_s
+        p50 = self.engine.stats.percentile(0.5)
+        return p50 is None or p50 / 1000 > CONGESTED_LATENCY_SHARE * self.engine.settings.calls.timeout_s

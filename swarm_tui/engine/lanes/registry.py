@@ -1,9 +1,11 @@
-"""The registry of lanes besides the live one: each entry makes the lane for an engine, or None
-when the run does not use it. When a run starts, the lanes claim their tasks out of the live
-queue in this order; whatever is left goes live.
+"""The lanes besides the live one, and the order they claim their tasks in when a run starts: the
+cache lane first (a cached answer is neither sent live nor put in a batch), then the batch lane;
+whatever is left goes live.
 
-Adding a lane is a module that implements `core.ports.Lane` (through `core.ports.LaneHost`, the
-kernel's public side) and one entry here: the kernel is not edited.
+Adding a lane is a module that implements `engine.ports.Lane` (acting on the engine only through
+`engine.ports.LaneHost`), a function here that makes it for a run (or None when the run does not
+use it), and its place in `in_claim_order`: the engine is not edited. The Ray driver makes its
+batch lane here too (it owns a distributed run's batches).
 """
 
 from __future__ import annotations
@@ -11,49 +13,55 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from swarm_tui.core.lanes import AUTO, LIVE
-from swarm_tui.core.ports import Lane, LaneHost
-from swarm_tui.engine.lanes import cache as cache_lane
-from swarm_tui.engine.lanes.autopilot import Autopilot
+from swarm_tui.core.lanes import LIVE
 from swarm_tui.engine.lanes.batch import BatchLane
 from swarm_tui.engine.lanes.batch_lines import BatchLimits
+from swarm_tui.engine.lanes.cache import CacheLane
 
 if TYPE_CHECKING:
-    from swarm_tui.engine.engine import SwarmEngine
+    from swarm_tui.cache import ResponseCache
+    from swarm_tui.core.events import Attempt
+    from swarm_tui.core.task import JSONObject
+    from swarm_tui.engine.ports import Lane, LaneHost, Planner
     from swarm_tui.engine.settings import Validator
     from swarm_tui.pricing import Price
-    from swarm_tui.providers.client import ProviderClient
-
-LaneFactory = Callable[["SwarmEngine"], "Lane | None"]
-
-REGISTERED: tuple[LaneFactory, ...] = (
-    cache_lane.make_lane,  # first: a cached answer is neither sent live nor put in a batch
-    lambda engine: with_autopilot(engine, batch_lane_of(engine, engine.client, engine.price, engine.validator)),
-)
+    from swarm_tui.providers.client import CallResult, ProviderClient
 
 
-def lanes_for(engine: SwarmEngine) -> list[Lane]:
-    return [lane for make in REGISTERED if (lane := make(engine)) is not None]
+def in_claim_order(cache: CacheLane | None, batch: BatchLane | None) -> list[Lane]:
+    """The run's other lanes, in the order they claim their tasks."""
+    return [lane for lane in (cache, batch) if lane is not None]
+
+
+def cache_lane_of(
+    host: LaneHost,
+    cache: ResponseCache | None,
+    client: ProviderClient,
+    body_of: Callable[[int], JSONObject],
+    validator: Validator | None,
+    on_step: Callable[[int, Attempt, CallResult], None] | None,
+) -> CacheLane | None:
+    """The cache lane of a run with `--cache` (a cache that reads or writes), else None. `body_of`:
+    what the live lane would send the primary for a task; `on_step`: how an agent's step goes on
+    (its tools), when the run's tasks are multi-step agents."""
+    if cache is None or not (cache.reading or cache.writing):
+        return None
+    return CacheLane(host, cache, client, body_of, validator, on_step)
 
 
 def batch_lane_of(
-    host: LaneHost, client: ProviderClient, price: Price | None, validator: Validator | None
+    host: LaneHost,
+    client: ProviderClient,
+    price: Price | None,
+    validator: Validator | None,
+    planner: Planner | None = None,
 ) -> BatchLane | None:
     """The batch lane of a run that asks for it (`--lane batch|auto`), or of a live run resuming one
     whose batches are still open (it follows them: never sends their tasks again); else None.
-    `host`: the local kernel, or the Ray driver (which owns a distributed run's batches)."""
+    `host`: the local engine, or the Ray driver (which owns a distributed run's batches);
+    `planner`: a deadline run's autopilot."""
     settings = host.settings
-    open_batches = getattr(host.journal, "open_batches", None)  # a shard's forwarding journal has none
-    follows_batches = open_batches is not None and bool(open_batches())
-    if settings.lanes.lane == LIVE and not follows_batches:
+    if settings.lanes.lane == LIVE and not host.journal.open_batches():
         return None
     limits = BatchLimits(settings.lanes.batch_max_requests, settings.lanes.batch_max_bytes)
-    return BatchLane(host, client, settings.lanes.lane, price, limits, validator)
-
-
-def with_autopilot(engine: SwarmEngine, lane: BatchLane | None) -> BatchLane | None:
-    """A deadline run's batch lane planned by the autopilot (it reads the local kernel's figures)."""
-    settings = engine.settings
-    if lane is not None and settings.lanes.deadline_at is not None and settings.lanes.lane == AUTO:
-        lane.planner = Autopilot(engine, settings.lanes.deadline_at)
-    return lane
+    return BatchLane(host, client, settings.lanes.lane, price, limits, validator, planner)

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from swarm_tui.engine.pacing.limits import RateLimits, RetryAfterGate
 
 
 class AdmissionController:
-    def __init__(self, limit: int, *, rate_limits: RateLimits | None = None, clock=time.monotonic) -> None:
+    def __init__(
+        self, limit: int, *, rate_limits: RateLimits | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         if limit < 1:
             raise ValueError("the concurrency limit must be at least 1")
         self.limit = limit
@@ -24,10 +27,10 @@ class AdmissionController:
         self.closed = False
         """Set when the run stops: `acquire` then returns False at once."""
         self.gate = RetryAfterGate(clock)
-        self._clock = clock
+        self.clock = clock
         self.rate_limits = rate_limits or RateLimits(clock=clock)
         self._changed = asyncio.Event()
-        self._followers: list = []
+        self._followers: list[Callable[[], None]] = []
 
     @property
     def gate_remaining_s(self) -> float:
@@ -60,12 +63,16 @@ class AdmissionController:
             if wait is not None and wait <= 0:
                 self.take(tokens)
                 return True
-            self._changed.clear()
-            try:
-                async with asyncio.timeout(wait):
-                    await self._changed.wait()
-            except TimeoutError:
-                pass
+            await self.until_changed(wait)
+
+    async def until_changed(self, timeout_s: float | None) -> None:
+        """Wait until something admission waits on changes (`changed`), or `timeout_s` passes."""
+        self._changed.clear()
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._changed.wait()
+        except TimeoutError:
+            pass
 
     def release(self) -> None:
         self.in_flight -= 1
@@ -77,7 +84,7 @@ class AdmissionController:
         for follower in self._followers:
             follower()
 
-    def on_change(self, follower) -> None:
+    def on_change(self, follower: Callable[[], None]) -> None:
         """Call `follower` whenever this admission may have room again (a route's admission
         follows its doors')."""
         self._followers.append(follower)

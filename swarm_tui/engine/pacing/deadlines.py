@@ -236,7 +236,7 @@ class TailDeadlines:
             counts[ceiling] = counts.get(ceiling, 0) + 1
         return max(counts, key=counts.__getitem__)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, object]:
         """The rule and its current figures, for summary.json and the run panel."""
         factor = self.straggler_factor
         rule = (

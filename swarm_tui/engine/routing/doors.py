@@ -3,9 +3,9 @@
 Each door keeps what a single-endpoint run keeps for its one provider: its in-flight limit and
 Retry-After gate (`AdmissionController`), its RPM/TPM buckets learned from its own headers and
 429s (`RateLimits`), its adaptive limit (`AdaptiveConcurrency`), its circuit breaker and its
-price. The route's admission (`RouteAdmission`) is the kernel's: a slot is free when the route's
+price. The route's admission (`RouteAdmission`) is the engine's: a slot is free when the route's
 strategy finds a door with room, and that door's slot and rate budget are taken with it, in the
-same step (the kernel's dispatcher sends the admitted task at once, `routing.Endpoints.take`).
+same step (the engine's dispatcher sends the admitted task at once, `routing.Endpoints.take`).
 
 Strategies (`--route`):
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from swarm_tui.engine.pacing.admission import AdmissionController
@@ -53,8 +53,8 @@ class Door:
     breaker: CircuitBreaker | None
     price: Price | None = None
     shared: bool = False
-    """Its admission is the kernel's own (a run of one endpoint, or the legacy primary/fallback
-    pair): the kernel takes and gives back its slots, nothing is counted twice."""
+    """Its admission is the engine's own (a run of one endpoint, or the legacy primary/fallback
+    pair): the engine takes and gives back its slots, nothing is counted twice."""
     sends: int = 0
     """Requests sent to it (what its rate-limit headers are read against)."""
     latencies_s: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))
@@ -150,9 +150,9 @@ def _output_price(price: Price | None) -> float:
 
 
 class RouteAdmission(AdmissionController):
-    """The kernel's admission over a route: a slot is one of a door's (see the module doc)."""
+    """The engine's admission over a route: a slot is one of a door's (see the module doc)."""
 
-    def __init__(self, route: Route, clock=time.monotonic) -> None:
+    def __init__(self, route: Route, clock: Callable[[], float] = time.monotonic) -> None:
         self.route = route
         super().__init__(max(1, route.limit), rate_limits=RateLimits(clock=clock), clock=clock)
         self.cap: int | None = None  # (the base's __init__ set one: the doors' sum rules until the user sets one)

@@ -2,11 +2,11 @@
 
 Three shapes, one surface:
 
-* one endpoint: every call goes there, paced by the kernel's own admission;
-* the primary and its fallback (`--fallback-base-url`): the kernel's admission paces both, and
+* one endpoint: every call goes there, paced by the engine's own admission;
+* the primary and its fallback (`--fallback-base-url`): the engine's admission paces both, and
   a circuit breaker on the primary sends new calls to the fallback while it is open;
 * a route (`--provider a,b,c --route ...`, `route.Route`): each endpoint has its own admission,
-  rate limits, adaptive limit and breaker, and the kernel's admission is the route's
+  rate limits, adaptive limit and breaker, and the engine's admission is the route's
   (`route.RouteAdmission`), which chooses the door as it admits a call.
 
 The lanes ask `take()` for the endpoint of a call just admitted, `pacing(client)` for the door
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from swarm_tui.core.call_errors import CallError
 from swarm_tui.core.events import ConcurrencyChanged, EndpointSwitched, RateLimitsLearned
-from swarm_tui.core.ports import LaneHost
+from swarm_tui.engine.kernel.outbox import Outbox
 from swarm_tui.engine.pacing.admission import AdmissionController
 from swarm_tui.engine.pacing.limits import AdaptiveConcurrency, RateLimits
 from swarm_tui.engine.routing.doors import Door, Route, RouteAdmission
@@ -47,7 +47,7 @@ class Endpoints:
 
     def __init__(
         self,
-        host: LaneHost,
+        outbox: Outbox,
         client: ProviderClient,
         fallback: ProviderClient | None,
         *,
@@ -57,13 +57,14 @@ class Endpoints:
         adapt: Callable[[int, str], None],
         route: Route | None = None,
     ) -> None:
-        """`admission`, `rate_limits`, `adaptive` and `adapt`: the kernel's own pacing (a run of one
-        endpoint, or the pair); `route`: the doors of a routed run, paced each on its own."""
-        self.host = host
+        """`outbox`: where what the endpoints do is said (a switch, a door's limit); `admission`,
+        `rate_limits`, `adaptive` and `adapt`: the engine's own pacing (a run of one endpoint, or
+        the pair); `route`: the doors of a routed run, paced each on its own."""
+        self._outbox = outbox
         self.client = client
         self.fallback = fallback
         self.route_of_doors = route
-        self._adapt_kernel = adapt
+        self._adapt_shared = adapt
         self.breaker = CircuitBreaker() if fallback is not None and route is None else None
         if route is not None:
             self.doors = route.doors
@@ -107,21 +108,21 @@ class Endpoints:
         return self._by_name.get(endpoint) or self.doors[0]
 
     def landed(self, client: ProviderClient) -> None:
-        """An admitted call to `client` is over: its door's slot goes back (a route's; the kernel
+        """An admitted call to `client` is over: its door's slot goes back (a route's; the engine
         gives back its own)."""
         door = self._by_name.get(client.name)
         if door is not None and not door.shared:
             door.admission.release()
 
     def adapt(self, door: Door, limit: int, reason: str) -> None:
-        """A door's adaptive limit moved: the kernel's limit (one endpoint, the pair), or the door's
+        """A door's adaptive limit moved: the engine's limit (one endpoint, the pair), or the door's
         and the route's total."""
         if door.shared:
-            self._adapt_kernel(limit, reason)
+            self._adapt_shared(limit, reason)
             return
         door.admission.set_limit(limit)
         total = sum(d.admission.limit for d in self.doors)
-        self.host.emit(ConcurrencyChanged(total, f"{door.name}: {reason}", endpoint=door.name, endpoint_limit=limit))
+        self._outbox.emit(ConcurrencyChanged(total, f"{door.name}: {reason}", endpoint=door.name, endpoint_limit=limit))
 
     def announce(self) -> None:
         """A routed run's start: each endpoint's own limit and the limits it was told (the
@@ -131,10 +132,10 @@ class Endpoints:
         total = sum(d.admission.limit for d in self.doors)
         for door in self.doors:
             limit = door.admission.limit
-            self.host.emit(ConcurrencyChanged(total, "start", endpoint=door.name, endpoint_limit=limit))
+            self._outbox.emit(ConcurrencyChanged(total, "start", endpoint=door.name, endpoint_limit=limit))
             limits = door.rate_limits
             if limits.rpm or limits.tpm:
-                self.host.emit(RateLimitsLearned(limits.rpm, limits.tpm, endpoint=door.name))
+                self._outbox.emit(RateLimitsLearned(limits.rpm, limits.tpm, endpoint=door.name))
 
     def observe(self, client: ProviderClient, error: CallError | None, latency_s: float | None = None) -> None:
         """An attempt on `client` ended (`error` None: it answered): its breaker may switch."""
@@ -152,7 +153,7 @@ class Endpoints:
         reason = self.breaker.on_primary_result(error)
         if reason is not None:
             target = self.client.name if self.breaker.state == "closed" else self.fallback.name
-            self.host.emit(EndpointSwitched(target, reason, from_primary=was_primary, source=client.name))
+            self._outbox.emit(EndpointSwitched(target, reason, from_primary=was_primary, source=client.name))
 
     def _observe_door(self, door: Door, error: CallError | None) -> None:
         breaker = door.breaker
@@ -163,11 +164,11 @@ class Endpoints:
         if reason is None:
             return
         if breaker.state == "closed":  # its probe answered: it takes its share (or its place) again
-            self.host.emit(EndpointSwitched(door.name, reason, from_primary=False, source=door.name))
+            self._outbox.emit(EndpointSwitched(door.name, reason, from_primary=False, source=door.name))
             return
         others = [d for d in self.route_of_doors.order() if d is not door] if self.route_of_doors else []
         target = others[0].name if others else door.name
-        self.host.emit(
+        self._outbox.emit(
             EndpointSwitched(target, reason, from_primary=was_closed and door is self.doors[0], source=door.name)
         )
 
@@ -180,12 +181,12 @@ class Endpoints:
             if len(current) < 2 or current[0].breaker is None:
                 return False
             current[0].breaker.force_open(reason)
-            self.host.emit(EndpointSwitched(current[1].name, reason, from_primary=True, source=current[0].name))
+            self._outbox.emit(EndpointSwitched(current[1].name, reason, from_primary=True, source=current[0].name))
             return True
         if self.fallback is None or self.breaker is None:
             return False
         self.breaker.force_open(reason)
-        self.host.emit(EndpointSwitched(self.fallback.name, reason, from_primary=True, source=self.client.name))
+        self._outbox.emit(EndpointSwitched(self.fallback.name, reason, from_primary=True, source=self.client.name))
         return True
 
     def can_fail_over(self, endpoint: str) -> bool:
