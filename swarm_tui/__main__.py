@@ -8,13 +8,19 @@ schema while `import openai` runs raises `SchemaError`), since the handler here 
 Output into a pipe whose reader has gone (`swarm-tui estimate | head -1`) ends quietly with the
 shell's code for a process SIGPIPE stopped (141), as `git log | head` does; nothing is written
 to a closed pipe again.
+
+A damaged SQLite file met on the way (a run's journal with pages of garbage, read by `resume`,
+`export`, `export-traces`, `replay`...) is said in one line naming it, exit 2: SQLite finds the
+damage only when it reads the page, wherever a command happens to be then.
 """
 
 import os
 import signal
+import sqlite3
 import sys
+from pathlib import Path
 
-from swarm_tui.run.exit_codes import EXIT_ABORTED
+from swarm_tui.run.exit_codes import EXIT_ABORTED, EXIT_BAD_INPUT
 
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 """Output into a pipe whose reader has gone: the shell's code for a process SIGPIPE stopped."""
@@ -52,12 +58,33 @@ def entry() -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except sqlite3.DatabaseError as exc:
+        if type(exc) is not sqlite3.DatabaseError:  # locked, read-only...: the commands say those themselves
+            raise
+        print(f"swarm-tui: {_damaged(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if code == EXIT_ABORTED:
         # CPython marks a KeyboardInterrupt that passed through code run from a string (dataclasses and
         # typing `exec` such code while modules load) as unhandled, even once caught, and then ends the
         # process by SIGINT instead of with this exit code; running code from a string again clears it.
         exec("None")
     return code
+
+
+def _damaged(exc: sqlite3.DatabaseError) -> str:
+    """A damaged database in words: the journal of the run directory the command was given, when
+    it was given one, else whichever SQLite file it read (a journal, the response cache)."""
+    for arg in sys.argv[1:]:
+        journal = Path(arg) / "journal.sqlite"
+        if not arg.startswith("-") and journal.is_file():
+            return (
+                f"{journal}: journal: cannot be read ({exc}): the file is damaged; its run cannot be "
+                "resumed or exported from it (a copy made before the damage can)"
+            )
+    return (
+        f"a database this command read is damaged ({exc}): a run's journal.sqlite, or the response "
+        "cache (`swarm-tui cache clear`, or remove its file)"
+    )
 
 
 def _silence_stdout() -> None:

@@ -388,3 +388,32 @@ def test_output_into_a_pipe_closed_early_ends_quietly(args, codes):
     code = process.wait(60)
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr and "Exception ignored" not in stderr, stderr
     assert code in codes, (code, stderr)  # 141: SIGPIPE's; argparse's --help ignores a closed pipe itself
+
+
+@pytest.fixture
+def garbled_run(tmp_path, sim) -> Path:
+    """A finished run of 300 tasks whose journal's second half is overwritten with garbage: it opens
+    (its first pages hold the schema and the run's meta), and breaks wherever a command reads on."""
+    job = write_batch(tmp_path / "job.jsonl", [f"task {i} " + "x" * 300 for i in range(300)])
+    run_dir = tmp_path / "run"
+    assert run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir)).returncode == 0
+    journal = run_dir / "journal.sqlite"
+    size = journal.stat().st_size
+    noise = random.Random(3)
+    with journal.open("r+b") as f:
+        for offset in range(size // 2, size, 4096):
+            f.seek(offset)
+            f.write(noise.randbytes(4096))
+    return run_dir
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["replay"], ["export"], ["resume", "--headless"], ["export-traces", "--endpoint", "http://127.0.0.1:9"]],
+    ids=["replay", "export", "resume", "export-traces"],
+)
+def test_a_command_on_a_journal_with_garbage_pages_names_it(garbled_run, command):
+    result = run_cli(command[0], str(garbled_run), *command[1:])
+    journal = garbled_run / "journal.sqlite"
+    assert_refused(result, f"{journal}: journal: cannot be read (database disk image is malformed)")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
