@@ -398,6 +398,10 @@ def garbled_run(tmp_path, sim) -> Path:
     run_dir = tmp_path / "run"
     assert run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir)).returncode == 0
     journal = run_dir / "journal.sqlite"
+    db = sqlite3.connect(journal)  # every page in the file itself (none left in a WAL to read instead)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.execute("PRAGMA journal_mode = DELETE")
+    db.close()
     size = journal.stat().st_size
     noise = random.Random(3)
     with journal.open("r+b") as f:
