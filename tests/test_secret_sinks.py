@@ -91,6 +91,10 @@ def test_every_spelling_an_encoder_may_give_a_key_is_masked():
         assert_nowhere(masked.encode(), f"the mask of {text!r}")
     assert secrets.found_in(quote(KEY).encode()) and secrets.found_in(KEY.replace("/", "\\/").encode())
     assert secrets.mask("sk-Sink-0123456789 and /klmn+4567 apart") == "sk-Sink-0123456789 and /klmn+4567 apart"
+    choppy = "ab12/Cd34/ef56/gh78+ij90"  # runs of letters and digits shorter than a key's usual
+    secrets.register(choppy)
+    for spelling in spellings(choppy):
+        assert secrets.mask(f"x {spelling.decode()} y") == "x *** y", spelling
 
 
 def test_a_key_echoed_as_other_encoders_spell_it_never_reaches_a_file(tmp_path, echoing):

@@ -136,7 +136,10 @@ def _compiled(secrets: tuple[str, ...]) -> tuple[tuple[bytes, ...], re.Pattern[s
     needles: set[str] = set()
     alternatives: list[str] = []
     for secret in secrets:
-        needles.add(_core(secret))
+        core = _core(secret)
+        needles.add(core)
+        if core == secret:  # no long run of letters and digits: look for its usual spellings whole
+            needles |= spellings_of(secret)
         alternatives.append(_any_encoding(secret))
         for spelling in _base64_spellings(secret):
             needles.add(spelling)
@@ -157,11 +160,16 @@ def spellings_of(secret: str) -> set[str]:
 _ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
 
 
+CORE_MIN_CHARS = 4
+"""The shortest run of letters and digits the quick check looks for (shorter would hit ordinary text)."""
+
+
 def _core(secret: str) -> str:
     """The part of `secret` every spelling but base64 keeps as it is (in some letter case): its
-    longest run of letters and digits, or the whole of it when that run is short."""
+    longest run of letters and digits, or the whole of it when that run is shorter than
+    `CORE_MIN_CHARS` (its usual spellings are then looked for whole)."""
     run = max(_ALNUM_RUN.findall(secret), key=len, default="")
-    return run if len(run) >= MIN_SECRET_CHARS else secret
+    return run if len(run) >= CORE_MIN_CHARS else secret
 
 
 def _any_encoding(secret: str) -> str:
