@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from typing import Literal
@@ -62,3 +63,11 @@ def gate(text: str) -> str:
     GATE_CALLS.append(text)
     GATE.wait(30)
     return f"gate({text})"
+
+
+def reveal(what: str = "key") -> str:
+    """Read the test's key back from the environment, in the spellings a tool may print it."""
+    from urllib.parse import quote
+
+    key = os.environ.get("RELAY_KEY", "")
+    return f"the key is {key}, {quote(key)} or {key.upper()} ({what})"

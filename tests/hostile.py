@@ -21,14 +21,23 @@ can mix them. Names:
     nousage      200 with a chat completion that has no `usage` (some relays and local servers)
     lengthnull   200 with `finish_reason: length` and `content: null` (tokens spent thinking)
     lengthcut    200 with `finish_reason: length` and half an answer
+    latin1       200 declared `application/json; charset=latin-1` (a stream: `text/event-stream;
+                 charset=latin-1`), its content's "café" written in Latin-1
+    klingon      200 declared `application/json; charset=klingon`: a charset no decoder knows
+    endless      200 whose answer never ends: a body of `x` without end (a stream: content chunks
+                 without end), until the client goes away
+    endlessline  a stream whose one `data:` line never ends
+    endless500   500 whose error body never ends
 
-Any other request gets a normal chat completion. `requests` counts what arrived, by path and
-method; `answered` counts the normal answers per prompt (what a user would pay for).
+Any other request gets a normal chat completion (a stream of its chunks when it asks for one).
+`requests` counts what arrived, by path and method; `answered` counts the normal answers per prompt
+(what a user would pay for).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import threading
@@ -63,6 +72,10 @@ class HostileServer:
         self.requests: Counter[str] = Counter()
         self.answered: Counter[str] = Counter()
         self.seen: Counter[str] = Counter()
+        self.endless_started = 0
+        """How many answers without end were begun (each request that got one)."""
+        self.endless_bytes = 0
+        """How many bytes of them were written (what the clients were made to read)."""
         self._loop = asyncio.new_event_loop()
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -104,10 +117,20 @@ class HostileServer:
         body = await request.json()
         prompt = str(body["messages"][-1]["content"])
         fate = self._fate(prompt)
+        if fate in ENDLESS or fate == "latin1":
+            return await self._hostile_bytes(request, fate, prompt, body)
         match fate:
+            case None if body.get("stream"):
+                self.answered[prompt] += 1
+                return await self._stream(request, completion(prompt, body.get("model", "hostile-1")))
             case None:
                 self.answered[prompt] += 1
                 return web.json_response(completion(prompt, body.get("model", "hostile-1")))
+            case "klingon":
+                data = json.dumps(completion(prompt, body.get("model", "hostile-1"))).encode()
+                return web.Response(
+                    status=200, body=data, headers={"content-type": "application/json; charset=klingon"}
+                )
             case "nochoices":
                 return web.json_response({"id": "x", "object": "chat.completion", "created": 1})
             case "emptychoices":
@@ -162,6 +185,55 @@ class HostileServer:
                 return web.Response(status=500)
         raise AssertionError(fate)
 
+    async def _hostile_bytes(self, request: web.Request, fate: str, prompt: str, body: dict) -> web.StreamResponse:
+        """The fates written chunk by chunk: a declared charset, and answers without end."""
+        answer = completion(prompt, body.get("model", "hostile-1"))
+        if fate == "latin1":
+            self.answered[prompt] += 1
+            answer["choices"][0]["message"]["content"] += " caf\u00e9"
+            if body.get("stream"):
+                return await self._stream(request, answer, charset="latin-1")
+            data = json.dumps(answer, ensure_ascii=False).encode("latin-1")
+            return web.Response(status=200, body=data, headers={"content-type": "application/json; charset=latin-1"})
+        streamed = body.get("stream") and fate != "endless500"
+        response = web.StreamResponse(
+            status=500 if fate == "endless500" else 200,
+            headers={"content-type": "text/event-stream" if streamed else "application/json"},
+        )
+        await response.prepare(request)
+        self.endless_started += 1
+        if fate == "endlessline":
+            start, piece = b'data: {"choices": [{"index": 0, "delta": {"content": "', b"x" * 65536
+        elif streamed:
+            start, piece = (
+                _sse_chunk(answer, {"role": "assistant", "content": ""}),
+                _sse_chunk(answer, {"content": "x" * 1024}),
+            )
+        else:
+            start, piece = b'{"id": "chatcmpl-endless", "choices": [{"index": 0, "message": {"content": "', b"x" * 65536
+        with contextlib.suppress(ConnectionError, RuntimeError):  # the client went away: the end
+            await response.write(start)
+            while request.transport is not None and not request.transport.is_closing():
+                await response.write(piece)
+                self.endless_bytes += len(piece)
+        return response
+
+    async def _stream(self, request: web.Request, answer: dict, charset: str = "utf-8") -> web.StreamResponse:
+        """`answer` as a stream of chat.completion.chunk events (two content pieces, a usage chunk)."""
+        response = web.StreamResponse(headers={"content-type": f"text/event-stream; charset={charset}"})
+        await response.prepare(request)
+        text = answer["choices"][0]["message"]["content"]
+        half = len(text) // 2
+        for delta, finish in (
+            ({"role": "assistant", "content": text[:half]}, None),
+            ({"content": text[half:]}, "stop"),
+        ):
+            await response.write(_sse_chunk(answer, delta, finish, charset=charset))
+        usage = {**answer, "choices": [], "usage": answer["usage"]}
+        await response.write(f"data: {json.dumps(usage)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
     def _fate(self, prompt: str) -> str | None:
         match = _MARKER.search(prompt)
         if match is None:
@@ -172,3 +244,17 @@ class HostileServer:
         if times is not None and self.seen[key] > int(times):
             return None
         return name
+
+
+ENDLESS = frozenset({"endless", "endlessline", "endless500"})
+
+
+def _sse_chunk(answer: dict, delta: dict, finish: str | None = None, *, charset: str = "utf-8") -> bytes:
+    chunk = {
+        "id": answer["id"],
+        "object": "chat.completion.chunk",
+        "created": answer["created"],
+        "model": answer["model"],
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode(charset)

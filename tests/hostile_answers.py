@@ -28,6 +28,13 @@ Errors that echo the key (a 401 each; `authorization` is read from the request):
     keytype      the key as `error.type` and `error.param`
     keyok        a normal 200 whose `x-request-id`, `id` and content echo the key (URL-encoded,
                  lower-cased, `Bearer <key>`)
+    keyquote     a 401 whose message spells the key as other encoders write it: URL-encoded as
+                 urllib's `quote` does (a `/` kept), that upper-cased, URL-encoded twice, as HTML
+                 entities (`&#x2F;`)
+    keyescaped   a normal 200 whose JSON text holds the key escaped as PHP (`\\/`) and .NET
+                 (`\\u002B`) write it: the key itself to any JSON reader
+    echoall      a normal 200 whose content and `x-request-id` echo every secret the request
+                 carried besides the bearer key: the `api-key` header and the raw query string
 
 An error whose text a strict reader chokes on once it is written back:
 
@@ -64,7 +71,7 @@ ANSWER_FATES = frozenset(
         "big",
     }
 )
-KEY_FATES = frozenset({"keycode", "keyheader", "keyspell", "keytype", "keyok"})
+KEY_FATES = frozenset({"keycode", "keyheader", "keyspell", "keytype", "keyok", "keyquote", "keyescaped", "echoall"})
 ERROR_FATES = frozenset({"errweird"})
 MARKER = re.compile(r"\[\[hostile:([a-z0-9]+?)(?:x(\d+))?\]\]")
 """`tests/hostile`'s marker."""
@@ -141,6 +148,25 @@ class ByteHostileServer(HostileServer):
                 headers={"x-request-id": "req-\x85x"},
             )
         key = (request.headers.get("authorization") or "").removeprefix("Bearer ")
+        if fate == "echoall":
+            self.answered[prompt] += 1
+            answer = completion(prompt, body.get("model", "hostile-1"))
+            carried = f"api-key {request.headers.get('api-key')} query {request.query_string}"
+            answer["choices"][0]["message"]["content"] += f" (you sent {carried})"
+            return web.json_response(answer, headers={"x-request-id": f"req-{request.headers.get('api-key')}"})
+        if fate == "keyquote":
+            spelled = f"{quote(key)} / {quote(key).upper()} / {quote(quote(key, safe=''), safe='')} / "
+            spelled += key.replace("/", "&#x2F;").replace("+", "&#43;")
+            error = {"message": f"bad key {spelled}", "type": "invalid_request_error", "code": "invalid_api_key"}
+            return web.json_response({"error": error}, status=401)
+        if fate == "keyescaped":
+            self.answered[prompt] += 1
+            text = json.dumps(completion(prompt, body.get("model", "hostile-1")))
+            escaped = key.replace("/", "\\/").replace("+", "\\u002B")  # as JSON text: PHP's and .NET's escapes
+            data = text.replace('"}, "finish_reason"', f' (you sent {escaped})"}}, "finish_reason"', 1)
+            return web.Response(
+                status=200, text=data.replace('"chatcmpl-', f'"chatcmpl-{escaped}-', 1), content_type="application/json"
+            )
         if fate == "keyok":
             self.answered[prompt] += 1
             answer = completion(prompt, body.get("model", "hostile-1"))

@@ -183,8 +183,7 @@ async def test_an_agent_killed_mid_trajectory_resumes_without_redoing_a_complete
     journal.close()
     requests_before = sim.stats()["requests"]
 
-    os.environ["PYTHONPATH"] = env["PYTHONPATH"]
-    sys.path.insert(0, str(tmp_path))
+    sys.path.insert(0, str(tmp_path))  # the resumed session imports the tools here (the child had PYTHONPATH)
     try:
         resumed = SwarmSession.reopen(run_dir)
         try:
@@ -254,7 +253,9 @@ async def test_x_on_a_task_waiting_for_a_slot_keeps_it_from_starting(tmp_path, s
     run = asyncio.create_task(session.run())
     try:
         await wait_until(lambda: started == [0], "the first task to take the only slot")
-        await asyncio.sleep(0)  # the dispatcher has taken the second task and waits for the slot
+        await wait_until(
+            lambda: 1 not in engine.queue.queued, "the dispatcher to take the second task and wait for the slot"
+        )
         assert 1 not in engine.queue.queued  # (else this test would not test the window it is about)
         assert engine.cancel_tasks([1]) == [1]
         finished = await asyncio.wait_for(run, 30)

@@ -501,3 +501,52 @@ def test_argparse_types_for_other_clis():
     for bad in ("-100", "inf", "nan", "x"):
         with pytest.raises(argparse.ArgumentTypeError):
             non_negative_float(bad)
+
+
+# --------------------------------------------------------------------------- a key's value
+
+
+@pytest.mark.parametrize(
+    "value, cause",
+    [
+        ("sk-crlf-0123456789abcdefABCDEF\r", "ends with a carriage return"),
+        ("sk-lf-0123456789abcdefABCDEF\n", "ends with a line feed"),
+        ("sk-tab-0123\t456789abcdefABCDEF", "a tab"),
+    ],
+    ids=["cr", "lf", "tab"],
+)
+def test_a_key_variable_with_a_control_character_is_refused_naming_it_before_anything_is_sent(
+    tmp_path, sim, value, cause
+):
+    """A CRLF `.env` file leaves a `\\r` at the end of every value: each call then fails on the
+    header ("Forbidden control character"), retried, and the variable is never named."""
+    job = tmp_path / "job.jsonl"
+    job.write_text(batch_line("a") + "\n")
+    out = tmp_path / "run"
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        sim.base_url,
+        "--api-key-env",
+        "RELAY_KEY",
+        "--out",
+        str(out),
+        env={"RELAY_KEY": value},
+    )
+    assert_refused(result, sim, out, "RELAY_KEY", cause)
+    assert value.strip() not in result.stderr, "the key is never shown"
+
+
+def test_a_header_variable_with_a_control_character_is_refused_naming_it(tmp_path, sim, monkeypatch):
+    from swarm_tui.providers.client import preflight
+    from swarm_tui.providers.profile import ProviderProfile
+
+    monkeypatch.setenv("AZURE_KEY", "0123456789abcdef0123456789abcdef\r\n")
+    profile = ProviderProfile("azure", base_url=sim.base_url, headers_env={"api-key": "AZURE_KEY"})
+    with pytest.raises(InputError) as caught:
+        preflight(profile, sim.base_url)
+    text = str(caught.value)
+    assert "AZURE_KEY" in text and "ends with a carriage return and a line feed" in text, text
+    assert "0123456789abcdef" not in text

@@ -410,6 +410,36 @@ def test_the_cli_refuses_a_garbage_job_with_exit_2_and_no_traceback(tmp_path_fac
         assert not (root / "run").exists()
 
 
+@settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(doc=toml_docs.filter(lambda d: _toml_text(d) is not None), text=jsonl_texts, argv=argvs)
+def test_the_cli_entry_refuses_any_garbage_job_under_any_options_in_one_line(tmp_path_factory, doc, text, argv, capsys):
+    """The CLI's own entry (`main`, what `swarm-tui` runs), in this process so that hypothesis can
+    try many cases (the subprocess test above tries two): a job that can never be valid, under any
+    options, ends in exit 2 and one message naming the job or the option, with no exception out of
+    `main` (a traceback) and no run directory made."""
+    from swarm_tui.cli import main
+
+    root = tmp_path_factory.mktemp("entry")
+    toml_job, jsonl_job = root / "job.toml", root / "job.jsonl"
+    toml_job.write_text(_toml_text(doc) + "\n[[task]]\nid = 3\n", encoding="utf-8")
+    jsonl_job.write_text(text + "\n{", encoding="utf-8", errors="surrogatepass")
+    for job in (toml_job, jsonl_job):
+        try:
+            code = main(["run", str(job), "--headless", "--out", str(root / "run"), *argv])
+        except SystemExit as exc:  # argparse's usage error
+            code = exc.code
+        err = capsys.readouterr().err
+        assert code == 2, (argv, err)
+        assert "Traceback" not in err and err.strip(), (argv, err)
+        assert not (root / "run").exists(), argv
+
+
 @pytest.mark.parametrize(
     "argv",
     [

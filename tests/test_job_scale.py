@@ -246,3 +246,21 @@ def test_run_stats_percentiles_are_exact():
     assert list(stats.latencies_ms) == ordered
     for q in (0.5, 0.95, 0.99):
         assert stats.percentile(q) == ordered[round(q * (len(ordered) - 1))]
+
+
+@pytest.mark.parametrize("duplicates", [False, True], ids=["bad-lines", "with-duplicates"])
+def test_the_count_of_problems_past_those_shown_is_true(tmp_path, duplicates):
+    """4,980 bad lines: the message lists the first ones and says how many more there are, the
+    true number (it said "... and 30 more problems": the 50 collected, less the 20 shown)."""
+    path = tmp_path / "bad.jsonl"
+    lines = [b"{not json" for _ in range(4_980)]
+    if duplicates:  # two lines far down repeat an id: each is one problem, "duplicate"
+        lines += [_batch_line(1).encode(), _batch_line(1).encode(), _batch_line(1).encode()]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(InputError) as caught:
+        load_job(path)
+    total = 4_980 + (2 if duplicates else 0)
+    text = str(caught.value)
+    shown = text.splitlines()
+    assert len(shown) == 21 and shown[-1] == f"... and {total - 20:,} more problems", shown[-3:]
+    assert len(caught.value.problems) <= MAX_PROBLEMS, "the problems kept stay bounded"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
+import time
 
 import pytest
 from swarm_tui.core.events import AnswerJudged, EndpointSwitched, QualityDrift
@@ -127,6 +129,36 @@ async def test_failover_sends_the_rest_to_the_fallback(tmp_path, sim_factory):
     switched = [e for e in events if isinstance(e, EndpointSwitched)]
     assert switched and switched[0].endpoint.endswith("fallback") and "failed over" in drift.detail
     assert fallback.stats()["successes"] > 0
+
+
+async def test_a_judges_failover_holds_past_the_breakers_cool_down(tmp_path, sim_factory):
+    """A breaker opened by errors sends one probe back to the primary after its cool-down, and a
+    good answer closes it; one the judge opened must not: a probe tells the primary answers again,
+    not that its answers are good again. The run goes on well past the cool-down after the switch,
+    and no task's attempt goes to the primary after it."""
+    primary = sim_factory(drift_after_rounds=0, seed=5, latency_ms=500, latency_sigma=0.1)
+    fallback = sim_factory(seed=6, latency_ms=500, latency_sigma=0.1)
+    session = open_run(
+        tmp_path,
+        swarm_job(tmp_path, rounds=5, judge='action = "failover"\n'),
+        primary.base_url,
+        fallback=fallback.base_url,
+        concurrency=4,
+        adaptive=False,
+    )
+    breaker = session.engine.endpoints.breaker
+    assert breaker is not None
+    switched_at: list[float] = []
+    session.engine.subscribe(lambda e: isinstance(e, EndpointSwitched) and switched_at.append(time.time()))
+    finished = await run_session(session)
+    assert finished.failed == 0 and switched_at, "the judge failed over"
+    with sqlite3.connect(f"file:{tmp_path / 'run' / 'journal.sqlite'}?mode=ro", uri=True) as db:
+        last_start = db.execute("SELECT MAX(started_at) FROM attempts").fetchone()[0]
+        on_primary = db.execute(
+            "SELECT COUNT(*) FROM attempts WHERE endpoint = 'custom' AND started_at > ?", (switched_at[0],)
+        ).fetchone()[0]
+    assert last_start - switched_at[0] > breaker.base_cooldown_s + 1, "the run outlasted the cool-down (else no test)"
+    assert on_primary == 0, f"{on_primary} attempts went back to the primary after the judge's failover"
 
 
 async def test_an_unreadable_verdict_is_asked_again_once(tmp_path, sim_factory):

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -256,3 +259,165 @@ def test_ctrl_c_at_any_moment_of_startup_exits_130_in_one_line(tmp_path, sim_fac
         assert (tmp_path / "run" / "journal.sqlite").exists() or not any(
             p.name != ".lock" for p in (tmp_path / "run").iterdir()
         ), list((tmp_path / "run").iterdir())
+
+
+# --------------------------------------------------------------------------- a cache or a journal that cannot be read
+
+
+def _garbled_cache(directory: Path) -> Path:
+    """A response cache of 2,000 answers whose later pages are overwritten with garbage (what a disk
+    fault or a copy cut short leaves): its first pages read, the answers do not."""
+    from swarm_tui.cache.store import FILE_NAME, SCHEMA
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / FILE_NAME
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA)
+    db.executemany(
+        "INSERT INTO answers (key, model, response, size, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?)",
+        ((f"k{i}", "m", b"x" * 500, 500, 1.0, 1.0) for i in range(2000)),
+    )
+    db.commit()
+    db.close()
+    size = path.stat().st_size
+    noise = random.Random(7)
+    with path.open("r+b") as f:
+        for offset in range(size // 3, size, 4096):
+            f.seek(offset)
+            f.write(noise.randbytes(4096))
+    return path
+
+
+@pytest.mark.parametrize("action", ["stats", "prune", "clear"])
+def test_the_cache_command_on_a_cache_with_garbage_pages_says_so(tmp_path, action):
+    path = _garbled_cache(tmp_path / "cache")
+    result = run_cli("cache", action, "--cache-dir", str(tmp_path / "cache"))
+    assert_refused(result, str(path), "cannot be read", "remove the file")
+
+
+def test_a_run_with_a_cache_with_garbage_pages_goes_on_uncached(tmp_path, sim):
+    _garbled_cache(tmp_path / "cache")
+    job = write_batch(tmp_path / "job.jsonl", [f"t{i}" for i in range(5)])
+    result = run_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        sim.base_url,
+        "--out",
+        str(tmp_path / "run"),
+        "--cache",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+
+
+def test_replay_reads_a_finished_run_in_a_read_only_directory(finished_run):
+    with read_only(finished_run, finished_run / "journal.sqlite"):
+        result = run_cli("replay", str(finished_run))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "makespan" in result.stdout, result.stderr
+
+
+# --------------------------------------------------------------------------- a noisy MCP server
+
+
+def test_an_mcp_server_that_prints_lines_that_are_not_json_rpc_costs_one_line(tmp_path, sim):
+    job = tmp_path / "agents.toml"
+    job.write_text(
+        'name = "noisy"\nmodel = "sim-1"\n[request]\nmax_tokens = 512\n[agents]\nmax_steps = 4\n'
+        f'[[tools.mcp]]\nname = "noisy"\ncommand = ["python", "{Path(__file__).parent / "mcp_noisy.py"}"]\n'
+        '[tasks]\ncount = 3\nprompt = "agent {agent} [[sim:tools=2]]"\n'
+    )
+    result = run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    noise = [line for line in result.stderr.splitlines() if "not JSON-RPC" in line]
+    assert len(noise) == 1 and "noisy MCP server v0 starting" in noise[0], result.stderr
+
+
+# --------------------------------------------------------------------------- the ends of a command
+
+
+def test_a_ctrl_c_a_library_turns_into_another_error_while_modules_load_exits_130(tmp_path):
+    """A Ctrl-C that lands in pydantic building a schema (while `import openai` runs) comes out of the
+    import as pydantic's `SchemaError`, not as KeyboardInterrupt. Played here for certain: a module
+    the CLI imports is made to take the signal and raise what pydantic-core raises instead."""
+    (tmp_path / "sitecustomize.py").write_text(
+        textwrap.dedent(
+            """
+            import importlib.abc, signal, sys
+
+            class Interrupted(importlib.abc.MetaPathFinder):
+                def find_spec(self, name, path, target=None):
+                    if name == "openai":
+                        sys.meta_path.remove(self)
+                        try:
+                            signal.raise_signal(signal.SIGINT)
+                        except KeyboardInterrupt as exc:
+                            from pydantic_core import SchemaError
+                            raise SchemaError(f"Error building a schema: {exc!r}") from exc
+                    return None
+
+            sys.meta_path.insert(0, Interrupted())
+            """
+        )
+    )
+    env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    result = run_cli("run", "--headless", "--out", str(tmp_path / "run"), env=env)
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.strip() == "swarm-tui: interrupted", result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, codes",
+    [(["estimate"], {141}), (["providers", "list"], {141}), (["--help"], {0, 141})],
+    ids=["estimate", "providers", "help"],
+)
+def test_output_into_a_pipe_closed_early_ends_quietly(args, codes):
+    """`swarm-tui estimate | head -1`: the reader is gone before the command writes (closed here
+    before it starts, so that every write meets the closed pipe, whatever the machine's pace)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "swarm_tui", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    code = process.wait(60)
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr and "Exception ignored" not in stderr, stderr
+    assert code in codes, (code, stderr)  # 141: SIGPIPE's; argparse's --help ignores a closed pipe itself
+
+
+@pytest.fixture
+def garbled_run(tmp_path, sim) -> Path:
+    """A finished run of 300 tasks whose journal's second half is overwritten with garbage: it opens
+    (its first pages hold the schema and the run's meta), and breaks wherever a command reads on."""
+    job = write_batch(tmp_path / "job.jsonl", [f"task {i} " + "x" * 300 for i in range(300)])
+    run_dir = tmp_path / "run"
+    assert run_cli("run", str(job), "--headless", "--base-url", sim.base_url, "--out", str(run_dir)).returncode == 0
+    journal = run_dir / "journal.sqlite"
+    db = sqlite3.connect(journal)  # every page in the file itself (none left in a WAL to read instead)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.execute("PRAGMA journal_mode = DELETE")
+    db.close()
+    size = journal.stat().st_size
+    noise = random.Random(3)
+    with journal.open("r+b") as f:
+        for offset in range(size // 2, size, 4096):
+            f.seek(offset)
+            f.write(noise.randbytes(4096))
+    return run_dir
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["replay"], ["export"], ["resume", "--headless"], ["export-traces", "--endpoint", "http://127.0.0.1:9"]],
+    ids=["replay", "export", "resume", "export-traces"],
+)
+def test_a_command_on_a_journal_with_garbage_pages_names_it(garbled_run, command):
+    result = run_cli(command[0], str(garbled_run), *command[1:])
+    journal = garbled_run / "journal.sqlite"
+    assert_refused(result, f"{journal}: journal: cannot be read (database disk image is malformed)")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -108,7 +108,7 @@ async def test_live_and_attached_views_agree_event_by_event(tmp_path, sim_factor
         await wait_until(lambda: session.engine.stats.succeeded >= 30, "30 answers from the primary")
         live.set_concurrency(16)
         live.pause()
-        await asyncio.sleep(0.05)
+        await wait_until(lambda: any(s["paused"] for s in seen_attached), "the attached view to see the pause")
         live.resume()
         primary.update_config(down=True)  # the rest fails over to the secondary
         await wait_until(lambda: bool(switches), "a failover")
@@ -198,7 +198,16 @@ async def test_a_view_of_a_killed_run_shows_its_calls_lost_and_resume_agrees(tmp
                 journal.close()
 
         await wait_until(hung_calls_started, "the run to answer 30 tasks and hang on the rest", timeout=60)
-        await asyncio.sleep(0.3)
+        watcher = AttachedRun(run_dir)
+        try:
+
+            def hung_in_flight() -> bool:
+                watcher.poll()
+                return sum(s is TaskState.RUNNING for s in watcher.states.values()) >= 8
+
+            await wait_until(hung_in_flight, "the 8 hung calls journaled as sent", timeout=60)
+        finally:
+            await watcher.aclose()
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()

@@ -86,7 +86,8 @@ async def test_x_cancels_one_agent_on_ray_and_a_retry_by_name_sends_it_again(tmp
             lambda: engine.states[running] is engine.states[queued] is TaskState.CANCELLED, "both cancelled", timeout=30
         )
         assert engine.cancel_tasks([running]) == [], "already cancelled"
-        await asyncio.sleep(1.0)  # a cancelled task is not sent meanwhile
+        going_on = engine.stats.succeeded + 10  # a cancelled task is not sent while the run goes on
+        await wait_until(lambda: engine.stats.succeeded >= going_on, "ten more answers", timeout=60)
         assert engine.states[running] is engine.states[queued] is TaskState.CANCELLED
         assert sorted(engine.retry_failed([running, queued])) == sorted([running, queued])
         finished = await asyncio.wait_for(run, 120)

@@ -228,7 +228,9 @@ def test_ctrl_c_writes_the_report_and_exits_130(tmp_path, sim_factory):
         cwd=REPO,
     )
     deadline = time.monotonic() + 20
-    while primary.stats()["requests"] < 5 and time.monotonic() < deadline:
+    while primary.stats()["requests"] < 5:
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, "the primary never got 5 requests"
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)

@@ -24,6 +24,8 @@ from swarm_tui.sim.prefix_cache import PrefixCache
 from swarm_tui.sim.rate_limits import RateLimiter, TokenBucket, openai_duration
 from swarm_tui.sim.tokens import estimate_tokens
 
+from tests.helpers import wait_until
+
 
 @pytest.fixture
 def make_sim():
@@ -398,10 +400,7 @@ async def test_hang_times_out_and_stop_is_quick(make_sim):
     await client.close()
     # A hang still in flight must not hold stop() up.
     pending = asyncio.create_task(asyncio.to_thread(post, sim, body("h2"), None, 30.0))
-    for _ in range(100):
-        if sim.stats()["in_flight"] >= 1:
-            break
-        await asyncio.sleep(0.01)
+    await wait_until(lambda: sim.stats()["in_flight"] >= 1, "the second hang in flight")
     assert sim.stats()["hangs"] == 2
     t0 = time.monotonic()
     await asyncio.to_thread(sim.stop)

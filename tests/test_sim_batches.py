@@ -17,6 +17,8 @@ import pytest
 from swarm_tui.sim import SimConfig, add_arguments, config_from_args
 from swarm_tui.sim.args import config_to_argv
 
+from tests.helpers import wait_until
+
 FINAL = ("completed", "expired", "cancelled", "failed")
 ORDER = ["validating", "in_progress", "finalizing", "completed"]
 
@@ -239,7 +241,9 @@ async def test_cancel_keeps_completed_lines_and_runs_no_more(sim_factory):
     sim = sim_factory(batch_seconds=2.0)
     client = sdk(sim)
     b = await start(client, [line(i) for i in range(2000)])
+    deadline = time.monotonic() + 30
     while (await client.batches.retrieve(b.id)).request_counts.completed < 100:
+        assert time.monotonic() < deadline, "the batch never ran 100 lines"
         await asyncio.sleep(0.02)
     c = await client.batches.cancel(b.id)
     assert c.status == "cancelling" and c.cancelling_at
@@ -252,7 +256,7 @@ async def test_cancel_keeps_completed_lines_and_runs_no_more(sim_factory):
     out = await lines_of(client, done.output_file_id)
     assert [x["custom_id"] for x in out] == [f"task-{i:04d}" for i in range(ran)]
     assert done.error_file_id is None
-    await asyncio.sleep(0.3)
+    await wait_until(lambda: sim.stats()["batch"]["cancelled"] == 1, "the simulator to count the cancelled batch")
     stats = sim.stats()["batch"]
     assert stats["chat"]["requests"] == ran and stats["cancelled"] == 1
     assert stats["lines_not_run"] == 2000 - ran

@@ -16,7 +16,7 @@ from swarm_tui.journal import Journal
 from swarm_tui.journal.task_table import WINDOW, JournalTasks
 from swarm_tui.run.session import SwarmSession
 
-from tests.helpers import open_session
+from tests.helpers import open_session, wait_until
 
 
 def _task(index: int, text: str = "") -> Task:
@@ -114,10 +114,7 @@ async def test_a_sessions_engine_holds_indices_not_bodies(sim_factory, tmp_path)
         tasks = session.engine.tasks
         assert len(tasks) == 10_000 and tasks[9_999].prompt == prompts[9_999]
         run = asyncio.create_task(session.run())
-        for _ in range(600):
-            if session.engine.stats.succeeded >= 200:
-                break
-            await asyncio.sleep(0.05)
+        await wait_until(lambda: session.engine.stats.succeeded >= 200, "200 answers", timeout=30)
         session.engine.abort("enough")
         await asyncio.wait_for(run, 60)
         assert session.engine.stats.succeeded >= 200

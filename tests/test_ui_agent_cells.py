@@ -283,3 +283,33 @@ def test_tool_cells_stand_apart_in_every_theme():
             assert distance >= 90, f"{theme.name}: $swarm-tool is too close to $swarm-{state}"
         running = Color.parse(colours["swarm-running"])
         assert readable_on(tool) != readable_on(running) or contrast_ratio(tool, running) >= 1.5, theme.name
+
+
+CELL_KINDS = (
+    *("queued", "running", "tool", "batch", "cached"),
+    *("low-score", "retrying", "succeeded", "failed", "cancelled"),
+)
+
+
+@pytest.mark.parametrize("theme", ["swarm-dark", "swarm-light", "swarm-high-contrast"])
+async def test_every_kind_of_cell_has_a_colour_of_its_own_at_16_colours(app_on_run, theme):
+    """On a 16-colour terminal (`TERM=xterm`, `screen`) each colour is shown as the nearest of the
+    16 (Rich's downgrade, which Textual's output goes through): done and queued cells were the one
+    grey there (and cancelled too; running and tool one blue). Each kind of cell keeps a colour of
+    its own, and none is the screen's background."""
+    from rich.color import ColorSystem
+
+    app = app_on_run(theme=theme)
+    async with app.run_test(size=(120, 40)):
+        grid = app.grid
+
+        def sixteen(component: str) -> int | None:
+            colour = grid.get_component_rich_style(component).bgcolor
+            assert colour is not None, component
+            return colour.downgrade(ColorSystem.STANDARD).number
+
+        shown = {kind: sixteen(f"agent-grid--{kind}") for kind in CELL_KINDS}
+        background = app.screen.rich_style.bgcolor.downgrade(ColorSystem.STANDARD).number
+    same = {kind: n for kind, n in shown.items() if list(shown.values()).count(n) > 1}
+    assert not same, f"{theme}: cells that look alike at 16 colours: {same}"
+    assert background not in shown.values(), f"{theme}: a cell the colour of the background: {shown}"

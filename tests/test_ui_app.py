@@ -363,3 +363,30 @@ async def test_keys_from_the_config_remap_bindings_by_id(tmp_path, sim):
             await wait_for(pilot, on_top(app, HelpScreen), what="f1 to open the help")
     finally:
         await session.aclose()
+
+
+async def test_r_on_an_error_row_whose_agent_came_through_says_so_once_and_sends_nothing(tmp_path, sim):
+    """Agent 4 failed once, then succeeded on its retry: its row stays in the error log. `R` there
+    used to answer twice (the app explained the grid cursor's agent, the log asked to retry a done
+    one): one toast now, about the row's agent, and nothing sent."""
+    prompts = [f"task {i}" + (FLAKY if i == 3 else "") for i in range(8)]
+    session = open_session(tmp_path, sim.base_url, prompts, max_attempts=2, concurrency=4)
+    app = app_for(session, tmp_path)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: counts(session)[TaskState.SUCCEEDED] == 8, what="every agent done")
+            log = app.query_one(ErrorLog)
+            await wait_for(pilot, lambda: log.row_count == 1, what="agent 4's failed attempt in the log")
+            log.focus()
+            await wait_for(pilot, lambda: "#4 detail" in str(log.border_title), what="the row under the cursor")
+            assert "R retry" not in str(log.border_title), "not offered: agent 4 is done"
+            sent, before = sim.stats()["requests"], len(app._notifications)
+            await pilot.press("R")
+            await wait_for(pilot, lambda: len(app._notifications) > before, what="R to answer")
+            await pilot.pause()  # (both came in the same key's handling, before)
+            said = [n.message for n in list(app._notifications)[before:]]
+            assert said == ["Agent 4 is done: nothing to retry (R retries a failed agent)."], said
+            assert sim.stats()["requests"] == sent
+            await pilot.press("q")
+    finally:
+        await session.aclose()

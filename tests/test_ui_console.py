@@ -330,3 +330,58 @@ def test_a_textual_theme_is_refused_before_anything_starts(tmp_path, monkeypatch
         "no theme named 'textual-light' (known: swarm-dark, swarm-high-contrast, swarm-light" in capsys.readouterr().err
     )
     assert not (tmp_path / "run").exists()
+
+
+async def test_the_latency_sparkline_draws_no_full_block_before_it_has_two_seconds(tmp_path, sim_factory):
+    """At the first second the sparkline had one bar, and Textual draws a lone value as a full
+    block across its whole width (three rows of █ at start): nothing to compare yet, so a flat
+    line until there are two seconds to draw."""
+    from swarm_tui.config import Config
+    from swarm_tui.ui.app import make_app
+
+    from tests.helpers import open_session
+
+    sim = sim_factory(latency_ms=60, latency_sigma=0.0)
+    session = open_session(tmp_path, sim.base_url, [f"t{i}" for i in range(80)], concurrency=2, adaptive=False)
+    app = make_app(session, config=Config(path=tmp_path / "config.toml"))
+    drawn: list[list[str]] = []
+
+    def sparkline_rows() -> list[str]:
+        spark = app.sparkline
+        return [spark.render_line(y).text for y in range(spark.size.height)]
+
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+
+            def watched() -> bool:
+                drawn.append(sparkline_rows())
+                return session.engine.stats.succeeded >= 80
+
+            await wait_until(watched, "the run to end", timeout=60, step=lambda: pilot.pause(0.05))
+            await wait_until(lambda: len(app.sparkline.data or []) >= 2, "two seconds drawn", step=pilot.pause)
+            drawn.append(sparkline_rows())
+            await pilot.press("q")
+    finally:
+        await session.aclose()
+    full = [rows for rows in drawn if any(row and set(row) == {"█"} for row in rows)]
+    assert not full, full[0]
+    assert any(set("".join(rows)) - {" ", "▁"} for rows in drawn), "the bars were drawn once there were two"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+async def test_toasts_keep_to_one_place_clear_of_the_error_log_and_the_footer(app_on_run, size):
+    """Toasts stacked up from the bottom right over the error log, the figures and the keys: they
+    stay at the top right now, over the grid's side, each a line or two."""
+    from textual.widgets._toast import Toast
+
+    app = app_on_run()
+    async with app.run_test(size=size, notifications=True) as pilot:
+        for i in range(4):
+            app.notify(f"note {i}: something the run said, long enough to take a line or two", timeout=30)
+        await wait_until(lambda: len(app.screen.query(Toast)) == 4, "the toasts", step=pilot.pause)
+        await pilot.pause()
+        toasts = [toast.region for toast in app.screen.query(Toast)]
+        width, _ = size
+        assert all(region.right >= width - 3 and region.y >= 1 for region in toasts), toasts  # the top right
+        for pane in (app.error_log, app.stats_footer, app.query_one("#keys")):
+            assert not [t for t in toasts if t.overlaps(pane.region)], (pane.id, toasts, pane.region)

@@ -149,6 +149,18 @@ def tmux_screen(name: str) -> str:
     return subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True).stdout
 
 
+def screen_when(name: str, holds, what: str, timeout: float = 30.0) -> str:
+    """The pane once `holds(screen)`; fails saying what it showed when it never does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        screen = tmux_screen(name)
+        if holds(screen):
+            return screen
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: never on the screen:\n{screen}")
+        time.sleep(0.2)
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 @pytest.mark.parametrize("size", [(80, 24), (60, 20)], ids=["80x24", "60x20"])
 def test_without_colour_a_failed_a_running_and_a_done_cell_read_apart_in_a_real_terminal(tmp_path, size):
@@ -178,8 +190,10 @@ def test_without_colour_a_failed_a_running_and_a_done_cell_read_apart_in_a_real_
             if time.monotonic() > deadline:
                 raise AssertionError(f"the run never showed its failures:\n{screen}")
             time.sleep(0.2)
-        time.sleep(1.0)  # a few drains later: the cells as they settle
-        screen = tmux_screen(name)
+        states = (TaskState.FAILED, TaskState.RUNNING, TaskState.SUCCEEDED)
+        screen = screen_when(  # a few drains later: the cells as they settle
+            name, lambda shown: all(GLYPHS[s] in " ".join(shown.splitlines()[2:6]) for s in states), "the three cells"
+        )
         lines = screen.splitlines()
         if width >= 80:  # numbered cells: a glyph before each number
             assert f"{GLYPHS[TaskState.FAILED]}  3" in screen or f"{GLYPHS[TaskState.FAILED]} 3" in screen, screen

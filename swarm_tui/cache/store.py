@@ -15,15 +15,18 @@ Why it is shaped so:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+from swarm_tui.core.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -328,17 +331,17 @@ class ResponseCache:
         total is read once per process and counted on (an answer written again counts twice:
         the bound is checked early, never late); eviction reads it afresh."""
         assert self._db is not None
-        if self._total_bytes is None:
-            self._total_bytes = self._db.execute("SELECT COALESCE(SUM(size), 0) FROM answers").fetchone()[0]
-        else:
-            self._total_bytes += added
-        if self._total_bytes > self.max_bytes:
-            try:
+        try:
+            if self._total_bytes is None:
+                self._total_bytes = self._db.execute("SELECT COALESCE(SUM(size), 0) FROM answers").fetchone()[0]
+            else:
+                self._total_bytes += added
+            if self._total_bytes > self.max_bytes:
                 self.evict_to(self.max_bytes)
-            except sqlite3.Error as exc:
-                self._stop_writing(
-                    f"the response cache {self.path} cannot be written ({exc}): this run goes on without writing it"
-                )
+        except sqlite3.Error as exc:  # a page of garbage the writes did not touch
+            self._stop_writing(
+                f"the response cache {self.path} cannot be written ({exc}): this run goes on without writing it"
+            )
 
     def evict_to(self, max_bytes: int) -> int:
         """Remove the least recently used entries until the entries hold `max_bytes` at most."""
@@ -380,11 +383,30 @@ class ResponseCache:
 
     # ----------------------------------------------------------------- the `cache` command
 
+    @contextlib.contextmanager
+    def _command(self) -> Iterator[sqlite3.Connection]:
+        """The file for one of the `cache` command's actions: one that turns out unreadable on the way
+        (pages of garbage past the ones opening reads) is an InputError naming it, not a traceback."""
+        assert self._db is not None
+        try:
+            yield self._db
+        except sqlite3.DatabaseError as exc:
+            if self._db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+            self._give_up(f"the response cache cannot be read ({exc})")
+            raise InputError.single(
+                self.path, "cache", f"cannot be read ({exc}); remove the file to start an empty cache"
+            ) from None
+
     def stats(self) -> dict[str, Any]:
         """Entries, size, hit rate, the oldest entry, and entries per model."""
         if self._db is None:
             return {"path": str(self.path), "problem": self.problem}
-        db = self._db
+        with self._command() as db:
+            return self._stats(db)
+
+    def _stats(self, db: sqlite3.Connection) -> dict[str, Any]:
         entries, size, oldest = db.execute(
             "SELECT count(*), COALESCE(SUM(size), 0), MIN(created_at) FROM answers"
         ).fetchone()
@@ -414,24 +436,22 @@ class ResponseCache:
 
     def clear(self) -> int:
         """Remove every entry (and the counters); returns how many entries there were."""
-        assert self._db is not None
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        count = db.execute("SELECT count(*) FROM answers").fetchone()[0]
-        db.execute("DELETE FROM answers")
-        db.execute("DELETE FROM counters")
-        db.execute("COMMIT")
-        db.execute("VACUUM")
-        return count
+        with self._command() as db:
+            db.execute("BEGIN IMMEDIATE")
+            count = db.execute("SELECT count(*) FROM answers").fetchone()[0]
+            db.execute("DELETE FROM answers")
+            db.execute("DELETE FROM counters")
+            db.execute("COMMIT")
+            db.execute("VACUUM")
+            return int(count)
 
     def prune(self, max_bytes: int | None = None) -> tuple[int, int]:
         """Remove the expired entries, then the least recently used past `max_bytes` (default the
         cache's bound); returns (expired, evicted)."""
-        assert self._db is not None
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        expired = db.execute("DELETE FROM answers WHERE created_at < ?", (self.clock() - self.ttl_s,)).rowcount
-        db.execute("COMMIT")
-        evicted = self.evict_to(self.max_bytes if max_bytes is None else max_bytes)
-        db.execute("VACUUM")
-        return expired, evicted
+        with self._command() as db:
+            db.execute("BEGIN IMMEDIATE")
+            expired = db.execute("DELETE FROM answers WHERE created_at < ?", (self.clock() - self.ttl_s,)).rowcount
+            db.execute("COMMIT")
+            evicted = self.evict_to(self.max_bytes if max_bytes is None else max_bytes)
+            db.execute("VACUUM")
+            return expired, evicted

@@ -30,6 +30,9 @@ class InputError(Exception):
     """Bad input or configuration; carries every problem found, not just the first."""
 
     problems: list[Problem] = field(default_factory=list)
+    more: int = 0
+    """Problems found past those listed (a loader keeps the first few dozen and counts the rest),
+    so that the message says how many there are in all."""
 
     @classmethod
     def single(cls, source: str | Path, field_name: str, message: str, line: int | None = None) -> InputError:
@@ -38,8 +41,9 @@ class InputError(Exception):
     def __str__(self) -> str:
         shown = self.problems[:20]
         lines = [str(p) for p in shown]
-        if len(self.problems) > len(shown):
-            lines.append(f"... and {len(self.problems) - len(shown)} more problems")
+        hidden = len(self.problems) - len(shown) + self.more
+        if hidden:
+            lines.append(f"... and {hidden:,} more problem{'s' if hidden > 1 else ''}")
         return "\n".join(lines)
 
 

@@ -29,6 +29,7 @@ from swarm_tui.core.task import Task
 from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import Job
 from swarm_tui.journal import Journal
+from swarm_tui.journal.connection import MaskedConnection
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.records import RunMeta, RunPlan
 from swarm_tui.sim import SimConfig, SimServer
@@ -65,18 +66,16 @@ def measure(run_dir: Path) -> tuple[Recorded, RunPlan, Job]:
     try:
         plan = RunMeta.read(journal).plan
         rows = journal.queries.tasks()
-        db = sqlite3.connect(f"file:{journal.path}?mode=ro", uri=True)
-        try:
-            recorded = _recorded(db, rows)
-        finally:
-            db.close()
+        # the journal's own connection: one opened beside it could not read a run in a read-only
+        # directory (SQLite cannot make the -shm there), which the journal reads as immutable
+        recorded = _recorded(journal.writer.db, rows, journal.path)
     finally:
         journal.close()
     tasks = [Task(row.index, row.custom_id, row.body) for row in rows]
     return recorded, plan, Job(name=f"replay of {run_dir.name}", source=str(run_dir), tasks=tasks)
 
 
-def _recorded(db: sqlite3.Connection, rows) -> Recorded:
+def _recorded(db: MaskedConnection, rows, path: Path) -> Recorded:
     attempts = db.execute(
         "SELECT endpoint, outcome, status, error_class, latency_ms, cost_usd, started_at FROM attempts "
         "WHERE endpoint != 'cache'"
@@ -84,7 +83,7 @@ def _recorded(db: sqlite3.Connection, rows) -> Recorded:
     live = [a for a in attempts if not is_batch_endpoint(a[0])]
     ok = sorted(a[4] for a in live if a[1] == "ok")
     if not ok and not any(a[1] == "ok" for a in attempts):
-        raise InputError.single(_path_of(db), "attempts", "no answer to learn the provider from: nothing to replay")
+        raise InputError.single(path, "attempts", "no answer to learn the provider from: nothing to replay")
     p50 = ok[len(ok) // 2] if ok else 1000.0
     p84 = ok[min(len(ok) - 1, int(0.84 * len(ok)))] if ok else p50
     sigma = max(0.05, math.log(p84 / p50)) if p50 > 0 and p84 > 0 else 0.3
@@ -111,10 +110,6 @@ def _recorded(db: sqlite3.Connection, rows) -> Recorded:
         models=models,
         cost_usd=None if any(a[5] is None and a[1] == "ok" for a in attempts) else sum(a[5] or 0.0 for a in attempts),
     )
-
-
-def _path_of(db: sqlite3.Connection) -> str:
-    return db.execute("PRAGMA database_list").fetchone()[2]
 
 
 def compression(recorded: Recorded) -> float:

@@ -1,7 +1,7 @@
 """Loading a Batch JSONL job: the OpenAI Batch API input format, one request a line.
 
-Every line is checked (``chat_checks``) and every problem collected, up to `MAX_PROBLEMS`, with
-its line and field, before any task is built (the file is read again, streaming, each time its
+Every line is checked (``chat_checks``) and every problem found, the first `MAX_PROBLEMS` kept with
+its line and field and the rest counted, before any task is built (the file is read again, streaming, each time its
 tasks are gone through: a bad job is refused holding a hash of each id, a good one is never held
 whole); within one read, lines that repeat one system prompt share one copy of it.
 """
@@ -75,68 +75,82 @@ def _changed(path: Path) -> InputError:
 
 def _check_lines(path: Path, *, model_required: bool) -> int:
     """How many requests the file holds, every line checked (`chat_checks`); `InputError` with
-    each problem found, up to `MAX_PROBLEMS`, naming its line and field. Holds a hash of each id
-    (`id_hashes`): ids seen twice are named by a second read (`_with_duplicates`)."""
+    the first `MAX_PROBLEMS` problems, naming line and field, and the count of the rest (every line
+    is checked: a message saying "and 30 more" of a file with 5,000 would be a lie). Holds a hash
+    of each id (`id_hashes`): ids seen twice are named by a second read (`_with_duplicates`)."""
     problems: list[Problem] = []
+    more = 0
+    """Problems found past `MAX_PROBLEMS`: counted, not kept."""
+    cut_line = 0
+    """The first line whose problems were not all kept (0: every problem was kept)."""
     ids = IdHashes()
     src = str(path)
-
-    def problem(line: int, field_name: str, message: str) -> None:
-        problems.append(Problem(src, line, field_name, message))
-
-    lines = read_job_lines(path)
-    for lineno, raw in lines:
-        if len(problems) >= MAX_PROBLEMS:
-            for _ in lines:  # a byte that is not UTF-8 further down is still the one error reported
-                pass
-            break
+    for lineno, raw in read_job_lines(path):
         if not raw.strip():
             continue
-        try:
-            request = _parse_json_line(raw)
-        except json.JSONDecodeError as exc:
-            problem(lineno, "json", f"{exc.msg} (column {exc.colno})")
-            continue
-        except ValueError as exc:
-            problem(lineno, "json", str(exc))
-            continue
-        if not isinstance(request, dict):
-            problem(lineno, "line", "expected a JSON object")
-            continue
-        custom_id = request.get("custom_id")
-        if not isinstance(custom_id, str) or not custom_id:
-            problem(lineno, "custom_id", "missing or not a non-empty string")
-            continue
-        ids.add(custom_id)
+        found, custom_id = _line_problems(src, lineno, raw, model_required)
+        if custom_id is not None:
+            ids.add(custom_id)
+            if ids.count > MAX_TASKS:
+                found = [
+                    Problem(src, lineno, "job", f"more than {MAX_TASKS:,} requests: over the limit of a job (split it)")
+                ]
+        if found:
+            room = MAX_PROBLEMS - len(problems)
+            problems.extend(found[:room])
+            if len(found) > room:
+                more += len(found) - room
+                cut_line = cut_line or lineno
         if ids.count > MAX_TASKS:
-            problem(lineno, "job", f"more than {MAX_TASKS:,} requests: over the limit of a job (split it)")
             break
-        method = request.get("method", "POST")
-        if method != "POST":
-            problem(lineno, "method", f"must be POST, not {method!r}")
-        url = request.get("url", "/v1/chat/completions")
-        if url not in CHAT_COMPLETIONS_URLS:
-            problem(lineno, "url", f"only /v1/chat/completions is supported, not {url!r}")
-        body = request.get("body")
-        if not isinstance(body, dict):
-            problem(lineno, "body", "missing or not an object")
-            continue
-        for field_name, message in body_problems(body, model_required=model_required):
-            problem(lineno, f"body.{field_name}", message)
 
     repeated = ids.repeated()
     if repeated:
-        problems = _with_duplicates(path, problems, repeated)
+        problems, more = _with_duplicates(path, problems, more, cut_line, repeated, model_required)
     if not ids.count and not problems:
         problems.append(Problem(src, None, "job", "no requests in file"))
     if problems:
-        raise InputError(problems)
+        raise InputError(problems, more)
     return ids.count
 
 
-def _with_duplicates(path: Path, problems: list[Problem], repeated: set[int]) -> list[Problem]:
-    """`problems` with each line whose id an earlier line has: "duplicate" instead of that line's
-    other problems (its request is not checked further), in line order, up to `MAX_PROBLEMS`."""
+def _line_problems(src: str, lineno: int, raw: str, model_required: bool) -> tuple[list[Problem], str | None]:
+    """(the problems of one line, its custom_id when it has one: the rest is checked only then)."""
+    try:
+        request = _parse_json_line(raw)
+    except json.JSONDecodeError as exc:
+        return [Problem(src, lineno, "json", f"{exc.msg} (column {exc.colno})")], None
+    except ValueError as exc:
+        return [Problem(src, lineno, "json", str(exc))], None
+    if not isinstance(request, dict):
+        return [Problem(src, lineno, "line", "expected a JSON object")], None
+    custom_id = request.get("custom_id")
+    if not isinstance(custom_id, str) or not custom_id:
+        return [Problem(src, lineno, "custom_id", "missing or not a non-empty string")], None
+    found: list[Problem] = []
+    method = request.get("method", "POST")
+    if method != "POST":
+        found.append(Problem(src, lineno, "method", f"must be POST, not {method!r}"))
+    url = request.get("url", "/v1/chat/completions")
+    if url not in CHAT_COMPLETIONS_URLS:
+        found.append(Problem(src, lineno, "url", f"only /v1/chat/completions is supported, not {url!r}"))
+    body = request.get("body")
+    if not isinstance(body, dict):
+        found.append(Problem(src, lineno, "body", "missing or not an object"))
+        return found, custom_id
+    for field_name, message in body_problems(body, model_required=model_required):
+        found.append(Problem(src, lineno, f"body.{field_name}", message))
+    return found, custom_id
+
+
+def _with_duplicates(
+    path: Path, problems: list[Problem], more: int, cut_line: int, repeated: set[int], model_required: bool
+) -> tuple[list[Problem], int]:
+    """(`problems` with each line whose id an earlier line has: "duplicate" instead of that line's
+    other problems (its request is not checked further), in line order, the first `MAX_PROBLEMS`;
+    the count of the rest). A duplicate line past `cut_line` had its problems counted in `more`:
+    they are taken back out, and the line counts once."""
+    src = str(path)
     first_line_of: dict[str, int] = {}
     duplicates: dict[int, Problem] = {}
     for lineno, raw in read_job_lines(path):
@@ -149,11 +163,15 @@ def _with_duplicates(path: Path, problems: list[Problem], repeated: set[int]) ->
             continue
         if custom_id in first_line_of:
             message = f"duplicate {custom_id!r} (first on line {first_line_of[custom_id]})"
-            duplicates[lineno] = Problem(str(path), lineno, "custom_id", message)
+            duplicates[lineno] = Problem(src, lineno, "custom_id", message)
+            if cut_line and lineno >= cut_line:  # its problems were counted, not kept
+                kept_here = sum(1 for p in problems if p.line == lineno)
+                more -= len(_line_problems(src, lineno, raw, model_required)[0]) - kept_here
         else:
             first_line_of[custom_id] = lineno
     kept = [p for p in problems if p.line not in duplicates]
-    return sorted([*kept, *duplicates.values()], key=lambda p: p.line or 0)[:MAX_PROBLEMS]
+    merged = sorted([*kept, *duplicates.values()], key=lambda p: p.line or 0)
+    return merged[:MAX_PROBLEMS], more + max(0, len(merged) - MAX_PROBLEMS)
 
 
 def _read_tasks(path: Path, model_override: str | None) -> Iterator[Task]:

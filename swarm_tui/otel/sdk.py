@@ -22,6 +22,7 @@ from urllib.request import getproxies, proxy_bypass
 
 from swarm_tui.core.errors import InputError
 from swarm_tui.otel.spans import CLIENT, SpanRecord
+from swarm_tui.util import secrets
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.resources import Resource
@@ -192,7 +193,9 @@ class SpanConverter:
         from swarm_tui import __version__
 
         self.trace_id = trace_id
-        self.resource: Resource = Resource.create({"service.name": "swarm-tui", **resource_attributes})
+        self.resource: Resource = Resource.create(
+            {"service.name": "swarm-tui", **secrets.mask_value(resource_attributes)}
+        )
         self.scope: InstrumentationScope = InstrumentationScope(SCOPE_NAME, __version__)
         flags = trace.TraceFlags(trace.TraceFlags.SAMPLED)
         self._context = lambda span_id: trace.SpanContext(trace_id, span_id, is_remote=False, trace_flags=flags)
@@ -203,15 +206,19 @@ class SpanConverter:
         self._error = lambda description: Status(StatusCode.ERROR, description)
 
     def convert(self, record: SpanRecord) -> ReadableSpan:
+        """The SDK's span of `record`: the one door every span leaves by, live or exported from a
+        journal, so the process's secrets are masked here (`swarm_tui.util.secrets`), in every
+        attribute, event and status: with `--otel-content`, a prompt holds what the user wrote."""
+        mask = secrets.mask_value
         return self._span(
-            record.name,
+            mask(record.name),
             context=self._context(record.span_id),
             parent=self._context(record.parent_id) if record.parent_id is not None else None,
             resource=self.resource,
-            attributes=record.all_attributes(),
-            events=[self._event(e.name, e.attributes, _ns(e.at)) for e in record.events],
+            attributes=mask(record.all_attributes()),
+            events=[self._event(e.name, mask(e.attributes), _ns(e.at)) for e in record.events],
             kind=self._kinds.get(record.kind, self._internal),
-            status=self._error(record.error) if record.error is not None else self._unset,
+            status=self._error(mask(record.error)) if record.error is not None else self._unset,
             start_time=_ns(record.start),
             end_time=_ns(record.end),
             instrumentation_scope=self.scope,

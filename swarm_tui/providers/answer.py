@@ -5,7 +5,8 @@ them in), so whatever a reader of results.jsonl meets is what the provider sent.
 tolerates more than JSON: a byte-order mark, UTF-16, `NaN` and `Infinity`, raw control characters
 (`strict=False`), duplicate keys, numbers no double holds; jq, Go, Rust's serde_json or a JSON
 Lines tool refuse some of these, and Python's own `str.splitlines` breaks a line at a raw U+2028.
-So each answer is checked when it arrives (`strict_answer`):
+So each answer is checked when it arrives (`strict_answer`), read in the charset its content-type
+declares (`providers.body`; UTF-8 when none: an answer in another is written again in UTF-8):
 
 * the common case (UTF-8, strict JSON, one line) is verified by one parse, the one the client
   needs anyway, with hooks that refuse what is not strict, and a few substring checks: its bytes
@@ -15,11 +16,12 @@ So each answer is checked when it arrives (`strict_answer`):
   and jq read them), `NaN`, `Infinity` and numbers past a double's range written `null` (as
   JavaScript's `JSON.stringify` writes them), a lone surrogate (half of an emoji) written U+FFFD
   (as every UTF-8 encoder does), line breaks escaped;
-* one that cannot (bytes that are not UTF-8, nesting no reader follows, more than
+* one that cannot (bytes that are not text in its charset, nesting no reader follows, more than
   `--max-answer-bytes`) fails the attempt with an error of its own class, never a corrupt line:
   `malformed_answer` is retried like `bad_response` (a corrupt transfer is as likely to be
   transient as a truncated body), `answer_too_large` is not (the same request asks for as many
-  tokens again, and each try is paid).
+  tokens again, and each try is paid), nor is a charset no decoder knows (`bad_response` that
+  says so: the same request gets the same answer).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import re
 from typing import Any
 
 from swarm_tui.core.call_errors import CallError, ErrorClass
+from swarm_tui.providers.body import ASCII_SAFE, OTHER, UNKNOWN, charset_reading, unknown_charset
 from swarm_tui.util import secrets
 from swarm_tui.util.strict_json import (
     LINE_BREAKS,
@@ -60,23 +63,24 @@ class AnswerRefused(Exception):
         self.error = error
 
 
-def strict_answer(content: bytes, status: int, request_id: str | None, max_bytes: int) -> tuple[bytes, Any]:
+def strict_answer(
+    content: bytes, status: int, request_id: str | None, max_bytes: int, charset: str | None = None
+) -> tuple[bytes, Any]:
     """(the body as strict one-line UTF-8 JSON, its parsed value) of a successful status's body.
 
+    `charset`: the one its content-type declares (`providers.body.declared_charset`); None, UTF-8.
     The value is `NOT_PARSED` (the bytes returned as they came) when the body is not JSON at all;
-    `AnswerRefused` when it is JSON that cannot be kept strictly, or larger than `max_bytes`.
-    A key of this process that the body echoes is masked (`swarm_tui.util.secrets`)."""
+    `AnswerRefused` when it is JSON that cannot be kept strictly, or larger than `max_bytes`, or in
+    a charset no decoder knows. A key of this process that the body echoes is masked
+    (`swarm_tui.util.secrets`)."""
     if len(content) > max_bytes:
-        raise AnswerRefused(
-            CallError(
-                ErrorClass.ANSWER_TOO_LARGE,
-                f"HTTP {status} with an answer of {len(content):,} bytes, over the cap of {max_bytes:,} "
-                f"(--max-answer-bytes)",
-                status,
-                "answer_too_large",
-                request_id=request_id,
-            )
-        )
+        raise too_large(status, request_id, max_bytes, len(content))
+    if charset is not None:
+        reading = charset_reading(charset)
+        if reading == UNKNOWN:
+            raise unreadable_charset(charset, status, request_id)
+        if reading == OTHER or (reading == ASCII_SAFE and not content.isascii()):
+            return _declared(content, charset, status, request_id)
     try:
         text = content.decode("utf-8")  # strict: a byte that is not UTF-8, or an encoded surrogate, fails
         value = _STRICT.decode(text)  # NaN, Infinity, raw control characters, duplicate keys fail
@@ -94,12 +98,41 @@ def strict_answer(content: bytes, status: int, request_id: str | None, max_bytes
     return content, value
 
 
+def too_large(status: int | None, request_id: str | None, max_bytes: int, size: int | None = None) -> AnswerRefused:
+    """The refusal of an answer over the cap; `size`: its size when it was read whole, None when
+    reading stopped at the cap (the rest never read: an answer without end costs the cap)."""
+    if size is not None:
+        what = f"an answer of {size:,} bytes, over the cap of {max_bytes:,} (--max-answer-bytes)"
+    else:
+        what = f"an answer past the cap of {max_bytes:,} bytes (--max-answer-bytes), cut there"
+    return AnswerRefused(
+        CallError(
+            ErrorClass.ANSWER_TOO_LARGE, f"HTTP {status} with {what}", status, "answer_too_large", request_id=request_id
+        )
+    )
+
+
+def unreadable_charset(charset: str, status: int | None, request_id: str | None) -> AnswerRefused:
+    """The refusal of an answer in a charset no decoder knows: a bad response the same request
+    would get again (each paid), so not retried."""
+    return AnswerRefused(
+        CallError(
+            ErrorClass.BAD_RESPONSE,
+            f"HTTP {status} but the answer cannot be read: {unknown_charset(charset)}",
+            status,
+            "bad_response",
+            request_id=request_id,
+            should_retry=False,
+        )
+    )
+
+
 def strict_body(body: dict[str, Any], max_bytes: int) -> tuple[dict[str, Any], bytes]:
     """(body, its strict JSON bytes) of an answer assembled from parts (a stream's chunks): the
     same rules as `strict_answer`, applied to a value instead of bytes."""
     content, value = dumped(body)
     if len(content) > max_bytes:
-        strict_answer(content, 200, None, max_bytes)  # raises AnswerRefused naming the cap
+        raise too_large(200, None, max_bytes, len(content))
     return value, content
 
 
@@ -181,17 +214,38 @@ def _rewritten(content: bytes, status: int, request_id: str | None) -> tuple[byt
     except UnicodeDecodeError as exc:
         what = "UTF-8" if encoding.startswith("utf-8") else encoding.upper()
         problem = f"not {what} text (byte 0x{content[exc.start]:02x} at offset {exc.start}: {exc.reason})"
-        raise _malformed(problem, status, request_id) from None
+        raise malformed(problem, status, request_id) from None
     try:
         value = _TOLERANT.decode(text.lstrip("\ufeff"))
     except RecursionError:
-        raise _malformed("nested deeper than a JSON reader follows", status, request_id) from None
+        raise malformed("nested deeper than a JSON reader follows", status, request_id) from None
     except ValueError:
         return content, NOT_PARSED  # not JSON: the caller says what it is instead
     return encoded(repaired(value))
 
 
-def _malformed(problem: str, status: int, request_id: str | None) -> AnswerRefused:
+def _declared(content: bytes, charset: str, status: int, request_id: str | None) -> tuple[bytes, Any]:
+    """A body in the charset its content-type declares (not UTF-8), read in it and written again
+    as strict UTF-8 JSON."""
+    try:
+        text = content.decode(charset)
+    except UnicodeDecodeError as exc:
+        problem = (
+            f"not {charset} text as its content-type declares "
+            f"(byte 0x{content[exc.start]:02x} at offset {exc.start}: {exc.reason})"
+        )
+        raise malformed(problem, status, request_id) from None
+    try:
+        value = _TOLERANT.decode(text.lstrip("\ufeff"))
+    except RecursionError:
+        raise malformed("nested deeper than a JSON reader follows", status, request_id) from None
+    except ValueError:
+        return text.encode("utf-8", "replace"), NOT_PARSED  # not JSON: the caller says what it is instead
+    return encoded(repaired(value))
+
+
+def malformed(problem: str, status: int | None, request_id: str | None) -> AnswerRefused:
+    """The refusal of an answer that cannot be kept as JSON (`problem`: why, in words)."""
     return AnswerRefused(
         CallError(
             ErrorClass.MALFORMED_ANSWER,

@@ -34,6 +34,7 @@ from swarm_tui.core.call_errors import (
     CallError,
     ErrorClass,
 )
+from swarm_tui.providers.body import declared_charset
 from swarm_tui.providers.wire import HttpStatusError
 from swarm_tui.providers.words import answer_body, one_line, provider_words, status_line
 from swarm_tui.util import secrets as masking
@@ -158,7 +159,7 @@ def implied_status(error: Mapping[str, Any]) -> int:
 def _classify_status(exc: openai.APIStatusError, secrets: tuple[str, ...]) -> CallError:
     headers = exc.response.headers
     try:  # the body as received, read as the aiohttp path reads it (the SDK keeps only `error` of a dict)
-        body: Any = answer_body(exc.response.content)
+        body: Any = answer_body(exc.response.content, declared_charset(headers.get("content-type")))
     except Exception:  # a streamed answer whose body was never read
         body = exc.body
     return classify_reply(

@@ -11,9 +11,12 @@ trust, pool: `providers.transport`), resolved here once.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import json
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,7 +37,9 @@ from swarm_tui.providers.answer import (
     storable_error,
     strict_answer,
     strict_body,
+    too_large,
 )
+from swarm_tui.providers.body import BodyTooLarge, declared_charset
 from swarm_tui.providers.classify import (
     BadResponseError,
     BrokenStreamError,
@@ -43,8 +48,15 @@ from swarm_tui.providers.classify import (
     classify_reply,
     untrusted_certificate,
 )
-from swarm_tui.providers.private_apis import post_raw
-from swarm_tui.providers.profile import ProviderProfile, resolve_api_key, resolve_headers, split_query
+from swarm_tui.providers.event_stream import event_data
+from swarm_tui.providers.private_apis import body_chunks, post_raw
+from swarm_tui.providers.profile import (
+    ProviderProfile,
+    resolve_api_key,
+    resolve_headers,
+    resolve_query,
+    split_query,
+)
 from swarm_tui.providers.streamed import StreamedAnswer
 from swarm_tui.providers.transport import Route, route_for
 from swarm_tui.providers.wire import AiohttpChat
@@ -56,6 +68,8 @@ CREATE_PARAMS = frozenset(inspect.signature(AsyncCompletions.create).parameters)
 CONNECT_TIMEOUT_S = 10.0
 BATCH_UPLOAD_TIMEOUT_S = 600.0
 """A Batch input or output file may be up to 200 MB: far longer than one chat call."""
+DRAIN_S = 0.1
+"""How long the end of a stream after its `[DONE]` is waited for (the SDK's own drain allows as much)."""
 BODY_EXCERPT_CHARS = 500
 """How much of a body that is not a chat completion is kept in the attempt (for the detail view)."""
 
@@ -108,16 +122,21 @@ class ProviderClient:
         self.base_url = base_url.rstrip("/")
         """As given (its query included): what the screens show."""
         self.max_answer_bytes = max_answer_bytes
-        api_key, headers, self.route = preflight(profile, self.base_url)
-        self._secrets = (api_key, *(headers[name] for name in profile.headers_env), *self.route.secrets)
+        api_key, headers, secret_query, self.route = preflight(profile, self.base_url)
+        self._secrets = (
+            api_key,
+            *(headers[name] for name in profile.headers_env),
+            *secret_query.values(),
+            *self.route.secrets,
+        )
         endpoint, query = split_query(self.base_url)
-        query = {**query, **profile.query}
+        query = {**query, **profile.query, **secret_query}
         self._client = openai.AsyncOpenAI(
             base_url=endpoint,
             api_key=api_key,
             max_retries=0,
             timeout=httpx2.Timeout(attempt_timeout_s, connect=CONNECT_TIMEOUT_S),
-            http_client=self.route.sdk_http_client(profile.backend),
+            http_client=self.route.sdk_http_client(profile.backend, max_error_bytes=max_answer_bytes),
             default_headers=headers or None,
             default_query=query or None,
         )
@@ -127,6 +146,7 @@ class ProviderClient:
                 _sdk_headers(self._client),
                 self.route,
                 connect_timeout_s=CONNECT_TIMEOUT_S,
+                max_body_bytes=max_answer_bytes,
             )
             if profile.backend == "aiohttp"
             else None
@@ -148,7 +168,12 @@ class ProviderClient:
 
     def classify(self, exc: BaseException) -> CallError:
         """The attempt's failure; a key echoed anywhere in it (code, request id, headers) masked."""
-        error = exc.error if isinstance(exc, AnswerRefused) else classify(exc, secrets=self._secrets)
+        if isinstance(exc, AnswerRefused):
+            error = exc.error
+        elif isinstance(exc, BodyTooLarge):  # an answer past the cap, the rest never read
+            error = too_large(exc.status, exc.request_id, exc.cap).error
+        else:
+            error = classify(exc, secrets=self._secrets)
         if error.should_retry is False and untrusted_certificate(exc) is not None:
             hint = "a private CA: name its PEM file in the profile's ca_bundle, or in SSL_CERT_FILE"
             error = replace(error, message=f"{error.message}; TLS trust: {self.route.trust} ({hint})")
@@ -186,48 +211,59 @@ class ProviderClient:
         # semantics), with the body as the job gave it: `create()` would first walk every
         # message and tool schema through its parameter transform (1.7 ms a request, 8 ms for an
         # agent's fifth step), for a body that is plain JSON already.
-        status, headers, content = await post_raw(self._client, "/chat/completions", wire_body(body))
+        status, headers, content = await post_raw(
+            self._client, "/chat/completions", wire_body(body), self.max_answer_bytes
+        )
         return _chat_result(status, headers, content, self.max_answer_bytes, asked)
 
     async def _complete_streaming(
         self, kwargs: dict[str, Any], deadlines: StreamDeadlines, asked: Any = None
     ) -> CallResult:
+        """A streamed chat call through the SDK's request path, its events read here
+        (`providers.event_stream`: in the declared charset, a line, an event or the answer they add
+        up to bounded by `--max-answer-bytes`), each within its deadline (first token, idle)."""
         kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
         answer = StreamedAnswer(time.monotonic())
         raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
-        headers = raw.headers
-        stream = raw.parse()
-        chunks = stream.__aiter__()
+        response = raw.http_response
+        headers = response.headers
+        request_id = headers.get("x-request-id")
+        cap = self.max_answer_bytes
+        events = event_data(
+            body_chunks(response),
+            declared_charset(headers.get("content-type")),
+            cap,
+            status=response.status_code,
+            request_id=request_id,
+        )
         stalls = StallWatch.of_running_loop()
         try:
             while True:
                 deadline = deadlines.first_token_s if answer.ttft_ms is None else deadlines.idle_s
                 try:
                     async with stalls.deadline(deadline):  # a stop of the process is not a stalled stream
-                        chunk = await chunks.__anext__()
+                        data = await anext(events)
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
                     what = "no first token" if answer.ttft_ms is None else "stream idle"
                     raise BrokenStreamError(f"{what} for {deadline:g}s") from None
-                except openai.APIError as exc:
-                    if type(exc) is not openai.APIError:  # a connection or timeout error: classified as such
-                        raise
-                    # the SDK's reading of an SSE event (or chunk) that carries an `error` object
-                    raise _error_event(exc.body, exc.message, headers) from None
-                data = chunk.model_dump(exclude_none=True)
-                if data.get("object") == "error":  # vLLM's bare error object as a chunk
-                    raise _error_event(data, None, headers)
-                answer.add(data)
+                if data.startswith("[DONE]"):
+                    await _drained(events)
+                    break
+                answer.add(_stream_chunk(data, headers, response.status_code))
+                if answer.size > cap:
+                    raise too_large(response.status_code, request_id, cap)
         finally:
-            await stream.close()
+            await events.aclose()
+            await response.aclose()
         if answer.finish_reason is None:
             raise BrokenStreamError("stream ended without a finish reason")
-        body, strict = strict_body(answer.body(), self.max_answer_bytes)
+        body, strict = strict_body(answer.body(), cap)
         return CallResult(
             body=body,
             usage=Usage.from_response(answer.usage),
-            request_id=secrets.mask_value(headers.get("x-request-id") or answer.first.get("id")),
+            request_id=secrets.mask_value(request_id or answer.first.get("id")),
             rate_headers=_rate_headers(headers),
             ttft_ms=answer.ttft_ms,
             raw=strict,
@@ -292,7 +328,8 @@ def _chat_result(
     one, `AnswerRefused` when it cannot be kept as strict JSON); billed at the tier it says served
     it (`answer_tier`)."""
     request_id = secrets.mask_value(headers.get("x-request-id"))  # a key echoed in it masked
-    content, parsed = strict_answer(content, status, request_id, max_answer_bytes)
+    charset = declared_charset(headers.get("content-type"))
+    content, parsed = strict_answer(content, status, request_id, max_answer_bytes, charset)
     data = chat_completion_or_raise(content, headers.get("content-type"), status, request_id, parsed, headers=headers)
     return CallResult(
         body=data,
@@ -304,9 +341,10 @@ def _chat_result(
     )
 
 
-def preflight(profile: ProviderProfile, base_url: str) -> tuple[str, dict[str, str], Route]:
+def preflight(profile: ProviderProfile, base_url: str) -> tuple[str, dict[str, str], dict[str, str], Route]:
     """What a client of `profile` needs from the environment, read now: its key, its headers (those of
-    `headers_env` read from their variables) and its route. InputError (exit 2) for anything
+    `headers_env` read from their variables), the query parameters of `query_env` and its route;
+    each secret among them registered to be masked (`swarm_tui.util.secrets`). InputError (exit 2) for anything
     missing or unusable, so the CLI can ask before it writes or sends anything. A profile made in
     code is held to what a config file's is (a header holding a secret is refused here too)."""
     problem = profile.problem()
@@ -315,13 +353,48 @@ def preflight(profile: ProviderProfile, base_url: str) -> tuple[str, dict[str, s
     return (
         resolve_api_key(profile, base_url),
         resolve_headers(profile),
+        resolve_query(profile),
         route_for(profile, split_query(base_url or "http://127.0.0.1")[0]),
     )
 
 
-def _error_event(error: object, message: str | None, headers: Any) -> ErrorInAnswer:
-    fields = error if isinstance(error, dict) else {"message": message or str(error)}
+def _error_event(error: object, headers: Any) -> ErrorInAnswer:
+    fields = error if isinstance(error, dict) else {"message": str(error)}
     return ErrorInAnswer(fields, headers, "an error event in the stream", request_id=headers.get("x-request-id"))
+
+
+async def _drained(events: AsyncIterator[str]) -> None:
+    """What a stream sends after its `[DONE]` (its end, usually), read for a short while so that an
+    HTTP/1.1 connection goes back to the pool, as the SDK's reader does; nothing after it counts."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(DRAIN_S):
+            async for _ in events:
+                pass
+
+
+def _stream_chunk(data: str, headers: Any, status: int) -> dict[str, Any]:
+    """One event's data as a chunk, with what the SDK's reader dropped (a `null` field) dropped;
+    an error event (`{"error": ...}`, vLLM's bare error object) raised as `ErrorInAnswer`."""
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        text = " ".join(data[: BODY_EXCERPT_CHARS * 2].split())[:BODY_EXCERPT_CHARS]
+        raise BadResponseError(f"HTTP {status} but a stream event is not JSON: {text!r}", status) from None
+    if not isinstance(chunk, dict):
+        raise BadResponseError(f"HTTP {status} but a stream event is a JSON {type(chunk).__name__}", status)
+    if chunk.get("error"):  # an SSE error event mid-stream (OpenAI's, OpenRouter's, Anthropic's shapes)
+        raise _error_event(chunk["error"], headers)
+    if chunk.get("object") == "error":  # vLLM's bare error object as a chunk
+        raise _error_event(chunk, headers)
+    return _without_nulls(chunk)
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 def _sdk_headers(client: openai.AsyncOpenAI) -> dict[str, str]:

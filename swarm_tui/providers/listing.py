@@ -1,8 +1,9 @@
 """What `swarm-tui providers` shows of a profile: where it sends, with what, by which route.
 
 Nothing shown holds a secret: a key is shown by its env var's name and whether it is set, a
-header from `headers_env` the same way, and the value of any header named like a secret is masked
-(`headers` refuses one when the config is read; the mask is the second lock).
+header from `headers_env` and a query parameter from `query_env` the same way, and the value of
+any header named like a secret is masked (`headers` refuses one when the config is read; the mask
+is the second lock).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ def profile_lines(name: str, profile: ProviderProfile, *, default: bool) -> list
         lines.append("    headers from the environment: " + ", ".join(shown))
     if profile.query:
         lines.append("    query: " + "&".join(f"{k}={masked(k, v)}" for k, v in profile.query.items()))
+    if profile.query_env:
+        shown = (f"{k}: ${v} ({'set' if os.environ.get(v) else 'missing'})" for k, v in profile.query_env.items())
+        lines.append("    query from the environment: " + ", ".join(shown))
     if not profile.is_simulator:
         try:
             lines.append(f"    route: {route_for(profile, profile.base_url).describe()}")

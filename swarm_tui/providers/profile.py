@@ -50,7 +50,11 @@ class ProviderProfile:
     headers_env: Mapping[str, str] = field(default_factory=dict, hash=False)
     """Headers whose value is read from an env var when a client is built: `{"api-key" = "AZURE_KEY"}`."""
     query: Mapping[str, str] = field(default_factory=dict, hash=False)
-    """Query parameters sent on every call (Azure's `api-version`), besides any in `base_url`."""
+    """Query parameters sent on every call (Azure's `api-version`), besides any in `base_url`; never
+    a secret (see `query_env`)."""
+    query_env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """Query parameters whose value is read from an env var when a client is built, for an endpoint
+    that takes its secret in the URL: `{code = "AZURE_FUNCTION_KEY"}` (an Azure Functions key)."""
     proxy: str | None = None
     """The proxy for this profile's calls, instead of the environment's (HTTP(S)_PROXY, ALL_PROXY)."""
     ca_bundle: str | None = None
@@ -138,6 +142,14 @@ class ProviderProfile:
             problem = query_problem(name, value)
             if problem:
                 return f"query.{name}", problem
+        for name, env_name in self.query_env.items():
+            if not isinstance(name, str) or not name:
+                return f"query_env.{name}", "not a parameter name"
+            problem = env_name_problem(env_name)
+            if problem:
+                return f"query_env.{name}", problem
+            if name in self.query:
+                return f"query_env.{name}", "also set in query: give the parameter in one of the two"
         for name, value in parse_qsl(urlsplit(self.base_url).query, keep_blank_values=True):
             problem = query_problem(name, value)
             if problem:
@@ -172,7 +184,7 @@ class ProviderProfile:
         )
 
 
-TABLE_FIELDS = ("headers", "headers_env", "query")
+TABLE_FIELDS = ("headers", "headers_env", "query", "query_env")
 
 HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 """An HTTP header's name (RFC 9110 token)."""
@@ -191,7 +203,7 @@ def is_secret_name(name: str) -> bool:
 
 def masked(name: str, value: str) -> str:
     """A header's value as it may be shown: masked when the header carries a secret."""
-    return "***" if is_secret_name(name) or value.strip().startswith(KEY_PREFIXES) else value
+    return "***" if is_secret_name(name) or looks_like_secret(value) else value
 
 
 def header_problem(name: object, value: object) -> str | None:
@@ -202,26 +214,55 @@ def header_problem(name: object, value: object) -> str | None:
         return f"must be a string, not a {type(value).__name__}"
     if any(c in value for c in "\r\n\0"):
         return "must be one line (no CR, LF or NUL)"
-    if is_secret_name(name) or value.strip().startswith(KEY_PREFIXES):
+    if is_secret_name(name) or looks_like_secret(value):
         return (
-            f"carries a secret: put the value in an environment variable and name it in headers_env, e.g. "
+            f"carries a secret (or a value that looks like one): put the value in an environment variable "
+            f"and name it in headers_env, e.g. "
             f'headers_env = {{ "{name}" = "MY_KEY" }} (the value is not shown)'
         )
     return None
 
 
 def query_problem(name: object, value: object) -> str | None:
-    """What is wrong with a `query` entry (or one of `base_url`'s), or None; never repeats the value."""
+    """What is wrong with a `query` entry (or one of `base_url`'s), or None; never repeats the value.
+
+    A value that looks like a secret (a known key prefix, or a long random-looking token: an Azure
+    Functions `code`, a hex access token) is refused whatever its parameter's name, as one whose
+    name says it is a secret is: the profile is journaled with the run and its URL printed, so a
+    secret there would be kept and shown. `query_env` sends it, read from the environment and
+    masked wherever it could be written or shown; a value wrongly taken for a secret goes there too."""
     if not isinstance(name, str) or not name:
         return "not a parameter name"
     if not isinstance(value, str):
         return f'must be a string, not a {type(value).__name__} (quote it: "2024-10-21")'
-    if is_secret_name(name) or value.strip().startswith(KEY_PREFIXES):
+    if is_secret_name(name) or looks_like_secret(value):
         return (
-            "carries a secret, which must not sit in the config or a URL: send it as a header named in "
-            "headers_env, read from an environment variable (the value is not shown)"
+            "carries a secret (or a value that looks like one), which must not sit in the config or a URL: "
+            f'put it in an environment variable and name it in query_env, e.g. query_env = {{ "{name}" = '
+            '"MY_SECRET" }, or send it as a header named in headers_env (the value is not shown)'
         )
     return None
+
+
+_HEX_TOKEN = re.compile(r"[0-9A-Fa-f]{32,}")
+_TOKEN = re.compile(r"[A-Za-z0-9+/_\-.~]{24,}={0,2}")
+
+
+def looks_like_secret(value: str) -> bool:
+    """Whether `value` is probably a secret: a known key prefix, 32 or more hex digits (128 bits),
+    or 24 or more characters of a token alphabet (base64, base64url, a JWT's) that mix upper case,
+    lower case and digits as randomly as a generated token does. A version (`2024-10-21`), a model
+    name, a region, a UUID (one letter case) or a name in camel case is none."""
+    value = value.strip()
+    if value.startswith(KEY_PREFIXES) or _HEX_TOKEN.fullmatch(value):
+        return True
+    if not _TOKEN.fullmatch(value):
+        return False
+    if not (any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)):
+        return False
+    kinds = [c.isupper() + 2 * c.islower() + 3 * c.isdigit() for c in value]
+    switches = sum(a != b for a, b in zip(kinds, kinds[1:], strict=False))
+    return switches >= 0.35 * len(value)  # a random token switches about 6 times in 10; words, 2 or 3
 
 
 PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
@@ -264,8 +305,65 @@ def resolve_headers(profile: ProviderProfile) -> dict[str, str]:
                 f"headers_env.{name}",
                 f"environment variable {env_name} is not set (it should hold the value of the {name} header)",
             )
+        problem = value_problem(value)
+        if problem:
+            raise InputError.single(
+                f"provider {profile.name!r}",
+                f"headers_env.{name}",
+                f"environment variable {env_name} {problem} (the value is not shown)",
+            )
+        secrets.register(value)  # masked from now on, as the key is (a provider may echo it)
         headers[name] = value
     return headers
+
+
+def resolve_query(profile: ProviderProfile) -> dict[str, str]:
+    """The query parameters of `query_env`, read from their env vars now and masked from then on
+    (InputError, naming the variable, when one is not set or is not one line)."""
+    query: dict[str, str] = {}
+    for name, env_name in profile.query_env.items():
+        value = os.environ.get(env_name, "")
+        if not value:
+            raise InputError.single(
+                f"provider {profile.name!r}",
+                f"query_env.{name}",
+                f"environment variable {env_name} is not set (it should hold the value of the {name} parameter)",
+            )
+        secrets.register(value)
+        problem = value_problem(value)
+        if problem:
+            raise InputError.single(
+                f"provider {profile.name!r}",
+                f"query_env.{name}",
+                f"environment variable {env_name} {problem} (the value is not shown)",
+            )
+        query[name] = value
+    return query
+
+
+_CONTROL_NAMES = {"\r": "a carriage return", "\n": "a line feed", "\t": "a tab", "\0": "a NUL"}
+
+
+def value_problem(value: str) -> str | None:
+    """What is wrong with a key's (or a secret header's) value read from its variable, or None:
+    a control character, which no HTTP header may carry. Never repeats the value.
+
+    A `.env` file saved with Windows line endings leaves a carriage return at the end of every
+    value; sent, every call fails on its header ("Forbidden control character") and is retried,
+    and nothing names the variable."""
+    bad = "".join(dict.fromkeys(c for c in value if ord(c) < 32 or ord(c) == 127))
+    if not bad:
+        return None
+    trailing = value[len(value.rstrip(bad)) :]
+    if not any(c in bad for c in value.rstrip(bad)):  # only at the end: a line ending
+        ends = " and ".join(_control_name(c) for c in trailing)
+        why = "a .env file saved with Windows line endings?" if "\r" in trailing else "a line ending read with it?"
+        return f"ends with {ends} ({why}): remove it, a key is one line"
+    return f"holds {', '.join(_control_name(c) for c in bad)}, which no HTTP header may carry"
+
+
+def _control_name(char: str) -> str:
+    return _CONTROL_NAMES.get(char, f"a control character (U+{ord(char):04X})")
 
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -353,6 +451,11 @@ def resolve_api_key(profile: ProviderProfile, base_url: str) -> str:
     key = os.environ.get(env_name, "")
     if key:
         secrets.register(key)  # masked from now on in everything written or shown
+        problem = value_problem(key)
+        if problem:
+            raise InputError.single(
+                f"provider {profile.name!r}", "api_key_env", f"environment variable {env_name} {problem}"
+            )
         return key
     if profile.is_simulator or is_loopback_url(base_url):
         return NO_KEY_PLACEHOLDER
@@ -364,12 +467,14 @@ def resolve_api_key(profile: ProviderProfile, base_url: str) -> str:
 
 
 def key_status(profile: ProviderProfile) -> str:
-    """`set`, `missing` or `not needed`, for the provider pane; never the key itself."""
+    """`set`, `missing` or `not needed` (`invalid name`, `not one line`), for the provider pane and
+    `providers list`; never the key itself."""
     env_name = profile.api_key_env or "OPENAI_API_KEY"
     if env_name_problem(env_name):
         return "invalid name"
-    if os.environ.get(env_name):
-        return "set"
+    key = os.environ.get(env_name)
+    if key:
+        return "not one line" if value_problem(key) else "set"
     if profile.is_simulator or (profile.base_url and is_loopback_url(profile.base_url)):
         return "not needed"
     return "missing"

@@ -18,7 +18,7 @@ __all__ = ["StreamedAnswer"]
 class StreamedAnswer:
     """The chunks of one streamed answer so far (`add` each, then `body`)."""
 
-    __slots__ = ("started", "pieces", "reasoning", "calls", "finish_reason", "usage", "first", "ttft_ms")
+    __slots__ = ("started", "pieces", "reasoning", "calls", "finish_reason", "usage", "first", "ttft_ms", "size")
 
     def __init__(self, started: float) -> None:
         self.started = started
@@ -32,23 +32,34 @@ class StreamedAnswer:
         self.first: dict[str, Any] = {}
         """The first chunk: its id, created and model are the answer's."""
         self.ttft_ms: float | None = None
+        self.size = 0
+        """The characters of text the chunks added so far (content, reasoning, tool calls' names and
+        arguments): what the answer will hold, bounded by the caller (`--max-answer-bytes`)."""
 
     def add(self, data: dict[str, Any]) -> None:
         """One chunk, as a dict."""
         self.first = self.first or data
         if data.get("usage"):
             self.usage = data["usage"]
-        for choice in data.get("choices", []):
+        choices = data.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict):
+                continue
             delta = choice.get("delta") or {}
             text, thought, call_deltas = delta.get("content"), delta.get("reasoning_content"), delta.get("tool_calls")
             if (text or thought or call_deltas) and self.ttft_ms is None:
                 self.ttft_ms = (time.monotonic() - self.started) * 1000
             if text:
+                text = str(text)
                 self.pieces.append(text)
+                self.size += len(text)
             if thought:  # Kimi's and DeepSeek's thinking, before the answer
+                thought = str(thought)
                 self.reasoning.append(thought)
-            for call_delta in call_deltas or ():
-                self._merge_tool_call(call_delta)
+                self.size += len(thought)
+            for call_delta in call_deltas if isinstance(call_deltas, list) else ():
+                if isinstance(call_delta, dict):
+                    self._merge_tool_call(call_delta)
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
 
     def body(self) -> dict[str, Any]:
@@ -74,9 +85,11 @@ class StreamedAnswer:
             call["id"] = delta["id"]
         function = delta.get("function") or {}
         if function.get("name"):
-            call["function"]["name"] += function["name"]
+            call["function"]["name"] += str(function["name"])
+            self.size += len(str(function["name"]))
         if function.get("arguments"):
-            call["function"]["arguments"] += function["arguments"]
+            call["function"]["arguments"] += str(function["arguments"])
+            self.size += len(str(function["arguments"]))
 
     def _message(self) -> dict[str, Any]:
         calls = self.calls

@@ -33,8 +33,10 @@ import openai
 from yarl import URL
 
 from swarm_tui.core.errors import InputError
+from swarm_tui.providers.body import capped_error_bodies
 from swarm_tui.providers.private_apis import environment_proxy
 from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.util import secrets
 
 KEEPALIVE_EXPIRY_S = 15.0
 """How long an idle connection is kept for the next call (aiohttp's own default)."""
@@ -64,17 +66,20 @@ class Route:
 
     # ----------------------------------------------------------------- the SDK's client
 
-    def sdk_http_client(self, backend: str) -> httpx2.AsyncClient:
+    def sdk_http_client(self, backend: str, *, max_error_bytes: int | None = None) -> httpx2.AsyncClient:
         """The SDK's HTTP client on `backend`, on this route: nothing left to the environment
         (`trust_env=False`: the proxy and trust were resolved here, once) and never following a
         redirect (httpx turns a POST into a GET on 302/303, and a 307 would send the prompts and the
-        key to another origin: a 3xx fails the attempt as `redirect`)."""
+        key to another origin: a 3xx fails the attempt as `redirect`). `max_error_bytes`: an error
+        answer's body is cut there (the SDK reads it whole before it raises)."""
         kwargs: dict[str, Any] = {
             "follow_redirects": False,
             "trust_env": False,
             "verify": self.ssl_context,
             "proxy": self.proxy,
         }
+        if max_error_bytes is not None:
+            kwargs["event_hooks"] = {"response": [capped_error_bodies(max_error_bytes)]}
         if backend == "aiohttp":
             # the vendored aiohttp transport gives `max_connections` to aiohttp's connector as its
             # `limit`, where 0 is no limit (None would mean aiohttp's default of 100)
@@ -111,7 +116,10 @@ def route_for(profile: ProviderProfile, url: str) -> Route:
     context, trust = _ssl_context(profile)
     if proxy is not None and proxy.url.scheme == "https":
         proxy = httpx2.Proxy(proxy.url, auth=proxy.auth, ssl_context=context)
-    return Route(proxy, source, context, trust)
+    route = Route(proxy, source, context, trust)
+    for secret in route.secrets:
+        secrets.register(secret)  # a proxy that echoes its credentials: masked as the key is
+    return route
 
 
 def _proxy(profile: ProviderProfile, url: str, source: str) -> httpx2.Proxy:

@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
+from swarm_tui.providers.body import BodyTooLarge, declared_charset, read_capped
 from swarm_tui.providers.transport import Route
 from swarm_tui.providers.words import answer_body
 
@@ -51,11 +52,15 @@ class AiohttpChat:
         route: Route,
         *,
         connect_timeout_s: float,
+        max_body_bytes: int,
     ) -> None:
         self.url = url
         """The full URL, the profile's query included."""
         self._headers = {**headers, "Content-Type": "application/json", "Accept": "application/json"}
         self._connect_timeout_s = connect_timeout_s
+        self._max_body_bytes = max_body_bytes
+        """An answer is read up to this (`--max-answer-bytes`): past it, `BodyTooLarge`; an error
+        body is cut there."""
         self._session: aiohttp.ClientSession | None = None
         self._route = route
         self._proxy = route.aiohttp_proxy
@@ -69,7 +74,8 @@ class AiohttpChat:
 
     async def post(self, body: dict[str, Any]) -> tuple[int, Mapping[str, str], bytes]:
         """(status, headers, content) of a 2xx answer; `HttpStatusError` for any other status
-        (a redirect included); aiohttp's own errors for a connection that failed."""
+        (a redirect included, its body cut at the cap); `BodyTooLarge` for an answer past the cap
+        (the rest never read); aiohttp's own errors for a connection that failed."""
         session = self._session or self._open()
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         async with session.post(
@@ -80,10 +86,23 @@ class AiohttpChat:
             proxy=self._proxy,
             proxy_headers=self._proxy_headers,
         ) as response:
-            content = await response.read()
+            cap = self._max_body_bytes
+            headers = response.headers
             if not 200 <= response.status < 300:
-                raise HttpStatusError(response.status, answer_body(content), response.headers)
-            return response.status, response.headers, content
+                content = await read_capped(response.content.iter_any(), cap, cut=True)
+                raise HttpStatusError(
+                    response.status, answer_body(content, declared_charset(headers.get("content-type"))), headers
+                )
+            length = response.content_length
+            if length is not None and length <= cap and "content-encoding" not in headers:
+                content = await response.read()  # the common case: its length known, and bounded by it
+            else:  # sent in chunks, or compressed (a body larger than its length says)
+                try:
+                    content = await read_capped(response.content.iter_any(), cap)
+                except BodyTooLarge as exc:
+                    exc.status, exc.request_id = response.status, headers.get("x-request-id")
+                    raise
+            return response.status, headers, content
 
     def _open(self) -> aiohttp.ClientSession:
         self._session = aiohttp.ClientSession(

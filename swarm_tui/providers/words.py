@@ -23,12 +23,20 @@ _TITLE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
 _HEADING = re.compile(r"<h1[^>]*>(.*?)</h1\s*>", re.IGNORECASE | re.DOTALL)
 
 
-def answer_body(content: bytes) -> Any:
-    """An error answer's body: its JSON when it is JSON, else its text (an HTML page, a proxy's words)."""
+def answer_body(content: bytes, charset: str | None = None) -> Any:
+    """An error answer's body: its JSON when it is JSON, else its text (an HTML page, a proxy's
+    words); read in `charset` (the one its content-type declares) when it names one a decoder
+    knows, else as UTF-8 (a byte that is not, replaced)."""
+    text: str | bytes = content
+    if charset is not None:
+        try:
+            text = content.decode(charset, "replace")
+        except LookupError:  # a charset no decoder knows: read as UTF-8
+            pass
     try:
-        return json.loads(content)
+        return json.loads(text)
     except ValueError:
-        return content.decode("utf-8", "replace")
+        return text if isinstance(text, str) else content.decode("utf-8", "replace")
 
 
 def provider_words(body: Any) -> str | None:

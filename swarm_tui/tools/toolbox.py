@@ -104,6 +104,8 @@ class _McpServer:
         from mcp import Client
 
         assert self._ready is not None
+        if self.spec.url is None:
+            _StrayOutput.install()
         try:
             async with Client(self._target(), read_timeout_seconds=self.timeout_s) as client:
                 listed = await client.list_tools()
@@ -264,6 +266,50 @@ class Toolbox:
     async def aclose(self) -> None:
         """Every server stopped, all at once (each gets the client's grace before it is killed)."""
         await asyncio.gather(*(server.aclose() for server in self._servers))
+
+
+class _StrayOutput(logging.Filter):
+    """The mcp client's record of a line on a stdio server's stdout that is not JSON-RPC (a banner,
+    a `print` left in a tool, a library's progress output): said once in one line, the line
+    quoted, instead of a traceback for every such line. The client skips the line either way."""
+
+    MESSAGE = "Failed to parse JSONRPC message from server"
+    _installed = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = 0
+
+    @classmethod
+    def install(cls) -> None:
+        if not cls._installed:
+            cls._installed = True
+            logging.getLogger("mcp.client.stdio").addFilter(cls())
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != self.MESSAGE:
+            return True
+        self.seen += 1
+        if self.seen > 1:
+            return False
+        line = _offending_line(record)
+        record.msg = "an MCP server wrote a line that is not JSON-RPC on its stdout%s: ignored (and others like it)"
+        record.args = (f" ({line!r})" if line else "",)
+        record.exc_info = record.exc_text = None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def _offending_line(record: logging.LogRecord) -> str | None:
+    """The line pydantic could not read, as its error quotes it (cut to 120 characters)."""
+    from pydantic import ValidationError
+
+    error = record.exc_info[1] if record.exc_info else None
+    if isinstance(error, ValidationError) and error.errors():
+        value = error.errors()[0].get("input")
+        if isinstance(value, str | bytes):
+            return (value if isinstance(value, str) else value.decode("utf-8", "replace"))[:120]
+    return None
 
 
 def _connection_lost(exc: BaseException) -> bool:

@@ -284,7 +284,12 @@ class SwarmApp(App[int]):
         return self.keys.keymap
 
     def on_key(self, event: Key) -> None:
-        """A key no binding took: if it is bound to an action that makes no sense now, say why."""
+        """A key no binding took: if it is bound to an action that makes no sense now, say why.
+        This runs before the bindings are looked up: a key the focused pane binds itself (the
+        error log's `R`) is the pane's to answer, not the app's (two toasts for one key)."""
+        taken = self.screen.active_bindings.get(event.key)
+        if taken is not None and taken.node is not self:
+            return
         if self.keys.explain(event.key):
             event.stop()
 

@@ -146,7 +146,9 @@ class Painter:
         if self._spark_bucket:
             self._spark.append(max(self._spark_bucket))
             self._spark_bucket = []
-            self._sparkline.data = list(self._spark)
+            # one bar is nothing to compare yet (Textual draws a lone value as a full block across
+            # the width): a flat line until there are two
+            self._sparkline.data = list(self._spark) if len(self._spark) >= 2 else []
         if grid.heat:
             lat = self._source.stats.latencies_ms
             if lat:

@@ -10,9 +10,16 @@ provider or a proxy may echo it back in, wherever it passes through:
   screen, which shows the engine's events;
 * an answer (`providers.answer`), `providers test`'s line, and every log record (`install_log_masking`).
 
-Spellings: as given, in any letter case, URL-encoded, JSON-escaped, and base64 (at each of the three
-alignments it can take inside a longer base64 text, as in `Basic` auth or an encoded `Bearer KEY`).
-A `Bearer ` prefix needs nothing of its own: the key after it is masked.
+Spellings: in any letter case, each character that is not a letter or a digit as it is or as any
+encoder may write it (URL-encoded once or twice, whichever characters the encoder keeps: urllib's
+`quote` keeps a `/`, `quote_plus` does not; JSON-escaped, PHP's `\\/` and .NET's `\\u002B`
+included; an HTML entity), and base64 (at each of the three alignments it can take inside a longer
+base64 text, as in `Basic` auth or an encoded `Bearer KEY`). A `Bearer ` prefix needs nothing of
+its own: the key after it is masked.
+
+The quick check (`found_in`) looks for the key's longest run of letters and digits (which no
+encoder above changes), and for its base64 spellings; only a text that holds one of them is
+searched with the pattern of every spelling.
 
 No Textual, no provider code here: anything may import this module.
 """
@@ -22,6 +29,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
+import html
 import json
 import logging
 import re
@@ -121,17 +129,78 @@ def _masked(value: Any) -> Any:
 
 @functools.lru_cache(maxsize=16)
 def _compiled(secrets: tuple[str, ...]) -> tuple[tuple[bytes, ...], re.Pattern[str] | None]:
-    """(each spelling lower-cased in UTF-8, for `found_in`; one pattern replacing them all, longest first)."""
-    spellings = sorted({s for secret in secrets for s in spellings_of(secret)}, key=len, reverse=True)
-    if not spellings:
+    """(what the quick check looks for, lower-cased in UTF-8; one pattern of every spelling of
+    every secret, longest first)."""
+    if not secrets:
         return (), None
-    pattern = re.compile("|".join(re.escape(s) for s in spellings), re.IGNORECASE)
-    return tuple(s.lower().encode("utf-8") for s in spellings), pattern
+    needles: set[str] = set()
+    alternatives: list[str] = []
+    for secret in secrets:
+        core = _core(secret)
+        needles.add(core)
+        if core == secret:  # no long run of letters and digits: look for its usual spellings whole
+            needles |= spellings_of(secret)
+        alternatives.append(_any_encoding(secret))
+        for spelling in _base64_spellings(secret):
+            needles.add(spelling)
+            alternatives.append(re.escape(spelling))
+    alternatives.sort(key=len, reverse=True)
+    pattern = re.compile("|".join(alternatives), re.IGNORECASE)
+    return tuple(sorted({n.lower().encode("utf-8") for n in needles}, key=len, reverse=True)), pattern
 
 
 def spellings_of(secret: str) -> set[str]:
-    """The texts `secret` may reach a file or a screen as."""
-    found = {secret, quote(secret, safe=""), quote_plus(secret), json.dumps(secret)[1:-1]}
+    """Texts `secret` may reach a file or a screen as (a sample: `mask` matches every mix of them
+    character by character)."""
+    found = {secret, quote(secret, safe=""), quote(secret), quote_plus(secret), json.dumps(secret)[1:-1]}
+    found |= _base64_spellings(secret)
+    return {s for s in found if len(s) >= MIN_SECRET_CHARS}
+
+
+_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
+
+
+CORE_MIN_CHARS = 4
+"""The shortest run of letters and digits the quick check looks for (shorter would hit ordinary text)."""
+
+
+def _core(secret: str) -> str:
+    """The part of `secret` every spelling but base64 keeps as it is (in some letter case): its
+    longest run of letters and digits, or the whole of it when that run is shorter than
+    `CORE_MIN_CHARS` (its usual spellings are then looked for whole)."""
+    run = max(_ALNUM_RUN.findall(secret), key=len, default="")
+    return run if len(run) >= CORE_MIN_CHARS else secret
+
+
+def _any_encoding(secret: str) -> str:
+    """A pattern of `secret` with each character that is not a letter or a digit in any of the
+    ways an encoder writes it (matched without regard to case)."""
+    return "".join(re.escape(c) if c.isascii() and c.isalnum() else _character(c) for c in secret)
+
+
+@functools.lru_cache(maxsize=256)
+def _character(char: str) -> str:
+    utf8 = char.encode("utf-8")
+    percent = "".join(f"%{b:02X}" for b in utf8)
+    forms = {
+        char,
+        percent,
+        percent.replace("%", "%25"),  # URL-encoded twice
+        json.dumps(char)[1:-1],  # as JSON escapes it (a quote, a backslash, a control character)
+        f"\\u{ord(char):04X}" if ord(char) < 0x10000 else json.dumps(char, ensure_ascii=True)[1:-1],
+        f"&#x{ord(char):X};",
+        f"&#{ord(char)};",
+        html.escape(char),
+    }
+    if char == "/":
+        forms.add("\\/")  # PHP's json_encode, and JSON's own optional escape
+    if char == " ":
+        forms.add("+")
+    return "(?:" + "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)) + ")"
+
+
+def _base64_spellings(secret: str) -> set[str]:
+    found: set[str] = set()
     raw = secret.encode("utf-8")
     for offset in range(3):
         total = offset + len(raw)
@@ -142,7 +211,7 @@ def spellings_of(secret: str) -> set[str]:
             core = encoded[4 if offset else 0 : 4 * (total // 3)]
             if len(core) >= MIN_SECRET_CHARS:
                 found.add(core)
-    return {s for s in found if len(s) >= MIN_SECRET_CHARS}
+    return found
 
 
 # --------------------------------------------------------------------------- logging

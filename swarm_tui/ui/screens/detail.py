@@ -28,6 +28,7 @@ from swarm_tui.ui import format as fmt
 from swarm_tui.ui.keys import bindings_for, key_hint
 from swarm_tui.ui.widgets.footer.key_footer import KeyFooter
 from swarm_tui.ui.widgets.grid.agent_grid import LOW_SCORE, STATE_LABELS
+from swarm_tui.util import secrets
 from swarm_tui.view.agents import InFlight
 
 if TYPE_CHECKING:
@@ -50,8 +51,11 @@ def answer_of(result: dict[str, Any] | None) -> tuple[str, dict[str, Any] | None
 
 
 def messages_text(body: dict[str, Any]) -> Text:
-    """The request's messages, each under its role; content exactly as sent. An agent's transcript
-    shows each step's tool calls (name and arguments) and each tool's result under its call id."""
+    """The request's messages, each under its role; content as sent, but for a key of this process
+    (a live agent's transcript is the engine's, unmasked: the journal masks what it keeps). An
+    agent's transcript shows each step's tool calls (name and arguments) and each tool's result
+    under its call id."""
+    body = secrets.mask_value(body)
     text = Text()
     for message in body.get("messages", []):
         content = message.get("content")

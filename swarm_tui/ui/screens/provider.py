@@ -21,12 +21,20 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import Key
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from swarm_tui.config import Config
 from swarm_tui.providers.probe import probe_profile
-from swarm_tui.providers.profile import ProviderProfile, env_name_problem, has_credentials, key_status, looks_like_key
+from swarm_tui.providers.profile import (
+    SIM_PROFILE_NAME,
+    ProviderProfile,
+    env_name_problem,
+    has_credentials,
+    key_status,
+    looks_like_key,
+)
 from swarm_tui.ui.keys import bindings_for, key_hint
 
 if TYPE_CHECKING:
@@ -109,6 +117,10 @@ class ProviderScreen(ModalScreen[None]):
     ProviderScreen .row Label { width: 15; color: $text-muted; }
     ProviderScreen .row Input { width: 1fr; }
     ProviderScreen .row Input.field-error { background: $error 30%; }
+    ProviderScreen .row Input:focus { background: $boost; text-style: bold; }
+    ProviderScreen .row:focus-within Label { color: $accent; text-style: bold; }
+    ProviderScreen Select:focus > SelectCurrent { background: $accent 40%; }
+    ProviderScreen Button:focus { text-style: bold reverse; }
     ProviderScreen .row Input > .input--placeholder { color: $text-muted; }
     ProviderScreen #simulated { color: $background; background: $swarm-simulated; text-style: bold; padding: 0 1; }
     ProviderScreen #key-status { height: 1; color: $text-muted; }
@@ -129,6 +141,8 @@ class ProviderScreen(ModalScreen[None]):
         if current not in self._profiles:  # an ad hoc --base-url profile of this run
             self._profiles[current] = source.profile
         self._selected = current
+        self._new = False
+        """The form is a new profile's (`new_profile`), not the selected one's."""
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -144,7 +158,7 @@ class ProviderScreen(ModalScreen[None]):
                 id="profile-select",
             )
             yield Static("SIMULATED: the embedded simulator — no key, no network, not a real model.", id="simulated")
-            with VerticalScroll():
+            with VerticalScroll(can_focus=False):  # Tab goes from field to field
                 with Horizontal(classes="row"):
                     yield Label("name")
                     yield Input(id="f-name", compact=True)
@@ -164,10 +178,23 @@ class ProviderScreen(ModalScreen[None]):
             with Horizontal(id="buttons"):
                 yield Button("Test connection", id="probe", compact=True, variant="primary")
                 yield Button("Save", id="save", compact=True, variant="success")
+                yield Button("New profile", id="new", compact=True)
                 yield Button("Close", id="close", compact=True)
 
     def on_mount(self) -> None:
         self._load(self._selected)
+        self.query_one("#f-name", Input).focus()  # a form's first field, where typing goes
+
+    def on_key(self, event: Key) -> None:
+        """A printable key no field took (the focus on the profile list or a button) stays in the
+        pane: the app's own letters (`m` flushes the memory, `q` quits) must not fire under a form
+        one is typing into."""
+        if not event.is_printable:
+            return
+        taken = self.active_bindings.get(event.key)
+        if taken is None or taken.node is self.app:  # (the list's own space, a button's: theirs)
+            event.stop()
+            event.prevent_default()
 
     def _load(self, name: str) -> None:
         profile = self._profiles[name]
@@ -176,10 +203,28 @@ class ProviderScreen(ModalScreen[None]):
         for key in (*TEXT_FIELDS, *NUMBER_FIELDS):
             value = getattr(profile, key)
             self.query_one(f"#f-{key}", Input).value = "" if value is None else str(value)
-        self.query_one("#simulated").display = profile.is_simulator
+        self._new = False
+        self._show_simulated(profile.name, profile.base_url)
         self._show_key_status(profile)
         note = "the profile of this run" if name == self.source.profile.name else ""
         self.query_one("#probe-result", Static).update(Text(note))
+
+    def _show_simulated(self, name: str, base_url: str) -> None:
+        """The SIMULATED banner while the form describes the embedded simulator (the `sim` profile
+        with no URL), and only then: a real URL typed in takes it away."""
+        self.query_one("#simulated").display = name.strip() == SIM_PROFILE_NAME and not base_url.strip()
+
+    def new_profile(self) -> None:
+        """A blank form for a profile of its own, saved under the name given."""
+        self._new = True
+        self.query_one("#f-name", Input).value = ""
+        for key in (*TEXT_FIELDS, *NUMBER_FIELDS):
+            self.query_one(f"#f-{key}", Input).value = ""
+        self._mark_field(None)
+        self._show_simulated("", "")
+        self._show_key_status(ProviderProfile(name="new"))
+        self.query_one("#probe-result", Static).update(Text("a new profile: give it a name, a base URL and a model"))
+        self.query_one("#f-name", Input).focus()
 
     def _show_key_status(self, profile: ProviderProfile) -> None:
         env = profile.api_key_env or "OPENAI_API_KEY"
@@ -208,7 +253,8 @@ class ProviderScreen(ModalScreen[None]):
 
     def _form_profile(self) -> ProviderProfile:
         values = {key: self.query_one(f"#f-{key}", Input).value for key in (*TEXT_FIELDS, *NUMBER_FIELDS)}
-        return profile_from_form(self.query_one("#f-name", Input).value, values, self._profiles[self._selected])
+        base = ProviderProfile(name="new") if self._new else self._profiles[self._selected]
+        return profile_from_form(self.query_one("#f-name", Input).value, values, base)
 
     @on(Select.Changed, "#profile-select")
     def _profile_chosen(self, event: Select.Changed) -> None:
@@ -219,6 +265,10 @@ class ProviderScreen(ModalScreen[None]):
     def _key_env_changed(self, event: Input.Changed) -> None:
         profile = self._profiles[self._selected]
         self._show_key_status(replace(profile, api_key_env=event.value.strip() or None))
+
+    @on(Input.Changed, "#f-name, #f-base_url")
+    def _where_edited(self, event: Input.Changed) -> None:
+        self._show_simulated(self.query_one("#f-name", Input).value, self.query_one("#f-base_url", Input).value)
 
     @on(Input.Changed, ".row Input")
     def _field_edited(self, event: Input.Changed) -> None:
@@ -232,6 +282,8 @@ class ProviderScreen(ModalScreen[None]):
                 self.action_probe()
             case "save":
                 self.action_save()
+            case "new":
+                self.new_profile()
             case "close":
                 self.app.pop_screen()
 
@@ -249,9 +301,11 @@ class ProviderScreen(ModalScreen[None]):
             result.update(Text(f"not saved: {exc}"))
             return
         self._profiles[profile.name] = profile
+        self._new = False
         select = self.query_one("#profile-select", Select)
-        select.set_options([(name, name) for name in sorted(self._profiles)])
-        select.value = profile.name
+        with select.prevent(Select.Changed):  # the form stays as saved, its message with it
+            select.set_options([(name, name) for name in sorted(self._profiles)])
+            select.value = profile.name
         self._selected = profile.name
         result.update(
             Text(

@@ -34,6 +34,7 @@ from textual.widgets import DataTable
 from swarm_tui.core.events import TaskState
 from swarm_tui.ui.format import clock_time, one_line, span
 from swarm_tui.ui.keys import bindings_for
+from swarm_tui.view.agents import STATE_LABELS
 from swarm_tui.view.failures import Failure
 
 MAX_ROWS = 500
@@ -384,10 +385,19 @@ class ErrorLog(DataTable, inherit_bindings=False):
             self.post_message(self.OpenRequested(row.last.index, row.last))
 
     def action_retry_row(self) -> None:
+        """`R`: the row's failed agents again (what the title offers); a row whose agents have all
+        come through since says so, once, and nothing is sent."""
         row = self.current_row()
         if row is None or row.last.kind == "step":
             return
-        self.post_message(self.RetryRequested(row.agents))
+        failed = [i for i in row.agents if self.state_of(i) is TaskState.FAILED]
+        if failed:
+            self.post_message(self.RetryRequested(failed))
+            return
+        index = row.last.index
+        state = self.state_of(index)
+        now = STATE_LABELS[state] if state is not None else "not failed"
+        self.notify(f"Agent {index + 1} is {now}: nothing to retry (R retries a failed agent).", markup=False)
 
     def action_cycle_class(self) -> None:
         classes = sorted({f.error_class for f in self._failures})
