@@ -33,9 +33,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from swarm_tui.core.errors import InputError
+from swarm_tui.core.task import JSONObject
 from swarm_tui.journal import JOURNAL_NAME, Journal
 from swarm_tui.journal.control import CommandState, Heartbeat
 from swarm_tui.run.directory import lock_holder
@@ -118,7 +118,7 @@ class EndpointHealth:
     def error_rate(self) -> float:
         return round((self.attempts - self.ok) / self.attempts, 4) if self.attempts else 0.0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "attempts": self.attempts,
             "ok": self.ok,
@@ -186,7 +186,7 @@ class RunStatus:
             return f"kill -CONT {self.pid}"
         return None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "run": str(self.run_dir),
             "job": self.job,
@@ -265,7 +265,7 @@ class TaskRow:
     state: str
     attempts: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"index": self.index, "custom_id": self.custom_id, "state": self.state, "attempts": self.attempts}
 
 
@@ -278,11 +278,11 @@ class TaskResult:
     ok: bool
     answer: str | None
     """The answer's text (its first choice's message content)."""
-    parsed: Any
+    parsed: object
     """The JSON the answer holds, when it holds some (code fences and a cut ending repaired); else None."""
-    error: dict[str, Any] | None
+    error: JSONObject | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "index": self.index,
             "custom_id": self.custom_id,
@@ -306,7 +306,7 @@ class ResultsPage:
         end = self.offset + len(self.results)
         return end if end < self.total else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "total": self.total,
             "offset": self.offset,
@@ -322,11 +322,11 @@ class TaskDetail:
     index: int
     custom_id: str
     state: str
-    request: dict[str, Any]
-    attempts: list[dict[str, Any]]
+    request: JSONObject
+    attempts: list[JSONObject]
     result: TaskResult | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "index": self.index,
             "custom_id": self.custom_id,
@@ -346,9 +346,9 @@ class CommandSent:
     command: str
     id: int
     taken: bool
-    result: dict[str, Any] | None
+    result: JSONObject | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"command": self.command, "id": self.id, "taken": self.taken, "result": self.result}
 
 
@@ -445,7 +445,6 @@ class RemoteRun:
         holder = lock_holder(self.run_dir)
         ended = journal.history.run_ended()
         started = journal.queries.has_attempts() or journal.history.has_batches()
-        pid = holder or (beat.pid if beat is not None else None)
         if live and beat is not None:  # a driver too old to say its pulse: counted from the tables
             state, liveness = RunState.RUNNING, f"live · pid {beat.pid} · beat {age:.1f}s ago"
         elif holder is not None and process_stopped(holder):
@@ -466,6 +465,8 @@ class RemoteRun:
                 else "nobody drives it"
             )
         spent, unpriced = journal.queries.spend()
+        last_pid = beat.pid if beat is not None else None
+        pid = holder if holder is not None else last_pid if state in (RunState.DEAD, RunState.RUNNING) else None
         failed = journal.queries.failed_classes() if counts["failed"] else {}
         by_class: dict[str, int] = {}
         for kind in failed.values():
@@ -570,7 +571,7 @@ class RemoteRun:
     # ----------------------------------------------------------------- steering
 
     def send(
-        self, command: str, args: Mapping[str, Any] | None = None, *, wait_s: float = TAKEN_TIMEOUT_S
+        self, command: str, args: Mapping[str, object] | None = None, *, wait_s: float = TAKEN_TIMEOUT_S
     ) -> CommandSent:
         """Put a command in the control queue for the driving session, and wait up to `wait_s` for
         it to be taken and answered. NotDriven when no process drives the run (nothing would take
@@ -608,7 +609,7 @@ class RemoteRun:
             time.sleep(poll_s if deadline is None else max(0.0, min(poll_s, deadline - time.monotonic())))
 
 
-def answer_text(response: Mapping[str, Any]) -> str | None:
+def answer_text(response: Mapping[str, object]) -> str | None:
     """The text of a chat completion's first choice (None: it has none)."""
     choices = response.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
@@ -618,7 +619,7 @@ def answer_text(response: Mapping[str, Any]) -> str | None:
     return content if isinstance(content, str) else None
 
 
-def parsed_answer(answer: str | None) -> Any:
+def parsed_answer(answer: str | None) -> object:
     """The JSON an answer holds (code fences, a cut ending repaired), or None."""
     if not answer or not any(c in answer for c in "{["):
         return None
