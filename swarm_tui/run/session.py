@@ -463,7 +463,8 @@ class SwarmSession:
         same would be (its effect journaled as the key's); what it did, for the sender. `by` in
         its arguments names the sender (an attached view, `ctl`, the MCP server)."""
         args = command.args
-        by = str(args.get("by") or "an attached view")
+        by = str(args.get("by") or "attached view")  # a limit's reason, as the log says it
+        source = "an attached view" if by == "attached view" else by
         indices = args.get("indices")
         match command.name:
             case "pause":
@@ -472,10 +473,10 @@ class SwarmSession:
                 self.engine.resume()
                 return {"paused": self.engine.paused}
             case "abort":
-                self.engine.abort(f"aborted from {by}")
+                self.engine.abort(f"aborted from {source}")
                 return {"aborted": True}
             case "stop":
-                self.engine.stop_dispatch(str(args.get("reason") or f"stopped from {by}"))
+                self.engine.stop_dispatch(str(args.get("reason") or f"stopped from {source}"))
                 return {"stopping": True}
             case "retry":
                 errored = args.get("errored")
