@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Literal, TypedDict, Unpack
 from swarm_tui.core.errors import InputError
 from swarm_tui.core.events import EngineEvent, RunFinished
 from swarm_tui.journal import JOURNAL_NAME
+from swarm_tui.run.remote import STATES as TASK_STATES
 from swarm_tui.run.remote import (
     CommandSent,
     NotDriven,
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
     from swarm_tui.run.session import SwarmSession
 
 __all__ = [
+    "TASK_STATES",
     "CommandSent",
     "NotDriven",
     "RemoteRun",
@@ -91,6 +93,7 @@ __all__ = [
     "TaskResult",
     "estimate_cost",
     "list_runs",
+    "log_tail",
     "new_session",
     "open_run",
     "resume_detached",
@@ -594,6 +597,7 @@ def start_run(
     waited for up to `wait_live_s` to go live. `out`: the run's directory (default a new one under
     `root`, named after the time and the job)."""
     from swarm_tui.config import load_config
+    from swarm_tui.run.directory import prepare_new
     from swarm_tui.run.preflight import preflight, refuse
     from swarm_tui.run.resolve import resolve_run
 
@@ -602,6 +606,8 @@ def start_run(
     existed = run_dir.exists()
     job = _job_of(job_or_prompts, run_dir, provider=provider, base_url=base_url, model=model, settings=settings)
     try:
+        if job != run_dir / PROMPTS_JOB:  # (a list of prompts made it already)
+            prepare_new(run_dir)  # new, or empty: never another run's, never a user's files
         config = load_config()
         request = run_request(job, out=run_dir, provider=provider, base_url=base_url, model=model, settings=settings)
         refuse(preflight(resolve_run(request, config), config))

@@ -221,9 +221,8 @@ class SwarmTools:
             with api.RemoteRun(path) as remote:
                 try:
                     sent = remote.send("retry", {"errored": error_class} if error_class else None)
-                except api.NotDriven:
-                    process, log = api.resume_detached(path, retry_failed=True)
-                    return {"run": run, "resumed": True, "pid": process.pid, "log": str(log)}
+                except api.NotDriven as exc:
+                    return self._resume(run, path, exc.status, retry_failed=True)
                 return {"run": run, **sent.to_json()}
 
         return answer(retry)
@@ -246,12 +245,16 @@ class SwarmTools:
                 try:
                     return {"run": run, **remote.send("resume").to_json()}
                 except api.NotDriven as exc:
-                    if exc.status.holder is not None:
-                        raise InputError.single(run, "run", exc.status.liveness) from None
-                    process, log = api.resume_detached(path)
-                    return {"run": run, "resumed": True, "pid": process.pid, "log": str(log)}
+                    return self._resume(run, path, exc.status, retry_failed=False)
 
         return answer(resume)
+
+    def _resume(self, run: str, path: Path, status: api.RunStatus, *, retry_failed: bool) -> dict[str, object]:
+        """A run nobody drives, resumed in a process of its own (refused while a process holds it)."""
+        if status.holder is not None:
+            raise InputError.single(run, "run", f"not resumed: {status.liveness}")
+        process, log = api.resume_detached(path, retry_failed=retry_failed)
+        return {"run": run, "resumed": True, "pid": process.pid, "log": str(log)}
 
     def abort_swarm(self, run: Annotated[str, Field(description="the run's id")]) -> str:
         """Abort a run: the calls in flight are cancelled, nothing new is sent; it stays resumable."""

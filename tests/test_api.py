@@ -127,6 +127,13 @@ def test_a_refused_start_sends_nothing_and_leaves_nothing(tmp_path):
     with pytest.raises(InputError, match="prompts"):
         api.start_run([], out=out)
     assert not out.exists()
+    job = write_batch(tmp_path / "job.jsonl", ["a"])
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(InputError, match="not empty"):
+        api.start_run(job, out=taken)
+    assert sorted(p.name for p in taken.iterdir()) == ["notes.txt"], "nothing written beside a user's files"
 
 
 def test_importing_the_api_loads_no_engine():

@@ -287,6 +287,10 @@ def test_status_agents_show_and_results_of_a_finished_run(tmp_path):
     assert [r["custom_id"] for r in rest["results"]] == ["task-0006", "task-0007"] and rest["next_offset"] is None
     unknown = ctl(run_dir, "show", "task-9999")
     assert unknown.returncode == 2 and "no task task-9999" in unknown.stderr
+    code, said = ctl_json(run_dir, "show", "task-9999")
+    assert code == 2 and said["error"] == "bad input" and "task-9999" in said["message"]
+    code, said = ctl_json(tmp_path / "nowhere", "status")
+    assert code == 2 and said["error"] == "bad input" and "no journal" in said["message"]
 
 
 def test_runs_lists_each_run_with_its_state(tmp_path):

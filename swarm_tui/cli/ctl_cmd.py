@@ -2,8 +2,9 @@
 Ray), read and steered from a script: its status, its agents, one agent in full, its answers;
 pause, resume, abort, retry, cancel, a new limit, and waiting for its end.
 
-It reads the journal read-only and steers through its control queue (`run.remote`), importing
-nothing of the engine: a status poll answers in a fraction of a second whatever the run's size.
+A thin layer over the Python API's `RemoteRun` (`swarm_tui.api`, from `run.remote`): it reads the
+journal read-only and steers through its control queue, importing nothing of the engine, so a
+status poll answers in a fraction of a second whatever the run's size.
 With `--json` every call prints one JSON object (the reference lists its keys).
 """
 
@@ -15,14 +16,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from swarm_tui.api import TASK_STATES
 from swarm_tui.cli.help import HELP_FORMAT
-from swarm_tui.run.exit_codes import EXIT_FAILED, EXIT_NOT_DRIVEN, EXIT_OK, EXIT_TIMEOUT
-from swarm_tui.run.remote import STATES
+from swarm_tui.run.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NOT_DRIVEN, EXIT_OK, EXIT_TIMEOUT
 
 if TYPE_CHECKING:
     import subprocess
 
-    from swarm_tui.run.remote import CommandSent, RemoteRun, RunStatus
+    from swarm_tui.api import CommandSent, RemoteRun, RunStatus
 
 EXIT_CODES = """\
 exit codes: 0 done (the command taken by the run's driver; wait: every task succeeded);
@@ -138,7 +139,7 @@ def add_parser(commands) -> None:
         )
         parser.add_argument("--json", action="store_true", help="print one JSON object")
         parsers[name] = parser
-    parsers["agents"].add_argument("--state", choices=STATES, help="only the agents in this state")
+    parsers["agents"].add_argument("--state", choices=TASK_STATES, help="only the agents in this state")
     parsers["agents"].add_argument("--ids", action="store_true", help="only their custom_ids, one a line")
     parsers["agents"].add_argument("--offset", type=int, default=0, metavar="N", help="skip the first N")
     parsers["agents"].add_argument("--limit", type=int, default=1000, metavar="N", help="at most N (default 1000)")
@@ -163,12 +164,24 @@ def add_parser(commands) -> None:
 
 
 def cmd_ctl(args: argparse.Namespace) -> int:
-    from swarm_tui.run.remote import NotDriven, RemoteRun
+    from swarm_tui.api import NotDriven, RemoteRun
+    from swarm_tui.core.errors import InputError
+    from swarm_tui.journal import IncompleteRunError
 
     run_dir: Path = args.run_dir
-    with RemoteRun(run_dir) as run:
+    try:
+        run = RemoteRun(run_dir)
+    except (InputError, IncompleteRunError, FileNotFoundError) as exc:
+        if not args.json:
+            raise
+        return _bad_input(args, exc)
+    with run:
         try:
             return ACTION_HANDLERS[args.action](run, args)
+        except (InputError, IncompleteRunError, FileNotFoundError) as exc:
+            if not args.json:
+                raise
+            return _bad_input(args, exc)
         except NotDriven as exc:
             status = exc.status
             hint = (
@@ -190,6 +203,15 @@ def cmd_ctl(args: argparse.Namespace) -> int:
                 error=True,
             )
             return EXIT_NOT_DRIVEN
+
+
+def _bad_input(args: argparse.Namespace, exc: Exception) -> int:
+    """Bad input said as one JSON object (--json), on stdout, exit 2."""
+    from swarm_tui.util import secrets
+
+    data = {"run": str(args.run_dir), "command": args.action, "error": "bad input", "message": secrets.mask(str(exc))}
+    print(json.dumps(data, ensure_ascii=False))
+    return EXIT_BAD_INPUT
 
 
 def say(args: argparse.Namespace, text: str, data: dict[str, Any], *, error: bool = False) -> None:
@@ -268,7 +290,10 @@ def _sent(run: RemoteRun, args: argparse.Namespace, sent: CommandSent, text: str
             error=True,
         )
         return EXIT_TIMEOUT
-    result = sent.result or {}
+    if sent.result is None:  # a driver from before commands were answered
+        say(args, f"`{sent.command}` taken by the run's driver (it does not say what it did)", data)
+        return EXIT_OK
+    result = sent.result
     why = f" ({result['why']})" if result.get("why") else ""
     say(args, text.format(**result) + why, data)
     return EXIT_OK
@@ -280,7 +305,7 @@ def _pause(run: RemoteRun, args: argparse.Namespace) -> int:
 
 
 def _resume(run: RemoteRun, args: argparse.Namespace) -> int:
-    from swarm_tui.run.remote import log_tail, resume_detached
+    from swarm_tui.api import log_tail, resume_detached
 
     status = run.status()
     if status.state.driven or status.state.value == "starting":

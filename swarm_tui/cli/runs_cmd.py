@@ -39,8 +39,8 @@ def add_parser(commands) -> None:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from swarm_tui.api import list_runs
     from swarm_tui.core.errors import InputError
-    from swarm_tui.run.remote import list_runs
 
     root: Path = args.root
     if not root.is_dir():

@@ -47,6 +47,8 @@ RECENT_ATTEMPTS = 200
 """How many of the last attempts an endpoint's health is read from."""
 TAKEN_TIMEOUT_S = 10.0
 """How long a command waits to be taken by the driving session (it polls every 0.5 s)."""
+ANSWER_GRACE_S = 1.0
+"""A command taken and not answered this long after: its driver predates the answers."""
 STATES = ("queued", "running", "retrying", "succeeded", "failed", "cancelled")
 """A task's states (`TaskState`'s values), in the order a status lists them."""
 ENDED_PHASES = ("DONE", "FINISHED", "ABORTED")
@@ -586,13 +588,15 @@ class RemoteRun:
         return CommandSent(command, command_id, state is not None, state.result if state else None)
 
     def wait_taken(self, command_id: int, timeout_s: float) -> CommandState | None:
-        """The command's state once the driving session has taken and answered it; None when it
-        was not within `timeout_s`."""
+        """The command's state once the driving session has taken and answered it (a driver too
+        old to answer: a second after it took it, its result None); None when it was not taken
+        within `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         while True:
             state = self.journal.control.state_of(command_id)
-            if state is not None and state.taken_at is not None and state.result is not None:
-                return state
+            if state is not None and state.taken_at is not None:
+                if state.result is not None or self._clock() - state.taken_at > ANSWER_GRACE_S:
+                    return state
             if time.monotonic() >= deadline:
                 return None
             time.sleep(0.05)
