@@ -501,7 +501,9 @@ def http_server():
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
     parser.add_argument("--scenarios", default="mcp,python,plain", help="of mcp, mcp-http, python, plain")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--agents", type=int, default=100, help="agents, all in flight at once (default 100)")

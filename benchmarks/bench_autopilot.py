@@ -83,7 +83,9 @@ SCENARIOS = {"tight": tight, "roomy": roomy, "broke": broke}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     args = parser.parse_args()

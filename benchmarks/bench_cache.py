@@ -145,7 +145,9 @@ async def bench_engine(n: int, repeat: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)

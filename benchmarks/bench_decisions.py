@@ -260,7 +260,9 @@ async def mixed(repeat: int) -> None:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
     parser.add_argument("--scenarios", default="adaptive,ratelimit,tail,slow,mixed")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(

@@ -248,7 +248,9 @@ async def failover_scenario(n: int, down_after_s: float = 0.5) -> None:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
     parser.add_argument("--scenarios", default="overhead,ratelimit,faults,failover")
     parser.add_argument("--quick", action="store_true", help="smaller N (a smoke run)")
     args = parser.parse_args()

@@ -201,7 +201,7 @@ def rate_scenario(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--scenarios", default="rate,commits", help="rate, commits, or both (comma-separated)")
     parser.add_argument("--answers", type=int, default=4000)
     parser.add_argument("--group", type=int, default=50)

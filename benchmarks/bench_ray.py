@@ -106,7 +106,7 @@ async def one_run(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=3000)
     ap.add_argument("--concurrency", type=int, default=50)
     ap.add_argument("--cpus", type=int, default=2)

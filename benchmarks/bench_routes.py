@@ -150,7 +150,9 @@ SCENARIOS = {"balance": balance, "chain": chain, "cheapest": cheapest}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="balance,chain,cheapest,litellm")
     parser.add_argument("--litellm-python", help="a Python with litellm installed (the litellm scenario)")

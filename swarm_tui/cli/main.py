@@ -1,7 +1,10 @@
 """The `swarm-tui` command line: `main` runs it, `build_parser` builds its parser (the docs' command
 reference is generated from it). Each command is a module of its own (`<command>_cmd.py`) that adds
 its parser and handles it, importing what its handler needs only when it runs: building the parser
-(`--version`, `--help`) loads what the options' choices come from, not what the commands do.
+(`--version`, `--help`) loads what the options' choices come from, not what the commands do. A
+command line that names its command builds that command's parser alone (`build_parser(only=...)`):
+`swarm-tui ctl RUN status` loads the control command's few modules, not the engine and its SDK that
+`run`'s options name, so a script's status poll answers in a fraction of a second.
 
 Every failure a user can meet ends in one line and its exit code (`run.exit_codes`), never a
 traceback: bad input 2 (nothing sent), Ctrl-C at any moment 130.
@@ -10,44 +13,34 @@ traceback: bad input 2 (nothing sent), Ctrl-C at any moment 130.
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
 
 from swarm_tui import __version__
-from swarm_tui.cli import (
-    attach_cmd,
-    cache_cmd,
-    estimate_cmd,
-    export_cmd,
-    providers_cmd,
-    replay_cmd,
-    report_cmd,
-    resume_cmd,
-    run_cmd,
-    shadow_cmd,
-    sim_cmd,
-    traces_cmd,
-)
 from swarm_tui.cli.help import HELP_FORMAT, JOB_FORMATS
 from swarm_tui.core.errors import InputError
 from swarm_tui.run.exit_codes import EXIT_ABORTED, EXIT_BAD_INPUT
 from swarm_tui.util import secrets
 
-COMMANDS = (
-    run_cmd,
-    resume_cmd,
-    attach_cmd,
-    sim_cmd,
-    providers_cmd,
-    estimate_cmd,
-    shadow_cmd,
-    cache_cmd,
-    export_cmd,
-    traces_cmd,
-    replay_cmd,
-    report_cmd,
-)
-"""The commands, in the order `--help` lists them."""
+COMMANDS = {
+    "run": "run_cmd",
+    "resume": "resume_cmd",
+    "attach": "attach_cmd",
+    "ctl": "ctl_cmd",
+    "runs": "runs_cmd",
+    "mcp": "mcp_cmd",
+    "sim": "sim_cmd",
+    "providers": "providers_cmd",
+    "estimate": "estimate_cmd",
+    "shadow": "shadow_cmd",
+    "cache": "cache_cmd",
+    "export": "export_cmd",
+    "export-traces": "traces_cmd",
+    "replay": "replay_cmd",
+    "report": "report_cmd",
+}
+"""Each command's name and its module in `swarm_tui.cli`, in the order `--help` lists them."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,11 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     from swarm_tui.journal import IncompleteRunError
 
     secrets.install_log_masking()
+    given = sys.argv[1:] if argv is None else argv
     try:
-        parser = build_parser()
+        parser = build_parser(only=given[0] if given and given[0] in COMMANDS else None)
         args = parser.parse_args(argv)
         if args.command is None:  # bare `swarm-tui`: the demo swarm on the embedded simulator
-            args = parser.parse_args(["run", *(argv if argv is not None else sys.argv[1:])])
+            args = build_parser().parse_args(["run", *given])
         return args.handler(args)
     except (InputError, FileNotFoundError, FileExistsError, IncompleteRunError) as exc:
         print(f"swarm-tui: {secrets.mask(str(exc))}", file=sys.stderr)
@@ -90,8 +84,10 @@ exit codes: 0 every task succeeded; 1 the run ended with failed or unfinished ta
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; `only`: with that command's parser alone (a command line that names
+    it parses the same, and loads nothing the other commands' options need)."""
+    parser = Parser(
         prog="swarm-tui",
         description="Run, watch and steer a swarm of LLM sub-agents against any OpenAI-compatible endpoint.\n"
         "Without a command: the console on the 100-agent demo, on the built-in simulator (no key, no\n"
@@ -103,6 +99,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--theme", default=argparse.SUPPRESS, help="TUI theme name or a theme file (bare swarm-tui)")
     parser.set_defaults(command=None)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in COMMANDS:
-        command.add_parser(commands)
+    for name, module in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(f"swarm_tui.cli.{module}").add_parser(commands)
     return parser
+
+
+class Parser(argparse.ArgumentParser):
+    """Every parser of the command line (its commands' parsers are made of the same class): no
+    abbreviated option is taken for a longer one (`--id` was once read as `--idle-timeout`)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)

@@ -41,19 +41,10 @@ def add_parser(commands) -> None:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from swarm_tui.api import resumed_session
     from swarm_tui.cli.drive import console_checks, drive
     from swarm_tui.cli.request import resume_request
-    from swarm_tui.config import load_config
-    from swarm_tui.run.preflight import preflight, refuse
-    from swarm_tui.run.resolve import resolve_resume
-    from swarm_tui.run.session import SwarmSession
-    from swarm_tui.run.stored import StoredRun
 
     request = resume_request(args)
-    config = load_config()
-    stored = StoredRun.open(request.run_dir)
-    with stored.released_on_error():
-        plan = resolve_resume(request, config, stored)
-        refuse(preflight(plan, config, also=console_checks(request.options.console)))
-        session = SwarmSession.open_existing(stored, plan.run, retry_failed=plan.retry_failed, ray=plan.ray)
+    session, plan = resumed_session(request, also=console_checks(request.options.console))
     return drive(session, request.options.console, plan.tracing, retried=plan.retry_failed)

@@ -2,7 +2,8 @@
 
 The run's steps in order: the command line as a request, the request resolved with the config
 and the job into a plan, the plan's preflight (every problem at once, nothing written or sent),
-the session opened on the plan, and the session driven by a front end.
+the session opened on the plan (`api.new_session`: the Python API and the MCP server start a run
+the same way), and the session driven by a front end.
 """
 
 from __future__ import annotations
@@ -73,17 +74,10 @@ def add_parser(commands) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from swarm_tui.api import new_session
     from swarm_tui.cli.drive import console_checks, drive
     from swarm_tui.cli.request import run_request
-    from swarm_tui.config import load_config
-    from swarm_tui.run.preflight import preflight, refuse
-    from swarm_tui.run.resolve import resolve_run
-    from swarm_tui.run.session import SwarmSession
 
     request = run_request(args)
-    config = load_config()
-    plan = resolve_run(request, config)
-    refuse(preflight(plan, config, also=console_checks(request.options.console)))
-    assert plan.job is not None  # a new run's plan holds its job
-    session = SwarmSession.open_new(plan.job, plan.run, plan.run_dir, ray=plan.ray, judge_profile=plan.judge_profile)
+    session, plan = new_session(request, also=console_checks(request.options.console))
     return drive(session, request.options.console, plan.tracing)

@@ -176,8 +176,11 @@ class RayEngine:
 
     # ----------------------------------------------------------------- steering
 
-    def pause(self) -> None:
+    def pause(self, *, now: bool = False) -> list[int]:
+        """The shards send nothing new; their calls in flight finish (`now` is not this engine's:
+        it has no `Capability.HOLD_CALLS`)."""
         self.steering.pause()
+        return []
 
     def resume(self) -> None:
         self.steering.resume()

@@ -173,10 +173,19 @@ class SwarmEngine:
 
     # ----------------------------------------------------------------- steering
 
-    def pause(self) -> None:
+    def pause(self, *, now: bool = False) -> list[int]:
+        """Send nothing new; the calls in flight finish, or with `now` they are held too: each is
+        cut (journaled cancelled, as it may be billed) and its task waits first in line, its
+        retries' budget whole, until `resume`. Returns the tasks whose calls were held."""
         if not self.admission.paused:
             self.admission.pause()
             self.outbox.emit_now(RunPaused())
+        if not now:
+            return []
+        held = self.queue.recall_flights()
+        for index in held:
+            self.numbers.new_round(index)  # a call the user cut is no failed attempt
+        return held
 
     def resume(self) -> None:
         if self.admission.paused:

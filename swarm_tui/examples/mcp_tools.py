@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m swarm_tui.examples.mcp_tools",
         description="An example MCP server with harmless tools (lookup, add, multiply, note, notes).",
+        allow_abbrev=False,
     )
     parser.add_argument(
         "--http",

@@ -22,9 +22,7 @@ A journal written before the log existed (schema 1) is read by `journal.migrate.
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from pathlib import Path
@@ -38,40 +36,14 @@ from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.records import RunMeta
 from swarm_tui.run.directory import lock_holder
 from swarm_tui.run.exit_codes import EXIT_OK
+from swarm_tui.run.remote import HEARTBEAT_STALE_S, log_tail, process_alive, process_stopped, resume_detached
 from swarm_tui.view.follower import Listener, LogFollower
 from swarm_tui.view.run_view import RunView
 
 POLL_S = 0.5
-HEARTBEAT_STALE_S = 3.0
-"""The writer beats every 0.5 s; three seconds of silence means nobody drives the run."""
 
 
 # --------------------------------------------------------------------------- the attached view
-
-
-def process_alive(pid: int | None) -> bool | None:
-    """True/False for a pid on this machine; None when it cannot be told."""
-    if not pid:
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return None
-    return True
-
-
-def process_stopped(pid: int | None) -> bool | None:
-    """Whether `pid` is stopped (SIGSTOP, Ctrl-Z, a debugger), from /proc; None where it cannot be told."""
-    if not pid:
-        return None
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    state = stat.rpartition(")")[2].split()[:1]  # the name in parentheses may hold spaces
-    return bool(state) and state[0] in ("T", "t")
 
 
 class AttachedRun:
@@ -331,16 +303,9 @@ class AttachedRun:
     def resume_in_background(self, *, retry_failed: bool = False) -> Path:
         """A run nobody drives: start `swarm-tui resume RUN_DIR --headless` as a process of its own
         (its own session: it outlives this view and the terminal), its output appended to
-        RUN_DIR/resume.log; this view then follows it through the journal as any writer.
-        Returns the log's path."""
-        log = self.run_dir / "resume.log"
-        command = [sys.executable, "-m", "swarm_tui", "resume", str(self.run_dir.resolve()), "--headless"]
-        if retry_failed:
-            command.append("--retry-failed")
-        with open(log, "ab") as out:
-            self.resumer = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
+        RUN_DIR/resume.log (`run.remote.resume_detached`, as `ctl RUN resume` does); this view
+        then follows it through the journal as any writer. Returns the log's path."""
+        self.resumer, log = resume_detached(self.run_dir, retry_failed=retry_failed)
         return log
 
     def resume_failed(self) -> str | None:
@@ -349,11 +314,7 @@ class AttachedRun:
         if resumer is None or resumer.poll() is None or resumer.returncode == 0:
             return None
         self.resumer = None
-        try:
-            lines = (self.run_dir / "resume.log").read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            lines = []
-        last = next((line for line in reversed(lines) if line.strip()), "")
+        last = log_tail(self.run_dir / "resume.log")
         return f"the resume exited {resumer.returncode}: {last}" if last else f"the resume exited {resumer.returncode}"
 
     def exit_code(self) -> int:

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from swarm_tui.core.call_errors import ErrorClass
 from swarm_tui.core.events import TaskState
 from swarm_tui.journal.connection import MaskedConnection
+
+UNKNOWN_CLASS = "unknown"
+"""The class of a failure whose error was not classified."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,63 @@ class JournalQueries:
 
     def counts(self) -> dict[str, int]:
         return dict(self._db.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall())
+
+    def state_of(self, index: int) -> str | None:
+        """One task's state as journaled (None: no such task)."""
+        row = self._db.execute("SELECT state FROM tasks WHERE idx = ?", (index,)).fetchone()
+        return str(row[0]) if row else None
+
+    def failed_classes(self) -> dict[int, str]:
+        """Each task that failed finally, with the class of its last attempt's error (`unknown`:
+        none was classified): what `ctl status` counts and `ctl retry --errored CLASS` picks."""
+        rows = self._db.execute(
+            "SELECT r.idx, (SELECT a.error_class FROM attempts a WHERE a.idx = r.idx ORDER BY a.id DESC LIMIT 1) "
+            "FROM results r WHERE r.ok = 0"
+        )
+        return {int(idx): str(kind or UNKNOWN_CLASS) for idx, kind in rows}
+
+    def indices_of(self, custom_ids: Iterable[str]) -> dict[str, int]:
+        """The index of each of these custom_ids the run holds (those it does not are left out)."""
+        found: dict[str, int] = {}
+        wanted = list(dict.fromkeys(custom_ids))
+        for start in range(0, len(wanted), 500):  # SQLite's bound parameters, a window at a time
+            window = wanted[start : start + 500]
+            marks = ", ".join("?" * len(window))
+            for cid, idx in self._db.execute(f"SELECT custom_id, idx FROM tasks WHERE custom_id IN ({marks})", window):
+                found[str(cid)] = int(idx)
+        return found
+
+    def task_page(self, state: str | None, offset: int, limit: int) -> list[tuple[int, str, str, int]]:
+        """(index, custom_id, state, attempts) of the tasks (in `state`, or all), in index order,
+        from `offset` on, `limit` of them."""
+        where, params = ("WHERE state = ?", [state]) if state is not None else ("", [])
+        rows = self._db.execute(
+            f"SELECT idx, custom_id, state, attempts FROM tasks {where} ORDER BY idx LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        return [(int(idx), str(cid), str(st), int(made)) for idx, cid, st, made in rows]
+
+    def result_page(
+        self, ok: bool | None, offset: int, limit: int
+    ) -> list[tuple[int, str, bool, str | None, str | None]]:
+        """(index, custom_id, ok, answer JSON text, error JSON text) of the finished tasks (answered
+        ones, failed ones or both), in index order, from `offset` on, `limit` of them."""
+        where, params = ("WHERE r.ok = ?", [int(ok)]) if ok is not None else ("", [])
+        rows = self._db.execute(
+            "SELECT r.idx, t.custom_id, r.ok, r.response, r.error FROM results r JOIN tasks t ON t.idx = r.idx "
+            f"{where} ORDER BY r.idx LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        return [(int(idx), str(cid), bool(done), response, error) for idx, cid, done, response, error in rows]
+
+    def recent_attempts(self, limit: int) -> list[tuple[str, str, str | None, float, str | None]]:
+        """(endpoint, outcome, error class, latency ms, error message) of the last `limit` attempts
+        journaled, newest first (an endpoint's health now, read without a scan)."""
+        rows = self._db.execute(
+            "SELECT endpoint, outcome, error_class, latency_ms, error_message FROM attempts ORDER BY id DESC LIMIT ?",
+            (limit,),
+        )
+        return [(str(e), str(o), c, float(ms), m) for e, o, c, ms, m in rows]
 
     def attempts_of(self, index: int) -> list[dict[str, Any]]:
         cursor = self._db.execute("SELECT * FROM attempts WHERE idx = ? ORDER BY id", (index,))
@@ -259,6 +319,15 @@ class JournalQueries:
     def abandoned_attempts(self) -> int:
         """Attempts the engine abandoned past the straggler deadline (and sent again), all sessions."""
         return int(self._db.execute("SELECT COUNT(*) FROM attempts WHERE error_code = 'straggler'").fetchone()[0])
+
+    def spend(self) -> tuple[float, int]:
+        """(what every attempt journaled so far cost, how many of them billed tokens at no known
+        price): one pass over the attempts."""
+        spent, unpriced = self._db.execute(
+            "SELECT COALESCE(SUM(cost_usd), 0), "
+            "COALESCE(SUM(cost_usd IS NULL AND prompt_tokens + completion_tokens > 0), 0) FROM attempts"
+        ).fetchone()
+        return float(spent), int(unpriced)
 
     def spent_usd(self) -> float:
         """What every attempt journaled so far cost (all sessions): the budget's starting point."""

@@ -3,7 +3,7 @@
 The `log` is the run's one event log (every event, typed, `core.codec`); the other tables are
 its projections (`journal.projections`), kept in the same transaction as the events that write
 them, so that reading a task's state or answer needs no replay. `control` is the queue another
-process (`attach`) steers the run through; `meta` holds the job, the plan and the heartbeat.
+process (`attach`, `ctl`) steers the run through; `meta` holds the job, the plan and the heartbeat.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ SCHEMA_VERSION = 4
 in the log; the untyped `events` table is gone (`journal.migrate` turns its rows into events).
 4: an attempt's `saved_usd` (a replay from the response cache: what the original call cost).
 A task's `row` (a table job's input row, JSON, for the export; NULL for other jobs) came later
-in version 4: a journal made before it has the column added empty on opening."""
+in version 4: a journal made before it has the column added empty on opening; so did a control
+command's `result` (what the session did with it, which `ctl` reads back)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -111,7 +112,8 @@ CREATE TABLE IF NOT EXISTS control (
     at REAL NOT NULL,
     command TEXT NOT NULL,
     args TEXT,
-    taken_at REAL
+    taken_at REAL,
+    result TEXT
 );
 """
 
@@ -124,6 +126,7 @@ ADDED_COLUMNS = (
     ("attempts", "finish_reason", "TEXT"),
     ("attempts", "saved_usd", "REAL"),
     ("tasks", "row", "TEXT"),
+    ("control", "result", "TEXT"),
 )
 """Columns later versions added to a table: a journal made before them gets them on opening."""
 

@@ -6,7 +6,8 @@
   directory exits 2 naming the PID that holds it; `attach` takes no lock (it reads the journal
   and steers through its control queue).
 * **A new run goes into a new or empty directory**: never over a user's own files; without
-  `--out`, a new one named after the time and the job (`default_run_dir`).
+  `--out`, a new one named after the time and the job (`default_run_dir`). Empty but for what a
+  launcher made for it (`LAUNCH_FILES`: the job written from a list of prompts, the log).
 * **Private**, and its files made whole or not at all (`util.files`).
 """
 
@@ -28,6 +29,9 @@ except ImportError:  # Windows: no flock
     fcntl = None  # type: ignore[assignment]
 
 LOCK_NAME = ".lock"
+LAUNCH_FILES = frozenset({"prompts.toml", "run.log"})
+"""What a launcher puts in a new run's directory before its run starts (`swarm_tui.api`: the job it
+wrote from a list of prompts, the log of the process it started): a new run may go in beside them."""
 
 
 class RunDirBusy(InputError):
@@ -61,7 +65,8 @@ def prepare_new(run_dir: Path, *, field: str = "--out") -> bool:
             RunDirLock(run_dir).ensure_free()  # a live writer: RunDirBusy names its PID
             raise FileExistsError(f"{run_dir} already holds a run; use `swarm-tui resume {run_dir}`")
         try:
-            entries = [p for p in run_dir.iterdir() if not is_leftover(p) and p.name != LOCK_NAME]
+            ours = LAUNCH_FILES | {LOCK_NAME}
+            entries = [p for p in run_dir.iterdir() if not is_leftover(p) and p.name not in ours]
         except OSError as exc:
             raise InputError.single(field, "run directory", f"{run_dir} cannot be read: {_os_reason(exc)}") from None
         if entries:

@@ -3,7 +3,8 @@
 0 every task succeeded (and the outputs were written); 1 the run ended with failed or unfinished
 tasks, or its outputs could not be written; 2 bad input or configuration, nothing sent; 130
 aborted by the user, the journal intact and resumable. The command line, the headless front end
-and the console all end through here, so a run says the same whichever way it was watched.
+and the console all end through here, so a run says the same whichever way it was watched. `ctl`
+adds two of its own: 3 nobody drives the run, 4 the driver did not answer in time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_ABORTED = 130
+EXIT_NOT_DRIVEN = 3
+"""`ctl`: a command for a run no process drives (nothing would take it; `ctl RUN resume` starts one)."""
+EXIT_TIMEOUT = 4
+"""`ctl`: the driving process did not take the command in time, or `wait` ran out before the run ended."""
 
 
 def exit_code(finished: RunFinished, output_error: str | None = None) -> int:

@@ -5,8 +5,11 @@ A session opens a plan that is already decided and checked (`run.resolve`, `run.
 stored run (`run.stored`: its lock, journal and meta, held once). Both front ends (headless and
 the TUI) then drive it the same way: `await session.run()`, after which `finalize()` writes
 `results.jsonl`, `errors.jsonl` and `summary.json` from the journal, and `aclose()`.
-The session also serves the journal's control queue, so `attach` in another terminal can
-pause, resume, retry and abort this run.
+The session also serves the journal's control queue, so `attach` in another terminal, `ctl`, a
+script or the MCP server can pause, resume, retry, cancel, retune and abort this run; each command
+is answered in the queue with what it did, and its effect is in the event log as a key's is. Its
+heartbeat carries the run's pulse (`journal.control.Pulse`): counts, what the unfinished tasks wait
+on, the failures by class, phase, limit, cost, rates and ETA, so that `ctl status` reads one row.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from swarm_tui.engine.ports import Engine
 from swarm_tui.engine.routing.endpoints import RouteSpec
 from swarm_tui.jobs import Job
 from swarm_tui.journal import JOURNAL_NAME, Journal
+from swarm_tui.journal.control import Command, Pulse
 from swarm_tui.judge.judge import Judge, JudgedEngine
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile
@@ -57,7 +61,9 @@ from swarm_tui.sim import SimConfig, SimServer
 from swarm_tui.swarm.pipeline import SwarmPipeline, drop_memory, json_validator
 from swarm_tui.tools import Toolbox
 from swarm_tui.util.files import describe_write_failure
+from swarm_tui.view.failures import FailedClasses
 from swarm_tui.view.follower import close_interrupted_run
+from swarm_tui.view.run_view import RunView
 
 if TYPE_CHECKING:
     from swarm_tui.otel.live import LiveTracer
@@ -119,6 +125,15 @@ class SwarmSession:
         if contents.judge is not None and Capability.JUDGE in self.engine.capabilities:  # else the preflight refused it
             self.judge = self._make_judge(contents.judge)
         self.tracer: LiveTracer | None = None  # --otel: the run's spans exported as it goes (`trace`)
+        engine = self.engine
+        self.view = RunView(states=engine.states, stats=engine.stats, screen=False)
+        """The run's phase, limit and pace as its events tell them (the heartbeat's pulse)."""
+        self.view.figures.limit = engine.admission.limit
+        self.view.figures.ceiling = engine.adaptive.ceiling if engine.adaptive is not None else None
+        self.failures = FailedClasses(journal.queries.failed_classes())
+        """The failed tasks by the class of their last error, every session's."""
+        engine.subscribe(self.view.observe)
+        engine.subscribe(self.failures.observe)
 
     def _open_cache(self) -> ResponseCache | None:
         """The response cache of a `--cache` run (None without: no file is even opened). A file
@@ -371,6 +386,8 @@ class SwarmSession:
             self._control_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._control_task  # it writes the heartbeat: stopped before the export reads the journal
+            with contextlib.suppress(JournalWriteError):
+                self.journal.control.heartbeat(self.pulse())  # its last pulse: the run ended, no command is taken
             if self.tracer is not None:  # the last spans sent (or counted as dropped) before the summary says so
                 await asyncio.to_thread(self.tracer.close)
             # results.jsonl of 100,000 tasks takes seconds: written off the event loop (the screen stays live),
@@ -380,18 +397,59 @@ class SwarmSession:
         return finished
 
     async def _serve_control(self) -> None:
-        """Apply commands that `attach` (another process) put in the journal; beat a heartbeat;
-        notice within a second that the journal was deleted or replaced under the run."""
+        """Apply commands other processes (`attach`, `ctl`, the MCP server) put in the journal and
+        answer each with what it did; beat a heartbeat with the run's pulse; notice within a
+        second that the journal was deleted or replaced under the run."""
+        control = self.journal.control
         while True:
             self.journal.writer.check_in_place()
             try:
-                self.journal.control.heartbeat()  # who drives the run; what it does is in the log
-                commands = self.journal.control.take_commands()
+                control.heartbeat(self.pulse())  # who drives the run, and how it goes
+                commands = control.take_commands()
+                for command in commands:
+                    control.answer(command.id, self.apply_command(command))
+                if commands:  # what they did, said at once: a status read after the answer sees it
+                    control.heartbeat(self.pulse())
             except JournalWriteError:
                 return  # the journal told the engine, which stopped the run
-            for command, args in commands:
-                self.apply_command(command, args)
             await asyncio.sleep(CONTROL_POLL_S)
+
+    def pulse(self) -> Pulse:
+        """The run now, as the heartbeat says it (`journal.control.Pulse`): O(1) reads of the
+        engine's board and figures, whatever the run's size."""
+        engine, view = self.engine, self.view
+        board, stats, figures = engine.board, engine.stats, view.figures
+        counts = {state.value: board.count(state) for state in TaskState}
+        live, lines = board.live_tasks, board.batch_lines
+        waiting = {
+            "in_flight": live,
+            "in_tools": max(0, board.count(TaskState.RUNNING) - live - lines),
+            "in_batch": lines,
+            "backoff": board.count(TaskState.RETRYING),
+            "queued": board.count(TaskState.QUEUED),
+            "held": board.count(TaskState.CANCELLED),
+        }
+        requests_per_s, tokens_per_s = stats.rates()
+        eta = view.pace.eta_s()
+        return Pulse(
+            provider=self.plan.profile.name,
+            model=self.model,
+            phase=view.phases.phase,
+            phase_detail=view.phases.detail,
+            paused=engine.paused,
+            stopping=engine.outcome().stop_reason if engine.running else None,
+            limit=engine.admission.limit,
+            ceiling=engine.adaptive.ceiling if engine.adaptive is not None else figures.ceiling,
+            total=len(engine.tasks),
+            counts=counts,
+            waiting=waiting,
+            failed_by_class=self.failures.counts(),
+            gate_s=round(engine.admission.gate_remaining_s, 1),
+            cost_usd=round(engine.ledger.spent_usd, 6) if stats.cost_known else None,
+            requests_per_s=round(requests_per_s, 2),
+            tokens_per_s=round(tokens_per_s, 1),
+            eta_s=round(eta, 1) if eta is not None else None,
+        )
 
     def stop_by_user(self, reason: str | None = None) -> None:
         """The user asked the run to stop (SIGTERM, SIGHUP, Ctrl-C): a big run's outputs are left
@@ -400,27 +458,67 @@ class SwarmSession:
         if reason is not None:
             self.engine.stop_dispatch(reason)
 
-    def apply_command(self, command: str, args: dict[str, Any]) -> None:
-        engine = self.engine
-        match command:
+    def apply_command(self, command: Command) -> dict[str, Any]:
+        """A command another process put in the control queue, applied as the key that does the
+        same would be (its effect journaled as the key's); what it did, for the sender. `by` in
+        its arguments names the sender (an attached view, `ctl`, the MCP server)."""
+        args = command.args
+        by = str(args.get("by") or "attached view")  # a limit's reason, as the log says it
+        source = "an attached view" if by == "attached view" else by
+        indices = args.get("indices")
+        match command.name:
             case "pause":
-                engine.pause()
+                return self.pause(now=bool(args.get("now")))
             case "resume":
-                engine.resume()
+                self.engine.resume()
+                return {"paused": self.engine.paused}
             case "abort":
-                engine.abort("aborted from an attached view")
+                self.engine.abort(f"aborted from {source}")
+                return {"aborted": True}
             case "stop":
-                engine.stop_dispatch(str(args.get("reason") or "stopped from an attached view"))
+                self.engine.stop_dispatch(str(args.get("reason") or f"stopped from {source}"))
+                return {"stopping": True}
             case "retry":
-                engine.retry_failed(args.get("indices"))
+                errored = args.get("errored")
+                return self.retry(list(indices) if indices is not None else None, errored=errored)
             case "cancel":
-                if Capability.CANCEL in engine.capabilities:
-                    engine.cancel_tasks(args.get("indices") or [])
+                return self.cancel(list(indices or []))
             case "concurrency":
-                engine.set_concurrency(int(args["limit"]), "attached view")
+                return {"limit": self.engine.set_concurrency(int(args["limit"]), by)}
             case "flush_memory":
-                if self.pipeline is not None:
-                    self.pipeline.flush_memory()
+                if self.pipeline is None:
+                    return {"flushed": None, "why": "this run keeps no rolling memory"}
+                return {"flushed": self.pipeline.flush_memory()}
+        return {"error": f"unknown command {command.name!r}"}
+
+    # ----------------------------------------------------------------- steering (the control queue's, the API's)
+
+    def pause(self, *, now: bool = False) -> dict[str, Any]:
+        """Send nothing new; `now`: hold the calls in flight too (an engine that cannot hold them
+        lets them finish, and says so)."""
+        engine = self.engine
+        can_hold = Capability.HOLD_CALLS in engine.capabilities
+        held = engine.pause(now=now and can_hold)
+        result: dict[str, Any] = {"paused": engine.paused, "held": len(held)}
+        if now and not can_hold:
+            result["why"] = f"this engine cannot hold the calls in flight ({Capability.HOLD_CALLS}): they finish"
+        return result
+
+    def retry(self, indices: list[int] | None = None, *, errored: str | None = None) -> dict[str, Any]:
+        """Queue failed tasks again: these (the user's cancelled ones too), those whose last error
+        is of class `errored`, or every failed one."""
+        if errored is not None:
+            indices = self.failures.of_class(errored)
+            if not indices:
+                return {"queued": 0, "why": f"no task failed with {errored}"}
+        queued = self.engine.retry_failed(indices)
+        return {"queued": len(queued)}
+
+    def cancel(self, indices: list[int]) -> dict[str, Any]:
+        """Stop these tasks now (each waits, cancelled, until retried by name or the run resumed)."""
+        if Capability.CANCEL not in self.engine.capabilities:
+            return {"cancelled": 0, "why": f"this engine cannot do {Capability.CANCEL}"}
+        return {"cancelled": len(self.engine.cancel_tasks(indices))}
 
     def finalize(self) -> Summary:
         """Write results.jsonl, errors.jsonl and summary.json from the journal (atomically), or

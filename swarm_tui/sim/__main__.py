@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m swarm_tui.sim",
         description="A simulated OpenAI-compatible chat-completions endpoint on loopback.",
+        allow_abbrev=False,
     )
     add_arguments(parser)
     ns = parser.parse_args(argv)

@@ -1,15 +1,19 @@
 """The error log's rows, as data: one failed attempt each, with what was to happen next. No
 Textual: `RunView` makes them from the events; the error log (`ui/widgets/errorlog/`) lays them out,
-counts a retry down on its clock and says what became of each agent since.
+counts a retry down on its clock and says what became of each agent since. And the failed tasks
+by class (`FailedClasses`): what a script asks of a run's failures (`ctl`).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from swarm_tui.core.events import Attempt
+from swarm_tui.core.events import Attempt, EngineEvent, TaskCancelled, TaskFailed, TaskQueued, TaskSucceeded
+from swarm_tui.journal.queries import UNKNOWN_CLASS
 from swarm_tui.view.news import PHASE_LABELS
 
 DIGITS = re.compile(r"\d+")
@@ -86,3 +90,40 @@ class Failure:
         if self.kind == "step":
             return PHASE_LABELS.get(self.phase, self.phase)[:5]
         return f"#{self.index + 1}"
+
+
+class FailedClasses:
+    """The tasks that failed finally, by the class of their last error, kept from the events (a
+    resumed run's earlier failures given at the start): what `ctl status` counts and
+    `ctl retry --errored CLASS` picks. Every update is O(1): it is a listener of the engine."""
+
+    def __init__(self, failed: Mapping[int, str] | None = None) -> None:
+        self._class_of: dict[int, str] = dict(failed or {})
+        self._counts: Counter[str] = Counter(self._class_of.values())
+
+    def observe(self, event: EngineEvent) -> None:
+        match event:
+            case TaskFailed(attempt=attempt):
+                self._settle(attempt.index, str(attempt.error.kind) if attempt.error is not None else UNKNOWN_CLASS)
+            case TaskQueued(index=index) | TaskCancelled(index=index):
+                self._settle(index, None)
+            case TaskSucceeded(attempt=attempt):
+                self._settle(attempt.index, None)
+
+    def _settle(self, index: int, kind: str | None) -> None:
+        old = self._class_of.pop(index, None)
+        if old is not None:
+            self._counts[old] -= 1
+            if not self._counts[old]:
+                del self._counts[old]
+        if kind is not None:
+            self._class_of[index] = kind
+            self._counts[kind] += 1
+
+    def counts(self) -> dict[str, int]:
+        """How many failed tasks each class holds, most first."""
+        return dict(self._counts.most_common())
+
+    def of_class(self, kind: str) -> list[int]:
+        """The failed tasks whose last error is of class `kind`, in index order."""
+        return sorted(index for index, found in self._class_of.items() if found == kind)

@@ -59,6 +59,8 @@ class TaskQueue:
         """Agents running their tool calls: no slot held."""
         self._held: set[int] = set()
         """Tasks the user cancelled (`x`): they wait, unfinished, until retried or the run resumed."""
+        self._recalled: set[int] = set()
+        """Tasks whose call a pause cut (`recall_flights`): first in line again when they rest."""
         self._wake = asyncio.Event()
 
     # ----------------------------------------------------------------- places
@@ -215,6 +217,14 @@ class TaskQueue:
         for attempt in self._flights.values():
             attempt.cancel()
 
+    def recall_flights(self) -> list[int]:
+        """Every call on the wire stops and its task goes back to the front of the line as its
+        attempt's cleanup rests it (a pause that holds the calls in flight). Returns those tasks."""
+        recalled = list(self._flights)
+        self._recalled.update(recalled)
+        self.cancel_flights()
+        return recalled
+
     def work(self, index: int, run: asyncio.Task[None]) -> None:
         """The agent runs its tools: no slot, but the run waits for it."""
         self._tool_runs[index] = run
@@ -257,10 +267,14 @@ class TaskQueue:
         return index in self._held
 
     def rest(self, index: int) -> None:
-        """A task stopped mid-attempt or between steps (an abort, the user's `x`): held when the
-        user asked, else back in line for the next run or a resume."""
+        """A task stopped mid-attempt or between steps (an abort, the user's `x`, a pause that
+        holds the calls in flight): held when the user asked, first in line when a pause cut its
+        call, else back in line for the next run or a resume."""
         if index in self._held:
             self._put(index, _HELD)
+        elif index in self._recalled:
+            self._recalled.discard(index)
+            self.go_first(index)
         else:
             self.append(index)
 
