@@ -32,6 +32,7 @@ from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.providers.routes import RoutePlan
 from swarm_tui.sim import SimConfig
 from swarm_tui.tools import ToolsSpec
+from swarm_tui.tools.orchestrator_spec import OrchestratorSpec
 
 # ---------------------------------------------------------------------------------- the plan
 
@@ -177,10 +178,12 @@ class RunMeta:
     created_at: float | None = None
     """When the journal was made (the journal writes it, with its schema): with the job's name, what
     identifies the run among all runs (its traces' ids)."""
+    orchestrator: OrchestratorSpec | None = None
+    """An orchestrator job's limits and prompts (its tasks spawn sub-agents); None: none."""
 
     def to_meta(self) -> dict[str, Any]:
         """The journal's meta keys this record owns (the journal adds its own: schema, created_at...)."""
-        return {
+        meta = {
             "job": self.job.to_meta(),
             "plan": self.plan.to_meta(),
             "swarm": self.swarm.to_meta() if self.swarm else None,
@@ -188,6 +191,9 @@ class RunMeta:
             "tools": self.tools.to_meta() if self.tools else None,
             "judge": self.judge.to_meta() if self.judge else None,
         }
+        if self.orchestrator is not None:  # a key of its own, only in the runs that have one
+            meta["orchestrator"] = self.orchestrator.to_meta()
+        return meta
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any], first_task_model: str | None = None) -> RunMeta:
@@ -202,6 +208,7 @@ class RunMeta:
             ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None,
             JudgeRecord.from_meta(meta.get("judge")),
             meta.get("created_at"),
+            OrchestratorSpec.from_meta(meta["orchestrator"]) if meta.get("orchestrator") else None,
         )
 
     @classmethod

@@ -122,6 +122,7 @@ class Capability(StrEnum):
     LEAVE_BATCHES = "leaving provider batches open on quit"
     ROUTES = "a route over several endpoints (--provider a,b --route)"
     DEADLINE = "the deadline autopilot (--deadline)"
+    SPAWN = "agents that spawn agents (an orchestrator: [orchestrator], --orchestrate)"
 
 
 def missing(engine_capabilities: Iterable[Capability], needed: Iterable[Capability]) -> list[Capability]:

@@ -28,6 +28,7 @@ from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.records import RunPlan
 from swarm_tui.run.resolve import SessionPlan, Tracing
 from swarm_tui.tools import Toolbox, ToolsSpec
+from swarm_tui.tools.orchestrator_spec import OrchestratorSpec
 
 Check = Callable[[], None]
 """One check: it raises InputError naming what is wrong."""
@@ -48,7 +49,7 @@ def preflight(plan: SessionPlan, config: Config, *, also: Iterable[Check] = ()) 
         checks.append(check_ray)
     checks += [
         lambda: check_engine(plan),
-        lambda: check_lane(run.settings, plan.tools),
+        lambda: check_lane(run.settings, plan.tools, plan.orchestrator),
         lambda: check_tracing(plan.tracing),
         lambda: check_tools(plan.tools),
     ]
@@ -173,6 +174,7 @@ def check_engine(plan: SessionPlan) -> None:
         Capability.JUDGE: plan.judge_source if judged else None,
         Capability.ROUTES: "--provider" if plan.run.route is not None else None,
         Capability.DEADLINE: "--deadline" if settings.lanes.deadline_at is not None else None,
+        Capability.SPAWN: plan.orchestrator.source or "--orchestrate" if plan.orchestrator is not None else None,
     }
     lacking = missing(CAPABILITIES, [capability for capability, where in asked.items() if where is not None])
     if lacking:
@@ -205,10 +207,16 @@ def check_ray() -> None:
     require_ray()
 
 
-def check_lane(settings: EngineSettings, tools: ToolsSpec | None) -> None:
+def check_lane(settings: EngineSettings, tools: ToolsSpec | None, orchestrator: OrchestratorSpec | None = None) -> None:
     """The batch lane carries one-call tasks of one engine (exit 2 otherwise, nothing sent)."""
     if settings.lanes.lane == LIVE:
         return
+    if orchestrator is not None:
+        raise InputError.single(
+            orchestrator.source or "--orchestrate",
+            "lane",
+            f"an orchestrator and its sub-agents run live only (--lane {settings.lanes.lane} needs a job without one)",
+        )
     if tools is not None and tools.any:
         raise InputError.single(
             tools.source,
