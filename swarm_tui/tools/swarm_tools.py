@@ -224,18 +224,18 @@ class SwarmTools:
             if self._host is None:
                 raise _Refused("the swarm tools are not attached to a run (nothing was spawned)")
             if name == SPAWN_AGENTS:
-                text = await self._spawn(self._host, parsed, caller, site)
+                text = await self._spawn_agents(self._host, parsed, caller, site)
             elif name == WAIT_AGENTS:
-                text = await self._wait(self._host, parsed, caller)
+                text = await self._wait_agents(self._host, parsed, caller)
             else:
-                text = self._result(self._host, parsed, caller)
+                text = self._agent_result(self._host, parsed, caller)
         except _Refused as refused:
             return ToolOutcome(f"{name} refused: {refused}", False, (time.monotonic() - started) * 1000)
         return ToolOutcome(text, True, (time.monotonic() - started) * 1000)
 
     # ----------------------------------------------------------------- spawn_agents
 
-    async def _spawn(self, host: SpawnHost, args: dict[str, Any], parent: int, site: CallSite | None) -> str:
+    async def _spawn_agents(self, host: SpawnHost, args: dict[str, Any], parent: int, site: CallSite | None) -> str:
         wait = args.get("wait", True)
         if not isinstance(wait, bool):
             raise _Refused(f"wait must be true or false, not {wait!r}; nothing was spawned")
@@ -385,7 +385,7 @@ class SwarmTools:
 
     # ----------------------------------------------------------------- wait_agents, agent_result
 
-    async def _wait(self, host: SpawnHost, args: dict[str, Any], parent: int) -> str:
+    async def _wait_agents(self, host: SpawnHost, args: dict[str, Any], parent: int) -> str:
         children = self._children.get(parent, {})
         if not children:
             raise _Refused("you have spawned no agents to wait for")
@@ -402,7 +402,7 @@ class SwarmTools:
         await host.settle(indices, float(timeout) if timeout is not None else None)
         return _dumps(self._answers(host, indices))
 
-    def _result(self, host: SpawnHost, args: dict[str, Any], parent: int) -> str:
+    def _agent_result(self, host: SpawnHost, args: dict[str, Any], parent: int) -> str:
         agent_id = args.get("id")
         if not isinstance(agent_id, str):
             raise _Refused("id must be the id of an agent you spawned")
