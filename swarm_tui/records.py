@@ -421,6 +421,17 @@ class AgentTotals(JsonRecord):
 
 
 @dataclass(frozen=True)
+class Orchestration(JsonRecord):
+    """An orchestrator's run: the agents it (and they) spawned, by level, and the critical path."""
+
+    spawned: int
+    spawns: int
+    levels: list[int]
+    critical_path_calls: int
+    critical_path_s: float
+
+
+@dataclass(frozen=True)
 class RoundQuality(JsonRecord):
     judged: int
     mean: float
@@ -569,6 +580,7 @@ class Summary(JsonRecord):
     deadlines: Deadlines = field(default_factory=Deadlines)
     budget: BudgetFigures | None = None
     agents: AgentTotals | None = None
+    orchestrator: Orchestration | None = None
     quality: Quality | None = None
     cache: CacheTotals | None = None
     traces: Traces | None = None
@@ -576,7 +588,7 @@ class Summary(JsonRecord):
     spend: SpendFigures | None = None
     """`cost_per_min_usd`, `cost_projected_usd`, `cost_display`, `cost_breakdown`."""
 
-    SECTIONS: ClassVar[tuple[str, ...]] = ("budget", "agents", "quality", "cache", "traces")
+    SECTIONS: ClassVar[tuple[str, ...]] = ("budget", "agents", "orchestrator", "quality", "cache", "traces")
     """The sections written only when the run used them (then `batches`, when it has any)."""
     GROUPS: ClassVar[dict[str, type[JsonRecord]]] = {"autopilot": Autopilot, "spend": SpendFigures}
     """Fields that stand for several top-level keys."""

@@ -122,6 +122,9 @@ def test_one_orchestrator_spawns_100_sub_agents_in_two_waves_and_quotes_them(tmp
         assert f"[{agent_id}] {quoted(answers[cid])}" in final, f"{agent_id} is not quoted"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["total"] == 101 and summary["succeeded"] == 101
+    tree = summary["orchestrator"]
+    assert (tree["spawned"], tree["spawns"], tree["levels"], tree["critical_path_calls"]) == (100, 2, [1, 100], 5)
+    assert 0 < tree["critical_path_s"] <= summary["makespan_s"]
 
 
 def test_a_child_spawns_grandchildren_at_depth_2_and_depth_3_is_refused(tmp_path, sim_factory):
@@ -221,6 +224,8 @@ def test_sigkill_after_the_first_wave_then_resume_spawns_nothing_twice(tmp_path,
     assert "60 of 60 sub-agents answered, in 2 waves" in final
     assert all(f"[{cid.split('/')[-1]}] {quoted(answers[cid])}" in final for cid in prompts)
     assert len(read_jsonl(run_dir / "results.jsonl")) == 61 and read_jsonl(run_dir / "errors.jsonl") == []
+    tree = json.loads((run_dir / "summary.json").read_text())["orchestrator"]
+    assert (tree["spawned"], tree["spawns"], tree["levels"]) == (60, 2, [1, 60])
 
 
 async def test_a_spawn_run_again_finds_its_agents_and_adds_none(tmp_path, sim_factory):

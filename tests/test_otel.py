@@ -378,7 +378,8 @@ async def test_an_orchestrator_s_agents_are_under_the_tool_span_that_spawned_the
     sim = sim_factory(latency_ms=2)
     job = tmp_path / "tree.toml"
     job.write_text(
-        'name = "tree"\nmodel = "sim-1"\n[request]\nmax_tokens = 4096\n[orchestrator]\ngoal = "Tree [[sim:spawn=2/2]]"\n'
+        'name = "tree"\nmodel = "sim-1"\n[request]\nmax_tokens = 4096\n'
+        '[orchestrator]\ngoal = "Tree [[sim:spawn=2/2]]"\n'
     )
     run_dir = tmp_path / "run"
     plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=8))
