@@ -333,6 +333,8 @@ def test_run_orchestrate_on_the_embedded_simulator_needs_no_job_and_no_key(tmp_p
     tasks = tasks_of(run_dir)
     assert len(tasks) >= 10 and {depth for _, _, _, depth, _, _ in tasks} == {0, 1}
     assert all(state == "succeeded" for *_, state in tasks)
+    said = re.search(r"agents 1 \+ (\d+) by level \((\d+) spawned in 2 spawns\); critical path 5 calls", result.stderr)
+    assert said is not None and int(said.group(1)) == int(said.group(2)) == len(tasks) - 1, result.stderr
 
 
 def test_an_orchestrator_on_ray_is_refused_by_name(tmp_path, sim):
