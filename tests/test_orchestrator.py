@@ -30,7 +30,7 @@ from swarm_tui.tools.agent_tools import CallSite
 from swarm_tui.tools.orchestrator_spec import OrchestratorSpec
 from swarm_tui.tools.swarm_tools import Ended, SwarmTools
 
-from tests.conftest import kill_when, read_jsonl, run_cli, start_cli
+from tests.conftest import REPO, kill_when, read_jsonl, run_cli, start_cli
 
 MARKER = re.compile(r"\[\[sim:[^\]]*\]\]")
 
@@ -314,6 +314,14 @@ def test_bad_orchestrator_tables_and_flags_exit_2_naming_file_line_and_field(tmp
     )
     result = run_cli("run", str(batch), "--orchestrate", "goal", "--headless", "--base-url", sim.base_url)
     assert result.returncode == 2 and "--orchestrate with a job needs its [orchestrator] table" in result.stderr
+
+    clash = tmp_path / "clash.toml"
+    clash.write_text(
+        'model = "sim-1"\n[orchestrator]\ngoal = "x"\n'
+        '[[tools.python]]\nfunction = "tests.agent_tools:lookup"\nname = "spawn_agents"\n'
+    )
+    result = run_cli("run", str(clash), "--headless", "--base-url", sim.base_url, cwd=REPO)
+    assert result.returncode == 2 and "spawn_agents: the name of an orchestrator's own tool" in result.stderr
 
     result = run_cli(
         "run", "--orchestrate", "goal", "--lane", "batch", "--headless", "--base-url", sim.base_url, "--model", "m"
