@@ -40,6 +40,7 @@ from typing import Any
 
 from swarm_tui.sim.tokens import content_text
 from swarm_tui.sim.tool_request import ToolRequest
+from swarm_tui.sim.tools import first_user_text
 
 __all__ = ["SWARM_TOOLS", "Orchestration", "orchestrate"]
 
@@ -77,7 +78,7 @@ class _Called:
 
 def orchestrate(seed: int, messages: Sequence[Any], tools: ToolRequest | None) -> Orchestration | None:
     """The turn of an agent that orchestrates (None: this one does not: see the module)."""
-    task = _first_user_text(messages)
+    task = first_user_text(messages)
     offered = tools is not None and tools.calls_allowed and any(t.name == SPAWN for t in tools.tools)
     script = _script(seed, task, offered)
     if script is None:
@@ -213,13 +214,6 @@ def _spawned_ids(result: str | None) -> list[str]:
 
 def _waited_after(called: list[_Called], spawn: _Called) -> bool:
     return any(c.name == WAIT for c in called[called.index(spawn) + 1 :])
-
-
-def _first_user_text(messages: Sequence[Any]) -> str:
-    for m in messages:
-        if isinstance(m, dict) and m.get("role") == "user":
-            return content_text(m.get("content"))
-    return ""
 
 
 def _clean(text: str) -> str:
