@@ -228,6 +228,49 @@ def test_sigkill_after_the_first_wave_then_resume_spawns_nothing_twice(tmp_path,
     assert (tree["spawned"], tree["spawns"], tree["levels"]) == (60, 2, [1, 60])
 
 
+class Finished:
+    """A run as it ended (a `SpawnHost`): every agent succeeded, with `answers` (else `answer N`);
+    adding a task is a bug here."""
+
+    def __init__(self, answers: dict[int, str] | None = None) -> None:
+        self.answers = answers or {}
+
+    def task_of(self, index: int) -> Task:
+        return Task(index, "orchestrator", {})
+
+    @property
+    def next_index(self) -> int:
+        return 4
+
+    def add_tasks(self, tasks, spawn: Spawn) -> list[int]:
+        raise AssertionError(f"spawned again: {tasks}")
+
+    def ended(self, index: int) -> Ended | None:
+        return Ended("succeeded", self.answers.get(index, f"answer {index}"))
+
+    async def settle(self, indices, timeout_s=None) -> None:
+        return None
+
+
+async def test_long_answers_are_cut_to_their_share_and_agent_result_pages_them_whole():
+    spawn = Spawn(0, 1, 1, 0, "call_a")
+    tools = SwarmTools(OrchestratorSpec(result_chars=1000), spawned=[(1, "orchestrator/1.1", spawn),
+                                                                      (2, "orchestrator/1.2", spawn)])  # fmt: skip
+    long = "x" * 9000 + "the end"
+    tools.attach(Finished({1: long, 2: "short"}))
+    waited = await tools.call("wait_agents", "{}", 0)
+    agents = json.loads(waited.text)["agents"]
+    assert agents[0]["answer"] == long[:500] and agents[1] == {"id": "1.2", "state": "succeeded", "answer": "short"}
+    assert agents[0]["cut"] == '500 of 9,007 characters shown; agent_result(id="1.1", offset=500) gives the rest'
+    first = json.loads((await tools.call("agent_result", '{"id": "1.1", "offset": 500}', 0)).text)
+    assert first["answer"] == long[500:8500] and first["next_offset"] == 8500 and first["total_chars"] == 9007
+    last = json.loads((await tools.call("agent_result", '{"id": "1.1", "offset": 8500}', 0)).text)
+    assert last["answer"].endswith("the end") and last["next_offset"] is None
+    unknown = await tools.call("agent_result", '{"id": "9.9"}', 0)
+    assert not unknown.ok and "no agent of yours is called '9.9' (yours: 1.1, 1.2)" in unknown.text
+    assert not (await tools.call("wait_agents", "{}", 1)).ok, "agent 1 spawned none"
+
+
 async def test_a_spawn_run_again_finds_its_agents_and_adds_none(tmp_path, sim_factory):
     """The journal says what a spawn added (keyed by its call's place): run again, it spawns nothing."""
     sim = sim_factory(latency_ms=1)
@@ -241,25 +284,6 @@ async def test_a_spawn_run_again_finds_its_agents_and_adds_none(tmp_path, sim_fa
     journal = Journal.open(tmp_path / "run", readonly=True)
     spawned = journal.queries.spawned()
     assert [s.key for _, _, s in spawned] == ["1:0"] * 3
-
-    class Finished:
-        """The run as it ended: every agent succeeded; adding a task is a bug here."""
-
-        def task_of(self, index: int) -> Task:
-            return Task(index, "orchestrator", {})
-
-        @property
-        def next_index(self) -> int:
-            return 4
-
-        def add_tasks(self, tasks, spawn: Spawn) -> list[int]:
-            raise AssertionError(f"spawned again: {tasks}")
-
-        def ended(self, index: int) -> Ended | None:
-            return Ended("succeeded", f"answer {index}")
-
-        async def settle(self, indices, timeout_s=None) -> None:
-            return None
 
     tools = SwarmTools(OrchestratorSpec(), spawned=spawned)
     tools.attach(Finished())
