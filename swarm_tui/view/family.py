@@ -12,8 +12,10 @@ for the rate limits, for the engine. Each call counts once: the attempt that dec
 (a retried attempt's time is waiting too).
 
 Kept from `TasksAdded` (with its spawn), `AgentStepped`, `ToolCallEnded` and the task's end
-(`TaskSucceeded`): only of the agents of a multi-step or orchestrated run (a plain run's answers
-cost it a dict lookup); the path is worked out when asked for (the run panel asks ten times a
+(`TaskSucceeded`). Each step is kept only of the agents of the tree (those spawned, and those that
+spawned: from their first swarm call on); a multi-step agent that is neither is kept as its chain
+so far, one small record (what it brings to the tree if it spawns later), and a plain run's
+answers cost a dict lookup. The path is worked out when asked for (the run panel asks ten times a
 second at most: a few microseconds an agent), never per event.
 """
 
@@ -39,10 +41,38 @@ class CriticalPath:
 
 
 @dataclass(slots=True)
+class _Lead:
+    """A multi-step agent's chain so far, before it is in the tree: its calls and tools added up."""
+
+    ms: float = 0.0
+    """The calls and the longest tool call of each step before `step`."""
+    calls: int = 0
+    step: int = 0
+    call_ms: float = 0.0
+    tool_ms: float = 0.0
+    """Step `step`'s call, and its longest tool call so far."""
+
+    def took(self, step: int, latency_ms: float) -> None:
+        if self.step:
+            self.ms += self.call_ms + self.tool_ms
+        self.step, self.call_ms, self.tool_ms = step, latency_ms, 0.0
+        self.calls += 1
+
+    def before(self, step: int) -> tuple[float, int]:
+        """(time, calls) of its chain before step `step`."""
+        if self.step and self.step < step:
+            return self.ms + self.call_ms + self.tool_ms, self.calls
+        return self.ms, self.calls - (1 if self.step >= step else 0)
+
+
+@dataclass(slots=True)
 class _Agent:
     """What the path needs of one agent: each model call's latency by its step (the answer's last),
     each step's longest own tool call, and the steps that waited for earlier spawns."""
 
+    lead_ms: float = 0.0
+    lead_calls: int = 0
+    """Its chain before it joined the tree (steps before its first swarm call)."""
     calls: dict[int, float] = field(default_factory=dict)
     """Latency (ms) of the model call of each step; the final answer's under `answered`."""
     answered: float | None = None
@@ -64,6 +94,8 @@ class AgentTree:
         self._spawn: dict[int, Spawn] = {}
         """The spawn that added each agent."""
         self._agents: dict[int, _Agent] = {}
+        self._leads: dict[int, _Lead] = {}
+        """Multi-step agents not in the tree (yet): their chains so far."""
         self.changed = 0
         """Bumped by every change (what was drawn from it may be stale)."""
         self._path: tuple[int, CriticalPath | None] = (-1, None)
@@ -88,15 +120,26 @@ class AgentTree:
             self._spawn[index] = spawn
             kids.append(index)
             self._agents.setdefault(index, _Agent())
-        self._agents.setdefault(spawn.parent, _Agent())
+        self._join(spawn.parent, spawn.step)
         self.changed += 1
 
     def stepped(self, event: AgentStepped) -> None:
-        self._agent(event.attempt.index).calls[event.step] = event.attempt.latency_ms
+        index, step = event.attempt.index, event.step
+        agent = self._agents.get(index)
+        if agent is None and not SWARM_TOOLS.intersection(event.tools):
+            self._leads.setdefault(index, _Lead()).took(step, event.attempt.latency_ms)
+            return
+        agent = agent or self._join(index, step)
+        agent.calls[step] = event.attempt.latency_ms
         self.changed += 1
 
     def tool_ended(self, event: ToolCallEnded) -> None:
-        agent = self._agent(event.index)
+        agent = self._agents.get(event.index)
+        if agent is None:
+            lead = self._leads.get(event.index)
+            if lead is not None and lead.step == event.step and event.name not in SWARM_TOOLS:
+                lead.tool_ms = max(lead.tool_ms, event.latency_ms)
+            return
         if event.name == WAIT_TOOL:
             agent.waits.add(event.step)
         elif event.name not in SWARM_TOOLS:
@@ -110,10 +153,13 @@ class AgentTree:
             agent.answered = event.attempt.latency_ms
             self.changed += 1
 
-    def _agent(self, index: int) -> _Agent:
+    def _join(self, index: int, step: int) -> _Agent:
+        """An agent joins the tree at step `step` (its first swarm call): its chain before it, kept."""
         agent = self._agents.get(index)
         if agent is None:
-            agent = self._agents[index] = _Agent()
+            lead = self._leads.pop(index, None)
+            ms, calls = lead.before(step) if lead is not None else (0.0, 0)
+            agent = self._agents[index] = _Agent(ms, calls)
         return agent
 
     # ----------------------------------------------------------------- reading
@@ -195,7 +241,7 @@ class AgentTree:
         if agent is None:
             return start_ms, calls
         spawned = self._spawns_of(index)
-        t, n = start_ms, calls
+        t, n = start_ms + agent.lead_ms, calls + agent.lead_calls
         call_ends: dict[int, tuple[float, int]] = {}
         for step in sorted(agent.calls):
             t, n = t + agent.calls[step], n + 1
