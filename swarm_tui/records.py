@@ -32,6 +32,7 @@ from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.providers.routes import RoutePlan
 from swarm_tui.sim import SimConfig
 from swarm_tui.tools import ToolsSpec
+from swarm_tui.tools.orchestrator_spec import OrchestratorSpec
 
 # ---------------------------------------------------------------------------------- the plan
 
@@ -177,10 +178,12 @@ class RunMeta:
     created_at: float | None = None
     """When the journal was made (the journal writes it, with its schema): with the job's name, what
     identifies the run among all runs (its traces' ids)."""
+    orchestrator: OrchestratorSpec | None = None
+    """An orchestrator job's limits and prompts (its tasks spawn sub-agents); None: none."""
 
     def to_meta(self) -> dict[str, Any]:
         """The journal's meta keys this record owns (the journal adds its own: schema, created_at...)."""
-        return {
+        meta = {
             "job": self.job.to_meta(),
             "plan": self.plan.to_meta(),
             "swarm": self.swarm.to_meta() if self.swarm else None,
@@ -188,6 +191,9 @@ class RunMeta:
             "tools": self.tools.to_meta() if self.tools else None,
             "judge": self.judge.to_meta() if self.judge else None,
         }
+        if self.orchestrator is not None:  # a key of its own, only in the runs that have one
+            meta["orchestrator"] = self.orchestrator.to_meta()
+        return meta
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any], first_task_model: str | None = None) -> RunMeta:
@@ -202,6 +208,7 @@ class RunMeta:
             ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None,
             JudgeRecord.from_meta(meta.get("judge")),
             meta.get("created_at"),
+            OrchestratorSpec.from_meta(meta["orchestrator"]) if meta.get("orchestrator") else None,
         )
 
     @classmethod
@@ -414,6 +421,17 @@ class AgentTotals(JsonRecord):
 
 
 @dataclass(frozen=True)
+class Orchestration(JsonRecord):
+    """An orchestrator's run: the agents it (and they) spawned, by level, and the critical path."""
+
+    spawned: int
+    spawns: int
+    levels: list[int]
+    critical_path_calls: int
+    critical_path_s: float
+
+
+@dataclass(frozen=True)
 class RoundQuality(JsonRecord):
     judged: int
     mean: float
@@ -562,6 +580,7 @@ class Summary(JsonRecord):
     deadlines: Deadlines = field(default_factory=Deadlines)
     budget: BudgetFigures | None = None
     agents: AgentTotals | None = None
+    orchestrator: Orchestration | None = None
     quality: Quality | None = None
     cache: CacheTotals | None = None
     traces: Traces | None = None
@@ -569,7 +588,7 @@ class Summary(JsonRecord):
     spend: SpendFigures | None = None
     """`cost_per_min_usd`, `cost_projected_usd`, `cost_display`, `cost_breakdown`."""
 
-    SECTIONS: ClassVar[tuple[str, ...]] = ("budget", "agents", "quality", "cache", "traces")
+    SECTIONS: ClassVar[tuple[str, ...]] = ("budget", "agents", "orchestrator", "quality", "cache", "traces")
     """The sections written only when the run used them (then `batches`, when it has any)."""
     GROUPS: ClassVar[dict[str, type[JsonRecord]]] = {"autopilot": Autopilot, "spend": SpendFigures}
     """Fields that stand for several top-level keys."""

@@ -367,3 +367,45 @@ async def test_content_only_when_asked_and_then_prompts_answers_and_tool_io_live
     tool_spans = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "execute_tool"]
     assert tool_spans and all("lookup(" in s.attributes["gen_ai.tool.call.result"] for s in tool_spans)
     assert all(json.loads(s.attributes["gen_ai.tool.call.arguments"]) for s in tool_spans)
+
+
+async def test_an_orchestrator_s_agents_are_under_the_tool_span_that_spawned_them(
+    tmp_path, sim_factory, receiver, monkeypatch
+):
+    """The trace's tree is the tree of agents: each spawned agent's span under the `execute_tool
+    spawn_agents` span of its parent's call, with its parent and depth; live and from the journal alike."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+    sim = sim_factory(latency_ms=2)
+    job = tmp_path / "tree.toml"
+    job.write_text(
+        'name = "tree"\nmodel = "sim-1"\n[request]\nmax_tokens = 4096\n'
+        '[orchestrator]\ngoal = "Tree [[sim:spawn=2/2]]"\n'
+    )
+    run_dir = tmp_path / "run"
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=8))
+    session = SwarmSession.open_new(load_job(job), plan, run_dir)
+    session.trace()
+    try:
+        await asyncio.wait_for(session.run(), 60)
+    finally:
+        await session.aclose()
+    live = list(receiver.spans)
+    ids = {s.span_id: s for s in live}
+    assert all(s.parent_id in ids for s in live if s.parent_id), "a whole tree"
+    agents = {s.attributes["swarm_tui.task.index"]: s for s in live if s.name == "invoke_agent worker"}
+    assert len(agents) == 7
+    for index, span in agents.items():
+        if index == 0:
+            assert "swarm_tui.agent.parent" not in span.attributes
+            continue
+        spawn = ids[span.parent_id]
+        assert spawn.name == "execute_tool spawn_agents"
+        assert spawn.attributes["swarm_tui.task.index"] == span.attributes["swarm_tui.agent.parent"]
+        assert ids[spawn.parent_id] is agents[span.attributes["swarm_tui.agent.parent"]]
+        assert span.attributes["swarm_tui.agent.depth"] == (1 if span.attributes["swarm_tui.agent.parent"] == 0 else 2)
+
+    receiver.clear()
+    export_run(run_dir, receiver.url)
+    assert {(s.span_id, s.name, s.parent_id) for s in receiver.spans} == {
+        (s.span_id, s.name, s.parent_id) for s in live
+    }

@@ -31,6 +31,7 @@ SECTIONS: dict[str, type[JsonRecord]] = {
     "`deadlines.by_model.NAME`": records.ModelPace,
     "`budget`": records.BudgetFigures,
     "`agents`": records.AgentTotals,
+    "`orchestrator`": records.Orchestration,
     "`quality`": records.Quality,
     "`quality.by_round.ROUND`": records.RoundQuality,
     "`quality.drifts[]`": records.Drift,

@@ -24,7 +24,14 @@ from swarm_tui.run.request import (
 def run_request(args: argparse.Namespace) -> RunRequest:
     """`swarm-tui run` (and the bare `swarm-tui`) as asked."""
     table = TableRequest(prompt=args.prompt, system=args.system, id=args.id)
-    return RunRequest(job=args.job, out=args.out, tools=args.tools, table=table, options=run_options(args))
+    return RunRequest(
+        job=args.job,
+        out=args.out,
+        tools=args.tools,
+        table=table,
+        options=run_options(args),
+        orchestrate=args.orchestrate,
+    )
 
 
 def resume_request(args: argparse.Namespace) -> ResumeRequest:

@@ -30,6 +30,8 @@ examples:
   swarm-tui run first.toml                                 a TOML job in the console
   swarm-tui run tickets.csv --prompt "Classify: {{text}}" --id "{{ticket_id}}" --headless
                                                            a table (export: swarm-tui export RUN --format csv)
+  swarm-tui run --orchestrate "Survey LLM retry strategies" --headless
+                                                           an orchestrator that spawns its own sub-agents
   swarm-tui run first.jsonl --provider openai --headless   a profile (key in OPENAI_API_KEY)
   export DEEPSEEK_API_KEY=...                              a real endpoint, ad hoc:
   swarm-tui run first.toml --base-url https://api.deepseek.com/v1 --model deepseek-chat \\
@@ -57,6 +59,12 @@ def add_parser(commands) -> None:
         type=Path,
         metavar="FILE.toml",
         help="tools for a job that declares none ([[tools.mcp]], [[tools.python]], [agents]): every task an agent",
+    )
+    run.add_argument(
+        "--orchestrate",
+        metavar="GOAL",
+        help="one orchestrator agent that spawns, waits for and merges its own sub-agents "
+        "(with JOB: its [orchestrator] table, this goal)",
     )
     table = run.add_argument_group(
         "tables (a .csv, .parquet, a .jsonl of records, or a dataset directory: each row a task; needs swarm-tui[data])"

@@ -155,4 +155,5 @@ _FIELD_DECODERS: dict[str, Callable[[Any], Any]] = {
     "tools": tuple,
     "subtasks": tuple,
     "delay_s": lambda value: math.nan if value is None else value,
+    "spawn": lambda value: None if value is None else ev.Spawn(**value),
 }

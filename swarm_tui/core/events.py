@@ -291,14 +291,43 @@ class PlanChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class Spawn:
+    """Where tasks added by an agent come from: the tool call of `parent` (an orchestrator's
+    `spawn_agents`) that asked for them. The call's place in its agent's transcript (`step`,
+    `position`) is what makes a spawn happen once: a resumed run that runs the call again finds
+    the tasks it added, journaled with this record, and adds none."""
+
+    parent: int
+    """The spawning agent's task index."""
+    depth: int
+    """The new tasks' depth: the parent's plus one (a job's own tasks are at depth 0)."""
+    step: int
+    """The parent's step whose tool call this is."""
+    position: int
+    """The call's place among that step's tool calls."""
+    call_id: str
+    """The model's id of the call (an `execute_tool` span's), not unique on every provider."""
+    wait: bool = True
+    """The call waits for the new tasks' answers (else a later `wait_agents` does)."""
+
+    @property
+    def key(self) -> str:
+        """The call's place in its parent's transcript, the same in every session."""
+        return f"{self.step}:{self.position}"
+
+
+@dataclass(frozen=True, slots=True)
 class TasksAdded:
-    """New tasks joined the run (a plan's sub-tasks, a later round); `total` is the new count."""
+    """New tasks joined the run (a plan's sub-tasks, a later round, an agent's spawn); `total` is
+    the new count."""
 
     indices: tuple[int, ...]
     total: int
     tasks: tuple[Task, ...] = payload(())
     """The new tasks, bodies included (the journal holds every task: resume needs no job file).
     Not logged."""
+    spawn: Spawn | None = None
+    """The agent's tool call that added them (None: the run's own: a job, a plan, a round)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,6 +123,7 @@ class Capability(StrEnum):
     ROUTES = "a route over several endpoints (--provider a,b --route)"
     DEADLINE = "the deadline autopilot (--deadline)"
     HOLD_CALLS = "pausing with the calls in flight held (ctl pause --now)"
+    SPAWN = "agents that spawn agents (an orchestrator: [orchestrator], --orchestrate)"
 
 
 def missing(engine_capabilities: Iterable[Capability], needed: Iterable[Capability]) -> list[Capability]:

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from swarm_tui.cache import ResponseCache
     from swarm_tui.pricing import Price
     from swarm_tui.providers.client import ProviderClient
-    from swarm_tui.tools.toolbox import Toolbox
+    from swarm_tui.tools.agent_tools import AgentTools
 
 
 @dataclass(frozen=True)
@@ -96,12 +96,13 @@ def build_engine(
     *,
     resumed: Resumed | None = None,
     answers: AnswerRules | None = None,
-    toolbox: Toolbox | None = None,
+    toolbox: AgentTools | None = None,
     response_cache: ResponseCache | None = None,
     admission: AdmissionController | None = None,
     simulated: bool = False,
 ) -> SwarmEngine:
-    """The engine of a run. `toolbox`: the run's tools (every task then a multi-step agent);
+    """The engine of a run. `toolbox`: the run's tools (every task then a multi-step agent; an
+    orchestrator's agents spawn agents through them: `tools.swarm_tools`);
     `response_cache`: the cache a `--cache` run replays from and writes to; `admission`: shared
     by the engines of a distributed swarm (its RPM/TPM budget and Retry-After gate are the
     swarm's), instead of one of the engine's own."""
@@ -183,7 +184,7 @@ class _LaneMaker:
     doors: Doors
     route: Route | None
     answers: AnswerRules
-    toolbox: Toolbox | None
+    toolbox: AgentTools | None
     response_cache: ResponseCache | None
 
     def __call__(self, engine: SwarmEngine) -> Lanes:
@@ -217,7 +218,7 @@ class _LaneMaker:
 
         def body_of(index: int) -> JSONObject:
             """What the live lane sends the primary for a task (its tools offered): what a cache key is of."""
-            return tools.offered(engine.tasks[index].body)
+            return tools.offered(index, engine.tasks[index].body)
 
         cache = cache_lane_of(
             engine,

@@ -46,6 +46,7 @@ from swarm_tui.core.events import (
     RunResumed,
     RunStarted,
     RunStopping,
+    Spawn,
     TaskCancelled,
     TaskQueued,
     TasksAdded,
@@ -279,12 +280,13 @@ class SwarmEngine:
         queue.wake()
         return chosen
 
-    def add_tasks(self, tasks: Sequence[Task]) -> list[int]:
-        """Add tasks to the run (a plan's sub-tasks, a later round); journaled first."""
+    def add_tasks(self, tasks: Sequence[Task], spawn: Spawn | None = None) -> list[int]:
+        """Add tasks to the run (a plan's sub-tasks, a later round, the agents an agent's `spawn`
+        asked for); journaled first."""
         new = [t for t in tasks if t.index not in self.tasks]
         if not new:
             return []
-        added = TasksAdded(tuple(t.index for t in new), len(self.tasks) + len(new))
+        added = TasksAdded(tuple(t.index for t in new), len(self.tasks) + len(new), spawn=spawn)
         self.outbox.commit(partial(self.journal.add_tasks, new), events=[added])
         for task in new:
             self.tasks[task.index] = task

@@ -317,6 +317,14 @@ def print_summary(
         f"tokens {tok.prompt:,} in ({tok.cached:,} cached) / {tok.completion:,} out  cost {cost}",
     ]
     lines.extend(lane_lines(summary))
+    tree = summary.orchestrator
+    if tree is not None:  # an orchestrator's: its agents by level, the critical path against the makespan
+        levels = " + ".join(str(n) for n in tree.levels)
+        took = f" of {summary.makespan_s:.1f}s" if summary.makespan_s is not None else ""
+        lines.append(
+            f"agents {levels} by level ({tree.spawned} spawned in {tree.spawns} spawns); critical path "
+            f"{tree.critical_path_calls} calls, {tree.critical_path_s:.1f}s{took}"
+        )
     if summary.quality:
         lines.append(quality_line(summary.quality))
     budget = summary.budget

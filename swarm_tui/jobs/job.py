@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from swarm_tui.core.task import Task
 from swarm_tui.jobs.judge_spec import JudgeSpec
 from swarm_tui.jobs.swarm_spec import SwarmSpec
+from swarm_tui.tools.orchestrator_spec import OrchestratorSpec
 from swarm_tui.tools.spec import ToolsSpec
 
 if TYPE_CHECKING:
@@ -104,3 +105,6 @@ class Job:
     table: TableRows | None = None
     """A table job's rows (`jobs.tables`): the journal keeps each beside its task, and the run's
     meta its columns, so that `swarm-tui export` gives the answers back on the user's rows."""
+    orchestrator: OrchestratorSpec | None = None
+    """`[orchestrator]` (TOML) or `--orchestrate`: every task is an orchestrator, whose tools
+    include the swarm tools (`tools.swarm_tools`): its model spawns, waits for and reads sub-agents."""

@@ -22,10 +22,12 @@ from swarm_tui.core.task import Task
 from swarm_tui.jobs.chat_checks import param_problems
 from swarm_tui.jobs.job import CacheChoice, Job, TaskTemplate
 from swarm_tui.jobs.judge_spec import parse_judge_spec
+from swarm_tui.jobs.orchestrated import ORCHESTRATOR_ID, literal
 from swarm_tui.jobs.swarm_spec import SwarmSpec, parse_swarm_spec
 from swarm_tui.jobs.tables import TOML_LABELS, TableSpec, load_table
 from swarm_tui.jobs.toml_checks import TomlChecker
 from swarm_tui.jobs.toml_tasks import TASKS_KEYS, TemplatedTasks, render, task_prompts, values_of
+from swarm_tui.tools.orchestrator_spec import OrchestratorSpec, parse_orchestrator_spec
 from swarm_tui.tools.spec import ToolsSpec, parse_tools_spec
 from swarm_tui.util.argtypes import duration
 from swarm_tui.util.textfile import read_text_file
@@ -66,6 +68,7 @@ TOP_LEVEL_KEYS = frozenset(
         "lane",
         "judge",
         "cache",
+        "orchestrator",
     }
 )
 CONTEXT_KEYS = frozenset({"text", "file"})
@@ -99,13 +102,21 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
     swarm = parse_swarm_spec(doc, lambda dotted, message: check.add(dotted, message))
     tools = parse_tools_spec(doc, str(path), lambda dotted, message: check.add(dotted, message))
     judge = parse_judge_spec(doc, path.parent, lambda dotted, message: check.add(dotted, message))
+    orchestrator = parse_orchestrator_spec(doc, str(path), lambda dotted, message: check.add(dotted, message))
+    if orchestrator is not None:
+        _check_orchestrator(doc, orchestrator, swarm, check)
     planned = swarm is not None and swarm.plan is not None
     if planned and ("tasks" in doc or "task" in doc):
         check.add("plan", "a planned job gets its tasks from the planner: remove [tasks] / [[task]]")
     table_spec = None if planned else _table_spec(doc, path.parent, system, swarm, check)
-    prompts = [] if planned or table_spec is not None else task_prompts(doc, check)
+    if orchestrator is not None and orchestrator.goal:
+        prompts: Sequence[tuple[str, str, str]] = [(ORCHESTRATOR_ID, literal(orchestrator.goal), "orchestrator.goal")]
+    else:
+        prompts = [] if planned or table_spec is not None else task_prompts(doc, check)
     if swarm is not None and swarm.workers.json:
         request = {**request, "response_format": {"type": "json_object"}}
+    if orchestrator is not None:
+        system = literal(orchestrator.system_prompt())
     template = TaskTemplate(model=model or "", context=context, system=system, request=request)
     if system and table_spec is None:  # a table's system prompt names its columns: rendered for each row
         render(system, {"agent": 1, "index": 0, "total": 1}, check, "system")
@@ -134,7 +145,26 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
         judge=judge,
         cache=cache,
         table=table,
+        orchestrator=orchestrator,
     )
+
+
+def _check_orchestrator(
+    doc: dict[str, Any], spec: OrchestratorSpec, swarm: SwarmSpec | None, check: TomlChecker
+) -> None:
+    """An orchestrator job's tasks are its goal (or its [tasks]: each an orchestrator); the model
+    decides the rest, so a planner's or a table's tasks do not mix with it."""
+    listed = "tasks" in doc or "task" in doc
+    if spec.goal and listed:
+        check.add("orchestrator.goal", "give the orchestrator a goal or [tasks] (each an orchestrator), not both")
+    elif not spec.goal and not listed:
+        check.add("orchestrator.goal", "missing: the orchestrator's task (or [tasks], each an orchestrator)")
+    if isinstance(doc.get("tasks"), dict) and "from" in doc["tasks"]:
+        check.add("tasks.from", "a table's rows are not orchestrators: remove [orchestrator] (or from)")
+    if "system" in doc:
+        check.add("system", "an orchestrator's system prompt is [orchestrator] system (its sub-agents': child_system)")
+    if swarm is not None and swarm.is_pipeline:
+        check.add("orchestrator", "an orchestrator plans its own sub-agents: remove [plan], [aggregate] and [memory]")
 
 
 def _table_spec(

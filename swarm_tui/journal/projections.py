@@ -19,6 +19,7 @@ run needs (the answer, the transcript), so it fails where the mistake is made, n
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -100,6 +101,10 @@ _TOOL_CALL = (
     "finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 TASK_ROW = "INSERT OR IGNORE INTO tasks (idx, custom_id, body, state, updated_at) VALUES (?, ?, ?, ?, ?)"
+_SPAWNED_ROW = (
+    "INSERT INTO tasks (idx, custom_id, body, state, updated_at, parent, depth, spawn) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+"""An agent's spawned task: a clash of its id is a bug (the spawn's ids are checked), never ignored."""
 TASK_ROW_WITH_INPUT = "INSERT INTO tasks (idx, custom_id, body, state, updated_at, row) VALUES (?, ?, ?, ?, ?, ?)"
 """A new table job's task with its input row (`Journal.create`)."""
 _JUDGMENT = "INSERT OR REPLACE INTO judgments (idx, score, reason, round, at) VALUES (?, ?, ?, ?, ?)"
@@ -232,12 +237,29 @@ def _tool_call_ended(db: MaskedConnection, event: ToolCallEnded, session: int, n
 
 
 def _tasks_added(db: MaskedConnection, event: TasksAdded, session: int, now: float) -> None:
+    """New tasks, queued; an agent's spawn with their ancestry (its parent, their depth, the call
+    that spawned them: what makes the spawn happen once, whatever is run again)."""
     if len(event.tasks) != len(event.indices):
         raise _missing(event, "tasks")
+    spawn = event.spawn
+    if spawn is None:
+        db.executemany(
+            TASK_ROW,
+            (
+                (t.index, t.custom_id, json.dumps(t.body, ensure_ascii=False), TaskState.QUEUED, now)
+                for t in event.tasks
+            ),
+        )
+        return
+    called = json.dumps(dataclasses.asdict(spawn), separators=(",", ":"))
     db.executemany(
-        TASK_ROW,
-        ((t.index, t.custom_id, json.dumps(t.body, ensure_ascii=False), TaskState.QUEUED, now) for t in event.tasks),
-    )
+        _SPAWNED_ROW,
+        (
+            (t.index, t.custom_id, json.dumps(t.body, ensure_ascii=False), TaskState.QUEUED, now, spawn.parent,
+             spawn.depth, called)
+            for t in event.tasks
+        ),
+    )  # fmt: skip
 
 
 def _judged(db: MaskedConnection, event: AnswerJudged, session: int, now: float) -> None:

@@ -8,13 +8,14 @@ no replay. What an agent did and the batch lane's batches are read in `journal.h
 from __future__ import annotations
 
 import json
+import sqlite3
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from swarm_tui.core.call_errors import ErrorClass
-from swarm_tui.core.events import TaskState
+from swarm_tui.core.events import Spawn, TaskState
 from swarm_tui.journal.connection import MaskedConnection
 
 UNKNOWN_CLASS = "unknown"
@@ -109,6 +110,15 @@ class JournalQueries:
         """One task's request body as journaled now (an agent's: its transcript so far)."""
         row = self._db.execute("SELECT body FROM tasks WHERE idx = ?", (index,)).fetchone()
         return json.loads(row[0]) if row else {}
+
+    def spawned(self) -> list[tuple[int, str, Spawn]]:
+        """Every task an agent spawned, in index order: (index, custom_id, the spawn that added it).
+        A journal made before agents spawned agents has none (its tables lack the columns)."""
+        try:
+            rows = self._db.execute("SELECT idx, custom_id, spawn FROM tasks WHERE spawn IS NOT NULL ORDER BY idx")
+            return [(idx, custom_id, Spawn(**json.loads(spawn))) for idx, custom_id, spawn in rows]
+        except sqlite3.OperationalError:  # no such column: an older journal read as it is
+            return []
 
     def first_model(self) -> str | None:
         """The model the first task's body names (a run's model when its profile names none)."""

@@ -123,9 +123,13 @@ class JournalRecords:
         self._record(logged, *(TaskQueued(i, TaskState.FAILED) for i in indices))
 
     def add_tasks(self, tasks: Iterable[Task], logged: Iterable[EngineEvent] = ()) -> None:
-        """`TasksAdded(indices, total, tasks=tasks)`."""
+        """`TasksAdded(indices, total, tasks=tasks)`, with the ancestry of the `TasksAdded` logged
+        for them (an agent's spawn: its parent, their depth, the call that spawned them)."""
         tasks = tuple(tasks)
-        self._record(logged, TasksAdded(tuple(t.index for t in tasks), 0, tasks=tasks))
+        logged = list(logged)
+        indices = tuple(t.index for t in tasks)
+        spawn = next((e.spawn for e in logged if isinstance(e, TasksAdded) and e.indices == indices), None)
+        self._record(logged, TasksAdded(indices, 0, tasks=tasks, spawn=spawn))
 
     def record_step(self, attempt: Attempt, body: dict[str, Any], logged: Iterable[EngineEvent] = ()) -> None:
         """A multi-step agent's model call asked for tools: `AgentStepped(attempt, step, tools, body=body)`."""

@@ -20,7 +20,9 @@ in the log; the untyped `events` table is gone (`journal.migrate` turns its rows
 4: an attempt's `saved_usd` (a replay from the response cache: what the original call cost).
 A task's `row` (a table job's input row, JSON, for the export; NULL for other jobs) came later
 in version 4: a journal made before it has the column added empty on opening; so did a control
-command's `result` (what the session did with it, which `ctl` reads back)."""
+command's `result` (what the session did with it, which `ctl` reads back), and a task's ancestry
+(`parent`, `depth`, and `spawn`: the tool call of its parent that added it, JSON), for the agents
+an orchestrator spawns: NULL, 0 and NULL for every other task."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -31,7 +33,10 @@ CREATE TABLE IF NOT EXISTS tasks (
     state TEXT NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
     updated_at REAL,
-    row TEXT
+    row TEXT,
+    parent INTEGER,
+    depth INTEGER NOT NULL DEFAULT 0,
+    spawn TEXT
 );
 CREATE TABLE IF NOT EXISTS attempts (
     id INTEGER PRIMARY KEY,
@@ -127,6 +132,9 @@ ADDED_COLUMNS = (
     ("attempts", "saved_usd", "REAL"),
     ("tasks", "row", "TEXT"),
     ("control", "result", "TEXT"),
+    ("tasks", "parent", "INTEGER"),
+    ("tasks", "depth", "INTEGER NOT NULL DEFAULT 0"),
+    ("tasks", "spawn", "TEXT"),
 )
 """Columns later versions added to a table: a journal made before them gets them on opening."""
 

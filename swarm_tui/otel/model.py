@@ -6,7 +6,9 @@ The trace, per session of the run (`SessionStarted` numbers them): a workflow sp
 from its first attempt to the event that settled it) and per call of the swarm's planner,
 warm-up, aggregator or judge (`invoke_agent plan` ...); under an agent span a `chat` span per
 attempt journaled (every row of `attempts`, so the counts are summary.json's) and an
-`execute_tool` span per tool call. Retries, 429s with their Retry-After, hedges and abandoned
+`execute_tool` span per tool call; an agent an orchestrator spawned is under the `execute_tool`
+span of the `spawn_agents` call that spawned it (its parent and depth as attributes), so the
+trace's tree is the tree of agents. Retries, 429s with their Retry-After, hedges and abandoned
 stragglers are events of the agent span; failovers, quality drifts, closed rate gates, phases
 and the judge's scores are events of the workflow span. Cost, lane, outcome and the project's
 other figures are attributes under `swarm_tui.`.
@@ -43,6 +45,7 @@ from swarm_tui.core.events import (
     TaskCancelled,
     TaskFailed,
     TaskRetrying,
+    TasksAdded,
     TaskSucceeded,
     ToolCallEnded,
 )
@@ -83,6 +86,8 @@ class SpanModel:
         self._agents: dict[int, _Open] = {}
         self._settled: dict[int, tuple[int, int]] = {}
         """(span id, first attempt number) of each task's last settled agent span."""
+        self._spawned: dict[int, tuple[int, int, str]] = {}
+        """(parent, depth, the spawning call's id) of each agent an orchestrator spawned."""
         self._last_at = 0.0
 
     # ----------------------------------------------------------------- feeding
@@ -141,6 +146,9 @@ class SpanModel:
                 out.append(self._tool(at, event))
             case PhaseAttempt(phase=phase, attempt=attempt):
                 out.extend(self._phase(phase, attempt))
+            case TasksAdded(indices=indices, spawn=spawn) if spawn is not None:
+                for index in indices:
+                    self._spawned[index] = (spawn.parent, spawn.depth, spawn.call_id)
             case _:
                 self._workflow_event(at, event)
         return out
@@ -276,18 +284,26 @@ class SpanModel:
         agent = self._agents.get(index)
         if agent is None:
             root = self._root(at)
+            attributes: Attributes = {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": WORKER,
+                NS + "task.index": index,
+            }
+            parent_id = root.record.span_id
+            spawned = self._spawned.get(index)
+            if spawned is not None:  # under the execute_tool span of the call that spawned it
+                parent, depth, call_id = spawned
+                parent_id = self.ids.span("tool", parent, call_id)
+                attributes[NS + "agent.parent"] = parent
+                attributes[NS + "agent.depth"] = depth
             agent = self._agents[index] = _Open(
                 SpanRecord(
                     f"invoke_agent {WORKER}",
                     self.ids.span("agent", index, number),
-                    root.record.span_id,
+                    parent_id,
                     at,
                     at,
-                    attributes={
-                        "gen_ai.operation.name": "invoke_agent",
-                        "gen_ai.agent.name": WORKER,
-                        NS + "task.index": index,
-                    },
+                    attributes=attributes,
                 ),
                 first=number,
             )

@@ -26,7 +26,15 @@ from typing import Any
 
 from swarm_tui.config import configured_currency
 from swarm_tui.core.errors import InputError
-from swarm_tui.core.events import EndpointSwitched, PlanChanged, RunStarted
+from swarm_tui.core.events import (
+    AgentStepped,
+    EndpointSwitched,
+    PlanChanged,
+    RunStarted,
+    TasksAdded,
+    TaskSucceeded,
+    ToolCallEnded,
+)
 from swarm_tui.engine import TaskState
 from swarm_tui.engine.ledger import BudgetReport
 from swarm_tui.engine.stats import latency_summary
@@ -46,6 +54,7 @@ from swarm_tui.records import (
     EndpointFigures,
     Failover,
     LatencyMs,
+    Orchestration,
     Quality,
     RequestCounts,
     RunMeta,
@@ -58,6 +67,7 @@ from swarm_tui.records import (
 from swarm_tui.run.cost import summary_cost_fields
 from swarm_tui.util.files import describe_write_failure, open_private, temp_name
 from swarm_tui.util.strict_json import strict_text
+from swarm_tui.view.family import AgentTree
 
 OUTPUT_NAMES = ("results.jsonl", "errors.jsonl", "transcripts.jsonl", "summary.json")
 
@@ -131,6 +141,7 @@ def summarize(journal: Journal, facts: OutputFacts, *, breakdown: bool = True) -
     plan = facts.plan
     quality = quality_summary(journal)
     agents = journal.history.agent_totals()
+    orchestrated = orchestration(journal, total)
     cache = journal.queries.cache_totals()
     return Summary(
         total=total,
@@ -154,6 +165,7 @@ def summarize(journal: Journal, facts: OutputFacts, *, breakdown: bool = True) -
         deadlines=Deadlines(facts.deadlines, journal.queries.abandoned_attempts()),
         budget=facts.budget,
         agents=AgentTotals.from_json(agents) if agents is not None else None,
+        orchestrator=orchestrated,
         quality=Quality.from_json(quality) if quality is not None else None,
         cache=CacheTotals.from_json(cache) if cache is not None else None,
         traces=facts.traces,
@@ -169,6 +181,31 @@ def summarize(journal: Journal, facts: OutputFacts, *, breakdown: bool = True) -
         )
         if breakdown
         else None,
+    )
+
+
+def orchestration(journal: Journal, total: int) -> Orchestration | None:
+    """An orchestrator's run (None: no agent spawned one): its agents by level and the critical
+    path, worked out from the log by the console's own reducer (`view.family`)."""
+    if not journal.queries.spawned():
+        return None
+    tree = AgentTree()
+    for _, event in journal.history.logged(TasksAdded, AgentStepped, ToolCallEnded, TaskSucceeded):
+        if isinstance(event, TasksAdded):
+            tree.added(event)
+        elif isinstance(event, AgentStepped):
+            tree.stepped(event)
+        elif isinstance(event, ToolCallEnded):
+            tree.tool_ended(event)
+        elif isinstance(event, TaskSucceeded):
+            tree.succeeded(event)
+    path = tree.critical_path()
+    return Orchestration(
+        spawned=len(tree.parent),
+        spawns=len({(spawn.parent, spawn.key) for index in tree.parent if (spawn := tree.spawn_of(index))}),
+        levels=tree.levels(total),
+        critical_path_calls=path.calls if path is not None else 0,
+        critical_path_s=round(path.seconds, 3) if path is not None else 0.0,
     )
 
 

@@ -14,6 +14,7 @@ from swarm_tui.jobs.swarm_spec import SwarmSpec
 from swarm_tui.records import JudgeRecord
 from swarm_tui.sim import SimConfig
 from swarm_tui.tools import ToolsSpec
+from swarm_tui.tools.orchestrator_spec import OrchestratorSpec
 
 DEMO_SIM = SimConfig(latency_ms=700.0, latency_sigma=0.6, error_rate=0.1, seed=11547)
 """The embedded simulator of the demo: slow enough to watch, with about fifteen 5xx to retry, and
@@ -44,3 +45,5 @@ class RunContents:
     tools: ToolsSpec | None = None
     judge: JudgeRecord | None = None
     """The judge's spec and its own endpoint (None: no judge)."""
+    orchestrator: OrchestratorSpec | None = None
+    """An orchestrator job's (its tasks spawn sub-agents: `tools.swarm_tools`); None: none."""

@@ -28,6 +28,8 @@ from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.records import RunPlan
 from swarm_tui.run.resolve import SessionPlan, Tracing
 from swarm_tui.tools import Toolbox, ToolsSpec
+from swarm_tui.tools.orchestrator_spec import OrchestratorSpec
+from swarm_tui.tools.swarm_tools import SWARM_TOOL_NAMES
 
 Check = Callable[[], None]
 """One check: it raises InputError naming what is wrong."""
@@ -48,9 +50,9 @@ def preflight(plan: SessionPlan, config: Config, *, also: Iterable[Check] = ()) 
         checks.append(check_ray)
     checks += [
         lambda: check_engine(plan),
-        lambda: check_lane(run.settings, plan.tools),
+        lambda: check_lane(run.settings, plan.tools, plan.orchestrator),
         lambda: check_tracing(plan.tracing),
-        lambda: check_tools(plan.tools),
+        lambda: check_tools(plan.tools, plan.orchestrator),
     ]
     problems: list[Problem] = []
     for check in checks:
@@ -173,6 +175,7 @@ def check_engine(plan: SessionPlan) -> None:
         Capability.JUDGE: plan.judge_source if judged else None,
         Capability.ROUTES: "--provider" if plan.run.route is not None else None,
         Capability.DEADLINE: "--deadline" if settings.lanes.deadline_at is not None else None,
+        Capability.SPAWN: plan.orchestrator.source or "--orchestrate" if plan.orchestrator is not None else None,
     }
     lacking = missing(CAPABILITIES, [capability for capability, where in asked.items() if where is not None])
     if lacking:
@@ -205,10 +208,16 @@ def check_ray() -> None:
     require_ray()
 
 
-def check_lane(settings: EngineSettings, tools: ToolsSpec | None) -> None:
+def check_lane(settings: EngineSettings, tools: ToolsSpec | None, orchestrator: OrchestratorSpec | None = None) -> None:
     """The batch lane carries one-call tasks of one engine (exit 2 otherwise, nothing sent)."""
     if settings.lanes.lane == LIVE:
         return
+    if orchestrator is not None:
+        raise InputError.single(
+            orchestrator.source or "--orchestrate",
+            "lane",
+            f"an orchestrator and its sub-agents run live only (--lane {settings.lanes.lane} needs a job without one)",
+        )
     if tools is not None and tools.any:
         raise InputError.single(
             tools.source,
@@ -225,17 +234,26 @@ def check_tracing(tracing: Tracing | None) -> None:
         require_sdk("--otel-content" if tracing.content else "--otel")
 
 
-def check_tools(tools: ToolsSpec | None) -> None:
-    """Start the job's tools once and stop them (exit 2, nothing sent, when one does not start)."""
+def check_tools(tools: ToolsSpec | None, orchestrator: OrchestratorSpec | None = None) -> None:
+    """Start the job's tools once and stop them (exit 2, nothing sent, when one does not start, or,
+    beside an orchestrator's swarm tools, when one takes a swarm tool's name)."""
     if tools is None or not tools.any:
         return
 
     servers = f"{len(tools.mcp)} MCP server{'s' if len(tools.mcp) != 1 else ''}" if tools.mcp else "its Python tools"
     print(f"swarm-tui: starting the job's tools to check them ({servers}) ...", file=sys.stderr, flush=True)
 
-    async def probe() -> None:
+    async def probe() -> list[str]:
         toolbox = Toolbox(tools)
         await toolbox.start()
+        names = [schema["function"]["name"] for schema in toolbox.openai_tools()]
         await toolbox.aclose()
+        return names
 
-    asyncio.run(probe())
+    taken = [name for name in asyncio.run(probe()) if name in SWARM_TOOL_NAMES]
+    if orchestrator is not None and taken:
+        raise InputError.single(
+            tools.source,
+            "tools",
+            f"{', '.join(taken)}: the name of an orchestrator's own tool; name the job's otherwise",
+        )

@@ -176,6 +176,9 @@ class RunRequest:
     """`--tools FILE.toml`: tools for a job that declares none."""
     table: TableRequest = field(default_factory=TableRequest)
     options: RunOptions = field(default_factory=RunOptions)
+    orchestrate: str | None = None
+    """`--orchestrate GOAL`: one orchestrator that spawns its own sub-agents (the job's
+    `[orchestrator]` with this goal, or the defaults without a job)."""
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from swarm_tui.jobs import Job, TableSpec, load_job, load_tools_file
 from swarm_tui.jobs.job import CacheChoice
 from swarm_tui.jobs.judge_spec import SELF as JUDGE_SELF
 from swarm_tui.jobs.judge_spec import JudgeSpec, read_rubric
+from swarm_tui.jobs.orchestrated import orchestrator_job
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.providers.routes import STRATEGIES, RoutePlan, provider_names
 from swarm_tui.records import RunPlan
@@ -47,6 +48,7 @@ from swarm_tui.run.request import (
 from swarm_tui.run.stored import StoredRun
 from swarm_tui.sim import SimConfig
 from swarm_tui.tools import ToolsSpec
+from swarm_tui.tools.orchestrator_spec import OrchestratorSpec
 from swarm_tui.util.argtypes import STRAGGLER_OFF
 from swarm_tui.util.locations import demo_job
 
@@ -80,6 +82,8 @@ class SessionPlan:
     ray: RayOptions | None = None
     tracing: Tracing | None = None
     retry_failed: bool = False
+    orchestrator: OrchestratorSpec | None = None
+    """An orchestrator job's (its agents spawn agents: the engine must be able to); None: none."""
 
 
 SIM_MODEL = "sim-1"
@@ -105,8 +109,14 @@ def resolve_run(request: RunRequest, config: Config) -> SessionPlan:
         config.profile(config.default_provider), options.provider
     )
     table = table_spec(request)
-    model = profile.model or (SIM_MODEL if table is not None and profile.is_simulator else None)
-    job = load_job(request.job or demo_job(), model_override=model, table=table)
+    adhoc = request.orchestrate is not None and request.job is None
+    model = profile.model or (SIM_MODEL if (table is not None or adhoc) and profile.is_simulator else None)
+    if adhoc:
+        job = orchestrator_job(request.orchestrate or "", model=model)
+    else:
+        job = load_job(request.job or demo_job(), model_override=model, table=table)
+        if request.orchestrate is not None:
+            job = orchestrator_job(request.orchestrate, model=model, base=job, path=request.job)
     job = with_tools_file(job, request.tools)
     settings = resolve_settings(options.engine, profile)
     if job.lane is not None and options.engine.lane is None:  # the job's `lane`; --lane wins
@@ -132,6 +142,7 @@ def resolve_run(request: RunRequest, config: Config) -> SessionPlan:
         judge_source=str(options.judge.endpoint and "--judge" or job.source),
         ray=ray_options(options.ray),
         tracing=tracing(options.traces, config),
+        orchestrator=job.orchestrator,
     )
 
 
@@ -162,6 +173,7 @@ def resolve_resume(request: ResumeRequest, config: Config, stored: StoredRun) ->
         ray=ray_options(options.ray),
         tracing=tracing(options.traces, config),
         retry_failed=request.retry_failed,
+        orchestrator=stored.meta.orchestrator,
     )
 
 

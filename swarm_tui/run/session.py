@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sqlite3
 import sys
 from collections.abc import Mapping
@@ -35,6 +36,7 @@ from swarm_tui.engine import AnswerRules, Doors, EngineSettings, Resumed, TaskSt
 from swarm_tui.engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from swarm_tui.engine.ports import Engine
 from swarm_tui.engine.routing.endpoints import RouteSpec
+from swarm_tui.engine.spawns import EngineSpawns
 from swarm_tui.jobs import Job
 from swarm_tui.journal import JOURNAL_NAME, Journal
 from swarm_tui.journal.control import Command, Pulse
@@ -60,6 +62,8 @@ from swarm_tui.run.stored import StoredRun
 from swarm_tui.sim import SimConfig, SimServer
 from swarm_tui.swarm.pipeline import SwarmPipeline, drop_memory, json_validator
 from swarm_tui.tools import Toolbox
+from swarm_tui.tools.spec import DEFAULT_MAX_STEPS
+from swarm_tui.tools.swarm_tools import Ended, SwarmTools
 from swarm_tui.util.files import describe_write_failure
 from swarm_tui.view.failures import FailedClasses
 from swarm_tui.view.follower import close_interrupted_run
@@ -113,6 +117,8 @@ class SwarmSession:
         self.tools = contents.tools if contents.tools is not None and contents.tools.any else None
         """The run's tools: with them, every task is a multi-step agent (on Ray they run on the actors)."""
         self.toolbox = Toolbox(self.tools) if self.tools is not None and ray is None else None
+        self.swarm_tools = self._swarm_tools(contents) if ray is None else None
+        """An orchestrator job's tools: the job's with the swarm tools beside them (None: no orchestrator)."""
         self.engine = self._make_engine(contents, ray)
         self.pipeline = (
             SwarmPipeline(self.engine, journal, run_dir, self.swarm, self.template)
@@ -163,6 +169,31 @@ class SwarmSession:
         """Where the run's calls go: the profile's endpoint, or the embedded simulator."""
         return self.sim.base_url if self.sim is not None else self.plan.profile.base_url
 
+    def _swarm_tools(self, contents: RunContents) -> SwarmTools | None:
+        """The tools of an orchestrator's agents: the job's and the swarm tools, knowing what earlier
+        sessions spawned (a spawn run again after a crash finds its agents and spawns none)."""
+        spec = contents.orchestrator
+        if spec is None:
+            return None
+        return SwarmTools(
+            spec,
+            self.toolbox,
+            max_steps=contents.tools.max_steps if contents.tools is not None else DEFAULT_MAX_STEPS,
+            context=self.template.context if self.template is not None else "",
+            spawned=self.journal.queries.spawned(),
+        )
+
+    def _spawn_outcome(self, index: int) -> Ended | None:
+        """How a spawned agent ended, as the journal keeps it: its answer's text, or its error."""
+        result = self.journal.queries.result_of(index)
+        if result is None:
+            return None
+        if result["ok"]:
+            return Ended("succeeded", _content_of(result.get("response")))
+        error = result.get("error") or {}
+        said = f"{error.get('type', 'error')} {error.get('status') or ''}".strip()
+        return Ended("failed", f"{said}: {error.get('message', '')}")
+
     def _make_engine(self, contents: RunContents, ray: RayOptions | None) -> Engine:
         """The run's engine: in this process, or its shards on Ray actors (swarm_tui.distributed)."""
         plan = self.plan
@@ -194,17 +225,20 @@ class SwarmSession:
                 response_cache=self.response_cache,
                 tools=self.tools,
             )
-        return build_engine(
+        engine = build_engine(
             contents.tasks,
             self.journal.records,
             plan.settings,
             Doors(self.client, price, self.fallback, fallback_price, route_spec(plan, self.route_clients, self.model)),
             resumed=resumed,
             answers=AnswerRules(validator, drop_memory if swarm and swarm.memory.rounds > 1 else None),
-            toolbox=self.toolbox,
+            toolbox=self.swarm_tools or self.toolbox,
             response_cache=self.response_cache,
             simulated=self.simulated,
         )
+        if self.swarm_tools is not None:
+            self.swarm_tools.attach(EngineSpawns(engine, self._spawn_outcome))
+        return engine
 
     def _make_judge(self, judge: JudgeRecord) -> Judge:
         engine = cast("JudgedEngine", self.engine)  # an engine that declares the judge capability
@@ -282,7 +316,15 @@ class SwarmSession:
         lock = RunDirLock(run_dir).acquire()
         judge = JudgeRecord(job.judge, judge_profile) if job.judge is not None else None
         table = job.table.to_meta() if job.table is not None else None
-        meta = RunMeta(JobRecord(job.name, job.source, job.options, table), plan, job.swarm, template, job.tools, judge)
+        meta = RunMeta(
+            JobRecord(job.name, job.source, job.options, table),
+            plan,
+            job.swarm,
+            template,
+            job.tools,
+            judge,
+            orchestrator=job.orchestrator,
+        )
         try:
             written, rows = job.table.beside_tasks() if job.table is not None else (tasks, None)  # a table: one read
             journal = Journal.create(run_dir, written, meta.to_meta(), rows=rows)
@@ -302,6 +344,7 @@ class SwarmSession:
                 template=template,
                 tools=job.tools,
                 judge=judge,
+                orchestrator=job.orchestrator,
             )
             return cls(run_dir, journal, plan, contents, ray, lock)
         except BaseException:
@@ -338,7 +381,15 @@ class SwarmSession:
                 template = replace(template, model=plan.profile.model)
         states, attempts = journal.queries.task_progress()
         contents = RunContents(
-            meta.job.name, journal.task_table(), states, attempts, meta.swarm, template, meta.tools, meta.judge
+            meta.job.name,
+            journal.task_table(),
+            states,
+            attempts,
+            meta.swarm,
+            template,
+            meta.tools,
+            meta.judge,
+            meta.orchestrator,
         )
         return cls(run_dir, journal, plan, contents, ray, stored.lock)
 
@@ -571,6 +622,17 @@ class SwarmSession:
         self.journal.close()
         if self.lock is not None:
             self.lock.release()
+
+
+def _content_of(response: Any) -> str:
+    """The text of a chat completion's answer (a provider's list of parts as JSON)."""
+    try:
+        content = response["choices"][0]["message"].get("content")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return ""
+    if content is None:
+        return ""
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
 
 def route_spec(plan: RunPlan, others: list[ProviderClient], model: str | None) -> RouteSpec | None:

@@ -17,6 +17,7 @@ from swarm_tui.sim.config import SimConfig
 from swarm_tui.sim.draws import Draws
 from swarm_tui.sim.faults import Faults
 from swarm_tui.sim.judging import JudgeRequest, answer_quality, drift_line, judge_content, memory_rounds, quality_mark
+from swarm_tui.sim.orchestrating import SWARM_TOOLS, Orchestration
 from swarm_tui.sim.request import Call, ChatRequest
 from swarm_tui.sim.tokens import estimate_tokens
 from swarm_tui.sim.tools import (
@@ -81,7 +82,8 @@ def agent_turn(config: SimConfig, request: ChatRequest) -> Turn:
     task = first_user_text(messages) if agent else ""
     step = rounds_done(messages) if agent else 0
     calls: list[tuple[str, str]] | None = None
-    if tools is not None and tools.calls_allowed:
+    offered = [t for t in tools.tools if t.name not in SWARM_TOOLS] if tools is not None else []
+    if tools is not None and tools.calls_allowed and offered:  # the swarm tools are an orchestrator's alone
         if tools.must_call:
             want = True
         else:
@@ -90,8 +92,20 @@ def agent_turn(config: SimConfig, request: ChatRequest) -> Turn:
                 rounds = planned_rounds(config.seed, task, *config.tool_rounds)
             want = step < rounds
         if want:
-            calls = choose_calls(config.seed, task, step, tools.tools, parallel=tools.parallel, forced=tools.forced)
+            calls = choose_calls(config.seed, task, step, offered, parallel=tools.parallel, forced=tools.forced)
     return Turn(task, step, tool_results(messages), reasoning_on, calls)
+
+
+def orchestrator_answer(
+    orchestration: Orchestration, turn: Turn, config: SimConfig, call: Call, id_prefix: str
+) -> Answer:
+    """An orchestrator's turn (``orchestrating.py``): its spawn or wait call as a tool step, or its
+    final answer quoting its sub-agents, cut at ``max_tokens``."""
+    if orchestration.calls is not None:
+        step = Turn(turn.task, turn.step, turn.results, turn.reasoning, orchestration.calls)
+        return tool_step(config, step, call.request.max_tokens, id_prefix)
+    content, tokens, finish = _cut(orchestration.content or "", call.request.max_tokens)
+    return Answer(content, tokens, finish)
 
 
 def judge_answer(judged: JudgeRequest, config: SimConfig, call: Call, prose: bool) -> Answer:

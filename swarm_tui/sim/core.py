@@ -34,7 +34,15 @@ import time
 from typing import Any
 
 from swarm_tui.sim import error_bodies
-from swarm_tui.sim.answering import Answer, add_reasoning, agent_turn, final_answer, judge_answer, tool_step
+from swarm_tui.sim.answering import (
+    Answer,
+    add_reasoning,
+    agent_turn,
+    final_answer,
+    judge_answer,
+    orchestrator_answer,
+    tool_step,
+)
 from swarm_tui.sim.batches import BatchStore
 from swarm_tui.sim.config import SimConfig
 from swarm_tui.sim.counters import ChatCounters
@@ -42,6 +50,7 @@ from swarm_tui.sim.draws import Draws, Occurrences, draw, request_key
 from swarm_tui.sim.error_bodies import Refusal
 from swarm_tui.sim.faults import Faults, drawn_fault, find_marker, marker_message, scripted_fault
 from swarm_tui.sim.judging import judge_request
+from swarm_tui.sim.orchestrating import orchestrate
 from swarm_tui.sim.prefix_cache import PrefixCache
 from swarm_tui.sim.rate_limits import RateLimiter, openai_duration, retry_after_headers
 from swarm_tui.sim.reply import Reply, StreamPlan, answer_reply
@@ -277,7 +286,10 @@ class Simulator:
         ones as prose), or the final answer; with its reasoning when reasoning is on."""
         cfg = self.config
         turn = agent_turn(cfg, call.request)
-        if call.judged is not None and turn.calls is None:
+        orchestration = orchestrate(cfg.seed, call.request.messages, call.request.tools)
+        if orchestration is not None:
+            answer = orchestrator_answer(orchestration, turn, cfg, call, f"call_{call.key[:16]}{call.occurrence:04x}")
+        elif call.judged is not None and turn.calls is None:
             prose = self.judge_prose_left > 0
             if prose:
                 self.judge_prose_left -= 1

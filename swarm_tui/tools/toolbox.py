@@ -241,9 +241,14 @@ class Toolbox:
         """The `tools` of a chat request: every tool offered, in the OpenAI function format."""
         return list(self._schemas)
 
-    async def call(self, name: str, arguments: str, caller: int = 0) -> ToolOutcome:
+    def offered_to(self, agent: int) -> list[dict[str, Any]]:
+        """Every agent is offered every tool (`agent_tools.AgentTools`)."""
+        return self._schemas
+
+    async def call(self, name: str, arguments: str, caller: int = 0, *, site: object = None) -> ToolOutcome:
         """`caller`: who calls (an agent's task index): its calls to a pooled MCP server always go
-        to the same process."""
+        to the same process. `site` (where the call stands in the agent's transcript) does not
+        matter to a tool of the job's: it runs whenever it is called."""
         started = time.monotonic()
         route = self._routes.get(name)
         if route is None:

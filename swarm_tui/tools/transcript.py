@@ -18,12 +18,18 @@ def steps_taken(messages: list[dict[str, Any]]) -> int:
 
 def pending_tool_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The tool calls of the last step that no `tool` message answers yet."""
+    return [call for _, call in owed_tool_calls(messages)]
+
+
+def owed_tool_calls(messages: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """`pending_tool_calls`, each with its place among the step's calls (the same whichever of
+    them were answered before a stop)."""
     for position in range(len(messages) - 1, -1, -1):
         message = messages[position]
         if message.get("role") == "assistant":
             calls = message.get("tool_calls") or []
             answered = {m.get("tool_call_id") for m in messages[position + 1 :] if m.get("role") == "tool"}
-            return [c for c in calls if c.get("id") not in answered]
+            return [(place, c) for place, c in enumerate(calls) if c.get("id") not in answered]
     return []
 
 

@@ -150,7 +150,9 @@ class SwarmApp(App[int]):
         source = self.source
         yield ProviderBar(id="provider-bar")
         with Horizontal(id="top"):
-            yield AgentGrid(list(source.tasks), source.states, self.view.agents, id="grid")
+            yield AgentGrid(
+                self.view.family.grouped(source.tasks), source.states, self.view.agents, self.view.family, id="grid"
+            )
             yield RunPanel(id="run-panel")
         yield LanePanel(id="lane")
         yield ErrorLog(id="error-log")

@@ -80,6 +80,8 @@ class Painter:
         self._spark: deque[float] = deque(maxlen=SPARK_SECONDS)
         self._spark_bucket: list[float] = []
         self._last_second = float("-inf")
+        self._family_shown = 0
+        """The spawned agents the grid's order groups (under their parents)."""
 
     # ----------------------------------------------------------------- draining (the one timer)
 
@@ -108,8 +110,11 @@ class Painter:
 
     def _paint(self, changes: Changes) -> None:
         grid, error_log, source = self._grid, self._error_log, self._source
-        if len(source.states) != grid.count:  # tasks joined the run (a planner's sub-tasks)
-            grid.set_indices(sorted(source.states))
+        family = self._view.family
+        if len(source.states) != grid.count or (family.parent and len(family.parent) != self._family_shown):
+            # tasks joined the run (a planner's sub-tasks, an agent's spawn: shown under their parent)
+            self._family_shown = len(family.parent)
+            grid.set_indices(family.grouped(sorted(source.states)))
         if changes.agents:
             grid.update_cells(changes.agents)
             screen = self._app.screen

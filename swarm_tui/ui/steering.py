@@ -38,7 +38,7 @@ from swarm_tui.ui.screens.estimate import EstimateScreen
 from swarm_tui.ui.screens.provider import ProviderScreen
 from swarm_tui.ui.widgets.grid.agent_grid import AgentGrid
 from swarm_tui.view.failures import Failure
-from swarm_tui.view.rules import any_unfinished, dead_attached
+from swarm_tui.view.rules import ACTIVE_STATES, any_unfinished, dead_attached
 
 
 def concurrency_step(limit: int, direction: int) -> int:
@@ -153,10 +153,36 @@ class Steering:
         self.retry_agents(None)
 
     def retry_cursor(self) -> None:
-        """`R`: the agent under the cursor again."""
+        """`R`: the agent under the cursor again (and, when asked, the agents below it)."""
         index = self._grid.cursor_index
         if index is not None:
+            self.retry_subtree(index)
+
+    def retry_subtree(self, index: int) -> None:
+        """An agent again; when agents it spawned failed or were cancelled too, the console asks
+        whether they go again with it (`n`: the agent alone, as for any agent)."""
+        source = self._source
+        again = [i for i in source.view.family.descendants(index) if self._stopped(i)]
+        if not again:
             self.retry_agents([index])
+            return
+        body = (
+            f"{len(again)} of the agents below agent {index + 1} failed or were cancelled. Retry them with it? "
+            f"(Those that answered are kept.)"
+        )
+
+        def answered(yes: bool | None) -> None:
+            self.retry_agents([index, *again] if yes else [index])
+
+        self._app.push_screen(
+            ConfirmScreen(f"Retry agent {index + 1}'s subtree?", body, yes=f"All {len(again) + 1}", no="This agent"),
+            answered,
+        )
+
+    def _stopped(self, index: int) -> bool:
+        """Failed, or cancelled while the run goes on (held until retried)."""
+        state = self._source.states.get(index)
+        return state is TaskState.FAILED or (state is TaskState.CANCELLED and self._source.running)
 
     def retry_from_log(self, index: int, indices: list[int]) -> None:
         """`R` on an error-log row: its agent (a group's: every failed one) again, the cursor on it."""
@@ -164,15 +190,36 @@ class Steering:
         self.retry_agents(indices)
 
     def cancel_cursor(self) -> None:
-        """`x`: stop the agent under the cursor; `R` starts it again (from its last completed step)."""
+        """`x`: stop the agent under the cursor; `R` starts it again (from its last completed step).
+        An agent whose spawned agents still work: the console asks whether they stop too."""
         index = self._grid.cursor_index
         if index is None:
             return
         source = self._source
-        if source.cancel([index]):
+        working = [i for i in source.view.family.descendants(index) if source.states.get(i) in ACTIVE_STATES]
+        if not working:
+            self._cancel([index])
+            return
+        body = (
+            f"{len(working)} of the agents below agent {index + 1} still work. Cancel them too? "
+            f"({self._keys.hint('app.retry_agent')} on agent {index + 1} starts them again, when asked.)"
+        )
+
+        def answered(yes: bool | None) -> None:
+            self._cancel([index, *working] if yes else [index])
+
+        self._app.push_screen(
+            ConfirmScreen(f"Cancel agent {index + 1}'s subtree?", body, yes=f"All {len(working) + 1}", no="This agent"),
+            answered,
+        )
+
+    def _cancel(self, indices: list[int]) -> None:
+        source = self._source
+        if source.cancel(indices):
             again = self._keys.hint("app.retry_agent")
             asked = "Asked the running engine to cancel" if source.attached else "Cancelled"
-            self._app.notify(f"{asked} agent {index + 1}; {again} starts it again.", timeout=4, markup=False)
+            what = f"agent {indices[0] + 1}" + (f" and {len(indices) - 1} below it" if len(indices) > 1 else "")
+            self._app.notify(f"{asked} {what}; {again} starts it again.", timeout=4, markup=False)
             self._painter.drain()
 
     # ----------------------------------------------------------------- pause, abort, the ceiling

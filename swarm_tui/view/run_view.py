@@ -55,6 +55,7 @@ from swarm_tui.core.events import (
     TaskFailed,
     TaskQueued,
     TaskRetrying,
+    TasksAdded,
     TaskState,
     TaskSucceeded,
     ToolCallEnded,
@@ -64,6 +65,7 @@ from swarm_tui.engine.stats import RunStats
 from swarm_tui.view.agents import AgentFacts, InFlight
 from swarm_tui.view.endpoints import EndpointFigures
 from swarm_tui.view.failures import Failure
+from swarm_tui.view.family import AgentTree
 from swarm_tui.view.figures import RunFigures
 from swarm_tui.view.news import News, SessionPace, narrate
 from swarm_tui.view.phase import PhaseView
@@ -121,6 +123,8 @@ class RunView:
         """Each door of a routed run (the run panel's endpoint rows); none for a single endpoint."""
         self.phases = PhaseView()
         self.agents = AgentFacts()
+        self.family = AgentTree()
+        """The agents an orchestrator spawned: parents, depths, levels and the critical path."""
         self.pace = SessionPace(self.stats)
         """The ETA at the pace of the session that runs now (never moved by `replay`)."""
         self._pending: Changes | None = Changes() if screen else None
@@ -141,6 +145,9 @@ class RunView:
             RateGateClosed: self._phase_only,
             EndpointSwitched: self._switched,
             PhaseChanged: self._phase_only,
+            TasksAdded: self._tasks_added,
+            AgentStepped: self._family_stepped,
+            ToolCallEnded: self._family_tool_ended,
         }
         """One method an event kind: a dict lookup per event, not a walk through a `match`."""
         if screen:  # the events of one task: what its cell and its error-log rows show
@@ -237,6 +244,7 @@ class RunView:
     def _succeeded(self, event: TaskSucceeded, at: float | None) -> None:
         attempt = event.attempt
         index = attempt.index
+        self.family.succeeded(event)
         self.agents.stopped(index)
         self.endpoints.ended(attempt, at)
         pending = self._pending
@@ -284,8 +292,29 @@ class RunView:
         if self._pending is not None:
             self._pending.agents.add(event.index)
 
+    def _tasks_added(self, event: TasksAdded, at: float | None) -> None:
+        """Tasks joined the run; an agent's spawn: the tree grows, and its answers count for the
+        critical path (a view without a screen hears of them from now on)."""
+        if event.spawn is None:
+            return
+        self.family.added(event)
+        if TaskSucceeded not in self._on:
+            self._on[TaskSucceeded] = self._family_succeeded
+        if self._pending is not None:
+            self._pending.agents.update(event.indices)
+
+    def _family_stepped(self, event: AgentStepped, at: float | None) -> None:
+        self.family.stepped(event)
+
+    def _family_tool_ended(self, event: ToolCallEnded, at: float | None) -> None:
+        self.family.tool_ended(event)
+
+    def _family_succeeded(self, event: TaskSucceeded, at: float | None) -> None:
+        self.family.succeeded(event)
+
     def _stepped(self, event: AgentStepped, at: float | None) -> None:
         index = event.attempt.index
+        self.family.stepped(event)
         self.agents.in_flight.pop(index, None)
         self.endpoints.ended(event.attempt, at)
         self.agents.agent_stepped(index, event.step, event.tools)
@@ -293,6 +322,7 @@ class RunView:
             self._pending.agents.add(index)  # its cell: in its tools (and its detail grows)
 
     def _tool_call_ended(self, event: ToolCallEnded, at: float | None) -> None:
+        self.family.tool_ended(event)
         self.agents.tool_call_ended(event.index, event.step)
         if self._pending is not None:
             self._pending.agents.add(event.index)

@@ -18,11 +18,19 @@ from swarm_tui.core.task import Task
 from swarm_tui.engine.calls import answer_message
 from swarm_tui.engine.settings import MAX_STEPS_CODE
 from swarm_tui.providers.client import CallResult
-from swarm_tui.tools.transcript import assistant_message, pending_tool_calls, steps_taken, tool_message
+from swarm_tui.tools.agent_tools import CallSite
+from swarm_tui.tools.transcript import (
+    assistant_message,
+    owed_tool_calls,
+    pending_tool_calls,
+    steps_taken,
+    tool_message,
+)
 
 if TYPE_CHECKING:
     from swarm_tui.engine.engine import SwarmEngine
-    from swarm_tui.tools.toolbox import Toolbox, ToolOutcome
+    from swarm_tui.tools.agent_tools import AgentTools
+    from swarm_tui.tools.toolbox import ToolOutcome
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +38,7 @@ log = logging.getLogger(__name__)
 class ToolSteps:
     """The tool calls of the run's agents (`toolbox` None: no task is an agent)."""
 
-    def __init__(self, engine: SwarmEngine, toolbox: Toolbox | None) -> None:
+    def __init__(self, engine: SwarmEngine, toolbox: AgentTools | None) -> None:
         self.engine = engine
         self.toolbox = toolbox
 
@@ -38,11 +46,13 @@ class ToolSteps:
     def enabled(self) -> bool:
         return self.toolbox is not None
 
-    def offered(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The job's tools, offered to every agent whose body names none of its own."""
+    def offered(self, index: int, body: dict[str, Any]) -> dict[str, Any]:
+        """The tools offered to agent `index` (the job's, and an orchestrator's by its depth), when
+        its body names none of its own."""
         if self.toolbox is None or "tools" in body:
             return body
-        return {**body, "tools": self.toolbox.openai_tools()}
+        tools = self.toolbox.offered_to(index)
+        return {**body, "tools": tools} if tools else body
 
     def resumes_itself(self, index: int) -> bool:
         """An agent stopped between a step's model call and the end of its tool calls (a crash, an
@@ -112,20 +122,23 @@ class ToolSteps:
         `_done`'s."""
         assert self.toolbox is not None
         toolbox = self.toolbox
-        calls = pending_tool_calls(self.engine.tasks[index].body.get("messages", []))
+        calls = owed_tool_calls(self.engine.tasks[index].body.get("messages", []))
         ended: dict[int, ToolOutcome] = {}
         """Each call's outcome by its place in the step (the model's ids need not be unique)."""
 
         async def run_one(position: int, call: dict[str, Any]) -> None:
             function = call.get("function") or {}
             ended[position] = await toolbox.call(
-                function.get("name", ""), function.get("arguments") or "{}", caller=index
+                function.get("name", ""),
+                function.get("arguments") or "{}",
+                caller=index,
+                site=CallSite(step, position, call.get("id") or ""),
             )
 
         try:
-            await asyncio.gather(*(run_one(position, call) for position, call in enumerate(calls)))
+            await asyncio.gather(*(run_one(position, call) for position, call in calls))
         finally:  # also when cancelled: what ended is kept, what did not runs again
-            kept = [(call, ended[position]) for position, call in enumerate(calls) if position in ended]
+            kept = [(call, ended[position]) for position, call in calls if position in ended]
             self._journal_results(index, step, kept)
 
     def _journal_results(self, index: int, step: int, results: list[tuple[dict[str, Any], ToolOutcome]]) -> None:

@@ -226,7 +226,7 @@ class LiveLane:
         """What a task's call sends to `client`: its body, with the job's tools offered to every
         agent and the model renamed for a fallback that names it differently."""
         body = self.engine.tasks[index].body
-        body = self.tools.offered(body)
+        body = self.tools.offered(index, body)
         if client is not self.endpoints.client and client.profile.model:
             body = {**body, "model": client.profile.model}
         return body

@@ -125,6 +125,7 @@ class AgentDetailScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="detail-title", markup=False)
         with VerticalScroll():
+            yield Static("", id="detail-family", markup=False)
             yield Static("Attempts", classes="section")
             yield Static("", id="detail-in-flight", markup=False)
             yield Static(id="detail-attempts", markup=False)
@@ -165,7 +166,17 @@ class AgentDetailScreen(Screen[None]):
         attempts = self.source.attempts_of(index)
         verdict = self._verdict(index)
         flying = self._in_flight.get(index) if not state.is_final else None
-        key = (index, state, len(attempts), len(task.body.get("messages", ())), verdict, flying)
+        family = self.source.view.family
+        related = index in family.parent or index in family.children
+        key = (
+            index,
+            state,
+            len(attempts),
+            len(task.body.get("messages", ())),
+            verdict,
+            flying,
+            family.changed if related else 0,
+        )
         if key == self._shown:
             return
         self._shown = key
@@ -176,6 +187,7 @@ class AgentDetailScreen(Screen[None]):
         if state is TaskState.FAILED and self.source.can_steer:
             title += f" · {key_hint(self.app, AgentDetailScreen, 'detail.retry')} retries it"
         self.query_one("#detail-title", Static).update(Text(title))
+        self._fill_family(index)
         self._fill_in_flight()
         self._fill_attempts(attempts, waiting=flying is None and not state.is_final)
         try:
@@ -199,6 +211,38 @@ class AgentDetailScreen(Screen[None]):
             self.query_one("#detail-raw-json", Static).update(Text(json.dumps(body, indent=2, ensure_ascii=False)))
         self.query_one("#detail-prompt", Static).update(messages_text(task.body))
         self.refresh_bindings()
+
+    def _fill_family(self, index: int) -> None:
+        """An orchestrated agent's place: whose it is and its line up to the job's task; what it
+        spawned, each spawn with its agents and how they stand (its transcript shows the calls)."""
+        family = self.source.view.family
+        line = self.query_one("#detail-family", Static)
+        spawn = family.spawn_of(index)
+        spawns = family.spawns_by(index)
+        line.display = spawn is not None or bool(spawns)
+        if not line.display:
+            return
+        text = Text()
+        if spawn is not None:
+            ancestry = " > ".join(str(i + 1) for i in [*family.ancestry(index), index])
+            waited = "waited for" if spawn.wait else "not waited for (wait_agents)"
+            text.append(
+                f"Spawned by agent {spawn.parent + 1} at its step {spawn.step} ({waited}), depth {spawn.depth}; "
+                f"its line: {ancestry}\n"
+            )
+        states = self.source.states
+        for made, agents in spawns:
+            counts: dict[str, int] = {}
+            for agent in agents:
+                label = STATE_LABELS[states.get(agent, TaskState.QUEUED)]
+                counts[label] = counts.get(label, 0) + 1
+            numbers = f"{agents[0] + 1}-{agents[-1] + 1}" if len(agents) > 1 else f"{agents[0] + 1}"
+            how = ", ".join(f"{n} {label}" for label, n in counts.items())
+            text.append(
+                f"Step {made.step} spawned {len(agents)} agent{'s' if len(agents) != 1 else ''} ({numbers}): {how}\n"
+            )
+        text.rstrip()
+        line.update(text)
 
     def _verdict(self, index: int) -> tuple[float, str] | None:
         """The judge's score and reason for this agent's answer (None: not judged)."""
@@ -273,7 +317,7 @@ class AgentDetailScreen(Screen[None]):
 
     def action_retry_agent(self) -> None:
         app: SwarmApp = self.app  # type: ignore[assignment]
-        app.steering.retry_agents([self.index])
+        app.steering.retry_subtree(self.index)  # (the agents it spawned too, when asked)
         self.refresh_detail()
 
     def action_step(self, delta: int) -> None:

@@ -68,6 +68,7 @@ from swarm_tui.ui.contrast import readable_on
 from swarm_tui.ui.keys import bindings_for
 from swarm_tui.ui.widgets.grid.cells import (
     BATCH_GLYPH,
+    DEPTH_MARKS,
     GLYPHS,
     KIND_GLYPHS,
     LOW_GLYPH,
@@ -83,6 +84,7 @@ from swarm_tui.ui.widgets.grid.cells import (
 )
 from swarm_tui.ui.widgets.grid.layout import choose_layout
 from swarm_tui.view.agents import AgentFacts
+from swarm_tui.view.family import AgentTree
 
 __all__ = ["BATCH_GLYPH", "GLYPHS", "LOW_GLYPH", "LOW_SCORE", "STATES", "STATE_LABELS", "TOOL_GLYPH", "AgentGrid"]
 
@@ -164,6 +166,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         indices: Sequence[int],
         states: Mapping[int, TaskState],
         facts: AgentFacts | None = None,
+        tree: AgentTree | None = None,
         *,
         name: str | None = None,
         id: str | None = None,
@@ -173,6 +176,8 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         self._states = states
         self.facts = facts if facts is not None else AgentFacts()
         """The agents' facts the cells show (the run view's: the app feeds it, the grid only reads)."""
+        self.family = tree if tree is not None else AgentTree()
+        """The agents an orchestrator spawned (the run view's): a spawned agent's cell has its depth mark."""
         self._set_indices(indices)
         self._step_inside = False
         """Cells have room for `:step` after the number; otherwise the step takes the number's place."""
@@ -370,7 +375,9 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         number = str(index + 1)
         if step is None:
             spaced = width >= self._digits + 2
-            return f"{glyph}{' ' if spaced else ''}{number:>{self._digits}}".ljust(width)
+            depth = self.family.depth.get(index, 0) if spaced else 0
+            gap = DEPTH_MARKS[min(depth, len(DEPTH_MARKS) - 1)] or " " if spaced else ""
+            return f"{glyph}{gap}{number:>{self._digits}}".ljust(width)
         head = number if self._step_inside else ""
         mark = TOOL_MARK if in_tools else RETRY_MARK if state is TaskState.RETRYING else THINKING_MARK
         label = f"{head}{mark}{step}"

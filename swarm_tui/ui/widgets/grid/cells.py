@@ -12,6 +12,7 @@ from swarm_tui.view.agents import STATE_LABELS, STATES
 __all__ = [
     "BATCH_GLYPH",
     "CACHED_GLYPH",
+    "DEPTH_MARKS",
     "GLYPHS",
     "KIND_GLYPHS",
     "LOW_GLYPH",
@@ -58,5 +59,9 @@ RETRY_MARK = "~"
 waiting out a backoff."""
 MANY_STEPS = "+"
 """The step where its digits do not fit (step 10 and later)."""
+DEPTH_MARKS = ("", "'", '"')
+"""Between the glyph and the number of a spawned agent's cell, where there is room: `o'42` an
+orchestrator's sub-agent (depth 1), `o"57` one of theirs (depth 2 or deeper); the grid shows
+each under its parent. ASCII, as the glyphs."""
 STEP_STATES = frozenset({TaskState.RUNNING, TaskState.RETRYING})
 """The states whose cells show the agent's step."""

@@ -35,6 +35,7 @@ from swarm_tui.ui.widgets.grid.cells import CACHED_GLYPH
 from swarm_tui.ui.widgets.panels.endpoint_rows import endpoint_lines
 from swarm_tui.ui.widgets.panels.text_panel import TextPanel
 from swarm_tui.view.agents import AgentFacts
+from swarm_tui.view.family import per_level
 
 if TYPE_CHECKING:
     from swarm_tui.frontend.source import RunSource
@@ -255,6 +256,20 @@ class RunPanel(TextPanel):
             agents.append("  path ", dim)
             agents.append(f"{stats.critical_path}")
             lines.append((5, agents))
+        family = source.view.family
+        if family.spawning:  # an orchestrator's: its agents per level, and the critical path beside the time taken
+            levels = Text()
+            levels.append("levels ", dim)
+            levels.append(per_level(family.levels(len(source.states))))
+            lines.append((3, levels))
+            path = family.critical_path()
+            if path is not None:
+                line = Text()
+                line.append("critical ", dim)
+                line.append(f"{_seconds(path.seconds)} ({path.calls} calls)")
+                line.append(" · took " if not width or width >= 36 else " · ", dim)
+                line.append(_seconds(stats.elapsed_s))
+                lines.append((3, line))
         return lines
 
     def _where(self, source: RunSource, grid: AgentGrid, follow: str | None) -> list[Line]:
@@ -282,6 +297,9 @@ class RunPanel(TextPanel):
         cursor = Text()
         facts = source.view.agents
         cursor.append(f"▸ agent {index + 1}: {self._agent_state(facts, index, state)}", "bold")
+        parent = source.view.family.parent.get(index)
+        if parent is not None:  # a spawned agent: whose, and how deep
+            cursor.append(f" (of {parent + 1}, depth {source.view.family.depth_of(index)})", dim)
         score = facts.score_of(index) if state is TaskState.SUCCEEDED else None
         if score is not None:
             cursor.append(f", judged {score:g}", self._style("run-panel--paused") if score <= LOW_SCORE else "bold")
@@ -399,3 +417,8 @@ class RunPanel(TextPanel):
         if width <= 0:
             return [text]
         return list(text.wrap(self.app.console, width, overflow="fold"))
+
+
+def _seconds(seconds: float) -> str:
+    """A span of the run: tenths of a second under a minute (a simulated swarm's), else mm:ss."""
+    return f"{seconds:.1f}s" if seconds < 60 else fmt.duration(seconds)
