@@ -13,11 +13,12 @@ from swarm_tui.journal.connection import MaskedConnection
 JOURNAL_NAME = "journal.sqlite"
 """The journal's file in its run directory."""
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """1: tasks, attempts, results, run events. 2: the engine's event log (`log`), which views replay.
 3: the run's notes (a failover, a trimmed request, the planner's sub-tasks...) are typed events
 in the log; the untyped `events` table is gone (`journal.migrate` turns its rows into events).
-4: an attempt's `saved_usd` (a replay from the response cache: what the original call cost)."""
+4: an attempt's `saved_usd` (a replay from the response cache: what the original call cost).
+5: a streamed attempt's `tokens_per_s` and `gap_ms` (its mean time between two chunks)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -52,7 +53,9 @@ CREATE TABLE IF NOT EXISTS attempts (
     cost_usd REAL,
     estimated INTEGER NOT NULL DEFAULT 0,
     finish_reason TEXT,
-    saved_usd REAL
+    saved_usd REAL,
+    tokens_per_s REAL,
+    gap_ms REAL
 );
 CREATE INDEX IF NOT EXISTS attempts_by_task ON attempts(idx);
 CREATE TABLE IF NOT EXISTS results (
@@ -120,6 +123,8 @@ ADDED_COLUMNS = (
     ("attempts", "estimated", "INTEGER NOT NULL DEFAULT 0"),
     ("attempts", "finish_reason", "TEXT"),
     ("attempts", "saved_usd", "REAL"),
+    ("attempts", "tokens_per_s", "REAL"),
+    ("attempts", "gap_ms", "REAL"),
 )
 """Columns later versions added to a table: a journal made before them gets them on opening."""
 

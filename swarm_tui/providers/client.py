@@ -45,7 +45,7 @@ from swarm_tui.providers.classify import (
 )
 from swarm_tui.providers.private_apis import post_raw
 from swarm_tui.providers.profile import ProviderProfile, resolve_api_key, resolve_headers, split_query
-from swarm_tui.providers.streamed import StreamedAnswer
+from swarm_tui.providers.streamed import StreamedAnswer, StreamProgress
 from swarm_tui.providers.transport import Route, route_for
 from swarm_tui.providers.wire import AiohttpChat
 from swarm_tui.util import secrets
@@ -75,6 +75,10 @@ class CallResult:
     """The tier the answer is billed at when not the default (`flex`, `priority`): the one its own
     `service_tier` says served it, else the dearer of the one asked for and the default
     (`core.tiers.billed_tier`)."""
+    tokens_per_s: float | None = None
+    """A streamed answer's tokens a second, from its first token to its last."""
+    gap_ms: float | None = None
+    """A streamed answer's mean time between two chunks."""
 
     @property
     def content(self) -> str:
@@ -166,15 +170,19 @@ class ProviderClient:
         stream: bool = False,
         deadlines: StreamDeadlines | None = None,
         bounded_by_caller: bool = False,
+        progress: StreamProgress | None = None,
     ) -> CallResult:
         """One chat call. Its whole time is bounded by the attempt timeout (stall-aware), unless
-        `bounded_by_caller` (the engine's own deadline is around it: one timer a call, not two)."""
+        `bounded_by_caller` (the engine's own deadline is around it: one timer a call, not two).
+        `progress`: a streamed call's headers and chunks are told to it as they come."""
         tier = self.profile.service_tier
         if tier is not None and "service_tier" not in body:
             body = {**body, "service_tier": tier}
         asked = body.get("service_tier")
         if stream:
-            return await self._complete_streaming(_create_kwargs(body), deadlines or StreamDeadlines(), asked)
+            return await self._complete_streaming(
+                _create_kwargs(body), deadlines or StreamDeadlines(), asked, progress or StreamProgress()
+            )
         if self._direct is not None:  # its whole call bounded here, stall-aware (aiohttp's own total is not)
             if bounded_by_caller:
                 status, headers, content = await self._direct.post(wire_body(body))
@@ -190,48 +198,64 @@ class ProviderClient:
         return _chat_result(status, headers, content, self.max_answer_bytes, asked)
 
     async def _complete_streaming(
-        self, kwargs: dict[str, Any], deadlines: StreamDeadlines, asked: Any = None
+        self, kwargs: dict[str, Any], deadlines: StreamDeadlines, asked: Any, progress: StreamProgress
     ) -> CallResult:
+        """A streamed call judged by its silences: the first token must come within
+        `deadlines.first_token_s` of the request (its headers included), then each chunk within
+        `deadlines.idle_s` of the one before; a stream that keeps sending is never cut for its length."""
         kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
         answer = StreamedAnswer(time.monotonic())
-        raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
-        headers = raw.headers
-        stream = raw.parse()
-        chunks = stream.__aiter__()
-        stalls = StallWatch.of_running_loop()
+        stalls = StallWatch.of_running_loop()  # a stop of the process is not a stalled stream
         try:
-            while True:
-                deadline = deadlines.first_token_s if answer.ttft_ms is None else deadlines.idle_s
+            async with stalls.deadline(deadlines.first_token_s) as first_token:
+                raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
+                progress.opened()
+                headers = raw.headers
+                stream = raw.parse()
+                chunks = stream.__aiter__()
                 try:
-                    async with stalls.deadline(deadline):  # a stop of the process is not a stalled stream
-                        chunk = await chunks.__anext__()
-                except StopAsyncIteration:
-                    break
-                except TimeoutError:
-                    what = "no first token" if answer.ttft_ms is None else "stream idle"
-                    raise BrokenStreamError(f"{what} for {deadline:g}s") from None
-                except openai.APIError as exc:
-                    if type(exc) is not openai.APIError:  # a connection or timeout error: classified as such
-                        raise
-                    # the SDK's reading of an SSE event (or chunk) that carries an `error` object
-                    raise _error_event(exc.body, exc.message, headers) from None
-                data = chunk.model_dump(exclude_none=True)
-                if data.get("object") == "error":  # vLLM's bare error object as a chunk
-                    raise _error_event(data, None, headers)
-                answer.add(data)
-        finally:
-            await stream.close()
+                    while True:
+                        try:
+                            if answer.ttft_ms is None:
+                                chunk = await chunks.__anext__()
+                            else:
+                                async with stalls.deadline(deadlines.idle_s):
+                                    chunk = await chunks.__anext__()
+                        except StopAsyncIteration:
+                            break
+                        except openai.APIError as exc:
+                            if type(exc) is not openai.APIError:  # a connection or timeout error: classified as such
+                                raise
+                            # the SDK's reading of an SSE event (or chunk) that carries an `error` object
+                            raise _error_event(exc.body, exc.message, headers) from None
+                        data = chunk.model_dump(exclude_none=True)
+                        if data.get("object") == "error":  # vLLM's bare error object as a chunk
+                            raise _error_event(data, None, headers)
+                        if answer.add(data):
+                            if answer.ttft_ms is not None and progress.first_at is None:
+                                first_token.reschedule(None)  # tokens flow: only silences judge it now
+                            progress.chunk()
+                finally:
+                    await stream.close()
+        except TimeoutError:
+            if answer.ttft_ms is None:
+                raise BrokenStreamError(f"no first token for {deadlines.first_token_s:g}s") from None
+            raise BrokenStreamError(f"stream idle for {deadlines.idle_s:g}s") from None
         if answer.finish_reason is None:
             raise BrokenStreamError("stream ended without a finish reason")
         body, strict = strict_body(answer.body(), self.max_answer_bytes)
+        usage = Usage.from_response(answer.usage)
+        rate, gap = progress.tokens_per_s(usage.completion), progress.gap_s()
         return CallResult(
             body=body,
-            usage=Usage.from_response(answer.usage),
+            usage=usage,
             request_id=secrets.mask_value(headers.get("x-request-id") or answer.first.get("id")),
             rate_headers=_rate_headers(headers),
             ttft_ms=answer.ttft_ms,
             raw=strict,
             service_tier=answer_tier(asked, body.get("service_tier")),
+            tokens_per_s=None if rate is None else round(rate, 2),
+            gap_ms=None if gap is None else round(gap * 1000, 2),
         )
 
     # ----------------------------------------------------------------- the Batch API (`--lane batch`)

@@ -26,7 +26,14 @@ from typing import Any
 
 from swarm_tui.config import configured_currency
 from swarm_tui.core.errors import InputError
-from swarm_tui.core.events import EndpointSwitched, PlanChanged, RunStarted
+from swarm_tui.core.events import (
+    EndpointSwitched,
+    PlanChanged,
+    RunStarted,
+    RunStopping,
+    RunSuspended,
+    SuspensionEnded,
+)
 from swarm_tui.engine import TaskState
 from swarm_tui.engine.ledger import BudgetReport
 from swarm_tui.engine.stats import latency_summary
@@ -168,6 +175,7 @@ def summarize(
         "deadlines": {**(deadlines or {}), "abandoned": journal.queries.abandoned_attempts()},
     }
     summary.update(_run_features(journal, budget, traces))
+    summary.update(_liveness_sections(journal, unfinished))
     if breakdown:
         cost = summary_cost_fields(
             journal,
@@ -203,6 +211,43 @@ def _run_features(journal: Journal, budget: dict[str, Any] | None, traces: dict[
     if batches:  # the batch lane: its batches (latency_ms is the live calls' only)
         sections["batches"] = batches
     return sections
+
+
+def _liveness_sections(journal: Journal, unfinished: int) -> dict[str, Any]:
+    """What kept the run from its end, and how its streams went, each present only when it did:
+    `stopped` (why dispatch stopped, while tasks are left: a refusal, no connection, a budget, a
+    suspension past its bound), `suspensions` (each wait for the provider to serve the account
+    again) and `streaming` (per endpoint: time to first token, tokens a second, gap between chunks)."""
+    sections: dict[str, Any] = {}
+    stops = journal.history.logged(RunStopping)
+    if unfinished and stops:
+        at, event = stops[-1]
+        assert isinstance(event, RunStopping)
+        sections["stopped"] = {"at": at, "reason": event.reason}
+    held: list[dict[str, Any]] = []
+    for at, event in journal.history.logged(RunSuspended, SuspensionEnded):
+        if isinstance(event, RunSuspended):
+            held.append({"at": at, "kind": event.kind, "reason": event.reason, "suspended_s": None})
+        elif held and held[-1]["suspended_s"] is None:
+            assert isinstance(event, SuspensionEnded)
+            held[-1]["suspended_s"] = event.suspended_s
+    if held:
+        sections["suspensions"] = held
+    streams = journal.queries.stream_figures()
+    if streams:
+        sections["streaming"] = {
+            endpoint: {
+                "calls": len(figures["ttft_ms"]),
+                **{name: _p50_p95(values) for name, values in figures.items()},
+            }
+            for endpoint, figures in streams.items()
+        }
+    return sections
+
+
+def _p50_p95(values: list[float]) -> dict[str, float | None]:
+    summary = latency_summary(values)
+    return {"p50": summary["p50"], "p95": summary["p95"]}
 
 
 def failovers(journal: Journal) -> list[dict[str, Any]]:
