@@ -22,7 +22,8 @@ can mix them. Names:
     lengthnull   200 with `finish_reason: length` and `content: null` (tokens spent thinking)
     lengthcut    200 with `finish_reason: length` and half an answer
 
-Any other request gets a normal chat completion. `requests` counts what arrived, by path and
+Any other request gets a normal chat completion, unless the server was started with `always=NAME`:
+then every request without a marker of its own meets NAME (a provider that answers every call so). `requests` counts what arrived, by path and
 method; `answered` counts the normal answers per prompt (what a user would pay for).
 """
 
@@ -58,8 +59,9 @@ def completion(prompt: str, model: str = "hostile-1") -> dict:
 
 
 class HostileServer:
-    def __init__(self, *, other_url: str = "http://127.0.0.1:9/elsewhere") -> None:
+    def __init__(self, *, other_url: str = "http://127.0.0.1:9/elsewhere", always: str | None = None) -> None:
         self.other_url = other_url
+        self.always = always
         self.requests: Counter[str] = Counter()
         self.answered: Counter[str] = Counter()
         self.seen: Counter[str] = Counter()
@@ -103,7 +105,7 @@ class HostileServer:
             )
         body = await request.json()
         prompt = str(body["messages"][-1]["content"])
-        fate = self._fate(prompt)
+        fate = self._fate(prompt) or self.always
         match fate:
             case None:
                 self.answered[prompt] += 1

@@ -4,6 +4,7 @@ the embedded simulator's settings."""
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from swarm_tui.core.tiers import FLEX, SERVICE_TIERS
 from swarm_tui.engine import EngineSettings
 from swarm_tui.engine.lanes.autopilot import deadline_at
 from swarm_tui.engine.pacing.deadlines import STRAGGLER_FACTOR
+from swarm_tui.engine.pacing.suspension import ON_QUOTA
 from swarm_tui.engine.settings import CallLimits, Pacing
 from swarm_tui.frontend.progress_lines import DEFAULT_EVERY_S, LOG_FORMATS
 from swarm_tui.jobs.job import CacheChoice
@@ -32,6 +34,7 @@ from swarm_tui.util.argtypes import (
     positive_int,
     share,
     straggler,
+    wait_bound,
 )
 
 
@@ -117,7 +120,11 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     e = p.add_argument_group("engine")
     e.add_argument("--concurrency", type=positive_int, help="in-flight cap (default 50)")
     e.add_argument("--max-attempts", type=positive_int, help="attempts per task, the first included (default 4)")
-    e.add_argument("--timeout", type=positive_float, help="wall-clock limit of one attempt, seconds (default 60)")
+    e.add_argument(
+        "--timeout",
+        type=positive_float,
+        help="wall-clock limit of one attempt, seconds (default 60); a streamed one: of its wait for the first token",
+    )
     e.add_argument(
         "--max-retry-after",
         type=positive_float,
@@ -136,16 +143,39 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     )
     e.add_argument("--stream", action="store_true", help="stream answers (time to first token is measured)")
     e.add_argument("--ttft-timeout", type=positive_float, help="streaming: seconds to the first token (default 30)")
-    e.add_argument("--idle-timeout", type=positive_float, help="streaming: seconds between chunks (default 30)")
     e.add_argument(
-        "--hedge", action="store_true", help="send a backup when an attempt runs past p95 x 3 (<= 5%% of requests)"
+        "--stream-idle",
+        "--idle-timeout",
+        dest="idle_timeout",
+        type=positive_float,
+        metavar="S",
+        help="streaming: the most silence between two chunks before the stream is cut and sent again (default 30); "
+        "a stream that keeps sending is never cut, --timeout bounds only its wait for the first token",
+    )
+    e.add_argument(
+        "--on-quota",
+        choices=ON_QUOTA,
+        help="quota or spend limit spent: wait (suspend, probe, resume by itself; default) or stop "
+        "(at once, resumable, exit 75)",
+    )
+    e.add_argument(
+        "--max-suspend",
+        type=wait_bound,
+        metavar="S|off",
+        help="a suspension (quota spent, a Retry-After past --max-retry-after) lasting longer stops the run, "
+        "resumable, exit 75 (default 1h; 90, 30m, 12h, off)",
+    )
+    e.add_argument(
+        "--hedge",
+        action="store_true",
+        help="send a backup earlier: when an attempt runs past p95 x 3 (backups: <= 5%% of requests)",
     )
     e.add_argument(
         "--straggler",
         type=straggler,
         metavar="auto|off|FACTOR",
-        help="abandon and resend a call past FACTOR x what it should take at its max_tokens (auto: 3); off: only "
-        "--timeout",
+        help="a call past FACTOR x what it should take at its max_tokens gets a backup and keeps running; the first "
+        "answer wins (auto: 3); off: no backup, only --timeout",
     )
     e.add_argument("--no-adaptive", action="store_true", help="keep the in-flight limit fixed (no AIMD)")
     e.add_argument(
@@ -369,6 +399,8 @@ def resolve_settings(
         budget_usd=args.budget if args.budget is not None else guards.budget_usd,
         fail_on_error=args.fail_on_error if args.fail_on_error is not None else guards.fail_on_error,
         max_retry_after_s=args.max_retry_after or pacing.max_retry_after_s,
+        on_quota=args.on_quota or pacing.on_quota,
+        max_suspend_s=max_suspend(args.max_suspend, pacing.max_suspend_s),
         lane=args.lane or (AUTO if args.deadline else lanes.lane),
         deadline_at=deadline_option(args.deadline) if args.deadline else lanes.deadline_at,
         live_share=args.live_share if args.live_share is not None else lanes.live_share,
@@ -414,6 +446,13 @@ def flex_defaults(settings: EngineSettings, args: argparse.Namespace, profile: P
     if args.straggler is None and settings.calls.straggler_factor == STRAGGLER_FACTOR:
         changes["straggler_factor"] = None
     return settings.but(**changes) if changes else settings
+
+
+def max_suspend(given: float | None, stored: float | None) -> float | None:
+    """`--max-suspend`: a bound in seconds, off (None); not given: what was stored."""
+    if given is None:
+        return stored
+    return None if math.isinf(given) else given
 
 
 def straggler_factor(given: float | str | None, stored: float | None) -> float | None:

@@ -33,18 +33,24 @@ from swarm_tui.view.follower import earlier_session_events
 from swarm_tui.view.news import counts_text
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ABORTED = 0, 1, 2, 130
+EXIT_SUSPENDED = 75
+"""The run stopped suspended (quota spent, `--on-quota stop`; a suspension past `--max-suspend`):
+nothing failed for it, resume later (sysexits' EX_TEMPFAIL: a temporary failure, try again)."""
 
 
 def exit_code(finished: RunFinished, output_error: str | None = None) -> int:
     """The run's exit code, headless and in the TUI alike: 0 every task succeeded and the outputs
     were written; 130 the user aborted with work left (the journal is resumable); 1 otherwise: failed
     or unfinished tasks, a stop (budget, error rate, the journal), or results.jsonl / summary.json
-    that could not be written (`output_error`: a run whose outputs are missing never says 0)."""
+    that could not be written (`output_error`: a run whose outputs are missing never says 0); 75 the
+    run stopped suspended (quota spent, a wait past its bound) with no task failed: resume it later."""
     complete = not (finished.failed or finished.cancelled or finished.stop_reason)
     if complete and output_error is None:
         return EXIT_OK
     if finished.aborted and not complete:
         return EXIT_ABORTED
+    if finished.suspended and not finished.failed and output_error is None:
+        return EXIT_SUSPENDED
     return EXIT_FAILED
 
 

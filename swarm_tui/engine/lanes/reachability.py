@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from swarm_tui.providers.client import ProviderClient
 
 CAUSES = (
+    (("Connection refused", "Connect call failed", "ConnectionRefusedError"), "connection refused"),
     (
         (
             "ClientConnectorDNSError",
@@ -33,14 +34,15 @@ CAUSES = (
         ),
         "the name does not resolve (DNS)",
     ),
-    (("SSL", "TLS", "certificate", "ClientConnectorCertificateError"), "the TLS handshake failed"),
-    (("Connection refused", "Connect call failed", "ConnectionRefusedError"), "connection refused"),
+    (("SSLError", "SSLCertVerification", "certificate", "[SSL", "handshake"), "the TLS handshake failed"),
     (
         ("reset by peer", "ConnectionResetError", "Server disconnected", "RemoteProtocolError"),
         "the connection was reset",
     ),
     (("timed out", "Timeout", "ConnectTimeout"), "the connection timed out"),
 )
+"""Words of a connection error and what they mean, the most telling first (aiohttp names `ssl:default`
+in every error of a plain connection: it is no TLS failure)."""
 
 
 def connection_cause(error: CallError) -> str:

@@ -1,25 +1,26 @@
 """A run held, not failed, while the provider cannot serve the account: quota spent, or a wait asked
 for past `--max-retry-after`.
 
-A quota or billing error (OpenAI `insufficient_quota`, DeepSeek 402, Moonshot
-`exceeded_current_quota_error`, a spend limit: `ErrorClass.QUOTA`) that no fallback can take is
-first checked: one cheap probe (`PROBE_BODY`, a one-token call, journaled and billed as phase
-`probe`) asks whether the account is served.
+Two errors may be the account's rather than the request's: a quota or billing error (OpenAI
+`insufficient_quota`, DeepSeek 402, Moonshot `exceeded_current_quota_error`, a spend limit:
+`ErrorClass.QUOTA`) and a Retry-After past `--max-retry-after` (a provider saying "come back in
+11 days"). When one meets a call that no fallback can take, nothing more is sent while one cheap
+probe (`probe_body`: one token of one word, journaled and billed as phase `probe`) asks whose
+it is:
 
-* The probe is answered: the error was the request's own (a model the key may not use, a spend
-  limit per request): its task fails, as any refused request does.
-* The probe meets the quota too: the account is spent. The run is **suspended**: nothing new is
+* the probe is answered: the error was the request's own (a model the key may not use, a spend
+  limit per request, a wait asked of that call): its task goes on as after any failure (a quota
+  error fails it, a long Retry-After is honoured up to the cap and counted);
+* the probe meets it too: the account cannot be served. The run is **suspended**: nothing new is
   sent (admission holds every call), every call that meets the error goes back in line, its
-  attempt not counted toward `--max-attempts` (a quota error is not billed: nothing is paid
-  twice); a probe at a growing interval (`PROBE_FIRST_S`, doubling, at most `PROBE_MAX_S`)
-  resumes the run by itself once one is answered (`SuspensionEnded`).
+  attempt not counted toward `--max-attempts` (neither error is billed: nothing is paid twice);
+  a probe at a growing interval (quota: `PROBE_FIRST_S`, doubling, at most `PROBE_MAX_S`; a
+  long Retry-After: every cap) resumes the run by itself once one is answered (`SuspensionEnded`).
 
-A Retry-After past `--max-retry-after` is the provider asking for a wait the run does not honour
-in full: the gate closes for the cap (as before), the call goes back in line uncounted, and the
-run is suspended the same way, probed at the cap. Either way the wait is bounded: past
-`--max-suspend` (default an hour) the run stops, resumable (exit `EXIT_SUSPENDED`, 75, as
-sysexits' EX_TEMPFAIL: try again later); with `--on-quota stop` it stops at once. Every step is
-an event (`RunSuspended`, `SuspensionEnded`), so a banner, the log and `--bell` say it.
+The wait is bounded: past `--max-suspend` (default an hour) the run stops, resumable (exit 75,
+sysexits' EX_TEMPFAIL: try again later); with `--on-quota stop` it stops as soon as it is
+suspended. Every step is an event (`RunSuspended`, `SuspensionEnded`), so a banner, the log and
+`--bell` say it.
 
 Why a suspension and not attempts for the long Retry-After: counting a capped wait toward the
 attempts fails tasks that were never sent, on a provider that may well come back; a suspension
@@ -36,6 +37,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from swarm_tui.core.call_errors import CallError, ErrorClass
+from swarm_tui.core.decide import Next
 from swarm_tui.core.events import Attempt, RateGateClosed, RunSuspended, SuspensionEnded, TaskFailed, TaskRetrying
 
 if TYPE_CHECKING:
@@ -105,38 +107,19 @@ class Suspension:
         return error.kind is ErrorClass.QUOTA or (error.is_rate_limit and error.retry_after_asked_s is not None)
 
     def hit(self, index: int, attempt: Attempt, error: CallError, endpoint: str) -> None:
-        """A call met the error (`takes` said so): its task goes back in line, uncounted, and the run
-        holds (for a first quota error, once a probe says the account is spent)."""
+        """A call met the error (`takes` said so): while the run is suspended its task goes back in
+        line, uncounted; else the task waits for a probe to say whose the error is (the account's:
+        the run is suspended; the request's: the task goes on as after any failure)."""
         engine = self.engine
         self._model = engine.tasks[index].body.get("model") if index in engine.tasks else None
-        if error.kind is not ErrorClass.QUOTA:
-            self._long_wait(index, attempt, error, endpoint)
-            return
         if self.active:
-            self._requeue(index, attempt, 0.0)
+            self._requeue(index, attempt, self._wait_of(error, endpoint))
             return
         engine.admission.suspend()  # nothing more to a maybe empty account while the probe asks
         if self._check is None:
-            self._check = asyncio.create_task(self._probe(endpoint, probe_body(self._model)), name="quota-check")
-        decide = asyncio.create_task(self._decide(index, attempt, error, endpoint, self._check), name=f"quota-{index}")
+            self._check = asyncio.create_task(self._probe(endpoint, probe_body(self._model)), name="account-check")
+        decide = asyncio.create_task(self._decide(index, attempt, error, endpoint, self._check), name=f"check-{index}")
         engine.queue.work(index, decide)  # the run waits for the verdict, no slot held
-
-    def _long_wait(self, index: int, attempt: Attempt, error: CallError, endpoint: str) -> None:
-        engine = self.engine
-        wait = error.retry_after_s or 0.0
-        if engine.endpoints.door_named(endpoint).admission.close_gate(wait):
-            engine.live.last_retry_after_asked_s = error.retry_after_asked_s
-            engine.outbox.emit(RateGateClosed(wait, asked_s=error.retry_after_asked_s))
-        self._requeue(index, attempt, wait)
-        if not self.active:
-            asked = error.retry_after_asked_s or 0.0
-            cap = engine.settings.pacing.max_retry_after_s
-            self._begin(
-                RETRY_AFTER,
-                f"{endpoint} asked to wait {asked:g}s (Retry-After), more than --max-retry-after {cap:g}s",
-                endpoint,
-                every_s=max(wait, 0.1),
-            )
 
     async def _decide(
         self, index: int, attempt: Attempt, error: CallError, endpoint: str, check: asyncio.Task[CallError | None]
@@ -152,22 +135,60 @@ class Suspension:
             if self._check is check:
                 self._check = None
         engine.queue.worked(index, _current())
-        if verdict is None:  # the account is served: the error was this request's own
+        if verdict is not None and self.takes(verdict, can_fail_over=False):  # the account's: the run holds
             if not self.active:
-                engine.admission.unsuspend()
+                kind = QUOTA if error.kind is ErrorClass.QUOTA else RETRY_AFTER
+                self._begin(kind, self._reason(kind, error, endpoint), endpoint, every_s=self._first_probe_s(error))
+            self._requeue(index, attempt, self._wait_of(error, endpoint))
+            return
+        if not self.active:  # the account is served (or the probe says nothing): the error is this request's
+            engine.admission.unsuspend()
+        self._as_usual(index, attempt, error, endpoint)
+
+    def _as_usual(self, index: int, attempt: Attempt, error: CallError, endpoint: str) -> None:
+        """The request's own refusal: failed (quota is never retried), or retried after its capped
+        wait and counted, as after any failure (`RetryPolicy.after_failure`)."""
+        engine = self.engine
+        decision = engine.retry_policy.after_failure(
+            error, engine.numbers.in_round(index), stopping=engine.stopping is not None
+        )
+        if decision.next is Next.GIVE_UP:
             failed = dataclasses.replace(attempt, outcome="failed")
             engine.outbox.commit(partial(engine.journal.record_failure, failed), events=[TaskFailed(failed)])
             engine.check_failure_rate()
             return
-        if verdict.kind is ErrorClass.QUOTA or verdict.retry_after_asked_s is not None:
-            if not self.active:
-                self._begin(QUOTA, f"{endpoint}: {error.message[:200]}", endpoint)
-            self._requeue(index, attempt, 0.0)
-            return
-        if not self.active:  # the probe failed otherwise (a 5xx, no connection): no verdict, a plain retry
-            engine.admission.unsuspend()
-        engine.numbers.count(index)
-        self._requeue(index, attempt, engine.retry_policy.delay_s(error, engine.numbers.in_round(index)))
+        delay = decision.delay_s
+        if error.retry_after_s:
+            self._close_gate(error, endpoint)
+        retried = dataclasses.replace(attempt, retry_in_s=round(delay, 3))
+        engine.outbox.commit(partial(engine.journal.record_retry, retried), events=[TaskRetrying(retried, delay)])
+        engine.retry_soon(index, delay)
+
+    def _wait_of(self, error: CallError, endpoint: str) -> float:
+        """A long Retry-After closes the gate for the cap (and is said so): the task's wait."""
+        if error.kind is ErrorClass.QUOTA or not error.retry_after_s:
+            return 0.0
+        self._close_gate(error, endpoint)
+        return error.retry_after_s
+
+    def _close_gate(self, error: CallError, endpoint: str) -> None:
+        engine = self.engine
+        wait = error.retry_after_s or 0.0
+        if engine.endpoints.door_named(endpoint).admission.close_gate(wait):
+            engine.live.last_retry_after_asked_s = error.retry_after_asked_s
+            engine.outbox.emit(RateGateClosed(wait, asked_s=error.retry_after_asked_s))
+
+    def _first_probe_s(self, error: CallError) -> float:
+        if error.kind is ErrorClass.QUOTA:
+            return PROBE_FIRST_S
+        return max(0.1, error.retry_after_s or PROBE_FIRST_S)
+
+    def _reason(self, kind: str, error: CallError, endpoint: str) -> str:
+        if kind == QUOTA:
+            return f"{endpoint}: {error.message[:200]}"
+        cap = self.engine.settings.pacing.max_retry_after_s
+        asked = error.retry_after_asked_s or 0.0
+        return f"{endpoint} asked to wait {asked:g}s (Retry-After), more than --max-retry-after {cap:g}s"
 
     def _requeue(self, index: int, attempt: Attempt, delay_s: float) -> None:
         """Back in line (after `delay_s`), its attempt journaled as a retry not counted."""
@@ -184,7 +205,7 @@ class Suspension:
         self.every_s = every_s
         self.suspensions += 1
         engine.admission.suspend()
-        stop = kind == QUOTA and self.on_quota == "stop"
+        stop = self.on_quota == "stop"
         engine.outbox.emit(
             RunSuspended(
                 kind,
