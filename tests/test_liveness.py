@@ -260,7 +260,7 @@ async def test_a_steady_slow_stream_is_never_cut(tmp_path, sim_factory):
     assert only["outcome"] == "ok" and only["latency_ms"] >= 55_000
     assert sim.stats()["requests"] == 1 and not any(isinstance(e, AgentSilent) for e in events)
     progress = [e for e in events if isinstance(e, CallProgress)]
-    assert len(progress) >= 10 and progress[-1].tokens >= 40, progress[-3:]  # told every few seconds
+    assert len(progress) >= 10 and progress[-1].tokens >= 25, progress[-3:]  # told every few seconds (chunks)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     figures = summary["streaming"]["custom"]
     assert figures["calls"] == 1 and 0.5 <= figures["tokens_per_s"]["p50"] <= 1.5 and figures["gap_ms"]["p50"] >= 500

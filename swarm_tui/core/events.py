@@ -117,6 +117,8 @@ class RunStarted:
     simulated: bool
     ceiling: int | None = None
     """The user's limit, which the adaptive limit (`concurrency`) works under; None: the same."""
+    stream: bool = False
+    """Calls are streamed (an agent's call waits for its first token, then streams)."""
 
 
 @dataclass(frozen=True, slots=True)

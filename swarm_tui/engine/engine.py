@@ -389,7 +389,13 @@ class SwarmEngine:
             queue.share(self._claim)
         outbox.emit(
             RunStarted(
-                len(self.tasks), pending, self.admission.limit, self.endpoint, self.simulated, self.ceiling_now()
+                len(self.tasks),
+                pending,
+                self.admission.limit,
+                self.endpoint,
+                self.simulated,
+                self.ceiling_now(),
+                stream=self.settings.calls.stream,
             )
         )
         for index in [*queue.queued, *(i for lane in self.lanes for i in lane.waiting)]:
