@@ -150,7 +150,7 @@ class SwarmApp(App[int]):
         source = self.source
         yield ProviderBar(id="provider-bar")
         with Horizontal(id="top"):
-            yield AgentGrid(list(source.tasks), source.states, self.view.agents, id="grid")
+            yield AgentGrid(list(source.tasks), source.states, self.view.agents, self.view.liveness.silent, id="grid")
             yield RunPanel(id="run-panel")
         yield LanePanel(id="lane")
         yield ErrorLog(id="error-log")

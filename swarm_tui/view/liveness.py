@@ -190,12 +190,12 @@ def reason_of(
     hedged: bool = False,
     in_batch: bool = False,
     tools: tuple[str, ...] | None = None,
-    expected_s: float | None = None,
+    backup_s: float | None = None,
     now: float | None = None,
 ) -> Reason:
     """Why agent `index` is where it is now (its state, and what the view knows of its call:
     `in_flight_since` its call's start, `hedged` a backup runs beside it, `in_batch`, `tools` the
-    tools it runs; `expected_s` what a call like it is expected to take, when the caller knows)."""
+    tools it runs; `backup_s` when a call like it gets a backup, when the caller knows)."""
     now = time.time() if now is None else now
     if state is TaskState.SUCCEEDED:
         return Reason("done", "done")
@@ -241,7 +241,7 @@ def reason_of(
             f"streaming: {stream.tokens:,} tokens so far{rate} (for {now - stream.first_at:.1f}s){backup}",
             stream.first_at,
         )
-    expect = f", about {expected_s:.1f}s expected" if expected_s is not None else ""
+    expect = f", a backup at {backup_s:.1f}s if none yet" if backup_s is not None and not hedged else ""
     what = "waiting for its first token" if live.streaming_run else "waiting for its answer"
     code = "hedged" if hedged else "first_token" if live.streaming_run else "answer"
     return Reason(code, f"{what}: {elapsed:.1f}s so far{expect}{backup}", in_flight_since)
