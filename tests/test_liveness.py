@@ -316,3 +316,109 @@ async def test_a_call_silent_far_past_what_is_expected_is_flagged_once(tmp_path,
     assert silent[0].silent_s >= 1.0 and silent[0].expected_s is not None and silent[0].expected_s < 0.5
     assert sum(isinstance(e, AttemptStarted) and e.index == 40 for e in events) == 2  # cut by --timeout, not by it
     assert not any(isinstance(e, SuspensionEnded) for e in events)
+
+
+# --------------------------------------------------------------------------- every reason, on screen and in the log
+
+
+def reasons_job(tmp_path) -> tuple:
+    """A run that waits on each reason in turn: the RPM bucket (--rpm 60), streams writing 20
+    tokens a second, 500s to back off from (once the screen is up), and (patched in mid-run) a
+    quota window."""
+    prompts = [f"steady {i}" for i in range(5)] + [f"flaky {i} [[sim:500x2]]" for i in range(5)]
+    prompts += [f"steady {i}" for i in range(5, 35)]
+    return write_batch(tmp_path / "job.jsonl", prompts), ["--stream", "--rpm", "60", "--stream-idle", "10"]
+
+
+async def open_the_quota_window_mid_run(sim, requests: int = 6) -> None:
+    await wait_until(
+        lambda: sim.stats()["requests"] >= requests, "the run got going", timeout=60, step=lambda: asyncio.sleep(0.05)
+    )
+    sim.update_config(quota_at_s=0.0, quota_for_s=3.0)
+
+
+async def test_the_headless_json_log_says_each_reason_while_the_run_waits_on_it(tmp_path, sim_factory):
+    sim = sim_factory(latency_ms=100.0, latency_sigma=0.0, tokens_per_s=20.0, output_tokens=(40, 40))
+    job, flags = reasons_job(tmp_path)
+    run = asyncio.create_task(
+        run_cli_async(
+            "run",
+            str(job),
+            "--headless",
+            "--log-format",
+            "json",
+            "--log-every",
+            "0.25",
+            "--base-url",
+            sim.base_url,
+            "--out",
+            str(tmp_path / "run"),
+            *flags,
+            timeout=180,
+        )
+    )
+    await open_the_quota_window_mid_run(sim)
+    code, stderr = await run
+    assert code == 0, stderr[-3000:]
+    seen: set[str] = set()
+    for record in json_log(stderr):
+        if record["event"] == "progress" and "reasons" in record:
+            seen |= set(record["reasons"])
+            assert record["why"]
+    assert {"waiting", "streaming", "backoff", "suspended"} <= seen, seen
+
+
+def pty_run(args: list[str], until: list[str], *, timeout: float = 120, size: tuple[int, int] = (40, 140)) -> str:
+    """Run `swarm-tui ARGS` in a real pseudo-terminal of `size` (rows, columns) until every text of
+    `until` has appeared on it (escape sequences stripped), then quit it with `q`; what it drew."""
+    import fcntl
+    import os
+    import pty
+    import re
+    import struct
+    import subprocess
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(size[1]), "LINES": str(size[0])}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "swarm_tui", *args], stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True
+    )
+    os.close(slave)
+    drawn, text = b"", ""
+    ansi = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>]|\x1b\][^\x07]*\x07")
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and not all(word in text for word in until):
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            drawn += chunk
+            text = ansi.sub("", drawn.decode("utf-8", "replace"))
+    finally:
+        try:
+            os.write(master, b"q")
+            process.wait(10)
+        except (OSError, subprocess.TimeoutExpired):
+            process.kill()
+            process.wait(5)
+        os.close(master)
+    return text
+
+
+async def test_the_console_says_each_reason_while_the_run_waits_on_it(tmp_path, sim_factory):
+    """In a real terminal: the run panel counts the agents by why (waiting for the RPM bucket,
+    streaming, backing off, suspended) while the run waits on each, and the phase says SUSPENDED."""
+    sim = sim_factory(latency_ms=100.0, latency_sigma=0.0, tokens_per_s=20.0, output_tokens=(40, 40))
+    job, flags = reasons_job(tmp_path)
+    wanted = ["waiting: RPM", "streaming", "backing off", "SUSPENDED", "suspended"]
+    args = ["run", str(job), "--base-url", sim.base_url, "--out", str(tmp_path / "run"), *flags]
+    drawing = asyncio.create_task(asyncio.to_thread(pty_run, args, wanted))
+    await open_the_quota_window_mid_run(sim)
+    drawn = await drawing
+    missing = [word for word in wanted if word not in drawn]
+    assert not missing, (missing, drawn[-2000:])
