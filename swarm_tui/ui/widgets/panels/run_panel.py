@@ -259,7 +259,7 @@ class RunPanel(TextPanel):
         errors.append(f"{stats.timeouts}", bad if stats.timeouts else "")
         lines.append((5, errors))
         straggler_s = source.straggler_s
-        if straggler_s is not None:  # the straggler deadline (README: the three deadlines)
+        if straggler_s is not None:  # the backup deadline (docs: deadlines and backups)
             cut = f" · cut {straggler_s:.1f}s"
             if not width or errors.cell_len + len(cut) <= width:
                 errors.append(cut, dim)
