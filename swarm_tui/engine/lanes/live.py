@@ -1,11 +1,15 @@
 """The live lane: each task the engine admits goes out as a live call and is followed to its outcome.
 
-One attempt is one call — two when a backup was hedged. While it runs, its tail deadlines
-(`deadlines.py`) are looked at: past the hedge deadline a backup goes out (`--hedge`, when the
-hedge and the budget allow), past the straggler deadline the attempt is abandoned and sent again.
-What an ended call means for its task is `outcomes.Outcomes`'s to say (the lane makes its own);
-a multi-step agent's tool calls are `agents.ToolSteps`'. The lane owns its calls' TPM
-reservations; the engine's queue holds each attempt's handle while it is on the wire.
+One attempt is one call — two when a backup was hedged. While it runs, its tail deadline
+(`deadlines.py`) is looked at: past it (the straggler deadline; earlier with `--hedge`, and at the
+run's idle tail) a backup goes out when the hedge budget, the provider and the budget allow, and
+the first call keeps running: a guess never ends an attempt, only `--timeout`, a stream's
+silences (`providers.client`) and real errors do. What an ended call means for its task is
+`outcomes.Outcomes`'s to say (the lane makes its own); a multi-step agent's tool calls are
+`agents.ToolSteps`'; what each call is doing (its first token, its stream, a silence) is told by
+`liveness.Liveness`; whether an endpoint was ever reached, `reachability.Reachability`. The lane
+owns its calls' TPM reservations; the engine's queue holds each attempt's handle while it is on
+the wire.
 """
 
 from __future__ import annotations
