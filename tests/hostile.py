@@ -23,8 +23,9 @@ can mix them. Names:
     lengthcut    200 with `finish_reason: length` and half an answer
 
 Any other request gets a normal chat completion, unless the server was started with `always=NAME`:
-then every request without a marker of its own meets NAME (a provider that answers every call so). `requests` counts what arrived, by path and
-method; `answered` counts the normal answers per prompt (what a user would pay for).
+then every request without a marker of its own meets NAME (a provider that answers every call so).
+`requests` counts what arrived, by path and method; `answered` counts the normal answers per
+prompt (what a user would pay for).
 """
 
 from __future__ import annotations

@@ -144,8 +144,10 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     e.add_argument("--stream", action="store_true", help="stream answers (time to first token is measured)")
     e.add_argument("--ttft-timeout", type=positive_float, help="streaming: seconds to the first token (default 30)")
     e.add_argument(
+        "--idle-timeout", dest="idle_timeout", type=positive_float, metavar="S", help="the old name of --stream-idle"
+    )
+    e.add_argument(
         "--stream-idle",
-        "--idle-timeout",
         dest="idle_timeout",
         type=positive_float,
         metavar="S",
