@@ -9,6 +9,9 @@ Scenarios (the simulator runs in its own process so it does not share the GIL):
   ratelimit  1,000 tasks, simulator at 3,000 RPM and 200 ms, the limit NOT told to swarm-tui:
              makespan / ideal (N / rate) and the share of requests answered 429.
   failover   the primary goes down mid-run: time to the fallback's first answer, tasks lost.
+  stream     what streaming costs at zero latency: swarm-tui plain (the aiohttp hot path) and
+             --stream (the SDK's streaming path, with its first-token and silence watch), and a
+             bare SDK loop streaming, 50 in flight: whether live calls should stream by default.
   faults     the same with 2% 5xx and 1% hangs: tasks lost and p95 task latency, with and
              without hedging. Every contender has the article's 15 s per-call timeout.
 
@@ -16,7 +19,7 @@ The article's orchestrator (article_orchestrator.py) runs as the article writes 
 default retries, 30 in flight, then its failed agents re-run at 10 in flight; swarm-tui and the
 bare loops run 50 in flight.
 
-Usage:  python benchmarks/bench_engine.py [--scenarios overhead,ratelimit,faults] [--quick]
+Usage:  python benchmarks/bench_engine.py [--scenarios overhead,ratelimit,faults,failover,stream] [--quick]
 Figures are ratios against the baseline measured in the same run; absolute numbers depend on
 the machine.
 """
@@ -90,7 +93,9 @@ async def run_swarm(
     }
 
 
-async def run_bare_sdk(base_url: str, work: list[dict], concurrency: int = 50, aiohttp: bool = False) -> dict:
+async def run_bare_sdk(
+    base_url: str, work: list[dict], concurrency: int = 50, aiohttp: bool = False, stream: bool = False
+) -> dict:
     from openai import AsyncOpenAI, DefaultAioHttpClient
 
     client = AsyncOpenAI(
@@ -103,7 +108,12 @@ async def run_bare_sdk(base_url: str, work: list[dict], concurrency: int = 50, a
 
     async def one(body: dict) -> None:
         async with sem:
-            await client.chat.completions.create(**body)
+            if not stream:
+                await client.chat.completions.create(**body)
+                return
+            chunks = await client.chat.completions.create(**body, stream=True, stream_options={"include_usage": True})
+            async for _ in chunks:
+                pass
 
     t0 = time.monotonic()
     await asyncio.gather(*[one(b) for b in work])
@@ -182,6 +192,10 @@ async def scenario(name: str, cfg: SimConfig, n: int, ideal: float | None, conte
                 result = await run_swarm(sim.base_url, work, concurrency=50, timeout_s=15.0, hedge=True)
             elif contender == "swarm-tui --backend httpx":
                 result = await run_swarm(sim.base_url, work, backend="httpx", concurrency=50, timeout_s=15.0)
+            elif contender == "swarm-tui --stream":
+                result = await run_swarm(sim.base_url, work, concurrency=50, timeout_s=15.0, stream=True)
+            elif contender == "bare SDK loop (stream)":
+                result = await run_bare_sdk(sim.base_url, work, stream=True)
             else:
                 raise ValueError(contender)
             print(row(contender, result, sim.stats(), n, ideal), flush=True)
@@ -295,6 +309,15 @@ async def main() -> None:
 
     if "failover" in chosen:
         await failover_scenario(int(1000 * scale))
+    if "stream" in chosen:
+        n = int(3000 * scale)
+        await scenario(
+            "stream",
+            SimConfig(latency_ms=0.0, latency_sigma=0.0, seed=1),
+            n,
+            None,
+            ["swarm-tui", "swarm-tui --stream", "bare SDK loop", "bare SDK loop (stream)"],
+        )
 
 
 if __name__ == "__main__":

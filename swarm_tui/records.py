@@ -374,6 +374,8 @@ class TailDeadlines(JsonRecord):
     by_model: dict[str, ModelPace]
     first_token_s: float | None
     hedge_s: float | None
+    hedge_rule: str = ""
+    """The backup rule, in words (a guess sends a backup, never cuts)."""
 
 
 @dataclass(frozen=True)
@@ -396,6 +398,46 @@ class Deadlines(JsonRecord):
     @classmethod
     def json_keys(cls) -> tuple[str, ...]:
         return (*TailDeadlines.json_keys(), "abandoned")
+
+
+@dataclass(frozen=True)
+class Stopped(JsonRecord):
+    """Why dispatch stopped while tasks were left: a refusal, no connection (its cause and
+    endpoint), the budget, the error rate, a suspension past `--max-suspend`."""
+
+    at: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class Suspension(JsonRecord):
+    """One wait for the provider to serve the account again (`engine.pacing.suspension`)."""
+
+    at: float
+    kind: str
+    """`quota` or `retry_after`."""
+    reason: str
+    suspended_s: float | None = None
+    """How long it held; None: the run stopped suspended."""
+
+
+@dataclass(frozen=True)
+class Percentiles(JsonRecord):
+    """One figure of an endpoint's streamed calls, over those calls."""
+
+    p50: float | None = None
+    p95: float | None = None
+
+
+@dataclass(frozen=True)
+class StreamFigures(JsonRecord):
+    """How one endpoint's streamed calls flowed."""
+
+    calls: int
+    ttft_ms: Percentiles
+    tokens_per_s: Percentiles
+    gap_ms: Percentiles
+    """The mean time between two chunks of a call."""
 
 
 @dataclass(frozen=True)
@@ -585,11 +627,23 @@ class Summary(JsonRecord):
     cache: CacheTotals | None = None
     traces: Traces | None = None
     batches: list[Batch] = field(default_factory=list)
+    stopped: Stopped | None = None
+    suspensions: list[Suspension] = field(default_factory=list)
+    streaming: dict[str, StreamFigures] = field(default_factory=dict)
     spend: SpendFigures | None = None
     """`cost_per_min_usd`, `cost_projected_usd`, `cost_display`, `cost_breakdown`."""
 
-    SECTIONS: ClassVar[tuple[str, ...]] = ("budget", "agents", "orchestrator", "quality", "cache", "traces")
-    """The sections written only when the run used them (then `batches`, when it has any)."""
+    SECTIONS: ClassVar[tuple[str, ...]] = (
+        "budget",
+        "agents",
+        "orchestrator",
+        "quality",
+        "cache",
+        "traces",
+        "stopped",
+    )
+    """The sections written only when the run used them (and the lists and maps below, when not empty)."""
+    LISTS: ClassVar[tuple[str, ...]] = ("batches", "suspensions", "streaming")
     GROUPS: ClassVar[dict[str, type[JsonRecord]]] = {"autopilot": Autopilot, "spend": SpendFigures}
     """Fields that stand for several top-level keys."""
 
@@ -598,8 +652,9 @@ class Summary(JsonRecord):
         for name in self.SECTIONS:
             if data[name] is None:
                 del data[name]
-        if not self.batches:
-            del data["batches"]
+        for name in self.LISTS:
+            if not data[name]:
+                del data[name]
         for name in self.GROUPS:
             group = data.pop(name)
             if group is not None:

@@ -29,9 +29,10 @@ can mix them. Names:
     endlessline  a stream whose one `data:` line never ends
     endless500   500 whose error body never ends
 
-Any other request gets a normal chat completion (a stream of its chunks when it asks for one).
-`requests` counts what arrived, by path and method; `answered` counts the normal answers per prompt
-(what a user would pay for).
+Any other request gets a normal chat completion (a stream of its chunks when it asks for one),
+unless the server was started with `always=NAME`: then every request without a marker of its own
+meets NAME (a provider that answers every call so). `requests` counts what arrived, by path and
+method; `answered` counts the normal answers per prompt (what a user would pay for).
 """
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ def completion(prompt: str, model: str = "hostile-1") -> dict:
 
 
 class HostileServer:
-    def __init__(self, *, other_url: str = "http://127.0.0.1:9/elsewhere") -> None:
+    def __init__(self, *, other_url: str = "http://127.0.0.1:9/elsewhere", always: str | None = None) -> None:
         self.other_url = other_url
+        self.always = always
         self.requests: Counter[str] = Counter()
         self.answered: Counter[str] = Counter()
         self.seen: Counter[str] = Counter()
@@ -116,7 +118,7 @@ class HostileServer:
             )
         body = await request.json()
         prompt = str(body["messages"][-1]["content"])
-        fate = self._fate(prompt)
+        fate = self._fate(prompt) or self.always
         if fate in ENDLESS or fate == "latin1":
             return await self._hostile_bytes(request, fate, prompt, body)
         match fate:

@@ -471,3 +471,69 @@ def test_process_mode():
         assert s["successes"] == 1 and s["config"]["seed"] == 3
         proc = sim._proc
     assert proc is not None and proc.poll() is not None
+
+
+# -- the liveness modes: slow bodies, a quota window, limits told only on 429s, a slow stream ------
+
+
+def test_a_share_of_bodies_is_slow_every_time_they_are_sent(make_sim):
+    """`slow_rate`: about that share of bodies take `slow_factor` x their latency, and a body drawn
+    slow is as slow when sent again (a long prompt, a cold replica: a copy is no faster)."""
+    sim = make_sim(latency_ms=2.0, latency_sigma=0.0, slow_rate=0.1, slow_factor=400.0)
+
+    def took(prompt: str) -> float:
+        t0 = time.monotonic()
+        assert post(sim, body(prompt)).status_code == 200
+        return time.monotonic() - t0
+
+    times = {f"b{i}": took(f"b{i}") for i in range(40)}
+    slow = {p for p, s in times.items() if s >= 0.75}  # 0.8 s each, the others 2 ms (busy: still far below)
+    assert 1 <= len(slow) <= 12 and not [s for s in times.values() if 0.4 < s < 0.75], times
+    again = next(iter(slow))
+    assert took(again) >= 0.75, "a slow body sent again was fast"
+
+
+def test_the_quota_window_opens_and_closes_on_the_clock(make_sim):
+    sim = make_sim(quota_at_s=0.3, quota_for_s=0.4)
+    assert post(sim, body("before")).status_code == 200
+    time.sleep(0.35)
+    spent = post(sim, body("inside"))
+    assert spent.status_code == 429
+    assert spent.json()["error"]["code"] == "insufficient_quota" and "retry-after" not in spent.headers
+    time.sleep(0.45)
+    assert post(sim, body("inside")).status_code == 200, "the window closed: answered again"
+    stats = sim.stats()
+    assert stats["quota_errors"] == 1 and stats["successes"] == 2
+    sim.update_config(quota_at_s=0.0, quota_for_s=60.0)  # a patch starts the window's clock anew
+    assert post(sim, body("patched")).status_code == 429
+
+
+def test_rate_limit_headers_only_on_429s(make_sim):
+    sim = make_sim(rpm=120, rate_headers_on_success=False)  # a bucket of 2
+    ok = [post(sim, body(f"h{i}")) for i in range(2)]
+    assert [r.status_code for r in ok] == [200, 200]
+    assert not any(k.startswith("x-ratelimit-") for r in ok for k in r.headers), "told on a success"
+    limited = post(sim, body("h2"))
+    assert limited.status_code == 429 and limited.headers["x-ratelimit-limit-requests"] == "120"
+
+
+def test_liveness_flags_round_trip():
+    cfg = SimConfig(slow_rate=0.01, slow_factor=50.0, quota_at_s=5.0, quota_for_s=3.0, rate_headers_on_success=False)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert config_from_args(parser.parse_args(config_to_argv(cfg))) == cfg
+    with pytest.raises(ValueError, match="slow_factor"):
+        SimConfig(slow_factor=0.0)
+
+
+def test_a_slow_steady_stream_spaces_its_chunks(make_sim):
+    """`tokens_per_s`: a streamed answer's tokens come at that rate, one chunk at a time."""
+    sim = make_sim(tokens_per_s=20.0, output_tokens=(8, 8))
+    arrivals = []
+    with httpx.Client(trust_env=False, timeout=5.0) as c:
+        with c.stream("POST", sim.base_url + "/chat/completions", json=body("steady", stream=True)) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: {"):
+                    arrivals.append(time.monotonic())
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    assert len(arrivals) >= 6 and sum(gaps) >= 0.25, gaps  # 8 tokens at 20/s: 0.4 s of writing

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from swarm_tui.core.lanes import LANES
+from swarm_tui.core.quota import ON_QUOTA
 from swarm_tui.core.tiers import SERVICE_TIERS
 from swarm_tui.frontend.progress_lines import DEFAULT_EVERY_S, LOG_FORMATS
 from swarm_tui.jobs.judge_spec import ACTIONS
@@ -23,6 +24,7 @@ from swarm_tui.util.argtypes import (
     positive_int,
     share,
     straggler,
+    wait_bound,
 )
 
 if TYPE_CHECKING:
@@ -112,7 +114,11 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     e = p.add_argument_group("engine")
     e.add_argument("--concurrency", type=positive_int, help="in-flight cap (default 50)")
     e.add_argument("--max-attempts", type=positive_int, help="attempts per task, the first included (default 4)")
-    e.add_argument("--timeout", type=positive_float, help="wall-clock limit of one attempt, seconds (default 60)")
+    e.add_argument(
+        "--timeout",
+        type=positive_float,
+        help="wall-clock limit of one attempt, seconds (default 60); a streamed one: of its wait for the first token",
+    )
     e.add_argument(
         "--max-retry-after",
         type=positive_float,
@@ -131,16 +137,41 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     )
     e.add_argument("--stream", action="store_true", help="stream answers (time to first token is measured)")
     e.add_argument("--ttft-timeout", type=positive_float, help="streaming: seconds to the first token (default 30)")
-    e.add_argument("--idle-timeout", type=positive_float, help="streaming: seconds between chunks (default 30)")
     e.add_argument(
-        "--hedge", action="store_true", help="send a backup when an attempt runs past p95 x 3 (<= 5%% of requests)"
+        "--idle-timeout", dest="idle_timeout", type=positive_float, metavar="S", help="the old name of --stream-idle"
+    )
+    e.add_argument(
+        "--stream-idle",
+        dest="idle_timeout",
+        type=positive_float,
+        metavar="S",
+        help="streaming: the most silence between two chunks before the stream is cut and sent again (default 30); "
+        "a stream that keeps sending is never cut, --timeout bounds only its wait for the first token",
+    )
+    e.add_argument(
+        "--on-quota",
+        choices=ON_QUOTA,
+        help="quota or spend limit spent: wait (suspend, probe, resume by itself; default) or stop "
+        "(at once, resumable, exit 75)",
+    )
+    e.add_argument(
+        "--max-suspend",
+        type=wait_bound,
+        metavar="S|off",
+        help="a suspension (quota spent, a Retry-After past --max-retry-after) lasting longer stops the run, "
+        "resumable, exit 75 (default 1h; 90, 30m, 12h, off)",
+    )
+    e.add_argument(
+        "--hedge",
+        action="store_true",
+        help="send a backup earlier: when an attempt runs past p95 x 3 (backups: <= 5%% of requests)",
     )
     e.add_argument(
         "--straggler",
         type=straggler,
         metavar="auto|off|FACTOR",
-        help="abandon and resend a call past FACTOR x what it should take at its max_tokens (auto: 3); off: only "
-        "--timeout",
+        help="a call past FACTOR x what it should take at its max_tokens gets a backup and keeps running; the first "
+        "answer wins (auto: 3); off: no backup, only --timeout",
     )
     e.add_argument("--no-adaptive", action="store_true", help="keep the in-flight limit fixed (no AIMD)")
     e.add_argument(

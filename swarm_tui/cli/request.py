@@ -60,6 +60,8 @@ def run_options(args: argparse.Namespace) -> RunOptions:
             max_attempts=args.max_attempts,
             timeout_s=args.timeout,
             max_retry_after_s=args.max_retry_after,
+            on_quota=args.on_quota,
+            max_suspend_s=args.max_suspend,
             rpm=args.rpm,
             tpm=args.tpm,
             max_answer_bytes=args.max_answer_bytes,

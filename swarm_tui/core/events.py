@@ -102,6 +102,10 @@ class Attempt:
     service_tier: str | None = None
     """The service tier the call was billed at when not the default (`flex`, `priority`:
     `core.tiers.billed_tier`); None for the default tier and for a batch line (its endpoint says)."""
+    tokens_per_s: float | None = None
+    """A streamed answer's writing speed: tokens a second from its first token to its last."""
+    gap_ms: float | None = None
+    """A streamed answer's mean time between two chunks (OpenTelemetry's time per output chunk)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,8 @@ class RunStarted:
     simulated: bool
     ceiling: int | None = None
     """The user's limit, which the adaptive limit (`concurrency`) works under; None: the same."""
+    stream: bool = False
+    """Calls are streamed (an agent's call waits for its first token, then streams)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,6 +432,66 @@ class QualityDrift:
 
 
 @dataclass(frozen=True, slots=True)
+class DispatchWaiting:
+    """What the next task in line waits for before it can be sent, when that changed: a slot of the
+    in-flight limit, the RPM or TPM bucket, the provider's Retry-After gate, the budget's room, the
+    run's gentle start, a pause or a suspension ("" once nothing holds it: tasks go out, or none wait)."""
+
+    reason: str
+    wait_s: float | None = None
+    """How long until it may go, when known (a gate, a bucket)."""
+    detail: str = ""
+    """What a person needs to read it: "50 of 50 in flight", "asked 999999s, capped at 60s"."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallProgress:
+    """A streamed call's progress: its first token (with the time it took), then every few seconds
+    while it streams (the tokens so far and their pace)."""
+
+    index: int
+    number: int
+    tokens: int
+    ttft_ms: float | None = None
+    tokens_per_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSilent:
+    """An agent's call has been silent far longer than its like takes: nothing from it for
+    `silent_s` (its first word, or its next chunk), where `expected_s` was expected."""
+
+    index: int
+    number: int
+    silent_s: float
+    expected_s: float | None = None
+    streaming: bool = False
+    """It had started streaming: the silence is between two chunks."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunSuspended:
+    """Nothing new is sent: the provider cannot serve the account now (`quota`: its quota or spend
+    limit is spent) or asked for a wait past `--max-retry-after` (`retry_after`). Calls that meet
+    it go back in line, not failed; a probe (every `probe_every_s`) resumes the run by itself."""
+
+    kind: str
+    reason: str
+    endpoint: str = ""
+    probe_every_s: float | None = None
+    until_s: float | None = None
+    """The most the run waits so (`--max-suspend`) before it stops, resumable."""
+
+
+@dataclass(frozen=True, slots=True)
+class SuspensionEnded:
+    """The provider answered again (a probe went through): the run sends again."""
+
+    kind: str
+    suspended_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class RunStopping:
     """Dispatch stopped for a reason other than completion: abort, budget, error rate."""
 
@@ -439,6 +505,8 @@ class RunFinished:
     cancelled: int
     aborted: bool
     stop_reason: str | None = None
+    suspended: str | None = None
+    """The run stopped suspended (`quota`, `retry_after`): resumable once the provider serves again."""
 
 
 EngineEvent = (
@@ -469,6 +537,11 @@ EngineEvent = (
     | QualityDrift
     | RunStopping
     | RunFinished
+    | DispatchWaiting
+    | CallProgress
+    | AgentSilent
+    | RunSuspended
+    | SuspensionEnded
     | SessionStarted
     | TaskTrimmed
     | BatchRefused

@@ -108,7 +108,7 @@ class LeasedAdmission(AdmissionController):
             if self.closed:
                 return False
             wait: float | None = None
-            if not self.paused and self.in_flight < self.limit:
+            if not self.paused and not self.held and self.in_flight < self.limit:
                 wait = self.gate_remaining_s
                 if wait <= 0:
                     if (
@@ -117,9 +117,11 @@ class LeasedAdmission(AdmissionController):
                         and self.shared_limits.tokens is None
                     ):
                         self.in_flight += 1
+                        self.admitted()
                         return True
                     if self._take_from_pool(tokens):
                         self.in_flight += 1
+                        self.admitted()
                         return True
                     grant = await self._lease(max(1, self.limit - self.in_flight), tokens)
                     if grant.requests:

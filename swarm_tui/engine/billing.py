@@ -94,6 +94,8 @@ class Billing:
             usage=usage,
             cost_usd=cost,
             ttft_ms=result.ttft_ms,
+            tokens_per_s=result.tokens_per_s,
+            gap_ms=result.gap_ms,
             estimated=estimated,
             finish_reason=finish_reason(result),
             service_tier=result.service_tier,

@@ -39,6 +39,7 @@ from swarm_tui.engine.pacing.admission import AdmissionController
 from swarm_tui.engine.pacing.deadlines import TailDeadlines
 from swarm_tui.engine.pacing.limits import AdaptiveConcurrency, RateLimits
 from swarm_tui.engine.pacing.retry import RetryPolicy
+from swarm_tui.engine.pacing.suspension import Suspension
 from swarm_tui.engine.routing.doors import Route, RouteAdmission
 from swarm_tui.engine.routing.endpoints import Endpoints, RouteSpec, build_route
 from swarm_tui.engine.settings import EngineSettings, Trimmer, Validator
@@ -245,4 +246,6 @@ class _LaneMaker:
             Autopilot(engine, deadline, doors.price) if deadline is not None and settings.lanes.lane == AUTO else None
         )
         batch = batch_lane_of(engine, doors.client, doors.price, validator, planner)
-        return Lanes(live, direct, in_claim_order(cache, batch), endpoints, tail)
+        pacing = settings.pacing
+        suspension = Suspension(engine, direct.probe, on_quota=pacing.on_quota, max_suspend_s=pacing.max_suspend_s)
+        return Lanes(live, direct, in_claim_order(cache, batch), endpoints, tail, suspension)

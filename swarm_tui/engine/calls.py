@@ -16,6 +16,7 @@ from swarm_tui.core.task import JSONObject
 from swarm_tui.core.usage import Usage
 from swarm_tui.engine.ledger import answer_ceiling
 from swarm_tui.providers.client import CallResult, ProviderClient
+from swarm_tui.providers.streamed import StreamProgress
 
 
 @dataclass
@@ -35,6 +36,10 @@ class Call:
     send_seq: int = 0
     """The engine's count of requests sent, this one included: the ones sent after it are
     not in the rate-limit headers of its answer."""
+    progress: StreamProgress | None = None
+    """A streamed call's headers and chunks as they come (None: not streamed)."""
+    hedge: bool = False
+    """A backup of a slow first call: never counted toward the attempts or a failover."""
     ceiling: int | None = field(init=False)
     """The most tokens it may write (its max_tokens); None when its body sets none."""
     work: str = field(init=False)

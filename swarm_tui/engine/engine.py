@@ -38,6 +38,7 @@ from swarm_tui.core.events import (
     Attempt,
     AttemptEnded,
     ConcurrencyChanged,
+    DispatchWaiting,
     EngineEvent,
     PhaseChanged,
     RateLimitsLearned,
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
     from swarm_tui.engine.lanes.direct import DirectLane
     from swarm_tui.engine.lanes.live import LiveLane
     from swarm_tui.engine.pacing.deadlines import TailDeadlines
+    from swarm_tui.engine.pacing.suspension import Suspension
     from swarm_tui.engine.ports import Lane
     from swarm_tui.engine.routing.endpoints import Endpoints
     from swarm_tui.engine.routing.failover import CircuitBreaker
@@ -78,6 +80,9 @@ if TYPE_CHECKING:
     from swarm_tui.providers.client import CallResult, ProviderClient
 
 log = logging.getLogger(__name__)
+
+WATCH_S = 0.5
+"""How often the engine looks at what holds its dispatch and at its calls' liveness."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +119,8 @@ class Lanes:
     """The cache and batch lanes, in the order they claim their tasks."""
     endpoints: Endpoints
     tail: TailDeadlines
+    suspension: Suspension
+    """What holds every lane while the provider cannot serve the account (quota, a long Retry-After)."""
 
 
 LaneMaker = Callable[["SwarmEngine"], Lanes]
@@ -161,6 +168,13 @@ class SwarmEngine:
         self._aborted = False
         self._fatal: str | None = None
         """Why the run cannot go on (the journal cannot be written, an internal error)."""
+        self._suspended_stop: str | None = None
+        """Why a stop was a suspension's (`quota`, `retry_after`): the run ends resumable, exit 75."""
+        self._holding: int | None = None
+        """The token estimate of the task the dispatcher waits to admit (None: it waits for none)."""
+        self._budget_wait = False
+        """The dispatcher waits for the budget's room."""
+        self._told_waiting: tuple[str, str] = ("", "")
         self._stalls: StallWatch | None = None
         self._stalls_loop: asyncio.AbstractEventLoop | None = None
         self._lane_runs: list[asyncio.Task[None]] = []
@@ -171,6 +185,7 @@ class SwarmEngine:
         self.lanes = made.others
         self.endpoints = made.endpoints
         self.tail = made.tail
+        self.suspension = made.suspension
 
     # ----------------------------------------------------------------- steering
 
@@ -228,6 +243,13 @@ class SwarmEngine:
 
     def stop_dispatch(self, reason: str) -> None:
         """Send nothing new; let the calls in flight finish (budget and error-rate guards)."""
+        self._stop(reason)
+
+    def stop_suspended(self, kind: str, reason: str) -> None:
+        """A suspension ends the run (`--on-quota stop`, past `--max-suspend`): send nothing new, the
+        calls in flight finish; the run ends resumable, exit 75 (`RunFinished.suspended`)."""
+        if self._stop_reason is None:
+            self._suspended_stop = kind
         self._stop(reason)
 
     def fail_run(self, reason: str) -> None:
@@ -369,6 +391,7 @@ class SwarmEngine:
         self._running = True
         self._aborted = False
         self._stop_reason = None
+        self._suspended_stop = None
         self.admission.reopen()
         self.ledger.open(self.journal.spent_usd())
         queue, outbox = self.queue, self.outbox
@@ -377,7 +400,13 @@ class SwarmEngine:
             queue.share(self._claim)
         outbox.emit(
             RunStarted(
-                len(self.tasks), pending, self.admission.limit, self.endpoint, self.simulated, self.ceiling_now()
+                len(self.tasks),
+                pending,
+                self.admission.limit,
+                self.endpoint,
+                self.simulated,
+                self.ceiling_now(),
+                stream=self.settings.calls.stream,
             )
         )
         for index in [*queue.queued, *(i for lane in self.lanes for i in lane.waiting)]:
@@ -390,6 +419,7 @@ class SwarmEngine:
         self._lane_runs = [asyncio.create_task(lane.run(), name=f"lane-{lane.name}") for lane in self.lanes]
         for lane_run in self._lane_runs:
             lane_run.add_done_callback(self._lane_done)
+        watch = asyncio.create_task(self._watch(), name="engine-watch")
         try:
             await self._dispatch()
         finally:
@@ -397,6 +427,9 @@ class SwarmEngine:
                 await asyncio.gather(*self._lane_runs, return_exceptions=True)
                 self._lane_runs = []
             await self.live.settle()
+            watch.cancel()
+            self.suspension.close()
+            self._tell_waiting("", None, "")
             self._running = False
         outbox.flush()  # the last answers (group commit) count in the outcome
         if self._stop_reason is not None:
@@ -421,7 +454,12 @@ class SwarmEngine:
                 queue.carried(index)
                 continue
             tokens = self._token_estimate(index)
-            if not await admission.acquire(tokens):
+            self._holding = tokens
+            try:
+                admitted = await admission.acquire(tokens)
+            finally:
+                self._holding = None
+            if not admitted:
                 queue.put_back(index)
                 return
             if queue.where(index) is not Place.NEXT:  # the user cancelled it (`x`) while it waited for a slot
@@ -432,7 +470,11 @@ class SwarmEngine:
                 queue.put_back(index)
                 if self._stop_reason is not None:  # the budget is spent
                     return
-                await self.ledger.room()  # it fits once calls in flight settle
+                self._budget_wait = True
+                try:
+                    await self.ledger.room()  # it fits once calls in flight settle
+                finally:
+                    self._budget_wait = False
 
     async def _next_ready(self) -> int | None:
         queue = self.queue
@@ -444,6 +486,26 @@ class SwarmEngine:
                 return None
             await queue.changed()
         return None
+
+    async def _watch(self) -> None:
+        """A few times a second: what the next task in line waits for (told when it changes), and
+        the live calls' liveness (streams' progress, calls silent far too long)."""
+        stalls = self.stalls
+        while True:
+            await asyncio.sleep(WATCH_S)
+            self.live.liveness.tick(stalls.now())
+            if self._budget_wait:
+                self._tell_waiting("budget", None, self.ledger.describe_wait())
+            elif self._holding is not None:
+                self._tell_waiting(*self.admission.waiting_for(self._holding))
+            else:
+                self._tell_waiting("", None, "")
+
+    def _tell_waiting(self, reason: str, wait_s: float | None, detail: str) -> None:
+        if (reason, detail) == self._told_waiting:
+            return
+        self._told_waiting = (reason, detail)
+        self.outbox.emit(DispatchWaiting(reason, None if wait_s is None else round(wait_s, 3), detail))
 
     @property
     def lanes_busy(self) -> bool:
@@ -504,7 +566,13 @@ class SwarmEngine:
 
     def outcome(self) -> RunFinished:
         """Where the run stands now, as the event `run()` ends with."""
-        return outcome_of(self.board, len(self.tasks), aborted=self._aborted, stop_reason=self._stop_reason)
+        return outcome_of(
+            self.board,
+            len(self.tasks),
+            aborted=self._aborted,
+            stop_reason=self._stop_reason,
+            suspended=self._suspended_stop,
+        )
 
     @property
     def running(self) -> bool:

@@ -148,6 +148,12 @@ class SpendLedger:
     def holds(self, key: Hashable) -> bool:
         return key in self._reserved
 
+    def describe_wait(self) -> str:
+        """Why a call waits for room: what is spent and held against the budget."""
+        if self.budget_usd is None:
+            return ""
+        return f"${self.committed_usd:.4f} of ${self.budget_usd:g} spent or held by calls in flight"
+
     def _drop(self, key: Hashable) -> None:
         held = self._reserved.pop(key, None)
         if held is not None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from swarm_tui.core.call_errors import ErrorClass
 from swarm_tui.core.lanes import LIVE
+from swarm_tui.core.quota import WAIT
 from swarm_tui.core.task import Task
 from swarm_tui.engine.pacing.deadlines import STRAGGLER_FACTOR
 from swarm_tui.providers.answer import MAX_ANSWER_BYTES
@@ -42,6 +43,9 @@ TRUNCATED_CODE = "length"
 CONGESTED_LATENCY_SHARE = 0.25
 """A timeout counts as congestion when the median answer takes over this share of the timeout."""
 
+STREAM_IDLE_S = 30.0
+"""The default `--stream-idle`: a reasoning model may think silently for a while between chunks."""
+
 HEDGE_MAX_SHARE = 0.05
 HEDGE_QUIET_AFTER_429_S = 5.0
 
@@ -65,7 +69,13 @@ class Pacing:
     tpm: int | None = None
     max_retry_after_s: float = 60.0
     """A provider's Retry-After is honoured up to this (the OpenAI SDK's own cap): a header of
-    `999999` or `inf` must not hold a run for days."""
+    `999999` or `inf` must not hold a run for days; a longer one suspends the run
+    (`pacing.suspension`)."""
+    on_quota: str = WAIT
+    """Quota spent (or a Retry-After past the cap): `wait` (suspended, probed, resumed by itself)
+    or `stop` (stopped at once, resumable, exit 75)."""
+    max_suspend_s: float | None = 3600.0
+    """A suspension lasting longer stops the run, resumable (exit 75); None: no bound."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +86,11 @@ class CallLimits:
     """Hard wall-clock limit of one attempt (the SDK's read timeout is per read, not per call)."""
     stream: bool = False
     first_token_timeout_s: float | None = None
-    idle_timeout_s: float | None = None
+    """A streamed call's first token (None: `timeout_s`, which bounds it anyway)."""
+    idle_timeout_s: float | None = STREAM_IDLE_S
+    """`--stream-idle`: the most silence a streamed call may keep between two chunks; past it the
+    stream is cut and sent again. A stream that keeps sending is never cut (`timeout_s` bounds a
+    streamed call only until its first token)."""
     hedge: bool = False
     """Send a backup when an attempt runs past the running p95 x `hedge_factor`."""
     hedge_factor: float = 3.0

@@ -22,16 +22,20 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from swarm_tui.core.events import EngineEvent, TaskState
 from swarm_tui.engine.stats import RunStats
+from swarm_tui.view.liveness import counts_line, reason_counts
 from swarm_tui.view.news import News, SessionPace
 from swarm_tui.view.run_view import RunView
 
 LOG_FORMATS = ("text", "json")
+PLAIN_REASONS = frozenset({"queued", "answer"})
+"""Reasons the line's own counts already say (tasks queued, calls in flight): no `why` for them alone."""
 DEFAULT_EVERY_S = 5.0
 TICK_S = 0.25
 """How often the writer looks at the clock (a terminal's live line repaints as often)."""
@@ -118,8 +122,20 @@ class ProgressLines:
         """The progress line's figures, under the JSON log's stable keys."""
         view = self.view
         return progress_fields(
-            self.stats, pace=view.pace, paused=view.figures.paused, round_=view.phases.round, waiting=self.waiting()
+            self.stats,
+            pace=view.pace,
+            paused=view.figures.paused,
+            round_=view.phases.round,
+            waiting=self.waiting(),
+            reasons=self.reasons(),
         )
+
+    def reasons(self) -> list[tuple[str, int, str]]:
+        """The agents not done, counted by why (`view.liveness.reason_counts`)."""
+        view = self.view
+        counts = Counter(view.states.values())
+        stats = self.stats
+        return reason_counts(view.liveness, counts, stats.in_flight, 0, stats.batch_waiting, self.wall_clock())
 
     def progress(self) -> None:
         """One progress line, now."""
@@ -186,9 +202,12 @@ def progress_fields(
     paused: bool = False,
     round_: tuple[int, int] | None = None,
     waiting: str = "",
+    reasons: list[tuple[str, int, str]] | None = None,
 ) -> dict[str, Any]:
     """The progress line's figures, under the JSON log's stable keys. `pace`: the ETA at this
-    session's pace (without it, the run's); `round_`: the round a multi-round swarm is on."""
+    session's pace (without it, the run's); `round_`: the round a multi-round swarm is on;
+    `reasons`: the agents not done counted by why (`view.liveness.reason_counts`): `why` (their
+    words, `12 waiting: RPM · 3 streaming`) and `reasons` (code: count)."""
     req_s, tok_s = stats.rates()
     p95 = stats.percentile(0.95)
     eta = pace.eta_s() if pace is not None else stats.eta_s()
@@ -210,6 +229,9 @@ def progress_fields(
         fields["batch_waiting"] = stats.batch_waiting
     if waiting:
         fields["waiting"] = waiting
+    if reasons and any(code not in PLAIN_REASONS for code, _, _ in reasons):  # something to say beyond the counts
+        fields["reasons"] = {code: count for code, count, _ in reasons}
+        fields["why"] = counts_line(reasons)
     return fields
 
 
@@ -229,6 +251,8 @@ def progress_text(f: dict[str, Any]) -> str:
         parts.append(f"batch {f['batch_waiting']:,} waiting")
     if "waiting" in f:
         parts.append(f["waiting"])
+    if "why" in f:
+        parts.append(f["why"])
     return "  ".join(parts)
 
 

@@ -81,8 +81,8 @@ _TOOL_BODY = f"UPDATE tasks SET body = ?, updated_at = ? WHERE idx = ? AND state
 _ATTEMPT = (
     "INSERT INTO attempts (idx, number, session, endpoint, started_at, latency_ms, ttft_ms, outcome, "
     "retry_in_s, status, error_class, error_code, error_message, request_id, prompt_tokens, "
-    "completion_tokens, cached_tokens, reasoning_tokens, cost_usd, estimated, finish_reason, saved_usd) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "completion_tokens, cached_tokens, reasoning_tokens, cost_usd, estimated, finish_reason, saved_usd, "
+    "tokens_per_s, gap_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _ANSWER = (  # a success already journaled stays as it is (the first answer paid for is the one kept)
     "INSERT INTO results (idx, ok, request_id, response, error, finished_at) VALUES (?, 1, ?, ?, NULL, ?) "
@@ -138,6 +138,8 @@ def attempt_row(a: Attempt, session: int) -> tuple[Any, ...]:
         a.estimated,
         a.finish_reason,
         a.saved_usd,
+        a.tokens_per_s,
+        a.gap_ms,
     )
 
 

@@ -343,6 +343,27 @@ class JournalQueries:
         """What every attempt journaled so far cost (all sessions): the budget's starting point."""
         return float(self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM attempts").fetchone()[0])
 
+    def stream_figures(self) -> dict[str, dict[str, list[float]]]:
+        """Each endpoint's streamed answers: their time to first token (ms), tokens a second and mean
+        gap between chunks (ms), each sorted; {} for a run that did not stream."""
+        if not any(row[1] == "gap_ms" for row in self._db.execute("PRAGMA table_info(attempts)")):
+            return {}  # a journal made before streams were measured, read without being opened for writing
+        figures: dict[str, dict[str, list[float]]] = {}
+        for endpoint, ttft, rate, gap in self._db.execute(
+            "SELECT endpoint, ttft_ms, tokens_per_s, gap_ms FROM attempts WHERE outcome IN ('ok', 'step') "
+            "AND ttft_ms IS NOT NULL"
+        ):
+            row = figures.setdefault(endpoint, {"ttft_ms": [], "tokens_per_s": [], "gap_ms": []})
+            row["ttft_ms"].append(ttft)
+            if rate is not None:
+                row["tokens_per_s"].append(rate)
+            if gap is not None:
+                row["gap_ms"].append(gap)
+        for row in figures.values():
+            for values in row.values():
+                values.sort()
+        return figures
+
     def success_latencies(self) -> list[float]:
         return [
             r[0]  # a batch line's latency is its batch's hours, not a call's

@@ -13,7 +13,7 @@ from swarm_tui.journal.connection import MaskedConnection
 JOURNAL_NAME = "journal.sqlite"
 """The journal's file in its run directory."""
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """1: tasks, attempts, results, run events. 2: the engine's event log (`log`), which views replay.
 3: the run's notes (a failover, a trimmed request, the planner's sub-tasks...) are typed events
 in the log; the untyped `events` table is gone (`journal.migrate` turns its rows into events).
@@ -22,7 +22,8 @@ A task's `row` (a table job's input row, JSON, for the export; NULL for other jo
 in version 4: a journal made before it has the column added empty on opening; so did a control
 command's `result` (what the session did with it, which `ctl` reads back), and a task's ancestry
 (`parent`, `depth`, and `spawn`: the tool call of its parent that added it, JSON), for the agents
-an orchestrator spawns: NULL, 0 and NULL for every other task."""
+an orchestrator spawns: NULL, 0 and NULL for every other task.
+5: a streamed attempt's `tokens_per_s` and `gap_ms` (its mean time between two chunks)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -61,7 +62,9 @@ CREATE TABLE IF NOT EXISTS attempts (
     cost_usd REAL,
     estimated INTEGER NOT NULL DEFAULT 0,
     finish_reason TEXT,
-    saved_usd REAL
+    saved_usd REAL,
+    tokens_per_s REAL,
+    gap_ms REAL
 );
 CREATE INDEX IF NOT EXISTS attempts_by_task ON attempts(idx);
 CREATE TABLE IF NOT EXISTS results (
@@ -135,6 +138,8 @@ ADDED_COLUMNS = (
     ("tasks", "parent", "INTEGER"),
     ("tasks", "depth", "INTEGER NOT NULL DEFAULT 0"),
     ("tasks", "spawn", "TEXT"),
+    ("attempts", "tokens_per_s", "REAL"),
+    ("attempts", "gap_ms", "REAL"),
 )
 """Columns later versions added to a table: a journal made before them gets them on opening."""
 

@@ -48,6 +48,10 @@ def chat_attributes(
         attributes[NS + "estimated"] = True
     if attempt.ttft_ms is not None:
         attributes["gen_ai.response.time_to_first_chunk"] = attempt.ttft_ms / 1000.0
+    if attempt.gap_ms is not None:  # the GenAI metric's measure, per call: its mean time between chunks
+        attributes["gen_ai.response.time_per_output_chunk"] = attempt.gap_ms / 1000.0
+    if attempt.tokens_per_s is not None:
+        attributes[NS + "tokens_per_s"] = attempt.tokens_per_s
     if attempt.status is not None:
         attributes["http.response.status_code"] = attempt.status
     if server is not None:

@@ -57,7 +57,7 @@ from swarm_tui.providers.profile import (
     resolve_query,
     split_query,
 )
-from swarm_tui.providers.streamed import StreamedAnswer
+from swarm_tui.providers.streamed import StreamedAnswer, StreamProgress
 from swarm_tui.providers.transport import Route, route_for
 from swarm_tui.providers.wire import AiohttpChat
 from swarm_tui.util import secrets
@@ -89,6 +89,10 @@ class CallResult:
     """The tier the answer is billed at when not the default (`flex`, `priority`): the one its own
     `service_tier` says served it, else the dearer of the one asked for and the default
     (`core.tiers.billed_tier`)."""
+    tokens_per_s: float | None = None
+    """A streamed answer's tokens a second, from its first token to its last."""
+    gap_ms: float | None = None
+    """A streamed answer's mean time between two chunks."""
 
     @property
     def content(self) -> str:
@@ -191,15 +195,19 @@ class ProviderClient:
         stream: bool = False,
         deadlines: StreamDeadlines | None = None,
         bounded_by_caller: bool = False,
+        progress: StreamProgress | None = None,
     ) -> CallResult:
         """One chat call. Its whole time is bounded by the attempt timeout (stall-aware), unless
-        `bounded_by_caller` (the engine's own deadline is around it: one timer a call, not two)."""
+        `bounded_by_caller` (the engine's own deadline is around it: one timer a call, not two).
+        `progress`: a streamed call's headers and chunks are told to it as they come."""
         tier = self.profile.service_tier
         if tier is not None and "service_tier" not in body:
             body = {**body, "service_tier": tier}
         asked = body.get("service_tier")
         if stream:
-            return await self._complete_streaming(_create_kwargs(body), deadlines or StreamDeadlines(), asked)
+            return await self._complete_streaming(
+                _create_kwargs(body), deadlines or StreamDeadlines(), asked, progress or StreamProgress()
+            )
         if self._direct is not None:  # its whole call bounded here, stall-aware (aiohttp's own total is not)
             if bounded_by_caller:
                 status, headers, content = await self._direct.post(wire_body(body))
@@ -217,57 +225,73 @@ class ProviderClient:
         return _chat_result(status, headers, content, self.max_answer_bytes, asked)
 
     async def _complete_streaming(
-        self, kwargs: dict[str, Any], deadlines: StreamDeadlines, asked: Any = None
+        self, kwargs: dict[str, Any], deadlines: StreamDeadlines, asked: Any, progress: StreamProgress
     ) -> CallResult:
         """A streamed chat call through the SDK's request path, its events read here
         (`providers.event_stream`: in the declared charset, a line, an event or the answer they add
-        up to bounded by `--max-answer-bytes`), each within its deadline (first token, idle)."""
+        up to bounded by `--max-answer-bytes`), judged by its silences: the first token must come
+        within `deadlines.first_token_s` of the request (its headers included), then each chunk
+        within `deadlines.idle_s` of the one before; a stream that keeps sending is never cut for
+        its length."""
         kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
         answer = StreamedAnswer(time.monotonic())
-        raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
-        response = raw.http_response
-        headers = response.headers
-        request_id = headers.get("x-request-id")
+        stalls = StallWatch.of_running_loop()  # a stop of the process is not a stalled stream
         cap = self.max_answer_bytes
-        events = event_data(
-            body_chunks(response),
-            declared_charset(headers.get("content-type")),
-            cap,
-            status=response.status_code,
-            request_id=request_id,
-        )
-        stalls = StallWatch.of_running_loop()
         try:
-            while True:
-                deadline = deadlines.first_token_s if answer.ttft_ms is None else deadlines.idle_s
+            async with stalls.deadline(deadlines.first_token_s) as first_token:
+                raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
+                progress.opened()
+                response = raw.http_response
+                headers = response.headers
+                request_id = headers.get("x-request-id")
+                events = event_data(
+                    body_chunks(response),
+                    declared_charset(headers.get("content-type")),
+                    cap,
+                    status=response.status_code,
+                    request_id=request_id,
+                )
                 try:
-                    async with stalls.deadline(deadline):  # a stop of the process is not a stalled stream
-                        data = await anext(events)
-                except StopAsyncIteration:
-                    break
-                except TimeoutError:
-                    what = "no first token" if answer.ttft_ms is None else "stream idle"
-                    raise BrokenStreamError(f"{what} for {deadline:g}s") from None
-                if data.startswith("[DONE]"):
-                    await _drained(events)
-                    break
-                answer.add(_stream_chunk(data, headers, response.status_code))
-                if answer.size > cap:
-                    raise too_large(response.status_code, request_id, cap)
-        finally:
-            await events.aclose()
-            await response.aclose()
+                    while True:
+                        try:
+                            if answer.ttft_ms is None:
+                                data = await anext(events)
+                            else:
+                                async with stalls.deadline(deadlines.idle_s):
+                                    data = await anext(events)
+                        except StopAsyncIteration:
+                            break
+                        if data.startswith("[DONE]"):
+                            await _drained(events)
+                            break
+                        if answer.add(_stream_chunk(data, headers, response.status_code)):
+                            if answer.ttft_ms is not None and progress.first_at is None:
+                                first_token.reschedule(None)  # tokens flow: only silences judge it now
+                            progress.chunk()
+                        if answer.size > cap:
+                            raise too_large(response.status_code, request_id, cap)
+                finally:
+                    await events.aclose()
+                    await response.aclose()
+        except TimeoutError:
+            if answer.ttft_ms is None:
+                raise BrokenStreamError(f"no first token for {deadlines.first_token_s:g}s") from None
+            raise BrokenStreamError(f"stream idle for {deadlines.idle_s:g}s") from None
         if answer.finish_reason is None:
             raise BrokenStreamError("stream ended without a finish reason")
         body, strict = strict_body(answer.body(), cap)
+        usage = Usage.from_response(answer.usage)
+        rate, gap = progress.tokens_per_s(usage.completion), progress.gap_s()
         return CallResult(
             body=body,
-            usage=Usage.from_response(answer.usage),
+            usage=usage,
             request_id=secrets.mask_value(request_id or answer.first.get("id")),
             rate_headers=_rate_headers(headers),
             ttft_ms=answer.ttft_ms,
             raw=strict,
             service_tier=answer_tier(asked, body.get("service_tier")),
+            tokens_per_s=None if rate is None else round(rate, 2),
+            gap_ms=None if gap is None else round(gap * 1000, 2),
         )
 
     # ----------------------------------------------------------------- the Batch API (`--lane batch`)

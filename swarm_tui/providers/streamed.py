@@ -10,9 +10,69 @@ at the first chunk that carries any of them.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["StreamedAnswer"]
+__all__ = ["StreamProgress", "StreamedAnswer"]
+
+
+class StreamProgress:
+    """How a streamed call goes, as its chunks arrive: when its headers came, its first token, its
+    last chunk, how many chunks carried something, and the longest silence between two of them.
+    The engine reads it while the call runs (an agent's liveness: connecting, waiting for the first
+    token, streaming, silent) and when it ends (its time to first token, tokens a second and mean
+    gap between chunks). `clock`: the caller's (the engine's is stall-aware); `on_first`: called
+    once, at the first chunk that carries anything."""
+
+    __slots__ = ("clock", "started", "opened_at", "first_at", "last_at", "chunks", "max_gap_s", "on_first")
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, on_first: Callable[[], None] | None = None) -> None:
+        self.clock = clock
+        self.started = clock()
+        self.opened_at: float | None = None
+        """When the answer's headers came (the call is connected, its first token not yet come)."""
+        self.first_at: float | None = None
+        self.last_at: float | None = None
+        self.chunks = 0
+        """Chunks that carried content, reasoning or a piece of a tool call (about a token each)."""
+        self.max_gap_s = 0.0
+        self.on_first = on_first
+
+    def opened(self) -> None:
+        self.opened_at = self.clock()
+
+    def chunk(self) -> None:
+        now = self.clock()
+        last = self.last_at
+        if last is None:
+            self.first_at = now
+            if self.on_first is not None:
+                self.on_first()
+        elif now - last > self.max_gap_s:
+            self.max_gap_s = now - last
+        self.last_at = now
+        self.chunks += 1
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.first_at is None else self.first_at - self.started
+
+    def gap_s(self) -> float | None:
+        """The mean time between two chunks (`time per output chunk`); None before a second one."""
+        if self.chunks < 2 or self.first_at is None or self.last_at is None:
+            return None
+        return (self.last_at - self.first_at) / (self.chunks - 1)
+
+    def tokens_per_s(self, tokens: int | None = None) -> float | None:
+        """Tokens written a second once the first came (`tokens`: the usage's, else the chunks)."""
+        if self.first_at is None or self.last_at is None or self.last_at <= self.first_at:
+            return None
+        return max(0, (tokens if tokens else self.chunks) - 1) / (self.last_at - self.first_at)
+
+    def silent_s(self, now: float | None = None) -> float:
+        """How long nothing has come: since the last chunk, or since the call went out."""
+        now = self.clock() if now is None else now
+        return now - (self.last_at if self.last_at is not None else self.started)
 
 
 class StreamedAnswer:
@@ -36,19 +96,22 @@ class StreamedAnswer:
         """The characters of text the chunks added so far (content, reasoning, tool calls' names and
         arguments): what the answer will hold, bounded by the caller (`--max-answer-bytes`)."""
 
-    def add(self, data: dict[str, Any]) -> None:
-        """One chunk, as a dict."""
+    def add(self, data: dict[str, Any]) -> bool:
+        """One chunk, as a dict; True when it carried anything (text, thinking, a tool call's piece)."""
         self.first = self.first or data
         if data.get("usage"):
             self.usage = data["usage"]
+        carried = False
         choices = data.get("choices")
         for choice in choices if isinstance(choices, list) else ():
             if not isinstance(choice, dict):
                 continue
             delta = choice.get("delta") or {}
             text, thought, call_deltas = delta.get("content"), delta.get("reasoning_content"), delta.get("tool_calls")
-            if (text or thought or call_deltas) and self.ttft_ms is None:
-                self.ttft_ms = (time.monotonic() - self.started) * 1000
+            if text or thought or call_deltas:
+                carried = True
+                if self.ttft_ms is None:
+                    self.ttft_ms = (time.monotonic() - self.started) * 1000
             if text:
                 text = str(text)
                 self.pieces.append(text)
@@ -61,6 +124,7 @@ class StreamedAnswer:
                 if isinstance(call_delta, dict):
                     self._merge_tool_call(call_delta)
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        return carried
 
     def body(self) -> dict[str, Any]:
         """The chat.completion the chunks add up to, as a non-streamed answer carries it."""

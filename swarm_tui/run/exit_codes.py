@@ -1,9 +1,10 @@
 """The process's exit codes, and how a run that ended maps to one: the contract scripts read.
 
 0 every task succeeded (and the outputs were written); 1 the run ended with failed or unfinished
-tasks, or its outputs could not be written; 2 bad input or configuration, nothing sent; 130
-aborted by the user, the journal intact and resumable. The command line, the headless front end
-and the console all end through here, so a run says the same whichever way it was watched. `ctl`
+tasks, or its outputs could not be written; 2 bad input or configuration, nothing sent; 75 stopped
+suspended (the provider could not serve the account), resumable; 130 aborted by the user, the
+journal intact and resumable. The command line, the headless front end and the console all end
+through here, so a run says the same whichever way it was watched. `ctl`
 adds two of its own: 3 nobody drives the run, 4 the driver did not answer in time.
 """
 
@@ -18,6 +19,9 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_ABORTED = 130
+EXIT_SUSPENDED = 75
+"""The run stopped suspended (quota spent, `--on-quota stop`; a suspension past `--max-suspend`):
+nothing failed for it, resume later (sysexits' EX_TEMPFAIL: a temporary failure, try again)."""
 EXIT_NOT_DRIVEN = 3
 """`ctl`: a command for a run no process drives (nothing would take it; `ctl RUN resume` starts one)."""
 EXIT_TIMEOUT = 4
@@ -28,12 +32,15 @@ def exit_code(finished: RunFinished, output_error: str | None = None) -> int:
     """The run's exit code, headless and in the TUI alike: 0 every task succeeded and the outputs
     were written; 130 the user aborted with work left (the journal is resumable); 1 otherwise: failed
     or unfinished tasks, a stop (budget, error rate, the journal), or results.jsonl / summary.json
-    that could not be written (`output_error`: a run whose outputs are missing never says 0)."""
+    that could not be written (`output_error`: a run whose outputs are missing never says 0); 75 the
+    run stopped suspended (quota spent, a wait past its bound) with no task failed: resume it later."""
     complete = not (finished.failed or finished.cancelled or finished.stop_reason)
     if complete and output_error is None:
         return EXIT_OK
     if finished.aborted and not complete:
         return EXIT_ABORTED
+    if finished.suspended and not finished.failed and output_error is None:
+        return EXIT_SUSPENDED
     return EXIT_FAILED
 
 

@@ -18,6 +18,7 @@ fewer answers, writes its outputs as always.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -31,6 +32,9 @@ from swarm_tui.core.events import (
     EndpointSwitched,
     PlanChanged,
     RunStarted,
+    RunStopping,
+    RunSuspended,
+    SuspensionEnded,
     TasksAdded,
     TaskSucceeded,
     ToolCallEnded,
@@ -55,11 +59,15 @@ from swarm_tui.records import (
     Failover,
     LatencyMs,
     Orchestration,
+    Percentiles,
     Quality,
     RequestCounts,
     RunMeta,
     RunPlan,
+    Stopped,
+    StreamFigures,
     Summary,
+    Suspension,
     TailDeadlines,
     TokenCounts,
     Traces,
@@ -170,6 +178,7 @@ def summarize(journal: Journal, facts: OutputFacts, *, breakdown: bool = True) -
         cache=CacheTotals.from_json(cache) if cache is not None else None,
         traces=facts.traces,
         batches=[Batch.from_json(batch) for batch in journal.history.batch_summary()],
+        **_liveness_sections(journal, unfinished),
         spend=summary_cost_fields(
             journal,
             plan,
@@ -207,6 +216,40 @@ def orchestration(journal: Journal, total: int) -> Orchestration | None:
         critical_path_calls=path.calls if path is not None else 0,
         critical_path_s=round(path.seconds, 3) if path is not None else 0.0,
     )
+
+
+def _liveness_sections(journal: Journal, unfinished: int) -> dict[str, Any]:
+    """What kept the run from its end, and how its streams went, each present only when it did:
+    `stopped` (why dispatch stopped, while tasks are left: a refusal, no connection, a budget, a
+    suspension past its bound), `suspensions` (each wait for the provider to serve the account
+    again) and `streaming` (per endpoint: time to first token, tokens a second, gap between chunks)."""
+    sections: dict[str, Any] = {}
+    stops = journal.history.logged(RunStopping)
+    if unfinished and stops:
+        at, event = stops[-1]
+        assert isinstance(event, RunStopping)
+        sections["stopped"] = Stopped(at, event.reason)
+    held: list[Suspension] = []
+    for at, event in journal.history.logged(RunSuspended, SuspensionEnded):
+        if isinstance(event, RunSuspended):
+            held.append(Suspension(at, event.kind, event.reason))
+        elif held and held[-1].suspended_s is None:
+            assert isinstance(event, SuspensionEnded)
+            held[-1] = dataclasses.replace(held[-1], suspended_s=event.suspended_s)
+    sections["suspensions"] = held
+    sections["streaming"] = {
+        endpoint: StreamFigures(
+            len(figures["ttft_ms"]),
+            **{name: _p50_p95(values) for name, values in figures.items()},
+        )
+        for endpoint, figures in journal.queries.stream_figures().items()
+    }
+    return sections
+
+
+def _p50_p95(values: list[float]) -> Percentiles:
+    summary = latency_summary(values)
+    return Percentiles(summary["p50"], summary["p95"])
 
 
 def failovers(journal: Journal) -> list[Failover]:

@@ -57,6 +57,10 @@ class EngineRequest:
     max_attempts: int | None = None
     timeout_s: float | None = None
     max_retry_after_s: float | None = None
+    on_quota: str | None = None
+    """`--on-quota wait|stop`."""
+    max_suspend_s: float | None = None
+    """`--max-suspend`: seconds, inf for off; None: not given."""
     rpm: int | None = None
     tpm: int | None = None
     max_answer_bytes: int | None = None

@@ -11,6 +11,7 @@ is refused here (InputError, exit 2): nothing is written or sent before the plan
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -271,6 +272,8 @@ def resolve_settings(
         budget_usd=asked.budget_usd if asked.budget_usd is not None else guards.budget_usd,
         fail_on_error=asked.fail_on_error if asked.fail_on_error is not None else guards.fail_on_error,
         max_retry_after_s=asked.max_retry_after_s or pacing.max_retry_after_s,
+        on_quota=asked.on_quota or pacing.on_quota,
+        max_suspend_s=max_suspend(asked.max_suspend_s, pacing.max_suspend_s),
         lane=asked.lane or (AUTO if asked.deadline else lanes.lane),
         deadline_at=deadline_option(asked.deadline) if asked.deadline else lanes.deadline_at,
         live_share=asked.live_share if asked.live_share is not None else lanes.live_share,
@@ -300,6 +303,13 @@ def flex_defaults(settings: EngineSettings, asked: EngineRequest, profile: Provi
     if asked.straggler is None and settings.calls.straggler_factor == STRAGGLER_FACTOR:
         changes["straggler_factor"] = None
     return settings.but(**changes) if changes else settings
+
+
+def max_suspend(given: float | None, stored: float | None) -> float | None:
+    """`--max-suspend`: a bound in seconds, off (None); not given: what was stored."""
+    if given is None:
+        return stored
+    return None if math.isinf(given) else given
 
 
 def straggler_factor(given: float | str | None, stored: float | None) -> float | None:

@@ -156,6 +156,23 @@ _FLAGS: list[tuple[str, str, Callable[[str], Any], str, str]] = [
         "P",
         "share of streams that stall after a few chunks (default 0)",
     ),
+    (
+        "--slow-rate",
+        "slow_rate",
+        share,
+        "P",
+        "share of request bodies answered --slow-factor times slower, every time they are sent (default 0)",
+    ),
+    ("--slow-factor", "slow_factor", positive_float, "X", "how much slower a slow body's answer is (default 200)"),
+    (
+        "--quota-at",
+        "quota_at_s",
+        non_negative_float,
+        "S",
+        "S seconds after the start, the quota runs out: every request is answered 429 insufficient_quota "
+        "for --quota-for seconds (default: never)",
+    ),
+    ("--quota-for", "quota_for_s", non_negative_float, "S", "how long the quota window lasts (default 10)"),
     ("--seed", "seed", int, "N", "seed of every random decision (default 0)"),
     (
         "--context-window",
@@ -285,6 +302,13 @@ def add_arguments(parser: argparse.ArgumentParser, *, host_port: bool = True) ->
         help="send no x-ratelimit-* headers (the limit is found from 429s alone)",
     )
     parser.add_argument(
+        "--rate-headers-on-429-only",
+        dest="sim_rate_headers_on_success",
+        action="store_false",
+        default=None,
+        help="send the x-ratelimit-* headers on 429s only, never on a success (many relays)",
+    )
+    parser.add_argument(
         "--reasoning",
         dest="sim_reasoning",
         action="store_true",
@@ -308,6 +332,8 @@ def config_from_args(ns: argparse.Namespace, base: SimConfig | None = None) -> S
         patch["down"] = True
     if getattr(ns, "sim_rate_headers", None) is False:
         patch["rate_headers"] = False
+    if getattr(ns, "sim_rate_headers_on_success", None) is False:
+        patch["rate_headers_on_success"] = False
     if getattr(ns, "sim_reasoning", None):
         patch["reasoning"] = True
     if "require_key" not in patch and os.environ.get(REQUIRE_KEY_ENV):
@@ -336,6 +362,8 @@ def config_to_argv(cfg: SimConfig) -> list[str]:
         argv.append("--down")
     if not cfg.rate_headers:
         argv.append("--no-rate-headers")
+    if not cfg.rate_headers_on_success:
+        argv.append("--rate-headers-on-429-only")
     if cfg.reasoning:
         argv.append("--reasoning")
     return argv

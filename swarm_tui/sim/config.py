@@ -48,6 +48,18 @@ class SimConfig:
     hang_s: float = 600.0
     #: share of streamed requests that send a few chunks, then stall for ``hang_s``
     stream_stall_rate: float = 0.0
+    #: share of request bodies answered ``slow_factor`` times slower than their drawn latency:
+    #: decided per body (every sending of the same body is as slow, as a long prompt or a
+    #: cold replica would make it), so a copy sent again is no faster
+    slow_rate: float = 0.0
+    #: how many times slower a slow body's answer is (``slow_rate``)
+    slow_factor: float = 200.0
+    #: a window when the account's quota is spent: from this many seconds after the simulator
+    #: started (or was reset, or this field was patched) every chat request is answered 429
+    #: ``insufficient_quota`` for ``quota_for_s`` seconds; None = never
+    quota_at_s: float | None = None
+    #: how long the quota window lasts, in seconds
+    quota_for_s: float = 10.0
     #: seed of every random decision (faults, latency, answer length and text)
     seed: int = 0
     #: prompt tokens + max_tokens above this answer 400 context_length_exceeded
@@ -69,6 +81,9 @@ class SimConfig:
     #: False: no ``x-ratelimit-*`` headers (many relays and local servers send none), so a
     #: client must find the limit from 429s alone
     rate_headers: bool = True
+    #: False: the ``x-ratelimit-*`` headers come on 429s only, never on a success (many relays):
+    #: a client learns the limit only once it has passed it
+    rate_headers_on_success: bool = True
     #: model ids listed by GET /v1/models (any model name is accepted and echoed)
     models: tuple[str, ...] = field(default=("sim-1",))
     #: inclusive range of the tool rounds an agent takes before its final answer, drawn per
@@ -110,20 +125,29 @@ class SimConfig:
         Every field is checked, types included (a ``"0.5"`` string or a ``True`` is not a
         number here, NaN and infinity are not durations): a config reaches the simulator only
         through this method, whether built in Python, from flags or from a JSON patch."""
-        for name in ("error_rate", "hang_rate", "stream_stall_rate", "batch_error_rate", "flex_unavailable_rate"):
+        for name in (
+            "error_rate",
+            "hang_rate",
+            "stream_stall_rate",
+            "slow_rate",
+            "batch_error_rate",
+            "flex_unavailable_rate",
+        ):
             v = _number(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {v!r}")
         if self.error_rate + self.hang_rate > 1.0:
             raise ValueError(f"error_rate + hang_rate must not exceed 1, got {self.error_rate!r} + {self.hang_rate!r}")
-        for name in ("latency_ms", "latency_sigma", "hang_s", "chunk_delay_ms", "batch_seconds"):
+        for name in ("latency_ms", "latency_sigma", "hang_s", "chunk_delay_ms", "batch_seconds", "quota_for_s"):
             if _number(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        for name in ("flex_latency_factor", "priority_latency_factor"):
+        for name in ("flex_latency_factor", "priority_latency_factor", "slow_factor"):
             if not _number(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
         if self.tokens_per_s is not None and not _number(self, "tokens_per_s") > 0:
             raise ValueError(f"tokens_per_s must be > 0 or None, got {self.tokens_per_s!r}")
+        if self.quota_at_s is not None and _number(self, "quota_at_s") < 0:
+            raise ValueError(f"quota_at_s must be >= 0 or None, got {self.quota_at_s!r}")
         if self.batch_expire_after is not None and not 0.0 <= _number(self, "batch_expire_after") <= 1.0:
             raise ValueError(f"batch_expire_after must be between 0 and 1 or None, got {self.batch_expire_after!r}")
         if _number(self, "burst_s") <= 0:
@@ -161,7 +185,7 @@ class SimConfig:
             raise ValueError(f"tool_rounds must be (min, max) with 0 <= min <= max, got {rounds!r}")
         if self.require_key is not None and not isinstance(self.require_key, str):
             raise ValueError("require_key must be a string or None")
-        for flag in ("down", "rate_headers", "reasoning"):
+        for flag in ("down", "rate_headers", "rate_headers_on_success", "reasoning"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if (
@@ -188,7 +212,7 @@ class SimConfig:
 
         Accepts JSON-ish values: lists for tuples, "1:2"/"1,2" strings for ``output_tokens`` and
         ``tool_rounds``,
-        ints for floats, null for the optional limits, ``batch_expire_after`` and
+        ints for floats, null for the optional limits, ``batch_expire_after``, ``quota_at_s`` and
         ``drift_after_rounds`` (where 0 is a value: drift from the first remembered round).
         """
         names = {f.name for f in dataclasses.fields(self)}
@@ -221,6 +245,9 @@ _FLOATS = {
     "hang_rate",
     "hang_s",
     "stream_stall_rate",
+    "slow_rate",
+    "slow_factor",
+    "quota_for_s",
     "chunk_delay_ms",
     "batch_seconds",
     "batch_error_rate",
@@ -230,7 +257,7 @@ _FLOATS = {
 }
 _INTS = {"seed", "context_window", "cache_min_tokens", "judge_prose_first"}
 _OPT_INTS = {"rpm", "tpm"}
-_OPT_FLOATS = {"batch_expire_after", "tokens_per_s"}
+_OPT_FLOATS = {"batch_expire_after", "tokens_per_s", "quota_at_s"}
 
 
 def _coerce(key: str, raw: Any) -> Any:
@@ -261,7 +288,7 @@ def _coerce(key: str, raw: Any) -> Any:
             if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
                 raise TypeError
             return int(raw)
-        if key in ("down", "rate_headers", "reasoning"):
+        if key in ("down", "rate_headers", "rate_headers_on_success", "reasoning"):
             if isinstance(raw, str):
                 return raw.strip().lower() in ("1", "true", "yes", "on")
             return bool(raw)

@@ -18,6 +18,10 @@ request, else the text or JSON answer, quoting any tool results and carrying its
 (``judging.py``) → the reply (``reply.py``). A judge request ignores scripted markers quoted in
 what it judges. The request's ``service_tier`` is echoed in its answer; a Flex answer takes
 ``flex_latency_factor`` times as long, a Priority one ``priority_latency_factor`` times.
+A body drawn slow (``slow_rate``, drawn once per body: its first sighting's draw) takes
+``slow_factor`` times its drawn latency, every time it is sent. Inside the quota window
+(``quota_at_s`` .. + ``quota_for_s`` on the simulator's clock) every valid request is answered
+429 ``insufficient_quota`` before anything else is decided (not charged, not answered).
 Rate-limit refusals and validation errors are answered at once; everything
 admitted waits its drawn latency first.
 
@@ -73,6 +77,8 @@ class Simulator:
         self._seq = 0
         self.in_flight = 0
         self._started = time.time()
+        self._origin = clock()
+        """Where the quota window's clock starts: the start, a reset, a patch of ``quota_at_s``."""
         self._reset_memory()
 
     # -- admin --------------------------------------------------------------------------
@@ -96,7 +102,8 @@ class Simulator:
 
     def reset(self) -> None:
         """Zero the counters and forget bodies seen, cached prefixes and bucket levels, and the
-        Batch API's files and batches."""
+        Batch API's files and batches; the quota window's clock starts again."""
+        self._origin = self._clock()
         self._reset_memory()
 
     def update_config(self, patch: dict[str, Any]) -> SimConfig:
@@ -109,7 +116,17 @@ class Simulator:
         self.cache.min_tokens = new.cache_min_tokens
         if "judge_prose_first" in patch:
             self.judge_prose_left = new.judge_prose_first
+        if "quota_at_s" in patch:
+            self._origin = self._clock()
         return new
+
+    def quota_spent(self) -> bool:
+        """Inside the quota window now (``quota_at_s``, ``quota_for_s``)."""
+        at = self.config.quota_at_s
+        if at is None or self.offline:
+            return False
+        since = self._clock() - self._origin
+        return at <= since < at + self.config.quota_for_s
 
     def stats(self) -> dict[str, Any]:
         """The live chat counters, ``in_flight``, ``uptime_s``, ``config``, and ``batch``: the
@@ -179,6 +196,8 @@ class Simulator:
         request = read_chat_request(raw)
         if isinstance(request, Refusal):
             return self._error(request.status_body, headers)
+        if self.quota_spent():  # the account's quota is spent: nothing else is decided
+            return self._error(error_bodies.insufficient_quota(), headers, "quota")
         call = self._call(request, request_id, headers)
         # refused at once: too long for the context, a scripted fault, the rate limits
         if call.prompt_tokens + (request.max_tokens or 0) > self.config.context_window:
@@ -198,6 +217,8 @@ class Simulator:
         if request.service_tier == "flex" and not self.offline and draws.u_tier < self.config.flex_unavailable_rate:
             return self._refuse(call, Refusal(error_bodies.resource_unavailable(request.model), "flex_unavailable"))
         latency = draws.latency_s(self.config.latency_ms * slowdown, self.config.latency_sigma)
+        if self._slow_body(call, draws):
+            latency *= self.config.slow_factor
         cached = self.cache.observe(request.messages)
         if not (faults.hang or faults.stall):
             fault = drawn_fault(self.config, draws, request.stream)
@@ -219,6 +240,14 @@ class Simulator:
             tokens_per_s=tokens_per_s / slowdown if tokens_per_s else None,
             stall=faults.stall,
         )
+
+    def _slow_body(self, call: Call, draws: Draws) -> bool:
+        """A body drawn slow (``slow_rate``): its first sighting's draw decides, for every sending."""
+        rate = self.config.slow_rate
+        if not rate:
+            return False
+        first = draws if call.occurrence == 0 else draw(self.config.seed, call.key, 0)
+        return first.u_slow < rate
 
     def _tier_slowdown(self, tier: str) -> float:
         """How much longer than a default answer one of `tier` takes (Flex slower, Priority faster)."""
@@ -277,7 +306,7 @@ class Simulator:
                 adm.kind or "requests", request.model, adm.limit, adm.used, requested, wait
             )
             return Refusal(status_body, "rate_limited", retry_after_headers(adm.wait_s))
-        if self.config.rate_headers:
+        if self.config.rate_headers and self.config.rate_headers_on_success:
             call.headers.update(limiter.headers())
         return None
 

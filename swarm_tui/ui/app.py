@@ -151,7 +151,12 @@ class SwarmApp(App[int]):
         yield ProviderBar(id="provider-bar")
         with Horizontal(id="top"):
             yield AgentGrid(
-                self.view.family.grouped(source.tasks), source.states, self.view.agents, self.view.family, id="grid"
+                self.view.family.grouped(source.tasks),
+                source.states,
+                self.view.agents,
+                self.view.family,
+                self.view.liveness.silent,
+                id="grid",
             )
             yield RunPanel(id="run-panel")
         yield LanePanel(id="lane")

@@ -23,7 +23,17 @@ from typing import Any
 from textual.app import App
 from textual.widgets import Sparkline
 
-from swarm_tui.core.events import EndpointSwitched, PhaseChanged, PlanChanged, QualityDrift, RunFinished, RunStopping
+from swarm_tui.core.events import (
+    AgentSilent,
+    EndpointSwitched,
+    PhaseChanged,
+    PlanChanged,
+    QualityDrift,
+    RunFinished,
+    RunStopping,
+    RunSuspended,
+    SuspensionEnded,
+)
 from swarm_tui.frontend.source import RunSource
 from swarm_tui.ui.follow import CursorFollow
 from swarm_tui.ui.keys import KeyManager
@@ -182,6 +192,12 @@ class Painter:
                 self.alert(f"Round {round_number}: {detail}.", "Quality drift", timeout=10)
             case RunStopping(reason=reason) if not reason.startswith(("aborted", "interrupted")):
                 self.alert(f"Stopping: {reason}", "Run stopping", timeout=10)
+            case RunSuspended() if not source.attached or source.running:  # the banner is the phase's
+                self.alert(news.text[:1].upper() + news.text[1:], "Run suspended", timeout=15)
+            case SuspensionEnded() if not source.attached or source.running:
+                app.notify(news.text[:1].upper() + news.text[1:], title="Run resumed", timeout=8, markup=False)
+            case AgentSilent() if not source.attached or source.running:
+                self.alert(news.text[:1].upper() + news.text[1:], "Agent silent", timeout=8)
             case PhaseChanged(phase="done"):
                 if (source.run_dir / "aggregate.md").exists():
                     self.aggregate_ready = True

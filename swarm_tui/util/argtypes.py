@@ -96,6 +96,19 @@ _DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _SIZE_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
+def wait_bound(text: str) -> float:
+    """How long a wait may last: `off` (no bound: inf), or seconds > 0 (`90`, `45s`, `30m`, `12h`, `2d`)."""
+    if text.strip().lower() in ("off", "none", "inf"):
+        return math.inf
+    unit = text[-1:].lower()
+    scale = _DURATION_UNITS.get(unit)
+    value = _number(text[:-1] if scale is not None else text)
+    seconds = value * (scale if scale is not None else 1.0)
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"must be off or a duration above 0 (90, 45s, 30m, 12h), not {text!r}")
+    return seconds
+
+
 def duration(text: str) -> float:
     """A duration > 0 in seconds, from `14d`, `12h`, `30m`, `45s` (a bare number: days)."""
     unit = text[-1:].lower()

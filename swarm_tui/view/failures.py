@@ -36,6 +36,8 @@ class Failure:
     phase: str = ""
     delay_s: float | None = None
     """A retry's backoff, when known: the screen counts it down from when the row is shown."""
+    note: str = ""
+    """The row's words when no error says them (a call flagged silent)."""
 
     @classmethod
     def retrying(cls, attempt: Attempt, delay_s: float, now: float | None = None) -> Failure:
@@ -52,6 +54,11 @@ class Failure:
     def side(cls, attempt: Attempt) -> Failure:
         """A hedged pair's call that failed: the other call decides the task."""
         return cls(attempt, "other call on", kind="side")
+
+    @classmethod
+    def silent(cls, attempt: Attempt, note: str) -> Failure:
+        """A call flagged silent far past what was expected: not cut (only --timeout cuts it), said."""
+        return cls(attempt, "still waiting", kind="silent", note=note)
 
     @classmethod
     def step(cls, phase: str, attempt: Attempt) -> Failure:
@@ -77,7 +84,7 @@ class Failure:
     @property
     def message(self) -> str:
         error = self.attempt.error
-        return error.message if error else ""
+        return error.message if error else self.note
 
     @property
     def repeat_key(self) -> tuple[str, str, str]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swarm_tui.core.events import (
+    AgentSilent,
     BatchEnded,
     BatchSubmitted,
     ConcurrencyChanged,
@@ -33,6 +34,8 @@ from swarm_tui.core.events import (
     RunResumed,
     RunStarted,
     RunStopping,
+    RunSuspended,
+    SuspensionEnded,
 )
 from swarm_tui.engine.stats import RunStats
 
@@ -203,9 +206,76 @@ def _phase(event: PhaseChanged, round_: Round) -> News:
     return News("phase", f"{event.phase}: {event.detail}" if event.detail else event.phase, fields=fields, event=event)
 
 
+def suspended_text(event: RunSuspended) -> str:
+    """What a suspension's banner and log line say: what happened and what to do."""
+    what = "quota or spend limit spent" if event.kind == "quota" else "the provider asked for a long wait"
+    if event.probe_every_s is None:
+        return f"suspended ({what}): {event.reason}; stopping (--on-quota stop): resume the run later"
+    bound = f", stops after {_seconds(event.until_s)} (--max-suspend)" if event.until_s is not None else ""
+    todo = "top up the account or raise its limit" if event.kind == "quota" else "nothing to do"
+    return (
+        f"suspended ({what}): {event.reason}; nothing new is sent, calls that meet it wait in line, none fails; "
+        f"a probe every {_seconds(event.probe_every_s)} or more resumes the run by itself{bound}; {todo}"
+    )
+
+
+def _seconds(value: float) -> str:
+    return f"{value / 3600:g}h" if value >= 3600 else f"{value / 60:g}m" if value >= 120 else f"{value:g}s"
+
+
+def _suspended(event: RunSuspended, round_: Round) -> News:
+    return News(
+        "suspended",
+        suspended_text(event),
+        "warning",
+        fields={
+            "kind": event.kind,
+            "reason": event.reason,
+            "endpoint": event.endpoint,
+            "probe_every_s": event.probe_every_s,
+            "max_suspend_s": event.until_s,
+        },
+        alert=True,
+        event=event,
+    )
+
+
+def _unsuspended(event: SuspensionEnded, round_: Round) -> News:
+    return News(
+        "resumed_from_suspension",
+        f"the provider answers again: the run sends again after {event.suspended_s:.0f}s suspended ({event.kind})",
+        fields={"kind": event.kind, "suspended_s": event.suspended_s},
+        alert=True,
+        event=event,
+    )
+
+
+def silent_text(event: AgentSilent) -> str:
+    expected = f", where {event.expected_s:.1f}s was expected" if event.expected_s is not None else ""
+    what = "no next chunk" if event.streaming else "no word"
+    return f"agent {event.index + 1} silent: {what} for {event.silent_s:.0f}s{expected} (attempt {event.number})"
+
+
+def _silent(event: AgentSilent, round_: Round) -> News:
+    return News(
+        "silent",
+        silent_text(event),
+        "warning",
+        fields={
+            "agent": event.index + 1,
+            "attempt": event.number,
+            "silent_s": event.silent_s,
+            "expected_s": event.expected_s,
+            "streaming": event.streaming,
+        },
+        alert=True,
+        event=event,
+    )
+
+
 def _step_error(event: PhaseAttempt, round_: Round) -> News | None:
     attempt, error = event.attempt, event.attempt.error
-    if error is None:
+    if error is None or event.phase == "probe":  # a suspension's probe: its outcome is the suspension's news
         return None
     who = PHASE_LABELS.get(event.phase, event.phase)
     again = "retrying" if attempt.outcome == "retry" else "gave up"
@@ -244,6 +314,9 @@ NARRATED: dict[type, Callable[[Any, Round], News | None]] = {
     PhaseChanged: _phase,
     PhaseAttempt: _step_error,
     RunFinished: _round_finished,
+    RunSuspended: _suspended,
+    SuspensionEnded: _unsuspended,
+    AgentSilent: _silent,
 }
 """The events that may be news, each with its sentence: (event, the round on now) -> `News` or None."""
 

@@ -22,6 +22,8 @@ from swarm_tui.core.events import (
     RunResumed,
     RunStarted,
     RunStopping,
+    RunSuspended,
+    SuspensionEnded,
     TaskState,
 )
 from swarm_tui.view.news import counts_text, round_of
@@ -95,6 +97,12 @@ class PhaseView:
                     self.detail = detail
             case RunStopping(reason=reason):
                 self.phase, self.detail = "STOPPING", reason
+            case RunSuspended(kind=kind, reason=reason, probe_every_s=every):
+                what = "quota spent" if kind == "quota" else "the provider asked for a long wait"
+                probe = f"; a probe every {every:g}s+ resumes it" if every else ""
+                self.phase, self.detail = "SUSPENDED", f"{what}: {reason}{probe}"
+            case SuspensionEnded(suspended_s=held):
+                self.phase, self.detail = "RUNNING", f"the provider answers again (suspended {held:.0f}s)"
             case RunFinished() as finished:
                 self.finish(finished)
 
@@ -108,6 +116,8 @@ class PhaseView:
             return False
         if finished.aborted:
             self.phase = "ABORTED"
+        elif finished.suspended:
+            self.phase = "SUSPENDED"
         elif finished.failed or finished.cancelled:
             self.phase = "FINISHED"
         else:

@@ -31,14 +31,18 @@ from typing import Any
 
 from swarm_tui.core.board import TaskBoard
 from swarm_tui.core.events import (
+    AgentSilent,
     AgentStepped,
     AnswerJudged,
+    Attempt,
     AttemptEnded,
     AttemptStarted,
     BatchEnded,
     BatchProgress,
     BatchSubmitted,
+    CallProgress,
     ConcurrencyChanged,
+    DispatchWaiting,
     EndpointSwitched,
     EngineEvent,
     PhaseAttempt,
@@ -51,6 +55,8 @@ from swarm_tui.core.events import (
     RunResumed,
     RunStarted,
     RunStopping,
+    RunSuspended,
+    SuspensionEnded,
     TaskCancelled,
     TaskFailed,
     TaskQueued,
@@ -67,7 +73,8 @@ from swarm_tui.view.endpoints import EndpointFigures
 from swarm_tui.view.failures import Failure
 from swarm_tui.view.family import AgentTree
 from swarm_tui.view.figures import RunFigures
-from swarm_tui.view.news import News, SessionPace, narrate
+from swarm_tui.view.liveness import LivenessView
+from swarm_tui.view.news import News, SessionPace, narrate, silent_text
 from swarm_tui.view.phase import PhaseView
 
 
@@ -125,6 +132,8 @@ class RunView:
         self.agents = AgentFacts()
         self.family = AgentTree()
         """The agents an orchestrator spawned: parents, depths, levels and the critical path."""
+        self.liveness = LivenessView()
+        """Where agents stand and why beyond their state (what the line waits for, streams, silences)."""
         self.pace = SessionPace(self.stats)
         """The ETA at the pace of the session that runs now (never moved by `replay`)."""
         self._pending: Changes | None = Changes() if screen else None
@@ -148,6 +157,11 @@ class RunView:
             TasksAdded: self._tasks_added,
             AgentStepped: self._family_stepped,
             ToolCallEnded: self._family_tool_ended,
+            DispatchWaiting: self._dispatch_waiting,
+            RunSuspended: self._suspended,
+            SuspensionEnded: self._unsuspended,
+            CallProgress: self._progress,
+            AgentSilent: self._silent,
         }
         """One method an event kind: a dict lookup per event, not a walk through a `match`."""
         if screen:  # the events of one task: what its cell and its error-log rows show
@@ -162,6 +176,16 @@ class RunView:
                 AgentStepped: self._stepped,
                 ToolCallEnded: self._tool_call_ended,
                 PhaseAttempt: self._phase_attempt,
+            }
+        else:  # a log's counts by reason: which calls stream or are silent, and until when
+            self._on |= {
+                AttemptStarted: self._call_started,
+                TaskSucceeded: self._call_over,
+                TaskFailed: self._call_over,
+                TaskQueued: self._call_over,
+                TaskCancelled: self._call_over,
+                AgentStepped: self._call_over,
+                TaskRetrying: self._backing_off,
             }
 
     # ----------------------------------------------------------------- feeding
@@ -234,6 +258,8 @@ class RunView:
     def _attempt_started(self, event: AttemptStarted, at: float | None) -> None:
         index = event.index
         started = time.time() if at is None else at
+        if not event.hedge:  # a backup leaves its first call's stream and silence as they are
+            self.liveness.started(index)
         self.agents.started(index, InFlight(event.number, event.endpoint, started, event.hedge))
         self.endpoints.started(event.endpoint)
         pending = self._pending
@@ -246,6 +272,7 @@ class RunView:
         index = attempt.index
         self.family.succeeded(event)
         self.agents.stopped(index)
+        self.liveness.ended(index)
         self.endpoints.ended(attempt, at)
         pending = self._pending
         if lane_of(attempt.endpoint) == CACHE:  # a replay: no call, so no latency (heat, sparkline)
@@ -264,6 +291,7 @@ class RunView:
         agents = self.agents
         agents.in_flight.pop(index, None)
         agents.left_batch(index)
+        self._backing_off(event, at)
         self.endpoints.ended(attempt, at)  # (its tools: left when its model call started)
         pending = self._pending
         if pending is not None:
@@ -274,6 +302,7 @@ class RunView:
     def _failed(self, event: TaskFailed, at: float | None) -> None:
         attempt = event.attempt
         self.agents.stopped(attempt.index)
+        self.liveness.ended(attempt.index)
         self.agents.last_failed = attempt.index
         self.endpoints.ended(attempt, at)
         pending = self._pending
@@ -289,6 +318,7 @@ class RunView:
 
     def _left(self, event: TaskQueued | TaskCancelled, at: float | None) -> None:
         self.agents.stopped(event.index)
+        self.liveness.ended(event.index)
         if self._pending is not None:
             self._pending.agents.add(event.index)
 
@@ -318,6 +348,7 @@ class RunView:
         self.agents.in_flight.pop(index, None)
         self.endpoints.ended(event.attempt, at)
         self.agents.agent_stepped(index, event.step, event.tools)
+        self.liveness.in_tools(index, time.time() if at is None else at)
         if self._pending is not None:
             self._pending.agents.add(index)  # its cell: in its tools (and its detail grows)
 
@@ -356,6 +387,7 @@ class RunView:
 
     def _run_started(self, event: RunStarted, at: float | None) -> None:
         self.figures.run_started(event)
+        self.liveness.streaming_run = event.stream
         self.phases.take(event)
         if not self._replaying:
             self.pace.observe(event)
@@ -402,3 +434,48 @@ class RunView:
 
     def _phase_only(self, event: RateGateClosed | PhaseChanged, at: float | None) -> None:
         self.phases.take(event)
+
+    # ----------------------------------------------------------------- where agents stand, and why
+
+    def _dispatch_waiting(self, event: DispatchWaiting, at: float | None) -> None:
+        self.liveness.dispatch_waiting(event, time.time() if at is None else at)
+
+    def _suspended(self, event: RunSuspended, at: float | None) -> None:
+        self.liveness.suspended(event, time.time() if at is None else at)
+        self.phases.take(event)
+
+    def _unsuspended(self, event: SuspensionEnded, at: float | None) -> None:
+        self.liveness.unsuspended()
+        self.phases.take(event)
+
+    def _progress(self, event: CallProgress, at: float | None) -> None:
+        self.liveness.progress(event, time.time() if at is None else at)
+        if self._pending is not None:
+            self._pending.agents.add(event.index)
+
+    def _silent(self, event: AgentSilent, at: float | None) -> None:
+        when = time.time() if at is None else at
+        self.liveness.flagged(event, when)
+        pending = self._pending
+        if pending is not None:
+            flight = self.agents.in_flight.get(event.index)
+            endpoint, started = (flight.endpoint, flight.started_at) if flight is not None else ("", when)
+            attempt = Attempt(event.index, event.number, endpoint, started, event.silent_s * 1000, "silent")
+            pending.failures.append(Failure.silent(attempt, silent_text(event)))
+            pending.agents.add(event.index)
+
+    def _call_started(self, event: AttemptStarted, at: float | None) -> None:
+        if not event.hedge:
+            self.liveness.started(event.index)
+
+    def _call_over(
+        self, event: TaskSucceeded | TaskFailed | TaskQueued | TaskCancelled | AgentStepped, at: float | None
+    ) -> None:
+        self.liveness.ended(event.index)
+
+    def _backing_off(self, event: TaskRetrying, at: float | None) -> None:
+        attempt = event.attempt
+        error = attempt.error
+        why = f"{error.kind}{f' {attempt.status}' if attempt.status else ''}" if error is not None else attempt.outcome
+        delay = event.delay_s if event.delay_s == event.delay_s else 0.0  # NaN: an old log's unknown delay
+        self.liveness.backing_off(attempt.index, (time.time() if at is None else at) + delay, why)

@@ -24,8 +24,11 @@ def failure_rate_breach(board: TaskBoard, total: int, limit: float | None) -> st
     return None
 
 
-def outcome_of(board: TaskBoard, total: int, *, aborted: bool, stop_reason: str | None) -> RunFinished:
-    """Where a run of `total` tasks stands now: what succeeded, failed, and was left unfinished."""
+def outcome_of(
+    board: TaskBoard, total: int, *, aborted: bool, stop_reason: str | None, suspended: str | None = None
+) -> RunFinished:
+    """Where a run of `total` tasks stands now: what succeeded, failed, and was left unfinished
+    (`suspended`: why a suspension stopped it)."""
     succeeded, failed = board.count(TaskState.SUCCEEDED), board.count(TaskState.FAILED)
     return RunFinished(
         succeeded=succeeded,
@@ -33,4 +36,5 @@ def outcome_of(board: TaskBoard, total: int, *, aborted: bool, stop_reason: str 
         cancelled=total - succeeded - failed,
         aborted=aborted,
         stop_reason=stop_reason,
+        suspended=suspended if stop_reason is not None else None,
     )

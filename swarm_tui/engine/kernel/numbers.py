@@ -49,6 +49,14 @@ class AttemptNumbers:
         """A new attempt of `index` in this round went out."""
         self._round[index] = self._round.get(index, 0) + 1
 
+    def uncount(self, index: int) -> None:
+        """Its last attempt does not count toward the round's budget (the run was suspended under it)."""
+        made = self._round.get(index, 0)
+        if made > 1:
+            self._round[index] = made - 1
+        else:
+            self._round.pop(index, None)
+
     def new_round(self, index: int) -> None:
         """Its attempt budget starts over (the user's retry, an agent's next step)."""
         self._round.pop(index, None)

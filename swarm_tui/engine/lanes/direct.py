@@ -28,6 +28,12 @@ if TYPE_CHECKING:
     from swarm_tui.engine.routing.endpoints import Endpoints
 
 
+PROBE = "probe"
+"""The phase of a suspended run's probes."""
+PROBE_INDEX = -10
+"""The index a probe's attempts are journaled under (below the tasks, apart from the other phases')."""
+
+
 class DirectCache(Protocol):
     """What the direct lane asks of the response cache (`cache_lane.CacheLane`)."""
 
@@ -136,6 +142,40 @@ class DirectLane:
                 gate = self.endpoints.pacing(endpoint).admission if admission is engine.admission else admission
                 gate.close_gate(error.retry_after_s)
             await asyncio.sleep(engine.retry_policy.delay_s(error, round_attempts))
+
+    async def probe(self, endpoint: str, body: JSONObject) -> CallError | None:
+        """One cheap call to ask whether `endpoint` serves the account again (a suspended run's
+        probe): sent outside admission (which holds every other call), never retried, journaled
+        and billed as phase `probe` under `PROBE_INDEX`; None when it was answered, else its error."""
+        engine, billing = self.engine, self.billing
+        client = self.endpoints.door_named(endpoint).client
+        number = engine.numbers.next(PROBE_INDEX)
+        stalls = engine.stalls
+        started_at, t0 = time.time(), stalls.now()
+        self.on_wire += 1
+        try:
+            async with stalls.deadline(engine.settings.calls.timeout_s):
+                result = await client.complete(body, bounded_by_caller=True)
+        except asyncio.CancelledError:
+            latency_ms = (stalls.now() - t0) * 1000
+            self._record(
+                PROBE, billing.cut(PROBE_INDEX, number, client.name, started_at, latency_ms, body, "cancelled")
+            )
+            raise
+        except Exception as exc:
+            error = client.classify(exc)
+            attempt = Attempt(
+                PROBE_INDEX, number, client.name, started_at, (stalls.now() - t0) * 1000, "failed", error.status, error
+            )
+            self._record(PROBE, attempt)
+            return self._capped(error)
+        finally:
+            self.on_wire -= 1
+        latency_ms = (stalls.now() - t0) * 1000
+        self._record(
+            PROBE, billing.answered(PROBE_INDEX, number, client.name, started_at, latency_ms, result, "ok", body)
+        )
+        return None
 
     def _give_back(self, admission: AdmissionController, endpoint: ProviderClient) -> None:
         """The call's slot: the admission's, and its route door's when the run's admission chose one."""

@@ -1,11 +1,15 @@
 """The live lane: each task the engine admits goes out as a live call and is followed to its outcome.
 
-One attempt is one call — two when a backup was hedged. While it runs, its tail deadlines
-(`deadlines.py`) are looked at: past the hedge deadline a backup goes out (`--hedge`, when the
-hedge and the budget allow), past the straggler deadline the attempt is abandoned and sent again.
-What an ended call means for its task is `outcomes.Outcomes`'s to say (the lane makes its own);
-a multi-step agent's tool calls are `agents.ToolSteps`'. The lane owns its calls' TPM
-reservations; the engine's queue holds each attempt's handle while it is on the wire.
+One attempt is one call — two when a backup was hedged. While it runs, its tail deadline
+(`deadlines.py`) is looked at: past it (the straggler deadline; earlier with `--hedge`, and at the
+run's idle tail) a backup goes out when the hedge budget, the provider and the budget allow, and
+the first call keeps running: a guess never ends an attempt, only `--timeout`, a stream's
+silences (`providers.client`) and real errors do. What an ended call means for its task is
+`outcomes.Outcomes`'s to say (the lane makes its own); a multi-step agent's tool calls are
+`agents.ToolSteps`'; what each call is doing (its first token, its stream, a silence) is told by
+`liveness.Liveness`; whether an endpoint was ever reached, `reachability.Reachability`. The lane
+owns its calls' TPM reservations; the engine's queue holds each attempt's handle while it is on
+the wire.
 """
 
 from __future__ import annotations
@@ -25,11 +29,14 @@ from swarm_tui.core.task import JSONObject
 from swarm_tui.engine.billing import Billing
 from swarm_tui.engine.calls import Call
 from swarm_tui.engine.lanes.agents import ToolSteps
+from swarm_tui.engine.lanes.liveness import Liveness
 from swarm_tui.engine.lanes.outcomes import Outcomes
+from swarm_tui.engine.lanes.reachability import Reachability
 from swarm_tui.engine.pacing.deadlines import RECHECK_S, TailDeadlines
 from swarm_tui.engine.routing.endpoints import Endpoints
 from swarm_tui.engine.settings import HEDGE_MAX_SHARE, HEDGE_QUIET_AFTER_429_S, Trimmer, Validator
 from swarm_tui.providers.client import CallResult, ProviderClient, StreamDeadlines
+from swarm_tui.providers.streamed import StreamProgress
 
 if TYPE_CHECKING:
     from swarm_tui.engine.engine import SwarmEngine
@@ -68,7 +75,14 @@ class LiveLane:
         self.tail = tail
         self.tools = tools
         self.settings = engine.settings
-        self.deadlines = StreamDeadlines(self.settings.calls.first_token_timeout_s, self.settings.calls.idle_timeout_s)
+        limits = self.settings.calls
+        first_token_s = limits.timeout_s  # a streamed call waits for its first token no longer than a plain call runs
+        if limits.first_token_timeout_s is not None:
+            first_token_s = min(first_token_s, limits.first_token_timeout_s)
+        self.deadlines = StreamDeadlines(first_token_s, limits.idle_timeout_s)
+        """A streamed call's deadlines: its silences (`providers.client`: never its length)."""
+        self.wire: dict[int, list[Call]] = {}
+        """Each task's calls on the wire now (two while a backup runs): what liveness watches."""
         self.hedges_sent = 0
         self.sends = 0
         self.last_rate_limited = -1e9
@@ -80,6 +94,8 @@ class LiveLane:
         self._reserved_tokens: dict[int, int] = {}
         """The TPM reservation of each task's call on the wire."""
         self.outcomes = Outcomes(self, validator, trimmer)
+        self.liveness = Liveness(self)
+        self.reachability = Reachability(self)
 
     # ----------------------------------------------------------------- the engine's side
 
@@ -164,34 +180,39 @@ class LiveLane:
     async def _attempt(self, index: int, number: int, client: ProviderClient) -> None:
         """Run one task's attempt to its outcome (see the module docstring)."""
         calls = [self._start_call(index, number, client)]
-        hedged = False
+        wire = self.wire
+        wire[index] = calls
+        straggled: str | None = None
+        """Why the first call got a backup (past its deadline, with nothing from it); None: no backup yet."""
         try:
             while True:
                 running = [c.task for c in calls if not c.task.done()]
-                wait_s = self._tail_check_s(calls[0], hedged)
+                wait_s = None if straggled is not None else self._tail_check_s(calls[0])
                 done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
-                if not done:
-                    action = self._tail_action(calls, hedged)
-                    if action == "hedge":
-                        hedged = True  # one backup at most; none when the budget cannot hold its worst case
-                        self._hedge(index, calls)
-                    elif action is not None:
-                        self._abandon(index, calls, action)
-                        return
+                if not done:  # one backup at most, and only when it may go (else the call waits on)
+                    late = self._late(calls[0])
+                    if late is not None and self._may_hedge() and self._hedge(index, calls):
+                        straggled = late
                     continue
-                calls = self._ended(index, calls, done)
+                calls = self._ended(index, calls, done, straggled)
                 if not calls:
                     return
+                wire[index] = calls
         except (asyncio.CancelledError, JournalWriteError):  # abort, or a journal that cannot keep the outcome:
             for call in calls:  # every call of this task stops, the task stays unfinished
                 call.task.cancel()
             self.engine.leave_unfinished(index, [self.cut(c, "cancelled") for c in calls])
         finally:
+            wire.pop(index, None)
             self.endpoints.landed(client)
             self._land(index)
 
-    def _ended(self, index: int, calls: list[Call], done: set[asyncio.Task[CallResult]]) -> list[Call]:
-        """A call of the attempt ended: the calls still to wait for (none: the attempt is over)."""
+    def _ended(
+        self, index: int, calls: list[Call], done: set[asyncio.Task[CallResult]], straggled: str | None = None
+    ) -> list[Call]:
+        """A call of the attempt ended: the calls still to wait for (none: the attempt is over).
+        `straggled`: why the first call got a backup; if the backup wins, the first call is journaled
+        as the straggler it was (a timeout of the engine's own, cut, billed by estimate)."""
         # a success wins over a failure that ended in the same instant
         finished = next(
             (c for c in calls if c.task in done and c.task.exception() is None),
@@ -200,10 +221,12 @@ class LiveLane:
         others = [c for c in calls if c is not finished and not c.task.done()]
         failure = finished.task.exception()
         error = None if failure is None else finished.client.classify(failure)
-        self.endpoints.observe(finished.client, error, finished.latency_ms() / 1000)
+        if error is None or not finished.hedge:  # a backup's failure is no sign of its endpoint's health
+            self.endpoints.observe(finished.client, error, finished.latency_ms() / 1000)
+        self.reachability.observe(finished.client, error)
         if error is None:
             for loser in (c for c in calls if c is not finished):
-                self._end_loser(loser)
+                self._end_loser(loser, straggled if loser is calls[0] else None)
             self.learn(finished.task.result().rate_headers, finished)
             self.outcomes.on_success(index, finished, finished.task.result())
             return []
@@ -240,22 +263,16 @@ class LiveLane:
             door.rate_limits.take(engine.token_estimate_of(engine.tasks[index].body))
             door.sends += 1
             engine.outbox.emit(AttemptStarted(index, number, client.name, hedge=True))
-
-        deadlines = self.deadlines
         settings = self.settings
-        if settings.calls.stream:
-            first_token_s = self.tail.first_token_s()
-            if first_token_s is not None and (
-                deadlines.first_token_s is None or first_token_s < deadlines.first_token_s
-            ):
-                deadlines = StreamDeadlines(first_token_s, deadlines.idle_s)
         stalls = engine.stalls
+        stream = settings.calls.stream
+        progress = StreamProgress(stalls.now, partial(self._first_token, index, number)) if stream else None
 
         async def call() -> CallResult:
+            if progress is not None:  # judged by its silences: the first token, then the gaps between chunks
+                return await client.complete(body, stream=True, deadlines=self.deadlines, progress=progress)
             async with stalls.deadline(settings.calls.timeout_s):
-                return await client.complete(
-                    body, stream=settings.calls.stream, deadlines=deadlines, bounded_by_caller=True
-                )
+                return await client.complete(body, bounded_by_caller=True)
 
         self.sends += 1
         return Call(
@@ -268,72 +285,80 @@ class LiveLane:
             body,
             stalls.now,
             self.sends if door.shared else door.sends,
+            progress,
+            hedge,
         )
+
+    def _first_token(self, index: int, number: int) -> None:
+        """A streamed call's first token came: its agent streams now (the event carries the time it took)."""
+        self.liveness.first_token(index, number)
 
     # ----------------------------------------------------------------- the tail
 
-    def _tail_check_s(self, first: Call, hedged: bool) -> float | None:
-        """How long an attempt waits before it looks at its tail deadlines again."""
-        if self.settings.calls.stream:  # a streamed call's deadlines are its first token and idle gaps
-            return None
-        elapsed = self.engine.stalls.now() - first.t0
-        tail = self.tail
-        hedge_s = None if hedged else tail.hedge_s(first.ceiling, first.work)
-        due = [d for d in (tail.straggler_s(first.ceiling, first.work), hedge_s) if d is not None]
-        if not due:
+    def _tail_check_s(self, first: Call) -> float | None:
+        """How long an attempt waits before it looks at its tail deadline again (None: until it ends)."""
+        deadline = self._hedge_deadline_s(first)
+        if deadline is None:
+            if first.progress is not None and first.progress.first_at is not None:
+                return None  # tokens flow: only its silences judge it now
             return RECHECK_S  # no figures yet: a call that hangs now is judged once answers arrive
-        return max(0.0, min(min(due) - elapsed, RECHECK_S * 2))
+        elapsed = self.engine.stalls.now() - first.t0
+        return max(0.0, min(deadline - elapsed, RECHECK_S * 2))
 
-    def _tail_action(self, calls: list[Call], hedged: bool) -> str | None:
-        """'hedge', an abandon reason, or None (nothing due yet)."""
-        first, newest = calls[0], calls[-1]
-        now = self.engine.stalls.now()
-        elapsed = now - newest.t0  # the newest call: a backup gets its own time
-        hedge_s = None if hedged else self.tail.hedge_s(first.ceiling, first.work)
-        if hedge_s is not None and now - first.t0 >= hedge_s:
-            if self._may_hedge():
-                return "hedge"
-            return (
-                f"no answer after {hedge_s:.1f}s (--hedge: {self.settings.calls.hedge_factor:g} x what a call allowed "
-                f"{first.ceiling:,} tokens takes here); no backup while the provider pushes back or the hedge "
-                f"budget is spent: abandoned and sent again"
-            )
-        straggler_s = self.tail.straggler_s(newest.ceiling, newest.work)
-        if straggler_s is not None and elapsed >= straggler_s:
-            return (
-                f"straggler: no answer after {elapsed:.1f}s, past its deadline {straggler_s:.1f}s "
-                f"({self.tail.straggler_factor:g} x what a call allowed {newest.ceiling:,} tokens takes at "
-                f"{newest.client.name}); abandoned and sent again"
-            )
-        return None
+    def _hedge_deadline_s(self, call: Call) -> float | None:
+        """When a call with nothing from it yet gets a backup: past what its like should take (its
+        straggler deadline; for a stream, of its first token), earlier with `--hedge`, and earlier
+        still at the run's tail, when slots are idle and a backup holds up no one."""
+        tail = self.tail
+        if call.progress is not None:
+            if call.progress.first_at is not None:
+                return None
+            due = [tail.first_token_s()]
+        else:
+            due = [tail.straggler_s(call.ceiling, call.work)]
+        if self.settings.calls.hedge:
+            due.append(tail.hedge_s(call.ceiling, call.work))
+        if tail.straggler_factor is not None and self._slots_idle():
+            due.append(tail.tail_hedge_s(call.ceiling, call.work))
+        known = [d for d in due if d is not None]
+        return min(known) if known else None
 
-    def _hedge(self, index: int, calls: list[Call]) -> None:
-        """A backup of a slow call, when the budget can hold its worst case too."""
-        backup = self.endpoints.route()
-        number = self.engine.numbers.peek(index)
-        if self.billing.reserve(index, number, self.request_body(index, backup), backup.name, stop=False):
-            calls.append(self._start_call(index, self.engine.numbers.next(index), backup, hedge=True))
-
-    def _abandon(self, index: int, calls: list[Call], reason: str) -> None:
-        """Cancel a straggling attempt's calls and send the task again at once. Not a failure of
-        the endpoint (no failover counts it) nor congestion: a timeout of the engine's own, whose
-        calls may have been billed (their input at least, estimated)."""
-        self.tail.abandoned += 1
-        error = CallError(ErrorClass.TIMEOUT, reason, code=STRAGGLER_CODE)
-        main = calls[0]
-        for call in calls:
-            call.task.cancel()
-            if call is not main:
-                self.end_side_attempt(call, "hedge_failed", error)
-        self.outcomes.on_failure(
-            index, main.number, main.started_at, main.latency_ms(), error, endpoint=main.client.name, cut=main
+    def _late(self, call: Call) -> str | None:
+        """Why a call is late enough for a backup now (None: it is not)."""
+        deadline = self._hedge_deadline_s(call)
+        if deadline is None:
+            return None
+        elapsed = self.engine.stalls.now() - call.t0
+        if elapsed < deadline:
+            return None
+        what = "no first token" if call.progress is not None else "no answer"
+        ceiling = f"allowed {call.ceiling:,} tokens " if call.ceiling is not None else ""
+        return (
+            f"straggler: {what} after {elapsed:.1f}s, past its deadline {deadline:.1f}s (what a call {ceiling}"
+            f"takes at {call.client.name}); a backup was sent and answered first"
         )
 
-    def _may_hedge(self) -> bool:
-        """Backups stay under 5% of requests and are never sent while the provider is pushing back
-        (the straggler is then abandoned and sent again instead: one request either way)."""
+    def _slots_idle(self) -> bool:
+        """The run's tail: nothing waits in line and slots are free, so a backup holds up no task."""
         engine = self.engine
-        if self.hedges_sent + 1 > HEDGE_MAX_SHARE * max(engine.stats.sent, 1):
+        return not engine.queue.has_ready and engine.admission.in_flight < engine.admission.limit
+
+    def _hedge(self, index: int, calls: list[Call]) -> bool:
+        """A backup of a slow call, when the budget can hold its worst case too; True when it went."""
+        backup = self.endpoints.route()
+        number = self.engine.numbers.peek(index)
+        if not self.billing.reserve(index, number, self.request_body(index, backup), backup.name, stop=False):
+            return False
+        calls.append(self._start_call(index, self.engine.numbers.next(index), backup, hedge=True))
+        return True
+
+    def _may_hedge(self) -> bool:
+        """Backups stay under 5% of requests while work waits in line (at the run's tail, with slots
+        idle, each late call may have its one backup: it holds no one up) and are never sent while
+        the provider is pushing back (the call then waits on: a guess never ends an attempt, only
+        `--timeout` and real errors do)."""
+        engine = self.engine
+        if self.hedges_sent + 1 > HEDGE_MAX_SHARE * max(engine.stats.sent, 1) and not self._slots_idle():
             return False
         if engine.admission.gate_remaining_s > 0 or engine.stopping is not None:
             return False
@@ -341,12 +366,19 @@ class LiveLane:
 
     # ----------------------------------------------------------------- the other calls of a hedged pair
 
-    def _end_loser(self, call: Call) -> None:
+    def _end_loser(self, call: Call, straggled: str | None = None) -> None:
         """The other call of a hedged pair whose winner succeeded: cancelled if still running (and
-        billed by estimate: it went out); if it had finished too, what it cost is journaled all the same."""
+        billed by estimate: it went out); if it had finished too, what it cost is journaled all the
+        same. `straggled`: it is the first call, overtaken by its backup: journaled as the straggler
+        it was (a timeout of the engine's own, no failure of its task)."""
         if not call.task.done():
             call.task.cancel()
-            self._commit_side(self.cut(call, "hedge_lost"))
+            attempt = self.cut(call, "hedge_lost")
+            if straggled is not None:
+                self.tail.abandoned += 1
+                error = CallError(ErrorClass.TIMEOUT, straggled, code=STRAGGLER_CODE)
+                attempt = dataclasses.replace(attempt, error=error)
+            self._commit_side(attempt)
         elif call.task.cancelled() or call.task.exception() is not None:
             return  # its failure was journaled when it happened (hedge_failed)
         else:

@@ -192,6 +192,11 @@ class Outcomes:
             lane.announce_limits(learned, door)
         if door.adaptive is not None and cut is None:
             self._adapt_to_failure(error, door)
+        if cut is None and engine.suspension.takes(error, lane.endpoints.can_fail_over(endpoint)):
+            lane.billing.unbilled(index, number)  # quota spent, or a wait past the cap: the run holds, the task waits
+            held = Attempt(index, number, endpoint, started_at, latency_ms, "retry", status=error.status, error=error)
+            engine.suspension.hit(index, dataclasses.replace(held, request_id=error.request_id), error, endpoint)
+            return
         decision = engine.retry_policy.after_failure(
             error,
             engine.numbers.in_round(index),

@@ -1,9 +1,11 @@
 """Admission: may the next attempt be sent now?
 
-An attempt goes out when the run is not paused, the provider's Retry-After gate is open, an
-in-flight slot is free under the current limit, and the RPM/TPM buckets have room for it. The
-limit moves at run time (the user's `+`/`-`, or the adaptive controller). Only the engine's
-dispatcher waits here, so a single "something changed" event is enough to wake it.
+An attempt goes out when the run is not paused nor suspended, the provider's Retry-After gate
+is open, an in-flight slot is free under the current limit, and the RPM/TPM buckets have room
+for it. The limit moves at run time (the user's `+`/`-`, or the adaptive controller). Only the
+engine's dispatcher waits here, so a single "something changed" event is enough to wake it.
+While the run is suspended (`engine.pacing.suspension`) nothing goes out but the one call a
+probe lets through (`let_one_through`). `waiting_for` says what holds the next call now.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ class AdmissionController:
         self.limit = limit
         self.in_flight = 0
         self.paused = False
+        self.suspended = False
+        """The provider cannot serve the account now: nothing goes out but a probe's one call."""
+        self._probe = False
         self.closed = False
         """Set when the run stops: `acquire` then returns False at once."""
         self.gate = RetryAfterGate(clock)
@@ -46,6 +51,9 @@ class AdmissionController:
         has room (None: no slot is free, or the run is paused, until something changes)."""
         if self.paused or self.in_flight >= self.limit:
             return None
+        window = self.rate_limits.ramp_window
+        if window is not None and self.in_flight >= window:  # the gentle start: an answer makes room
+            return None
         return max(0.0, self.gate.remaining_s, self.rate_limits.wait_s(tokens))
 
     def take(self, tokens: int) -> None:
@@ -59,11 +67,55 @@ class AdmissionController:
         while True:
             if self.closed:
                 return False
+            if self.held:
+                await self.until_changed(None)
+                continue
             wait = self.room_wait_s(tokens)
             if wait is not None and wait <= 0:
                 self.take(tokens)
+                self.admitted()
                 return True
             await self.until_changed(wait)
+
+    @property
+    def held(self) -> bool:
+        """Suspended, with no probe's call to let through."""
+        return self.suspended and not self._probe
+
+    def admitted(self) -> None:
+        """A call was admitted: a probe's one call is used."""
+        self._probe = False
+
+    def suspend(self) -> None:
+        self.suspended, self._probe = True, False
+
+    def let_one_through(self) -> None:
+        """A probe of a suspended run: the next call may go (one)."""
+        self._probe = True
+        self.changed()
+
+    def unsuspend(self) -> None:
+        self.suspended, self._probe = False, False
+        self.changed()
+
+    def waiting_for(self, tokens: int = 0) -> tuple[str, float | None, str]:
+        """What holds the next call of `tokens` now: (reason, how long at most when known, detail);
+        reason "" when it may go. Reasons: paused, suspended, slot, gate, and the rate limits'
+        (`RateLimits.blocker`: first_word, ramp, rpm, tpm)."""
+        if self.paused:
+            return "paused", None, ""
+        if self.held:
+            return "suspended", None, ""
+        if self.in_flight >= self.limit:
+            return "slot", None, f"{self.in_flight} of {self.limit} in flight"
+        window = self.rate_limits.ramp_window
+        if window is not None and self.in_flight >= window:
+            return "ramp", None, f"{self.in_flight} in flight, growing with each clean answer"
+        gate = self.gate.remaining_s
+        if gate > 0:
+            return "gate", gate, ""
+        reason, wait = self.rate_limits.blocker(tokens)
+        return reason, (wait if reason else None), ""
 
     async def until_changed(self, timeout_s: float | None) -> None:
         """Wait until something admission waits on changes (`changed`), or `timeout_s` passes."""

@@ -1,21 +1,31 @@
 """When a call that has not answered is a straggler: the tail deadlines of a run.
 
-Three deadlines bound an attempt (README, "Deadlines"):
+A guess never ends an attempt. Only these do (README, "Deadlines"):
 
-* the **hard timeout** (`--timeout`, default 60 s): an attempt never runs longer;
-* the **straggler deadline** (`--straggler`, default `auto` = `STRAGGLER_FACTOR`): an attempt
-  running past FACTOR x what *that call* should take is abandoned and sent again as a new
-  attempt. A hung call then holds its slot for about three of its own answer times, not for
-  the whole timeout. It is not a failure of the endpoint (no failover counts it) nor
+* the **hard timeout** (`--timeout`, default 60 s): a plain call never runs longer, nor does a
+  streamed one wait longer for its first token;
+* the **stream deadlines**: a streamed call's first token (`--ttft-timeout`) and the silence
+  between two chunks (`--stream-idle`): a stream that stops mid-answer is cut within that gap, a
+  stream that keeps sending is never cut, however long it writes.
+
+What a call *should* take is a guess, learned per endpoint and model, and past it the call gets a
+**backup** (a hedge) while it keeps running: the first answer wins, the other is cancelled and
+journaled with its estimated cost. The guess:
+
+* the **straggler deadline** (`--straggler`, default `auto` = `STRAGGLER_FACTOR`): FACTOR x what
+  *that call* should take (a streamed call: its first token, FACTOR x the recent first tokens'
+  p99). A hung call then gets its backup after about three of its own answer times, not the whole
+  timeout; an answer slow for any other reason (a queue at the provider, a cold replica, a long
+  prompt) is still waited for. Neither a failure of the endpoint (no failover counts it) nor
   congestion (the adaptive limit does not shrink for it);
-* the **streaming deadlines**: time to the first token (`--ttft-timeout`, tightened the same
-  way from the recent first-token times) and the idle gap between chunks (`--idle-timeout`): a
-  streamed call still receiving tokens is never a straggler.
+* with `--hedge`, earlier: `hedge_factor` x the same figure at p95;
+* at the run's **tail** (nothing waits in line, slots are free: a backup holds no one up),
+  earlier still: `TAIL_HEDGE_FACTOR` x p95.
 
-What a call should take is learned per endpoint and model, from the answers' latencies *and
-lengths*, because an answer takes time in proportion to the tokens it writes: a task allowed
-1,500 tokens is not late when 16-token answers of other tasks took 70 ms. Over the last
-`WINDOW` answers of that endpoint and model (from `MIN_SAMPLES` of them on):
+What a call should take is learned from the answers' latencies *and lengths*, because an answer
+takes time in proportion to the tokens it writes: a task allowed 1,500 tokens is not late when
+16-token answers of other tasks took 70 ms. Over the last `WINDOW` answers of that endpoint and
+model (from `MIN_SAMPLES` of them on):
 
 * a call allowed no more tokens than the longest answer seen (`ceiling <= T`) is judged by a
   least-squares line `latency = a + s x tokens` (s >= 0) at its ceiling, plus the quantile of
@@ -24,12 +34,10 @@ lengths*, because an answer takes time in proportion to the tokens it writes: a 
   ceiling (`latency x ceiling / tokens`: as if every second of them were writing, an upper
   bound), never less than the line;
 * a call that sets no `max_tokens` is never judged a straggler (nothing says how long it may
-  write): the hard timeout is its bound, or the streaming deadlines with `--stream`.
+  write).
 
-With `--hedge`, a call running past `hedge_factor` x the same figure at p95 gets a backup when
-the hedge budget allows (at most 5% of requests, none while the provider pushes back); when it
-does not, the call is abandoned and sent again instead, so a 429 never switches the tail's
-protection off.
+Backups are bounded (the live lane: at most 5% of requests, none while the provider pushes back)
+and never count toward `--max-attempts` or a failover.
 """
 
 from __future__ import annotations
@@ -55,6 +63,9 @@ REFIT_EVERY = 16
 """The figures are refitted every this many answers (a fit walks the whole window: at thousands
 of answers a second, once per answer would cost more than the rest of the engine); always while
 the window is still small."""
+
+TAIL_HEDGE_FACTOR = 2.0
+"""At the run's tail a backup goes after this many times what a call takes at p95."""
 
 LONGEST_SHARE = 0.25
 """A call allowed more than any answer wrote is judged by the longest quarter of the answers."""
@@ -206,6 +217,29 @@ class TailDeadlines:
             return None
         return min(self.hard_timeout_s, max(HEDGE_FLOOR_S, expected * self.hedge_factor))
 
+    def tail_hedge_s(self, ceiling: int | None, work: str | None = None) -> float | None:
+        """Seconds after which a call gets its backup at the run's tail (slots idle)."""
+        if ceiling is None:
+            return None
+        expected = self._expected(ceiling, work, 0.95)
+        if expected is None:
+            return None
+        deadline = max(HEDGE_FLOOR_S, expected * TAIL_HEDGE_FACTOR)
+        return deadline if deadline < self.hard_timeout_s else None
+
+    def expected_s(self, ceiling: int | None, work: str | None = None) -> float | None:
+        """What a healthy call allowed `ceiling` tokens takes at p95 (None: not known yet)."""
+        if ceiling is None:
+            return None
+        return self._expected(ceiling, work, 0.95)
+
+    def first_token_expected_s(self) -> float | None:
+        """The recent first tokens' p99 (None until `MIN_SAMPLES` of them)."""
+        if self._ttft_stale:
+            self._ttft_p99 = nearest_rank(_window(self._first_tokens), 0.99)
+            self._ttft_stale = False
+        return self._ttft_p99
+
     def first_token_s(self) -> float | None:
         """The straggler rule for a streamed call's first token (3 x p99 of recent first tokens)."""
         if self.straggler_factor is None:
@@ -244,7 +278,8 @@ class TailDeadlines:
             if factor is None
             else f"{factor:g} x what the call should take at its max_tokens, learned per endpoint and model "
             f"from the last {WINDOW} answers' latencies and lengths (from {MIN_SAMPLES} answers on); at least "
-            f"{STRAGGLER_FLOOR_S:g} s, below the hard timeout; a call without max_tokens only has the hard timeout"
+            f"{STRAGGLER_FLOOR_S:g} s, below the hard timeout; past it the call gets a backup, never cut; a call "
+            "without max_tokens only has the hard timeout"
         )
         ceiling = self.typical_ceiling()
         return {
@@ -266,6 +301,9 @@ class TailDeadlines:
             "first_token_s": _round(self.first_token_s()),
             "hedge_s": _round(self.hedge_s(ceiling)),
             "abandoned": self.abandoned,
+            "hedge_rule": "a guess never ends an attempt: past its straggler deadline (earlier with --hedge, and at "
+            f"the run's tail: {TAIL_HEDGE_FACTOR:g} x p95) a call gets one backup and keeps running; the first "
+            "answer wins",
         }
 
 

@@ -14,6 +14,13 @@ Three mechanisms, each answering a different signal:
   the same congestion).
   Without it, a 429 whose Retry-After is a few milliseconds is retried at once into the next
   429, and the swarm spends its attempts on its own storm.
+  Where no limit is stated, the start is **gentle**: the first request goes alone (its answer
+  may state the limits), then the calls in flight ramp as TCP's slow start does: `RAMP_START`,
+  then one more for each clean answer (the window doubles each round trip; a failure gives its
+  place back without growing it), until a limit is learned (headers, a 429's estimate) or the
+  window passes `RAMP_END`. A provider that states
+  its limits only on its 429s (many relays) then meets the first one with a few calls in flight,
+  not with the whole window.
 * `AdaptiveConcurrency` — AIMD on the in-flight limit, for what headers do not say. It starts
   at a quarter of the ceiling and slow-starts (+1 per clean busy completion: the limit doubles
   per round trip, so the ceiling is reached within two) until the first real congestion signal;
@@ -154,8 +161,16 @@ class RateLimits:
     most providers state their limits in its headers, and a blind first burst past a small limit
     (600 RPM holds 10 requests a second) is answered 429 by the dozen."""
 
+    gentle_start = True
+    """Ramp the first window where no limit is known (the swarm's limiter leases, it does not ramp)."""
+    RAMP_START = 4
+    """The gentle start's first window, after the first answer."""
+    RAMP_END = 4096
+    """Past this many calls a round trip the ramp is not what holds a run back: it ends."""
+
     def __init__(self, rpm: int | None = None, tpm: int | None = None, clock: Clock = time.monotonic) -> None:
         self._clock = clock
+        self._ramp_clean = 0
         self.rpm: int | None = None
         self.tpm: int | None = None
         self.requests: TokenBucket | None = None
@@ -197,15 +212,34 @@ class RateLimits:
         bucket.set_rate(rate, capacity)
         return bucket
 
+    @property
+    def ramp_window(self) -> int | None:
+        """The gentle start's in-flight window (`RAMP_START` + one per clean answer: it doubles each
+        round trip); None once it holds nothing back (a limit is known, or the window is wide)."""
+        if not (self.estimates and self.gentle_start and self.requests is None and self.tokens is None):
+            return None
+        window = self.RAMP_START + self._ramp_clean
+        return window if window < self.RAMP_END else None
+
     def wait_s(self, tokens: int) -> float:
-        waits = [0.0]
+        return self.blocker(tokens)[1]
+
+    def blocker(self, tokens: int) -> tuple[str, float]:
+        """What holds the next call of `tokens` and for how long at most: ("", 0) when it may go;
+        `first_word` (the first answer is awaited), `rpm` or `tpm` (the bucket refills). The gentle
+        start's window is the admission's to hold (it counts what is in flight)."""
+        reason, wait = "", 0.0
         if not self.heard and self.estimates and self.first_sent_at is not None:  # the first word first
-            waits.append(self.first_sent_at + self.FIRST_WORD_S - self._clock())
+            reason, wait = "first_word", self.first_sent_at + self.FIRST_WORD_S - self._clock()
         if self.requests is not None:
-            waits.append(self.requests.wait_s(1))
+            rpm_wait = self.requests.wait_s(1)
+            if rpm_wait > wait:
+                reason, wait = "rpm", rpm_wait
         if self.tokens is not None:
-            waits.append(self.tokens.wait_s(tokens))
-        return max(waits)
+            tpm_wait = self.tokens.wait_s(tokens)
+            if tpm_wait > wait:
+                reason, wait = "tpm", tpm_wait
+        return (reason, wait) if wait > 0 else ("", 0.0)
 
     def take(self, tokens: int) -> None:
         if self.first_sent_at is None:
@@ -223,6 +257,7 @@ class RateLimits:
         """A request got through; while the RPM is an estimate, a clean second raises it a little.
         Returns the limits when the estimate moved."""
         now = self._clock()
+        self._ramp_clean += 1
         self._answered.append(now)
         self._forget(self._answered, now)
         if (

@@ -179,6 +179,17 @@ class RouteAdmission(AdmissionController):
         self.chosen = door
         return 0.0
 
+    def waiting_for(self, tokens: int = 0) -> tuple[str, float | None, str]:
+        """The route's own holds (pause, suspension, its total), else what holds its preferred door."""
+        if self.paused or self.held or self.in_flight >= self.limit:
+            return super().waiting_for(tokens)
+        for door in self.route.order():
+            reason, wait, detail = door.admission.waiting_for(tokens)
+            if not reason:
+                return "", None, ""
+            return reason, wait, f"{door.name}: {detail}" if detail else door.name
+        return "", None, ""
+
     def take(self, tokens: int) -> None:
         self.in_flight += 1
         door = self.chosen

@@ -30,6 +30,7 @@ from swarm_tui.ui.widgets.footer.key_footer import KeyFooter
 from swarm_tui.ui.widgets.grid.agent_grid import LOW_SCORE, STATE_LABELS
 from swarm_tui.util import secrets
 from swarm_tui.view.agents import InFlight
+from swarm_tui.view.liveness import Reason, reason_of
 
 if TYPE_CHECKING:
     from swarm_tui.frontend.source import RunSource
@@ -80,15 +81,40 @@ ATTEMPT_HEADER = " #  started   outcome   st  ms      error          in/out/cach
 
 
 def deadlines_text(source: RunSource, elapsed_s: float) -> str:
-    """The deadlines an attempt runs under (README: the three deadlines), with what is left."""
-    settings = source.settings
-    parts = [f"hard timeout {settings.calls.timeout_s:g}s ({max(0.0, settings.calls.timeout_s - elapsed_s):.0f}s left)"]
+    """The deadlines an attempt runs under (README: the deadlines), with what is left: what cuts it
+    (`--timeout`; a stream's silences) and when a guess sends it a backup (never a cut)."""
+    calls = source.settings.calls
+    if calls.stream:
+        first = min(calls.timeout_s, calls.first_token_timeout_s or calls.timeout_s)
+        idle = f"{calls.idle_timeout_s:g}s" if calls.idle_timeout_s is not None else "none"
+        parts = [
+            f"first token within {first:g}s, then at most {idle} of silence between chunks (never cut for its length)"
+        ]
+    else:
+        parts = [f"hard timeout {calls.timeout_s:g}s ({max(0.0, calls.timeout_s - elapsed_s):.0f}s left)"]
     straggler = source.straggler_s
     if straggler is not None:
-        parts.append(f"straggler cut at {straggler:.1f}s (then sent again)")
-    if settings.calls.stream:
-        parts.append(f"first token {settings.calls.first_token_timeout_s:g}s, idle {settings.calls.idle_timeout_s:g}s")
+        parts.append(f"a backup at {straggler:.1f}s (it keeps running; the first answer wins)")
     return "deadlines: " + "; ".join(parts)
+
+
+def why_of(source: RunSource, index: int, state: TaskState, now: float) -> Reason:
+    """Why agent `index` is where it is, from the run's view (`view.liveness.reason_of`)."""
+    view = source.view
+    facts = view.agents
+    flying = facts.in_flight.get(index) if state is TaskState.RUNNING else None
+    step = facts.step_of(index) if facts.stepping and state is TaskState.RUNNING else None
+    return reason_of(
+        view.liveness,
+        index,
+        state,
+        in_flight_since=flying.started_at if flying is not None else None,
+        hedged=flying is not None and flying.hedge,
+        in_batch=facts.is_in_batch(index),
+        tools=step[1] if step is not None else None,
+        backup_s=source.straggler_s,
+        now=now,
+    )
 
 
 class AgentDetailScreen(Screen[None]):
@@ -125,6 +151,7 @@ class AgentDetailScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="detail-title", markup=False)
         with VerticalScroll():
+            yield Static("", id="detail-why", markup=False)
             yield Static("", id="detail-family", markup=False)
             yield Static("Attempts", classes="section")
             yield Static("", id="detail-in-flight", markup=False)
@@ -262,9 +289,16 @@ class AgentDetailScreen(Screen[None]):
         reason.update(Text(why or "(the judge gave no reason)"))
 
     def _fill_in_flight(self) -> None:
-        """The attempt in flight: which, on which endpoint, for how long, under which deadlines."""
+        """Why the agent is where it is (and since when), then the attempt in flight: which, on
+        which endpoint, for how long, under which deadlines."""
         line = self.query_one("#detail-in-flight", Static)
         state = self.source.states.get(self.index, TaskState.QUEUED)
+        why_line = self.query_one("#detail-why", Static)
+        why_line.display = not state.is_final  # a finished agent's attempts say it all
+        if not state.is_final:
+            why = why_of(self.source, self.index, state, self._wall_clock())
+            since = f" (since {fmt.clock_time(why.since)})" if why.since is not None else ""
+            why_line.update(Text(f"why: {why.text}{since}"))
         flying = self._in_flight.get(self.index) if not state.is_final else None
         line.display = flying is not None
         if flying is None:

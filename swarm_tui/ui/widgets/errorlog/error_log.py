@@ -87,6 +87,8 @@ def what_became(failure: Failure, state: TaskState | None, latest: bool) -> str 
     retry still to come, a hedge's loser, a step's call, an agent not known here)."""
     if failure.kind in ("side", "step") or state is None:
         return None
+    if failure.kind == "silent":  # flagged, never cut for it: what came of the call
+        return {TaskState.SUCCEEDED: "then done", TaskState.FAILED: "then failed"}.get(state)
     if state is TaskState.SUCCEEDED:
         return "retried: done"
     if state is TaskState.CANCELLED:

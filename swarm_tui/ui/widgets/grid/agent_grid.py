@@ -111,6 +111,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         "agent-grid--cached",
         "agent-grid--judged",
         "agent-grid--low-score",
+        "agent-grid--silent",
     }
 
     DEFAULT_CSS = """
@@ -136,6 +137,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
     AgentGrid > .agent-grid--batch { background: $swarm-batch; color: auto 95%; }
     AgentGrid > .agent-grid--cached { background: $swarm-cached; color: auto 95%; }
     AgentGrid > .agent-grid--low-score { background: $swarm-low-score; color: auto 95%; }
+    AgentGrid > .agent-grid--silent { background: $warning; color: auto 95%; text-style: bold; }
     AgentGrid > .agent-grid--judged { text-style: underline; }
     AgentGrid > .agent-grid--cursor { text-style: reverse bold; }
     AgentGrid:blur > .agent-grid--cursor { text-style: bold underline; }
@@ -167,6 +169,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         states: Mapping[int, TaskState],
         facts: AgentFacts | None = None,
         tree: AgentTree | None = None,
+        silent: Mapping[int, object] | None = None,
         *,
         name: str | None = None,
         id: str | None = None,
@@ -178,6 +181,8 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         """The agents' facts the cells show (the run view's: the app feeds it, the grid only reads)."""
         self.family = tree if tree is not None else AgentTree()
         """The agents an orchestrator spawned (the run view's): a spawned agent's cell has its depth mark."""
+        self.silent: Mapping[int, object] = silent if silent is not None else {}
+        """The agents whose call is flagged silent (the run view's liveness): their cells say so."""
         self._set_indices(indices)
         self._step_inside = False
         """Cells have room for `:step` after the number; otherwise the step takes the number's place."""
@@ -341,6 +346,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
         gap = Segment(" ", base)
         start = row * self.columns
         facts = self.facts
+        silent = self.silent
         latencies = facts.latency
         for pos in range(start, min(start + self.columns, self.count)):
             index = self._indices[pos]
@@ -351,7 +357,20 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
             score = facts.score_of(index) if state is TaskState.SUCCEEDED else None
             low = score is not None and score <= LOW_SCORE
             cached = facts.caching and state is TaskState.SUCCEEDED and facts.is_from_cache(index)
-            kind = "batch" if batched else "tool" if in_tools else "low-score" if low else "cached" if cached else state
+            quiet = state is TaskState.RUNNING and index in silent
+            kind = (
+                "silent"
+                if quiet
+                else "batch"
+                if batched
+                else "tool"
+                if in_tools
+                else "low-score"
+                if low
+                else "cached"
+                if cached
+                else state
+            )
             style = styles[kind]
             if self.heat and (latency := latencies.get(index)) is not None and self._heat_bounds:
                 style = styles[f"heat-{1 + bisect_right(self._heat_bounds, latency)}"]
@@ -397,6 +416,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
             styles["batch"] = self._cell_style("agent-grid--batch")
             styles["cached"] = self._cell_style("agent-grid--cached")
             styles["low-score"] = self._cell_style("agent-grid--low-score")
+            styles["silent"] = self._cell_style("agent-grid--silent")
             styles["judged"] = self.get_component_rich_style("agent-grid--judged", partial=True)
             styles["cursor"] = self.get_component_rich_style("agent-grid--cursor", partial=True)
             styles["base"] = self.rich_style

@@ -18,6 +18,7 @@ __all__ = [
     "LOW_GLYPH",
     "LOW_SCORE",
     "MANY_STEPS",
+    "SILENT_GLYPH",
     "RETRY_MARK",
     "STATES",
     "STATE_LABELS",
@@ -43,7 +44,10 @@ CACHED_GLYPH = "c"
 """A done cell whose answer was replayed from the response cache (`--cache`): nothing was sent."""
 LOW_GLYPH = "!"
 """A cell whose answer the judge scored low."""
+SILENT_GLYPH = "?"
+"""A cell whose agent's call has been silent far longer than its like takes (not cut: said)."""
 KIND_GLYPHS: dict[object, str] = {
+    "silent": SILENT_GLYPH,
     "batch": BATCH_GLYPH,
     "tool": TOOL_GLYPH,
     "low-score": LOW_GLYPH,

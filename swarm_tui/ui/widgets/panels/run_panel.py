@@ -22,6 +22,7 @@ from rich.text import Text
 from swarm_tui.core.events import TaskState
 from swarm_tui.ui import format as fmt
 from swarm_tui.ui.keys import key_hint
+from swarm_tui.ui.screens.detail import why_of
 from swarm_tui.ui.widgets.grid.agent_grid import (
     BATCH_GLYPH,
     GLYPHS,
@@ -36,6 +37,7 @@ from swarm_tui.ui.widgets.panels.endpoint_rows import endpoint_lines
 from swarm_tui.ui.widgets.panels.text_panel import TextPanel
 from swarm_tui.view.agents import AgentFacts
 from swarm_tui.view.family import per_level
+from swarm_tui.view.liveness import reason_counts
 
 if TYPE_CHECKING:
     from swarm_tui.frontend.source import RunSource
@@ -102,7 +104,9 @@ class RunPanel(TextPanel):
         lines += self._status(phase, detail, notes)
         lines.append((8, self._run_name(source)))
         digits = len(str(len(source.states)))
-        lines += self._legend(source, grid, digits, width)
+        counts = Counter(source.states.values())
+        lines += self._legend(source, grid, digits, width, Counter(counts))
+        lines += self._reasons(source, counts, width)
         quality = source.view.figures.quality
         if quality.judged:
             lines += self._judge_lines(quality, grid, digits, width)
@@ -125,7 +129,7 @@ class RunPanel(TextPanel):
     def _status(self, phase: str, detail: str, notes: Sequence[tuple[int, str]]) -> list[Line]:
         """The phase and its detail, then the notes, wrapped: the phase's lines stay, the notes
         (who drives an attached view, how to resume it) right after."""
-        paused = phase in ("PAUSED", "STOPPING")
+        paused = phase in ("PAUSED", "STOPPING", "SUSPENDED")
         bad = phase in ("ABORTED", "CRASHED", "NOT RUNNING", "STOPPED")
         style = "run-panel--paused" if paused else "run-panel--bad" if bad else "run-panel--title"
         status = Text()
@@ -141,11 +145,12 @@ class RunPanel(TextPanel):
         named = run_name if source.job_name in run_name else f"{source.job_name} · run {run_name}"
         return Text(f"run {named}" if named == run_name else named, self._dim)
 
-    def _legend(self, source: RunSource, grid: AgentGrid, digits: int, width: int) -> list[Line]:
+    def _legend(
+        self, source: RunSource, grid: AgentGrid, digits: int, width: int, counts: Counter[TaskState]
+    ) -> list[Line]:
         """A count per state, each beside a swatch of its cell (colour and glyph); multi-step
         agents split running into thinking and in their tools, a batch lane's lines apart; with
         `--cache`, the done answers replayed from the cache (of the done: they are results)."""
-        counts = Counter(source.states.values())
         labels = dict(STATE_LABELS)
         entries: list[tuple[int, Text]] = []
         facts = source.view.agents
@@ -201,6 +206,22 @@ class RunPanel(TextPanel):
             lines.append((6, sample))
         return lines
 
+    def _reasons(self, source: RunSource, counts: Counter[TaskState], width: int) -> list[Line]:
+        """The agents not done counted by why: `12 waiting: RPM · 3 streaming · 1 silent 40s`, the
+        silent ones in the error colour (kept with the legend's running counts)."""
+        facts = source.view.agents
+        reasons = reason_counts(
+            source.view.liveness, counts, source.stats.in_flight, facts.in_tools, facts.in_batch, time.time()
+        )
+        if not reasons or not source.running:
+            return []
+        line = Text()
+        for n, (code, count, words) in enumerate(reasons):
+            if n:
+                line.append(" · ", self._dim)
+            line.append(f"{count:,} {words}", self._bad if code == "silent" else "")
+        return [(6, wrapped) for wrapped in self._wrapped(line)]
+
     def _figures(self, source: RunSource, rate_limits: tuple[int | None, int | None], width: int) -> list[Line]:
         """Two numbers, two names: the adaptive limit (what may be in flight now) and the
         ceiling `+`/`-` set, under which the limit adapts; the provider's limits; the calls."""
@@ -239,7 +260,7 @@ class RunPanel(TextPanel):
         errors.append(f"{stats.timeouts}", bad if stats.timeouts else "")
         lines.append((5, errors))
         straggler_s = source.straggler_s
-        if straggler_s is not None:  # the straggler deadline (README: the three deadlines)
+        if straggler_s is not None:  # the backup deadline (docs: deadlines and backups)
             cut = f" · cut {straggler_s:.1f}s"
             if not width or errors.cell_len + len(cut) <= width:
                 errors.append(cut, dim)
@@ -309,6 +330,12 @@ class RunPanel(TextPanel):
         if not width or cursor.cell_len + len(hint) <= width:
             cursor.append(hint, dim)
         lines.append((1, cursor))
+        if source.running and not state.is_final:  # why it is where it is (the detail says it in full)
+            why = why_of(source, index, state, time.time())
+            text = Text(f"  why: {why.text}", dim)
+            if width and text.cell_len > width:
+                text.truncate(width, overflow="ellipsis")
+            lines.append((7, text))
         return lines
 
     @staticmethod
