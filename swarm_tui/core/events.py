@@ -147,6 +147,10 @@ class AttemptEnded:
 class TaskRetrying:
     attempt: Attempt
     delay_s: float
+    body: dict[str, Any] | None = payload()
+    """The request the next attempt sends when it is not the task's body as journaled: an answer
+    asked for again carries the conversation so far (the answer and why it was refused), which a
+    resumed run goes on from. Not logged."""
 
     @property
     def index(self) -> int:
@@ -160,6 +164,11 @@ class TaskSucceeded:
     response: dict[str, Any] | bytes | None = payload()
     """The answer as the journal keeps it in `results`: the bytes received (strict one-line JSON,
     `providers.answer`) or a body (a batch line's). Not logged."""
+    checks: tuple[str, ...] = ()
+    """The checks the answer passed (`json_schema`, `json`, `regex`...): none when the job asks for none."""
+    parsed: str | None = payload()
+    """The answer's JSON value as its checks read it (compact JSON text; results.jsonl's `parsed`),
+    None when no check read JSON. Not logged."""
 
     @property
     def index(self) -> int:

@@ -41,7 +41,8 @@ from swarm_tui.engine.pacing.limits import AdaptiveConcurrency, RateLimits
 from swarm_tui.engine.pacing.retry import RetryPolicy
 from swarm_tui.engine.routing.doors import Route, RouteAdmission
 from swarm_tui.engine.routing.endpoints import Endpoints, RouteSpec, build_route
-from swarm_tui.engine.settings import EngineSettings, Trimmer, Validator
+from swarm_tui.engine.answers import AnswerChecks
+from swarm_tui.engine.settings import EngineSettings, Trimmer
 from swarm_tui.engine.stats import RunStats
 
 if TYPE_CHECKING:
@@ -61,6 +62,9 @@ class Doors:
     fallback: ProviderClient | None = None
     fallback_price: Price | None = None
     route: RouteSpec | None = None
+    escalation: ProviderClient | None = None
+    """Where a task goes when its answers could not be used (`--escalate`): no strategy sends there."""
+    escalation_price: Price | None = None
 
     def priced(self) -> list[tuple[ProviderClient, Price | None]]:
         """Every endpoint with its price, in the route's order (the primary first)."""
@@ -68,6 +72,11 @@ class Doors:
         if self.fallback is not None:
             first.append((self.fallback, self.fallback_price))
         return [*first, *(self.route.others if self.route is not None else ())]
+
+    def billed(self) -> list[tuple[ProviderClient, Price | None]]:
+        """Every endpoint a call may be billed at: the route's and the escalation endpoint."""
+        escalation = [(self.escalation, self.escalation_price)] if self.escalation is not None else []
+        return [*self.priced(), *escalation]
 
 
 @dataclass(frozen=True)
@@ -81,10 +90,12 @@ class Resumed:
 
 @dataclass(frozen=True)
 class AnswerRules:
-    """How answers are judged: the job's validator (an answer it refuses is asked for again, once)
-    and its trimmer (a request past the context length, shortened once)."""
+    """How answers are judged: the run's answer checks (`answers.AnswerChecks`: the job's and the
+    bodies' checks and what an unusable answer leads to; None: refusals and filtered answers are
+    still failures, nothing else is checked) and the job's trimmer (a request past the context
+    length, shortened once)."""
 
-    validator: Validator | None = None
+    checks: AnswerChecks | None = None
     trimmer: Trimmer | None = None
 
 
@@ -188,7 +199,6 @@ class _LaneMaker:
 
     def __call__(self, engine: SwarmEngine) -> Lanes:
         doors, settings = self.doors, engine.settings
-        priced: Sequence[tuple[ProviderClient, Price | None]] = doors.priced()
         endpoints = Endpoints(
             engine.outbox,
             doors.client,
@@ -199,12 +209,13 @@ class _LaneMaker:
             adapt=engine.adapt,
             route=self.route,
         )
+        billed: Sequence[tuple[ProviderClient, Price | None]] = doors.billed()
         billing = Billing(
             engine.ledger,
-            {door.name: price for door, price in priced},
+            {door.name: price for door, price in billed},
             engine.stop_dispatch,
             engine.calls_out,
-            {door.name: door.service_tier for door, _ in priced},
+            {door.name: door.service_tier for door, _ in billed},
         )
         calls = settings.calls
         tail = TailDeadlines(
@@ -213,7 +224,7 @@ class _LaneMaker:
             straggler_factor=calls.straggler_factor,
         )
         tools = ToolSteps(engine, self.toolbox)
-        validator = self.answers.validator
+        checks = self.answers.checks or AnswerChecks(None, settings.answers)
 
         def body_of(index: int) -> JSONObject:
             """What the live lane sends the primary for a task (its tools offered): what a cache key is of."""
@@ -224,7 +235,7 @@ class _LaneMaker:
             self.response_cache,
             doors.client,
             body_of,
-            validator,
+            checks,
             tools.on_tool_request if tools.enabled else None,
         )
         live = LiveLane(
@@ -233,7 +244,7 @@ class _LaneMaker:
             billing,
             tail,
             tools,
-            validator=validator,
+            checks=checks,
             trimmer=self.answers.trimmer,
             answer_kept=cache.remember if cache is not None else None,
             step_replay=cache.replay_step if cache is not None and tools.enabled else None,
@@ -243,5 +254,5 @@ class _LaneMaker:
         planner = (
             Autopilot(engine, deadline, doors.price) if deadline is not None and settings.lanes.lane == AUTO else None
         )
-        batch = batch_lane_of(engine, doors.client, doors.price, validator, planner)
+        batch = batch_lane_of(engine, doors.client, doors.price, checks, planner)
         return Lanes(live, direct, in_claim_order(cache, batch), endpoints, tail)

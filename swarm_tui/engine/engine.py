@@ -63,10 +63,11 @@ from swarm_tui.engine.ledger import SpendLedger, answer_ceiling
 from swarm_tui.engine.pacing.admission import AdmissionController
 from swarm_tui.engine.pacing.limits import AdaptiveConcurrency, RateLimits
 from swarm_tui.engine.pacing.retry import RetryPolicy
-from swarm_tui.engine.settings import DEFAULT_MAX_TOKENS, EngineSettings, Validator
+from swarm_tui.engine.settings import DEFAULT_MAX_TOKENS, EngineSettings
 from swarm_tui.engine.stats import RunStats
 
 if TYPE_CHECKING:
+    from swarm_tui.engine.answers import AnswerChecks
     from swarm_tui.engine.lanes.direct import DirectLane
     from swarm_tui.engine.lanes.live import LiveLane
     from swarm_tui.engine.pacing.deadlines import TailDeadlines
@@ -517,8 +518,9 @@ class SwarmEngine:
         return self.endpoints.client
 
     @property
-    def validator(self) -> Validator | None:
-        return self.live.outcomes.validator
+    def checks(self) -> AnswerChecks | None:
+        """The run's answer checks (what makes an answer usable, and what an unusable one leads to)."""
+        return self.live.outcomes.checks
 
     @property
     def breaker(self) -> CircuitBreaker | None:

@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from swarm_tui.core.task import Task
+from swarm_tui.jobs.answer_spec import AnswerSpec
 from swarm_tui.jobs.judge_spec import JudgeSpec
 from swarm_tui.jobs.swarm_spec import SwarmSpec
 from swarm_tui.tools.spec import ToolsSpec
@@ -98,3 +99,6 @@ class Job:
     """`[judge]` (TOML): a sampled LLM-as-a-judge score of the answers, and what drift does."""
     cache: CacheChoice | None = None
     """`[cache]` (TOML): the response cache for this job; `--cache`, `--cache-ttl`, `--cache-dir` win."""
+    answer: AnswerSpec | None = None
+    """`[answer]` (TOML) or `--schema FILE` (JSONL): what every answer is checked against, beyond
+    its body's own `response_format`."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from swarm_tui.core.errors import InputError, Problem
 from swarm_tui.core.lanes import LANES
+from swarm_tui.jobs.answer_spec import parse_answer_spec
 from swarm_tui.jobs.chat_checks import param_problems
 from swarm_tui.jobs.job import CacheChoice, Job, TaskTemplate
 from swarm_tui.jobs.judge_spec import parse_judge_spec
@@ -62,6 +63,7 @@ TOP_LEVEL_KEYS = frozenset(
         "lane",
         "judge",
         "cache",
+        "answer",
     }
 )
 CONTEXT_KEYS = frozenset({"text", "file"})
@@ -95,12 +97,13 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
     swarm = parse_swarm_spec(doc, lambda dotted, message: check.add(dotted, message))
     tools = parse_tools_spec(doc, str(path), lambda dotted, message: check.add(dotted, message))
     judge = parse_judge_spec(doc, path.parent, lambda dotted, message: check.add(dotted, message))
+    answer = parse_answer_spec(doc, path.parent, str(path), lambda dotted, message: check.add(dotted, message))
     planned = swarm is not None and swarm.plan is not None
     if planned and ("tasks" in doc or "task" in doc):
         check.add("plan", "a planned job gets its tasks from the planner: remove [tasks] / [[task]]")
     prompts = [] if planned else task_prompts(doc, check)
     if swarm is not None and swarm.workers.json:
-        request = {**request, "response_format": {"type": "json_object"}}
+        request = {**request, "response_format": {"type": "json_object"}}  # checked as any body's format
     template = TaskTemplate(model=model or "", context=context, system=system, request=request)
     if system:
         render(system, {"agent": 1, "index": 0, "total": 1}, check, "system")
@@ -122,6 +125,7 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
         lane=lane,
         judge=judge,
         cache=cache,
+        answer=answer,
     )
 
 

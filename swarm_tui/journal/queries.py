@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from swarm_tui.core.call_errors import ErrorClass
+from swarm_tui.core.call_errors import ANSWER_ERRORS, ErrorClass
 from swarm_tui.core.events import TaskState
 from swarm_tui.journal.connection import MaskedConnection
 
@@ -123,11 +123,30 @@ class JournalQueries:
     def iter_result_texts(self) -> Iterator[tuple[str, bool, str | None, str | None, dict[str, Any] | None]]:
         """`iter_results` with each answer as the JSON text the journal keeps (for the export,
         which splices it in without reading it)."""
-        for cid, ok, request_id, response, error in self._db.execute(
-            "SELECT t.custom_id, r.ok, r.request_id, r.response, r.error FROM results r "
+        for cid, ok, request_id, response, error, _ in self.iter_answer_rows():
+            yield cid, ok, request_id, response, error
+
+    def iter_answer_rows(
+        self,
+    ) -> Iterator[tuple[str, bool, str | None, str | None, dict[str, Any] | None, str | None]]:
+        """`iter_result_texts` with each answer's `parsed` (its JSON value as the checks read it,
+        as JSON text; None without, or in a journal made before it was kept)."""
+        parsed = "r.parsed" if self._has_column("results", "parsed") else "NULL"
+        for cid, ok, request_id, response, error, value in self._db.execute(
+            f"SELECT t.custom_id, r.ok, r.request_id, r.response, r.error, {parsed} FROM results r "
             "JOIN tasks t ON t.idx = r.idx ORDER BY r.idx"
         ):
-            yield cid, bool(ok), request_id, response, (json.loads(error) if error else None)
+            yield cid, bool(ok), request_id, response, (json.loads(error) if error else None), value
+
+    def parsed_of(self, index: int) -> str | None:
+        """A task's kept answer's JSON value as its checks read it (JSON text), None without."""
+        if not self._has_column("results", "parsed"):
+            return None
+        row = self._db.execute("SELECT parsed FROM results WHERE idx = ? AND ok = 1", (index,)).fetchone()
+        return row[0] if row else None
+
+    def _has_column(self, table: str, column: str) -> bool:
+        return any(row[1] == column for row in self._db.execute(f"PRAGMA table_info({table})"))
 
     def iter_results(self) -> Iterator[tuple[str, bool, str | None, dict[str, Any] | None, dict[str, Any] | None]]:
         """(custom_id, ok, request_id, response body, error) for every finished task, in task order."""
@@ -145,7 +164,9 @@ class JournalQueries:
 
     def attempt_totals(self) -> dict[str, Any]:
         row = self._db.execute(
-            "SELECT COUNT(*), SUM(outcome = 'retry'), SUM(error_class = ?), SUM(error_class = ?), "
+            "SELECT COUNT(*), SUM(outcome = 'retry' AND COALESCE(error_class, '') NOT IN "
+            + _ANSWER_CLASSES  # an answer asked for again is counted apart (`answer_totals`)
+            + "), SUM(error_class = ?), SUM(error_class = ?), "
             "SUM(error_class = ?), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), "
             "COALESCE(SUM(cached_tokens), 0), COALESCE(SUM(reasoning_tokens), 0), SUM(cost_usd), "
             "SUM(cost_usd IS NULL AND prompt_tokens + completion_tokens > 0), MIN(started_at), "
@@ -221,6 +242,44 @@ class JournalQueries:
         row = self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM attempts WHERE idx < ?", (index,)).fetchone()
         return float(row[0])
 
+    def answer_totals(self, escalation_prefix: str) -> dict[str, Any] | None:
+        """What the answers' checks did, every session: attempts whose answer was not usable, by
+        class and by what followed (asked again, given more room, sent to the escalation endpoint,
+        or the task's end), the tasks that went to the escalation endpoint (`escalation_prefix`
+        starts its name) and the cost on each side; None when no answer was ever refused."""
+        rows = self._db.execute(
+            "SELECT error_class, error_code, outcome, COUNT(*) FROM attempts WHERE error_class IN "
+            + _ANSWER_CLASSES
+            + " GROUP BY error_class, error_code, outcome"
+        ).fetchall()
+        escalated, escalated_cost, first_cost = self._db.execute(
+            "SELECT COUNT(DISTINCT CASE WHEN endpoint LIKE ? THEN idx END), "
+            "COALESCE(SUM(CASE WHEN endpoint LIKE ? THEN cost_usd END), 0), "
+            "COALESCE(SUM(CASE WHEN endpoint NOT LIKE ? THEN cost_usd END), 0) FROM attempts WHERE idx >= 0",
+            (escalation_prefix + "%",) * 3,
+        ).fetchone()
+        if not rows and not escalated:
+            return None
+        by_class = {str(kind): 0 for kind in sorted(ANSWER_ERRORS)}
+        failed = dict(by_class)
+        reasked = lengthened = 0
+        for error_class, code, outcome, count in rows:
+            by_class[error_class] = by_class.get(error_class, 0) + count
+            if outcome == "failed":
+                failed[error_class] = failed.get(error_class, 0) + count
+            elif outcome == "retry" and code == "reask":
+                reasked += count
+            elif outcome == "retry" and code == "more_room":
+                lengthened += count
+        return {
+            "unusable": by_class,
+            "failed": failed,
+            "reasked": reasked,
+            "more_room": lengthened,
+            "escalated": escalated or 0,
+            "cost_usd": {"first": round(first_cost, 6), "escalated": round(escalated_cost, 6)},
+        }
+
     def endpoint_totals(self) -> dict[str, dict[str, Any]]:
         """Per endpoint that was sent to (a batch endpoint and the cache are no door): requests,
         answers, 429s, other errors, latency p50/p95 of its answers (ms) and what it cost."""
@@ -250,6 +309,10 @@ class JournalQueries:
                 "cost_usd": round(cost, 6),
             }
         return totals
+
+
+_ANSWER_CLASSES = "(" + ", ".join(f"'{kind.value}'" for kind in sorted(ANSWER_ERRORS)) + ")"
+"""The SQL list of the classes of answers that came back unusable (`core.call_errors.ANSWER_ERRORS`)."""
 
 
 def _rank(ordered: list[float], share: float) -> float | None:

@@ -13,11 +13,12 @@ from swarm_tui.journal.connection import MaskedConnection
 JOURNAL_NAME = "journal.sqlite"
 """The journal's file in its run directory."""
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """1: tasks, attempts, results, run events. 2: the engine's event log (`log`), which views replay.
 3: the run's notes (a failover, a trimmed request, the planner's sub-tasks...) are typed events
 in the log; the untyped `events` table is gone (`journal.migrate` turns its rows into events).
-4: an attempt's `saved_usd` (a replay from the response cache: what the original call cost)."""
+4: an attempt's `saved_usd` (a replay from the response cache: what the original call cost).
+5: a result's `parsed` (the answer's JSON value as the job's checks read it: results.jsonl's)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -61,7 +62,8 @@ CREATE TABLE IF NOT EXISTS results (
     request_id TEXT,
     response TEXT,
     error TEXT,
-    finished_at REAL NOT NULL
+    finished_at REAL NOT NULL,
+    parsed TEXT
 );
 CREATE TABLE IF NOT EXISTS log (
     seq INTEGER PRIMARY KEY,
@@ -120,6 +122,7 @@ ADDED_COLUMNS = (
     ("attempts", "estimated", "INTEGER NOT NULL DEFAULT 0"),
     ("attempts", "finish_reason", "TEXT"),
     ("attempts", "saved_usd", "REAL"),
+    ("results", "parsed", "TEXT"),
 )
 """Columns later versions added to a table: a journal made before them gets them on opening."""
 

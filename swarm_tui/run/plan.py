@@ -16,6 +16,7 @@ from swarm_tui.core.events import TaskState
 from swarm_tui.core.task import Task
 from swarm_tui.engine.settings import EngineSettings
 from swarm_tui.jobs import TaskTemplate
+from swarm_tui.jobs.answer_spec import AnswerSpec
 from swarm_tui.jobs.judge_spec import JudgeSpec
 from swarm_tui.jobs.swarm_spec import SwarmSpec
 from swarm_tui.pricing import PriceTable
@@ -43,6 +44,8 @@ class RunPlan:
     """The endpoints after `profile` and how calls are spread over them (`--provider a,b --route`)."""
     cache: CacheSettings = CacheSettings()
     """The response cache's use (`--cache`; off by default)."""
+    escalate: ProviderProfile | None = None
+    """`--escalate PROFILE`: where a task goes when its answers could not be used (None: nowhere)."""
 
     def price_for(self, model: str | None, provider: str | None = None):
         return PriceTable.builtin(self.prices).lookup(model, provider or self.profile.name)
@@ -79,6 +82,8 @@ class RunContents:
     judge: JudgeSpec | None = None
     judge_profile: ProviderProfile | None = None
     """The judge's own endpoint (None: the run's)."""
+    answer: AnswerSpec | None = None
+    """The job's answer checks (`[answer]`, `--schema`) beyond the bodies' own formats."""
 
     def model(self, plan: RunPlan) -> str | None:
         """The model the run asks for: the profile's, else the first task's, else the template's."""
@@ -108,6 +113,7 @@ def plan_to_meta(plan: RunPlan) -> dict[str, Any]:
         "sim": asdict(plan.sim) if plan.sim else None,
         "prices": plan.prices,
         "route": plan.route.to_meta() if plan.route is not None else None,
+        "escalate": {"name": plan.escalate.name, **plan.escalate.to_toml()} if plan.escalate is not None else None,
         "saved_at": time.time(),
     }
 
@@ -117,6 +123,7 @@ def plan_from_meta(meta: dict[str, Any]) -> RunPlan:
     profile = ProviderProfile(name=profile_data.pop("name"), **profile_data)
     sim = SimConfig().patched(meta["sim"]) if meta.get("sim") else None  # JSON gave lists for its tuples
     route = RoutePlan.from_meta(meta.get("route"))
+    escalate = dict(meta["escalate"]) if meta.get("escalate") else None
     return RunPlan(
         profile,
         EngineSettings.from_meta(meta["settings"]),
@@ -124,6 +131,7 @@ def plan_from_meta(meta: dict[str, Any]) -> RunPlan:
         meta.get("prices") or {},
         route,
         cache_from_meta(meta),
+        ProviderProfile(name=escalate.pop("name"), **escalate) if escalate is not None else None,
     )
 
 

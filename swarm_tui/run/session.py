@@ -28,6 +28,8 @@ from swarm_tui.core.ports import Capability
 from swarm_tui.core.task import Task
 from swarm_tui.core.tiers import PRIORITY
 from swarm_tui.engine import AnswerRules, Doors, EngineSettings, Resumed, TaskState, build_engine
+from swarm_tui.engine.answers import ESCALATED_PREFIX, AnswerChecks
+from swarm_tui.jobs.answer_spec import AnswerSpec
 from swarm_tui.engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from swarm_tui.engine.ports import Engine
 from swarm_tui.engine.routing.endpoints import RouteSpec
@@ -53,7 +55,7 @@ from swarm_tui.run.plan import (
     plan_to_meta,
 )
 from swarm_tui.sim import SimConfig, SimServer
-from swarm_tui.swarm.pipeline import SwarmPipeline, drop_memory, json_validator
+from swarm_tui.swarm.pipeline import SwarmPipeline, drop_memory
 from swarm_tui.tools import Toolbox, ToolsSpec
 from swarm_tui.util.files import describe_write_failure
 from swarm_tui.view.follower import close_interrupted_run
@@ -109,6 +111,9 @@ class SwarmSession:
         if plan.profile.is_simulator:
             self.sim = SimServer(plan.sim or DEMO_SIM).start(mode="thread")
         self.client, self.fallback, self.route_clients = open_clients(plan, self.base_url)
+        self.escalation = self._escalation_client()
+        """`--escalate`: the endpoint a task goes to when its answers could not be used."""
+        self.answer = contents.answer
         self.response_cache = self._open_cache()
         self.tools = contents.tools if contents.tools is not None and contents.tools.any else None
         """The run's tools: with them, every task is a multi-step agent (on Ray they run on the actors)."""
@@ -125,6 +130,15 @@ class SwarmSession:
         if contents.judge is not None and Capability.JUDGE in self.engine.capabilities:  # else the CLI refused it
             self.judge = self._make_judge(contents.judge, contents.judge_profile)
         self.tracer: LiveTracer | None = None  # --otel: the run's spans exported as it goes (`trace`)
+
+    def _escalation_client(self) -> ProviderClient | None:
+        """The escalation endpoint's client, named `escalate:<profile>` (its attempts say so)."""
+        profile = self.plan.escalate
+        if profile is None:
+            return None
+        base_url = self.base_url if profile.is_simulator and self.sim is not None else profile.base_url
+        named = replace(profile, name=ESCALATED_PREFIX + profile.name)
+        return ProviderClient(named, base_url, **self.plan.client_limits())
 
     def _open_cache(self) -> ResponseCache | None:
         """The response cache of a `--cache` run (None without: no file is even opened). A file
@@ -165,7 +179,8 @@ class SwarmSession:
         )
         swarm = contents.swarm
         resumed = Resumed(contents.states, contents.attempts_made)
-        validator = json_validator if swarm and swarm.workers.json else None
+        escalation = self.escalation
+        checks = AnswerChecks(contents.answer, plan.settings.answers, escalation=escalation is not None)
         price = plan.price_for(self.model)
         if ray is not None:
             from swarm_tui.distributed.driver import RayEngine
@@ -176,7 +191,7 @@ class SwarmSession:
                 plan.settings,
                 Doors(self.client, price, fallback_price=fallback_price),
                 resumed=resumed,
-                answers=AnswerRules(validator),
+                answers=AnswerRules(checks),
                 simulated=self.simulated,
                 profile=plan.profile,
                 base_url=self.base_url,
@@ -189,9 +204,19 @@ class SwarmSession:
             contents.tasks,
             self.journal.records,
             plan.settings,
-            Doors(self.client, price, self.fallback, fallback_price, route_spec(plan, self.route_clients, self.model)),
+            Doors(
+                self.client,
+                price,
+                self.fallback,
+                fallback_price,
+                route_spec(plan, self.route_clients, self.model),
+                escalation,
+                plan.price_for(escalation.profile.model or self.model, plan.escalate.name)
+                if escalation is not None and plan.escalate is not None
+                else None,
+            ),
             resumed=resumed,
-            answers=AnswerRules(validator, drop_memory if swarm and swarm.memory.rounds > 1 else None),
+            answers=AnswerRules(checks, drop_memory if swarm and swarm.memory.rounds > 1 else None),
             toolbox=self.toolbox,
             response_cache=self.response_cache,
             simulated=self.simulated,
@@ -274,6 +299,7 @@ class SwarmSession:
             "template": asdict(template) if template else None,
             "tools": job.tools.to_meta() if job.tools else None,
             "judge": judge_to_meta(job.judge, judge_profile),
+            "answer": job.answer.to_meta() if job.answer is not None else None,
         }
         try:
             journal = Journal.create(run_dir, tasks, meta)
@@ -294,6 +320,7 @@ class SwarmSession:
                 tools=job.tools,
                 judge=job.judge,
                 judge_profile=judge_profile,
+                answer=job.answer,
             )
             return cls(run_dir, journal, plan, contents, ray, lock)
         except BaseException:
@@ -348,6 +375,7 @@ class SwarmSession:
             stored.prices,
             route,
             cache or stored.cache,
+            stored.escalate,
         )
         try:
             journal.begin_session()  # the first write: a journal that cannot take one fails here, nothing sent
@@ -373,7 +401,16 @@ class SwarmSession:
         tools = ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None
         judge, judge_profile = judge_from_meta(meta.get("judge"))
         contents = RunContents(
-            meta["job"]["name"], tasks, states, attempts, swarm, template, tools, judge, judge_profile
+            meta["job"]["name"],
+            tasks,
+            states,
+            attempts,
+            swarm,
+            template,
+            tools,
+            judge,
+            judge_profile,
+            AnswerSpec.from_meta(meta.get("answer")),
         )
         return cls(run_dir, journal, plan, contents, ray, lock)
 
@@ -491,7 +528,7 @@ class SwarmSession:
         if self.toolbox is not None:
             await self.toolbox.aclose()
         await self.engine.aclose()  # a distributed engine's actors
-        for client in (self.client, self.fallback, *self.route_clients):
+        for client in (self.client, self.fallback, self.escalation, *self.route_clients):
             if client is not None:
                 await client.aclose()
         await self.judge_endpoint.aclose()
