@@ -151,7 +151,14 @@ def rubric_problem(path: Path):
 
 
 def check_engine(
-    ray, tools: ToolsSpec | None, settings: EngineSettings, *, judged: bool, judge_where: str, routed: bool = False
+    ray,
+    tools: ToolsSpec | None,
+    settings: EngineSettings,
+    *,
+    judged: bool,
+    judge_where: str,
+    routed: bool = False,
+    escalated: bool = False,
 ) -> None:
     """The engine that will run the swarm must be able to do everything the run asks for: what
     it cannot do is refused (exit 2, naming it, nothing sent), never silently dropped."""
@@ -165,6 +172,7 @@ def check_engine(
         Capability.JUDGE: judge_where if judged else None,
         Capability.ROUTES: "--provider" if routed else None,
         Capability.DEADLINE: "--deadline" if settings.lanes.deadline_at is not None else None,
+        Capability.ESCALATE: "--escalate" if escalated else None,
     }
     lacking = missing(CAPABILITIES, [capability for capability, where in asked.items() if where is not None])
     if lacking:

@@ -36,7 +36,9 @@ from swarm_tui.cli.options import (
     add_console_options,
     add_run_options,
     console_options,
+    resolve_answer,
     resolve_cache,
+    resolve_escalation,
     resolve_profile,
     resolve_route,
     resolve_settings,
@@ -288,6 +290,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise InputError.single(args.tools, "tools", f"the job {job.source} declares its own tools")
         job = replace(job, tools=load_tools_file(args.tools))
     check_key(profile)
+    job = replace(job, answer=resolve_answer(args, job.answer))
+    escalate = resolve_escalation(args, config, profile)
+    if escalate is not None:
+        check_key(escalate)
     settings = resolve_settings(args, profile)
     if job.lane is not None and args.lane is None:  # the job's `lane`; --lane wins
         settings = settings.but(lane=job.lane)
@@ -295,7 +301,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     route = resolve_route(args, config)
     for other in route.others if route is not None else ():
         check_key(other)
-    plan = RunPlan(profile, settings, sim_config(args, profile), config.prices, route, cache)
+    plan = RunPlan(profile, settings, sim_config(args, profile), config.prices, route, cache, escalate)
     job, judge_profile = judge_options(args, job, profile, config)
     first_model = job.model or (job.tasks[0].body.get("model") if job.tasks else None)
     check_budget(plan, job, first_model, config)
@@ -308,6 +314,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         judged=job.judge is not None,
         judge_where=str(args.judge and "--judge" or job.source),
         routed=route is not None,
+        escalated=escalate is not None,
     )
     check_tools(job.tools)
     check_lane(plan.settings, job.tools)
@@ -335,6 +342,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
         profile = with_flag_overrides(stored.profile, args)  # e.g. --model: the run's endpoint, another model
     effective = profile or stored.profile
     check_key(effective)
+    if args.schema is not None:
+        raise InputError.single("--schema", "schema", "a run keeps the checks it started with: --schema goes with run")
+    escalate = resolve_escalation(args, config, effective) if args.escalate else stored.escalate
+    if escalate is not None:
+        check_key(escalate)
     settings = resolve_settings(args, effective, stored.settings)
     cache = resolve_cache(args, stored.cache)
     sim = sim_config(args, effective, stored.sim)
@@ -342,7 +354,13 @@ def cmd_resume(args: argparse.Namespace) -> int:
     tools = ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None
     routed = route is not None or (profile is None and stored.route is not None)
     check_engine(
-        ray, tools, settings, judged=bool(meta.get("judge")), judge_where=f"{args.run_dir} (its [judge])", routed=routed
+        ray,
+        tools,
+        settings,
+        judged=bool(meta.get("judge")),
+        judge_where=f"{args.run_dir} (its [judge])",
+        routed=routed,
+        escalated=escalate is not None,
     )
     check_tools(tools)
     check_lane(settings, tools)
@@ -356,6 +374,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         ray=ray,
         sim=sim,
         route=route,
+        escalate=escalate,
     )
     return drive(session, args, traces)
 

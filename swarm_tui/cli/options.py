@@ -16,8 +16,9 @@ from swarm_tui.core.tiers import FLEX, SERVICE_TIERS
 from swarm_tui.engine import EngineSettings
 from swarm_tui.engine.lanes.autopilot import deadline_at
 from swarm_tui.engine.pacing.deadlines import STRAGGLER_FACTOR
-from swarm_tui.engine.settings import CallLimits, Pacing
+from swarm_tui.engine.settings import ON_TRUNCATED, CallLimits, Pacing
 from swarm_tui.frontend.progress_lines import DEFAULT_EVERY_S, LOG_FORMATS
+from swarm_tui.jobs.answer_spec import AnswerSpec, load_schema_file
 from swarm_tui.jobs.job import CacheChoice
 from swarm_tui.jobs.judge_spec import ACTIONS
 from swarm_tui.providers.profile import ProviderProfile
@@ -40,6 +41,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     add_provider_options(p)
     add_engine_options(p)
     add_judge_options(p)
+    add_answer_options(p)
     add_cache_options(p)
     add_sim_options(p)
     add_trace_options(p)
@@ -215,6 +217,37 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_answer_options(p: argparse.ArgumentParser) -> None:
+    a = p.add_argument_group(
+        "answers (checked against the body's response_format, the job's [answer], --schema; a refusal or a "
+        "filtered answer is never a success)"
+    )
+    a.add_argument(
+        "--schema",
+        type=Path,
+        metavar="FILE.json",
+        help="a JSON Schema every answer's JSON must match (a JSONL job's [answer]; read robustly: fences, prose)",
+    )
+    a.add_argument(
+        "--reasks",
+        type=non_negative_int,
+        metavar="N",
+        help="ask an answer that fails its checks again, with the error, up to N times (default 1)",
+    )
+    a.add_argument(
+        "--on-truncated",
+        choices=ON_TRUNCATED,
+        help="a checked answer cut at its max_tokens: retry once with twice the room, up to the model's maximum "
+        "and within the budget (default); fail; accept it and check it as it is",
+    )
+    a.add_argument(
+        "--escalate",
+        metavar="PROFILE",
+        help="a task whose answers still cannot be used goes once to this profile's endpoint and model, with the "
+        "conversation so far (its attempts' endpoint: escalate:PROFILE)",
+    )
+
+
 def add_sim_options(p: argparse.ArgumentParser) -> None:
     s = p.add_argument_group("embedded simulator (provider sim)")
     s.add_argument("--sim-latency-ms", type=non_negative_float, help="median latency of the simulator")
@@ -374,8 +407,32 @@ def resolve_settings(
         live_share=args.live_share if args.live_share is not None else lanes.live_share,
         batch_poll_s=args.batch_poll or lanes.batch_poll_s,
         max_answer_bytes=args.max_answer_bytes or calls.max_answer_bytes,
+        reasks=args.reasks if args.reasks is not None else base.answers.reasks,
+        on_truncated=args.on_truncated or base.answers.on_truncated,
     )
     return flex_defaults(settings, args, profile) if profile.service_tier == FLEX else settings
+
+
+def resolve_escalation(args: argparse.Namespace, config: Config, run: ProviderProfile) -> ProviderProfile | None:
+    """`--escalate PROFILE`: the stronger endpoint (its key checked by the caller); exit 2 when it is
+    the run's own endpoint and model (escalating there would ask the same model again)."""
+    if not args.escalate:
+        return None
+    profile = config.profile(args.escalate)
+    if profile.name == run.name and (profile.model or None) == (run.model or None):
+        raise InputError.single(
+            "--escalate", "escalate", f"{args.escalate!r} is the run's own endpoint and model: name a stronger one"
+        )
+    return profile
+
+
+def resolve_answer(args: argparse.Namespace, job_answer: AnswerSpec | None) -> AnswerSpec | None:
+    """The job's `[answer]` with `--schema FILE` over it (exit 2 naming the file and line when the
+    schema cannot be read or is no valid JSON Schema)."""
+    if args.schema is None:
+        return job_answer
+    schema = load_schema_file(args.schema)
+    return (job_answer or AnswerSpec()).with_schema(schema, str(args.schema))
 
 
 def resolve_cache(

@@ -132,6 +132,7 @@ class Capability(StrEnum):
     LEAVE_BATCHES = "leaving provider batches open on quit"
     ROUTES = "a route over several endpoints (--provider a,b --route)"
     DEADLINE = "the deadline autopilot (--deadline)"
+    ESCALATE = "escalating unusable answers to a stronger endpoint (--escalate)"
 
 
 def missing(engine_capabilities: Iterable[Capability], needed: Iterable[Capability]) -> list[Capability]:

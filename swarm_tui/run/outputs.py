@@ -28,6 +28,7 @@ from swarm_tui.config import configured_currency
 from swarm_tui.core.errors import InputError
 from swarm_tui.core.events import EndpointSwitched, PlanChanged, RunStarted
 from swarm_tui.engine import TaskState
+from swarm_tui.engine.answers import ESCALATED_PREFIX
 from swarm_tui.engine.ledger import BudgetReport
 from swarm_tui.engine.stats import latency_summary
 from swarm_tui.journal import Journal
@@ -68,9 +69,9 @@ def write_outputs(
     traces: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     with _atomic(run_dir / "results.jsonl") as results, _atomic(run_dir / "errors.jsonl") as errors:
-        for custom_id, ok, request_id, response, error in journal.queries.iter_result_texts():
+        for custom_id, ok, request_id, response, error, parsed in journal.queries.iter_answer_rows():
             if ok:
-                results.write(_result_line(custom_id, request_id, response or "null"))
+                results.write(_result_line(custom_id, request_id, response or "null", parsed))
                 continue
             failure = error or {}  # a failed task's result always holds its error
             line = {
@@ -100,16 +101,25 @@ def write_outputs(
     return summary
 
 
-def _result_line(custom_id: str, request_id: str | None, body: str) -> str:
+def _result_line(custom_id: str, request_id: str | None, body: str, parsed: str | None = None) -> str:
     """One results.jsonl line (the OpenAI Batch output format) with the answer spliced in as the
     journal keeps it (strict one-line JSON, `providers.answer`): no answer is read or encoded
-    again at export, unless a journal written before answers were checked holds one to repair."""
+    again at export, unless a journal written before answers were checked holds one to repair.
+    An answer whose checks read a JSON value has it as a top-level `parsed` (as the journal keeps
+    it: compact JSON, re-encoded strictly only when it is not already one safe line)."""
     head = strict_text({"id": f"batch_req_{request_id or custom_id}", "custom_id": custom_id})
     body = repaired_text(body)
     request = strict_text(request_id)
+    tail = "" if parsed is None else f', "parsed": {_one_line(parsed)}'
     return (
-        f'{head[:-1]}, "response": {{"status_code": 200, "request_id": {request}, "body": {body}}}, "error": null}}\n'
+        f'{head[:-1]}, "response": {{"status_code": 200, "request_id": {request}, "body": {body}}}, '
+        f'"error": null{tail}}}\n'
     )
+
+
+def _one_line(parsed: str) -> str:
+    """The kept JSON value as results.jsonl writes every value: strict, one line, keys masked."""
+    return strict_text(json.loads(parsed))
 
 
 def summarize(
@@ -194,6 +204,9 @@ def _run_features(journal: Journal, budget: dict[str, Any] | None, traces: dict[
     quality = quality_summary(journal)
     if quality is not None:  # the judge: scores, drifts acted on, its cost apart
         sections["quality"] = quality
+    answers = journal.queries.answer_totals(ESCALATED_PREFIX)
+    if answers is not None:  # answers that were not usable: by class, re-asked, given room, escalated
+        sections["answers"] = {"valid": _valid(journal), **answers}
     cache = journal.queries.cache_totals()
     if cache is not None:  # the response cache: answers replayed (sent nothing, cost 0) and what they saved
         sections["cache"] = cache
@@ -203,6 +216,11 @@ def _run_features(journal: Journal, budget: dict[str, Any] | None, traces: dict[
     if batches:  # the batch lane: its batches (latency_ms is the live calls' only)
         sections["batches"] = batches
     return sections
+
+
+def _valid(journal: Journal) -> int:
+    """Tasks whose kept answer passed its checks (every success: nothing unusable is kept)."""
+    return journal.queries.counts().get(TaskState.SUCCEEDED, 0)
 
 
 def failovers(journal: Journal) -> list[dict[str, Any]]:

@@ -339,6 +339,7 @@ class SwarmSession:
         ray: RayOptions | None = None,
         sim: SimConfig | None = None,
         route: RoutePlan | None = None,
+        escalate: ProviderProfile | None = None,
     ) -> SwarmSession:
         """Resume the run in `run_dir`; RunDirBusy (exit 2) when another live process writes it.
         `sim`: the simulator's settings for this session, when the user changed them. `route`:
@@ -346,7 +347,7 @@ class SwarmSession:
         Journal.open(run_dir, readonly=True).close()  # no (whole) journal: say so before taking the lock
         lock = RunDirLock(run_dir).acquire()
         try:
-            return cls._resume(run_dir, lock, profile, settings, cache, retry_failed, ray, sim, route)
+            return cls._resume(run_dir, lock, profile, settings, cache, retry_failed, ray, sim, route, escalate)
         except BaseException:
             lock.release()
             raise
@@ -363,6 +364,7 @@ class SwarmSession:
         ray: RayOptions | None,
         sim: SimConfig | None,
         route: RoutePlan | None = None,
+        escalate: ProviderProfile | None = None,
     ) -> SwarmSession:
         journal = Journal.open(run_dir)
         meta = journal.queries.meta()
@@ -375,7 +377,7 @@ class SwarmSession:
             stored.prices,
             route,
             cache or stored.cache,
-            stored.escalate,
+            escalate or stored.escalate,
         )
         try:
             journal.begin_session()  # the first write: a journal that cannot take one fails here, nothing sent
