@@ -15,9 +15,9 @@ from swarm_tui.core.events import Attempt, TaskSucceeded
 from swarm_tui.core.ports import JournalSink
 from swarm_tui.core.task import JSONObject, Task
 from swarm_tui.core.usage import Usage
+from swarm_tui.engine.answers import AnswerChecks
 from swarm_tui.engine.calls import cached_attempt
 from swarm_tui.engine.kernel.outbox import Outbox
-from swarm_tui.engine.answers import AnswerChecks
 from swarm_tui.providers.client import CallResult, ProviderClient
 
 
@@ -58,7 +58,6 @@ class DriverCache:
             )
         self.cache.flush()
         return left
-
 
     def kept(self, task: Task, attempt: Attempt, response: JSONObject | bytes) -> None:
         """A shard's success (validated there): kept, when it came from the run's primary endpoint."""

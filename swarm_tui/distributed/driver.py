@@ -298,6 +298,11 @@ class RayEngine:
         """A batch line to try again, live: to a shard after its backoff."""
         self.lanes.retry_after(index, delay_s, self.give_back)
 
+    def ask_again(self, index: int, body: JSONObject) -> None:
+        """A batch line's answer asked for again: the task's next attempt (a shard's) sends `body`."""
+        self._transcript_grew(index, body)
+        self.numbers.new_round(index)
+
     def wake(self) -> None:
         """Something the run's loop waits for may have changed."""
         self._wake.set()

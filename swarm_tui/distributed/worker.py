@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING
 
 import ray
 
+from swarm_tui.core.checks import AnswerSpec
 from swarm_tui.core.events import EngineEvent, TaskFailed, TaskRetrying
 from swarm_tui.core.task import Task
 from swarm_tui.distributed.admission import LeasedAdmission, SharedRateLimits
 from swarm_tui.distributed.sink import ForwardingJournal, Outbox
 from swarm_tui.engine import AnswerRules, Doors, EngineSettings, Resumed, build_engine
 from swarm_tui.engine.answers import AnswerChecks
-from swarm_tui.jobs.answer_spec import AnswerSpec
 from swarm_tui.pricing import Price
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile

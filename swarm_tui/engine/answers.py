@@ -38,11 +38,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from swarm_tui.core.call_errors import CallError, ErrorClass
+from swarm_tui.core.checks import AnswerSpec, Validator, resolve_python, takes_parsed
 from swarm_tui.core.task import JSONObject
 from swarm_tui.engine.calls import answer_message, finish_reason
 from swarm_tui.engine.ledger import answer_ceiling
 from swarm_tui.engine.settings import AnswerSettings
-from swarm_tui.jobs.answer_spec import AnswerSpec, Validator, resolve_python, takes_parsed
 from swarm_tui.providers.client import CallResult
 from swarm_tui.util.json_repair import JsonExtractionError, extract_json
 from swarm_tui.util.json_schema import compiled
@@ -136,8 +136,7 @@ class AnswerChecks:
             return self._job_checks
         first: list[_Check]
         if kind == "json_schema":
-            schema = body["response_format"]["json_schema"]["schema"]
-            first = [("json_schema", self._schema_check(schema, "the response_format's json_schema"))]
+            first = [("json_schema", self._schema_check(_format_schema(body), "the response_format's json_schema"))]
         else:
             first = [("json_object", _is_object)]
         return first + self._job_checks
@@ -150,11 +149,23 @@ class AnswerChecks:
             checks.append(("json", _any_json))
         if spec.regex is not None:
             pattern = re.compile(spec.regex)
-            checks.append(("regex", lambda text, _: None if pattern.search(text) else f"the answer does not match {pattern.pattern!r}"))
+            checks.append(
+                (
+                    "regex",
+                    lambda text, _: None if pattern.search(text) else f"the answer does not match {pattern.pattern!r}",
+                )
+            )
         if spec.min_chars is not None:
             least = spec.min_chars
             checks.append(
-                ("min_chars", lambda text, _: None if len(text.strip()) >= least else f"the answer has {len(text.strip())} characters, fewer than {least}")
+                (
+                    "min_chars",
+                    lambda text, _: (
+                        None
+                        if len(text.strip()) >= least
+                        else f"the answer has {len(text.strip())} characters, fewer than {least}"
+                    ),
+                )
             )
         if spec.python is not None:
             checks.append(("python", self._python_check))
@@ -231,13 +242,21 @@ class AnswerChecks:
         tokens (price table)."""
         assert verdict.failure is not None
         raw = result.content
-        words = verdict.problem if verdict.failure is ErrorClass.REFUSAL else f"{verdict.problem}; raw answer: {raw[:RAW_KEPT]}"
+        words = (
+            verdict.problem
+            if verdict.failure is ErrorClass.REFUSAL
+            else f"{verdict.problem}; raw answer: {raw[:RAW_KEPT]}"
+        )
         failure = CallError(verdict.failure, words, 200, verdict.code, request_id=result.request_id, should_retry=False)
         if stopping:
             return FollowUp("fail", failure)
         if verdict.failure is ErrorClass.FAILED_CHECK and reasks_in(body) < self.settings.reasks:
             return FollowUp("reask", _as(failure, "reask"), reasked(body, raw, verdict))
-        if verdict.failure is ErrorClass.TRUNCATED and self.settings.on_truncated == "retry" and index not in self._more_room:
+        if (
+            verdict.failure is ErrorClass.TRUNCATED
+            and self.settings.on_truncated == "retry"
+            and index not in self._more_room
+        ):
             roomier = more_room(body, result, max_output)
             if roomier is not None and fits(roomier):
                 self._more_room.add(index)
@@ -303,16 +322,26 @@ def _as(error: CallError, code: str) -> CallError:
     return CallError(error.kind, error.message, error.status, code, request_id=error.request_id, should_retry=False)
 
 
+def _messages(body: JSONObject) -> list[Any]:
+    messages = body.get("messages")
+    return list(messages) if isinstance(messages, list) else []
+
+
+def _format_schema(body: JSONObject) -> Any:
+    """The schema a body's `json_schema` response format names (`_format_kind` said there is one)."""
+    fmt = body.get("response_format")
+    inner = fmt.get("json_schema") if isinstance(fmt, dict) else None
+    return inner.get("schema") if isinstance(inner, dict) else None
+
+
 def reasks_in(body: JSONObject) -> int:
     """How many times this conversation already asked an answer again."""
-    return sum(
-        1
-        for message in body.get("messages", ())
-        if isinstance(message, dict)
-        and message.get("role") == "user"
-        and isinstance(message.get("content"), str)
-        and message["content"].startswith(REASK_OPENING)
-    )
+    count = 0
+    for message in _messages(body):
+        content = message.get("content") if isinstance(message, dict) else None
+        if message.get("role") == "user" and isinstance(content, str) and content.startswith(REASK_OPENING):
+            count += 1
+    return count
 
 
 def reasked(body: JSONObject, raw: str, verdict: Verdict) -> JSONObject:
@@ -321,7 +350,7 @@ def reasked(body: JSONObject, raw: str, verdict: Verdict) -> JSONObject:
     ask = f"{REASK_OPENING}: {verdict.problem}. Answer again in full, fixing that error" + (
         ", with valid JSON only, nothing else." if wants_json else "."
     )
-    messages = [*body.get("messages", []), {"role": "assistant", "content": raw}, {"role": "user", "content": ask}]
+    messages = [*_messages(body), {"role": "assistant", "content": raw}, {"role": "user", "content": ask}]
     return {**body, "messages": messages}
 
 

@@ -24,6 +24,7 @@ from swarm_tui.core.events import TaskState
 from swarm_tui.core.lanes import AUTO
 from swarm_tui.core.ports import RunJournal
 from swarm_tui.core.task import JSONObject, RunTasks, by_index
+from swarm_tui.engine.answers import AnswerChecks
 from swarm_tui.engine.billing import Billing
 from swarm_tui.engine.engine import Kernel, Lanes, Pacing, SwarmEngine
 from swarm_tui.engine.kernel.numbers import AttemptNumbers
@@ -41,7 +42,6 @@ from swarm_tui.engine.pacing.limits import AdaptiveConcurrency, RateLimits
 from swarm_tui.engine.pacing.retry import RetryPolicy
 from swarm_tui.engine.routing.doors import Route, RouteAdmission
 from swarm_tui.engine.routing.endpoints import Endpoints, RouteSpec, build_route
-from swarm_tui.engine.answers import AnswerChecks
 from swarm_tui.engine.settings import EngineSettings, Trimmer
 from swarm_tui.engine.stats import RunStats
 
@@ -208,6 +208,7 @@ class _LaneMaker:
             adaptive=engine.adaptive,
             adapt=engine.adapt,
             route=self.route,
+            escalation=doors.escalation,
         )
         billed: Sequence[tuple[ProviderClient, Price | None]] = doors.billed()
         billing = Billing(

@@ -312,6 +312,13 @@ class SwarmEngine:
     def wake(self) -> None:
         self.queue.wake()
 
+    def ask_again(self, index: int, body: JSONObject) -> None:
+        """The task's next attempt sends `body` (its answer asked for again: the conversation so far),
+        with a round of transport retries of its own (a re-ask is not one of them)."""
+        task = self.tasks[index]
+        self.tasks[index] = Task(task.index, task.custom_id, body)
+        self.numbers.new_round(index)
+
     def leave_unfinished(self, index: int, attempts: list[Attempt]) -> None:
         """A task stopped mid-attempt (abort, a journal that cannot keep its outcome): its calls
         are journaled as cancelled (when the journal can), and it waits for the next run() or resume."""

@@ -1,13 +1,13 @@
 """How an engine runs: its settings, by concern, and the small vocabulary its parts share.
 
-`EngineSettings` is four groups, each read by the parts it concerns: `pacing` (admission: the
+`EngineSettings` is five groups, each read by the parts it concerns: `pacing` (admission: the
 in-flight limit, RPM/TPM, how long a Retry-After is honoured), `calls` (one attempt's deadlines,
 streaming, hedges, an answer's size), `guards` (what ends a task or a run: attempts, budget,
-failure rate) and `lanes` (how tasks are carried: live, provider batches, the deadline's plan).
-`answers` (what an unusable answer leads to:
-re-asks, more room) joins them. The command line names every field flat (`--timeout` is `timeout_s`): `EngineSettings.of(...)` and
-`settings.but(...)` take those names and put each in its group. The response cache's settings
-are the run's, not the engine's (`cache.CacheSettings`, on the run's plan)."""
+failure rate), `lanes` (how tasks are carried: live, provider batches, the deadline's plan) and
+`answers` (what an unusable answer leads to: re-asks, more room). The command line names every
+field flat (`--timeout` is `timeout_s`): `EngineSettings.of(...)` and `settings.but(...)` take
+those names and put each in its group. The response cache's settings are the run's, not the
+engine's (`cache.CacheSettings`, on the run's plan)."""
 
 from __future__ import annotations
 

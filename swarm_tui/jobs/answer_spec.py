@@ -21,16 +21,14 @@ the journal's meta so that a resumed run checks its answers the same way.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import json
 import re
-import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from swarm_tui.core.checks import AnswerSpec, Validator, resolve_python, takes_parsed
 from swarm_tui.core.errors import InputError, Problem
 from swarm_tui.util.json_schema import schema_problem
 
@@ -42,53 +40,10 @@ __all__ = [
     "parse_answer_spec",
     "resolve_python",
     "response_format_problems",
+    "takes_parsed",
 ]
 
 ANSWER_KEYS = frozenset({"schema", "json", "regex", "min_chars", "python"})
-
-Validator = Callable[..., Any]
-"""A job's `python` check: called with the answer's text (and its JSON value, when it takes a
-second argument); returns None, or what is wrong with the answer."""
-
-
-@dataclass(frozen=True)
-class AnswerSpec:
-    """The checks a job asks of every answer beyond its body's own `response_format`."""
-
-    schema: Any = None
-    """A JSON Schema every answer's JSON value must match (None: no schema)."""
-    json: bool = False
-    """The answer must hold a JSON value (extracted robustly: fences, leading prose)."""
-    regex: str | None = None
-    min_chars: int | None = None
-    python: str | None = None
-    """`module:function`, imported with the job's directory first on the path (`base`)."""
-    base: str | None = None
-    """The job's directory."""
-    source: str = ""
-    """Where it was declared (the job file, `--schema FILE`): named by a failed check's message."""
-
-    @property
-    def reads_json(self) -> bool:
-        return self.json or self.schema is not None
-
-    @property
-    def any(self) -> bool:
-        return self.reads_json or self.regex is not None or self.min_chars is not None or self.python is not None
-
-    def with_schema(self, schema: Any, source: str) -> AnswerSpec:
-        """These checks and `--schema FILE`'s schema (which wins over the job's)."""
-        return replace(self, schema=schema, source=source)
-
-    def to_meta(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_meta(cls, data: dict[str, Any] | None) -> AnswerSpec | None:
-        if not data:
-            return None
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
 
 Report = Callable[[str, str], None]
 """(dotted field, message): a problem of the job, located by its loader."""
@@ -170,7 +125,9 @@ def load_schema_file(path: Path) -> Any:
     try:
         schema = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError([Problem(str(path), exc.lineno, "schema", f"not JSON: {exc.msg} (column {exc.colno})")]) from None
+        raise InputError(
+            [Problem(str(path), exc.lineno, "schema", f"not JSON: {exc.msg} (column {exc.colno})")]
+        ) from None
     problem = schema_problem(schema)
     if problem is not None:
         raise InputError.single(path, "schema", f"not a valid JSON Schema: {problem}")
@@ -189,36 +146,6 @@ def response_format_problems(value: Any) -> list[tuple[str, str]]:
         return [("response_format.json_schema.schema", "missing")]
     problem = schema_problem(inner["schema"])
     return [] if problem is None else [("response_format.json_schema.schema", f"not a valid JSON Schema: {problem}")]
-
-
-def resolve_python(name: str, base: str | None) -> Validator:
-    """The function `module:function` names, imported with the job's directory (`base`) first on
-    the path; ImportError, AttributeError or TypeError saying why it cannot be used."""
-    module_name, sep, attr = name.partition(":")
-    if not sep or not module_name or not attr:
-        raise TypeError(f"{name!r} is not module:function")
-    added = base is not None and base not in sys.path
-    if added:
-        sys.path.insert(0, str(base))
-    try:
-        module = importlib.import_module(module_name)
-    finally:
-        if added:
-            sys.path.remove(str(base))
-    function = getattr(module, attr)
-    if not callable(function):
-        raise TypeError(f"{name} is not a function")
-    return function  # type: ignore[no-any-return]
-
-
-def takes_parsed(function: Validator) -> bool:
-    """The validator takes a second argument (the answer's JSON value) besides its text."""
-    try:
-        parameters = list(inspect.signature(function).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
 
 
 def _python_problem(value: Any, base: str) -> str | None:

@@ -12,11 +12,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from swarm_tui.cache import CacheSettings
+from swarm_tui.core.checks import AnswerSpec
 from swarm_tui.core.events import TaskState
 from swarm_tui.core.task import Task
 from swarm_tui.engine.settings import EngineSettings
 from swarm_tui.jobs import TaskTemplate
-from swarm_tui.jobs.answer_spec import AnswerSpec
 from swarm_tui.jobs.judge_spec import JudgeSpec
 from swarm_tui.jobs.swarm_spec import SwarmSpec
 from swarm_tui.pricing import PriceTable

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from swarm_tui.cache import CacheMode, CacheSettings, ResponseCache, default_cache_dir
 from swarm_tui.config import configured_currency
+from swarm_tui.core.checks import AnswerSpec
 from swarm_tui.core.errors import InputError, JournalWriteError
 from swarm_tui.core.events import RunFinished, TaskQueued
 from swarm_tui.core.notes import CacheUnavailable
@@ -29,7 +30,6 @@ from swarm_tui.core.task import Task
 from swarm_tui.core.tiers import PRIORITY
 from swarm_tui.engine import AnswerRules, Doors, EngineSettings, Resumed, TaskState, build_engine
 from swarm_tui.engine.answers import ESCALATED_PREFIX, AnswerChecks
-from swarm_tui.jobs.answer_spec import AnswerSpec
 from swarm_tui.engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from swarm_tui.engine.ports import Engine
 from swarm_tui.engine.routing.endpoints import RouteSpec

@@ -121,10 +121,16 @@ def broken_instance(value: Any, schema: Any, how: str) -> str:
     """``value`` (valid against ``schema``) broken as ``how`` says, as the answer's text: a wrong
     enum value, a required field missing (a wrong type where neither applies), or prose around it."""
     if how == "prose":
-        return "Here is the JSON you asked for:\n```json\n" + json.dumps(value, ensure_ascii=False) + "\n```\nHope it helps!"
+        return (
+            "Here is the JSON you asked for:\n```json\n"
+            + json.dumps(value, ensure_ascii=False)
+            + "\n```\nHope it helps!"
+        )
     if isinstance(value, dict) and isinstance(schema, dict):
         properties = schema.get("properties") or {}
-        enums = [name for name, sub in properties.items() if isinstance(sub, dict) and isinstance(sub.get("enum"), list)]
+        enums = [
+            name for name, sub in properties.items() if isinstance(sub, dict) and isinstance(sub.get("enum"), list)
+        ]
         required = [name for name in schema.get("required") or () if name in value]
         broken = dict(value)
         if how == "wrong_enum" and enums:

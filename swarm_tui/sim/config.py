@@ -187,7 +187,9 @@ class SimConfig:
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         unusable = self.refusal_rate + self.content_filter_rate + self.length_rate + self.schema_break_rate
         if unusable > 1.0:
-            raise ValueError(f"refusal, content filter, length and schema break rates must not add up past 1, got {unusable!r}")
+            raise ValueError(
+                f"refusal, content filter, length and schema break rates must not add up past 1, got {unusable!r}"
+            )
         if not isinstance(self.strong_models, tuple) or not all(isinstance(m, str) for m in self.strong_models):
             raise ValueError(f"strong_models must be a tuple of model names, got {self.strong_models!r}")
         if (

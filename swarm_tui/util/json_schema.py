@@ -37,6 +37,8 @@ def schema_problem(schema: Any) -> str | None:
     """What is wrong with `schema` as a JSON Schema (its own metaschema's words), None when valid."""
     if not isinstance(schema, dict | bool):
         return f"a JSON Schema is an object (or true/false), not {type(schema).__name__}"
+    if isinstance(schema, bool):
+        return None
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except SchemaError as exc:
@@ -57,7 +59,9 @@ class CompiledSchema:
 
     def problems(self, instance: Any) -> list[SchemaProblem]:
         """How `instance` fails the schema (at most `MAX_REPORTED`, the shallowest first); [] when valid."""
-        errors = sorted(self._validator.iter_errors(instance), key=lambda e: (len(e.absolute_path), _path(e.absolute_path)))
+        errors = sorted(
+            self._validator.iter_errors(instance), key=lambda e: (len(e.absolute_path), _path(e.absolute_path))
+        )
         return [SchemaProblem(_path(e.absolute_path), e.message) for e in errors[:MAX_REPORTED]]
 
 

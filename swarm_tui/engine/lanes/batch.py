@@ -51,12 +51,12 @@ from swarm_tui.core.events import (
     TaskSucceeded,
 )
 from swarm_tui.core.lanes import AUTO, BATCH, LIVE, batch_endpoint
-from swarm_tui.core.task import Task
 from swarm_tui.engine.lanes.batch_lines import BatchLimits, batch_errors, input_files, jsonl, line_outcome
 from swarm_tui.engine.ledger import worst_usage
 from swarm_tui.providers.client import CallResult
 
 if TYPE_CHECKING:
+    from swarm_tui.core.task import Task
     from swarm_tui.engine.answers import AnswerChecks, Verdict
     from swarm_tui.engine.ports import LaneHost, Planner
     from swarm_tui.pricing import Price
@@ -502,8 +502,7 @@ class BatchLane:
             events.append(TaskFailed(attempt))
             return
         attempt = replace(attempt, outcome="retry", retry_in_s=0.0)
-        engine.tasks[index] = Task(task.index, task.custom_id, follow.body)
-        engine.numbers.new_round(index)
+        engine.ask_again(index, follow.body)
         lines.retried.append(attempt)
         lines.bodies[index] = follow.body
         events.append(TaskRetrying(attempt, 0.0))

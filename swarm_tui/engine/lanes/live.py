@@ -61,8 +61,8 @@ class LiveLane:
         answer_kept: AnswerKept | None = None,
         step_replay: StepReplay | None = None,
     ) -> None:
-        """`checks` and `trimmer`: the run's answer checks and the job's trimmer (`outcomes.Outcomes`); `answer_kept` and
-        `step_replay`: the response cache's hooks (`cache.CacheLane.remember` and `replay_step`)."""
+        """`checks` and `trimmer`: the run's answer checks and the job's trimmer (`outcomes.Outcomes`);
+        `answer_kept` and `step_replay`: the response cache's hooks (`cache.CacheLane.remember` and `replay_step`)."""
         self.engine = engine
         self.endpoints = endpoints
         self.billing = billing

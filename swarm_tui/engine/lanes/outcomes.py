@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from swarm_tui.core.call_errors import STRAGGLER_CODE, CallError, ErrorClass
 from swarm_tui.core.decide import Next
 from swarm_tui.core.events import Attempt, RateGateClosed, TaskFailed, TaskRetrying, TaskSucceeded
-from swarm_tui.core.task import Task
 from swarm_tui.engine.calls import Call, answer_message, cut_before_any_content, finish_reason
 from swarm_tui.engine.settings import (
     CONGESTED_LATENCY_SHARE,
@@ -129,8 +128,7 @@ class Outcomes:
             self._fail(attempt)
             return
         attempt = dataclasses.replace(attempt, retry_in_s=0.0)
-        engine.tasks[index] = Task(task.index, task.custom_id, follow.body)
-        engine.numbers.new_round(index)  # not a transport retry: the next call has its own
+        engine.ask_again(index, follow.body)  # not a transport retry: the next call has retries of its own
         retrying = TaskRetrying(attempt, 0.0)
         engine.outbox.commit(partial(engine.journal.record_retry, attempt, body=follow.body), events=[retrying])
         engine.retry_soon(index, 0.0)

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from swarm_tui.cache import ResponseCache
     from swarm_tui.core.events import Attempt
     from swarm_tui.core.task import JSONObject
-    from swarm_tui.engine.ports import Lane, LaneHost, Planner
     from swarm_tui.engine.answers import AnswerChecks
+    from swarm_tui.engine.ports import Lane, LaneHost, Planner
     from swarm_tui.pricing import Price
     from swarm_tui.providers.client import CallResult, ProviderClient
 

@@ -81,7 +81,12 @@ class Endpoints:
         self.escalation = escalation
         if escalation is not None:
             self._by_name[escalation.name] = Door(
-                escalation, admission, RateLimits(escalation.profile.rpm, escalation.profile.tpm), None, None, shared=True
+                escalation,
+                admission,
+                RateLimits(escalation.profile.rpm, escalation.profile.tpm),
+                None,
+                None,
+                shared=True,
             )
 
     @property
