@@ -178,6 +178,10 @@ class TaskSucceeded:
 @dataclass(frozen=True, slots=True)
 class TaskFailed:
     attempt: Attempt
+    body: dict[str, Any] | None = payload()
+    """The request a retry of the task sends, when it is not the body as journaled: an answer that
+    failed its checks carries the conversation with that answer and its error, so that `r` (or
+    `resume --retry-failed`) asks it again with the reason. Not logged."""
 
     @property
     def index(self) -> int:

@@ -53,7 +53,12 @@ class JournalSink(Protocol):
         """A task's answer: the bytes received (kept as they came) or a body; `parsed`: its JSON
         value as the job's checks read it (compact JSON text), None when none read JSON."""
 
-    def record_failure(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None: ...
+    def record_failure(
+        self, attempt: Attempt, logged: Iterable[EngineEvent] = (), body: JSONObject | None = None
+    ) -> None:
+        """A task's end; `body`: what a retry of it sends, when it changed (an answer that failed its
+        checks: the conversation with it and its error)."""
+
     def record_cancelled(
         self, indices: Iterable[int], attempts: Iterable[Attempt] = (), logged: Iterable[EngineEvent] = ()
     ) -> None: ...

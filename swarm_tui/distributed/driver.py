@@ -509,9 +509,11 @@ class RayEngine:
                 self.recovery.progressed()
                 if self.cache is not None:
                     self.cache.kept(self.tasks[attempt.index], attempt, response)
-            case "record_failure", Attempt() as attempt:
-                journal.record_failure(attempt)
+            case "record_failure", Attempt() as attempt, (dict() | None) as body:
+                journal.record_failure(attempt, body=body)
                 self.numbers.take(attempt.index, attempt.number)
+                if body is not None:  # a retry asks the failed answer again, with its error
+                    self._transcript_grew(attempt.index, body)
             case "record_retry", Attempt() as attempt, (dict() | None) as body:
                 journal.record_retry(attempt, body=body)
                 self.numbers.take(attempt.index, attempt.number)

@@ -81,8 +81,10 @@ class ForwardingJournal:
     ) -> None:
         self._put("record_success", attempt, response, parsed)
 
-    def record_failure(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
-        self._put("record_failure", attempt)
+    def record_failure(
+        self, attempt: Attempt, logged: Iterable[EngineEvent] = (), body: JSONObject | None = None
+    ) -> None:
+        self._put("record_failure", attempt, body)
 
     def record_cancelled(
         self, indices: Iterable[int], attempts: Iterable[Attempt] = (), logged: Iterable[EngineEvent] = ()

@@ -98,6 +98,8 @@ class FollowUp:
     action: str
     error: CallError
     body: JSONObject | None = None
+    kept: JSONObject | None = None
+    """A failed check's end: what a retry of the task sends (the answer and its error, asked again)."""
 
     @property
     def again(self) -> bool:
@@ -261,11 +263,11 @@ class AnswerChecks:
             if roomier is not None and fits(roomier):
                 self._more_room.add(index)
                 return FollowUp("more_room", _as(failure, "more_room"), roomier)
+        again = reasked(body, raw, verdict) if verdict.failure is ErrorClass.FAILED_CHECK else None
         if self.escalation and index not in self.escalated:
             self.escalated.add(index)
-            again = reasked(body, raw, verdict) if verdict.failure is ErrorClass.FAILED_CHECK else body
-            return FollowUp("escalate", _as(failure, "escalate"), again)
-        return FollowUp("fail", failure)
+            return FollowUp("escalate", _as(failure, "escalate"), again or body)
+        return FollowUp("fail", failure, kept=again)
 
     # ----------------------------------------------------------------- the job's Python validator
 

@@ -76,6 +76,7 @@ _STEP_BODY = (  # a task running its tools: its transcript, unless it already su
     "UPDATE tasks SET body = ?, attempts = MAX(attempts, ?), updated_at = ? "
     f"WHERE idx = ? AND state NOT IN ({_kept(TaskState.RUNNING)})"
 )
+_TOOL_BODY_ANY = "UPDATE tasks SET body = ?, updated_at = ? WHERE idx = ?"
 _TOOL_BODY = f"UPDATE tasks SET body = ?, updated_at = ? WHERE idx = ? AND state NOT IN ({_kept(TaskState.RUNNING)})"
 _ATTEMPT = (
     "INSERT INTO attempts (idx, number, session, endpoint, started_at, latency_ms, ttft_ms, outcome, "
@@ -168,6 +169,8 @@ def _failed(db: MaskedConnection, event: TaskFailed, session: int, now: float) -
     db.execute(_ATTEMPT, attempt_row(a, session))
     db.execute(_SETTLE[TaskFailed], (a.number, now, a.index))
     db.execute(_ERROR, (a.index, a.request_id, json.dumps(error_body(a.error), ensure_ascii=False), now))
+    if event.body is not None:  # what a retry sends: the answer and why it failed its checks
+        db.execute(_TOOL_BODY_ANY, (json.dumps(event.body, ensure_ascii=False), now, a.index))
 
 
 def _retrying(db: MaskedConnection, event: TaskRetrying, session: int, now: float) -> None:

@@ -107,9 +107,11 @@ class JournalRecords:
         parsed=parsed)`."""
         self._record(logged, TaskSucceeded(attempt, "", response=response, parsed=parsed))
 
-    def record_failure(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
-        """`TaskFailed(attempt)` (its attempt carries the error)."""
-        self._record(logged, TaskFailed(attempt))
+    def record_failure(
+        self, attempt: Attempt, logged: Iterable[EngineEvent] = (), body: dict[str, Any] | None = None
+    ) -> None:
+        """`TaskFailed(attempt, body=body)` (its attempt carries the error; `body`: what a retry sends)."""
+        self._record(logged, TaskFailed(attempt, body=body))
 
     def record_cancelled(
         self, indices: Iterable[int], attempts: Iterable[Attempt] = (), logged: Iterable[EngineEvent] = ()

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swarm_tui.core.board import TaskBoard
+from swarm_tui.core.call_errors import ANSWER_ERRORS
 from swarm_tui.core.events import (
     AgentStepped,
     AnswerJudged,
@@ -238,6 +239,7 @@ class RunView:
         attempt = event.attempt
         index = attempt.index
         self.agents.stopped(index)
+        self.agents.checked(index, event.checks)
         self.endpoints.ended(attempt, at)
         pending = self._pending
         if lane_of(attempt.endpoint) == CACHE:  # a replay: no call, so no latency (heat, sparkline)
@@ -256,6 +258,8 @@ class RunView:
         agents = self.agents
         agents.in_flight.pop(index, None)
         agents.left_batch(index)
+        if attempt.error is not None and attempt.error.kind in ANSWER_ERRORS:
+            agents.reasking(index)  # its answer asked again (more room, the escalation endpoint)
         self.endpoints.ended(attempt, at)  # (its tools: left when its model call started)
         pending = self._pending
         if pending is not None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from swarm_tui.core.call_errors import STRAGGLER_CODE, CallError, ErrorClass
 from swarm_tui.core.decide import Next
 from swarm_tui.core.events import Attempt, RateGateClosed, TaskFailed, TaskRetrying, TaskSucceeded
+from swarm_tui.core.task import JSONObject
 from swarm_tui.engine.calls import Call, answer_message, cut_before_any_content, finish_reason
 from swarm_tui.engine.settings import (
     CONGESTED_LATENCY_SHARE,
@@ -125,7 +126,9 @@ class Outcomes:
         )
         attempt = dataclasses.replace(attempt, error=follow.error)
         if follow.body is None:
-            self._fail(attempt)
+            if follow.kept is not None:  # `r` asks it again, with the reason
+                engine.ask_again(index, follow.kept)
+            self._fail(attempt, follow.kept)
             return
         attempt = dataclasses.replace(attempt, retry_in_s=0.0)
         engine.ask_again(index, follow.body)  # not a transport retry: the next call has retries of its own
@@ -163,10 +166,11 @@ class Outcomes:
         )
         self._fail(dataclasses.replace(attempt, error=error))
 
-    def _fail(self, attempt: Attempt) -> None:
+    def _fail(self, attempt: Attempt, body: JSONObject | None = None) -> None:
+        """The task's end; `body`: what a retry of it sends (a failed check's re-ask)."""
         engine = self.engine
         failed = TaskFailed(attempt)
-        engine.outbox.commit(partial(engine.journal.record_failure, attempt), events=[failed])
+        engine.outbox.commit(partial(engine.journal.record_failure, attempt, body=body), events=[failed])
         engine.check_failure_rate()
 
     def on_failure(

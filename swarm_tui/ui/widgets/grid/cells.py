@@ -17,6 +17,7 @@ __all__ = [
     "LOW_GLYPH",
     "LOW_SCORE",
     "MANY_STEPS",
+    "REASK_GLYPH",
     "RETRY_MARK",
     "STATES",
     "STATE_LABELS",
@@ -42,7 +43,11 @@ CACHED_GLYPH = "c"
 """A done cell whose answer was replayed from the response cache (`--cache`): nothing was sent."""
 LOW_GLYPH = "!"
 """A cell whose answer the judge scored low."""
+REASK_GLYPH = "?"
+"""A cell whose answer could not be used and is being asked again (re-asking: the reason sent back,
+more room, or the escalation endpoint); in the retrying colour."""
 KIND_GLYPHS: dict[object, str] = {
+    "reasking": REASK_GLYPH,
     "batch": BATCH_GLYPH,
     "tool": TOOL_GLYPH,
     "low-score": LOW_GLYPH,
