@@ -101,15 +101,21 @@ class JournalQueries:
         return [dict(zip(names, row, strict=True)) for row in cursor]
 
     def result_of(self, index: int) -> dict[str, Any] | None:
-        row = self._db.execute("SELECT ok, request_id, response, error FROM results WHERE idx = ?", (index,)).fetchone()
+        """A task's result: `ok`, `request_id`, `response` (the answer), `error`, and `parsed` (the
+        answer's JSON value as its checks read it; None without)."""
+        parsed = "parsed" if self._has_column("results", "parsed") else "NULL"
+        row = self._db.execute(
+            f"SELECT ok, request_id, response, error, {parsed} FROM results WHERE idx = ?", (index,)
+        ).fetchone()
         if row is None:
             return None
-        ok, request_id, response, error = row
+        ok, request_id, response, error, value = row
         return {
             "ok": bool(ok),
             "request_id": request_id,
             "response": json.loads(response) if response else None,
             "error": json.loads(error) if error else None,
+            "parsed": json.loads(value) if value else None,
         }
 
     def answer_head(self, index: int, size: int = 1024) -> str | None:
