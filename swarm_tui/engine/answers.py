@@ -124,6 +124,9 @@ class AnswerChecks:
         self._job_checks = self._checks_of_spec(self.spec) if self.spec is not None else []
         self._validator: Validator | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._format_checks: list[tuple[Any, _Check]] = []
+        """The bodies' json_schema checks made so far, with their schema (a job asks for a few at
+        most: compared by equality, not encoded, as each body is read anew from the journal)."""
 
     # ----------------------------------------------------------------- what is checked
 
@@ -138,7 +141,7 @@ class AnswerChecks:
             return self._job_checks
         first: list[_Check]
         if kind == "json_schema":
-            first = [("json_schema", self._schema_check(_format_schema(body), "the response_format's json_schema"))]
+            first = [self._format_check(_format_schema(body))]
         else:
             first = [("json_object", _is_object)]
         return first + self._job_checks
@@ -172,6 +175,14 @@ class AnswerChecks:
         if spec.python is not None:
             checks.append(("python", self._python_check))
         return checks
+
+    def _format_check(self, schema: Any) -> _Check:
+        for known, check in self._format_checks:
+            if known == schema:
+                return check
+        check = ("json_schema", self._schema_check(schema, "the response_format's json_schema"))
+        self._format_checks = [(schema, check), *self._format_checks[:7]]
+        return check
 
     @staticmethod
     def _schema_check(schema: Any, source: str) -> Callable[[str, Any], str | None]:
@@ -213,10 +224,9 @@ class AnswerChecks:
         for name, check in checks:
             if name in _READS_JSON and parsed is None:
                 try:
-                    value = extract_json(text)
+                    value, parsed = _json_of(text)
                 except JsonExtractionError as exc:
                     return Verdict(ErrorClass.FAILED_CHECK, "invalid_json", f"{name}: {exc}")
-                parsed = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
             problem = check(text, value)
             if problem is not None:
                 return Verdict(ErrorClass.FAILED_CHECK, name, f"{name}: {problem}")
@@ -309,6 +319,17 @@ def _format_kind(body: JSONObject) -> str | None:
         inner = fmt.get("json_schema")
         return kind if isinstance(inner, dict) and "schema" in inner else "json_object"
     return kind if kind == "json_object" else None
+
+
+def _json_of(text: str) -> tuple[Any, str]:
+    """The answer's JSON value and its text: the answer itself when it is JSON (the common case:
+    nothing encoded again), else what `extract_json` reads out of it (fences, prose, a cut end)."""
+    stripped = text.strip()
+    try:
+        return json.loads(stripped), stripped
+    except ValueError:
+        value = extract_json(text)
+        return value, json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _is_object(_: str, value: Any) -> str | None:
