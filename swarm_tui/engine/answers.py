@@ -53,6 +53,7 @@ __all__ = [
     "AnswerChecks",
     "FollowUp",
     "Verdict",
+    "refused",
 ]
 
 REASK_OPENING = "That answer could not be used"
@@ -304,6 +305,12 @@ class AnswerChecks:
         if said is None or said is True:
             return None
         return str(said) if said is not False else f"{spec.python} returned False"
+
+
+def refused(result: CallResult) -> bool:
+    """The answer is a refusal or a filtered one: never done, never kept, whatever is checked."""
+    refusal = answer_message(result).get("refusal")
+    return (isinstance(refusal, str) and bool(refusal.strip())) or finish_reason(result) == "content_filter"
 
 
 _READS_JSON = frozenset({"json_schema", "json_object", "schema", "json"})

@@ -307,6 +307,14 @@ def lane_lines(summary: dict) -> list[str]:
     if cache:
         unpriced = f" ({cache['unpriced_hits']:,} unpriced)" if cache["unpriced_hits"] else ""
         lines.append(f"cache {cache['hits']:,} hits · saved ${cache['saved_usd']:.4f}{unpriced}")
+    answers = summary.get("answers")
+    if answers:  # what the answer checks did (a re-ask is not among the retried requests above)
+        failed = answers["failed"]
+        ended = ", ".join(f"{count} {kind}" for kind, count in failed.items() if count) or "none"
+        lines.append(
+            f"answers {answers['valid']:,} valid · {answers['reasked']:,} re-asked · {answers['more_room']:,} given "
+            f"more room · {answers['escalated']:,} escalated · failed: {ended}"
+        )
     return lines
 
 
