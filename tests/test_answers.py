@@ -354,3 +354,50 @@ def test_the_fast_schema_check_never_passes_what_jsonschema_refuses():
             assert (compiled_schema.problems(value) == []) == jsonschema.Draft202012Validator(schema).is_valid(value)
 
     agree()
+
+
+async def test_batch_lines_are_checked_and_a_reask_goes_into_the_next_batch(tmp_path, sim_factory):
+    sim = sim_factory(seed=4, schema_break_rate=0.6, batch_seconds=0.2)
+    job = schema_job(tmp_path / "tickets.jsonl", 30)
+    finished = await run_session(session_of(tmp_path, job, sim.base_url, lane="batch", batch_poll_s=0.1))
+    assert finished.succeeded == 30
+    for line in read_jsonl(tmp_path / "run" / "results.jsonl"):
+        jsonschema.validate(line["parsed"], SCHEMA)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["answers"]["reasked"] > 0 and len(summary["batches"]) >= 2, "the re-asks went as a batch too"
+    reasked = next(i for i in range(30) if any(a["error_code"] == "reask" for a in attempts_of(tmp_path / "run", i)))
+    assert all(a["endpoint"].endswith("/batch") for a in attempts_of(tmp_path / "run", reasked))
+
+
+async def test_a_tool_call_whose_arguments_break_its_input_schema_never_runs_the_tool():
+    """The model reads why as the tool's error; the function is not called (a str was asked for)."""
+    from swarm_tui.tools.toolbox import Toolbox
+
+    from tests.test_toolbox import python_tools
+
+    toolbox = Toolbox(python_tools("lookup"))
+    await toolbox.start()
+    try:
+        refused = await toolbox.call("lookup", '{"term": 5, "limit": "many"}')
+        fine = await toolbox.call("lookup", '{"term": "swarm"}')
+    finally:
+        await toolbox.aclose()
+    assert not refused.ok and "the tool did not run" in refused.text
+    assert "at $.limit: 'many' is not of type 'integer'" in refused.text and "at $.term: 5" in refused.text
+    assert fine.ok and fine.text.startswith("lookup(swarm)")
+
+
+async def test_an_agents_final_answer_is_checked_its_tool_steps_are_not(tmp_path, sim):
+    job = tmp_path / "agents.toml"
+    job.write_text(
+        'model = "sim-1"\n[request]\nmax_tokens = 400\n[answer]\nregex = "^NEVER"\n'
+        '[[tools.python]]\nfunction = "tests.agent_tools:lookup"\n'
+        '[[task]]\nprompt = "look it up [[sim:tools=1]]"\n',
+        encoding="utf-8",
+    )
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of())
+    finished = await run_session(SwarmSession.open_new(load_job(job), plan, tmp_path / "run"))
+    assert finished.failed == 1
+    outcomes = [(a["outcome"], a["error_code"]) for a in attempts_of(tmp_path / "run", 0)]
+    assert outcomes[0] == ("step", None), "a step that asks for tools is not a final answer"
+    assert outcomes[-2:] == [("retry", "reask"), ("failed", "regex")]
