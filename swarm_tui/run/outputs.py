@@ -118,7 +118,17 @@ def _result_line(custom_id: str, request_id: str | None, body: str, parsed: str 
 
 
 def _one_line(parsed: str) -> str:
-    """The kept JSON value as results.jsonl writes every value: strict, one line, keys masked."""
+    """The kept JSON value as results.jsonl writes every value: strict, one line, keys masked. Most
+    are so already (ASCII on one line, without NaN: the journal's connection masked any key) and
+    are spliced as kept; the others are read and written again under the strict rules."""
+    if (
+        parsed.isascii()
+        and "\n" not in parsed
+        and "\r" not in parsed
+        and "NaN" not in parsed
+        and "Infinity" not in parsed
+    ):
+        return parsed
     return strict_text(json.loads(parsed))
 
 
