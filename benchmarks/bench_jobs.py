@@ -19,10 +19,16 @@ Scenarios:
                the time from a real SIGINT (sent --stop-after seconds after the first dispatch)
                to the process's end, with its exit code. Goals (issue 32): first dispatch of 1M
                within 15 s, peak RSS at 1M < 2x that at 100k, the stop within 10 s.
+               Beside each, the same job as a table: a Parquet file of the same rows (id, text), its
+               tasks `[tasks] from` it with the same prompt, model and max_tokens (a TOML job, so the
+               bodies are byte for byte the JSONL's), run the same way right after it (interleaved,
+               --repeat times). Goal: the Parquet job's first dispatch and peak RSS
+               within 1.2x of the JSONL job's.
   refuse       the same jobs with one bad last line: the time to exit 2 and the peak RSS.
 
 Usage:  python benchmarks/bench_jobs.py [--scenarios toml,size,percentiles] [--repeat 3] [--quick]
         python benchmarks/bench_jobs.py --scenarios run,refuse [--sizes 100000,1000000] [--stop-after 20]
+        python benchmarks/bench_jobs.py --scenarios run --sizes 1000000 --repeat 2   (JSONL vs Parquet)
 Each figure is the range over --repeat runs (min-max); ratios are against the baseline
 measured in the same run. Absolute numbers depend on the machine (and its other load: check
 `ps aux` first).
@@ -295,43 +301,58 @@ def write_short_jsonl(path: Path, n: int, *, bad_last: bool = False) -> None:
             f.write(json.dumps({"custom_id": "bad", "body": {"model": "sim-1", "messages": "not a list"}}) + "\n")
 
 
-def bench_run(sizes: list[int], tmp: Path, stop_after: float, scenarios: list[str]) -> None:
+def write_short_parquet(path: Path, n: int) -> Path:
+    """The rows of `write_short_jsonl`'s job as a table (id, text), and the TOML job that makes
+    them the same requests (the same prompt, model and max_tokens); returns the TOML job."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ids = pa.array([f"t-{i:07d}" for i in range(n)])
+    texts = pa.array([f"Task {i}: one word." for i in range(n)])
+    pq.write_table(pa.table({"id": ids, "text": texts}), path)
+    job = path.with_suffix(".toml")
+    job.write_text(
+        f'name = "{path.stem}"\nmodel = "sim-1"\n[request]\nmax_tokens = 16\n'
+        f'[tasks]\nfrom = "{path.name}"\nprompt = "{{text}}"\nid = "{{id}}"\n'
+    )
+    return job
+
+
+def bench_run(sizes: list[int], tmp: Path, stop_after: float, scenarios: list[str], repeat: int = 1) -> None:
     rows, refusals = [], []
     peaks: dict[int, float] = {}
+    measured: dict[tuple[str, int], list[dict]] = {}
     for n in sizes:
         if "run" in scenarios:
-            job = tmp / f"short-{n}.jsonl"
-            write_short_jsonl(job, n)
-            got = watch_run(
-                [
-                    "run",
-                    str(job),
-                    "--headless",
-                    "--sim-latency-ms",
-                    "1",
-                    "--log-every",
-                    "5",
-                    "--out",
-                    str(tmp / f"run-{n}"),
-                ],
-                stop_after=stop_after,
-            )
-            peaks[n] = got["peak_mb"]
-            done = next((line for line in reversed(got["tail"]) if "succeeded" in line), "?")
-            fmt = "{:.1f}".format
-            rows.append(
-                [
-                    f"{n:,} tasks",
-                    f"{job.stat().st_size / 2**20:.0f} MB",
-                    "-" if got["first_dispatch_s"] is None else fmt(got["first_dispatch_s"]),
-                    f"{got['peak_mb']:.0f}",
-                    "-" if got["stop_s"] is None else fmt(got["stop_s"]),
-                    str(got["rc"]),
-                    done.split(" in ")[0],
-                ]
-            )
-            job.unlink()
-            shutil.rmtree(tmp / f"run-{n}", ignore_errors=True)
+            jobs = {"jsonl": tmp / f"short-{n}.jsonl", "parquet": write_short_parquet(tmp / f"short-{n}.parquet", n)}
+            write_short_jsonl(jobs["jsonl"], n)
+            for _ in range(repeat):
+                for kind, job in jobs.items():  # interleaved: a slow spell of the machine hits both
+                    got = watch_run(
+                        ["run", str(job), "--headless", "--sim-latency-ms", "1", "--log-every", "5"]
+                        + ["--out", str(tmp / f"run-{n}")],
+                        stop_after=stop_after,
+                    )
+                    measured.setdefault((kind, n), []).append(got)
+                    if kind == "jsonl":
+                        peaks[n] = got["peak_mb"]
+                    done = next((line for line in reversed(got["tail"]) if "succeeded" in line), "?")
+                    fmt = "{:.1f}".format
+                    data = job.with_suffix(".parquet") if kind == "parquet" else job
+                    rows.append(
+                        [
+                            f"{n:,} tasks, {kind}",
+                            f"{data.stat().st_size / 2**20:.0f} MB",
+                            "-" if got["first_dispatch_s"] is None else fmt(got["first_dispatch_s"]),
+                            f"{got['peak_mb']:.0f}",
+                            "-" if got["stop_s"] is None else fmt(got["stop_s"]),
+                            str(got["rc"]),
+                            done.split(" in ")[0],
+                        ]
+                    )
+                    shutil.rmtree(tmp / f"run-{n}", ignore_errors=True)
+            for path in (*jobs.values(), tmp / f"short-{n}.parquet"):
+                path.unlink()
         if "refuse" in scenarios:
             bad = tmp / f"bad-{n}.jsonl"
             write_short_jsonl(bad, n, bad_last=True)
@@ -349,6 +370,16 @@ def bench_run(sizes: list[int], tmp: Path, stop_after: float, scenarios: list[st
         if len(peaks) >= 2:
             small, big = min(peaks), max(peaks)
             print(f"  peak RSS {big:,} / {small:,} tasks: {peaks[big] / peaks[small]:.2f}x")
+        for n in sizes:
+            jsonl, parquet = measured.get(("jsonl", n)), measured.get(("parquet", n))
+            if not jsonl or not parquet:
+                continue
+            first = [p["first_dispatch_s"] / j["first_dispatch_s"] for j, p in zip(jsonl, parquet, strict=True)]
+            peak = [p["peak_mb"] / j["peak_mb"] for j, p in zip(jsonl, parquet, strict=True)]
+            print(
+                f"  Parquet / JSONL at {n:,} tasks: first dispatch {span(first, '{:.2f}x')}, "
+                f"peak RSS {span(peak, '{:.2f}x')} (goal: within 1.2x)"
+            )
     if refusals:
         table("A bad last line: refused (exit 2; one run each)", ["job", "exit s", "peak RSS MB", "exit"], refusals)
 
@@ -434,7 +465,7 @@ def main() -> None:
         if "run" in chosen or "refuse" in chosen:
             default = "10000,100000" if args.quick else "100000,1000000"
             sizes = [int(n) for n in (args.sizes or default).split(",")]
-            bench_run(sizes, Path(tmp), args.stop_after, chosen)
+            bench_run(sizes, Path(tmp), args.stop_after, chosen, repeat=repeat)
     print(f"\n(python {sys.version.split()[0]}; each figure is min-max over {repeat} run(s))")
 
 

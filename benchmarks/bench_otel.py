@@ -55,10 +55,10 @@ async def one_run(root: Path, name: str, base_url: str, n: int, concurrency: int
         await session.aclose()
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert finished.succeeded == n, finished
-    summary = session.summary or {}
-    traces = summary.get("traces") or {}
-    dropped, spans = traces.get("dropped"), traces.get("spans")
-    return {"makespan": summary["makespan_s"], "wall": wall, "cpu": cpu, "dropped": dropped, "spans": spans}
+    assert session.summary is not None
+    traces = session.summary.traces
+    dropped, spans = (traces.dropped, traces.spans) if traces is not None else (None, None)
+    return {"makespan": session.summary.makespan_s, "wall": wall, "cpu": cpu, "dropped": dropped, "spans": spans}
 
 
 def main() -> None:

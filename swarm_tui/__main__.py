@@ -7,7 +7,7 @@ handler of the CLI exists), ends with one line and exit 130, never a traceback.
 import signal
 import sys
 
-EXIT_ABORTED = 130
+from swarm_tui.run.exit_codes import EXIT_ABORTED
 
 
 def entry() -> int:

@@ -186,7 +186,7 @@ async def test_an_agent_killed_mid_trajectory_resumes_without_redoing_a_complete
     os.environ["PYTHONPATH"] = env["PYTHONPATH"]
     sys.path.insert(0, str(tmp_path))
     try:
-        resumed = SwarmSession.open_existing(run_dir)
+        resumed = SwarmSession.reopen(run_dir)
         try:
             finished = await asyncio.wait_for(resumed.run(), 60)
         finally:
@@ -371,7 +371,7 @@ async def test_x_mid_step_keeps_the_results_that_ended_and_resume_runs_only_the_
     finally:
         agent_tools.GATE.set()
         await session.aclose()
-    resumed = SwarmSession.open_existing(tmp_path / "run")
+    resumed = SwarmSession.reopen(tmp_path / "run")
     try:
         finished = await asyncio.wait_for(resumed.run(), 60)
     finally:

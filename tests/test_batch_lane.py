@@ -169,7 +169,7 @@ async def test_abort_cancels_the_batch_keeps_what_it_completed_and_resume_sends_
     assert 20 <= kept < 200 and finished.cancelled == 200 - kept
     assert sim.stats()["batch"]["cancelled"] == 1
 
-    resumed = SwarmSession.open_existing(tmp_path / "run")
+    resumed = SwarmSession.reopen(tmp_path / "run")
     kept_indices = {i for i, state in resumed.engine.states.items() if state is TaskState.SUCCEEDED}
     events.clear()
     finished = await run_session(resumed, events)
@@ -194,7 +194,7 @@ async def test_resume_finds_a_batch_created_before_its_id_was_journaled(tmp_path
     await session.client.create_batch(file_id, {})  # ... and the process died here
     await session.aclose()
 
-    resumed = SwarmSession.open_existing(tmp_path / "run")
+    resumed = SwarmSession.reopen(tmp_path / "run")
     finished = await run_session(resumed)
     assert finished.succeeded == 10
     batch = sim.stats()["batch"]
@@ -213,7 +213,7 @@ async def test_resume_submits_an_intent_whose_batch_was_never_created(tmp_path, 
     session.journal.records.record_batch_intent(lane.endpoint, file_id, lines)  # ... and the process died here
     await session.aclose()
 
-    finished = await run_session(SwarmSession.open_existing(tmp_path / "run"))
+    finished = await run_session(SwarmSession.reopen(tmp_path / "run"))
     assert finished.succeeded == 6
     assert sim.stats()["batch"]["batches_created"] == 1
     journal = Journal.open(tmp_path / "run", readonly=True)
@@ -492,7 +492,7 @@ async def test_a_quit_leaves_the_batch_running_and_resume_collects_it(tmp_path, 
     await session.aclose()
     assert finished.succeeded == 0 and sim.stats()["batch"]["cancelled"] == 0  # still running at the provider
 
-    finished = await run_session(SwarmSession.open_existing(tmp_path / "run"))
+    finished = await run_session(SwarmSession.reopen(tmp_path / "run"))
     assert finished.succeeded == 50
     batch = sim.stats()["batch"]
     assert batch["batches_created"] == 1 and batch["lines_by_custom_id_max"] == 1

@@ -110,7 +110,7 @@ async def test_a_big_stop_leaves_the_outputs_to_export_and_says_how(tmp_path, si
     assert sim.stats()["requests"] == sent_before, "export sent nothing"
 
     cut = journal_count(run_dir, "SELECT COUNT(*) FROM attempts WHERE outcome = 'cancelled'")
-    resumed = SwarmSession.open_existing(run_dir)
+    resumed = SwarmSession.reopen(run_dir)
     try:
         finished = await resumed.run()
     finally:

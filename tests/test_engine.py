@@ -173,7 +173,7 @@ async def test_abort_cancels_in_flight_and_the_journal_resumes(tmp_path, sim_fac
     assert len(succeeded_first) == finished.succeeded
 
     sim.reset()
-    resumed = SwarmSession.open_existing(tmp_path / "run")
+    resumed = SwarmSession.reopen(tmp_path / "run")
     try:
         again = await resumed.run()
     finally:

@@ -18,7 +18,8 @@ import pytest
 import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from swarm_tui.cli import build_parser, resolve_profile, resolve_settings
+from swarm_tui.cli import build_parser
+from swarm_tui.cli.request import resume_request, run_request
 from swarm_tui.config import load_config
 from swarm_tui.core.errors import InputError
 from swarm_tui.jobs import MAX_TASKS, load_job
@@ -26,6 +27,7 @@ from swarm_tui.jobs.chat_checks import PARAM_CHECKS
 from swarm_tui.jobs.swarm_toml import REQUEST_KEYS
 from swarm_tui.jobs.toml_tasks import TASKS_KEYS
 from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.run.resolve import resolve_profile, resolve_settings
 
 from tests.conftest import run_cli
 
@@ -377,9 +379,10 @@ def test_run_and_resume_options_parse_or_exit_2(command, argv, capsys):
         assert "error:" in capsys.readouterr().err
         return
     assert isinstance(args, argparse.Namespace)
+    options = (resume_request if command == "resume" else run_request)(args).options
     try:
-        profile = resolve_profile(args, load_config(Path("/nonexistent/config.toml")))
-        resolve_settings(args, profile or ProviderProfile(name="sim"))
+        profile = resolve_profile(options.provider, load_config(Path("/nonexistent/config.toml")))
+        resolve_settings(options.engine, profile or ProviderProfile(name="sim"))
     except InputError as exc:
         assert str(exc)
 

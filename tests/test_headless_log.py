@@ -125,7 +125,7 @@ async def test_a_resume_with_retry_failed_reports_its_own_time_and_does_not_sugg
     with db:  # the run was created an hour ago
         db.execute("UPDATE attempts SET started_at = started_at - 3600")
     db.close()
-    resumed = SwarmSession.open_existing(tmp_path / "run", retry_failed=True)
+    resumed = SwarmSession.reopen(tmp_path / "run", retry_failed=True)
     stream = io.StringIO()
     try:
         code = await run_headless(resumed, stream=stream, retried=True)

@@ -270,7 +270,7 @@ def test_failovers_say_whether_they_left_the_primary(tmp_path):
             EndpointSwitched("p/fallback", "the judge said so", from_primary=True),
         ]
     )
-    assert [(f["to"], f["from_primary"]) for f in failovers(journal)] == [
+    assert [(f.to, f.from_primary) for f in failovers(journal)] == [
         ("p/fallback", True),
         ("p/fallback", False),
         ("p", False),

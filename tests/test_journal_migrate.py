@@ -55,7 +55,7 @@ async def test_a_schema_2_run_resumed_keeps_its_failover_as_a_typed_event(tmp_pa
 
     readonly = Journal.open(run_dir, readonly=True)  # read as it is: its notes as their events
     try:
-        assert [(f["to"], f["reason"], f["from_primary"]) for f in failovers(readonly)] == [
+        assert [(f.to, f.reason, f.from_primary) for f in failovers(readonly)] == [
             (old_failover["to"], old_failover["reason"], True)
         ]
     finally:
@@ -64,7 +64,7 @@ async def test_a_schema_2_run_resumed_keeps_its_failover_as_a_typed_event(tmp_pa
 
     primary, fallback = sim_factory(latency_ms=5.0), sim_factory(latency_ms=5.0)
     profile = ProviderProfile("custom", base_url=primary.base_url, fallback_base_url=fallback.base_url)
-    session = SwarmSession.open_existing(run_dir, profile=profile, settings=EngineSettings.of(concurrency=4))
+    session = SwarmSession.reopen(run_dir, profile=profile, settings=EngineSettings.of(concurrency=4))
     try:
         finished = await session.run()
     finally:

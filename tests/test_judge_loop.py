@@ -180,7 +180,7 @@ async def test_resume_never_judges_an_answer_twice(tmp_path, sim_factory):
     before = set(_judgments(tmp_path / "run"))
     assert before
 
-    resumed = SwarmSession.open_existing(tmp_path / "run")
+    resumed = SwarmSession.reopen(tmp_path / "run")
     events.clear()
     await run_session(resumed, events)
     again = {e.index for e in events if isinstance(e, AnswerJudged)}

@@ -49,7 +49,7 @@ async def test_an_answer_without_usage_is_billed_by_estimate_and_counts_in_the_b
     sent_first = sum(hostile.answered.values())
     assert 0 < sent_first < 400
 
-    resumed = SwarmSession.open_existing(tmp_path / "run")  # the same ledger: nothing more fits
+    resumed = SwarmSession.reopen(tmp_path / "run")  # the same ledger: nothing more fits
     await run_session(resumed)
     assert sum(hostile.answered.values()) - sent_first <= 2, "a resume must not spend the budget again"
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

@@ -121,7 +121,7 @@ async def test_live_and_attached_views_agree_event_by_event(tmp_path, sim_factor
     assert session.engine.states[5] is TaskState.FAILED
     failed_first = session.engine.board.count(TaskState.FAILED)  # task 5, and any the outage failed
 
-    resumed = SwarmSession.open_existing(run_dir, retry_failed=True)
+    resumed = SwarmSession.reopen(run_dir, retry_failed=True)
     live_second: list[dict] = []
     live = LiveRun(resumed)
     live_recorder(live, live_second)
@@ -216,7 +216,7 @@ async def test_a_view_of_a_killed_run_shows_its_calls_lost_and_resume_agrees(tmp
     closed_view = snapshot(later.states, later.stats, later.limit, later.ceiling, later.paused)
 
     # the resume journals the same closing, then finishes the run; an attached view replays it all
-    resumed = SwarmSession.open_existing(run_dir)
+    resumed = SwarmSession.reopen(run_dir)
     lost = [a for i in range(38) for a in resumed.journal.queries.attempts_of(i) if a["outcome"] == "cancelled"]
     assert len(lost) == len(running)  # each lost call is journaled (it may have been billed)
     try:

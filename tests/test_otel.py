@@ -220,9 +220,11 @@ def test_a_hedge_that_loses_after_its_task_settled_is_a_chat_span_of_that_task_s
     from swarm_tui.otel.facts import LiveFacts
     from swarm_tui.otel.ids import SpanIds
     from swarm_tui.otel.model import SpanModel
+    from swarm_tui.records import JobRecord, RunMeta
 
     tasks = {0: Task(0, "task-0000", {"model": "sim-1", "messages": []})}
-    model = SpanModel(SpanIds("hedge"), LiveFacts(tasks, {"job": {"name": "j"}}, content=False))
+    meta = RunMeta(JobRecord("j"), RunPlan(ProviderProfile("custom"), EngineSettings()))
+    model = SpanModel(SpanIds("hedge"), LiveFacts(tasks, meta, content=False))
     slow = Attempt(0, 1, "custom", 100.0, 900.0, "hedge_lost")
     fast = Attempt(0, 2, "custom", 100.5, 100.0, "ok")
     spans = [
@@ -256,7 +258,7 @@ async def test_a_resumed_run_is_the_same_trace_with_a_workflow_span_per_session(
         await asyncio.wait_for(run, 30)
     finally:
         await first.aclose()
-    second = SwarmSession.open_existing(run_dir)
+    second = SwarmSession.reopen(run_dir)
     second.trace()
     try:
         finished = await asyncio.wait_for(second.run(), 60)

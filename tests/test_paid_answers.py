@@ -378,7 +378,7 @@ async def test_the_budget_is_one_ledger_across_sessions(tmp_path, sim):
         await session.aclose()
     assert first.stop_reason.startswith("budget")
     spent_first = json.loads((tmp_path / "run" / "summary.json").read_text())["cost_usd"]
-    resumed = SwarmSession.open_existing(tmp_path / "run", settings=EngineSettings.of(concurrency=4, budget_usd=0.1))
+    resumed = SwarmSession.reopen(tmp_path / "run", settings=EngineSettings.of(concurrency=4, budget_usd=0.1))
     try:
         second = await resumed.run()
     finally:
@@ -436,7 +436,7 @@ async def test_headless_resume_progress_counts_the_whole_run(tmp_path, sim):
         await session.aclose()
     done_before = journal_rows(tmp_path / "run", "SELECT COUNT(*) FROM tasks WHERE state = 'succeeded'")[0][0]
     assert 10 <= done_before < 30
-    resumed = SwarmSession.open_existing(tmp_path / "run")
+    resumed = SwarmSession.reopen(tmp_path / "run")
     first_lines: list[str] = []
     resumed.engine.subscribe(
         lambda e: first_lines.append(progress_line(resumed.engine.stats)) if not first_lines else None

@@ -314,14 +314,11 @@ def test_config_batch_rates_are_validated_like_the_others(tmp_path):
 
 
 class _Journal:
-    """What `summary_cost_fields` reads of a journal: its queries and history parts."""
+    """What `summary_cost_fields` reads of a journal: its history part."""
 
-    def __init__(self, attempts, plan):
+    def __init__(self, attempts):
         self.queries = self.history = self
-        self._attempts, self._plan = attempts, plan
-
-    def meta(self):
-        return {"plan": self._plan}
+        self._attempts = attempts
 
     def attempts_since(self, _seq):
         return iter(self._attempts)
@@ -332,6 +329,9 @@ class _Journal:
 
 def test_batch_lane_attempts_are_billed_at_the_batch_rate_and_split_by_lane():
     from swarm_tui.core.lanes import lane_of
+    from swarm_tui.engine import EngineSettings
+    from swarm_tui.providers.profile import ProviderProfile
+    from swarm_tui.records import RunPlan
     from swarm_tui.run.cost import run_cost_details, summary_cost_fields
 
     assert lane_of("sim/batch") == "batch" and lane_of("holysheep/batch") == "batch"
@@ -360,15 +360,14 @@ def test_batch_lane_attempts_are_billed_at_the_batch_rate_and_split_by_lane():
         {"endpoint": "sim/batch", "outcome": "expired", "cost_usd": None},
     ]
     summary = summary_cost_fields(
-        _Journal(attempts, {"profile": {"name": "sim"}}),
-        model="kimi-k2.5",
-        provider="sim",
+        _Journal(attempts),
+        RunPlan(ProviderProfile("sim"), EngineSettings(), model="kimi-k2.5"),
         cost_usd=sum(a["cost_usd"] or 0 for a in attempts),
         makespan_s=10.0,
         finished=5,
         unfinished=0,
         currency=resolve_currency("USD"),
-    )
+    ).to_json()
     details = summary["cost_breakdown"]
     assert details["by_lane"]["live"] == pytest.approx(2 * live.cost(ok), abs=1e-6)
     assert details["by_lane"]["batch"] == pytest.approx(3 * batch.cost(ok), abs=1e-6)
@@ -386,15 +385,12 @@ def test_batch_lane_attempts_are_billed_at_the_batch_rate_and_split_by_lane():
     )
     assert no_rate["by_lane"] == {"live": 0.0, "batch": pytest.approx(table.lookup("gpt-4.1", "holysheep").cost(ok))}
     summary = summary_cost_fields(
-        _Journal(
-            [attempt("holysheep/batch", price=table.lookup("gpt-4.1", "holysheep"))], {"profile": {"name": "holysheep"}}
-        ),
-        model="gpt-4.1",
-        provider="holysheep",
+        _Journal([attempt("holysheep/batch", price=table.lookup("gpt-4.1", "holysheep"))]),
+        RunPlan(ProviderProfile("holysheep"), EngineSettings(), model="gpt-4.1"),
         cost_usd=1.0,
         makespan_s=1.0,
         finished=1,
         unfinished=0,
         currency=resolve_currency("USD"),
-    )
+    ).to_json()
     assert summary["cost_breakdown"]["by_endpoint"]["holysheep/batch"]["price"]["output"] == 8.00

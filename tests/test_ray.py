@@ -278,7 +278,7 @@ async def test_the_budget_is_one_ledger_across_shards_and_sessions(tmp_path, sim
     assert first.stop_reason and first.stop_reason.startswith("budget"), first
     spent_first = json.loads((tmp_path / "run" / "summary.json").read_text())["cost_usd"]
     assert 0 < spent_first <= 0.1
-    resumed = SwarmSession.open_existing(
+    resumed = SwarmSession.reopen(
         tmp_path / "run", settings=EngineSettings.of(concurrency=8, budget_usd=0.1), ray=RayOptions(actors=2)
     )
     try:

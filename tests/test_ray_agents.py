@@ -171,7 +171,7 @@ async def test_a_quit_on_ray_leaves_the_batch_running_and_a_resume_on_ray_collec
     assert finished.succeeded == 0 and sim.stats()["batch"]["cancelled"] == 0  # still running at the provider
     assert sim.stats()["requests"] == 0, "lane batch: nothing sent live"
 
-    session = SwarmSession.open_existing(tmp_path / "run", ray=RayOptions(actors=2))
+    session = SwarmSession.reopen(tmp_path / "run", ray=RayOptions(actors=2))
     finished = await run_to_end(session)
     assert finished.succeeded == 50
     batch = sim.stats()["batch"]

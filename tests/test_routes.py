@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from swarm_tui.run.plan import plan_from_meta
+from swarm_tui.records import RunPlan
 
 from tests.conftest import kill_when, read_jsonl, run_cli, start_cli, write_batch
 
@@ -76,7 +76,7 @@ def test_balance_spreads_a_swarm_over_three_keys_whose_limits_add_up(tmp_path, s
     meta = json.loads(
         sqlite3.connect(run_dir / "journal.sqlite").execute("SELECT value FROM meta WHERE key = 'plan'").fetchone()[0]
     )
-    route = plan_from_meta(meta).route
+    route = RunPlan.from_meta(meta).route
     assert route is not None and route.strategy == "balance" and [p.name for p in route.others] == ["b", "c"]
 
 

@@ -201,7 +201,7 @@ window = 5
     journal.close()
 
     sim.reset()
-    resumed = SwarmSession.open_existing(tmp_path / "run")
+    resumed = SwarmSession.reopen(tmp_path / "run")
     try:
         again = await resumed.run()
     finally:

@@ -177,7 +177,7 @@ def test_a_header_env_var_that_is_not_set_stops_the_run_before_anything_is_sent(
 def test_a_profiles_route_settings_round_trip_through_the_config_and_the_journal(tmp_path):
     from swarm_tui.config import Config, load_config
     from swarm_tui.engine import EngineSettings
-    from swarm_tui.run.session import RunPlan, plan_from_meta, plan_to_meta
+    from swarm_tui.records import RunPlan
 
     profile = ProviderProfile(
         "azure",
@@ -191,7 +191,7 @@ def test_a_profiles_route_settings_round_trip_through_the_config_and_the_journal
     path = tmp_path / "config.toml"
     Config(path=path).save_profile(profile)
     assert load_config(path).profile("azure") == profile
-    assert plan_from_meta(plan_to_meta(RunPlan(profile, EngineSettings()))).profile == profile
+    assert RunPlan.from_meta(RunPlan(profile, EngineSettings()).to_meta()).profile == profile
     fallback = ProviderProfile(
         "p",
         base_url="https://a.example/v1",

@@ -1,7 +1,7 @@
 """Exit codes that tell the truth (issue 23), and `resume --model` that applies.
 
 A run whose results.jsonl or summary.json cannot be written at the end exits 1 with the reason,
-headless and in the TUI alike (one rule, `headless.exit_code`); a resume never leaves the last
+headless and in the TUI alike (one rule, `run.exit_codes.exit_code`); a resume never leaves the last
 session's results.jsonl to look current; `resume --model X` on the run's own endpoint sends X.
 """
 
@@ -13,8 +13,8 @@ import sqlite3
 import subprocess
 import sys
 
-from swarm_tui.frontend.headless import exit_code
 from swarm_tui.frontend.live import LiveRun
+from swarm_tui.run.exit_codes import exit_code
 
 from tests.conftest import read_jsonl, run_cli, write_batch
 from tests.helpers import open_session, run_session

@@ -135,7 +135,9 @@ async def test_enter_on_an_error_row_opens_its_agent_and_sends_nothing_r_retries
             await pilot.press("escape")
             # (its outputs written first: the test's end stops the app at once, and its session is closed)
             await wait_for(
-                pilot, lambda: (session.summary or {}).get("succeeded") == 12, what="the retried run's outputs"
+                pilot,
+                lambda: session.summary is not None and session.summary.succeeded == 12,
+                what="the retried run's outputs",
             )
             await pilot.press("q")
         assert app.return_value == 0
@@ -194,7 +196,7 @@ async def test_abort_leaves_a_journal_that_resume_finishes(tmp_path, sim_factory
     finally:
         await session.aclose()
 
-    resumed = SwarmSession.open_existing(tmp_path / "run")
+    resumed = SwarmSession.reopen(tmp_path / "run")
     try:
         finished = await resumed.run()
     finally:
@@ -222,7 +224,7 @@ async def test_quit_during_a_run_asks_then_aborts_with_130(tmp_path, sim_factory
         assert not session.engine.running
     finally:
         await session.aclose()
-    resumed = SwarmSession.open_existing(tmp_path / "run")
+    resumed = SwarmSession.reopen(tmp_path / "run")
     try:
         states = Counter(resumed.engine.states.values())
     finally:

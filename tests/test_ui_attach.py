@@ -15,7 +15,8 @@ from swarm_tui.engine import RunStats, TaskState
 from swarm_tui.frontend.attached import AttachedRun
 from swarm_tui.journal import Journal
 from swarm_tui.journal.migrate import JournalFollower
-from swarm_tui.run.session import SwarmSession, summarize
+from swarm_tui.run.outputs import facts_from_meta, summarize
+from swarm_tui.run.session import SwarmSession
 from swarm_tui.ui.app import make_app
 
 from tests.helpers import open_session, wait_until
@@ -25,7 +26,7 @@ from tests.test_ui_app import FLAKY, wait_for
 def assert_matches_journal(stats: RunStats, states, run_dir) -> None:
     journal = Journal.open(run_dir, readonly=True)
     try:
-        summary = summarize(journal, model=None, provider="x", simulated=False)
+        summary = summarize(journal, facts_from_meta(journal)).to_json()
         assert dict(Counter(states.values())) == {TaskState(k): v for k, v in journal.queries.counts().items()}
     finally:
         journal.close()
@@ -70,7 +71,7 @@ async def test_a_replayed_journal_gives_the_same_figures_as_the_run(tmp_path, si
     finally:
         await attached.aclose()
 
-    resumed = SwarmSession.open_existing(run_dir)
+    resumed = SwarmSession.reopen(run_dir)
     try:
         await resumed.run()
     finally:

@@ -212,7 +212,7 @@ def judged_shown(app: SwarmApp) -> bool:
 
 async def assert_resumed_view_shows_the_same(run_dir: Path, tmp_path, lines: list[str], footer: str) -> None:
     """A resumed run's screen (nothing started here): the earlier sessions' scores from its history."""
-    session = SwarmSession.open_existing(run_dir)
+    session = SwarmSession.reopen(run_dir)
     app = make_app(session, config=Config(path=tmp_path / "config.toml"), start=False)
     try:
         async with app.run_test(size=(80, 24)) as pilot:

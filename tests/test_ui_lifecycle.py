@@ -182,7 +182,7 @@ async def test_after_a_resume_the_eta_is_this_sessions_pace(tmp_path, sim_factor
     with db:  # the first session ran a day ago
         db.execute("UPDATE log SET at = at - 86400")
     db.close()
-    resumed = SwarmSession.open_existing(tmp_path / "run")
+    resumed = SwarmSession.reopen(tmp_path / "run")
     app = make_app(resumed, config=Config(path=tmp_path / "config.toml"))
     etas: list[float] = []
     try:

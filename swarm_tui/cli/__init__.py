@@ -1,6 +1,5 @@
 """The `swarm-tui` command line: `main` runs it (the console script calls it through `__main__.entry`)."""
 
 from swarm_tui.cli.main import build_parser, main
-from swarm_tui.cli.options import resolve_profile, resolve_settings
 
-__all__ = ["build_parser", "main", "resolve_profile", "resolve_settings"]
+__all__ = ["build_parser", "main"]

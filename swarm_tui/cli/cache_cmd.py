@@ -7,10 +7,9 @@ import json
 import time
 from pathlib import Path
 
-from swarm_tui.cache import CacheMode, ResponseCache, default_cache_dir
-from swarm_tui.cache.store import DEFAULT_MAX_BYTES, DEFAULT_TTL_S
+from swarm_tui.cli.help import HELP_FORMAT
 from swarm_tui.cli.options import add_cache_place_options
-from swarm_tui.core.errors import InputError
+from swarm_tui.run.exit_codes import EXIT_OK
 from swarm_tui.util.argtypes import duration
 
 CACHE_EPILOG = """\
@@ -25,7 +24,7 @@ examples:
 """
 
 
-def add_cache_command(commands) -> None:
+def add_parser(commands) -> None:
     cache = commands.add_parser(
         "cache",
         help="the response cache: stats, clear, prune",
@@ -33,7 +32,7 @@ def add_cache_command(commands) -> None:
         "and entries per model (stats); remove everything (clear); remove expired entries and the\n"
         "least recently used past the size bound (prune).\n",
         epilog=CACHE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HELP_FORMAT,
     )
     cache.add_argument(
         "action",
@@ -47,10 +46,14 @@ def add_cache_command(commands) -> None:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
+    from swarm_tui.cache import CacheMode, ResponseCache, default_cache_dir
+    from swarm_tui.cache.store import DEFAULT_MAX_BYTES, DEFAULT_TTL_S
+    from swarm_tui.core.errors import InputError
+
     directory: Path = args.cache_dir or default_cache_dir()
     if args.action == "stats" and not (directory / "responses.sqlite3").exists():
         print(f"no response cache in {directory}")
-        return 0
+        return EXIT_OK
     problems: list[str] = []
     store = ResponseCache(
         directory,
@@ -72,7 +75,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
             print(json.dumps(stats, indent=2) if args.json else _stats_text(stats))
     finally:
         store.close()
-    return 0
+    return EXIT_OK
 
 
 def _stats_text(stats: dict) -> str:

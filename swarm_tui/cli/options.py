@@ -1,30 +1,21 @@
-"""The options of `run` and `resume`, and how they resolve into a profile, engine settings and
-the embedded simulator's settings."""
+"""The options commands share, as argparse sees them: those of `run` and `resume` (provider, engine,
+judge, response cache, embedded simulator, traces, console and log) and the display currency of
+`estimate` and `shadow`. What they mean for a run is decided past the parser (`cli.request` makes
+them a request, `run.resolve` resolves it)."""
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from swarm_tui.cache import CacheSettings
-from swarm_tui.config import Config
-from swarm_tui.core.errors import InputError
-from swarm_tui.core.lanes import AUTO, LANES
-from swarm_tui.core.tiers import FLEX, SERVICE_TIERS
-from swarm_tui.engine import EngineSettings
-from swarm_tui.engine.lanes.autopilot import deadline_at
-from swarm_tui.engine.pacing.deadlines import STRAGGLER_FACTOR
-from swarm_tui.engine.settings import ON_TRUNCATED, CallLimits, Pacing
+from swarm_tui.core.lanes import LANES
+from swarm_tui.core.tiers import SERVICE_TIERS
+from swarm_tui.engine.settings import ON_TRUNCATED
 from swarm_tui.frontend.progress_lines import DEFAULT_EVERY_S, LOG_FORMATS
-from swarm_tui.jobs.answer_spec import AnswerSpec, load_schema_file
-from swarm_tui.jobs.job import CacheChoice
 from swarm_tui.jobs.judge_spec import ACTIONS
-from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.providers.routes import STRATEGIES, RoutePlan, provider_names
+from swarm_tui.providers.routes import STRATEGIES
 from swarm_tui.util.argtypes import (
-    STRAGGLER_OFF,
     byte_size,
     duration,
     non_negative_float,
@@ -34,6 +25,10 @@ from swarm_tui.util.argtypes import (
     share,
     straggler,
 )
+
+if TYPE_CHECKING:
+    from swarm_tui.config import Config
+    from swarm_tui.pricing.currency import DisplayCurrency
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -277,18 +272,8 @@ def add_trace_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def tracing(args: argparse.Namespace, config: Config) -> tuple[bool, str | None] | None:
-    """None: no live export; else (whether the spans carry content, the collector's URL or None
-    for the standard variables): `--otel` / `--otel-content`, or the config's `[otel]`."""
-    otel = config.otel
-    content = bool(getattr(args, "otel_content", False) or otel.get("content"))
-    if not (content or getattr(args, "otel", False) or otel.get("enabled")):
-        return None
-    return content, otel.get("endpoint")
-
-
 def add_console_options(p: argparse.ArgumentParser, *, logs: bool = True) -> None:
-    """How a run speaks to someone not watching: the headless log's format and pace, a bell (issue 25)."""
+    """How a run speaks to someone not watching: the headless log's format and pace, a bell."""
     g = p.add_argument_group("console and log")
     if logs:
         g.add_argument(
@@ -309,214 +294,12 @@ def add_console_options(p: argparse.ArgumentParser, *, logs: bool = True) -> Non
     )
 
 
-def console_options(args: argparse.Namespace) -> dict:
-    return {"bell": args.bell, "retried": bool(getattr(args, "retry_failed", False))}
+def display_currency(config: Config, code: str | None, rate: float | None, rate_flag: str) -> DisplayCurrency:
+    """The display currency `--currency` and a rate flag ask for (`estimate`, `shadow`), else the config's."""
+    from swarm_tui.pricing.currency import from_config, resolve_currency
 
-
-def resolve_profile(args: argparse.Namespace, config: Config) -> ProviderProfile | None:
-    """The profile the flags ask for; None when they ask for nothing (keep the stored one)."""
-    if args.base_url:
-        profile = ProviderProfile(
-            name="custom", base_url=args.base_url, model=args.model, api_key_env=args.api_key_env or "OPENAI_API_KEY"
-        )
-        problem = profile.problem()
-        if problem:
-            raise InputError.single("--base-url", problem[0], problem[1])
-    elif args.provider:
-        profile = config.profile(provider_names(args.provider, config.routes)[0][0])
-    else:
-        return None
-    return with_flag_overrides(profile, args)
-
-
-def resolve_route(args: argparse.Namespace, config: Config) -> RoutePlan | None:
-    """The route `--provider a,b,c` (or a `[routes.NAME]`) asks for, with `--route` and
-    `--max-price` over the table's; None for one provider. The first profile is the run's."""
-    if not args.provider or args.base_url:
-        if args.route or args.max_price:
-            raise InputError.single("--route", "provider", "a route needs two or more providers: --provider a,b")
-        return None
-    names, table = provider_names(args.provider, config.routes)
-    if len(names) < 2:
-        if args.route or args.max_price:
-            raise InputError.single("--route", "provider", "a route needs two or more providers: --provider a,b")
-        return None
-    if len(set(names)) != len(names):
-        raise InputError.single("--provider", "provider", f"a profile named twice in {args.provider!r}")
-    others = tuple(with_flag_overrides(config.profile(name), args, model_only=True) for name in names[1:])
-    strategy = args.route or table.get("strategy") or STRATEGIES[0]
-    return RoutePlan(others, strategy, args.max_price or table.get("max_price"))
-
-
-def with_flag_overrides(
-    profile: ProviderProfile, args: argparse.Namespace, model_only: bool = False
-) -> ProviderProfile:
-    """`model_only`: a route's later endpoint keeps its own model unless `--model` names one, and
-    takes no fallback flags (those are the first endpoint's)."""
-    if model_only:
-        return profile.with_overrides(model=args.model, backend=args.backend, service_tier=args.service_tier)
-    profile = profile.with_overrides(
-        model=args.model,
-        api_key_env=args.api_key_env,
-        backend=args.backend,
-        service_tier=args.service_tier,
-        fallback_base_url=args.fallback_base_url,
-        fallback_model=args.fallback_model,
-        fallback_api_key_env=args.fallback_api_key_env,
-    )
-    problem = profile.problem()
-    if problem:
-        raise InputError.single(f"provider {profile.name!r}", problem[0], problem[1])
-    return profile
-
-
-STREAM_DEADLINE_S = 30.0
-"""Default time-to-first-token and idle-between-chunks deadlines of a streamed attempt."""
-FLEX_TIMEOUT_S = 900.0
-"""A Flex call's default hard timeout and time to its first token: OpenAI's advice (15 minutes, as
-Flex queues a call until it has room), where a default call's are 60 s and 30 s."""
-
-
-def resolve_settings(
-    args: argparse.Namespace, profile: ProviderProfile, stored: EngineSettings | None = None
-) -> EngineSettings:
-    base = stored or EngineSettings.of(
-        concurrency=profile.concurrency or Pacing.concurrency,
-        timeout_s=profile.timeout or CallLimits.timeout_s,
-        rpm=profile.rpm,
-        tpm=profile.tpm,
-    )
-    pacing, calls, guards, lanes = base.pacing, base.calls, base.guards, base.lanes
-    settings = base.but(
-        concurrency=args.concurrency or pacing.concurrency,
-        max_attempts=args.max_attempts or guards.max_attempts,
-        timeout_s=args.timeout or calls.timeout_s,
-        stream=args.stream or calls.stream,
-        first_token_timeout_s=args.ttft_timeout or calls.first_token_timeout_s or STREAM_DEADLINE_S,
-        idle_timeout_s=args.idle_timeout or calls.idle_timeout_s or STREAM_DEADLINE_S,
-        rpm=args.rpm or pacing.rpm,
-        tpm=args.tpm or pacing.tpm,
-        hedge=args.hedge or calls.hedge,
-        straggler_factor=straggler_factor(args.straggler, calls.straggler_factor),
-        adaptive=pacing.adaptive and not args.no_adaptive,
-        budget_usd=args.budget if args.budget is not None else guards.budget_usd,
-        fail_on_error=args.fail_on_error if args.fail_on_error is not None else guards.fail_on_error,
-        max_retry_after_s=args.max_retry_after or pacing.max_retry_after_s,
-        lane=args.lane or (AUTO if args.deadline else lanes.lane),
-        deadline_at=deadline_option(args.deadline) if args.deadline else lanes.deadline_at,
-        live_share=args.live_share if args.live_share is not None else lanes.live_share,
-        batch_poll_s=args.batch_poll or lanes.batch_poll_s,
-        max_answer_bytes=args.max_answer_bytes or calls.max_answer_bytes,
-        reasks=args.reasks if args.reasks is not None else base.answers.reasks,
-        on_truncated=args.on_truncated or base.answers.on_truncated,
-    )
-    return flex_defaults(settings, args, profile) if profile.service_tier == FLEX else settings
-
-
-def resolve_escalation(args: argparse.Namespace, config: Config, run: ProviderProfile) -> ProviderProfile | None:
-    """`--escalate PROFILE`: the stronger endpoint (its key checked by the caller); exit 2 when it is
-    the run's own endpoint and model (escalating there would ask the same model again)."""
-    if not args.escalate:
-        return None
-    profile = config.profile(args.escalate)
-    if profile.name == run.name and (profile.model or None) == (run.model or None):
-        raise InputError.single(
-            "--escalate", "escalate", f"{args.escalate!r} is the run's own endpoint and model: name a stronger one"
-        )
-    return profile
-
-
-def resolve_answer(args: argparse.Namespace, job_answer: AnswerSpec | None) -> AnswerSpec | None:
-    """The job's `[answer]` with `--schema FILE` over it (exit 2 naming the file and line when the
-    schema cannot be read or is no valid JSON Schema)."""
-    if args.schema is None:
-        return job_answer
-    schema = load_schema_file(args.schema)
-    return (job_answer or AnswerSpec()).with_schema(schema, str(args.schema))
-
-
-def resolve_cache(
-    args: argparse.Namespace, stored: CacheSettings | None = None, job: CacheChoice | None = None
-) -> CacheSettings:
-    """The run's use of the response cache: the flags, else the job's `[cache]`, else what the run
-    stored (a resume), else off."""
-    base = stored or CacheSettings()
-    if job is not None:
-        base = replace(base, mode=job.mode, ttl_s=job.ttl_s or base.ttl_s, dir=job.dir)
-    return replace(
-        base,
-        mode=args.cache or base.mode,
-        dir=str(args.cache_dir) if args.cache_dir is not None else base.dir,
-        ttl_s=args.cache_ttl or base.ttl_s,
-        max_bytes=args.cache_max_size or base.max_bytes,
-    )
-
-
-def deadline_option(text: str) -> float:
-    try:
-        return deadline_at(text)
-    except ValueError as exc:
-        raise InputError.single("--deadline", "deadline", str(exc)) from None
-
-
-def flex_defaults(settings: EngineSettings, args: argparse.Namespace, profile: ProviderProfile) -> EngineSettings:
-    """A Flex run's deadlines, where neither a flag nor the profile sets them: a Flex call may wait
-    minutes in the provider's queue, so the hard timeout and the time to the first token are 15
-    minutes, and no straggler deadline abandons (and pays again for) a call that is only queued."""
-    changes: dict[str, Any] = {}
-    if not args.timeout and not profile.timeout and settings.calls.timeout_s == CallLimits.timeout_s:
-        changes["timeout_s"] = FLEX_TIMEOUT_S
-    if not args.ttft_timeout and settings.calls.first_token_timeout_s == STREAM_DEADLINE_S:
-        changes["first_token_timeout_s"] = FLEX_TIMEOUT_S
-    if args.straggler is None and settings.calls.straggler_factor == STRAGGLER_FACTOR:
-        changes["straggler_factor"] = None
-    return settings.but(**changes) if changes else settings
-
-
-def straggler_factor(given: float | str | None, stored: float | None) -> float | None:
-    """`--straggler`: auto (the default factor), off (None), a factor; not given: what was stored."""
-    if given is None:
-        return stored
-    if given == STRAGGLER_OFF:
-        return None
-    return STRAGGLER_FACTOR if given == "auto" else float(given)
-
-
-def sim_config(args: argparse.Namespace, profile: ProviderProfile, stored=None):
-    """The embedded simulator's settings: the stored ones (a resume) or the demo's, with the
-    `--sim-*` flags applied; None when the run is not on the simulator."""
-    overrides = {
-        "latency_ms": args.sim_latency_ms,
-        "error_rate": args.sim_error_rate,
-        "hang_rate": args.sim_hang_rate,
-        "seed": args.sim_seed,
-        "drift_after_rounds": args.sim_drift,
-    }
-    overrides = {k: v for k, v in overrides.items() if v is not None}
-    if not profile.is_simulator:
-        if overrides:
-            flag = "--sim-" + next(iter(overrides)).replace("_", "-")
-            raise InputError.single(
-                flag,
-                "provider",
-                f"the run's provider is {profile.name!r}, not the embedded simulator: --sim-* options do not apply",
-            )
-        return None
-    from swarm_tui.run.plan import DEMO_SIM
-
-    try:
-        return replace(stored or DEMO_SIM, **overrides)
-    except ValueError as exc:  # e.g. --sim-hang-rate 0.99 on top of the demo's 2% errors
-        raise InputError.single("--sim-*", "simulator", str(exc)) from None
-
-
-PROFILE_FLAGS = (
-    "model",
-    "api_key_env",
-    "backend",
-    "service_tier",
-    "fallback_base_url",
-    "fallback_model",
-    "fallback_api_key_env",
-)
-"""Flags that change a profile: on `resume` without --base-url or --provider they apply to the run's own."""
+    if code is None and rate is None:
+        return from_config(config)
+    if code is None and rate is not None:
+        code = config.currency
+    return resolve_currency(code, rate, source="command line", code_field="--currency", rate_field=rate_flag)

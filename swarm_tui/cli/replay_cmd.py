@@ -7,8 +7,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from swarm_tui.cli.options import deadline_option
+from swarm_tui.cli.help import HELP_FORMAT
 from swarm_tui.core.lanes import AUTO, LANES
+from swarm_tui.run.exit_codes import EXIT_OK
 from swarm_tui.util.argtypes import positive_int
 
 REPLAY_EPILOG = """\
@@ -21,7 +22,7 @@ examples:
 """
 
 
-def add_replay_command(commands) -> None:
+def add_parser(commands) -> None:
     replay = commands.add_parser(
         "replay",
         help="what-if: a recorded run's provider, played at other settings (offline, no key)",
@@ -29,7 +30,7 @@ def add_replay_command(commands) -> None:
         "turnaround, fitted from the journal) through the engine against an embedded simulator, time\n"
         "compressed, and prints the predicted makespan and cost beside the recorded ones.\n",
         epilog=REPLAY_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HELP_FORMAT,
     )
     replay.add_argument("run_dir", type=Path, help="a run directory (its journal.sqlite)")
     replay.add_argument("--concurrency", type=positive_int, help="the in-flight ceiling to try")
@@ -41,6 +42,7 @@ def add_replay_command(commands) -> None:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from swarm_tui.estimate.whatif import replay, report
+    from swarm_tui.run.resolve import deadline_option
 
     changes: dict[str, Any] = {}
     asked: list[str] = []
@@ -59,4 +61,4 @@ def cmd_replay(args: argparse.Namespace) -> int:
         asked.append("--no-adaptive")
     recorded, prediction, k = replay(args.run_dir, changes)
     print(report(args.run_dir, recorded, prediction, k, " ".join(asked) or "its own settings"))
-    return 0
+    return EXIT_OK

@@ -12,6 +12,7 @@ from typing import Any
 from swarm_tui.core.errors import InputError
 from swarm_tui.core.usage import Usage
 from swarm_tui.estimate.scenario import SOURCE, Scenario
+from swarm_tui.records import RunMeta, Summary
 
 
 @dataclass(frozen=True)
@@ -32,32 +33,28 @@ def measure_run(run_dir: str | Path) -> RunMeasurement:
     run_dir = Path(run_dir)
     from swarm_tui.journal import JOURNAL_NAME, Journal
 
-    model = provider = None
-    simulated = False
+    model: str | None
+    provider: str | None
     if (run_dir / JOURNAL_NAME).exists():
         journal = Journal.open(run_dir, readonly=True)
         try:
             totals = journal.queries.attempt_totals()
             counts = journal.queries.counts()
-            plan = journal.queries.meta().get("plan") or {}
-            tasks = journal.queries.tasks()
+            plan = RunMeta.read(journal).plan
         finally:
             journal.close()
         finished = counts.get("succeeded", 0) + counts.get("failed", 0)
         prompt, completion, cached = totals["prompt"], totals["completion"], totals["cached"]
-        profile = plan.get("profile") or {}
-        provider = profile.get("name")
-        model = profile.get("model") or (tasks[0].body.get("model") if tasks else None)
-        simulated = provider == "sim" and not profile.get("base_url")
+        model, provider, simulated = plan.model, plan.profile.name, plan.profile.is_simulator
     elif (run_dir / "summary.json").exists():
         try:
-            summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-            finished = int(summary["succeeded"]) + int(summary["failed"])
-            tokens = summary["tokens"]
-            prompt, completion, cached = int(tokens["prompt"]), int(tokens["completion"]), int(tokens["cached"])
+            summary = Summary.from_json(json.loads((run_dir / "summary.json").read_text(encoding="utf-8")))
+            finished = int(summary.succeeded) + int(summary.failed)
+            tokens = summary.tokens
+            prompt, completion, cached = int(tokens.prompt), int(tokens.completion), int(tokens.cached)
         except (ValueError, KeyError, TypeError) as exc:
             raise InputError.single(run_dir / "summary.json", "tokens", f"unreadable summary: {exc}") from None
-        model, provider, simulated = summary.get("model"), summary.get("provider"), bool(summary.get("simulated"))
+        model, provider, simulated = summary.model, summary.provider or None, bool(summary.simulated)
     else:
         raise InputError.single(run_dir, "--from-run", "not a run directory (no journal.sqlite or summary.json)")
     if finished <= 0:

@@ -30,7 +30,7 @@ from swarm_tui.engine import EngineSettings
 from swarm_tui.jobs import Job
 from swarm_tui.journal import Journal
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.run.plan import RunPlan, plan_from_meta
+from swarm_tui.records import RunMeta, RunPlan
 from swarm_tui.sim import SimConfig, SimServer
 
 TARGET_S = 20.0
@@ -63,7 +63,7 @@ def measure(run_dir: Path) -> tuple[Recorded, RunPlan, Job]:
     """The recorded run's provider, plan and tasks (InputError when it holds nothing to replay)."""
     journal = Journal.open(run_dir, readonly=True)
     try:
-        plan = plan_from_meta(journal.queries.meta()["plan"])
+        plan = RunMeta.read(journal).plan
         rows = journal.queries.tasks()
         db = sqlite3.connect(f"file:{journal.path}?mode=ro", uri=True)
         try:

@@ -35,7 +35,9 @@ from swarm_tui.core.task import Task
 from swarm_tui.engine.stats import RunStats
 from swarm_tui.journal import Journal, JournalFollower
 from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.records import RunMeta
 from swarm_tui.run.directory import lock_holder
+from swarm_tui.run.exit_codes import EXIT_OK
 from swarm_tui.view.follower import Listener, LogFollower
 from swarm_tui.view.run_view import RunView
 
@@ -83,18 +85,15 @@ class AttachedRun:
     attached = True
 
     def __init__(self, run_dir: Path, *, clock: Callable[[], float] = time.time) -> None:
-        from swarm_tui.run.session import plan_from_meta  # the stored plan, without starting anything
-
         self.run_dir = Path(run_dir)
         self.journal = Journal.open(self.run_dir, readonly=True)
-        meta = self.journal.queries.meta()
-        self.journal_meta = meta
-        self.plan = plan_from_meta(meta["plan"])
-        self.job_name = meta.get("job", {}).get("name", self.run_dir.name)
+        self.meta = RunMeta.read(self.journal)  # the stored plan, without starting anything
+        self.plan = self.meta.plan
+        self.job_name = self.meta.job.name or self.run_dir.name
         self.tasks: MutableMapping[int, Task] = self.journal.task_table()  # bodies read when shown
         self.profile: ProviderProfile = self.plan.profile
         self.settings = self.plan.settings
-        self.model = self.profile.model or self.journal.queries.first_model()
+        self.model = self.plan.model
         self.simulated = self.profile.is_simulator
         self.base_url = "embedded simulator" if self.simulated else self.profile.base_url
         self._wall_clock = clock
@@ -298,12 +297,13 @@ class AttachedRun:
 
     @property
     def has_memory(self) -> bool:
-        swarm = self.journal_meta.get("swarm") or {}
-        return (swarm.get("memory") or {}).get("rounds", 1) > 1
+        swarm = self.meta.swarm
+        return swarm is not None and swarm.memory.rounds > 1
 
     @property
     def has_aggregate_step(self) -> bool:
-        return bool((self.journal_meta.get("swarm") or {}).get("aggregate"))
+        swarm = self.meta.swarm
+        return swarm is not None and swarm.aggregate is not None
 
     @property
     def has_tools(self) -> bool:
@@ -357,7 +357,7 @@ class AttachedRun:
         return f"the resume exited {resumer.returncode}: {last}" if last else f"the resume exited {resumer.returncode}"
 
     def exit_code(self) -> int:
-        return 0  # leaving an attached view detaches; it says nothing about the run
+        return EXIT_OK  # leaving an attached view detaches; it says nothing about the run
 
     output_error = None
     """An attached view writes no outputs."""

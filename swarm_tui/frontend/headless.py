@@ -27,25 +27,12 @@ from swarm_tui.frontend.progress_lines import (
     progress_text,
 )
 from swarm_tui.otel.report import TraceReport
+from swarm_tui.records import Quality, Summary
 from swarm_tui.run.cost import tier_text
+from swarm_tui.run.exit_codes import exit_code, signalled_exit_code
 from swarm_tui.run.session import SwarmSession
 from swarm_tui.view.follower import earlier_session_events
 from swarm_tui.view.news import counts_text
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ABORTED = 0, 1, 2, 130
-
-
-def exit_code(finished: RunFinished, output_error: str | None = None) -> int:
-    """The run's exit code, headless and in the TUI alike: 0 every task succeeded and the outputs
-    were written; 130 the user aborted with work left (the journal is resumable); 1 otherwise: failed
-    or unfinished tasks, a stop (budget, error rate, the journal), or results.jsonl / summary.json
-    that could not be written (`output_error`: a run whose outputs are missing never says 0)."""
-    complete = not (finished.failed or finished.cancelled or finished.stop_reason)
-    if complete and output_error is None:
-        return EXIT_OK
-    if finished.aborted and not complete:
-        return EXIT_ABORTED
-    return EXIT_FAILED
 
 
 def format_duration(seconds: float | None) -> str:
@@ -149,12 +136,6 @@ async def run_headless(
     return signalled_exit_code(exit_code(finished, session.output_error), stops.signalled, session.output_error)
 
 
-def signalled_exit_code(code: int, signalled: str | None, output_error: str | None) -> int:
-    """A run stopped by a signal (SIGTERM, SIGHUP) with work left is the user's stop: 130, resumable;
-    unless its outputs are missing (1 says so)."""
-    return EXIT_ABORTED if signalled and code == EXIT_FAILED and output_error is None else code
-
-
 STOP_GRACE_S = 15.0
 """After SIGTERM or SIGHUP, how long the calls in flight have to answer before they are cut."""
 
@@ -229,9 +210,9 @@ async def _tick(log: ProgressLines) -> None:
         log.tick()
 
 
-def elapsed_text(summary: dict, session_s: float | None) -> str:
+def elapsed_text(summary: Summary, session_s: float | None) -> str:
     """How long: this session's time, and the run's span when it is another (a resume)."""
-    makespan = summary["makespan_s"] or 0.0
+    makespan = summary.makespan_s or 0.0
     if session_s is None:
         return f"in {makespan:.1f}s"
     if makespan > session_s + 1.0:  # earlier sessions: the run started before this one
@@ -252,37 +233,38 @@ def next_step(finished: RunFinished, session: SwarmSession, *, retried: bool = F
     return None
 
 
-def summary_fields(summary: dict, finished: RunFinished, session: SwarmSession, *, retried: bool = False) -> dict:
+def summary_fields(summary: Summary, finished: RunFinished, session: SwarmSession, *, retried: bool = False) -> dict:
     """The summary as the JSON log's last record: the counts, figures and the next step."""
     keys = ("total", "succeeded", "failed", "unfinished", "makespan_s", "latency_ms", "tokens", "cost_usd", "requests")
+    data = summary.to_json()
     return {
-        **{key: summary.get(key) for key in keys},
+        **{key: data.get(key) for key in keys},
         "stop_reason": finished.stop_reason,
         "next": next_step(finished, session, retried=retried),
         "output_error": session.output_error,
         "outputs_deferred": session.outputs_deferred,
         "results": None if session.output_error or session.outputs_deferred else str(session.run_dir / "results.jsonl"),
-        **({"traces": summary["traces"]} if summary.get("traces") else {}),  # --otel: spans sent and dropped
+        **({"traces": data["traces"]} if summary.traces else {}),  # --otel: spans sent and dropped
     }
 
 
-def quality_line(quality: dict) -> str:
+def quality_line(quality: Quality) -> str:
     """The judge's figures of summary.json's `quality`, as one line."""
-    drifts = quality["drifts"]
+    drifts = quality.drifts
     return (
-        f"quality: {quality['judged']} judged"
-        + (f", mean {quality['mean']:.1f}, p10 {quality['p10']:.1f}" if quality["judged"] else "")
-        + (f", {quality['judge_errors']} could not be judged" if quality["judge_errors"] else "")
-        + f", judge ${quality['judge_cost_usd']:.4f}"
+        f"quality: {quality.judged} judged"
+        + (f", mean {quality.mean:.1f}, p10 {quality.p10:.1f}" if quality.judged else "")
+        + (f", {quality.judge_errors} could not be judged" if quality.judge_errors else "")
+        + f", judge ${quality.judge_cost_usd:.4f}"
         + (
-            f"; {len(drifts)} drift{'s' if len(drifts) != 1 else ''} ({', '.join(d['action'] for d in drifts)})"
+            f"; {len(drifts)} drift{'s' if len(drifts) != 1 else ''} ({', '.join(d.action for d in drifts)})"
             if drifts
             else ""
         )
     )
 
 
-def lane_lines(summary: dict) -> list[str]:
+def lane_lines(summary: Summary) -> list[str]:
     """The summary's lines of money billed another way than live at the default tier (at a service
     tier, `--service-tier flex|priority`, against the default tier; through the batch lane), and of
     the answers replayed from the response cache (sent nothing, cost nothing)."""
@@ -290,36 +272,35 @@ def lane_lines(summary: dict) -> list[str]:
     tiers = tier_text(summary)
     if tiers is not None:
         lines.append(tiers)
-    batches = summary.get("batches") or []
+    batches = summary.batches
     if batches:
-        by_lane = summary.get("cost_breakdown", {}).get("by_lane") or {}
+        by_lane = summary.spend.cost_breakdown.by_lane if summary.spend is not None else {}
         billed = (
             f", ${by_lane['batch']:.4f} at the batch rate"
-            if by_lane.get("batch") is not None and summary["cost_usd"] is not None
+            if by_lane.get("batch") is not None and summary.cost_usd is not None
             else ""
         )
-        statuses = ", ".join(sorted({b["status"] for b in batches}))
+        statuses = ", ".join(sorted({b.status for b in batches}))
         lines.append(
             f"batch lane: {len(batches)} batch{'es' if len(batches) != 1 else ''} of "
-            f"{sum(b['requests'] for b in batches):,} lines ({statuses}){billed}"
+            f"{sum(b.requests for b in batches):,} lines ({statuses}){billed}"
         )
-    cache = summary.get("cache")
+    cache = summary.cache
     if cache:
-        unpriced = f" ({cache['unpriced_hits']:,} unpriced)" if cache["unpriced_hits"] else ""
-        lines.append(f"cache {cache['hits']:,} hits · saved ${cache['saved_usd']:.4f}{unpriced}")
-    answers = summary.get("answers")
-    if answers:  # what the answer checks did (a re-ask is not among the retried requests above)
-        failed = answers["failed"]
-        ended = ", ".join(f"{count} {kind}" for kind, count in failed.items() if count) or "none"
+        unpriced = f" ({cache.unpriced_hits:,} unpriced)" if cache.unpriced_hits else ""
+        lines.append(f"cache {cache.hits:,} hits · saved ${cache.saved_usd:.4f}{unpriced}")
+    answers = summary.answers
+    if answers is not None:  # what the answer checks did (a re-ask is not among the retried requests above)
+        ended = ", ".join(f"{count} {kind}" for kind, count in answers.failed.items() if count) or "none"
         lines.append(
-            f"answers {answers['valid']:,} valid · {answers['reasked']:,} re-asked · {answers['more_room']:,} given "
-            f"more room · {answers['escalated']:,} escalated · failed: {ended}"
+            f"answers {answers.valid:,} valid · {answers.reasked:,} re-asked · {answers.more_room:,} given "
+            f"more room · {answers.escalated:,} escalated · failed: {ended}"
         )
     return lines
 
 
 def print_summary(
-    summary: dict,
+    summary: Summary,
     finished: RunFinished,
     session: SwarmSession,
     stream: TextIO,
@@ -330,39 +311,36 @@ def print_summary(
     """Where the run stands, after it ended (headless) or after the TUI closed: counts, figures,
     what next. `session_s`: how long this session ran (a resume's, not the run's since it was
     created); `retried`: it was opened with `--retry-failed`."""
-    lat = summary["latency_ms"]
-    req = summary["requests"]
-    tok = summary["tokens"]
-    cost = f"${summary['cost_usd']:.4f}" if summary["cost_usd"] is not None else "price unknown"
+    lat, req, tok = summary.latency_ms, summary.requests, summary.tokens
+    cost = f"${summary.cost_usd:.4f}" if summary.cost_usd is not None else "price unknown"
     lines = [
-        f"{summary['succeeded']}/{summary['total']} succeeded, {summary['failed']} failed, "
-        f"{summary['unfinished']} unfinished {elapsed_text(summary, session_s)}",
-        f"latency p50 {lat['p50']} ms  p95 {lat['p95']} ms  p99 {lat['p99']} ms"
-        if lat["p50"] is not None
+        f"{summary.succeeded}/{summary.total} succeeded, {summary.failed} failed, "
+        f"{summary.unfinished} unfinished {elapsed_text(summary, session_s)}",
+        f"latency p50 {lat.p50} ms  p95 {lat.p95} ms  p99 {lat.p99} ms"
+        if lat.p50 is not None
         else "latency: no live call succeeded",
-        f"requests {req['sent']} sent, {req['retried']} retried ({req['rate_limited']} rate-limited, "
-        f"{req['server_errors']} 5xx, {req['timeouts']} timeouts)",
-        f"tokens {tok['prompt']:,} in ({tok['cached']:,} cached) / {tok['completion']:,} out  cost {cost}",
+        f"requests {req.sent} sent, {req.retried} retried ({req.rate_limited} rate-limited, "
+        f"{req.server_errors} 5xx, {req.timeouts} timeouts)",
+        f"tokens {tok.prompt:,} in ({tok.cached:,} cached) / {tok.completion:,} out  cost {cost}",
     ]
     lines.extend(lane_lines(summary))
-    quality = summary.get("quality")
-    if quality:
-        lines.append(quality_line(quality))
-    budget = summary.get("budget")
+    if summary.quality:
+        lines.append(quality_line(summary.quality))
+    budget = summary.budget
     if budget:
         lines.append(
-            f"budget ${budget['usd']:.2f} {'held' if budget['held'] else 'PASSED'}: ${budget['spent_usd']:.4f} spent "
-            f"({budget['used_share']:.0%}), at most ${budget['peak_committed_usd']:.4f} spent or held at once"
+            f"budget ${budget.usd:.2f} {'held' if budget.held else 'PASSED'}: ${budget.spent_usd:.4f} spent "
+            f"({budget.used_share:.0%}), at most ${budget.peak_committed_usd:.4f} spent or held at once"
         )
-    if summary.get("cost_estimated_usd"):
+    if summary.cost_estimated_usd:
         lines.append(
-            f"cost includes ${summary['cost_estimated_usd']:.4f} estimated (calls whose provider reported no "
+            f"cost includes ${summary.cost_estimated_usd:.4f} estimated (calls whose provider reported no "
             f"usage, or cut after they went out)"
         )
-    if summary.get("truncated"):
-        lines.append(f"{summary['truncated']} answers cut at their max_tokens (finish_reason length)")
-    if summary.get("traces"):  # --otel: what reached the collector, said once
-        lines.append(TraceReport.from_dict(summary["traces"]).describe())
+    if summary.truncated:
+        lines.append(f"{summary.truncated} answers cut at their max_tokens (finish_reason length)")
+    if summary.traces:  # --otel: what reached the collector, said once
+        lines.append(TraceReport.from_dict(summary.traces.to_json()).describe())
     if finished.stop_reason:
         lines.append(f"stopped: {finished.stop_reason}")
     if session.output_error:

@@ -20,7 +20,7 @@ from swarm_tui.core.events import EngineEvent, TaskState
 from swarm_tui.core.ports import Capability
 from swarm_tui.core.task import Task
 from swarm_tui.engine import RunStats
-from swarm_tui.frontend.headless import exit_code
+from swarm_tui.run.exit_codes import exit_code
 from swarm_tui.run.session import SwarmSession
 from swarm_tui.view.follower import earlier_session_events
 from swarm_tui.view.run_view import RunView
@@ -205,7 +205,7 @@ class LiveRun:
         return None
 
     def exit_code(self) -> int:
-        """The headless rule (`headless.exit_code`): outputs not written is never a success."""
+        """The one rule (`run.exit_codes.exit_code`): outputs not written is never a success."""
         return exit_code(self.engine.outcome(), self.session.output_error)
 
     async def aclose(self) -> None:

@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from swarm_tui.core.task import Task
 from swarm_tui.jobs.answer_spec import AnswerSpec
 from swarm_tui.jobs.judge_spec import JudgeSpec
 from swarm_tui.jobs.swarm_spec import SwarmSpec
 from swarm_tui.tools.spec import ToolsSpec
+
+if TYPE_CHECKING:
+    from swarm_tui.jobs.tables import TableRows
 
 __all__ = ["Job", "TaskTemplate", "MAX_PROBLEMS", "MAX_TASKS"]
 
@@ -102,3 +105,6 @@ class Job:
     answer: AnswerSpec | None = None
     """`[answer]` (TOML) or `--schema FILE` (JSONL): what every answer is checked against, beyond
     its body's own `response_format`."""
+    table: TableRows | None = None
+    """A table job's rows (`jobs.tables`): the journal keeps each beside its task, and the run's
+    meta its columns, so that `swarm-tui export` gives the answers back on the user's rows."""

@@ -11,18 +11,22 @@ from __future__ import annotations
 import argparse
 import re
 import tomllib
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from swarm_tui.core.errors import InputError, Problem
 from swarm_tui.core.lanes import LANES
+from swarm_tui.core.task import Task
 from swarm_tui.jobs.answer_spec import parse_answer_spec
 from swarm_tui.jobs.chat_checks import param_problems
 from swarm_tui.jobs.job import CacheChoice, Job, TaskTemplate
 from swarm_tui.jobs.judge_spec import parse_judge_spec
-from swarm_tui.jobs.swarm_spec import parse_swarm_spec
+from swarm_tui.jobs.swarm_spec import SwarmSpec, parse_swarm_spec
+from swarm_tui.jobs.tables import TOML_LABELS, TableSpec, load_table
 from swarm_tui.jobs.toml_checks import TomlChecker
-from swarm_tui.jobs.toml_tasks import TemplatedTasks, render, task_prompts, values_of
+from swarm_tui.jobs.toml_tasks import TASKS_KEYS, TemplatedTasks, render, task_prompts, values_of
 from swarm_tui.tools.spec import ToolsSpec, parse_tools_spec
 from swarm_tui.util.argtypes import duration
 from swarm_tui.util.textfile import read_text_file
@@ -101,19 +105,26 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
     planned = swarm is not None and swarm.plan is not None
     if planned and ("tasks" in doc or "task" in doc):
         check.add("plan", "a planned job gets its tasks from the planner: remove [tasks] / [[task]]")
-    prompts = [] if planned else task_prompts(doc, check)
+    table_spec = None if planned else _table_spec(doc, path.parent, system, swarm, check)
+    prompts = [] if planned or table_spec is not None else task_prompts(doc, check)
     if swarm is not None and swarm.workers.json:
         request = {**request, "response_format": {"type": "json_object"}}  # checked as any body's format
     template = TaskTemplate(model=model or "", context=context, system=system, request=request)
-    if system:
+    if system and table_spec is None:  # a table's system prompt names its columns: rendered for each row
         render(system, {"agent": 1, "index": 0, "total": 1}, check, "system")
     for index, (_, prompt, where) in enumerate(prompts):  # every prompt rendered once, to check it
         if render(prompt, values_of(index, len(prompts)), check, where) is None or check.problems:
             break
-    tasks = TemplatedTasks(prompts, template)
+    tasks: Sequence[Task] = TemplatedTasks(prompts, template)
 
     if check.problems:
         raise InputError(check.problems)
+    table = None
+    if table_spec is not None:
+        source, spec = table_spec
+        tasks, table = load_table(path.parent / source, spec, template)
+        if "{" in system:  # a later step (a warm-up) builds its body from the template: no row to render
+            template = replace(template, system="")
     return Job(
         name=name,
         source=str(path),
@@ -126,7 +137,33 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
         judge=judge,
         cache=cache,
         answer=answer,
+        table=table,
     )
+
+
+def _table_spec(
+    doc: dict[str, Any], base: Path, system: str, swarm: SwarmSpec | None, check: TomlChecker
+) -> tuple[str, TableSpec] | None:
+    """`[tasks] from = "data.parquet"`: the table (relative to the job file) and the templates
+    over its columns (`prompt`, `id`, the job's `system`); None for a job of other tasks."""
+    tasks_table = doc.get("tasks")
+    if not isinstance(tasks_table, dict) or "from" not in tasks_table:
+        return None
+    source = check.string(tasks_table, "from", "tasks.from", required=True)
+    check.unknown_keys(tasks_table, TASKS_KEYS, "tasks.")
+    if "count" in tasks_table:
+        check.add("tasks.count", "a table's rows are the tasks: remove count (or from)")
+    if "task" in doc:
+        check.add("task", "the tasks are the rows of [tasks] from: remove the [[task]] entries (or from)")
+    if swarm is not None and swarm.memory.rounds > 1:
+        check.add("memory.rounds", "a table's rows are asked once: remove [memory] rounds (or [tasks] from)")
+    prompt = check.string(tasks_table, "prompt", "tasks.prompt", required=True)
+    id_template = check.string(tasks_table, "id", "tasks.id")
+    if source and not (base / source).exists():
+        check.add("tasks.from", f"{base / source}: file not found")
+    if not source or prompt is None:
+        return None
+    return source, TableSpec(prompt, system, id_template, labels=TOML_LABELS)
 
 
 CACHE_KEYS = frozenset({"mode", "ttl", "dir"})

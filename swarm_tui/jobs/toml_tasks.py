@@ -22,7 +22,7 @@ from swarm_tui.jobs.toml_checks import TomlChecker
 
 __all__ = ["TASKS_KEYS", "TASK_ENTRY_KEYS", "MAX_FIELD_WIDTH", "PLACEHOLDERS", "task_prompts", "render", "values_of"]
 
-TASKS_KEYS = frozenset({"count", "prompt", "id"})
+TASKS_KEYS = frozenset({"count", "prompt", "id", "from"})
 TASK_ENTRY_KEYS = frozenset({"id", "prompt"})
 MAX_FIELD_WIDTH = 1_000
 """The widest a placeholder may be formatted (`{agent:06}` is 6): `{agent:999999999}` would

@@ -101,6 +101,8 @@ _TOOL_CALL = (
     "finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 TASK_ROW = "INSERT OR IGNORE INTO tasks (idx, custom_id, body, state, updated_at) VALUES (?, ?, ?, ?, ?)"
+TASK_ROW_WITH_INPUT = "INSERT INTO tasks (idx, custom_id, body, state, updated_at, row) VALUES (?, ?, ?, ?, ?, ?)"
+"""A new table job's task with its input row (`Journal.create`)."""
 _JUDGMENT = "INSERT OR REPLACE INTO judgments (idx, score, reason, round, at) VALUES (?, ?, ?, ?, ?)"
 _BATCH_CREATED = "UPDATE batches SET batch_id = ?, status = ? WHERE id = ?"
 _BATCH_POLLED = "UPDATE batches SET status = ?, counts = ? WHERE id = ?"

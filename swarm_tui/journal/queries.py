@@ -27,6 +27,51 @@ class TaskRow:
     attempts: int
 
 
+@dataclass(frozen=True, slots=True)
+class ExportRow:
+    """One task as a table export gives it back (`run.export_table`): its input row (a table job's,
+    JSON text; None for other jobs), its answer or error as the journal keeps them (JSON text),
+    and what its attempts took, all sessions: how many, tokens, cost, and the latency and endpoint
+    of the attempt that answered it (else its last)."""
+
+    index: int
+    custom_id: str
+    state: str
+    row: str | None
+    body: str
+    ok: bool | None
+    response: str | None
+    error: str | None
+    attempts: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_usd: float | None
+    unpriced: bool
+    latency_ms: float | None
+    endpoint: str | None
+    error_class: str | None
+
+
+_EXPORT_ROWS = """
+SELECT t.idx, t.custom_id, t.state, {row}, t.body, r.ok, r.response, r.error,
+       COALESCE(a.n, 0), COALESCE(a.prompt, 0), COALESCE(a.completion, 0), COALESCE(a.cached, 0),
+       a.cost, COALESCE(a.unpriced, 0), l.latency_ms, l.endpoint, l.error_class
+FROM tasks t
+LEFT JOIN results r ON r.idx = t.idx
+LEFT JOIN (
+    SELECT idx, COUNT(*) AS n, SUM(prompt_tokens) AS prompt, SUM(completion_tokens) AS completion,
+           SUM(cached_tokens) AS cached, SUM(cost_usd) AS cost,
+           SUM(cost_usd IS NULL AND prompt_tokens + completion_tokens > 0) AS unpriced,
+           COALESCE(MAX(CASE WHEN outcome = 'ok' THEN id END), MAX(id)) AS shown
+    FROM attempts WHERE idx >= ? AND idx < ? GROUP BY idx
+) a ON a.idx = t.idx
+LEFT JOIN attempts l ON l.id = a.shown
+WHERE t.idx >= ? AND t.idx < ?
+ORDER BY t.idx
+"""
+
+
 class JournalQueries:
     """The read side of `Journal`: its meta, tasks, attempts, results and totals."""
 
@@ -168,6 +213,18 @@ class JournalQueries:
                 (json.loads(error) if error else None),
             )
 
+    def export_rows(self, first: int, end: int) -> list[ExportRow]:
+        """The tasks of index `first` to `end` (excluded) as an export gives them back, in order:
+        one query a window, so a million tasks are read a window at a time."""
+        has_rows = any(row[1] == "row" for row in self._db.execute("PRAGMA table_info(tasks)"))
+        query = _EXPORT_ROWS.format(row="t.row" if has_rows else "NULL")  # a journal from before rows were kept
+        return [_export_row(row) for row in self._db.execute(query, (first, end, first, end))]
+
+    def task_index_bounds(self) -> tuple[int, int]:
+        """(lowest, highest + 1) of the tasks' indices; (0, 0) with none."""
+        low, high = self._db.execute("SELECT MIN(idx), MAX(idx) FROM tasks").fetchone()
+        return (0, 0) if low is None else (int(low), int(high) + 1)
+
     def attempt_totals(self) -> dict[str, Any]:
         row = self._db.execute(
             "SELECT COUNT(*), SUM(outcome = 'retry' AND COALESCE(error_class, '') NOT IN "
@@ -286,6 +343,87 @@ class JournalQueries:
             "cost_usd": {"first": round(first_cost, 6), "escalated": round(escalated_cost, 6)},
         }
 
+    # ----------------------------------------------------------------- a run's report (`report`)
+
+    def time_span(self) -> tuple[float, float] | None:
+        """(first start, last end) of the calls sent (epoch seconds); None before any ended."""
+        first, last = self._db.execute(
+            f"SELECT MIN(started_at), MAX({_ENDED}) FROM attempts WHERE endpoint != 'cache'"
+        ).fetchone()
+        return None if first is None else (float(first), float(last))
+
+    def attempt_timeline(self, start: float, width_s: float) -> list[tuple[int, int, int, int, float]]:
+        """(bin, requests, 429s, other errors, cost) of the calls sent, by the `width_s` bin of
+        `start` their end falls in: what summary.json's `requests` counts, over time."""
+        rows = self._db.execute(
+            f"SELECT CAST(({_ENDED} - ?) / ? AS INTEGER) AS bin, COUNT(*), SUM(error_class = ?), "
+            "SUM(outcome != 'ok' AND error_class IS NOT NULL AND error_class != ?), COALESCE(SUM(cost_usd), 0) "
+            "FROM attempts WHERE endpoint != 'cache' GROUP BY bin ORDER BY bin",
+            (start, width_s, ErrorClass.RATE_LIMIT, ErrorClass.RATE_LIMIT),
+        )
+        return [
+            (int(b), int(n), int(limited or 0), int(errors or 0), float(cost)) for b, n, limited, errors, cost in rows
+        ]
+
+    def answer_timeline(self, start: float, width_s: float) -> list[tuple[int, int]]:
+        """(bin, answers kept) by the `width_s` bin of `start` each was kept in."""
+        rows = self._db.execute(
+            "SELECT CAST((finished_at - ?) / ? AS INTEGER) AS bin, COUNT(*) FROM results WHERE ok = 1 "
+            "GROUP BY bin ORDER BY bin",
+            (start, width_s),
+        )
+        return [(int(b), int(n)) for b, n in rows]
+
+    def error_classes(self) -> list[tuple[str, int]]:
+        """Each error class of the failed attempts (all sessions), with how many, most first."""
+        rows = self._db.execute(
+            "SELECT error_class, COUNT(*) AS n FROM attempts WHERE error_class IS NOT NULL AND outcome != 'ok' "
+            "GROUP BY error_class ORDER BY n DESC, error_class"
+        )
+        return [(str(name), int(n)) for name, n in rows]
+
+    def error_examples(self, error_class: str, limit: int) -> list[dict[str, Any]]:
+        """The first `limit` attempts of an error class, each with its task's id (no task: a
+        planner's, an aggregator's or the judge's call)."""
+        cursor = self._db.execute(
+            "SELECT a.idx, t.custom_id, a.number, a.status, a.error_code, a.error_message, a.endpoint, a.started_at "
+            "FROM attempts a LEFT JOIN tasks t ON t.idx = a.idx WHERE a.error_class = ? AND a.outcome != 'ok' "
+            "ORDER BY a.id LIMIT ?",
+            (error_class, limit),
+        )
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor]
+
+    def slowest_tasks(self, limit: int) -> list[tuple[int, str, float, int]]:
+        """(index, custom_id, seconds from its first call to its answer, attempts) of the tasks that
+        took longest to answer, slowest first."""
+        rows = self._db.execute(
+            f"SELECT a.idx, t.custom_id, MAX({_ENDED}) - MIN(a.started_at) AS took, COUNT(*) FROM attempts a "
+            "JOIN tasks t ON t.idx = a.idx WHERE t.state = ? AND a.endpoint != 'cache' "
+            "GROUP BY a.idx ORDER BY took DESC LIMIT ?",
+            (TaskState.SUCCEEDED, limit),
+        )
+        return [(int(idx), str(cid), float(took), int(n)) for idx, cid, took, n in rows]
+
+    def failed_tasks(self, limit: int) -> tuple[int, list[tuple[int, str]]]:
+        """How many tasks failed finally, and the first `limit` of them: (index, custom_id)."""
+        count = int(self._db.execute("SELECT COUNT(*) FROM tasks WHERE state = ?", (TaskState.FAILED,)).fetchone()[0])
+        rows = self._db.execute(
+            "SELECT idx, custom_id FROM tasks WHERE state = ? ORDER BY idx LIMIT ?", (TaskState.FAILED, limit)
+        )
+        return count, [(int(idx), str(cid)) for idx, cid in rows]
+
+    def endpoint_latencies(self) -> dict[str, list[float]]:
+        """Each endpoint's answered calls' latencies (ms), sorted (the batch lane and the cache are
+        no endpoint a call waits on)."""
+        latencies: dict[str, list[float]] = {}
+        for endpoint, latency in self._db.execute(
+            "SELECT endpoint, latency_ms FROM attempts WHERE outcome = 'ok' AND endpoint NOT LIKE '%/batch' "
+            "AND endpoint != 'cache' ORDER BY endpoint, latency_ms"
+        ):
+            latencies.setdefault(str(endpoint), []).append(float(latency))
+        return latencies
+
     def endpoint_totals(self) -> dict[str, dict[str, Any]]:
         """Per endpoint that was sent to (a batch endpoint and the cache are no door): requests,
         answers, 429s, other errors, latency p50/p95 of its answers (ms) and what it cost."""
@@ -319,6 +457,18 @@ class JournalQueries:
 
 _ANSWER_CLASSES = "(" + ", ".join(f"'{kind.value}'" for kind in sorted(ANSWER_ERRORS)) + ")"
 """The SQL list of the classes of answers that came back unusable (`core.call_errors.ANSWER_ERRORS`)."""
+
+
+def _export_row(r: Any) -> ExportRow:
+    """An `_EXPORT_ROWS` row as an `ExportRow` (its flags as booleans)."""
+    ok = None if r[5] is None else bool(r[5])
+    return ExportRow(
+        r[0], r[1], r[2], r[3], r[4], ok, r[6], r[7], r[8], r[9], r[10], r[11], r[12], bool(r[13]), *r[14:17]
+    )
+
+
+_ENDED = "started_at + latency_ms / 1000.0"
+"""When an attempt ended (epoch seconds)."""
 
 
 def _rank(ordered: list[float], share: float) -> float | None:

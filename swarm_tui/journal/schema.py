@@ -18,6 +18,8 @@ SCHEMA_VERSION = 5
 3: the run's notes (a failover, a trimmed request, the planner's sub-tasks...) are typed events
 in the log; the untyped `events` table is gone (`journal.migrate` turns its rows into events).
 4: an attempt's `saved_usd` (a replay from the response cache: what the original call cost).
+A task's `row` (a table job's input row, JSON, for the export; NULL for other jobs) came later
+in version 4: a journal made before it has the column added empty on opening.
 5: a result's `parsed` (the answer's JSON value as the job's checks read it: results.jsonl's)."""
 
 SCHEMA = """
@@ -28,7 +30,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     body TEXT NOT NULL,
     state TEXT NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
-    updated_at REAL
+    updated_at REAL,
+    row TEXT
 );
 CREATE TABLE IF NOT EXISTS attempts (
     id INTEGER PRIMARY KEY,
@@ -123,6 +126,7 @@ ADDED_COLUMNS = (
     ("attempts", "finish_reason", "TEXT"),
     ("attempts", "saved_usd", "REAL"),
     ("results", "parsed", "TEXT"),
+    ("tasks", "row", "TEXT"),
 )
 """Columns later versions added to a table: a journal made before them gets them on opening."""
 

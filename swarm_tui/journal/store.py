@@ -39,7 +39,7 @@ from swarm_tui.core.task import Task
 from swarm_tui.journal.control import ControlQueue
 from swarm_tui.journal.history import JournalHistory
 from swarm_tui.journal.migrate import migrate
-from swarm_tui.journal.projections import TASK_ROW
+from swarm_tui.journal.projections import TASK_ROW, TASK_ROW_WITH_INPUT
 from swarm_tui.journal.queries import JournalQueries
 from swarm_tui.journal.records import JournalRecords
 from swarm_tui.journal.schema import JOURNAL_NAME, OLD_EVENTS_TABLE, SCHEMA, SCHEMA_VERSION
@@ -76,8 +76,12 @@ class Journal:
         self.writer.close()
 
     @classmethod
-    def create(cls, run_dir: Path, tasks: Iterable[Task], meta: dict[str, Any]) -> Journal:
-        """A new journal holding every task of the job (bodies included: resume needs no job file).
+    def create(
+        cls, run_dir: Path, tasks: Iterable[Task], meta: dict[str, Any], rows: Iterable[str] | None = None
+    ) -> Journal:
+        """A new journal holding every task of the job (bodies included: resume needs no job file),
+        and with `rows` (a table job's) each task's input row beside it (JSON text, in task order:
+        both are read as they are written, one at a time), for the export to give back.
 
         Built under a temporary name and renamed into place, so that whenever the process dies
         (Ctrl-C, SIGTERM, kill -9 during a large job's ~1 s of writing) the directory holds
@@ -96,13 +100,22 @@ class Journal:
                 db.execute("PRAGMA journal_mode=OFF")  # a new file that only the rename makes real
                 db.executescript(SCHEMA)
                 db.execute("BEGIN")
-                db.executemany(
-                    TASK_ROW,
-                    (
-                        (t.index, t.custom_id, json.dumps(t.body, ensure_ascii=False), TaskState.QUEUED, now)
-                        for t in tasks
-                    ),
-                )
+                if rows is None:
+                    db.executemany(
+                        TASK_ROW,
+                        (
+                            (t.index, t.custom_id, json.dumps(t.body, ensure_ascii=False), TaskState.QUEUED, now)
+                            for t in tasks
+                        ),
+                    )
+                else:
+                    db.executemany(
+                        TASK_ROW_WITH_INPUT,
+                        (
+                            (t.index, t.custom_id, json.dumps(t.body, ensure_ascii=False), TaskState.QUEUED, now, row)
+                            for t, row in zip(tasks, rows, strict=True)
+                        ),
+                    )
                 db.executemany(
                     "INSERT INTO meta (key, value) VALUES (?, ?)",
                     [

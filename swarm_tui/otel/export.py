@@ -20,18 +20,19 @@ from swarm_tui.otel.model import SpanModel
 from swarm_tui.otel.report import TraceReport
 from swarm_tui.otel.sdk import SpanConverter, make_exporter, require_sdk
 from swarm_tui.otel.spans import SpanRecord
+from swarm_tui.records import RunMeta
 
 BATCH_SPANS = 512
 """Spans per OTLP request (the batch processor's default batch)."""
 
 
-def journal_spans(run_dir: Path, *, content: bool = False) -> tuple[SpanIds, dict[str, Any], list[SpanRecord]]:
-    """(ids, meta, every span) of the run in `run_dir`, read-only."""
+def journal_spans(run_dir: Path, *, content: bool = False) -> tuple[SpanIds, RunMeta, list[SpanRecord]]:
+    """(ids, the run's record, every span) of the run in `run_dir`, read-only."""
     journal = Journal.open(run_dir, readonly=True)
     try:
-        meta = journal.queries.meta()
+        meta = RunMeta.read(journal)
         ids = SpanIds(run_identity(meta))
-        model = SpanModel(ids, JournalFacts(journal, content=content))
+        model = SpanModel(ids, JournalFacts(journal, meta, content=content))
         records = [record for at, event in timeline(journal) for record in model.feed(at, event)]
         records.extend(model.close())
     finally:
@@ -39,9 +40,8 @@ def journal_spans(run_dir: Path, *, content: bool = False) -> tuple[SpanIds, dic
     return ids, meta, records
 
 
-def resource_attributes(meta: dict[str, Any]) -> dict[str, Any]:
-    job = meta.get("job") or {}
-    return {"swarm_tui.job": str(job.get("name") or "") if isinstance(job, dict) else ""}
+def resource_attributes(meta: RunMeta) -> dict[str, Any]:
+    return {"swarm_tui.job": meta.job.name}
 
 
 def export_run(run_dir: Path, endpoint: str | None = None, *, content: bool = False) -> TraceReport:

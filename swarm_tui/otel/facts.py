@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 
 from swarm_tui.core.events import ToolCallEnded
 from swarm_tui.journal import Journal
+from swarm_tui.providers.profile import ProviderProfile
+from swarm_tui.records import RunMeta
 
 FALLBACK_SUFFIX = "/fallback"
 BATCH_SUFFIX = "/batch"
@@ -50,12 +52,11 @@ class RunFacts(Protocol):
         """(host, port) an endpoint name's calls went to (None: not known, e.g. the embedded simulator)."""
 
 
-def servers_from_plan(plan: Mapping[str, Any] | None) -> dict[str, tuple[str, int]]:
-    """Endpoint name -> (host, port), from a journal's `meta["plan"]` (its profile and fallback)."""
-    profile = (plan or {}).get("profile") or {}
-    name = profile.get("name") or ""
+def servers_of(profile: ProviderProfile) -> dict[str, tuple[str, int]]:
+    """Endpoint name -> (host, port), of the run's profile and its fallback."""
+    name = profile.name
     found: dict[str, tuple[str, int]] = {}
-    for endpoint, url in ((name, profile.get("base_url")), (name + FALLBACK_SUFFIX, profile.get("fallback_base_url"))):
+    for endpoint, url in ((name, profile.base_url), (name + FALLBACK_SUFFIX, profile.fallback_base_url)):
         address = _address(url)
         if address is not None:
             found[endpoint] = address
@@ -74,16 +75,7 @@ def _address(url: Any) -> tuple[str, int] | None:
     return (parts.hostname, port) if parts.hostname else None
 
 
-def profile_model(plan: Mapping[str, Any] | None) -> str | None:
-    model = ((plan or {}).get("profile") or {}).get("model")
-    return model if isinstance(model, str) and model else None
-
-
 JUDGE_PHASE = "judge"
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 ANSWER_HEAD_CHARS = 1024
@@ -104,21 +96,16 @@ def answer_model(head: str | None) -> str | None:
 
 
 class MetaFacts:
-    """What a journal's `meta` says: the job's name, the profile's model and where its endpoints point."""
+    """What a run's record says (`records.RunMeta`): the job's name, the run's model and where its
+    endpoints point."""
 
-    def __init__(self, meta: Mapping[str, Any], *, content: bool) -> None:
-        job = meta.get("job") or {}
-        self.job_name = str(job.get("name") or "run") if isinstance(job, dict) else "run"
-        self.default_model = profile_model(meta.get("plan")) or _text((meta.get("template") or {}).get("model"))
+    def __init__(self, meta: RunMeta, *, content: bool) -> None:
+        self.job_name = meta.job.name or "run"
+        self.default_model = meta.plan.model
         """The model a call outside the grid asks for (the planner, the aggregator): the run's."""
-        judge = meta.get("judge") or {}
-        self.judge_model = (
-            _text((judge.get("spec") or {}).get("model"))
-            or _text((judge.get("profile") or {}).get("model"))
-            or self.default_model
-        )
+        self.judge_model = meta.judge.model(self.default_model) if meta.judge is not None else self.default_model
         self.content = content
-        self._servers = servers_from_plan(meta.get("plan"))
+        self._servers = servers_of(meta.plan.profile)
 
     def phase_model(self, phase: str) -> str | None:
         """The model a call of a swarm's step or of the judge asks for (its body is not journaled)."""
@@ -133,9 +120,7 @@ class LiveFacts(MetaFacts):
     tool call was given and answered, read from the journal (the engine's listeners get the
     event without them: the journal keeps them) on a read-only connection of the tracer's own."""
 
-    def __init__(
-        self, tasks: Mapping[int, Any], meta: Mapping[str, Any], *, content: bool, run_dir: Path | None = None
-    ) -> None:
+    def __init__(self, tasks: Mapping[int, Any], meta: RunMeta, *, content: bool, run_dir: Path | None = None) -> None:
         super().__init__(meta, content=content)
         self._tasks = tasks
         self._run_dir = run_dir

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from swarm_tui.records import RunMeta
 
 
-def run_identity(meta: dict[str, Any]) -> str:
+def run_identity(meta: RunMeta) -> str:
     """What names a run among all runs: its journal's creation time and its job's name."""
-    job = meta.get("job") or {}
-    return json.dumps([meta.get("created_at"), job.get("name") if isinstance(job, dict) else None])
+    return json.dumps([meta.created_at, meta.job.name])
 
 
 KINDS = {"session": 1, "agent": 2, "chat": 3, "phase": 4}

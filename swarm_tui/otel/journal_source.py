@@ -18,6 +18,7 @@ from swarm_tui.core.events import EngineEvent, ToolCallEnded
 from swarm_tui.journal import Journal, JournalFollower
 from swarm_tui.journal.note_kinds import old_note
 from swarm_tui.otel.facts import ANSWER_HEAD_CHARS, MetaFacts, answer_model
+from swarm_tui.records import RunMeta
 
 
 def timeline(journal: Journal) -> Iterator[tuple[float, EngineEvent]]:
@@ -52,8 +53,8 @@ def _rebuilt(journal: Journal) -> list[tuple[float, EngineEvent]]:
 class JournalFacts(MetaFacts):
     """The facts of `otel.facts.RunFacts`, read from a journal's tables once."""
 
-    def __init__(self, journal: Journal, *, content: bool) -> None:
-        super().__init__(journal.queries.meta(), content=content)
+    def __init__(self, journal: Journal, meta: RunMeta, *, content: bool) -> None:
+        super().__init__(meta, content=content)
         tasks = journal.queries.tasks()
         self._bodies: dict[int, Mapping[str, Any]] = {row.index: row.body for row in tasks}
         indices = {row.custom_id: row.index for row in tasks}

@@ -27,6 +27,7 @@ from swarm_tui.otel.model import SpanModel
 from swarm_tui.otel.report import TraceReport
 from swarm_tui.otel.sdk import CLOSE_GRACE_S, QueuedSpan, SpanConverter, make_exporter, require_sdk
 from swarm_tui.otel.spans import SpanRecord
+from swarm_tui.records import RunMeta
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -60,7 +61,7 @@ class LiveTracer:
         require_sdk("--otel")
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        meta = journal.queries.meta()
+        meta = RunMeta.read(journal)
         self.ids = SpanIds(run_identity(meta))
         self.facts = LiveFacts(tasks, meta, content=content, run_dir=journal.path.parent)
         self.model = SpanModel(self.ids, self.facts, session=journal.session)

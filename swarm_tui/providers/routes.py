@@ -25,7 +25,7 @@ from swarm_tui.providers.profile import ProviderProfile
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from swarm_tui.run.plan import RunPlan
+    from swarm_tui.records import RunPlan
 
 
 class Strategy(StrEnum):

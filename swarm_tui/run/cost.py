@@ -3,7 +3,7 @@ service tier and outcome, and the cost fields of `summary.json`.
 
 Apart from `pricing` (what a token costs) because this reads a run: the journal's attempts and
 the prices its plan recorded when it opened, so a summary written later (a resumed run, `swarm-tui
-summary`) bills at the prices the run was sent at, not at today's table.
+export`) bills at the prices the run was sent at, not at today's table.
 
 The attempts are read from the journal's event log, which keeps each attempt whole (its cache
 writes and the tier that served it, besides the tokens the `attempts` table has); a journal
@@ -34,6 +34,7 @@ from swarm_tui.core.lanes import BATCH, BATCH_SUFFIX, LIVE, is_batch_endpoint, l
 from swarm_tui.core.tiers import BATCH_TIER, BILLED_TIERS, DEFAULT, FLEX, PRIORITY, tier_of
 from swarm_tui.core.usage import Usage
 from swarm_tui.pricing import CostParts, Price, PriceTable, cost_per_minute, projected_total
+from swarm_tui.records import CostBreakdown, RunPlan, SpendFigures, Summary
 
 if TYPE_CHECKING:
     from swarm_tui.journal import Journal
@@ -148,25 +149,20 @@ def _usage(row: dict[str, Any]) -> Usage:
 
 def summary_cost_fields(
     journal: Journal,
+    plan: RunPlan,
     *,
-    model: str | None,
-    provider: str,
     cost_usd: float | None,
     makespan_s: float | None,
     finished: int,
     unfinished: int,
     currency: DisplayCurrency,
-) -> dict[str, Any]:
-    """The cost fields of `summary.json`, from a journal (read-only use): spend rate, projected
-    total, the cost in `currency` (chosen when the run opened), and where the money went
-    (`run_cost_details`), with the tier the run asked for."""
-    meta = journal.queries.meta()
-    plan = meta.get("plan") or {}
-    prices = plan.get("prices") or {}
-    profile = plan.get("profile") or {}
-    fallback_model = profile.get("fallback_model")
+) -> SpendFigures:
+    """The cost fields of `summary.json`, from a journal (read-only use) and the run's plan (its
+    model, endpoint, tier, and the prices it recorded when it opened): spend rate, projected total,
+    the cost in `currency` (chosen when the run opened), and where the money went (`run_cost_details`)."""
+    model, profile = plan.model, plan.profile
     try:
-        table = PriceTable.builtin(prices)
+        table = PriceTable.builtin(plan.prices)
     except InputError:
         table = PriceTable.builtin()
 
@@ -174,7 +170,7 @@ def summary_cost_fields(
     def price_for(endpoint: str) -> Price | None:
         provider = endpoint.split("/")[0]
         if endpoint.endswith("/fallback"):
-            return table.lookup(fallback_model or model, provider)
+            return table.lookup(profile.fallback_model or model, provider)
         live = table.lookup(model, provider)
         if live is not None and is_batch_endpoint(endpoint):
             # a batch-lane attempt of the primary: its batch rate (the live one, an upper bound,
@@ -183,23 +179,22 @@ def summary_cost_fields(
         return live
 
     details = run_cost_details(billed_attempts(journal), price_for)
-    details["service_tier"] = profile.get("service_tier") or DEFAULT
+    details["service_tier"] = profile.service_tier or DEFAULT
     details["currency"] = {**currency.to_dict(), "amount": _round(currency.amount(cost_usd))}
-    per_min = cost_per_minute(cost_usd, makespan_s)
-    return {
-        "cost_per_min_usd": _round(per_min),
-        "cost_projected_usd": _round(projected_total(cost_usd, finished, unfinished)),
-        "cost_display": currency.format(cost_usd) if cost_usd is not None else f"price unknown for model {model!r}",
-        "cost_breakdown": details,
-    }
+    return SpendFigures(
+        cost_per_min_usd=_round(cost_per_minute(cost_usd, makespan_s)),
+        cost_projected_usd=_round(projected_total(cost_usd, finished, unfinished)),
+        cost_display=currency.format(cost_usd) if cost_usd is not None else f"price unknown for model {model!r}",
+        cost_breakdown=CostBreakdown.from_json(details),
+    )
 
 
-def tier_text(summary: dict[str, Any]) -> str | None:
+def tier_text(summary: Summary) -> str | None:
     """One line of what a run billed at a service tier other than the default, against what the
     same tokens cost at the default tier; None when no call was (or the cost is unknown)."""
-    details = summary.get("cost_breakdown") or {}
-    by_tier = {tier: usd for tier, usd in (details.get("by_tier") or {}).items() if usd}
-    total, at_default = summary.get("cost_usd"), details.get("at_default_tier_usd")
+    details = summary.spend.cost_breakdown if summary.spend is not None else None
+    by_tier = {tier: usd for tier, usd in details.by_tier.items() if usd} if details is not None else {}
+    total, at_default = summary.cost_usd, details.at_default_tier_usd if details is not None else None
     if total is None or not at_default or not set(by_tier) & {FLEX, PRIORITY}:
         return None
     parts = ", ".join(f"{tier} ${usd:.4f}" for tier, usd in by_tier.items())

@@ -5,7 +5,8 @@
   so a stale lock is simply taken over). A second `run --out` or `resume` of the same
   directory exits 2 naming the PID that holds it; `attach` takes no lock (it reads the journal
   and steers through its control queue).
-* **A new run goes into a new or empty directory**: never over a user's own files.
+* **A new run goes into a new or empty directory**: never over a user's own files; without
+  `--out`, a new one named after the time and the job (`default_run_dir`).
 * **Private**, and its files made whole or not at all (`util.files`).
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from datetime import datetime
 from pathlib import Path
 
 from swarm_tui.core.errors import InputError
@@ -79,6 +81,18 @@ def prepare_new(run_dir: Path, *, field: str = "--out") -> bool:
     except OSError as exc:
         raise InputError.single(field, "run directory", f"{run_dir} cannot be written: {_os_reason(exc)}") from None
     return not existed
+
+
+def default_run_dir(job_name: str, root: Path = Path("runs")) -> Path:
+    """`--out`'s default: `runs/<timestamp>-<job name>`, numbered when that is taken (nothing is made)."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in job_name)[:60] or "job"
+    path = root / f"{stamp}-{safe}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = root / f"{stamp}-{safe}-{n}"
+    return path
 
 
 def discard_new(run_dir: Path, created: bool) -> None:

@@ -13,7 +13,8 @@ from swarm_tui.judge.judge import CONCURRENCY as JUDGE_CONCURRENCY
 from swarm_tui.judge.judge import Judge, JudgedEngine
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile
-from swarm_tui.run.plan import DEMO_SIM, RunPlan
+from swarm_tui.records import RunPlan
+from swarm_tui.run.plan import DEMO_SIM
 from swarm_tui.sim import SimServer
 from swarm_tui.swarm.pipeline import SwarmPipeline
 

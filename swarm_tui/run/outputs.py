@@ -1,5 +1,5 @@
 """A run's outputs, written from its journal: results.jsonl, errors.jsonl, transcripts.jsonl and
-summary.json (contract: DESIGN.md, "Files").
+summary.json (`records.Summary`), the files scripts read after a run: their formats are a contract.
 
 Each is written under a temporary name (0600) and renamed into place, so a reader never sees
 half a file; a resume removes the previous session's before it sends anything
@@ -35,8 +35,29 @@ from swarm_tui.journal import Journal
 from swarm_tui.judge.judge import quality_summary
 from swarm_tui.pricing.currency import USD, DisplayCurrency
 from swarm_tui.providers.answer import repaired_text
+from swarm_tui.records import (
+    AgentTotals,
+    AnswerTotals,
+    Autopilot,
+    AutopilotPlan,
+    Batch,
+    BudgetFigures,
+    CacheTotals,
+    DeadlineOutcome,
+    Deadlines,
+    EndpointFigures,
+    Failover,
+    LatencyMs,
+    Quality,
+    RequestCounts,
+    RunMeta,
+    RunPlan,
+    Summary,
+    TailDeadlines,
+    TokenCounts,
+    Traces,
+)
 from swarm_tui.run.cost import summary_cost_fields
-from swarm_tui.run.plan import plan_from_meta
 from swarm_tui.util.files import describe_write_failure, open_private, temp_name
 from swarm_tui.util.strict_json import strict_text
 
@@ -57,17 +78,7 @@ def discard_outputs(run_dir: Path) -> None:
             ) from None
 
 
-def write_outputs(
-    run_dir: Path,
-    journal: Journal,
-    model: str | None,
-    provider: str,
-    simulated: bool,
-    deadlines: dict[str, Any] | None = None,
-    currency: DisplayCurrency = USD,
-    budget: dict[str, Any] | None = None,
-    traces: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def write_outputs(run_dir: Path, journal: Journal, facts: OutputFacts) -> Summary:
     with _atomic(run_dir / "results.jsonl") as results, _atomic(run_dir / "errors.jsonl") as errors:
         for custom_id, ok, request_id, response, error, parsed in journal.queries.iter_answer_rows():
             if ok:
@@ -81,22 +92,13 @@ def write_outputs(
                 "error": {"code": failure.get("code"), "message": failure.get("message")},
             }
             errors.write(strict_text(line) + "\n")  # a key masked, U+2028 escaped: one strict line
-    summary = summarize(
-        journal,
-        model=model,
-        provider=provider,
-        simulated=simulated,
-        deadlines=deadlines,
-        currency=currency,
-        budget=budget,
-        traces=traces,
-    )
-    if summary.get("agents"):  # multi-step agents: each one's whole transcript, custom_id first
+    summary = summarize(journal, facts)
+    if summary.agents is not None:  # multi-step agents: each one's whole transcript, custom_id first
         with _atomic(run_dir / "transcripts.jsonl") as transcripts:
             for transcript in journal.history.iter_transcripts():
                 transcripts.write(strict_text(transcript) + "\n")
     with _atomic(run_dir / "summary.json") as fh:
-        json.dump(summary, fh, indent=2, ensure_ascii=False)
+        json.dump(summary.to_json(), fh, indent=2, ensure_ascii=False)
         fh.write("\n")
     return summary
 
@@ -132,26 +134,12 @@ def _one_line(parsed: str) -> str:
     return strict_text(json.loads(parsed))
 
 
-def summarize(
-    journal: Journal,
-    *,
-    model: str | None,
-    provider: str,
-    simulated: bool,
-    deadlines: dict[str, Any] | None = None,
-    currency: DisplayCurrency = USD,
-    budget: dict[str, Any] | None = None,
-    traces: dict[str, Any] | None = None,
-    breakdown: bool = True,
-) -> dict[str, Any]:
-    """summary.json; `deadlines`: the engine's tail deadlines as it ended (the rule and its figures);
-    `budget`: the spend ledger's report (`SpendLedger.report`), when the run has a budget;
-    `traces`: what the live OpenTelemetry export delivered (`otel.report.TraceReport`), with `--otel`;
-    `breakdown`: the cost fields (`run_cost.summary_cost_fields`), which read every attempt in the
-    log: left out of the summary shown at a stop whose outputs are left for later (`run_outputs`)."""
+def summarize(journal: Journal, facts: OutputFacts, *, breakdown: bool = True) -> Summary:
+    """summary.json, from the journal and what it does not hold (`facts`). `breakdown`: the cost
+    fields (`run.cost.summary_cost_fields`), which read every attempt in the log: left out of the
+    summary shown at a stop whose outputs are left for later (`end_outputs`)."""
     counts = journal.queries.counts()
     totals = journal.queries.attempt_totals()
-    latencies = journal.queries.success_latencies()
     total = sum(counts.values())
     succeeded = counts.get(TaskState.SUCCEEDED, 0)
     failed = counts.get(TaskState.FAILED, 0)
@@ -161,83 +149,57 @@ def summarize(
     cost = totals["cost_usd"]
     cost_usd = round(cost, 6) if cost is not None and not totals["unpriced"] else None
     unfinished = total - succeeded - failed
-    summary = {
-        "total": total,
-        "succeeded": succeeded,
-        "failed": failed,
-        "unfinished": unfinished,
-        "makespan_s": makespan,
-        "latency_ms": latency_summary(latencies),
-        "tokens": {
-            "prompt": totals["prompt"],
-            "completion": totals["completion"],
-            "cached": totals["cached"],
-            "reasoning": totals["reasoning"],
-        },
-        "cost_usd": cost_usd,
-        "cost_estimated_usd": round(totals["estimated_cost_usd"] or 0.0, 6),
-        "cost_note": _cost_note(totals, model),
-        "truncated": totals["truncated"],
-        "requests": {k: totals[k] for k in ("sent", "retried", "rate_limited", "server_errors", "timeouts")},
-        "provider": provider,
-        "model": model,
-        "simulated": simulated,
-        "failovers": failovers(journal),
-        **plan_history(journal, totals["last_ended"]),
-        "endpoints": journal.queries.endpoint_totals(),
-        "deadlines": {**(deadlines or {}), "abandoned": journal.queries.abandoned_attempts()},
-    }
-    summary.update(_run_features(journal, budget, traces))
-    if breakdown:
-        cost = summary_cost_fields(
+    plan = facts.plan
+    quality = quality_summary(journal)
+    agents = journal.history.agent_totals()
+    cache = journal.queries.cache_totals()
+    answers = journal.queries.answer_totals(ESCALATED_PREFIX)  # unusable answers: by class, and what followed
+    return Summary(
+        total=total,
+        succeeded=succeeded,
+        failed=failed,
+        unfinished=unfinished,
+        makespan_s=makespan,
+        latency_ms=LatencyMs(**latency_summary(journal.queries.success_latencies())),
+        tokens=TokenCounts(totals["prompt"], totals["completion"], totals["cached"], totals["reasoning"]),
+        cost_usd=cost_usd,
+        cost_estimated_usd=round(totals["estimated_cost_usd"] or 0.0, 6),
+        cost_note=_cost_note(totals, plan.model),
+        truncated=totals["truncated"],
+        requests=RequestCounts(**{k: totals[k] for k in RequestCounts.json_keys()}),
+        provider=plan.profile.name,
+        model=plan.model,
+        simulated=plan.profile.is_simulator,
+        failovers=failovers(journal),
+        autopilot=autopilot(journal, totals["last_ended"]),
+        endpoints={name: EndpointFigures.from_json(row) for name, row in journal.queries.endpoint_totals().items()},
+        deadlines=Deadlines(facts.deadlines, journal.queries.abandoned_attempts()),
+        budget=facts.budget,
+        agents=AgentTotals.from_json(agents) if agents is not None else None,
+        quality=Quality.from_json(quality) if quality is not None else None,
+        cache=CacheTotals.from_json(cache) if cache is not None else None,
+        answers=AnswerTotals.from_json({"valid": succeeded, **answers}) if answers is not None else None,
+        traces=facts.traces,
+        batches=[Batch.from_json(batch) for batch in journal.history.batch_summary()],
+        spend=summary_cost_fields(
             journal,
-            model=model,
-            provider=provider,
+            plan,
             cost_usd=cost_usd,
             makespan_s=makespan,
             finished=succeeded + failed,
             unfinished=unfinished,
-            currency=currency,
+            currency=facts.currency,
         )
-        summary.update(cost)
-    return summary
+        if breakdown
+        else None,
+    )
 
 
-def _run_features(journal: Journal, budget: dict[str, Any] | None, traces: dict[str, Any] | None) -> dict[str, Any]:
-    """The summary's sections of what this run used, each present only when it did."""
-    sections: dict[str, Any] = {}
-    if budget is not None:  # whether the budget held, and how near the run came to it
-        sections["budget"] = budget
-    agents = journal.history.agent_totals()
-    if agents is not None:  # multi-step agents: steps, tool calls, the critical path
-        sections["agents"] = agents
-    quality = quality_summary(journal)
-    if quality is not None:  # the judge: scores, drifts acted on, its cost apart
-        sections["quality"] = quality
-    answers = journal.queries.answer_totals(ESCALATED_PREFIX)
-    if answers is not None:  # answers that were not usable: by class, re-asked, given room, escalated
-        sections["answers"] = {"valid": _valid(journal), **answers}
-    cache = journal.queries.cache_totals()
-    if cache is not None:  # the response cache: answers replayed (sent nothing, cost 0) and what they saved
-        sections["cache"] = cache
-    if traces is not None:  # --otel: the spans sent, and those the collector did not take
-        sections["traces"] = traces
-    batches = journal.history.batch_summary()
-    if batches:  # the batch lane: its batches (latency_ms is the live calls' only)
-        sections["batches"] = batches
-    return sections
-
-
-def _valid(journal: Journal) -> int:
-    """Tasks whose kept answer passed its checks (every success: nothing unusable is kept)."""
-    return journal.queries.counts().get(TaskState.SUCCEEDED, 0)
-
-
-def failovers(journal: Journal) -> list[dict[str, Any]]:
+def failovers(journal: Journal) -> list[Failover]:
     """Each switch of endpoints the log holds (to the fallback, or back): when, to where, why, and
     whether it left the primary (said by the event, else worked out from the endpoints: each run
     starts on its primary, `RunStarted.provider`)."""
-    switches: list[dict[str, Any]] = []
+    switches: list[Failover] = []
     primary = current = None
     for at, event in journal.history.logged(RunStarted, EndpointSwitched):
         if isinstance(event, RunStarted):
@@ -245,7 +207,7 @@ def failovers(journal: Journal) -> list[dict[str, Any]]:
             continue
         assert isinstance(event, EndpointSwitched)
         left_primary = event.from_primary if event.from_primary is not None else current == primary
-        switches.append({"at": at, "to": event.endpoint, "reason": event.reason, "from_primary": left_primary})
+        switches.append(Failover(at, event.endpoint, event.reason, left_primary))
         current = event.endpoint
     return switches
 
@@ -285,21 +247,19 @@ class _atomic:
             self.tmp.unlink(missing_ok=True)
 
 
-def plan_history(journal: Journal, ended_at: float | None) -> dict[str, Any]:
+def autopilot(journal: Journal, ended_at: float | None) -> Autopilot | None:
     """A deadline run's plans as the autopilot made them (`PlanChanged`), and its deadline: kept
-    or not, with the predicted finish and cost of each plan beside what happened. {} without one."""
+    or not, with the predicted finish and cost of each plan beside what happened. None without one."""
+    changes = [(at, event) for at, event in journal.history.logged(PlanChanged) if isinstance(event, PlanChanged)]
+    if not changes:
+        return None
     plans = [
-        {"at": at, **{k: getattr(event, k) for k in ("live", "batch", "finish_at", "cost_usd", "feasible", "reason")}}
-        for at, event in journal.history.logged(PlanChanged)
-        if isinstance(event, PlanChanged)
+        AutopilotPlan(at, event.live, event.batch, event.finish_at, event.cost_usd, event.feasible, event.reason)
+        for at, event in changes
     ]
-    if not plans:
-        return {}
-    deadline = next(
-        event.deadline_at for _, event in journal.history.logged(PlanChanged) if isinstance(event, PlanChanged)
-    )
+    deadline = changes[0][1].deadline_at
     met = ended_at is not None and ended_at <= deadline
-    return {"plans": plans, "deadline": {"at": deadline, "ended_at": ended_at, "met": met}}
+    return Autopilot(plans, DeadlineOutcome(deadline, ended_at, met))
 
 
 STOP_EXPORT_MAX_RESULTS = 20_000
@@ -309,16 +269,15 @@ STOP_EXPORT_MAX_RESULTS = 20_000
 
 @dataclass(frozen=True)
 class OutputFacts:
-    """What summary.json says beyond the journal: the run's model and endpoint, its display
-    currency (chosen when it opened), and the engine's budget ledger and tail deadlines."""
+    """What summary.json says beyond the journal: the run's plan (its endpoint, its model, the
+    prices it is billed at), its display currency (chosen when it opened), and the engine's budget
+    ledger, tail deadlines and trace export as the session ended."""
 
-    model: str | None
-    provider: str
-    simulated: bool
+    plan: RunPlan
     currency: DisplayCurrency = USD
-    budget: dict[str, Any] | None = None
-    deadlines: dict[str, Any] | None = None
-    traces: dict[str, Any] | None = None
+    budget: BudgetFigures | None = None
+    deadlines: TailDeadlines | None = None
+    traces: Traces | None = None
 
 
 @dataclass(frozen=True)
@@ -326,7 +285,7 @@ class RunOutputs:
     """How the end went: the summary (written or not), why the files could not be written
     (`error`), or why they were left for later and how to get them (`deferred`)."""
 
-    summary: dict[str, Any]
+    summary: Summary
     error: str | None = None
     deferred: str | None = None
 
@@ -347,54 +306,22 @@ def end_outputs(run_dir: Path, journal: Journal, facts: OutputFacts, *, user_sto
     if user_stop:
         answers = journal.queries.result_count()
         if answers > STOP_EXPORT_MAX_RESULTS:
-            return RunOutputs(_summary(journal, facts, breakdown=False), deferred=deferred_note(run_dir, answers))
+            return RunOutputs(summarize(journal, facts, breakdown=False), deferred=deferred_note(run_dir, answers))
     try:
-        return RunOutputs(_write(run_dir, journal, facts))
+        return RunOutputs(write_outputs(run_dir, journal, facts))
     except OSError as exc:
         error = describe_write_failure(exc, Path(exc.filename or run_dir))
-        return RunOutputs(_summary(journal, facts), error=error)
-
-
-def _write(run_dir: Path, journal: Journal, facts: OutputFacts) -> dict[str, Any]:
-    return write_outputs(
-        run_dir,
-        journal,
-        facts.model,
-        facts.provider,
-        facts.simulated,
-        deadlines=facts.deadlines,
-        currency=facts.currency,
-        budget=facts.budget,
-        traces=facts.traces,
-    )
-
-
-def _summary(journal: Journal, facts: OutputFacts, *, breakdown: bool = True) -> dict[str, Any]:
-    return summarize(
-        journal,
-        model=facts.model,
-        provider=facts.provider,
-        simulated=facts.simulated,
-        deadlines=facts.deadlines,
-        currency=facts.currency,
-        budget=facts.budget,
-        traces=facts.traces,
-        breakdown=breakdown,
-    )
+        return RunOutputs(summarize(journal, facts), error=error)
 
 
 def facts_from_meta(journal: Journal) -> OutputFacts:
     """The facts of a run no process drives (`swarm-tui export`), from what its journal recorded:
-    its plan's endpoint and model, its prices' currency, its budget against what it spent."""
-    meta = journal.queries.meta()
-    plan = plan_from_meta(meta["plan"])
-    template = meta.get("template") or {}
-    model = plan.profile.model or journal.queries.first_model() or template.get("model")
+    its plan (endpoint, model, prices), its prices' currency, its budget against what it spent."""
+    plan = RunMeta.read(journal).plan
     budget = plan.settings.guards.budget_usd
+    spent = BudgetReport(budget, journal.queries.spent_usd(), 0.0, False) if budget is not None else None
     return OutputFacts(
-        model=model,
-        provider=plan.profile.name,
-        simulated=plan.profile.is_simulator,
+        plan,
         currency=configured_currency(provider=plan.profile.name, prices=plan.prices),
-        budget=None if budget is None else BudgetReport(budget, journal.queries.spent_usd(), 0.0, False).to_dict(),
+        budget=BudgetFigures.from_json(spent.to_dict()) if spent is not None else None,
     )

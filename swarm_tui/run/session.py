@@ -1,7 +1,9 @@
 """A run directory being worked on: journal + endpoint + engine, for a new run or a resume.
 
-Both front ends (headless and the TUI) drive a `SwarmSession` the same way:
-`open_new(...)` or `open_existing(...)`, then `await session.run()`, then `finalize()` writes
+A session opens a plan that is already decided and checked (`run.resolve`, `run.preflight`):
+`open_new(job, plan, run_dir)` makes a new run, `open_existing(stored, plan)` goes on with a
+stored run (`run.stored`: its lock, journal and meta, held once). Both front ends (headless and
+the TUI) then drive it the same way: `await session.run()`, after which `finalize()` writes
 `results.jsonl`, `errors.jsonl` and `summary.json` from the journal, and `aclose()`.
 The session also serves the journal's control queue, so `attach` in another terminal can
 pause, resume, retry and abort this run.
@@ -14,14 +16,12 @@ import contextlib
 import sqlite3
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict, replace
-from datetime import datetime
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from swarm_tui.cache import CacheMode, CacheSettings, ResponseCache, default_cache_dir
 from swarm_tui.config import configured_currency
-from swarm_tui.core.checks import AnswerSpec
 from swarm_tui.core.errors import InputError, JournalWriteError
 from swarm_tui.core.events import RunFinished, TaskQueued
 from swarm_tui.core.notes import CacheUnavailable
@@ -33,53 +33,45 @@ from swarm_tui.engine.answers import ESCALATED_PREFIX, AnswerChecks
 from swarm_tui.engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from swarm_tui.engine.ports import Engine
 from swarm_tui.engine.routing.endpoints import RouteSpec
-from swarm_tui.jobs import Job, TaskTemplate
-from swarm_tui.jobs.judge_spec import JudgeSpec
-from swarm_tui.jobs.swarm_spec import SwarmSpec
-from swarm_tui.journal import JOURNAL_NAME, Journal, migrate
+from swarm_tui.jobs import Job
+from swarm_tui.journal import JOURNAL_NAME, Journal
 from swarm_tui.judge.judge import Judge, JudgedEngine
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.providers.routes import RoutePlan, open_clients
+from swarm_tui.records import (
+    BudgetFigures,
+    JobRecord,
+    JudgeRecord,
+    RunMeta,
+    RunPlan,
+    Summary,
+    TailDeadlines,
+    Traces,
+)
 from swarm_tui.run.directory import RunDirLock, discard_new, prepare_new
 from swarm_tui.run.judge import JudgeEndpoint, make_judge
-from swarm_tui.run.outputs import OutputFacts, discard_outputs, end_outputs, summarize
-from swarm_tui.run.plan import (
-    DEMO_SIM,
-    RayOptions,
-    RunContents,
-    RunPlan,
-    judge_from_meta,
-    judge_to_meta,
-    plan_from_meta,
-    plan_to_meta,
-)
+from swarm_tui.run.outputs import OutputFacts, discard_outputs, end_outputs
+from swarm_tui.run.plan import DEMO_SIM, RayOptions, RunContents
+from swarm_tui.run.stored import StoredRun
 from swarm_tui.sim import SimConfig, SimServer
 from swarm_tui.swarm.pipeline import SwarmPipeline, drop_memory
-from swarm_tui.tools import Toolbox, ToolsSpec
+from swarm_tui.tools import Toolbox
 from swarm_tui.util.files import describe_write_failure
 from swarm_tui.view.follower import close_interrupted_run
 
 if TYPE_CHECKING:
     from swarm_tui.otel.live import LiveTracer
 
-__all__ = ["DEMO_SIM", "RayOptions", "RunContents", "RunPlan", "SwarmSession", "default_run_dir", "summarize"]
+__all__ = ["DEMO_SIM", "RayOptions", "RunContents", "RunPlan", "SwarmSession"]
 
 CONTROL_POLL_S = 0.5
 
 
-def default_run_dir(job_name: str, root: Path = Path("runs")) -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in job_name)[:60] or "job"
-    path = root / f"{stamp}-{safe}"
-    n = 1
-    while path.exists():
-        n += 1
-        path = root / f"{stamp}-{safe}-{n}"
-    return path
-
-
 class SwarmSession:
+    """A run being worked on by this process: its journal (and the directory's lock), its endpoint
+    clients, its engine (here or on Ray), its pipeline and judge; see the module."""
+
     def __init__(
         self,
         run_dir: Path,
@@ -98,13 +90,14 @@ class SwarmSession:
         """Why the outputs were left for `swarm-tui export` at the user's stop, and how to get them."""
         self.user_stopped = False
         """The user asked the run to stop (a signal, an abort): `stop_by_user`."""
-        self.summary: dict[str, Any] | None = None
+        self.summary: Summary | None = None
         """summary.json's content, once `run()` has ended."""
         self.currency = configured_currency(provider=plan.profile.name, prices=plan.prices)
         """The display currency of summary.json, chosen now: the same run exports the same anywhere."""
         self.plan = plan
         self.job_name = contents.job_name
-        self.model = contents.model(plan)
+        self.model = plan.model
+        """The run's model, as the plan decided it (`RunPlan.deciding_model`)."""
         self.template = contents.template
         self.swarm = contents.swarm
         self.sim: SimServer | None = None
@@ -127,8 +120,8 @@ class SwarmSession:
         self._control_task: asyncio.Task[None] | None = None
         self.judge_endpoint = JudgeEndpoint()
         self.judge: Judge | None = None
-        if contents.judge is not None and Capability.JUDGE in self.engine.capabilities:  # else the CLI refused it
-            self.judge = self._make_judge(contents.judge, contents.judge_profile)
+        if contents.judge is not None and Capability.JUDGE in self.engine.capabilities:  # else the preflight refused it
+            self.judge = self._make_judge(contents.judge)
         self.tracer: LiveTracer | None = None  # --otel: the run's spans exported as it goes (`trace`)
 
     def _escalation_client(self) -> ProviderClient | None:
@@ -222,17 +215,16 @@ class SwarmSession:
             simulated=self.simulated,
         )
 
-    def _make_judge(self, spec: JudgeSpec, profile: ProviderProfile | None) -> Judge:
+    def _make_judge(self, judge: JudgeRecord) -> Judge:
         engine = cast("JudgedEngine", self.engine)  # an engine that declares the judge capability
-        self.judge_endpoint = JudgeEndpoint.open(profile, self.plan)
-        model = spec.model or (profile.model if profile is not None else None) or self.model or ""
+        self.judge_endpoint = JudgeEndpoint.open(judge.profile, self.plan)
         return make_judge(
             engine,
             self.journal,
-            spec,
+            judge.spec,
             self.judge_endpoint,
             self.plan,
-            model=model,
+            model=judge.model(self.model) or "",
             pipeline=self.pipeline,
             multi_round=self.swarm is not None and self.swarm.memory.rounds > 1,
         )
@@ -285,24 +277,32 @@ class SwarmSession:
         ray: RayOptions | None = None,
         judge_profile: ProviderProfile | None = None,
     ) -> SwarmSession:
-        """A new run in `run_dir` (new or empty; InputError otherwise), locked for this process."""
+        """A new run in `run_dir` (new or empty; InputError otherwise), locked for this process. The
+        plan's model is the one it decided; a plan made by hand (a test, the replay) has it decided
+        here, by the same rule (`RunPlan.deciding_model`)."""
         tasks = job.tasks
         template = job.template
+        if plan.model is None:
+            first = tasks[0] if tasks else None
+            plan = plan.deciding_model(first.body.get("model") if first is not None else None, template)
         if template is not None and plan.profile.model:  # later rounds and planned tasks ask for it too
             template = replace(template, model=plan.profile.model)
         created = prepare_new(run_dir)
         lock = RunDirLock(run_dir).acquire()
-        meta = {
-            "job": {"name": job.name, "source": job.source, "options": job.options},
-            "plan": plan_to_meta(plan),
-            "swarm": job.swarm.to_meta() if job.swarm else None,
-            "template": asdict(template) if template else None,
-            "tools": job.tools.to_meta() if job.tools else None,
-            "judge": judge_to_meta(job.judge, judge_profile),
-            "answer": job.answer.to_meta() if job.answer is not None else None,
-        }
+        judge = JudgeRecord(job.judge, judge_profile) if job.judge is not None else None
+        table = job.table.to_meta() if job.table is not None else None
+        meta = RunMeta(
+            JobRecord(job.name, job.source, job.options, table),
+            plan,
+            job.swarm,
+            template,
+            job.tools,
+            judge,
+            job.answer,
+        )
         try:
-            journal = Journal.create(run_dir, tasks, meta)
+            written, rows = job.table.beside_tasks() if job.table is not None else (tasks, None)  # a table: one read
+            journal = Journal.create(run_dir, written, meta.to_meta(), rows=rows)
         except BaseException as exc:  # Ctrl-C, a full disk: no run was made, so no half-made directory stays
             lock.release()
             discard_new(run_dir, created)
@@ -318,8 +318,7 @@ class SwarmSession:
                 swarm=job.swarm,
                 template=template,
                 tools=job.tools,
-                judge=job.judge,
-                judge_profile=judge_profile,
+                judge=judge,
                 answer=job.answer,
             )
             return cls(run_dir, journal, plan, contents, ray, lock)
@@ -329,6 +328,48 @@ class SwarmSession:
 
     @classmethod
     def open_existing(
+        cls, stored: StoredRun, plan: RunPlan, *, retry_failed: bool = False, ray: RayOptions | None = None
+    ) -> SwarmSession:
+        """The stored run going on with `plan` (its stored plan with what the resume changes,
+        resolved and checked): the journal's new session begins here, its first write (an older
+        journal is brought to this version's log then, once). `retry_failed`: the tasks that
+        failed finally are queued again. On success the session owns the stored run's journal and
+        lock; the caller releases them if this fails (`StoredRun.released_on_error`)."""
+        journal, run_dir = stored.journal, stored.run_dir
+        try:
+            journal.begin_session()  # the first write: a journal that cannot take one fails here, nothing sent
+        except JournalWriteError as exc:
+            raise InputError.single(journal.path, "journal", f"{exc.cause}; resume writes the journal") from None
+        discard_outputs(run_dir)  # this session's, or none: never the last session's looking current
+        moved = stored.moved(plan)
+        if moved is not None:  # a later resume goes on where this one moved the run
+            journal.writer.set_meta("plan", moved.to_meta())
+        close_interrupted_run(journal)  # its last process was killed: its calls in flight were lost
+        if retry_failed:
+            failed = [i for i, state in journal.queries.states().items() if state is TaskState.FAILED]
+            journal.records.requeue(failed, [TaskQueued(i, TaskState.FAILED) for i in failed])
+        meta = stored.meta
+        template = meta.template
+        if plan.profile != meta.plan.profile and plan.profile.model:
+            journal.replace_model(plan.profile.model)  # what is sent from now on is what the journal says is sent
+            if template is not None:  # later rounds and planned tasks ask for it too
+                template = replace(template, model=plan.profile.model)
+        states, attempts = journal.queries.task_progress()
+        contents = RunContents(
+            meta.job.name,
+            journal.task_table(),
+            states,
+            attempts,
+            meta.swarm,
+            template,
+            meta.tools,
+            meta.judge,
+            meta.answer,
+        )
+        return cls(run_dir, journal, plan, contents, ray, stored.lock)
+
+    @classmethod
+    def reopen(
         cls,
         run_dir: Path,
         *,
@@ -341,80 +382,15 @@ class SwarmSession:
         route: RoutePlan | None = None,
         escalate: ProviderProfile | None = None,
     ) -> SwarmSession:
-        """Resume the run in `run_dir`; RunDirBusy (exit 2) when another live process writes it.
-        `sim`: the simulator's settings for this session, when the user changed them. `route`:
-        with a new `profile`, the route it heads (without one the run's own route goes on)."""
-        Journal.open(run_dir, readonly=True).close()  # no (whole) journal: say so before taking the lock
-        lock = RunDirLock(run_dir).acquire()
-        try:
-            return cls._resume(run_dir, lock, profile, settings, cache, retry_failed, ray, sim, route, escalate)
-        except BaseException:
-            lock.release()
-            raise
-
-    @classmethod
-    def _resume(
-        cls,
-        run_dir: Path,
-        lock: RunDirLock,
-        profile: ProviderProfile | None,
-        settings: EngineSettings | None,
-        cache: CacheSettings | None,
-        retry_failed: bool,
-        ray: RayOptions | None,
-        sim: SimConfig | None,
-        route: RoutePlan | None = None,
-        escalate: ProviderProfile | None = None,
-    ) -> SwarmSession:
-        journal = Journal.open(run_dir)
-        meta = journal.queries.meta()
-        stored = plan_from_meta(meta["plan"])
-        route = stored.route if profile is None else route  # a new endpoint: the route the flags name, if any
-        plan = RunPlan(
-            profile or stored.profile,
-            settings or stored.settings,
-            sim or stored.sim,
-            stored.prices,
-            route,
-            cache or stored.cache,
-            escalate or stored.escalate,
-        )
-        try:
-            journal.begin_session()  # the first write: a journal that cannot take one fails here, nothing sent
-        except JournalWriteError as exc:
-            journal.close()
-            raise InputError.single(journal.path, "journal", f"{exc.cause}; resume writes the journal") from None
-        discard_outputs(run_dir)  # this session's, or none: never the last session's looking current
-        if profile is not None and (profile, route) != (stored.profile, stored.route):  # a later resume too
-            journal.writer.set_meta("plan", plan_to_meta(replace(stored, profile=profile, route=route)))
-        migrate(journal)  # a journal from before the event log gets one, rebuilt from its rows
-        close_interrupted_run(journal)  # its last process was killed: its calls in flight were lost
-        if retry_failed:
-            failed = [i for i, state in journal.queries.states().items() if state is TaskState.FAILED]
-            journal.records.requeue(failed, [TaskQueued(i, TaskState.FAILED) for i in failed])
-        if profile is not None and profile.model:
-            journal.replace_model(profile.model)  # what is sent from now on is what the journal says is sent
-        states, attempts = journal.queries.task_progress()
-        tasks = journal.task_table()
-        swarm = SwarmSpec.from_meta(meta["swarm"]) if meta.get("swarm") else None
-        template = TaskTemplate(**meta["template"]) if meta.get("template") else None
-        if template is not None and profile is not None and profile.model:
-            template = replace(template, model=profile.model)
-        tools = ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None
-        judge, judge_profile = judge_from_meta(meta.get("judge"))
-        contents = RunContents(
-            meta["job"]["name"],
-            tasks,
-            states,
-            attempts,
-            swarm,
-            template,
-            tools,
-            judge,
-            judge_profile,
-            AnswerSpec.from_meta(meta.get("answer")),
-        )
-        return cls(run_dir, journal, plan, contents, ray, lock)
+        """Resume the run in `run_dir` with the changes named here rather than asked on a command
+        line (tests, benchmarks): the same opening as `resume` (`StoredRun.plan_with`), without its
+        preflight. `route`: with a new `profile`, the route it heads (without one the run's own goes on)."""
+        stored = StoredRun.open(run_dir)
+        with stored.released_on_error():
+            plan = stored.plan_with(
+                profile=profile, settings=settings, cache=cache, sim=sim, route=route, escalate=escalate
+            )
+            return cls.open_existing(stored, plan, retry_failed=retry_failed, ray=ray)
 
     def trace(self, *, content: bool = False, endpoint: str | None = None) -> None:
         """Export the run's spans while it goes (`--otel`, `[otel]`; InputError, exit 2, without the extra)."""
@@ -442,7 +418,7 @@ class SwarmSession:
             if self.tracer is not None:  # the last spans sent (or counted as dropped) before the summary says so
                 await asyncio.to_thread(self.tracer.close)
             # results.jsonl of 100,000 tasks takes seconds: written off the event loop (the screen stays live),
-            # and left for `swarm-tui export` when the user stopped a big run (`run_outputs`)
+            # and left for `swarm-tui export` when the user stopped a big run (`outputs.end_outputs`)
             self.user_stopped = self.user_stopped or self.engine.outcome().aborted
             self.summary = await asyncio.to_thread(self.finalize)
         return finished
@@ -463,7 +439,7 @@ class SwarmSession:
 
     def stop_by_user(self, reason: str | None = None) -> None:
         """The user asked the run to stop (SIGTERM, SIGHUP, Ctrl-C): a big run's outputs are left
-        for later (`run_outputs`); with a `reason`, dispatch stops gently (calls in flight finish)."""
+        for later (`outputs.end_outputs`); with a `reason`, dispatch stops gently (calls in flight finish)."""
         self.user_stopped = True
         if reason is not None:
             self.engine.stop_dispatch(reason)
@@ -490,10 +466,10 @@ class SwarmSession:
                 if self.pipeline is not None:
                     self.pipeline.flush_memory()
 
-    def finalize(self) -> dict[str, Any]:
+    def finalize(self) -> Summary:
         """Write results.jsonl, errors.jsonl and summary.json from the journal (atomically), or
         leave them for `swarm-tui export` at a big stop the user asked for with work left
-        (`run_outputs`); the summary either way. `output_error` says why they could not be
+        (`outputs.end_outputs`); the summary either way. `output_error` says why they could not be
         written, `outputs_deferred` why they were left and how to get them."""
         user_stop = self.user_stopped and self.engine.outcome().cancelled > 0
         ended = end_outputs(self.run_dir, self.journal, self._output_facts(), user_stop=user_stop)
@@ -501,28 +477,28 @@ class SwarmSession:
         return ended.summary
 
     def _output_facts(self) -> OutputFacts:
-        traces = self.tracer.report.to_dict() if self.tracer is not None and self.tracer.report else None
+        report = self.tracer.report if self.tracer is not None else None
         tail = self.engine.tail  # None: a distributed engine's deadlines live on its shards
         return OutputFacts(
-            self.model,
-            self.plan.profile.name,
-            self.simulated,
+            self.plan,
             self.currency,
             budget=self._budget(),
-            deadlines=tail.describe() if tail is not None else None,
-            traces=traces,
+            deadlines=TailDeadlines.from_json(tail.describe()) if tail is not None else None,
+            traces=Traces.from_json(report.to_dict()) if report is not None else None,
         )
 
-    def _budget(self) -> dict[str, Any] | None:
+    def _budget(self) -> BudgetFigures | None:
         """The budget's report: the engine's ledger (this session's peak) over the journal's spend."""
         ledger = self.engine.ledger  # on Ray it holds no budget: the shards' allowances do
         report = ledger.report() if ledger is not None else None
         if report is None:
             budget = self.plan.settings.guards.budget_usd
-            return (
-                None if budget is None else BudgetReport(budget, self.journal.queries.spent_usd(), 0.0, False).to_dict()
-            )
-        return replace(report, spent_usd=self.journal.queries.spent_usd()).to_dict()
+            if budget is None:
+                return None
+            report = BudgetReport(budget, self.journal.queries.spent_usd(), 0.0, False)
+        else:
+            report = replace(report, spent_usd=self.journal.queries.spent_usd())
+        return BudgetFigures.from_json(report.to_dict())
 
     async def aclose(self) -> None:
         if self.tracer is not None and self.tracer.report is None:  # a session that never ran: its threads end

@@ -355,6 +355,9 @@ class SwarmApp(App[int]):
     def action_flush_memory(self) -> None:
         self.steering.flush_memory()
 
+    def action_report(self) -> None:
+        self.steering.report()
+
     def action_help(self) -> None:
         self.steering.help()
 

@@ -1,8 +1,9 @@
 """What the console's keys do: steering the run (retry, cancel, pause, abort, the ceiling), the
-views they switch (heat, follow) and the panes they open (detail, help, provider, estimate,
-aggregate). The app's part behind its `action_*` methods and the grid's and the error log's
-messages; which keys make sense now is the actions table's (`view/actions.py`), asked through
-the app's `check_action`, and leaving is the lifecycle's (`lifecycle.py`).
+views they switch (heat, follow), the panes they open (detail, help, provider, estimate,
+aggregate) and the report they write (`w`, in a worker thread). The app's part behind its
+`action_*` methods and the grid's and the error log's messages; which keys make sense now is the
+actions table's (`view/actions.py`), asked through the app's `check_action`, and leaving is the
+lifecycle's (`lifecycle.py`).
 
 Every steering key works the same on a live run and an attached one (the run source forwards
 it through the journal's control queue); an attached view of a run nobody drives offers to
@@ -12,14 +13,18 @@ once, so the grid shows the change without waiting for the painter's next tick.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from textual.app import App
 
 from swarm_tui.config import Config
+from swarm_tui.core.errors import InputError
 from swarm_tui.core.events import TaskState
 from swarm_tui.frontend.source import RunSource
+from swarm_tui.journal import IncompleteRunError
 from swarm_tui.pricing.currency import DisplayCurrency
+from swarm_tui.report import write_report
 from swarm_tui.ui.follow import CursorFollow
 from swarm_tui.ui.format import short_path
 from swarm_tui.ui.keys import KeyManager
@@ -342,3 +347,32 @@ class Steering:
 
     def aggregate(self) -> None:
         self._app.push_screen(AggregateScreen(self._source.run_dir))
+
+    # ----------------------------------------------------------------- the report
+
+    def report(self) -> None:
+        """`w`: the run's report (`swarm_tui.report`), written from its journal in a worker thread
+        (a big run's takes seconds: the screen stays live), then said where."""
+        run_dir = self._source.run_dir
+        self._app.notify(f"Writing the report of {run_dir}…", timeout=3, markup=False)
+        self._app.run_worker(lambda: self._write_report(run_dir), thread=True, group="report", exclusive=True)
+
+    def _write_report(self, run_dir: Path) -> None:
+        app = self._app
+        try:
+            written = write_report(run_dir)
+        except ImportError as exc:
+            app.call_from_thread(app.notify, f"No report: {exc}", severity="error", markup=False)
+            return
+        except (OSError, InputError, IncompleteRunError) as exc:
+            app.call_from_thread(app.notify, f"The report was not written: {exc}", severity="error", markup=False)
+            return
+        snapshot = " (a snapshot of the run so far)" if written.status == "running" else ""
+        app.call_from_thread(
+            app.notify,
+            f"Report written{snapshot}: {written.path} ({written.bytes / 1024:,.0f} KB); open it in a browser, "
+            f"or: swarm-tui report {run_dir} --open",
+            title="Report",
+            timeout=10,
+            markup=False,
+        )

@@ -53,10 +53,10 @@ def remove_leftovers(run_dir: Path) -> list[Path]:
 
 
 def open_private(path: Path, mode: str = "w"):
-    """A text file opened for writing, created 0600 whatever the umask."""
+    """A text file (UTF-8; `mode="wb"`: a binary one) opened for writing, created 0600 whatever the umask."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
     os.fchmod(fd, PRIVATE_FILE)
-    return os.fdopen(fd, mode, encoding="utf-8")
+    return os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- failures in words

@@ -260,6 +260,15 @@ ACTIONS: tuple[Action, ...] = (
         why_not=flush_memory_why_not,
     ),
     Action(
+        "app.report",
+        "w",
+        "report",
+        "Report",
+        "write the run's report (report.html in the run directory: charts, errors, settings; sends nothing)",
+        show=False,
+        palette=Palette("Write the run's report", "one HTML file of the run so far: charts, errors, settings", 12),
+    ),
+    Action(
         "app.help",
         "question_mark",
         "help",
@@ -268,7 +277,7 @@ ACTIONS: tuple[Action, ...] = (
         key_display="?",
         rank=0,
         legacy_id="help",
-        palette=Palette("Help", "keys, panes, monitoring over SSH", 12),
+        palette=Palette("Help", "keys, panes, monitoring over SSH", 13),
     ),
     Action(
         "app.quit",
@@ -278,7 +287,7 @@ ACTIONS: tuple[Action, ...] = (
         "quit (a run in flight is aborted after you confirm); an attached view detaches",
         rank=0,
         legacy_id="quit",
-        palette=Palette("Quit", "leave; a run in flight is aborted, the journal stays resumable", 13),
+        palette=Palette("Quit", "leave; a run in flight is aborted, the journal stays resumable", 14),
         label_now=quit_label,
     ),
     Action(  # Textual's own palette binding, with an id (Textual adds none when one exists)

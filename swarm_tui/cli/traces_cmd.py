@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from swarm_tui.frontend.headless import EXIT_BAD_INPUT
+from swarm_tui.cli.help import HELP_FORMAT
+from swarm_tui.run.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 TRACES_EPILOG = """\
 Needs the otel extra: pip install 'swarm-tui[otel]'. Exit codes: 0 every span delivered;
@@ -20,7 +21,7 @@ examples:
 """
 
 
-def add_trace_commands(commands) -> None:
+def add_parser(commands) -> None:
     export = commands.add_parser(
         "export-traces",
         help="send a run's journal (any version) to an OpenTelemetry collector as GenAI spans",
@@ -29,7 +30,7 @@ def add_trace_commands(commands) -> None:
         "export is the same trace, not a copy. The standard OTEL_EXPORTER_OTLP_* variables apply\n"
         "(headers, timeout...).\n",
         epilog=TRACES_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HELP_FORMAT,
     )
     export.add_argument("run_dir", type=Path, metavar="RUN", help="the run directory (its journal.sqlite)")
     export.add_argument(
@@ -58,4 +59,4 @@ def cmd_export_traces(args: argparse.Namespace) -> int:
     Journal.open(args.run_dir, readonly=True).close()  # no (whole) journal: exit 2 with its path
     report = export_run(args.run_dir, args.endpoint, content=args.otel_content)
     print(f"swarm-tui: {report.describe()}", file=sys.stdout if not report.dropped else sys.stderr)
-    return 0 if not report.dropped else 1
+    return EXIT_OK if not report.dropped else EXIT_FAILED
