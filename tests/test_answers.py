@@ -401,3 +401,18 @@ async def test_an_agents_final_answer_is_checked_its_tool_steps_are_not(tmp_path
     outcomes = [(a["outcome"], a["error_code"]) for a in attempts_of(tmp_path / "run", 0)]
     assert outcomes[0] == ("step", None), "a step that asks for tools is not a final answer"
     assert outcomes[-2:] == [("retry", "reask"), ("failed", "regex")]
+
+
+async def test_a_table_export_gives_the_checked_answers_fields_as_columns(tmp_path, sim_factory):
+    import csv
+
+    sim = sim_factory(seed=41, schema_break_rate=0.3)
+    job = schema_job(tmp_path / "tickets.jsonl", 10)
+    finished = await run_session(session_of(tmp_path, job, sim.base_url))
+    assert finished.succeeded == 10
+    out = tmp_path / "answers.csv"
+    result = run_cli("export", str(tmp_path / "run"), "--format", "csv", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert len(rows) == 10 and {"status", "score", "title"} <= set(rows[0])
+    assert all(row["status"] in ("open", "closed", "blocked") for row in rows), "the parsed value, prose left out"

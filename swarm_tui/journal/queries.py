@@ -51,12 +51,14 @@ class ExportRow:
     latency_ms: float | None
     endpoint: str | None
     error_class: str | None
+    parsed: str | None = None
+    """The answer's JSON value as its checks read it (JSON text), None without."""
 
 
 _EXPORT_ROWS = """
 SELECT t.idx, t.custom_id, t.state, {row}, t.body, r.ok, r.response, r.error,
        COALESCE(a.n, 0), COALESCE(a.prompt, 0), COALESCE(a.completion, 0), COALESCE(a.cached, 0),
-       a.cost, COALESCE(a.unpriced, 0), l.latency_ms, l.endpoint, l.error_class
+       a.cost, COALESCE(a.unpriced, 0), l.latency_ms, l.endpoint, l.error_class, {parsed}
 FROM tasks t
 LEFT JOIN results r ON r.idx = t.idx
 LEFT JOIN (
@@ -189,6 +191,12 @@ class JournalQueries:
         ):
             yield cid, bool(ok), request_id, response, (json.loads(error) if error else None), value
 
+    def has_parsed(self) -> bool:
+        """A kept answer has a parsed value (the run checked its answers' JSON)."""
+        if not self._has_column("results", "parsed"):
+            return False
+        return self._db.execute("SELECT 1 FROM results WHERE parsed IS NOT NULL LIMIT 1").fetchone() is not None
+
     def parsed_of(self, index: int) -> str | None:
         """A task's kept answer's JSON value as its checks read it (JSON text), None without."""
         if not self._has_column("results", "parsed"):
@@ -217,7 +225,9 @@ class JournalQueries:
         """The tasks of index `first` to `end` (excluded) as an export gives them back, in order:
         one query a window, so a million tasks are read a window at a time."""
         has_rows = any(row[1] == "row" for row in self._db.execute("PRAGMA table_info(tasks)"))
-        query = _EXPORT_ROWS.format(row="t.row" if has_rows else "NULL")  # a journal from before rows were kept
+        query = _EXPORT_ROWS.format(  # a journal from before rows (or parsed values) were kept has NULLs
+            row="t.row" if has_rows else "NULL", parsed="r.parsed" if self._has_column("results", "parsed") else "NULL"
+        )
         return [_export_row(row) for row in self._db.execute(query, (first, end, first, end))]
 
     def task_index_bounds(self) -> tuple[int, int]:
@@ -463,7 +473,7 @@ def _export_row(r: Any) -> ExportRow:
     """An `_EXPORT_ROWS` row as an `ExportRow` (its flags as booleans)."""
     ok = None if r[5] is None else bool(r[5])
     return ExportRow(
-        r[0], r[1], r[2], r[3], r[4], ok, r[6], r[7], r[8], r[9], r[10], r[11], r[12], bool(r[13]), *r[14:17]
+        r[0], r[1], r[2], r[3], r[4], ok, r[6], r[7], r[8], r[9], r[10], r[11], r[12], bool(r[13]), *r[14:18]
     )
 
 
