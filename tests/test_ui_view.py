@@ -239,6 +239,7 @@ def test_the_palette_and_the_steering_rules_come_from_the_same_table():
         "Cost projection",
         "Aggregate",
         "Flush the rolling memory",
+        "Write the run's report",
         "Help",
         "Quit",
     ]
