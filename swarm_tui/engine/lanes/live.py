@@ -311,8 +311,10 @@ class LiveLane:
         return None
 
     def _hedge(self, index: int, calls: list[Call]) -> None:
-        """A backup of a slow call, when the budget can hold its worst case too."""
-        backup = self.endpoints.route()
+        """A backup of a slow call, when the budget can hold its worst case too (an escalated
+        task's at the escalation endpoint: its answers were not usable elsewhere)."""
+        escalation = self.endpoints.escalation
+        backup = escalation if escalation is not None and self.outcomes.escalates(index) else self.endpoints.route()
         number = self.engine.numbers.peek(index)
         if self.billing.reserve(index, number, self.request_body(index, backup), backup.name, stop=False):
             calls.append(self._start_call(index, self.engine.numbers.next(index), backup, hedge=True))
