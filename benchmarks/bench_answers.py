@@ -10,8 +10,16 @@ Cases, each on a typical answer of about 1 KB (a chat completion of ~150 words):
                against before+key (the old path with the key registered: it does not search)
   rewrite      an answer with a BOM, read and written again canonically (the rare case)
   stream-body  a streamed answer's assembled body encoded under the same rules (`strict_body`)
+  verdict      an answer checked against the json_schema its body asks for (`engine.answers`:
+               the robust JSON read and the schema's validation), per answer
 
-Usage:  python benchmarks/bench_answers.py [--repeat 5] [--number 20000]
+And what checking answers costs the engine (`--ceiling`, issue 41): the zero-latency ceiling
+(tasks/s of a whole run, 50 in flight, the simulator in its own process answering at once) of a
+job whose every body asks for a `json_schema`, with the answer checks on and with them off (the
+verdict skipped, everything else the same: the same bodies, the same JSON answers), the runs
+interleaved (off, on, off, on...) so that the machine's load hits both alike; best of --runs.
+
+Usage:  python benchmarks/bench_answers.py [--repeat 5] [--number 20000] [--ceiling] [--tasks 3000] [--runs 3]
 Figures are microseconds per answer, the best of --repeat runs; `after / before` is the ratio in
 the same run. Absolute numbers depend on the machine and its load (check `ps aux` first).
 """
@@ -19,13 +27,22 @@ the same run. Absolute numbers depend on the machine and its load (check `ps aux
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import json
+import tempfile
+import time
 import timeit
+from pathlib import Path
 
+from swarm_tui.core.task import Task
 from swarm_tui.core.usage import Usage
+from swarm_tui.engine import EngineSettings, answers
+from swarm_tui.engine.settings import AnswerSettings
+from swarm_tui.jobs import Job
 from swarm_tui.providers.answer import MAX_ANSWER_BYTES, strict_answer, strict_body
 from swarm_tui.providers.client import CallResult, chat_completion_or_raise
+from swarm_tui.providers.profile import ProviderProfile
 from swarm_tui.util import secrets
 
 KEY = "sk-bench-0123456789abcdefABCDEF0123456789"
@@ -71,10 +88,92 @@ def measure(cases: dict, number: int, repeat: int) -> dict[str, float]:
     return best
 
 
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "string", "enum": ["open", "closed", "blocked"]},
+        "score": {"type": "integer", "minimum": 1, "maximum": 5},
+        "title": {"type": "string"},
+    },
+    "required": ["status", "score", "title"],
+    "additionalProperties": False,
+}
+
+
+def checked_body(i: int) -> dict:
+    return {
+        "model": "sim-1",
+        "max_tokens": 200,
+        "messages": [{"role": "user", "content": f"Classify ticket {i}"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "ticket", "schema": SCHEMA}},
+    }
+
+
+def checked_answer() -> CallResult:
+    content = json.dumps({"status": "open", "score": 3, "title": "Sim answer to: Classify ticket 7"})
+    body = json.loads(typical_answer())
+    body["choices"][0]["message"]["content"] = content
+    return CallResult(body=body, usage=Usage(1, 1), request_id="req-1")
+
+
+def verdict_case(checks: answers.AnswerChecks):
+    body = checked_body(7)
+    return lambda result: checks.verdict(body, result)
+
+
+async def ceiling_run(base_url: str, n: int, checks_on: bool) -> tuple[float, float]:
+    """(tasks/s, CPU us a task in this process) of one whole run of `n` checked tasks at 50 in
+    flight; the verdict skipped when off. The engine is CPU-bound at its ceiling, so its CPU time a
+    task is the ceiling's inverse, and far less sensitive than the wall clock to a loaded machine."""
+    from swarm_tui.run.session import RunPlan, SwarmSession
+
+    original = answers.AnswerChecks.verdict
+    if not checks_on:
+        answers.AnswerChecks.verdict = lambda self, body, result: answers.USABLE  # type: ignore[method-assign]
+    try:
+        tasks = [Task(i, f"t{i}", checked_body(i)) for i in range(n)]
+        with tempfile.TemporaryDirectory() as tmp:
+            plan = RunPlan(ProviderProfile("bench", base_url=base_url), EngineSettings.of(concurrency=50))
+            session = SwarmSession.open_new(Job("bench", "bench", tasks), plan, Path(tmp) / "run")
+            t0, cpu0 = time.monotonic(), time.process_time()
+            try:
+                finished = await session.run()
+            finally:
+                await session.aclose()
+            wall, cpu = time.monotonic() - t0, time.process_time() - cpu0
+            assert finished.succeeded == n, finished
+            return n / wall, cpu / n * 1e6
+    finally:
+        answers.AnswerChecks.verdict = original  # type: ignore[method-assign]
+
+
+def ceiling(n: int, runs: int) -> None:
+    from swarm_tui.sim import SimConfig, SimServer
+
+    sim = SimServer(SimConfig(latency_ms=0.0, latency_sigma=0.0)).start(mode="process")
+    rate = {"off": 0.0, "on": 0.0}
+    cpu = {"off": float("inf"), "on": float("inf")}
+    try:
+        asyncio.run(ceiling_run(sim.base_url, min(n, 500), True))  # warm-up: imports, the schema compiled
+        for run in range(runs):
+            for name in ("off", "on") if run % 2 == 0 else ("on", "off"):  # neither always goes first
+                tasks_s, cpu_us = asyncio.run(ceiling_run(sim.base_url, n, name == "on"))
+                rate[name], cpu[name] = max(rate[name], tasks_s), min(cpu[name], cpu_us)
+    finally:
+        sim.stop()
+    print(f"zero-latency ceiling, {n:,} tasks asking for a json_schema, 50 in flight (best of {runs}, interleaved):")
+    for name in ("off", "on"):
+        print(f"  checks {name:<4} {rate[name]:8.0f} tasks/s   {cpu[name]:7.0f} us of CPU a task")
+    print(f"  checking costs {cpu['on'] / cpu['off'] - 1:+.1%} of the engine's CPU a task (its ceiling's inverse)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--number", type=int, default=20000)
+    parser.add_argument("--ceiling", action="store_true", help="also the engine's zero-latency ceiling, checks on/off")
+    parser.add_argument("--tasks", type=int, default=3000)
+    parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     answer = typical_answer()
     body = json.loads(answer)
@@ -85,6 +184,7 @@ def main() -> None:
             "after": (after, answer),
             "rewrite": (after, b"\xef\xbb\xbf" + answer),
             "stream-body": (lambda b: strict_body(b, MAX_ANSWER_BYTES), body),
+            "verdict": (verdict_case(answers.AnswerChecks(None, AnswerSettings())), checked_answer()),
         },
         args.number,
         args.repeat,
@@ -96,6 +196,8 @@ def main() -> None:
     extra, keyed = figures["after"] - figures["before"], figures["after+key"] - figures["before+key"]
     ratio = figures["after"] / figures["before"]
     print(f"  after / before: {ratio:.2f}x (+{extra:.2f} us); with a key: +{keyed:.2f} us")
+    if args.ceiling:
+        ceiling(args.tasks, args.runs)
 
 
 if __name__ == "__main__":

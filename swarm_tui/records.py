@@ -22,6 +22,7 @@ from types import UnionType
 from typing import Any, ClassVar, Self, Union, get_args, get_origin, get_type_hints
 
 from swarm_tui.cache import CacheSettings
+from swarm_tui.core.checks import AnswerSpec
 from swarm_tui.engine.settings import EngineSettings
 from swarm_tui.jobs import TaskTemplate
 from swarm_tui.jobs.judge_spec import JudgeSpec
@@ -55,6 +56,8 @@ class RunPlan:
     model: str | None = None
     """The model the run asks for (`deciding_model`); None until it is decided, or when nothing names
     one. Not stored: the profile and the tasks it is decided from are."""
+    escalate: ProviderProfile | None = None
+    """`--escalate PROFILE`: where a task goes when its answers could not be used (None: nowhere)."""
 
     def deciding_model(self, first_task_model: str | None, template: TaskTemplate | None) -> RunPlan:
         """This plan with the run's model decided, by the one rule every reader of a run follows: the
@@ -81,6 +84,7 @@ class RunPlan:
             "sim": asdict(self.sim) if self.sim else None,
             "prices": self.prices,
             "route": self.route.to_meta() if self.route is not None else None,
+            "escalate": {"name": self.escalate.name, **self.escalate.to_toml()} if self.escalate is not None else None,
             "saved_at": time.time(),
         }
 
@@ -90,6 +94,7 @@ class RunPlan:
         profile_data = dict(meta["profile"])
         profile = ProviderProfile(name=profile_data.pop("name"), **profile_data)
         sim = SimConfig().patched(meta["sim"]) if meta.get("sim") else None  # JSON gave lists for its tuples
+        escalate = dict(meta["escalate"]) if meta.get("escalate") else None
         return cls(
             profile,
             EngineSettings.from_meta(meta["settings"]),
@@ -97,6 +102,7 @@ class RunPlan:
             meta.get("prices") or {},
             RoutePlan.from_meta(meta.get("route")),
             _cache_from_meta(meta),
+            escalate=ProviderProfile(name=escalate.pop("name"), **escalate) if escalate is not None else None,
         )
 
 
@@ -175,6 +181,8 @@ class RunMeta:
     template: TaskTemplate | None = None
     tools: ToolsSpec | None = None
     judge: JudgeRecord | None = None
+    answer: AnswerSpec | None = None
+    """The job's answer checks (`[answer]`, `--schema FILE`): a resumed run checks the same way."""
     created_at: float | None = None
     """When the journal was made (the journal writes it, with its schema): with the job's name, what
     identifies the run among all runs (its traces' ids)."""
@@ -190,6 +198,7 @@ class RunMeta:
             "template": asdict(self.template) if self.template else None,
             "tools": self.tools.to_meta() if self.tools else None,
             "judge": self.judge.to_meta() if self.judge else None,
+            "answer": self.answer.to_meta() if self.answer else None,
         }
         if self.orchestrator is not None:  # a key of its own, only in the runs that have one
             meta["orchestrator"] = self.orchestrator.to_meta()
@@ -207,6 +216,7 @@ class RunMeta:
             template,
             ToolsSpec.from_meta(meta["tools"]) if meta.get("tools") else None,
             JudgeRecord.from_meta(meta.get("judge")),
+            AnswerSpec.from_meta(meta.get("answer")),
             meta.get("created_at"),
             OrchestratorSpec.from_meta(meta["orchestrator"]) if meta.get("orchestrator") else None,
         )
@@ -514,6 +524,20 @@ class CacheTotals(JsonRecord):
 
 
 @dataclass(frozen=True)
+class AnswerTotals(JsonRecord):
+    """What the answer checks did (`engine.answers`): answers kept, the unusable ones by class, what
+    followed them, and the cost on each side of an escalation."""
+
+    valid: int
+    unusable: dict[str, int]
+    failed: dict[str, int]
+    reasked: int
+    more_room: int
+    escalated: int
+    cost_usd: dict[str, float]
+
+
+@dataclass(frozen=True)
 class Traces(JsonRecord):
     """What the live OpenTelemetry export delivered (`otel.report.TraceReport`)."""
 
@@ -625,6 +649,7 @@ class Summary(JsonRecord):
     orchestrator: Orchestration | None = None
     quality: Quality | None = None
     cache: CacheTotals | None = None
+    answers: AnswerTotals | None = None
     traces: Traces | None = None
     batches: list[Batch] = field(default_factory=list)
     stopped: Stopped | None = None
@@ -639,6 +664,7 @@ class Summary(JsonRecord):
         "orchestrator",
         "quality",
         "cache",
+        "answers",
         "traces",
         "stopped",
     )

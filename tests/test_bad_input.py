@@ -311,7 +311,7 @@ def test_a_directory_named_like_a_job_is_an_input_error(tmp_path):
         ),
         (
             TOML_HEAD + 'zzz = 1\n[tasks]\ncount = 1\nprompt = "p"\n',
-            ":3: zzz: unknown key (known: agents, aggregate, cache, context",
+            ":3: zzz: unknown key (known: agents, aggregate, answer, cache, context",
         ),
         (
             TOML_HEAD + '[request]\nmax_tokens = true\n[tasks]\ncount = 1\nprompt = "p"\n',

@@ -36,6 +36,7 @@ SECTIONS: dict[str, type[JsonRecord]] = {
     "`quality.by_round.ROUND`": records.RoundQuality,
     "`quality.drifts[]`": records.Drift,
     "`cache`": records.CacheTotals,
+    "`answers`": records.AnswerTotals,
     "`traces`": records.Traces,
     "`batches[]`": records.Batch,
     "`stopped`": records.Stopped,

@@ -89,7 +89,9 @@ async def test_the_attached_console_shows_the_tree_its_levels_and_critical_path(
 
 
 async def test_x_and_r_on_a_parent_ask_for_its_subtree(tmp_path, sim_factory):
-    sim = sim_factory(latency_ms=500, latency_sigma=0.0)
+    # each call takes 2 s: agent 2's two must still be on the wire when the cancel lands, however
+    # long the key presses take on a loaded machine (at 0.5 s they had sometimes answered first)
+    sim = sim_factory(latency_ms=2000, latency_sigma=0.0)
     job = load_job(job_file(tmp_path, "Steer [[sim:spawn=2/2]]"))
     plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=20))
     session = SwarmSession.open_new(job, plan, tmp_path / "run")

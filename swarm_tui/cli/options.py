@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from swarm_tui.core.lanes import LANES
 from swarm_tui.core.quota import ON_QUOTA
 from swarm_tui.core.tiers import SERVICE_TIERS
+from swarm_tui.engine.settings import ON_TRUNCATED
 from swarm_tui.frontend.progress_lines import DEFAULT_EVERY_S, LOG_FORMATS
 from swarm_tui.jobs.judge_spec import ACTIONS
 from swarm_tui.providers.routes import STRATEGIES
@@ -37,6 +38,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     add_provider_options(p)
     add_engine_options(p)
     add_judge_options(p)
+    add_answer_options(p)
     add_cache_options(p)
     add_sim_options(p)
     add_trace_options(p)
@@ -238,6 +240,37 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
         type=positive_float,
         metavar="POINTS",
         help="allowed fall of the rolling score below its baseline (default 1.5; under 1: a share)",
+    )
+
+
+def add_answer_options(p: argparse.ArgumentParser) -> None:
+    a = p.add_argument_group(
+        "answers (checked against the body's response_format, the job's [answer], --schema; a refusal or a "
+        "filtered answer is never a success)"
+    )
+    a.add_argument(
+        "--schema",
+        type=Path,
+        metavar="FILE.json",
+        help="a JSON Schema every answer's JSON must match (a JSONL job's [answer]; read robustly: fences, prose)",
+    )
+    a.add_argument(
+        "--reasks",
+        type=non_negative_int,
+        metavar="N",
+        help="ask an answer that fails its checks again, with the error, up to N times (default 1)",
+    )
+    a.add_argument(
+        "--on-truncated",
+        choices=ON_TRUNCATED,
+        help="a checked answer cut at its max_tokens: retry once with twice the room, up to the model's maximum "
+        "and within the budget (default); fail; accept it and check it as it is",
+    )
+    a.add_argument(
+        "--escalate",
+        metavar="PROFILE",
+        help="a task whose answers still cannot be used goes once to this profile's endpoint and model, with the "
+        "conversation so far (its attempts' endpoint: escalate:PROFILE)",
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from swarm_tui.run.request import (
+    AnswersRequest,
     CacheRequest,
     ConsoleRequest,
     EngineRequest,
@@ -85,6 +86,9 @@ def run_options(args: argparse.Namespace) -> RunOptions:
             rubric=args.judge_rubric,
             action=args.judge_action,
             drop=args.judge_drop,
+        ),
+        answers=AnswersRequest(
+            schema=args.schema, reasks=args.reasks, on_truncated=args.on_truncated, escalate=args.escalate
         ),
         cache=CacheRequest(mode=args.cache, dir=args.cache_dir, ttl_s=args.cache_ttl, max_bytes=args.cache_max_size),
         sim=SimRequest(

@@ -32,3 +32,7 @@ class BatchLines:
     retried: list[Attempt] = field(default_factory=list)
     unfinished: list[Attempt] = field(default_factory=list)
     """Lines not run (the batch was cancelled): their tasks wait for the next session."""
+    parsed: dict[int, str] = field(default_factory=dict)
+    """A succeeded line's JSON value as the answer checks read it, by task."""
+    bodies: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """A retried line's next request, when it changed (its answer asked for again), by task."""

@@ -36,6 +36,14 @@ class ErrorClass(StrEnum):
     """A 200 whose JSON cannot be kept strictly (not UTF-8, nested too deep): retried like bad_response."""
     ANSWER_TOO_LARGE = "answer_too_large"
     """A 200 over `--max-answer-bytes`: not retried (the same request asks for as much again)."""
+    REFUSAL = "refusal"
+    """A 200 whose message is the model's refusal (`message.refusal`): not done, never kept or cached."""
+    CONTENT_FILTER = "content_filter"
+    """A 200 the provider's filter stopped (`finish_reason: content_filter`): not done, never kept."""
+    TRUNCATED = "truncated"
+    """A 200 cut at its token limit (`finish_reason: length`) where the answer is checked (or empty)."""
+    FAILED_CHECK = "failed_check"
+    """A 200 that fails a check the job asks for (its schema, JSON, a regex, a validator)."""
     UNEXPECTED = "unexpected"
 
 
@@ -117,6 +125,12 @@ class CallError:
         whether a timeout is congestion from the latency curve)."""
         return self.is_rate_limited or self.is_overload or self.kind is ErrorClass.TIMEOUT
 
+
+ANSWER_ERRORS = frozenset(
+    {ErrorClass.REFUSAL, ErrorClass.CONTENT_FILTER, ErrorClass.TRUNCATED, ErrorClass.FAILED_CHECK}
+)
+"""An answer came back and is not usable: the answer checks' to act on (re-ask, more room,
+escalate), never a transport retry; counted apart from them."""
 
 ACCOUNT_ERRORS = frozenset({ErrorClass.AUTH, ErrorClass.QUOTA, ErrorClass.PERMISSION})
 """Errors no retry on the same endpoint can fix: fail over at once."""

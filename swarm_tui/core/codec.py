@@ -158,6 +158,7 @@ _FIELD_DECODERS: dict[str, Callable[[Any], Any]] = {
     "indices": tuple,
     "numbers": tuple,
     "tools": tuple,
+    "checks": tuple,
     "subtasks": tuple,
     "delay_s": lambda value: math.nan if value is None else value,
     "spawn": lambda value: None if value is None else ev.Spawn(**value),

@@ -153,6 +153,10 @@ class AttemptEnded:
 class TaskRetrying:
     attempt: Attempt
     delay_s: float
+    body: dict[str, Any] | None = payload()
+    """The request the next attempt sends when it is not the task's body as journaled: an answer
+    asked for again carries the conversation so far (the answer and why it was refused), which a
+    resumed run goes on from. Not logged."""
 
     @property
     def index(self) -> int:
@@ -166,6 +170,11 @@ class TaskSucceeded:
     response: dict[str, Any] | bytes | None = payload()
     """The answer as the journal keeps it in `results`: the bytes received (strict one-line JSON,
     `providers.answer`) or a body (a batch line's). Not logged."""
+    checks: tuple[str, ...] = ()
+    """The checks the answer passed (`json_schema`, `json`, `regex`...): none when the job asks for none."""
+    parsed: str | None = payload()
+    """The answer's JSON value as its checks read it (compact JSON text; results.jsonl's `parsed`),
+    None when no check read JSON. Not logged."""
 
     @property
     def index(self) -> int:
@@ -175,6 +184,10 @@ class TaskSucceeded:
 @dataclass(frozen=True, slots=True)
 class TaskFailed:
     attempt: Attempt
+    body: dict[str, Any] | None = payload()
+    """The request a retry of the task sends, when it is not the body as journaled: an answer that
+    failed its checks carries the conversation with that answer and its error, so that `r` (or
+    `resume --retry-failed`) asks it again with the reason. Not logged."""
 
     @property
     def index(self) -> int:

@@ -37,13 +37,28 @@ class JournalSink(Protocol):
     event log (written in the same transaction)."""
 
     def record_attempt(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None: ...
-    def record_retry(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None: ...
-    def record_success(
-        self, attempt: Attempt, response: JSONObject | bytes, logged: Iterable[EngineEvent] = ()
+    def record_retry(
+        self, attempt: Attempt, logged: Iterable[EngineEvent] = (), body: JSONObject | None = None
     ) -> None:
-        """A task's answer: the bytes received (kept as they came) or a body."""
+        """A failed attempt tried again; `body`: the request the next attempt sends, when it changed
+        (an answer asked for again: the conversation so far)."""
 
-    def record_failure(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None: ...
+    def record_success(
+        self,
+        attempt: Attempt,
+        response: JSONObject | bytes,
+        logged: Iterable[EngineEvent] = (),
+        parsed: str | None = None,
+    ) -> None:
+        """A task's answer: the bytes received (kept as they came) or a body; `parsed`: its JSON
+        value as the job's checks read it (compact JSON text), None when none read JSON."""
+
+    def record_failure(
+        self, attempt: Attempt, logged: Iterable[EngineEvent] = (), body: JSONObject | None = None
+    ) -> None:
+        """A task's end; `body`: what a retry of it sends, when it changed (an answer that failed its
+        checks: the conversation with it and its error)."""
+
     def record_cancelled(
         self, indices: Iterable[int], attempts: Iterable[Attempt] = (), logged: Iterable[EngineEvent] = ()
     ) -> None: ...
@@ -124,6 +139,7 @@ class Capability(StrEnum):
     DEADLINE = "the deadline autopilot (--deadline)"
     HOLD_CALLS = "pausing with the calls in flight held (ctl pause --now)"
     SPAWN = "agents that spawn agents (an orchestrator: [orchestrator], --orchestrate)"
+    ESCALATE = "escalating unusable answers to a stronger endpoint (--escalate)"
 
 
 def missing(engine_capabilities: Iterable[Capability], needed: Iterable[Capability]) -> list[Capability]:

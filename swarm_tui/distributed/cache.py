@@ -15,17 +15,17 @@ from swarm_tui.core.events import Attempt, TaskSucceeded
 from swarm_tui.core.ports import JournalSink
 from swarm_tui.core.task import JSONObject, Task
 from swarm_tui.core.usage import Usage
+from swarm_tui.engine.answers import AnswerChecks
 from swarm_tui.engine.calls import cached_attempt
 from swarm_tui.engine.kernel.outbox import Outbox
-from swarm_tui.engine.settings import Validator
 from swarm_tui.providers.client import CallResult, ProviderClient
 
 
 class DriverCache:
-    def __init__(self, cache: ResponseCache, client: ProviderClient, validator: Validator | None) -> None:
+    def __init__(self, cache: ResponseCache, client: ProviderClient, checks: AnswerChecks | None) -> None:
         self.cache = cache
         self.client = client
-        self.validator = validator
+        self.checks = checks
 
     def _key(self, body: JSONObject) -> str:
         return request_key(self.cache.identity(self.client.base_url), self.client.profile.model, body)
@@ -45,18 +45,19 @@ class DriverCache:
         for index in pending:
             entry = found.get(self._key(tasks[index].body))
             result = _result(entry) if entry is not None else None
-            if entry is None or result is None or not self._acceptable(tasks[index], result):
-                left.append(index)
+            verdict = self.checks.verdict(tasks[index].body, result) if self.checks and result is not None else None
+            if entry is None or result is None or (verdict is not None and not verdict.ok):
+                left.append(index)  # not cached, or this job refuses the cached answer: sent
                 continue
             attempt = cached_attempt(index, number(index), result, entry.cost_usd, entry.finish_reason)
             self.cache.used(entry.key)
-            succeeded = TaskSucceeded(attempt, result.content)
-            outbox.commit_soon(partial(journal.record_success, attempt, entry.response), events=[succeeded])
+            parsed, passed = (verdict.parsed, verdict.checks) if verdict is not None else (None, ())
+            succeeded = TaskSucceeded(attempt, result.content, checks=passed)
+            outbox.commit_soon(
+                partial(journal.record_success, attempt, entry.response, parsed=parsed), events=[succeeded]
+            )
         self.cache.flush()
         return left
-
-    def _acceptable(self, task: Task, result: CallResult) -> bool:
-        return self.validator is None or self.validator(task, result) is None
 
     def kept(self, task: Task, attempt: Attempt, response: JSONObject | bytes) -> None:
         """A shard's success (validated there): kept, when it came from the run's primary endpoint."""

@@ -124,7 +124,7 @@ class RayEngine:
         task a multi-step agent)."""
         connect(address)
         resumed = resumed or Resumed()
-        validator = (answers or AnswerRules()).validator
+        checks = (answers or AnswerRules()).checks
         self.tools = tools
         self.tasks = by_index(tasks)
         self.client = doors.client
@@ -133,8 +133,8 @@ class RayEngine:
         self.price = doors.price
         self.fallback_price = doors.fallback_price
         self.simulated = simulated
-        self.validator = validator
-        self.cache = DriverCache(response_cache, doors.client, validator) if response_cache is not None else None
+        self.checks = checks
+        self.cache = DriverCache(response_cache, doors.client, checks) if response_cache is not None else None
         self.stats = RunStats()
         self.board = TaskBoard.of(self.tasks, resumed.states)
         self.states = self.board.states
@@ -171,7 +171,7 @@ class RayEngine:
         self._wake = asyncio.Event()
         self._spent_before_usd = 0.0
         self._stats_cost_at_start = 0.0
-        batch = batch_lane_of(self, doors.client, doors.price, validator)
+        batch = batch_lane_of(self, doors.client, doors.price, checks)
         self.lanes = DriverLanes([batch] if batch is not None else [], wake=self.wake, stop=self.stop_dispatch)
 
     # ----------------------------------------------------------------- steering
@@ -300,6 +300,11 @@ class RayEngine:
     def retry_soon(self, index: int, delay_s: float = 0.0) -> None:
         """A batch line to try again, live: to a shard after its backoff."""
         self.lanes.retry_after(index, delay_s, self.give_back)
+
+    def ask_again(self, index: int, body: JSONObject) -> None:
+        """A batch line's answer asked for again: the task's next attempt (a shard's) sends `body`."""
+        self._transcript_grew(index, body)
+        self.numbers.new_round(index)
 
     def wake(self) -> None:
         """Something the run's loop waits for may have changed."""
@@ -453,7 +458,7 @@ class RayEngine:
             self.price,
             self.fallback_price,
             self.simulated,
-            self.validator,
+            self.checks.spec if self.checks is not None else None,
             self._failed_over,
             self.tools,
         )
@@ -501,18 +506,22 @@ class RayEngine:
             case "record_tool_calls", int(index), int(step), list(results), dict(body):
                 journal.record_tool_calls(index, step, results, body)
                 self._transcript_grew(index, body)
-            case "record_success", Attempt() as attempt, (dict() | bytes()) as response:
-                journal.record_success(attempt, response)
+            case "record_success", Attempt() as attempt, (dict() | bytes()) as response, (str() | None) as parsed:
+                journal.record_success(attempt, response, parsed=parsed)
                 self.numbers.take(attempt.index, attempt.number)
                 self.recovery.progressed()
                 if self.cache is not None:
                     self.cache.kept(self.tasks[attempt.index], attempt, response)
-            case "record_failure", Attempt() as attempt:
-                journal.record_failure(attempt)
+            case "record_failure", Attempt() as attempt, (dict() | None) as body:
+                journal.record_failure(attempt, body=body)
                 self.numbers.take(attempt.index, attempt.number)
-            case "record_retry", Attempt() as attempt:
-                journal.record_retry(attempt)
+                if body is not None:  # a retry asks the failed answer again, with its error
+                    self._transcript_grew(attempt.index, body)
+            case "record_retry", Attempt() as attempt, (dict() | None) as body:
+                journal.record_retry(attempt, body=body)
                 self.numbers.take(attempt.index, attempt.number)
+                if body is not None:  # an answer asked for again: the conversation goes on from here
+                    self._transcript_grew(attempt.index, body)
             case "record_attempt", Attempt() as attempt:
                 journal.record_attempt(attempt)
                 self.numbers.take(attempt.index, attempt.number)

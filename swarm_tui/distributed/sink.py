@@ -67,16 +67,24 @@ class ForwardingJournal:
     def record_attempt(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
         self._put("record_attempt", attempt)
 
-    def record_retry(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
-        self._put("record_retry", attempt)
+    def record_retry(
+        self, attempt: Attempt, logged: Iterable[EngineEvent] = (), body: JSONObject | None = None
+    ) -> None:
+        self._put("record_retry", attempt, body)
 
     def record_success(
-        self, attempt: Attempt, response: JSONObject | bytes, logged: Iterable[EngineEvent] = ()
+        self,
+        attempt: Attempt,
+        response: JSONObject | bytes,
+        logged: Iterable[EngineEvent] = (),
+        parsed: str | None = None,
     ) -> None:
-        self._put("record_success", attempt, response)
+        self._put("record_success", attempt, response, parsed)
 
-    def record_failure(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
-        self._put("record_failure", attempt)
+    def record_failure(
+        self, attempt: Attempt, logged: Iterable[EngineEvent] = (), body: JSONObject | None = None
+    ) -> None:
+        self._put("record_failure", attempt, body)
 
     def record_cancelled(
         self, indices: Iterable[int], attempts: Iterable[Attempt] = (), logged: Iterable[EngineEvent] = ()

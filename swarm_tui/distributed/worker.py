@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING
 
 import ray
 
+from swarm_tui.core.checks import AnswerSpec
 from swarm_tui.core.events import EngineEvent, TaskFailed, TaskRetrying
 from swarm_tui.core.task import Task
 from swarm_tui.distributed.admission import LeasedAdmission, SharedRateLimits
 from swarm_tui.distributed.sink import ForwardingJournal, Outbox
 from swarm_tui.engine import AnswerRules, Doors, EngineSettings, Resumed, build_engine
+from swarm_tui.engine.answers import AnswerChecks
 from swarm_tui.pricing import Price
 from swarm_tui.providers.client import ProviderClient
 from swarm_tui.providers.profile import ProviderProfile
@@ -36,7 +38,6 @@ from swarm_tui.tools import Toolbox, ToolsSpec
 
 if TYPE_CHECKING:
     from swarm_tui.engine.engine import SwarmEngine
-    from swarm_tui.engine.settings import Validator
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,8 @@ class ShardSpec:
     price: Price | None = None
     fallback_price: Price | None = None
     simulated: bool = False
-    validator: Validator | None = None
+    answer: AnswerSpec | None = None
+    """The job's answer checks (each shard's engine checks its answers the same way)."""
     failed_over: str | None = None
     """Why the swarm failed over to the fallback (the judge's action), if it has: this shard starts there."""
     tools: ToolsSpec | None = None
@@ -123,7 +125,7 @@ class SwarmWorker:
             spec.settings,
             Doors(client, spec.price, fallback, spec.fallback_price),
             resumed=Resumed(attempts_made=spec.attempts_made),
-            answers=AnswerRules(spec.validator),
+            answers=AnswerRules(AnswerChecks(spec.answer, spec.settings.answers)),
             toolbox=toolbox,
             admission=admission,
             simulated=spec.simulated,

@@ -152,6 +152,21 @@ class Billing:
             self._stop(self._refusal(worst, usage, endpoint, no_tier_price))
         return False
 
+    def fits(self, body: JSONObject, endpoint: str) -> bool:
+        """The worst case of a call of `body` to `endpoint` would fit the budget now (reserving
+        nothing): an answer given more room is asked for only then. True without a budget."""
+        ledger = self.ledger
+        if ledger.budget_usd is None:
+            return True
+        price = self.unanswered_price(endpoint, body)
+        usage = worst_usage(body, price.max_output) if price is not None else None
+        return price is not None and usage is not None and ledger.fits(price.cost(usage))
+
+    def max_output(self, endpoint: str) -> int | None:
+        """The most tokens the model of `endpoint` can write, as the price table says (None: unknown)."""
+        price = self.prices.get(endpoint)
+        return price.max_output if price is not None else None
+
     def _refusal(self, worst: float | None, usage: Usage | None, endpoint: str, no_tier_price: bool) -> str:
         ledger = self.ledger
         if worst is None or usage is None:

@@ -24,6 +24,7 @@ from swarm_tui.core.events import TaskState
 from swarm_tui.core.lanes import AUTO
 from swarm_tui.core.ports import RunJournal
 from swarm_tui.core.task import JSONObject, RunTasks, by_index
+from swarm_tui.engine.answers import AnswerChecks
 from swarm_tui.engine.billing import Billing
 from swarm_tui.engine.engine import Kernel, Lanes, Pacing, SwarmEngine
 from swarm_tui.engine.kernel.numbers import AttemptNumbers
@@ -42,7 +43,7 @@ from swarm_tui.engine.pacing.retry import RetryPolicy
 from swarm_tui.engine.pacing.suspension import Suspension
 from swarm_tui.engine.routing.doors import Route, RouteAdmission
 from swarm_tui.engine.routing.endpoints import Endpoints, RouteSpec, build_route
-from swarm_tui.engine.settings import EngineSettings, Trimmer, Validator
+from swarm_tui.engine.settings import EngineSettings, Trimmer
 from swarm_tui.engine.stats import RunStats
 
 if TYPE_CHECKING:
@@ -62,6 +63,9 @@ class Doors:
     fallback: ProviderClient | None = None
     fallback_price: Price | None = None
     route: RouteSpec | None = None
+    escalation: ProviderClient | None = None
+    """Where a task goes when its answers could not be used (`--escalate`): no strategy sends there."""
+    escalation_price: Price | None = None
 
     def priced(self) -> list[tuple[ProviderClient, Price | None]]:
         """Every endpoint with its price, in the route's order (the primary first)."""
@@ -69,6 +73,11 @@ class Doors:
         if self.fallback is not None:
             first.append((self.fallback, self.fallback_price))
         return [*first, *(self.route.others if self.route is not None else ())]
+
+    def billed(self) -> list[tuple[ProviderClient, Price | None]]:
+        """Every endpoint a call may be billed at: the route's and the escalation endpoint."""
+        escalation = [(self.escalation, self.escalation_price)] if self.escalation is not None else []
+        return [*self.priced(), *escalation]
 
 
 @dataclass(frozen=True)
@@ -82,10 +91,12 @@ class Resumed:
 
 @dataclass(frozen=True)
 class AnswerRules:
-    """How answers are judged: the job's validator (an answer it refuses is asked for again, once)
-    and its trimmer (a request past the context length, shortened once)."""
+    """How answers are judged: the run's answer checks (`answers.AnswerChecks`: the job's and the
+    bodies' checks and what an unusable answer leads to; None: refusals and filtered answers are
+    still failures, nothing else is checked) and the job's trimmer (a request past the context
+    length, shortened once)."""
 
-    validator: Validator | None = None
+    checks: AnswerChecks | None = None
     trimmer: Trimmer | None = None
 
 
@@ -190,7 +201,6 @@ class _LaneMaker:
 
     def __call__(self, engine: SwarmEngine) -> Lanes:
         doors, settings = self.doors, engine.settings
-        priced: Sequence[tuple[ProviderClient, Price | None]] = doors.priced()
         endpoints = Endpoints(
             engine.outbox,
             doors.client,
@@ -200,13 +210,15 @@ class _LaneMaker:
             adaptive=engine.adaptive,
             adapt=engine.adapt,
             route=self.route,
+            escalation=doors.escalation,
         )
+        billed: Sequence[tuple[ProviderClient, Price | None]] = doors.billed()
         billing = Billing(
             engine.ledger,
-            {door.name: price for door, price in priced},
+            {door.name: price for door, price in billed},
             engine.stop_dispatch,
             engine.calls_out,
-            {door.name: door.service_tier for door, _ in priced},
+            {door.name: door.service_tier for door, _ in billed},
         )
         calls = settings.calls
         tail = TailDeadlines(
@@ -215,7 +227,7 @@ class _LaneMaker:
             straggler_factor=calls.straggler_factor,
         )
         tools = ToolSteps(engine, self.toolbox)
-        validator = self.answers.validator
+        checks = self.answers.checks or AnswerChecks(None, settings.answers)
 
         def body_of(index: int) -> JSONObject:
             """What the live lane sends the primary for a task (its tools offered): what a cache key is of."""
@@ -226,7 +238,7 @@ class _LaneMaker:
             self.response_cache,
             doors.client,
             body_of,
-            validator,
+            checks,
             tools.on_tool_request if tools.enabled else None,
         )
         live = LiveLane(
@@ -235,7 +247,7 @@ class _LaneMaker:
             billing,
             tail,
             tools,
-            validator=validator,
+            checks=checks,
             trimmer=self.answers.trimmer,
             answer_kept=cache.remember if cache is not None else None,
             step_replay=cache.replay_step if cache is not None and tools.enabled else None,
@@ -245,7 +257,7 @@ class _LaneMaker:
         planner = (
             Autopilot(engine, deadline, doors.price) if deadline is not None and settings.lanes.lane == AUTO else None
         )
-        batch = batch_lane_of(engine, doors.client, doors.price, validator, planner)
+        batch = batch_lane_of(engine, doors.client, doors.price, checks, planner)
         pacing = settings.pacing
         suspension = Suspension(engine, direct.probe, on_quota=pacing.on_quota, max_suspend_s=pacing.max_suspend_s)
         return Lanes(live, direct, in_claim_order(cache, batch), endpoints, tail, suspension)

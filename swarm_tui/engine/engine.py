@@ -65,10 +65,11 @@ from swarm_tui.engine.ledger import SpendLedger, answer_ceiling
 from swarm_tui.engine.pacing.admission import AdmissionController
 from swarm_tui.engine.pacing.limits import AdaptiveConcurrency, RateLimits
 from swarm_tui.engine.pacing.retry import RetryPolicy
-from swarm_tui.engine.settings import DEFAULT_MAX_TOKENS, EngineSettings, Validator
+from swarm_tui.engine.settings import DEFAULT_MAX_TOKENS, EngineSettings
 from swarm_tui.engine.stats import RunStats
 
 if TYPE_CHECKING:
+    from swarm_tui.engine.answers import AnswerChecks
     from swarm_tui.engine.lanes.direct import DirectLane
     from swarm_tui.engine.lanes.live import LiveLane
     from swarm_tui.engine.pacing.deadlines import TailDeadlines
@@ -344,6 +345,13 @@ class SwarmEngine:
     def wake(self) -> None:
         self.queue.wake()
 
+    def ask_again(self, index: int, body: JSONObject) -> None:
+        """The task's next attempt sends `body` (its answer asked for again: the conversation so far),
+        with a round of transport retries of its own (a re-ask is not one of them)."""
+        task = self.tasks[index]
+        self.tasks[index] = Task(task.index, task.custom_id, body)
+        self.numbers.new_round(index)
+
     def leave_unfinished(self, index: int, attempts: list[Attempt]) -> None:
         """A task stopped mid-attempt (abort, a journal that cannot keep its outcome): its calls
         are journaled as cancelled (when the journal can), and it waits for the next run() or resume."""
@@ -596,8 +604,9 @@ class SwarmEngine:
         return self.endpoints.client
 
     @property
-    def validator(self) -> Validator | None:
-        return self.live.outcomes.validator
+    def checks(self) -> AnswerChecks | None:
+        """The run's answer checks (what makes an answer usable, and what an unusable one leads to)."""
+        return self.live.outcomes.checks
 
     @property
     def breaker(self) -> CircuitBreaker | None:

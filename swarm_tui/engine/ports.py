@@ -67,6 +67,9 @@ class LaneHost(Protocol):
     def retry_soon(self, index: int, delay_s: float = 0.0) -> None:
         """A task whose attempt failed and may be tried again: ahead of the live queue after `delay_s`."""
 
+    def ask_again(self, index: int, body: JSONObject) -> None:
+        """The task's next attempt sends `body` (its answer asked for again: the conversation so far)."""
+
     def stop_dispatch(self, reason: str) -> None: ...
     def check_failure_rate(self) -> None: ...
     def wake(self) -> None:

@@ -1,12 +1,13 @@
 """How an engine runs: its settings, by concern, and the small vocabulary its parts share.
 
-`EngineSettings` is four groups, each read by the parts it concerns: `pacing` (admission: the
+`EngineSettings` is five groups, each read by the parts it concerns: `pacing` (admission: the
 in-flight limit, RPM/TPM, how long a Retry-After is honoured), `calls` (one attempt's deadlines,
 streaming, hedges, an answer's size), `guards` (what ends a task or a run: attempts, budget,
-failure rate) and `lanes` (how tasks are carried: live, provider batches, the deadline's plan).
-The command line names every field flat (`--timeout` is `timeout_s`): `EngineSettings.of(...)` and
-`settings.but(...)` take those names and put each in its group. The response cache's settings
-are the run's, not the engine's (`cache.CacheSettings`, on the run's plan)."""
+failure rate), `lanes` (how tasks are carried: live, provider batches, the deadline's plan) and
+`answers` (what an unusable answer leads to: re-asks, more room). The command line names every
+field flat (`--timeout` is `timeout_s`): `EngineSettings.of(...)` and `settings.but(...)` take
+those names and put each in its group. The response cache's settings are the run's, not the
+engine's (`cache.CacheSettings`, on the run's plan)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,6 @@ from swarm_tui.core.quota import WAIT
 from swarm_tui.core.task import Task
 from swarm_tui.engine.pacing.deadlines import STRAGGLER_FACTOR
 from swarm_tui.providers.answer import MAX_ANSWER_BYTES
-from swarm_tui.providers.client import CallResult
-
-Validator = Callable[[Task, CallResult], "str | None"]
-"""Checks a successful answer (e.g. that it is JSON); returns what is wrong with it, or None."""
 
 Trimmer = Callable[[Task], "Task | None"]
 """Shortens a request that passed the model's context length (e.g. drops the rolling memory);
@@ -133,7 +130,36 @@ class LaneSettings:
     """The provider's limits on one batch's input file (OpenAI's)."""
 
 
-GROUPS: dict[str, type] = {"pacing": Pacing, "calls": CallLimits, "guards": RunGuards, "lanes": LaneSettings}
+ON_TRUNCATED = ("retry", "fail", "accept")
+"""`--on-truncated`: what an answer cut at its token limit (`finish_reason: length`) leads to when
+the job checks its answers (the first is the default: see `AnswerSettings.on_truncated`)."""
+
+
+@dataclass(frozen=True)
+class AnswerSettings:
+    """What an answer that is not usable leads to (`engine.answers`): asked again with the reason,
+    given more room, sent to the escalation endpoint, or the task's end."""
+
+    reasks: int = 1
+    """`--reasks N`: an answer that fails its checks is asked for again up to N times, the
+    conversation carrying the answer and what is wrong with it. One by default: a re-ask that
+    names the field and the error fixes what it can the first time (on the measured job every
+    fix came then), so a second mostly pays for the same mistake; instructor's 2 is `--reasks 2`."""
+    on_truncated: str = "retry"
+    """`--on-truncated`: a checked answer cut at its token limit is `retry`: asked once more with
+    twice the room (up to the model's maximum from the price table, when the budget holds it),
+    then a failure; `fail`: a failure at once; `accept`: checked as it is. Retry is the default
+    because a cut JSON answer all but never passes its checks, and a re-ask at the same
+    max_tokens is cut again (instructor's way: such answers all fail)."""
+
+
+GROUPS: dict[str, type] = {
+    "pacing": Pacing,
+    "calls": CallLimits,
+    "guards": RunGuards,
+    "lanes": LaneSettings,
+    "answers": AnswerSettings,
+}
 GROUP_OF: dict[str, str] = {f.name: group for group, kind in GROUPS.items() for f in fields(kind)}
 """Each field's group, by the flat name the command line gives it."""
 
@@ -146,6 +172,7 @@ class EngineSettings:
     calls: CallLimits = CallLimits()
     guards: RunGuards = RunGuards()
     lanes: LaneSettings = LaneSettings()
+    answers: AnswerSettings = AnswerSettings()
 
     @classmethod
     def of(cls, **flat: Any) -> EngineSettings:
@@ -161,25 +188,11 @@ class EngineSettings:
             if group is None:
                 raise TypeError(f"EngineSettings has no field {name!r}")
             changes.setdefault(group, {})[name] = value
-        pacing, calls, guards, lanes = self.pacing, self.calls, self.guards, self.lanes
-        if "pacing" in changes:
-            pacing = replace(pacing, **changes["pacing"])
-        if "calls" in changes:
-            calls = replace(calls, **changes["calls"])
-        if "guards" in changes:
-            guards = replace(guards, **changes["guards"])
-        if "lanes" in changes:
-            lanes = replace(lanes, **changes["lanes"])
-        return EngineSettings(pacing, calls, guards, lanes)
+        return replace(self, **{group: replace(getattr(self, group), **values) for group, values in changes.items()})
 
     def to_meta(self) -> dict[str, dict[str, Any]]:
         """As the journal's meta keeps them: one table per group."""
-        return {
-            "pacing": asdict(self.pacing),
-            "calls": asdict(self.calls),
-            "guards": asdict(self.guards),
-            "lanes": asdict(self.lanes),
-        }
+        return {group: asdict(getattr(self, group)) for group in GROUPS}
 
     @classmethod
     def from_meta(cls, data: dict[str, Any]) -> EngineSettings:

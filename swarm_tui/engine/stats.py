@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import overload
 
-from swarm_tui.core.call_errors import ErrorClass
+from swarm_tui.core.call_errors import ANSWER_ERRORS, ErrorClass
 from swarm_tui.core.events import (
     AgentStepped,
     Attempt,
@@ -195,6 +195,45 @@ def latency_summary(sorted_ms: Sequence[float]) -> dict[str, float | None]:
 
 
 @dataclass
+class AnswerCounts:
+    """What the answer checks did, as the footer counts it: answers that passed their checks, and
+    the unusable ones by what they were and what followed (`engine.answers`)."""
+
+    valid: int = 0
+    """Answers kept that passed the job's checks (a job that checks nothing counts none)."""
+    reasked: int = 0
+    more_room: int = 0
+    escalated: int = 0
+    refused: int = 0
+    """Refusals and filtered answers (`refusal`, `content_filter`)."""
+    truncated: int = 0
+    failed_checks: int = 0
+
+    @property
+    def any(self) -> bool:
+        return bool(
+            self.valid or self.reasked or self.escalated or self.refused or self.truncated or self.failed_checks
+        )
+
+    def unusable(self, attempt: Attempt) -> None:
+        """An attempt whose answer came back unusable: its class, and what followed (its code)."""
+        error = attempt.error
+        assert error is not None
+        if error.kind in (ErrorClass.REFUSAL, ErrorClass.CONTENT_FILTER):
+            self.refused += 1
+        elif error.kind is ErrorClass.TRUNCATED:
+            self.truncated += 1
+        else:
+            self.failed_checks += 1
+        if error.code == "reask":
+            self.reasked += 1
+        elif error.code == "more_room":
+            self.more_room += 1
+        elif error.code == "escalate":
+            self.escalated += 1
+
+
+@dataclass
 class RunStats:
     total: int = 0
     succeeded: int = 0
@@ -236,6 +275,8 @@ class RunStats:
     """Tasks answered from the response cache (`--cache`): no call, cost 0."""
     cache_saved_usd: float = 0.0
     """What those answers cost when they were first paid for (not paid again)."""
+    answers: AnswerCounts = field(default_factory=AnswerCounts)
+    """What the answer checks did (re-asks are counted there, not in `retried`)."""
     started_at: float = field(default_factory=time.monotonic)
     latencies_ms: SortedLatencies = field(default_factory=SortedLatencies)
     """Latencies of successful attempts, sorted (a list's reads; `add` is O(log n))."""
@@ -267,13 +308,15 @@ class RunStats:
                     self.judge_cost_usd += attempt.cost_usd
             case TasksAdded(total=total):
                 self.total = total
-            case TaskSucceeded(attempt=attempt) if attempt.endpoint == CACHE:
+            case TaskSucceeded(attempt=attempt, checks=checks) if attempt.endpoint == CACHE:
                 self.succeeded += 1  # a replay: nothing was in flight, sent or billed
                 self.cache_hits += 1
                 self.cache_saved_usd += attempt.saved_usd or 0.0
-            case TaskSucceeded(attempt=attempt):
+                self.answers.valid += bool(checks)
+            case TaskSucceeded(attempt=attempt, checks=checks):
                 self._attempt_ended(attempt)
                 self.succeeded += 1
+                self.answers.valid += bool(checks)
                 if not is_batch_endpoint(attempt.endpoint):  # a batch line's hours are no call latency
                     self.latencies_ms.add(attempt.latency_ms)
             case AgentStepped(attempt=attempt, step=step):
@@ -287,12 +330,17 @@ class RunStats:
             case ToolCallEnded(ok=ok):
                 self.tool_calls += 1
                 self.tool_errors += not ok
+            case TaskRetrying(attempt=attempt) if attempt.error is not None and attempt.error.kind in ANSWER_ERRORS:
+                self._attempt_ended(attempt)
+                self.answers.unusable(attempt)  # asked again, given room or escalated: not a transport retry
             case TaskRetrying(attempt=attempt):
                 self._attempt_ended(attempt)
                 self.retried += 1
             case TaskFailed(attempt=attempt):
                 self._attempt_ended(attempt)
                 self.failed += 1
+                if attempt.error is not None and attempt.error.kind in ANSWER_ERRORS:
+                    self.answers.unusable(attempt)
             case TaskCancelled(attempt=attempt):
                 self.cancelled += 1
                 if attempt is not None and is_batch_endpoint(attempt.endpoint):

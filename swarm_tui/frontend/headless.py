@@ -289,6 +289,13 @@ def lane_lines(summary: Summary) -> list[str]:
     if cache:
         unpriced = f" ({cache.unpriced_hits:,} unpriced)" if cache.unpriced_hits else ""
         lines.append(f"cache {cache.hits:,} hits · saved ${cache.saved_usd:.4f}{unpriced}")
+    answers = summary.answers
+    if answers is not None:  # what the answer checks did (a re-ask is not among the retried requests above)
+        ended = ", ".join(f"{count} {kind}" for kind, count in answers.failed.items() if count) or "none"
+        lines.append(
+            f"answers {answers.valid:,} valid · {answers.reasked:,} re-asked · {answers.more_room:,} given "
+            f"more room · {answers.escalated:,} escalated · failed: {ended}"
+        )
     return lines
 
 

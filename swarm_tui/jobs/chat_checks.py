@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from swarm_tui.jobs.answer_spec import response_format_problems
+
 __all__ = ["VALID_ROLES", "PARAM_CHECKS", "body_problems", "param_problems", "shown"]
 
 VALID_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
@@ -165,6 +167,8 @@ def param_problems(params: dict[str, Any]) -> list[tuple[str, str]]:
         check = PARAM_CHECKS.get(key)
         if check is not None and value is not None and not check[0](value):
             found.append((key, f"must be {check[1]}, not {shown(value)}"))
+        elif key == "response_format":
+            found.extend(response_format_problems(value))
     return found
 
 

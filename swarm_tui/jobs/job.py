@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from swarm_tui.core.task import Task
+from swarm_tui.jobs.answer_spec import AnswerSpec
 from swarm_tui.jobs.judge_spec import JudgeSpec
 from swarm_tui.jobs.swarm_spec import SwarmSpec
 from swarm_tui.tools.orchestrator_spec import OrchestratorSpec
@@ -102,6 +103,9 @@ class Job:
     """`[judge]` (TOML): a sampled LLM-as-a-judge score of the answers, and what drift does."""
     cache: CacheChoice | None = None
     """`[cache]` (TOML): the response cache for this job; `--cache`, `--cache-ttl`, `--cache-dir` win."""
+    answer: AnswerSpec | None = None
+    """`[answer]` (TOML) or `--schema FILE` (JSONL): what every answer is checked against, beyond
+    its body's own `response_format`."""
     table: TableRows | None = None
     """A table job's rows (`jobs.tables`): the journal keeps each beside its task, and the run's
     meta its columns, so that `swarm-tui export` gives the answers back on the user's rows."""

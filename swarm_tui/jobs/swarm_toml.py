@@ -19,6 +19,7 @@ from typing import Any
 from swarm_tui.core.errors import InputError, Problem
 from swarm_tui.core.lanes import LANES
 from swarm_tui.core.task import Task
+from swarm_tui.jobs.answer_spec import parse_answer_spec
 from swarm_tui.jobs.chat_checks import param_problems
 from swarm_tui.jobs.job import CacheChoice, Job, TaskTemplate
 from swarm_tui.jobs.judge_spec import parse_judge_spec
@@ -69,6 +70,7 @@ TOP_LEVEL_KEYS = frozenset(
         "judge",
         "cache",
         "orchestrator",
+        "answer",
     }
 )
 CONTEXT_KEYS = frozenset({"text", "file"})
@@ -105,6 +107,7 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
     orchestrator = parse_orchestrator_spec(doc, str(path), lambda dotted, message: check.add(dotted, message))
     if orchestrator is not None:
         _check_orchestrator(doc, orchestrator, swarm, check)
+    answer = parse_answer_spec(doc, path.parent, str(path), lambda dotted, message: check.add(dotted, message))
     planned = swarm is not None and swarm.plan is not None
     if planned and ("tasks" in doc or "task" in doc):
         check.add("plan", "a planned job gets its tasks from the planner: remove [tasks] / [[task]]")
@@ -114,7 +117,7 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
     else:
         prompts = [] if planned or table_spec is not None else task_prompts(doc, check)
     if swarm is not None and swarm.workers.json:
-        request = {**request, "response_format": {"type": "json_object"}}
+        request = {**request, "response_format": {"type": "json_object"}}  # checked as any body's format
     if orchestrator is not None:
         system = literal(orchestrator.system_prompt())
     template = TaskTemplate(model=model or "", context=context, system=system, request=request)
@@ -144,6 +147,7 @@ def load_swarm_toml(path: Path, *, model_override: str | None = None) -> Job:
         lane=lane,
         judge=judge,
         cache=cache,
+        answer=answer,
         table=table,
         orchestrator=orchestrator,
     )

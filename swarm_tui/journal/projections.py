@@ -77,6 +77,7 @@ _STEP_BODY = (  # a task running its tools: its transcript, unless it already su
     "UPDATE tasks SET body = ?, attempts = MAX(attempts, ?), updated_at = ? "
     f"WHERE idx = ? AND state NOT IN ({_kept(TaskState.RUNNING)})"
 )
+_TOOL_BODY_ANY = "UPDATE tasks SET body = ?, updated_at = ? WHERE idx = ?"
 _TOOL_BODY = f"UPDATE tasks SET body = ?, updated_at = ? WHERE idx = ? AND state NOT IN ({_kept(TaskState.RUNNING)})"
 _ATTEMPT = (
     "INSERT INTO attempts (idx, number, session, endpoint, started_at, latency_ms, ttft_ms, outcome, "
@@ -85,9 +86,9 @@ _ATTEMPT = (
     "tokens_per_s, gap_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _ANSWER = (  # a success already journaled stays as it is (the first answer paid for is the one kept)
-    "INSERT INTO results (idx, ok, request_id, response, error, finished_at) VALUES (?, 1, ?, ?, NULL, ?) "
+    "INSERT INTO results (idx, ok, request_id, response, error, finished_at, parsed) VALUES (?, 1, ?, ?, NULL, ?, ?) "
     "ON CONFLICT (idx) DO UPDATE SET ok = 1, request_id = excluded.request_id, "
-    "response = excluded.response, error = NULL, finished_at = excluded.finished_at "
+    "response = excluded.response, error = NULL, finished_at = excluded.finished_at, parsed = excluded.parsed "
     "WHERE results.ok = 0"
 )
 _ERROR = (  # a success already journaled is never turned into a failure
@@ -167,7 +168,7 @@ def _succeeded(db: MaskedConnection, event: TaskSucceeded, session: int, now: fl
     a = event.attempt
     db.execute(_ATTEMPT, attempt_row(a, session))
     db.execute(_SETTLE[TaskSucceeded], (a.number, now, a.index))
-    db.execute(_ANSWER, (a.index, a.request_id, answer_text(event.response), now))
+    db.execute(_ANSWER, (a.index, a.request_id, answer_text(event.response), now, event.parsed))
 
 
 def _failed(db: MaskedConnection, event: TaskFailed, session: int, now: float) -> None:
@@ -177,12 +178,18 @@ def _failed(db: MaskedConnection, event: TaskFailed, session: int, now: float) -
     db.execute(_ATTEMPT, attempt_row(a, session))
     db.execute(_SETTLE[TaskFailed], (a.number, now, a.index))
     db.execute(_ERROR, (a.index, a.request_id, json.dumps(error_body(a.error), ensure_ascii=False), now))
+    if event.body is not None:  # what a retry sends: the answer and why it failed its checks
+        db.execute(_TOOL_BODY_ANY, (json.dumps(event.body, ensure_ascii=False), now, a.index))
 
 
 def _retrying(db: MaskedConnection, event: TaskRetrying, session: int, now: float) -> None:
+    """A failed attempt to be tried again; with a `body`, the request the next one sends (an answer
+    asked for again: the conversation so far, which a resumed run goes on from)."""
     a = event.attempt
     db.execute(_ATTEMPT, attempt_row(a, session))
     db.execute(_SETTLE[TaskRetrying], (a.number, now, a.index))
+    if event.body is not None:
+        db.execute(_TOOL_BODY, (json.dumps(event.body, ensure_ascii=False), now, a.index))
 
 
 def _attempt_ended(db: MaskedConnection, event: AttemptEnded, session: int, now: float) -> None:

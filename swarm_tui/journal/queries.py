@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from swarm_tui.core.call_errors import ErrorClass
+from swarm_tui.core.call_errors import ANSWER_ERRORS, ErrorClass
 from swarm_tui.core.events import Spawn, TaskState
 from swarm_tui.journal.connection import MaskedConnection
 
@@ -55,12 +55,14 @@ class ExportRow:
     latency_ms: float | None
     endpoint: str | None
     error_class: str | None
+    parsed: str | None = None
+    """The answer's JSON value as its checks read it (JSON text), None without."""
 
 
 _EXPORT_ROWS = """
 SELECT t.idx, t.custom_id, t.state, {row}, t.body, r.ok, r.response, r.error,
        COALESCE(a.n, 0), COALESCE(a.prompt, 0), COALESCE(a.completion, 0), COALESCE(a.cached, 0),
-       a.cost, COALESCE(a.unpriced, 0), l.latency_ms, l.endpoint, l.error_class
+       a.cost, COALESCE(a.unpriced, 0), l.latency_ms, l.endpoint, l.error_class, {parsed}
 FROM tasks t
 LEFT JOIN results r ON r.idx = t.idx
 LEFT JOIN (
@@ -216,15 +218,21 @@ class JournalQueries:
         return [dict(zip(names, row, strict=True)) for row in cursor]
 
     def result_of(self, index: int) -> dict[str, Any] | None:
-        row = self._db.execute("SELECT ok, request_id, response, error FROM results WHERE idx = ?", (index,)).fetchone()
+        """A task's result: `ok`, `request_id`, `response` (the answer), `error`, and `parsed` (the
+        answer's JSON value as its checks read it; None without)."""
+        parsed = "parsed" if self._has_column("results", "parsed") else "NULL"
+        row = self._db.execute(
+            f"SELECT ok, request_id, response, error, {parsed} FROM results WHERE idx = ?", (index,)
+        ).fetchone()
         if row is None:
             return None
-        ok, request_id, response, error = row
+        ok, request_id, response, error, value = row
         return {
             "ok": bool(ok),
             "request_id": request_id,
             "response": json.loads(response) if response else None,
             "error": json.loads(error) if error else None,
+            "parsed": json.loads(value) if value else None,
         }
 
     def answer_head(self, index: int, size: int = 1024) -> str | None:
@@ -238,11 +246,36 @@ class JournalQueries:
     def iter_result_texts(self) -> Iterator[tuple[str, bool, str | None, str | None, dict[str, Any] | None]]:
         """`iter_results` with each answer as the JSON text the journal keeps (for the export,
         which splices it in without reading it)."""
-        for cid, ok, request_id, response, error in self._db.execute(
-            "SELECT t.custom_id, r.ok, r.request_id, r.response, r.error FROM results r "
+        for cid, ok, request_id, response, error, _ in self.iter_answer_rows():
+            yield cid, ok, request_id, response, error
+
+    def iter_answer_rows(
+        self,
+    ) -> Iterator[tuple[str, bool, str | None, str | None, dict[str, Any] | None, str | None]]:
+        """`iter_result_texts` with each answer's `parsed` (its JSON value as the checks read it,
+        as JSON text; None without, or in a journal made before it was kept)."""
+        parsed = "r.parsed" if self._has_column("results", "parsed") else "NULL"
+        for cid, ok, request_id, response, error, value in self._db.execute(
+            f"SELECT t.custom_id, r.ok, r.request_id, r.response, r.error, {parsed} FROM results r "
             "JOIN tasks t ON t.idx = r.idx ORDER BY r.idx"
         ):
-            yield cid, bool(ok), request_id, response, (json.loads(error) if error else None)
+            yield cid, bool(ok), request_id, response, (json.loads(error) if error else None), value
+
+    def has_parsed(self) -> bool:
+        """A kept answer has a parsed value (the run checked its answers' JSON)."""
+        if not self._has_column("results", "parsed"):
+            return False
+        return self._db.execute("SELECT 1 FROM results WHERE parsed IS NOT NULL LIMIT 1").fetchone() is not None
+
+    def parsed_of(self, index: int) -> str | None:
+        """A task's kept answer's JSON value as its checks read it (JSON text), None without."""
+        if not self._has_column("results", "parsed"):
+            return None
+        row = self._db.execute("SELECT parsed FROM results WHERE idx = ? AND ok = 1", (index,)).fetchone()
+        return row[0] if row else None
+
+    def _has_column(self, table: str, column: str) -> bool:
+        return any(row[1] == column for row in self._db.execute(f"PRAGMA table_info({table})"))
 
     def iter_results(self) -> Iterator[tuple[str, bool, str | None, dict[str, Any] | None, dict[str, Any] | None]]:
         """(custom_id, ok, request_id, response body, error) for every finished task, in task order."""
@@ -262,7 +295,9 @@ class JournalQueries:
         """The tasks of index `first` to `end` (excluded) as an export gives them back, in order:
         one query a window, so a million tasks are read a window at a time."""
         has_rows = any(row[1] == "row" for row in self._db.execute("PRAGMA table_info(tasks)"))
-        query = _EXPORT_ROWS.format(row="t.row" if has_rows else "NULL")  # a journal from before rows were kept
+        query = _EXPORT_ROWS.format(  # a journal from before rows (or parsed values) were kept has NULLs
+            row="t.row" if has_rows else "NULL", parsed="r.parsed" if self._has_column("results", "parsed") else "NULL"
+        )
         return [_export_row(row) for row in self._db.execute(query, (first, end, first, end))]
 
     def task_index_bounds(self) -> tuple[int, int]:
@@ -272,7 +307,9 @@ class JournalQueries:
 
     def attempt_totals(self) -> dict[str, Any]:
         row = self._db.execute(
-            "SELECT COUNT(*), SUM(outcome = 'retry'), SUM(error_class = ?), SUM(error_class = ?), "
+            "SELECT COUNT(*), SUM(outcome = 'retry' AND COALESCE(error_class, '') NOT IN "
+            + _ANSWER_CLASSES  # an answer asked for again is counted apart (`answer_totals`)
+            + "), SUM(error_class = ?), SUM(error_class = ?), "
             "SUM(error_class = ?), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), "
             "COALESCE(SUM(cached_tokens), 0), COALESCE(SUM(reasoning_tokens), 0), SUM(cost_usd), "
             "SUM(cost_usd IS NULL AND prompt_tokens + completion_tokens > 0), MIN(started_at), "
@@ -377,6 +414,44 @@ class JournalQueries:
         """What the calls journaled under indices below `index` cost (a side lane's: the judge's)."""
         row = self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM attempts WHERE idx < ?", (index,)).fetchone()
         return float(row[0])
+
+    def answer_totals(self, escalation_prefix: str) -> dict[str, Any] | None:
+        """What the answers' checks did, every session: attempts whose answer was not usable, by
+        class and by what followed (asked again, given more room, sent to the escalation endpoint,
+        or the task's end), the tasks that went to the escalation endpoint (`escalation_prefix`
+        starts its name) and the cost on each side; None when no answer was ever refused."""
+        rows = self._db.execute(
+            "SELECT error_class, error_code, outcome, COUNT(*) FROM attempts WHERE error_class IN "
+            + _ANSWER_CLASSES
+            + " GROUP BY error_class, error_code, outcome"
+        ).fetchall()
+        escalated, escalated_cost, first_cost = self._db.execute(
+            "SELECT COUNT(DISTINCT CASE WHEN endpoint LIKE ? THEN idx END), "
+            "COALESCE(SUM(CASE WHEN endpoint LIKE ? THEN cost_usd END), 0), "
+            "COALESCE(SUM(CASE WHEN endpoint NOT LIKE ? THEN cost_usd END), 0) FROM attempts WHERE idx >= 0",
+            (escalation_prefix + "%",) * 3,
+        ).fetchone()
+        if not rows and not escalated:
+            return None
+        by_class = {str(kind): 0 for kind in sorted(ANSWER_ERRORS)}
+        failed = dict(by_class)
+        reasked = lengthened = 0
+        for error_class, code, outcome, count in rows:
+            by_class[error_class] = by_class.get(error_class, 0) + count
+            if outcome == "failed":
+                failed[error_class] = failed.get(error_class, 0) + count
+            elif outcome == "retry" and code == "reask":
+                reasked += count
+            elif outcome == "retry" and code == "more_room":
+                lengthened += count
+        return {
+            "unusable": by_class,
+            "failed": failed,
+            "reasked": reasked,
+            "more_room": lengthened,
+            "escalated": escalated or 0,
+            "cost_usd": {"first": round(first_cost, 6), "escalated": round(escalated_cost, 6)},
+        }
 
     # ----------------------------------------------------------------- a run's report (`report`)
 
@@ -490,11 +565,15 @@ class JournalQueries:
         return totals
 
 
+_ANSWER_CLASSES = "(" + ", ".join(f"'{kind.value}'" for kind in sorted(ANSWER_ERRORS)) + ")"
+"""The SQL list of the classes of answers that came back unusable (`core.call_errors.ANSWER_ERRORS`)."""
+
+
 def _export_row(r: Any) -> ExportRow:
     """An `_EXPORT_ROWS` row as an `ExportRow` (its flags as booleans)."""
     ok = None if r[5] is None else bool(r[5])
     return ExportRow(
-        r[0], r[1], r[2], r[3], r[4], ok, r[6], r[7], r[8], r[9], r[10], r[11], r[12], bool(r[13]), *r[14:17]
+        r[0], r[1], r[2], r[3], r[4], ok, r[6], r[7], r[8], r[9], r[10], r[11], r[12], bool(r[13]), *r[14:18]
     )
 
 

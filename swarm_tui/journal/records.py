@@ -89,20 +89,29 @@ class JournalRecords:
         `AttemptEnded(attempt)` (or `PhaseAttempt(phase, attempt)`)."""
         self._record(logged, AttemptEnded(attempt))
 
-    def record_retry(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
-        """`TaskRetrying(attempt, delay_s)`."""
-        self._record(logged, TaskRetrying(attempt, attempt.retry_in_s or 0.0))
+    def record_retry(
+        self, attempt: Attempt, logged: Iterable[EngineEvent] = (), body: dict[str, Any] | None = None
+    ) -> None:
+        """`TaskRetrying(attempt, delay_s, body=body)` (`body`: the request the next attempt sends)."""
+        self._record(logged, TaskRetrying(attempt, attempt.retry_in_s or 0.0, body=body))
 
     def record_success(
-        self, attempt: Attempt, response: dict[str, Any] | bytes, logged: Iterable[EngineEvent] = ()
+        self,
+        attempt: Attempt,
+        response: dict[str, Any] | bytes,
+        logged: Iterable[EngineEvent] = (),
+        parsed: str | None = None,
     ) -> None:
-        """A task's answer, `response` as the bytes received (kept as they came) or as a body:
-        `TaskSucceeded(attempt, content, response=response)`."""
-        self._record(logged, TaskSucceeded(attempt, "", response=response))
+        """A task's answer, `response` as the bytes received (kept as they came) or as a body, and
+        its JSON value as the checks read it: `TaskSucceeded(attempt, content, response=response,
+        parsed=parsed)`."""
+        self._record(logged, TaskSucceeded(attempt, "", response=response, parsed=parsed))
 
-    def record_failure(self, attempt: Attempt, logged: Iterable[EngineEvent] = ()) -> None:
-        """`TaskFailed(attempt)` (its attempt carries the error)."""
-        self._record(logged, TaskFailed(attempt))
+    def record_failure(
+        self, attempt: Attempt, logged: Iterable[EngineEvent] = (), body: dict[str, Any] | None = None
+    ) -> None:
+        """`TaskFailed(attempt, body=body)` (its attempt carries the error; `body`: what a retry sends)."""
+        self._record(logged, TaskFailed(attempt, body=body))
 
     def record_cancelled(
         self, indices: Iterable[int], attempts: Iterable[Attempt] = (), logged: Iterable[EngineEvent] = ()
@@ -237,9 +246,11 @@ class JournalRecords:
         """A finished batch's every line, and the batch closed, in one transaction: each line's
         `TaskSucceeded` (with its `response`), `TaskFailed`, `TaskRetrying` or `TaskCancelled`, then
         `BatchEnded(..., row=row, files=files)`."""
-        events: list[EngineEvent] = [TaskSucceeded(a, "", response=response) for a, response in lines.succeeded]
+        events: list[EngineEvent] = [
+            TaskSucceeded(a, "", response=response, parsed=lines.parsed.get(a.index)) for a, response in lines.succeeded
+        ]
         events += [TaskFailed(a) for a in lines.failed]
-        events += [TaskRetrying(a, a.retry_in_s or 0.0) for a in lines.retried]
+        events += [TaskRetrying(a, a.retry_in_s or 0.0, body=lines.bodies.get(a.index)) for a in lines.retried]
         events += [TaskCancelled(a.index, a) for a in lines.unfinished]
         events.append(BatchEnded("", status, 0, 0, 0, row=row, files=files))
         self._record(logged, *events)

@@ -23,7 +23,8 @@ in version 4: a journal made before it has the column added empty on opening; so
 command's `result` (what the session did with it, which `ctl` reads back), and a task's ancestry
 (`parent`, `depth`, and `spawn`: the tool call of its parent that added it, JSON), for the agents
 an orchestrator spawns: NULL, 0 and NULL for every other task.
-5: a streamed attempt's `tokens_per_s` and `gap_ms` (its mean time between two chunks)."""
+5: a streamed attempt's `tokens_per_s` and `gap_ms` (its mean time between two chunks), and a
+result's `parsed` (the answer's JSON value as the job's checks read it: results.jsonl's)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -73,7 +74,8 @@ CREATE TABLE IF NOT EXISTS results (
     request_id TEXT,
     response TEXT,
     error TEXT,
-    finished_at REAL NOT NULL
+    finished_at REAL NOT NULL,
+    parsed TEXT
 );
 CREATE TABLE IF NOT EXISTS log (
     seq INTEGER PRIMARY KEY,
@@ -133,6 +135,7 @@ ADDED_COLUMNS = (
     ("attempts", "estimated", "INTEGER NOT NULL DEFAULT 0"),
     ("attempts", "finish_reason", "TEXT"),
     ("attempts", "saved_usd", "REAL"),
+    ("results", "parsed", "TEXT"),
     ("tasks", "row", "TEXT"),
     ("control", "result", "TEXT"),
     ("tasks", "parent", "INTEGER"),

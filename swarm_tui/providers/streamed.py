@@ -78,13 +78,26 @@ class StreamProgress:
 class StreamedAnswer:
     """The chunks of one streamed answer so far (`add` each, then `body`)."""
 
-    __slots__ = ("started", "pieces", "reasoning", "calls", "finish_reason", "usage", "first", "ttft_ms", "size")
+    __slots__ = (
+        "started",
+        "pieces",
+        "reasoning",
+        "refusal",
+        "calls",
+        "finish_reason",
+        "usage",
+        "first",
+        "ttft_ms",
+        "size",
+    )
 
     def __init__(self, started: float) -> None:
         self.started = started
         """`time.monotonic()` when the request was sent: the time to first token counts from it."""
         self.pieces: list[str] = []
         self.reasoning: list[str] = []
+        self.refusal: list[str] = []
+        """The model's refusal, streamed in `refusal` deltas (OpenAI), when it refused."""
         self.calls: dict[int, dict[str, Any]] = {}
         """Tool calls by their index, assembled from their deltas (name once, arguments in pieces)."""
         self.finish_reason: str | None = None
@@ -108,7 +121,12 @@ class StreamedAnswer:
                 continue
             delta = choice.get("delta") or {}
             text, thought, call_deltas = delta.get("content"), delta.get("reasoning_content"), delta.get("tool_calls")
-            if text or thought or call_deltas:
+            refused = delta.get("refusal")
+            if refused:
+                refused = str(refused)
+                self.refusal.append(refused)
+                self.size += len(refused)
+            if text or thought or call_deltas or refused:
                 carried = True
                 if self.ttft_ms is None:
                     self.ttft_ms = (time.monotonic() - self.started) * 1000
@@ -157,7 +175,12 @@ class StreamedAnswer:
 
     def _message(self) -> dict[str, Any]:
         calls = self.calls
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.pieces) or (None if calls else "")}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": "".join(self.pieces) or (None if calls or self.refusal else ""),
+        }
+        if self.refusal:
+            message["refusal"] = "".join(self.refusal)
         if self.reasoning:
             message["reasoning_content"] = "".join(self.reasoning)
         if calls:

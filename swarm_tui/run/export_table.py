@@ -126,7 +126,7 @@ def _plan(journal: Journal) -> _Plan:
     else:
         inputs = [Column("custom_id"), Column("prompt")]
     workers = ((meta.get("swarm") or {}).get("workers")) or {}
-    parsed = _parsed_fields(journal) if workers.get("json") else []
+    parsed = _parsed_fields(journal) if workers.get("json") or journal.queries.has_parsed() else []
     taken = {column.name for column in inputs}
     answer: list[Column] = []
     own = [c for c in ANSWER_COLUMNS if from_rows or c.name != "custom_id"]
@@ -221,6 +221,10 @@ def _answer(row: ExportRow) -> str | None:
 
 
 def _parsed(row: ExportRow) -> Any:
+    """The answer's JSON value: as its checks read it, else (a journal from before they kept it)
+    read from its text."""
+    if row.parsed is not None:
+        return json.loads(row.parsed)
     content = _answer(row)
     if content is None:
         return None

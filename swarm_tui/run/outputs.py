@@ -40,6 +40,7 @@ from swarm_tui.core.events import (
     ToolCallEnded,
 )
 from swarm_tui.engine import TaskState
+from swarm_tui.engine.answers import ESCALATED_PREFIX
 from swarm_tui.engine.ledger import BudgetReport
 from swarm_tui.engine.stats import latency_summary
 from swarm_tui.journal import Journal
@@ -48,6 +49,7 @@ from swarm_tui.pricing.currency import USD, DisplayCurrency
 from swarm_tui.providers.answer import repaired_text
 from swarm_tui.records import (
     AgentTotals,
+    AnswerTotals,
     Autopilot,
     AutopilotPlan,
     Batch,
@@ -96,9 +98,9 @@ def discard_outputs(run_dir: Path) -> None:
 
 def write_outputs(run_dir: Path, journal: Journal, facts: OutputFacts) -> Summary:
     with _atomic(run_dir / "results.jsonl") as results, _atomic(run_dir / "errors.jsonl") as errors:
-        for custom_id, ok, request_id, response, error in journal.queries.iter_result_texts():
+        for custom_id, ok, request_id, response, error, parsed in journal.queries.iter_answer_rows():
             if ok:
-                results.write(_result_line(custom_id, request_id, response or "null"))
+                results.write(_result_line(custom_id, request_id, response or "null", parsed))
                 continue
             failure = error or {}  # a failed task's result always holds its error
             line = {
@@ -119,16 +121,35 @@ def write_outputs(run_dir: Path, journal: Journal, facts: OutputFacts) -> Summar
     return summary
 
 
-def _result_line(custom_id: str, request_id: str | None, body: str) -> str:
+def _result_line(custom_id: str, request_id: str | None, body: str, parsed: str | None = None) -> str:
     """One results.jsonl line (the OpenAI Batch output format) with the answer spliced in as the
     journal keeps it (strict one-line JSON, `providers.answer`): no answer is read or encoded
-    again at export, unless a journal written before answers were checked holds one to repair."""
+    again at export, unless a journal written before answers were checked holds one to repair.
+    An answer whose checks read a JSON value has it as a top-level `parsed` (as the journal keeps
+    it: compact JSON, re-encoded strictly only when it is not already one safe line)."""
     head = strict_text({"id": f"batch_req_{request_id or custom_id}", "custom_id": custom_id})
     body = repaired_text(body)
     request = strict_text(request_id)
+    tail = "" if parsed is None else f', "parsed": {_one_line(parsed)}'
     return (
-        f'{head[:-1]}, "response": {{"status_code": 200, "request_id": {request}, "body": {body}}}, "error": null}}\n'
+        f'{head[:-1]}, "response": {{"status_code": 200, "request_id": {request}, "body": {body}}}, '
+        f'"error": null{tail}}}\n'
     )
+
+
+def _one_line(parsed: str) -> str:
+    """The kept JSON value as results.jsonl writes every value: strict, one line, keys masked. Most
+    are so already (ASCII on one line, without NaN: the journal's connection masked any key) and
+    are spliced as kept; the others are read and written again under the strict rules."""
+    if (
+        parsed.isascii()
+        and "\n" not in parsed
+        and "\r" not in parsed
+        and "NaN" not in parsed
+        and "Infinity" not in parsed
+    ):
+        return parsed
+    return strict_text(json.loads(parsed))
 
 
 def summarize(journal: Journal, facts: OutputFacts, *, breakdown: bool = True) -> Summary:
@@ -151,6 +172,7 @@ def summarize(journal: Journal, facts: OutputFacts, *, breakdown: bool = True) -
     agents = journal.history.agent_totals()
     orchestrated = orchestration(journal, total)
     cache = journal.queries.cache_totals()
+    answers = journal.queries.answer_totals(ESCALATED_PREFIX)  # unusable answers: by class, and what followed
     return Summary(
         total=total,
         succeeded=succeeded,
@@ -176,6 +198,7 @@ def summarize(journal: Journal, facts: OutputFacts, *, breakdown: bool = True) -
         orchestrator=orchestrated,
         quality=Quality.from_json(quality) if quality is not None else None,
         cache=CacheTotals.from_json(cache) if cache is not None else None,
+        answers=AnswerTotals.from_json({"valid": succeeded, **answers}) if answers is not None else None,
         traces=facts.traces,
         batches=[Batch.from_json(batch) for batch in journal.history.batch_summary()],
         **_liveness_sections(journal, unfinished),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 
+from swarm_tui.core.checks import AnswerSpec
 from swarm_tui.core.events import TaskState
 from swarm_tui.core.task import Task
 from swarm_tui.jobs import TaskTemplate
@@ -47,3 +48,5 @@ class RunContents:
     """The judge's spec and its own endpoint (None: no judge)."""
     orchestrator: OrchestratorSpec | None = None
     """An orchestrator job's (its tasks spawn sub-agents: `tools.swarm_tools`); None: none."""
+    answer: AnswerSpec | None = None
+    """The job's answer checks (`[answer]`, `--schema`) beyond the bodies' own formats."""

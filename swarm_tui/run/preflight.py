@@ -72,7 +72,7 @@ def refuse(problems: list[Problem]) -> None:
 def check_keys(plan: RunPlan, judge_profile: ProviderProfile | None) -> None:
     """The key (and headers, proxy, CA bundle) of every endpoint the run will call."""
     problems: list[Problem] = []
-    for profile in (plan.profile, *(plan.route.others if plan.route else ()), judge_profile):
+    for profile in (plan.profile, *(plan.route.others if plan.route else ()), judge_profile, plan.escalate):
         if profile is not None:
             try:
                 check_key(profile)
@@ -176,6 +176,7 @@ def check_engine(plan: SessionPlan) -> None:
         Capability.ROUTES: "--provider" if plan.run.route is not None else None,
         Capability.DEADLINE: "--deadline" if settings.lanes.deadline_at is not None else None,
         Capability.SPAWN: plan.orchestrator.source or "--orchestrate" if plan.orchestrator is not None else None,
+        Capability.ESCALATE: "--escalate" if plan.run.escalate is not None else None,
     }
     lacking = missing(CAPABILITIES, [capability for capability, where in asked.items() if where is not None])
     if lacking:

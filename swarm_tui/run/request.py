@@ -95,6 +95,17 @@ class JudgeRequest:
 
 
 @dataclass(frozen=True)
+class AnswersRequest:
+    """What makes an answer usable and what an unusable one leads to: `--schema`, `--reasks`,
+    `--on-truncated`, `--escalate PROFILE`."""
+
+    schema: Path | None = None
+    reasks: int | None = None
+    on_truncated: str | None = None
+    escalate: str | None = None
+
+
+@dataclass(frozen=True)
 class CacheRequest:
     """`--cache [MODE]` and where and how long answers are kept."""
 
@@ -150,6 +161,7 @@ class RunOptions:
     provider: ProviderRequest = field(default_factory=ProviderRequest)
     engine: EngineRequest = field(default_factory=EngineRequest)
     judge: JudgeRequest = field(default_factory=JudgeRequest)
+    answers: AnswersRequest = field(default_factory=AnswersRequest)
     cache: CacheRequest = field(default_factory=CacheRequest)
     sim: SimRequest = field(default_factory=SimRequest)
     traces: TraceRequest = field(default_factory=TraceRequest)

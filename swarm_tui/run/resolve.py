@@ -18,6 +18,7 @@ from typing import Any
 
 from swarm_tui.cache import CacheSettings
 from swarm_tui.config import Config
+from swarm_tui.core.checks import AnswerSpec
 from swarm_tui.core.errors import InputError
 from swarm_tui.core.lanes import AUTO
 from swarm_tui.core.tiers import FLEX
@@ -26,6 +27,7 @@ from swarm_tui.engine.lanes.autopilot import deadline_at
 from swarm_tui.engine.pacing.deadlines import STRAGGLER_FACTOR
 from swarm_tui.engine.settings import CallLimits, Pacing
 from swarm_tui.jobs import Job, TableSpec, load_job, load_tools_file
+from swarm_tui.jobs.answer_spec import load_schema_file
 from swarm_tui.jobs.job import CacheChoice
 from swarm_tui.jobs.judge_spec import SELF as JUDGE_SELF
 from swarm_tui.jobs.judge_spec import JudgeSpec, read_rubric
@@ -36,6 +38,7 @@ from swarm_tui.records import RunPlan
 from swarm_tui.run.directory import default_run_dir
 from swarm_tui.run.plan import DEMO_SIM, RayOptions
 from swarm_tui.run.request import (
+    AnswersRequest,
     CacheRequest,
     EngineRequest,
     JudgeRequest,
@@ -119,7 +122,8 @@ def resolve_run(request: RunRequest, config: Config) -> SessionPlan:
         if request.orchestrate is not None:
             job = orchestrator_job(request.orchestrate, model=model, base=job, path=request.job)
     job = with_tools_file(job, request.tools)
-    settings = resolve_settings(options.engine, profile)
+    job = replace(job, answer=resolve_answer(options.answers, job.answer))
+    settings = resolve_answer_settings(options.answers, resolve_settings(options.engine, profile))
     if job.lane is not None and options.engine.lane is None:  # the job's `lane`; --lane wins
         settings = settings.but(lane=job.lane)
     judge, judge_profile = resolve_judge(options.judge, job, profile, config)
@@ -132,6 +136,7 @@ def resolve_run(request: RunRequest, config: Config) -> SessionPlan:
         config.prices,
         resolve_route(options.provider, config),
         resolve_cache(options.cache, job=job.cache),  # the job's `[cache]`; --cache, --cache-ttl and --cache-dir win
+        escalate=resolve_escalation(options.answers, config, profile),
     ).deciding_model(first.body.get("model") if first is not None else None, job.template)
     return SessionPlan(
         plan,
@@ -156,12 +161,15 @@ def resolve_resume(request: ResumeRequest, config: Config, stored: StoredRun) ->
     if profile is None and options.provider.changes_profile:
         profile = with_flag_overrides(kept.profile, options.provider)  # e.g. --model: its endpoint, another model
     effective = profile or kept.profile
+    if options.answers.schema is not None:
+        raise InputError.single("--schema", "schema", "a run keeps the checks it started with: --schema goes with run")
     plan = stored.plan_with(
         profile=profile,
-        settings=resolve_settings(options.engine, effective, kept.settings),
+        settings=resolve_answer_settings(options.answers, resolve_settings(options.engine, effective, kept.settings)),
         cache=resolve_cache(options.cache, kept.cache),
         sim=sim_config(options.sim, effective, kept.sim),
         route=resolve_route(options.provider, config),
+        escalate=resolve_escalation(options.answers, config, effective),
     )
     judge = stored.meta.judge
     return SessionPlan(
@@ -319,6 +327,40 @@ def straggler_factor(given: float | str | None, stored: float | None) -> float |
     if given == STRAGGLER_OFF:
         return None
     return STRAGGLER_FACTOR if given == "auto" else float(given)
+
+
+# ---------------------------------------------------------------------------------- the answers
+
+
+def resolve_answer_settings(asked: AnswersRequest, settings: EngineSettings) -> EngineSettings:
+    """`--reasks` and `--on-truncated` over the settings (the stored run's, on a resume)."""
+    answers = settings.answers
+    return settings.but(
+        reasks=asked.reasks if asked.reasks is not None else answers.reasks,
+        on_truncated=asked.on_truncated or answers.on_truncated,
+    )
+
+
+def resolve_answer(asked: AnswersRequest, job_answer: AnswerSpec | None) -> AnswerSpec | None:
+    """The job's `[answer]` with `--schema FILE` over it (exit 2 naming the file and line when the
+    schema cannot be read or is no valid JSON Schema)."""
+    if asked.schema is None:
+        return job_answer
+    schema = load_schema_file(asked.schema)
+    return (job_answer or AnswerSpec()).with_schema(schema, str(asked.schema))
+
+
+def resolve_escalation(asked: AnswersRequest, config: Config, run: ProviderProfile) -> ProviderProfile | None:
+    """`--escalate PROFILE`: the stronger endpoint (its key checked with the run's); exit 2 when it
+    is the run's own endpoint and model (escalating there would ask the same model again)."""
+    if not asked.escalate:
+        return None
+    profile = config.profile(asked.escalate)
+    if profile.name == run.name and (profile.model or None) == (run.model or None):
+        raise InputError.single(
+            "--escalate", "escalate", f"{asked.escalate!r} is the run's own endpoint and model: name a stronger one"
+        )
+    return profile
 
 
 # ---------------------------------------------------------------------------------- the run's parts

@@ -33,6 +33,7 @@ from swarm_tui.core.ports import Capability
 from swarm_tui.core.task import Task
 from swarm_tui.core.tiers import PRIORITY
 from swarm_tui.engine import AnswerRules, Doors, EngineSettings, Resumed, TaskState, build_engine
+from swarm_tui.engine.answers import ESCALATED_PREFIX, AnswerChecks
 from swarm_tui.engine.ledger import BudgetReport, answer_ceiling, worst_usage
 from swarm_tui.engine.ports import Engine
 from swarm_tui.engine.routing.endpoints import RouteSpec
@@ -60,7 +61,7 @@ from swarm_tui.run.outputs import OutputFacts, discard_outputs, end_outputs
 from swarm_tui.run.plan import DEMO_SIM, RayOptions, RunContents
 from swarm_tui.run.stored import StoredRun
 from swarm_tui.sim import SimConfig, SimServer
-from swarm_tui.swarm.pipeline import SwarmPipeline, drop_memory, json_validator
+from swarm_tui.swarm.pipeline import SwarmPipeline, drop_memory
 from swarm_tui.tools import Toolbox
 from swarm_tui.tools.spec import DEFAULT_MAX_STEPS
 from swarm_tui.tools.swarm_tools import Ended, SwarmTools
@@ -113,6 +114,9 @@ class SwarmSession:
         if plan.profile.is_simulator:
             self.sim = SimServer(plan.sim or DEMO_SIM).start(mode="thread")
         self.client, self.fallback, self.route_clients = open_clients(plan, self.base_url)
+        self.escalation = self._escalation_client()
+        """`--escalate`: the endpoint a task goes to when its answers could not be used."""
+        self.answer = contents.answer
         self.response_cache = self._open_cache()
         self.tools = contents.tools if contents.tools is not None and contents.tools.any else None
         """The run's tools: with them, every task is a multi-step agent (on Ray they run on the actors)."""
@@ -140,6 +144,15 @@ class SwarmSession:
         """The failed tasks by the class of their last error, every session's."""
         engine.subscribe(self.view.observe)
         engine.subscribe(self.failures.observe)
+
+    def _escalation_client(self) -> ProviderClient | None:
+        """The escalation endpoint's client, named `escalate:<profile>` (its attempts say so)."""
+        profile = self.plan.escalate
+        if profile is None:
+            return None
+        base_url = self.base_url if profile.is_simulator and self.sim is not None else profile.base_url
+        named = replace(profile, name=ESCALATED_PREFIX + profile.name)
+        return ProviderClient(named, base_url, **self.plan.client_limits())
 
     def _open_cache(self) -> ResponseCache | None:
         """The response cache of a `--cache` run (None without: no file is even opened). A file
@@ -205,7 +218,8 @@ class SwarmSession:
         )
         swarm = contents.swarm
         resumed = Resumed(contents.states, contents.attempts_made)
-        validator = json_validator if swarm and swarm.workers.json else None
+        escalation = self.escalation
+        checks = AnswerChecks(contents.answer, plan.settings.answers, escalation=escalation is not None)
         price = plan.price_for(self.model)
         if ray is not None:
             from swarm_tui.distributed.driver import RayEngine
@@ -216,7 +230,7 @@ class SwarmSession:
                 plan.settings,
                 Doors(self.client, price, fallback_price=fallback_price),
                 resumed=resumed,
-                answers=AnswerRules(validator),
+                answers=AnswerRules(checks),
                 simulated=self.simulated,
                 profile=plan.profile,
                 base_url=self.base_url,
@@ -229,9 +243,19 @@ class SwarmSession:
             contents.tasks,
             self.journal.records,
             plan.settings,
-            Doors(self.client, price, self.fallback, fallback_price, route_spec(plan, self.route_clients, self.model)),
+            Doors(
+                self.client,
+                price,
+                self.fallback,
+                fallback_price,
+                route_spec(plan, self.route_clients, self.model),
+                escalation,
+                plan.price_for(escalation.profile.model or self.model, plan.escalate.name)
+                if escalation is not None and plan.escalate is not None
+                else None,
+            ),
             resumed=resumed,
-            answers=AnswerRules(validator, drop_memory if swarm and swarm.memory.rounds > 1 else None),
+            answers=AnswerRules(checks, drop_memory if swarm and swarm.memory.rounds > 1 else None),
             toolbox=self.swarm_tools or self.toolbox,
             response_cache=self.response_cache,
             simulated=self.simulated,
@@ -323,6 +347,7 @@ class SwarmSession:
             template,
             job.tools,
             judge,
+            job.answer,
             orchestrator=job.orchestrator,
         )
         try:
@@ -345,6 +370,7 @@ class SwarmSession:
                 tools=job.tools,
                 judge=judge,
                 orchestrator=job.orchestrator,
+                answer=job.answer,
             )
             return cls(run_dir, journal, plan, contents, ray, lock)
         except BaseException:
@@ -389,7 +415,8 @@ class SwarmSession:
             template,
             meta.tools,
             meta.judge,
-            meta.orchestrator,
+            orchestrator=meta.orchestrator,
+            answer=meta.answer,
         )
         return cls(run_dir, journal, plan, contents, ray, stored.lock)
 
@@ -405,13 +432,16 @@ class SwarmSession:
         ray: RayOptions | None = None,
         sim: SimConfig | None = None,
         route: RoutePlan | None = None,
+        escalate: ProviderProfile | None = None,
     ) -> SwarmSession:
         """Resume the run in `run_dir` with the changes named here rather than asked on a command
         line (tests, benchmarks): the same opening as `resume` (`StoredRun.plan_with`), without its
         preflight. `route`: with a new `profile`, the route it heads (without one the run's own goes on)."""
         stored = StoredRun.open(run_dir)
         with stored.released_on_error():
-            plan = stored.plan_with(profile=profile, settings=settings, cache=cache, sim=sim, route=route)
+            plan = stored.plan_with(
+                profile=profile, settings=settings, cache=cache, sim=sim, route=route, escalate=escalate
+            )
             return cls.open_existing(stored, plan, retry_failed=retry_failed, ray=ray)
 
     def trace(self, *, content: bool = False, endpoint: str | None = None) -> None:
@@ -611,7 +641,7 @@ class SwarmSession:
         if self.toolbox is not None:
             await self.toolbox.aclose()
         await self.engine.aclose()  # a distributed engine's actors
-        for client in (self.client, self.fallback, *self.route_clients):
+        for client in (self.client, self.fallback, self.escalation, *self.route_clients):
             if client is not None:
                 await client.aclose()
         await self.judge_endpoint.aclose()

@@ -66,10 +66,12 @@ class StoredRun:
         cache: CacheSettings | None = None,
         sim: SimConfig | None = None,
         route: RoutePlan | None = None,
+        escalate: ProviderProfile | None = None,
     ) -> RunPlan:
         """The stored plan with what a resume changes; `route` counts only with a new `profile` (the
-        route it heads): without one the run's own route goes on. The run's model is decided again
-        for the endpoint it goes on with."""
+        route it heads): without one the run's own route goes on; `escalate`: another escalation
+        endpoint (without one, the run's own, if any). The run's model is decided again for the
+        endpoint it goes on with."""
         kept = self.meta.plan
         plan = RunPlan(
             profile or kept.profile,
@@ -78,6 +80,7 @@ class StoredRun:
             kept.prices,
             kept.route if profile is None else route,
             cache or kept.cache,
+            escalate=escalate or kept.escalate,
         )
         return plan.deciding_model(self.first_task_model, self.meta.template)
 

@@ -9,9 +9,11 @@ request, the config and its draws. While an agent has tool rounds left it takes 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from swarm_tui.sim.answer_faults import REFUSAL_TEXT, answer_fault, broken_instance, schema_instance, schema_of
 from swarm_tui.sim.answers import build_answer, build_json_answer, planned_subtasks, wants_json
 from swarm_tui.sim.config import SimConfig
 from swarm_tui.sim.draws import Draws
@@ -56,6 +58,8 @@ class Answer:
     quality: int | None = None
     #: a judge's verdict written as prose (``judge_prose_first``)
     judge_prose: bool = False
+    #: the model's refusal (``message.refusal``; the content is then None)
+    refusal: str | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -147,7 +151,18 @@ def final_answer(config: SimConfig, call: Call, draws: Draws, results: list[str]
         tail = quality_mark(quality)
         if config.drift_after_rounds is not None:
             note = drift_line(messages, rounds, config.drift_after_rounds)
-    if not faults.prose and (plan_size or faults.broken_json or wants_json(request.body)):
+    unusable = None if plan_size else answer_fault(config, request.body, messages, draws)
+    if unusable == "refusal":
+        return Answer(None, estimate_tokens(REFUSAL_TEXT), "stop", refusal=REFUSAL_TEXT)
+    schema = schema_of(request.body)
+    if not faults.prose and not plan_size and not faults.broken_json and schema is not None:
+        value = schema_instance(schema, draws.u_filler, call.prompt)
+        if unusable in ("wrong_enum", "missing_field", "prose"):
+            content = broken_instance(value, schema, unusable)
+        else:
+            content = json.dumps(value, ensure_ascii=False)
+        content, tokens, finish = _cut(content, request.max_tokens)
+    elif not faults.prose and (plan_size or faults.broken_json or wants_json(request.body)):
         content = build_json_answer(
             call.prompt,
             draws.u_filler,
@@ -163,6 +178,12 @@ def final_answer(config: SimConfig, call: Call, draws: Draws, results: list[str]
         content, tokens, finish = build_answer(
             call.prompt, draws.answer_tokens(lo, hi), draws.u_filler, request.max_tokens, extra or None, tail
         )
+    if unusable == "length":  # cut short, as if its max_tokens ran out halfway
+        content = content[: max(1, len(content) // 2)]
+        tokens, finish = estimate_tokens(content), "length"
+    elif unusable == "content_filter":
+        content = content[: max(1, len(content) // 3)]
+        tokens, finish = estimate_tokens(content), "content_filter"
     return Answer(content, tokens, finish, quality=quality)
 
 

@@ -233,6 +233,30 @@ _FLAGS: list[tuple[str, str, Callable[[str], Any], str, str]] = [
         "P",
         'service_tier flex: share of requests answered 429 "resource unavailable" (default 0.05)',
     ),
+    ("--refusal-rate", "refusal_rate", share, "P", "share of answers that are refusals (message.refusal; default 0)"),
+    (
+        "--content-filter-rate",
+        "content_filter_rate",
+        share,
+        "P",
+        "share of answers stopped by the content filter (finish_reason content_filter; default 0)",
+    ),
+    ("--length-rate", "length_rate", share, "P", "share of answers cut short (finish_reason length; default 0)"),
+    (
+        "--schema-break-rate",
+        "schema_break_rate",
+        share,
+        "P",
+        "share of JSON answers that break the schema asked for: wrong enum, missing field, prose around it; a "
+        "re-ask that names the error is answered well (default 0)",
+    ),
+    (
+        "--strong-models",
+        "strong_models",
+        model_list,
+        "A,B",
+        "models that always answer well, whatever the rates above (a stronger model to escalate to)",
+    ),
     (
         "--batch-seconds",
         "batch_seconds",
@@ -353,7 +377,7 @@ def config_to_argv(cfg: SimConfig) -> list[str]:
             continue
         if dest in ("output_tokens", "tool_rounds"):
             value = f"{value[0]}:{value[1]}"
-        elif dest == "models":
+        elif dest in ("models", "strong_models"):
             value = ",".join(value)
         elif value is None:
             value = 0  # rpm/tpm: 0 means unlimited

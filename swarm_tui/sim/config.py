@@ -113,6 +113,17 @@ class SimConfig:
     priority_latency_factor: float = 0.5
     #: share of Flex requests answered 429 "resource unavailable" (no capacity now; not billed)
     flex_unavailable_rate: float = 0.05
+    #: unusable answers (``answer_faults.py``), drawn per request, first answers only (a re-ask
+    #: is answered well): a refusal (``message.refusal``), a filtered answer
+    #: (``finish_reason: content_filter``), an answer cut short (``finish_reason: length``)
+    refusal_rate: float = 0.0
+    content_filter_rate: float = 0.0
+    length_rate: float = 0.0
+    #: share of JSON answers that break the schema asked for: a wrong enum value, a missing
+    #: required field, or the JSON wrapped in prose
+    schema_break_rate: float = 0.0
+    #: models that always answer well (a stronger model to escalate to)
+    strong_models: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.validate()
@@ -132,6 +143,10 @@ class SimConfig:
             "slow_rate",
             "batch_error_rate",
             "flex_unavailable_rate",
+            "refusal_rate",
+            "content_filter_rate",
+            "length_rate",
+            "schema_break_rate",
         ):
             v = _number(self, name)
             if not 0.0 <= v <= 1.0:
@@ -188,6 +203,13 @@ class SimConfig:
         for flag in ("down", "rate_headers", "rate_headers_on_success", "reasoning"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
+        unusable = self.refusal_rate + self.content_filter_rate + self.length_rate + self.schema_break_rate
+        if unusable > 1.0:
+            raise ValueError(
+                f"refusal, content filter, length and schema break rates must not add up past 1, got {unusable!r}"
+            )
+        if not isinstance(self.strong_models, tuple) or not all(isinstance(m, str) for m in self.strong_models):
+            raise ValueError(f"strong_models must be a tuple of model names, got {self.strong_models!r}")
         if (
             not isinstance(self.models, tuple)
             or not self.models
@@ -203,6 +225,7 @@ class SimConfig:
         d["output_tokens"] = list(self.output_tokens)
         d["tool_rounds"] = list(self.tool_rounds)
         d["models"] = list(self.models)
+        d["strong_models"] = list(self.strong_models)
         if self.require_key is not None:
             d["require_key"] = "***"
         return d
@@ -254,6 +277,10 @@ _FLOATS = {
     "flex_latency_factor",
     "priority_latency_factor",
     "flex_unavailable_rate",
+    "refusal_rate",
+    "content_filter_rate",
+    "length_rate",
+    "schema_break_rate",
 }
 _INTS = {"seed", "context_window", "cache_min_tokens", "judge_prose_first"}
 _OPT_INTS = {"rpm", "tpm"}
@@ -305,6 +332,10 @@ def _coerce(key: str, raw: Any) -> Any:
             if len(parts) != 2:
                 raise TypeError
             return (int(parts[0]), int(parts[1]))
+        if key == "strong_models":
+            if isinstance(raw, str):
+                return tuple(m.strip() for m in raw.split(",") if m.strip())
+            return tuple(str(m) for m in raw)
         if key == "models":
             if isinstance(raw, str):
                 return tuple(m.strip() for m in raw.split(",") if m.strip())

@@ -48,6 +48,8 @@ class Draws:
     u_filler: float  # where the filler text starts
     u_tier: float  # < flex_unavailable_rate: a Flex request finds no capacity (429)
     u_slow: float  # < slow_rate (of the body's first sighting): every answer to the body is slow
+    u_answer: float = 1.0  # an unusable answer (answer_faults.py): refusal, filter, cut, schema break
+    u_break: float = 0.0  # which way a JSON answer breaks its schema
 
     def latency_s(self, median_ms: float, sigma: float) -> float:
         if median_ms <= 0:
@@ -66,7 +68,9 @@ class Draws:
 def draw(seed: int, key: str, occurrence: int) -> Draws:
     rng = request_rng(seed, key, occurrence)
     r = rng.random
-    return Draws(r(), r(), r(), rng.gauss(0.0, 1.0), r(), r(), r(), r())  # a new draw goes last: the others stay
+    return Draws(
+        r(), r(), r(), rng.gauss(0.0, 1.0), r(), r(), r(), r(), r(), r()
+    )  # a new draw goes last: the others stay
 
 
 SERVER_ERROR_STATUSES = (500, 502, 503)

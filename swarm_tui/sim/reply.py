@@ -120,13 +120,15 @@ def _stream_plan(
     answer: Answer, usage: dict[str, Any], include_usage: bool, stall: bool, writing_s: float
 ) -> StreamPlan:
     content = answer.content
-    if not answer.tool_step:
+    if not answer.tool_step and answer.refusal is None:
         assert content is not None
         pieces = split_pieces(content)
     else:
         pieces = split_pieces(content) if content else []
     thinking = split_pieces(answer.reasoning) if answer.reasoning else []
     deltas = _tool_deltas(answer.tool_calls)
+    if answer.refusal is not None:  # OpenAI streams a refusal as `refusal` deltas, the content null
+        deltas = [_dumps({"refusal": piece}) for piece in split_pieces(answer.refusal)]
     total = len(thinking) + len(pieces) + len(deltas)
     return StreamPlan(
         pieces,
@@ -142,7 +144,12 @@ def _stream_plan(
 
 
 def _completion(answer: Answer, usage: dict[str, Any], meta: tuple[str, int, str, str]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": answer.content, "refusal": None, "annotations": []}
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": answer.content,
+        "refusal": answer.refusal,
+        "annotations": [],
+    }
     if answer.reasoning is not None:
         message["reasoning_content"] = answer.reasoning
     if answer.tool_calls:

@@ -21,7 +21,6 @@ from swarm_tui.jobs.swarm_spec import SwarmSpec
 from swarm_tui.swarm.aggregator import Aggregate, aggregate
 from swarm_tui.swarm.memory import MEMORY_HEADER, RollingMemory, estimate_tokens
 from swarm_tui.swarm.planner import PlanError, make_plan
-from swarm_tui.util.json_repair import JsonExtractionError, extract_json
 
 if TYPE_CHECKING:
     from swarm_tui.engine.ports import Engine
@@ -40,15 +39,6 @@ def drop_memory(task: Task) -> Task | None:
     if len(kept) == len(messages):
         return None
     return Task(task.index, task.custom_id, {**task.body, "messages": kept})
-
-
-def json_validator(task: Task, result) -> str | None:
-    """Engine validator for workers asked for JSON: what is wrong with the answer, or None."""
-    try:
-        extract_json(result.content)
-    except JsonExtractionError as exc:
-        return str(exc)
-    return None
 
 
 class SwarmPipeline:

@@ -3,9 +3,10 @@
 `Toolbox.start()` starts every MCP server (a stdio command or a streamable HTTP URL) and
 lists its tools, and imports every Python function; whatever does not start is a
 `ToolSetupError` naming the job's file and field, raised before any request is sent.
-`Toolbox.call()` never raises: an unknown tool, arguments that are not JSON, a tool that
-fails or runs past `tool_timeout` all come back as the tool's result (marked not ok), so the
-model can correct itself and the agent goes on. An MCP server that dies is restarted at its
+`Toolbox.call()` never raises: an unknown tool, arguments that are not JSON or do not match the
+tool's input schema (checked before the tool runs: the tool never sees them), a tool that fails or
+runs past `tool_timeout` all come back as the tool's result (marked not ok), so the model can
+correct itself and the agent goes on. An MCP server that dies is restarted at its
 next call; only its calls in flight fail.
 
 A stdio MCP entry runs `processes` server processes (`_McpPool`): one process answers its calls
@@ -31,6 +32,7 @@ from typing import Any
 
 from swarm_tui.core.errors import InputError, Problem
 from swarm_tui.tools.spec import McpServerSpec, PythonToolSpec, ToolsSpec
+from swarm_tui.util.json_schema import CompiledSchema, compiled, schema_problem
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +193,8 @@ class Toolbox:
         self._servers = [_McpPool(s, spec.tool_timeout_s) for s in spec.mcp]
         self._routes: dict[str, Route] = {}
         self._schemas: list[dict[str, Any]] = []
+        self._inputs: dict[str, CompiledSchema] = {}
+        """Each tool's input schema (its `parameters`), when it declares a valid one."""
 
     @property
     def max_steps(self) -> int:
@@ -210,6 +214,9 @@ class Toolbox:
             owners[name] = owner
             self._schemas.append(schema)
             self._routes[name] = route
+            parameters = schema.get("function", {}).get("parameters")
+            if isinstance(parameters, dict) and parameters and schema_problem(parameters) is None:
+                self._inputs[name] = compiled(parameters, json.dumps(parameters, sort_keys=True))
 
         for tool_spec in self.spec.python:
             try:
@@ -259,6 +266,15 @@ class Toolbox:
             return _outcome(f"error: the arguments are not valid JSON ({exc.msg}): {arguments[:200]!r}", False, started)
         if not isinstance(parsed, dict):
             return _outcome("error: the arguments must be a JSON object", False, started)
+        schema = self._inputs.get(name)
+        problems = schema.problems(parsed) if schema is not None else []
+        if problems:  # the tool never sees arguments its schema refuses: the model reads why
+            said = "; ".join(str(p) for p in problems)
+            return _outcome(
+                f"error: TypeError: the arguments do not match {name}'s input schema ({said}); the tool did not run",
+                False,
+                started,
+            )
         try:
             async with asyncio.timeout(self.spec.tool_timeout_s):
                 text, ok = await route(parsed, caller)

@@ -71,6 +71,11 @@ class AgentFacts:
         """Each agent's attempt in flight now (the last started: a hedge replaces its first call)."""
         self.last_failed: int | None = None
         """The last agent that failed for good (the grid's cursor follows failures to it)."""
+        self._reasking: set[int] = set()
+        """Agents whose answer could not be used and is being asked again (given more room, or
+        sent to the escalation endpoint), until they end."""
+        self._checks: dict[int, tuple[str, ...]] = {}
+        """The checks each done agent's answer passed (`TaskSucceeded.checks`)."""
 
     # Multi-step agents.
 
@@ -154,6 +159,24 @@ class AgentFacts:
         """An answer of this run was judged: the legend shows the judged cells (never true without a judge)."""
         return bool(self._scores)
 
+    # The answer checks.
+
+    def reasking(self, index: int) -> None:
+        """`TaskRetrying` of an unusable answer: the agent is asked again (not a transport retry)."""
+        self._reasking.add(index)
+
+    def is_reasking(self, index: int) -> bool:
+        return index in self._reasking
+
+    def checked(self, index: int, checks: tuple[str, ...]) -> None:
+        """`TaskSucceeded`: the checks its answer passed."""
+        if checks:
+            self._checks[index] = checks
+
+    def checks_of(self, index: int) -> tuple[str, ...]:
+        """The checks a done agent's answer passed (none: the job checks nothing)."""
+        return self._checks.get(index, ())
+
     # What an agent does now.
 
     def set_latency(self, index: int, latency_ms: float) -> None:
@@ -172,3 +195,4 @@ class AgentFacts:
         self._in_tools.pop(index, None)
         self._in_batch.discard(index)
         self._from_cache.discard(index)
+        self._reasking.discard(index)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swarm_tui.core.board import TaskBoard
+from swarm_tui.core.call_errors import ANSWER_ERRORS
 from swarm_tui.core.events import (
     AgentSilent,
     AgentStepped,
@@ -273,6 +274,7 @@ class RunView:
         self.family.succeeded(event)
         self.agents.stopped(index)
         self.liveness.ended(index)
+        self.agents.checked(index, event.checks)
         self.endpoints.ended(attempt, at)
         pending = self._pending
         if lane_of(attempt.endpoint) == CACHE:  # a replay: no call, so no latency (heat, sparkline)
@@ -292,6 +294,8 @@ class RunView:
         agents.in_flight.pop(index, None)
         agents.left_batch(index)
         self._backing_off(event, at)
+        if attempt.error is not None and attempt.error.kind in ANSWER_ERRORS:
+            agents.reasking(index)  # its answer asked again (more room, the escalation endpoint)
         self.endpoints.ended(attempt, at)  # (its tools: left when its model call started)
         pending = self._pending
         if pending is not None:

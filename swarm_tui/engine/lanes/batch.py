@@ -56,8 +56,9 @@ from swarm_tui.engine.ledger import worst_usage
 from swarm_tui.providers.client import CallResult
 
 if TYPE_CHECKING:
+    from swarm_tui.core.task import Task
+    from swarm_tui.engine.answers import AnswerChecks, Verdict
     from swarm_tui.engine.ports import LaneHost, Planner
-    from swarm_tui.engine.settings import Validator
     from swarm_tui.pricing import Price
     from swarm_tui.providers.client import ProviderClient
 
@@ -83,14 +84,14 @@ class BatchLane:
         lane: str,
         price: Price | None,
         limits: BatchLimits,
-        validator: Validator | None = None,
+        checks: AnswerChecks | None = None,
         planner: Planner | None = None,
     ) -> None:
         """`planner`: a deadline run's autopilot (the split after the live share, pull-backs, replans)."""
         self.engine = host
         """The engine (or the Ray driver), through its `LaneHost` port."""
         self.client = client
-        self.validator = validator
+        self.checks = checks
         self.lane = lane
         self.endpoint = batch_endpoint(client.name)
         batch_price = price.batch_price() if price is not None else None
@@ -452,18 +453,15 @@ class BatchLane:
                     usage=outcome.usage,
                     cost_usd=self.price.cost(outcome.usage) if self.price is not None else None,
                 )
-                problem = self.validator(task, outcome) if self.validator else None
-                if problem is None:
+                verdict = self.checks.verdict(task.body, outcome) if self.checks is not None else None
+                if verdict is None or verdict.ok:
                     lines.succeeded.append((attempt, outcome.body))
-                    events.append(TaskSucceeded(attempt, outcome.content))
+                    if verdict is not None and verdict.parsed is not None:
+                        lines.parsed[index] = verdict.parsed
+                    events.append(TaskSucceeded(attempt, outcome.content, checks=verdict.checks if verdict else ()))
                     continue
-                outcome = CallError(
-                    ErrorClass.BAD_RESPONSE,
-                    f"{problem}; raw answer: {outcome.content[:2000]}",
-                    200,
-                    "invalid_json",
-                    request_id=outcome.request_id,
-                )
+                self._unusable_line(index, task, attempt, outcome, verdict, lines, events, requeue)
+                continue
             self._failed_line(
                 index,
                 replace(attempt, status=outcome.status, error=outcome, request_id=outcome.request_id),
@@ -472,6 +470,43 @@ class BatchLane:
                 requeue,
             )
         return lines, events, requeue
+
+    def _unusable_line(
+        self,
+        index: int,
+        task: Task,
+        attempt: Attempt,
+        result: CallResult,
+        verdict: Verdict,
+        lines: BatchLines,
+        events: list[EngineEvent],
+        requeue: list[int],
+    ) -> None:
+        """A line whose answer is not usable (`engine.answers`): asked again (the task's next line, or
+        live in lane auto, carries the conversation), given more room, or the task's end."""
+        engine = self.engine
+        assert self.checks is not None
+        follow = self.checks.follow_up(
+            index,
+            task.body,
+            result,
+            verdict,
+            fits=lambda _: True,  # a batch line is held against the budget when its batch ends
+            max_output=self.price.max_output if self.price is not None else None,
+            stopping=engine.stopping is not None or self._aborting,
+        )
+        attempt = replace(attempt, error=follow.error, request_id=result.request_id)
+        if follow.body is None:
+            attempt = replace(attempt, outcome="failed")
+            lines.failed.append(attempt)
+            events.append(TaskFailed(attempt))
+            return
+        attempt = replace(attempt, outcome="retry", retry_in_s=0.0)
+        engine.ask_again(index, follow.body)
+        lines.retried.append(attempt)
+        lines.bodies[index] = follow.body
+        events.append(TaskRetrying(attempt, 0.0))
+        requeue.append(index)
 
     def _failed_line(
         self, index: int, attempt: Attempt, lines: BatchLines, events: list[EngineEvent], requeue: list[int]

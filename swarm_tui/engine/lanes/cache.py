@@ -10,10 +10,11 @@ and claims:
 * the followers: a task whose request is the same as a task before it in the queue waits for
   that one's answer instead of being sent; if it fails (or the run stops) they go live.
 
-Everything else stays in the live queue. The live lane's answers that passed the job's
-validator come back through `remember` and are written to the cache (in small transactions);
-errors, tool requests, refused or empty answers never are. A hit is checked by the job's
-validator too, so a replay never brings in an answer this job would refuse.
+Everything else stays in the live queue. The live lane's answers that passed the run's answer
+checks come back through `remember` and are written to the cache (in small transactions);
+errors, refusals, filtered, cut or empty answers and answers failing a check never are. A hit is
+checked by this run's answer checks too (`engine.answers`), so a replay never brings in an answer
+this job would refuse (a cache may hold answers of other jobs, or of older versions).
 
 This module and its line in `registry.py` are the whole lane; the hooks the other lanes are built
 with (`builder`) are `remember` (the live lane's answers), `replay_step` (an agent's next model
@@ -35,13 +36,14 @@ from swarm_tui.cache import CacheEntry, ResponseCache, request_key
 from swarm_tui.core.events import Attempt, TaskState, TaskSucceeded
 from swarm_tui.core.lanes import CACHE
 from swarm_tui.core.usage import Usage
+from swarm_tui.engine.answers import USABLE
 from swarm_tui.engine.calls import answer_message, cached_attempt, finish_reason
 from swarm_tui.providers.client import CallResult
 
 if TYPE_CHECKING:
     from swarm_tui.core.task import JSONObject
+    from swarm_tui.engine.answers import AnswerChecks, Verdict  # noqa: F401
     from swarm_tui.engine.ports import LaneHost
-    from swarm_tui.engine.settings import Validator
     from swarm_tui.providers.client import ProviderClient
 
 log = logging.getLogger(__name__)
@@ -63,7 +65,7 @@ class CacheLane:
         cache: ResponseCache,
         client: ProviderClient,
         body_of: Callable[[int], JSONObject],
-        validator: Validator | None,
+        checks: AnswerChecks | None,
         on_step: Callable[[int, Attempt, CallResult], None] | None = None,
     ) -> None:
         """`on_step`: how an agent's step goes on (`agents.ToolSteps.on_tool_request`), when the
@@ -73,7 +75,7 @@ class CacheLane:
         self.client = client
         self.body_of = body_of
         """What the live lane would send for a task (its tools offered): what the key is of."""
-        self.validator = validator
+        self.checks = checks
         self.on_step = on_step
         self._hits: list[tuple[int, CacheEntry]] = []
         self._followers: dict[str, list[int]] = {}
@@ -172,14 +174,19 @@ class CacheLane:
     # ----------------------------------------------------------------- replays
 
     def _acceptable(self, index: int, entry: CacheEntry) -> bool:
-        """The job's validator takes the cached answer (a cache may hold answers of other jobs)."""
-        if self.validator is None:
-            return True
+        """This run's answer checks take the cached answer (a cache may hold answers of other jobs)."""
+        return self._verdict(index, entry) is not None
+
+    def _verdict(self, index: int, entry: CacheEntry) -> Verdict | None:
+        """The cached answer's verdict for task `index` when usable (None: unreadable or refused)."""
         try:
             result = self._result(entry)
         except ValueError:
-            return False
-        return self.validator(self.engine.tasks[index], result) is None
+            return None
+        if self.checks is None:
+            return USABLE
+        verdict = self.checks.verdict(self.engine.tasks[index].body, result)
+        return verdict if verdict.ok else None
 
     @staticmethod
     def _result(entry: CacheEntry) -> CallResult:
@@ -189,11 +196,11 @@ class CacheLane:
         engine = self.engine
         if engine.states.get(index) is TaskState.SUCCEEDED:
             return
-        try:
-            content = self._result(entry).content
-        except ValueError:
+        verdict = self._verdict(index, entry)
+        if verdict is None:  # unreadable, or this job refuses it: sent live
             engine.give_back([index])
             return
+        content = self._result(entry).content
         attempt = cached_attempt(
             index,
             engine.numbers.next(index),
@@ -203,7 +210,8 @@ class CacheLane:
         )
         self.cache.used(entry.key)
         engine.outbox.commit_soon(
-            partial(engine.journal.record_success, attempt, entry.response), events=[TaskSucceeded(attempt, content)]
+            partial(engine.journal.record_success, attempt, entry.response, parsed=verdict.parsed),
+            events=[TaskSucceeded(attempt, content, checks=verdict.checks)],
         )
 
     def replay(self, body: JSONObject, client: ProviderClient) -> tuple[CallResult, float | None, str | None] | None:
@@ -243,7 +251,7 @@ class CacheLane:
     # ----------------------------------------------------------------- the live lane's answers
 
     def remember(self, body: JSONObject, client: ProviderClient, result: CallResult, cost_usd: float | None) -> None:
-        """A validated answer of the live lane: kept for this run's followers, and in the cache
+        """A usable answer of the live lane: kept for this run's followers, and in the cache
         (when it writes)."""
         raw = result.raw if result.raw is not None else json.dumps(result.body, ensure_ascii=False).encode("utf-8")
         key = self.key_of_body(body, client)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from swarm_tui.core.call_errors import CallError
 from swarm_tui.core.events import Attempt, PhaseAttempt
 from swarm_tui.core.task import JSONObject
+from swarm_tui.engine.answers import refused
 from swarm_tui.engine.calls import cached_attempt
 from swarm_tui.engine.settings import RunStopped
 from swarm_tui.providers.client import CallResult, ProviderClient, StreamDeadlines
@@ -121,8 +122,8 @@ class DirectLane:
                 latency_ms = (stalls.now() - t0) * 1000
                 attempt = billing.answered(index, number, endpoint.name, started_at, latency_ms, result, "ok", body)
                 self._record(phase, attempt)
-                if cache is not None:
-                    cache.remember(body, endpoint, result, attempt.cost_usd)
+                if cache is not None and not refused(result):  # the caller reads it its own way, but a
+                    cache.remember(body, endpoint, result, attempt.cost_usd)  # refusal is never kept
                 return result
             finally:
                 self._give_back(admission, endpoint)

@@ -34,17 +34,18 @@ from swarm_tui.engine.lanes.outcomes import Outcomes
 from swarm_tui.engine.lanes.reachability import Reachability
 from swarm_tui.engine.pacing.deadlines import RECHECK_S, TailDeadlines
 from swarm_tui.engine.routing.endpoints import Endpoints
-from swarm_tui.engine.settings import HEDGE_MAX_SHARE, HEDGE_QUIET_AFTER_429_S, Trimmer, Validator
+from swarm_tui.engine.settings import HEDGE_MAX_SHARE, HEDGE_QUIET_AFTER_429_S, Trimmer
 from swarm_tui.providers.client import CallResult, ProviderClient, StreamDeadlines
 from swarm_tui.providers.streamed import StreamProgress
 
 if TYPE_CHECKING:
+    from swarm_tui.engine.answers import AnswerChecks
     from swarm_tui.engine.engine import SwarmEngine
     from swarm_tui.engine.pacing.limits import LearnedLimits
     from swarm_tui.engine.routing.doors import Door
 
 AnswerKept = Callable[[JSONObject, ProviderClient, CallResult, "float | None"], None]
-"""Where a validated answer goes besides the journal (the cache lane's `remember`)."""
+"""Where a usable answer goes besides the journal (the cache lane's `remember`)."""
 StepReplay = Callable[[int], bool]
 """An agent's next model call answered from the response cache (True: it was)."""
 
@@ -62,13 +63,13 @@ class LiveLane:
         tail: TailDeadlines,
         tools: ToolSteps,
         *,
-        validator: Validator | None = None,
+        checks: AnswerChecks | None = None,
         trimmer: Trimmer | None = None,
         answer_kept: AnswerKept | None = None,
         step_replay: StepReplay | None = None,
     ) -> None:
-        """`validator` and `trimmer`: the job's (`outcomes.Outcomes`); `answer_kept` and
-        `step_replay`: the response cache's hooks (`cache.CacheLane.remember` and `replay_step`)."""
+        """`checks` and `trimmer`: the run's answer checks and the job's trimmer (`outcomes.Outcomes`);
+        `answer_kept` and `step_replay`: the response cache's hooks (`cache.CacheLane.remember` and `replay_step`)."""
         self.engine = engine
         self.endpoints = endpoints
         self.billing = billing
@@ -93,7 +94,7 @@ class LiveLane:
         self.step_replay = step_replay
         self._reserved_tokens: dict[int, int] = {}
         """The TPM reservation of each task's call on the wire."""
-        self.outcomes = Outcomes(self, validator, trimmer)
+        self.outcomes = Outcomes(self, checks, trimmer)
         self.liveness = Liveness(self)
         self.reachability = Reachability(self)
 
@@ -109,6 +110,8 @@ class LiveLane:
         budget had no room for its worst case (the engine gives the slot back and waits)."""
         engine = self.engine
         client = self.endpoints.take(engine.admission)
+        if self.outcomes.escalates(index):  # its answers could not be used here: the stronger endpoint
+            client = self.endpoints.escalate(client)
         if engine.ledger.budget_usd is not None and not self.billing.reserve(
             index, engine.numbers.peek(index), self.request_body(index, client), client.name
         ):
@@ -344,8 +347,10 @@ class LiveLane:
         return not engine.queue.has_ready and engine.admission.in_flight < engine.admission.limit
 
     def _hedge(self, index: int, calls: list[Call]) -> bool:
-        """A backup of a slow call, when the budget can hold its worst case too; True when it went."""
-        backup = self.endpoints.route()
+        """A backup of a slow call, when the budget can hold its worst case too (an escalated
+        task's at the escalation endpoint: its answers were not usable elsewhere); True when it went."""
+        escalation = self.endpoints.escalation
+        backup = escalation if escalation is not None and self.outcomes.escalates(index) else self.endpoints.route()
         number = self.engine.numbers.peek(index)
         if not self.billing.reserve(index, number, self.request_body(index, backup), backup.name, stop=False):
             return False

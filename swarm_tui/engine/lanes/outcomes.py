@@ -1,6 +1,7 @@
-"""What an ended live call means for its task: an answer kept, a step of an agent, an answer asked
-for again, or a failure retried (after its backoff) or final — each journaled with the events
-that report it before any view hears of it (through the engine's outbox)."""
+"""What an ended live call means for its task: an answer kept, a step of an agent, an answer that is
+not usable (asked again, given more room, escalated or failed: `engine.answers` says which), or a
+failure retried (after its backoff) or final — each journaled with the events that report it
+before any view hears of it (through the engine's outbox)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 from swarm_tui.core.call_errors import STRAGGLER_CODE, CallError, ErrorClass
 from swarm_tui.core.decide import Next
 from swarm_tui.core.events import Attempt, RateGateClosed, TaskFailed, TaskRetrying, TaskSucceeded
-from swarm_tui.core.task import Task
+from swarm_tui.core.task import JSONObject
 from swarm_tui.engine.calls import Call, answer_message, cut_before_any_content, finish_reason
 from swarm_tui.engine.settings import (
     CONGESTED_LATENCY_SHARE,
@@ -20,11 +21,11 @@ from swarm_tui.engine.settings import (
     REFUSALS_TO_STOP,
     TRUNCATED_CODE,
     Trimmer,
-    Validator,
 )
 from swarm_tui.providers.client import CallResult
 
 if TYPE_CHECKING:
+    from swarm_tui.engine.answers import AnswerChecks, Verdict
     from swarm_tui.engine.lanes.live import LiveLane
     from swarm_tui.engine.routing.doors import Door
 
@@ -32,25 +33,26 @@ if TYPE_CHECKING:
 class Outcomes:
     """The live lane's outcomes: success, tool request, invalid or empty answer, failure."""
 
-    def __init__(self, lane: LiveLane, validator: Validator | None, trimmer: Trimmer | None) -> None:
+    def __init__(self, lane: LiveLane, checks: AnswerChecks | None, trimmer: Trimmer | None) -> None:
         self.lane = lane
         self.engine = lane.engine
-        self.validator = validator
+        self.checks = checks
         self.trimmer = trimmer
         self._trimmed: set[int] = set()
-        self._reasked: set[int] = set()
         self._refusals: list[CallError] = []
         """Calls refused for good (auth, permission, no such model) since the last answer."""
 
     def on_success(self, index: int, call: Call, result: CallResult) -> None:
         engine, lane = self.engine, self.lane
         asks_for_tools = lane.tools.enabled and bool(answer_message(result).get("tool_calls"))
-        if not asks_for_tools and finish_reason(result) == "length" and cut_before_any_content(result):
+        checks, body = self.checks, engine.tasks[index].body
+        checked = checks is not None and checks.checked(body)
+        if not asks_for_tools and not checked and finish_reason(result) == "length" and cut_before_any_content(result):
             self._on_empty_answer(index, call, result)
             return
-        problem = self.validator(engine.tasks[index], result) if self.validator and not asks_for_tools else None
-        if problem is not None:
-            self._on_invalid_answer(index, call, result, problem)
+        verdict = checks.verdict(body, result) if checks is not None and not asks_for_tools else None
+        if verdict is not None and not verdict.ok:
+            self._on_unusable(index, call, result, verdict)
             return
         self._refusals.clear()
         latency_ms = call.latency_ms()
@@ -80,60 +82,63 @@ class Outcomes:
             latency_ms,
             result,
             "step" if asks_for_tools else "ok",
-            engine.tasks[index].body,
+            body,
         )
-        if lane.answer_kept is not None:  # the response cache (`--cache`): an answer, or an agent's step
+        if lane.answer_kept is not None:  # the response cache (`--cache`): a usable answer, or an agent's step
             lane.answer_kept(call.body, call.client, result, attempt.cost_usd)
         if asks_for_tools:
             lane.tools.on_tool_request(index, attempt, result)
             return
-        succeeded = TaskSucceeded(attempt, result.content)
+        parsed, passed = (verdict.parsed, verdict.checks) if verdict is not None else (None, ())
+        succeeded = TaskSucceeded(attempt, result.content, checks=passed)
         answer = result.raw if result.raw is not None else result.body  # kept as received
-        engine.outbox.commit_soon(partial(engine.journal.record_success, attempt, answer), events=[succeeded])
-
-    def _on_invalid_answer(self, index: int, call: Call, result: CallResult, problem: str) -> None:
-        """An answer that fails validation: asked once more with the problem, then a failure that
-        keeps the raw text (the answer was billed either way)."""
-        engine = self.engine
-        raw = result.content
-        reask = index not in self._reasked and engine.stopping is None
-        error = CallError(
-            ErrorClass.BAD_RESPONSE,
-            f"{problem}; raw answer: {raw[:2000]}",
-            200,
-            "invalid_json",
-            request_id=result.request_id,
+        engine.outbox.commit_soon(
+            partial(engine.journal.record_success, attempt, answer, parsed=parsed), events=[succeeded]
         )
-        attempt = self.lane.billing.answered(
+
+    def _on_unusable(self, index: int, call: Call, result: CallResult, verdict: Verdict) -> None:
+        """An answer that came back unusable (refused, filtered, cut, failing a check): billed, then
+        asked again, given more room, sent to the escalation endpoint, or the task's end
+        (`answers.AnswerChecks.follow_up`); a new attempt of the same task either way."""
+        engine, lane = self.engine, self.lane
+        assert self.checks is not None
+        lane.endpoints.pacing(call.client).rate_limits.settle(lane.tokens_held(index), result.usage.total)
+        task = engine.tasks[index]
+        endpoint = call.client.name
+        follow = self.checks.follow_up(
+            index,
+            task.body,
+            result,
+            verdict,
+            fits=lambda body: lane.billing.fits(body, endpoint),
+            max_output=lane.billing.max_output(endpoint),
+            stopping=engine.stopping is not None,
+        )
+        attempt = lane.billing.answered(
             index,
             call.number,
-            call.client.name,
+            endpoint,
             call.started_at,
             call.latency_ms(),
             result,
-            "retry" if reask else "failed",
-            engine.tasks[index].body,
+            "retry" if follow.again else "failed",
+            task.body,
         )
-        attempt = dataclasses.replace(attempt, error=error)
-        if not reask:
-            self._fail(attempt)
+        attempt = dataclasses.replace(attempt, error=follow.error)
+        if follow.body is None:
+            if follow.kept is not None:  # `r` asks it again, with the reason
+                engine.ask_again(index, follow.kept)
+            self._fail(attempt, follow.kept)
             return
-        self._reasked.add(index)
         attempt = dataclasses.replace(attempt, retry_in_s=0.0)
-        task = engine.tasks[index]
-        messages = [
-            *task.body.get("messages", []),
-            {"role": "assistant", "content": raw},
-            {
-                "role": "user",
-                "content": f"That answer could not be used: {problem}. "
-                "Answer again with valid JSON only, nothing else.",
-            },
-        ]
-        engine.tasks[index] = Task(task.index, task.custom_id, {**task.body, "messages": messages})
+        engine.ask_again(index, follow.body)  # not a transport retry: the next call has retries of its own
         retrying = TaskRetrying(attempt, 0.0)
-        engine.outbox.commit(partial(engine.journal.record_retry, attempt), events=[retrying])
+        engine.outbox.commit(partial(engine.journal.record_retry, attempt, body=follow.body), events=[retrying])
         engine.retry_soon(index, 0.0)
+
+    def escalates(self, index: int) -> bool:
+        """The task's next attempt goes to the escalation endpoint (its re-asks are spent)."""
+        return self.checks is not None and index in self.checks.escalated
 
     def _on_empty_answer(self, index: int, call: Call, result: CallResult) -> None:
         """An answer cut at its token limit before any content (`finish_reason: length`, no text,
@@ -142,7 +147,7 @@ class Outcomes:
         engine = self.engine
         self.lane.endpoints.pacing(call.client).rate_limits.settle(self.lane.tokens_held(index), result.usage.total)
         error = CallError(
-            ErrorClass.BAD_RESPONSE,
+            ErrorClass.TRUNCATED,
             "the answer was cut at its token limit before any content (finish_reason length): raise max_tokens",
             200,
             TRUNCATED_CODE,
@@ -161,10 +166,11 @@ class Outcomes:
         )
         self._fail(dataclasses.replace(attempt, error=error))
 
-    def _fail(self, attempt: Attempt) -> None:
+    def _fail(self, attempt: Attempt, body: JSONObject | None = None) -> None:
+        """The task's end; `body`: what a retry of it sends (a failed check's re-ask)."""
         engine = self.engine
         failed = TaskFailed(attempt)
-        engine.outbox.commit(partial(engine.journal.record_failure, attempt), events=[failed])
+        engine.outbox.commit(partial(engine.journal.record_failure, attempt, body=body), events=[failed])
         engine.check_failure_rate()
 
     def on_failure(

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from swarm_tui.cache import ResponseCache
     from swarm_tui.core.events import Attempt
     from swarm_tui.core.task import JSONObject
+    from swarm_tui.engine.answers import AnswerChecks
     from swarm_tui.engine.ports import Lane, LaneHost, Planner
-    from swarm_tui.engine.settings import Validator
     from swarm_tui.pricing import Price
     from swarm_tui.providers.client import CallResult, ProviderClient
 
@@ -38,7 +38,7 @@ def cache_lane_of(
     cache: ResponseCache | None,
     client: ProviderClient,
     body_of: Callable[[int], JSONObject],
-    validator: Validator | None,
+    checks: AnswerChecks | None,
     on_step: Callable[[int, Attempt, CallResult], None] | None,
 ) -> CacheLane | None:
     """The cache lane of a run with `--cache` (a cache that reads or writes), else None. `body_of`:
@@ -46,14 +46,14 @@ def cache_lane_of(
     (its tools), when the run's tasks are multi-step agents."""
     if cache is None or not (cache.reading or cache.writing):
         return None
-    return CacheLane(host, cache, client, body_of, validator, on_step)
+    return CacheLane(host, cache, client, body_of, checks, on_step)
 
 
 def batch_lane_of(
     host: LaneHost,
     client: ProviderClient,
     price: Price | None,
-    validator: Validator | None,
+    checks: AnswerChecks | None,
     planner: Planner | None = None,
 ) -> BatchLane | None:
     """The batch lane of a run that asks for it (`--lane batch|auto`), or of a live run resuming one
@@ -64,4 +64,4 @@ def batch_lane_of(
     if settings.lanes.lane == LIVE and not host.journal.open_batches():
         return None
     limits = BatchLimits(settings.lanes.batch_max_requests, settings.lanes.batch_max_bytes)
-    return BatchLane(host, client, settings.lanes.lane, price, limits, validator, planner)
+    return BatchLane(host, client, settings.lanes.lane, price, limits, checks, planner)

@@ -56,10 +56,13 @@ class Endpoints:
         adaptive: AdaptiveConcurrency | None,
         adapt: Callable[[int, str], None],
         route: Route | None = None,
+        escalation: ProviderClient | None = None,
     ) -> None:
         """`outbox`: where what the endpoints do is said (a switch, a door's limit); `admission`,
         `rate_limits`, `adaptive` and `adapt`: the engine's own pacing (a run of one endpoint, or
-        the pair); `route`: the doors of a routed run, paced each on its own."""
+        the pair); `route`: the doors of a routed run, paced each on its own; `escalation`: the
+        stronger endpoint a task goes to when its answers could not be used (`--escalate`), a door
+        of its own that no strategy chooses, under the engine's admission."""
         self._outbox = outbox
         self.client = client
         self.fallback = fallback
@@ -75,6 +78,16 @@ class Endpoints:
                 for c in shared
             ]
         self._by_name = {door.name: door for door in self.doors}
+        self.escalation = escalation
+        if escalation is not None:
+            self._by_name[escalation.name] = Door(
+                escalation,
+                admission,
+                RateLimits(escalation.profile.rpm, escalation.profile.tpm),
+                None,
+                None,
+                shared=True,
+            )
 
     @property
     def routed(self) -> bool:
@@ -98,6 +111,13 @@ class Endpoints:
             door, admission.chosen = admission.chosen, None
             return door.client
         return self.route()
+
+    def escalate(self, taken: ProviderClient) -> ProviderClient:
+        """The escalation endpoint, for a call admitted at `taken`'s door (its slot there goes back:
+        the call holds the engine's own)."""
+        assert self.escalation is not None, "a task is escalated only where there is somewhere to go"
+        self.landed(taken)
+        return self.escalation
 
     def pacing(self, client: ProviderClient) -> Door:
         """The door whose limits, gate and adaptive limit a call to `client` answers to."""

@@ -230,7 +230,14 @@ class AgentDetailScreen(Screen[None]):
         self._fill_verdict(verdict)
         pretty = fmt.pretty_json(content) if content else None
         answer = self.query_one("#detail-answer", Static)
-        self.query_one("#answer-title", Static).update("Answer (JSON, pretty-printed)" if pretty else "Answer")
+        checks = self.source.view.agents.checks_of(index) if state is TaskState.SUCCEEDED else ()
+        parsed = (result or {}).get("parsed")
+        if parsed is not None:  # the value the job's checks read (fences and prose left out)
+            pretty = json.dumps(parsed, indent=2, ensure_ascii=False)
+        title = "Answer (JSON, pretty-printed)" if pretty else "Answer"
+        if checks:
+            title = f"Answer: passed {', '.join(checks)}" + (" (the parsed value)" if parsed is not None else "")
+        self.query_one("#answer-title", Static).update(title)
         answer.update(Text(pretty or content or ("(no answer yet)" if not state.is_final else "(no answer)")))
         raw = self.query_one("#detail-raw", Collapsible)
         raw.display = body is not None

@@ -37,12 +37,14 @@ FOOTER_LINES = 3
 def footer_lanes(stats: RunStats) -> tuple[str, ...]:
     """The footer's lines past its three, in the order shown: `tier` once a live call was billed at
     a service tier (`--service-tier flex|priority`), `batch` in a run with a batch lane, `judge`
-    once the judge has cost something, `cache` once an answer came from the cache."""
+    once the judge has cost something, `cache` once an answer came from the cache, `answers` once an
+    answer was checked (or came back unusable)."""
     shown = (
         ("tier", bool(stats.tier_cost_usd)),
         ("batch", stats.batch_sent > 0),
         ("judge", stats.judge_cost_usd > 0),
         ("cache", stats.cache_hits > 0),
+        ("answers", stats.answers.any),
     )
     return tuple(name for name, wanted in shown if wanted)
 
@@ -179,6 +181,14 @@ class _FooterText:
             self.field("cache ", f"{stats.cache_hits:>5}")
             self.field(" hits · saved ", fmt.usd(stats.cache_saved_usd, 9))
             self.field("", fmt.money(stats.cache_saved_usd, self.currency, 11))
+        if "answers" in lanes:  # what the answer checks did; re-asks are not counted in `retried`
+            answers = stats.answers
+            self.text.append("\n")
+            self.field("valid ", f"{answers.valid:>5}")
+            self.field(" re-asked ", f"{answers.reasked:>4}")
+            self.field(" escalated ", f"{answers.escalated:>4}")
+            self.field(" refused ", f"{answers.refused:>4}", self.bad if answers.refused else "")
+            self.field(" truncated ", f"{answers.truncated:>4}")
 
 
 class StatsFooter(Horizontal):
@@ -199,7 +209,7 @@ class StatsFooter(Horizontal):
     def show_lanes(self, lanes: tuple[str, ...]) -> None:
         """The lanes' lines the figures show (`footer_lanes`): the footer, its figures and its
         sparkline as tall as they need, and a class per lane (`-batch`, `-judge`, `-cache`)."""
-        for lane in ("batch", "judge", "cache"):
+        for lane in ("batch", "judge", "cache", "answers"):
             self.set_class(lane in lanes, f"-{lane}")
         height = FOOTER_LINES + len(lanes)
         for widget in (self, *self.children):

@@ -7,7 +7,8 @@ agents changed (`update_cells`), so an event costs a dict lookup until the next 
 
 Colours come from component classes (`agent-grid--succeeded` ...) whose CSS uses the theme's
 `$swarm-*` variables, so a theme recolours the grid. Every cell also carries its state's glyph
-(`.` queued, `>` running, `~` retrying, `o` done, `x` failed, `-` cancelled), so that states
+(`.` queued, `>` running, `~` retrying, `?` re-asking: its answer could not be used and is asked
+again, `o` done, `x` failed, `-` cancelled), so that states
 differ in their text too: without colour (`NO_COLOR`, a monochrome terminal, a colour-blind
 eye) a failed, a running and a done cell still read apart. Layout (`fit`):
 
@@ -357,6 +358,7 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
             score = facts.score_of(index) if state is TaskState.SUCCEEDED else None
             low = score is not None and score <= LOW_SCORE
             cached = facts.caching and state is TaskState.SUCCEEDED and facts.is_from_cache(index)
+            reasking = state in STEP_STATES and step is None and facts.is_reasking(index)
             quiet = state is TaskState.RUNNING and index in silent
             kind = (
                 "silent"
@@ -369,9 +371,11 @@ class AgentGrid(ScrollView, can_focus=True, inherit_bindings=False):
                 if low
                 else "cached"
                 if cached
+                else "reasking"
+                if reasking
                 else state
             )
-            style = styles[kind]
+            style = styles[TaskState.RETRYING if kind == "reasking" else kind]
             if self.heat and (latency := latencies.get(index)) is not None and self._heat_bounds:
                 style = styles[f"heat-{1 + bisect_right(self._heat_bounds, latency)}"]
             if score is not None:

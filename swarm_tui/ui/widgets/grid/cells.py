@@ -18,6 +18,7 @@ __all__ = [
     "LOW_GLYPH",
     "LOW_SCORE",
     "MANY_STEPS",
+    "REASK_GLYPH",
     "SILENT_GLYPH",
     "RETRY_MARK",
     "STATES",
@@ -46,8 +47,12 @@ LOW_GLYPH = "!"
 """A cell whose answer the judge scored low."""
 SILENT_GLYPH = "?"
 """A cell whose agent's call has been silent far longer than its like takes (not cut: said)."""
+REASK_GLYPH = "&"
+"""A cell whose answer could not be used and is being asked again (re-asking: the reason sent back,
+more room, or the escalation endpoint); in the retrying colour."""
 KIND_GLYPHS: dict[object, str] = {
     "silent": SILENT_GLYPH,
+    "reasking": REASK_GLYPH,
     "batch": BATCH_GLYPH,
     "tool": TOOL_GLYPH,
     "low-score": LOW_GLYPH,
