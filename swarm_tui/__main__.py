@@ -59,7 +59,7 @@ def entry() -> int:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except sqlite3.DatabaseError as exc:
-        if type(exc) is not sqlite3.DatabaseError:  # locked, read-only...: the commands say those themselves
+        if not _is_damage(exc):  # locked, read-only...: the commands say those themselves
             raise
         print(f"swarm-tui: {_damaged(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -69,6 +69,14 @@ def entry() -> int:
         # process by SIGINT instead of with this exit code; running code from a string again clears it.
         exec("None")
     return code
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """A damaged file, as SQLite finds it: a malformed page, or garbage where a text column's UTF-8
+    should be (which sqlite3 reports as an OperationalError when it decodes the value)."""
+    if type(exc) is sqlite3.DatabaseError:
+        return True
+    return type(exc) is sqlite3.OperationalError and str(exc).startswith("Could not decode to UTF-8")
 
 
 def _damaged(exc: sqlite3.DatabaseError) -> str:

@@ -236,8 +236,10 @@ async def test_lane_auto_submits_no_batch_when_the_live_share_fails(tmp_path, si
         **FAST_POLL,
     )
     finished = await run_session(session)
-    assert finished.failed == 20 and finished.succeeded == 0 and finished.cancelled == 80
-    # a key the provider refuses stops dispatch on its own (issue 23: fail fast, saying why)
+    # the live share (20) goes out a few at a time (the gentle start: no limit is stated), so the
+    # refusals stop dispatch before all of it is sent; nothing is left half-decided
+    assert 3 <= finished.failed <= 20 and finished.succeeded == 0 and finished.failed + finished.cancelled == 100
+    # a key the provider refuses stops dispatch on its own (fail fast, saying why)
     assert "refused 3 calls in a row (auth 401" in (finished.stop_reason or "")
     assert sim.stats()["batch"]["files_uploaded"] == 0
 
