@@ -1,4 +1,4 @@
-"""Multi-step agents with tools (issue 13): the agent loop against the swarm's critical path, same run.
+"""Multi-step agents with tools: the agent loop against the swarm's critical path, same run.
 
 Every scenario runs the same 100 agents, all at once (concurrency 100), each scripted to 4 tool
 rounds and then its answer (`[[sim:tools=4]]`: 5 model calls; 1-3 tool calls per round, in

@@ -1,5 +1,5 @@
 """What checking an answer costs: reading a provider's 200 as a chat completion, before and after
-answers were held to strict JSON (`swarm_tui.providers.answer`, issue 23).
+answers were held to strict JSON (`swarm_tui.providers.answer`).
 
 Cases, each on a typical answer of about 1 KB (a chat completion of ~150 words):
 
@@ -13,7 +13,7 @@ Cases, each on a typical answer of about 1 KB (a chat completion of ~150 words):
   verdict      an answer checked against the json_schema its body asks for (`engine.answers`:
                the robust JSON read and the schema's validation), per answer
 
-And what checking answers costs the engine (`--ceiling`, issue 41): the zero-latency ceiling
+And what checking answers costs the engine (`--ceiling`): the zero-latency ceiling
 (tasks/s of a whole run, 50 in flight, the simulator in its own process answering at once) of a
 job whose every body asks for a `json_schema`, with the answer checks on and with them off (the
 verdict skipped, everything else the same: the same bodies, the same JSON answers), the runs

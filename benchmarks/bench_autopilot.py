@@ -1,4 +1,4 @@
-"""The autopilot (issue 30) on issue 30's own scenario, through the real CLI.
+"""The autopilot on its own scenario (a deadline, a budget, a batch turnaround), through the real CLI.
 
     python benchmarks/bench_autopilot.py [--tasks 2000] [--scenarios tight,roomy,broke]
 

@@ -1,5 +1,5 @@
 """What billing an answer costs: its usage read and priced, before and after prices could say
-tiers, cache writes and long context (issue 29).
+tiers, cache writes and long context.
 
 Per answer the engine reads the answer's `usage` (`Usage.from_response`), decides the tier that
 served it (`providers.client.answer_tier`) and prices it at that tier (`engine.billing.Billing`:
@@ -80,7 +80,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--number", type=int, default=50000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--before", default="4c22330", help="the revision to compare with (default: issue 29's base)")
+    parser.add_argument(
+        "--before", default="4c22330", help="the revision to compare with (default: the tree before tiered prices)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         old_usage, old_table = load_before(args.before, Path(tmp))

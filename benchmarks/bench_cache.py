@@ -1,4 +1,4 @@
-"""What the response cache (`--cache`, issue 27) costs: a lookup per task at 100k entries, and a
+"""What the response cache (`--cache`) costs: a lookup per task at 100k entries, and a
 run's makespan with the cache off, cold (every task a miss, every answer written) and warm
 (every task a hit), on the same zero-latency simulator in the same run.
 

@@ -17,7 +17,7 @@ Scenarios:
                (`swarm-tui run JOB --headless`, the embedded simulator at 1 ms), a real process:
                the time to its first dispatch ("run started"), its peak RSS (VmHWM, polled), and
                the time from a real SIGINT (sent --stop-after seconds after the first dispatch)
-               to the process's end, with its exit code. Goals (issue 32): first dispatch of 1M
+               to the process's end, with its exit code. Goals: first dispatch of 1M
                within 15 s, peak RSS at 1M < 2x that at 100k, the stop within 10 s.
                Beside each, the same job as a table: a Parquet file of the same rows (id, text), its
                tasks `[tasks] from` it with the same prompt, model and max_tokens (a TOML job, so the

@@ -1,4 +1,4 @@
-"""What journaling an answer costs: `Journal.append` (the one write path, issue 26) against
+"""What journaling an answer costs: `Journal.append` (the one write path) against
 `record_success` as it was before it, answers per second on a real SQLite journal (WAL,
 `synchronous=NORMAL`, as a run writes it).
 
@@ -52,7 +52,7 @@ from bench_answers import typical_answer  # the same ~1 KB chat completion
 
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = "c966e52"
-"""The commit before the journal's package (issue 26, step 1: `core/`)."""
+"""The commit before the journal became a package (the first step: `core/`)."""
 
 
 def journal_before(rev: str) -> type:

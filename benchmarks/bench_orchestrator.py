@@ -1,4 +1,4 @@
-"""An orchestrator spawning its own sub-agents (issue 43): makespan against the critical path, same run.
+"""An orchestrator spawning its own sub-agents: makespan against the critical path, same run.
 
 One orchestrator (`[orchestrator]`, the simulator's orchestrator mode: `[[sim:spawn=50+50]]`) spawns
 50 sub-agents and waits for their answers, then a second wave of 50 built from those answers

@@ -1,4 +1,4 @@
-"""What `--otel` costs the swarm when the collector is down (issue 31: the makespan moves < 5%).
+"""What `--otel` costs the swarm when the collector is down (the makespan moves < 5%).
 
     python benchmarks/bench_otel.py [--tasks 1000] [--repeats 3] [--concurrency 50] [--receiver]
 

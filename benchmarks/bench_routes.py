@@ -1,4 +1,4 @@
-"""Routing across endpoints (issue 28), through the real CLI against simulators in their own processes.
+"""Routing across endpoints, through the real CLI against simulators in their own processes.
 
     python benchmarks/bench_routes.py [--repeat 3] [--scenarios balance,chain,cheapest]
 

@@ -1,4 +1,4 @@
-"""Answers you can use (issue 41): every answer checked against what the job asks for, an unusable
+"""Answers you can use: every answer checked against what the job asks for, an unusable
 one asked again with the reason, given more room, or escalated, never counted as done. Against the
 simulator on loopback (real HTTP), with its unusable answers at the issue's rates."""
 

@@ -41,9 +41,6 @@ def test_core_modules_do_not_import_textual():
     assert out == "", f"textual imported by a core module: {out}"
 
 
-# -- sizes: no module over 500 lines, no function over 80 (issue 26) ---------------------------
-
-
 # --------------------------------------------------------------------------- one object, one file
 #
 # An object's invariants are read in one file: parts are composed, never cut across files by

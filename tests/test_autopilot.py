@@ -1,4 +1,4 @@
-"""Say when and how much, it plans the rest (issue 30): `--deadline`, with or without `--budget`.
+"""Say when and how much, it plans the rest: `--deadline`, with or without `--budget`.
 
 Each test runs the real CLI against a simulator on loopback whose limits it is never told
 (600 RPM, 200 ms answers) and whose Batch API turns a batch around in a few seconds (or not

@@ -1,4 +1,4 @@
-"""Bad input is refused before anything is sent (issue 10): exit 2, `file:line: field: problem`,
+"""Bad input is refused before anything is sent: exit 2, `file:line: field: problem`,
 no traceback, no request, no run directory; and a valid file is never refused."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A stop of a big run is quick (issue 32): Ctrl-C or SIGTERM costs nothing per task never sent
+"""A stop of a big run is quick: Ctrl-C or SIGTERM costs nothing per task never sent
 (before: a TaskCancelled journaled, encoded and delivered for each, minutes for a million), and
 a stop holding more answers than `STOP_EXPORT_MAX_RESULTS` leaves results.jsonl to `swarm-tui
 export` instead of writing it after the user asked to leave. Real processes, real signals, the

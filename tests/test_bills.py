@@ -1,4 +1,4 @@
-"""The bill, rule by rule (issue 29): a usage priced exactly as the provider's page says, usage read
+"""The bill, rule by rule: a usage priced exactly as the provider's page says, usage read
 as each provider reports it (over real HTTP), the service tiers on the simulator, profiles and
 price rows that say all of it, and old rows that still load.
 

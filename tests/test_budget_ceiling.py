@@ -1,4 +1,4 @@
-"""A budget is a ceiling (issue 22): every call that can cost money holds its worst case before it
+"""A budget is a ceiling: every call that can cost money holds its worst case before it
 goes out — a body's max_tokens, else the model's maximum output — and the recorded cost and what
 the server actually served stay at or under the budget, with hedges and a swarm's direct calls
 drawing on the same ledger. Against the simulator over loopback, priced as gpt-4.1."""

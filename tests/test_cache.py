@@ -1,4 +1,4 @@
-"""The response cache (`--cache`, issue 27): real runs (the CLI in subprocesses) against the
+"""The response cache (`--cache`): real runs (the CLI in subprocesses) against the
 simulator on loopback, which counts every request it answers; the cache in a temporary directory
 (never the developer's own: XDG_CACHE_HOME points into tmp_path too)."""
 

@@ -1,4 +1,4 @@
-"""Engines declare what they can do (issue 26): a run that needs what the chosen engine lacks is
+"""Engines declare what they can do: a run that needs what the chosen engine lacks is
 refused before anything is written or sent (exit 2, naming it), never silently dropped — the
 judge under --ray was dropped before."""
 
@@ -17,7 +17,9 @@ from tests.conftest import run_cli, write_batch
 def test_the_local_engine_declares_everything_and_missing_keeps_a_stable_order():
     assert SwarmEngine.capabilities == frozenset(Capability)
     assert missing(RAY, [Capability.DEADLINE, Capability.ROUTES]) == [Capability.ROUTES, Capability.DEADLINE]
-    assert missing(RAY, [Capability.JUDGE, Capability.TOOLS, Capability.BATCH, Capability.CANCEL]) == [], "issue 32"
+    assert missing(RAY, [Capability.JUDGE, Capability.TOOLS, Capability.BATCH, Capability.CANCEL]) == [], (
+        "Ray runs the judge, tools, the batch lane and cancels"
+    )
     assert missing(SwarmEngine.capabilities, list(Capability)) == []
 
 

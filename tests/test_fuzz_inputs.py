@@ -1,4 +1,4 @@
-"""Generated garbage fed to every parser of the CLI's input (issue 23): job files (.jsonl, .toml),
+"""Generated garbage fed to every parser of the CLI's input: job files (.jsonl, .toml),
 config files and argv. Each either loads or raises `InputError` (the CLI's exit 2, a message
 naming file, line and field), never anything else; a few go through the real CLI as a subprocess
 and must exit 2 with no traceback.

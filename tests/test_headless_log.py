@@ -1,4 +1,4 @@
-"""The headless log (issue 25): what a long run says when nobody watches it. Real runs on the
+"""The headless log: what a long run says when nobody watches it. Real runs on the
 simulator over loopback, a real attached view steering through the journal, the README's
 recipe run as written in an empty directory with its output redirected to a file."""
 

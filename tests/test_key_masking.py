@@ -1,4 +1,4 @@
-"""Secrets never leave (issue 23): a provider that echoes the caller's key anywhere (as
+"""Secrets never leave: a provider that echoes the caller's key anywhere (as
 `error.code`, `error.type`, in `x-request-id`, in an answer, URL-encoded, in another letter case,
 after `Bearer `) never gets it written or shown: not in any file of the run directory (the
 journal's SQLite file and its WAL included), not on stdout or stderr, not in the engine's events

@@ -1,4 +1,4 @@
-"""Decisions that hold on mixed work (issue 22): answers take time in proportion to the tokens they
+"""Decisions that hold on mixed work: answers take time in proportion to the tokens they
 write, so a long answer among short ones is not a straggler, an abandoned call is not the
 endpoint's failure, and the adaptive limit really grows in a run.
 

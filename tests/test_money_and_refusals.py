@@ -1,4 +1,4 @@
-"""What a user pays for, when the provider does not say it (issue 23): an answer without usage is
+"""What a user pays for, when the provider does not say it: an answer without usage is
 billed by estimate and counted in the budget; a provider that refuses every call (a key, a
 model) stops the run after a few instead of being sent every task; an answer cut at its token
 limit is counted apart, and one cut before any content is not a success. Against the project's

@@ -1,4 +1,4 @@
-"""No traceback anywhere (issue 23): each case a clear error with exit 2 (130 for Ctrl-C), naming
+"""No traceback anywhere: each case a clear error with exit 2 (130 for Ctrl-C), naming
 file, line and field where there is one, with nothing sent and nothing half-made.
 
 Config files that are not UTF-8, are directories, hold a table where a value belongs or cannot be

@@ -1,4 +1,4 @@
-"""OpenTelemetry traces of a run (issue 31), against a real OTLP/HTTP receiver on loopback that
+"""OpenTelemetry traces of a run, against a real OTLP/HTTP receiver on loopback that
 decodes the protobuf a collector gets: live (`--otel`) and again from the journal
 (`export-traces`), the same trace; a collector that is down costs the run nothing."""
 

@@ -1,4 +1,4 @@
-"""Process faults (issue 23): a writer stopped with SIGSTOP and continued keeps its calls in flight
+"""Process faults: a writer stopped with SIGSTOP and continued keeps its calls in flight
 (time it did not run is not a call's time), and SIGHUP / SIGTERM stop a run the way a user who
 closed the terminal would want: the answers in flight given a short grace, the outputs written,
 the resume command in the log. Real processes, real signals."""

@@ -266,7 +266,7 @@ def test_a_planned_swarm_runs_its_workers_on_actors_and_its_planner_and_aggregat
 
 async def test_the_budget_is_one_ledger_across_shards_and_sessions(tmp_path, sim_factory):
     """Each shard reserves against its part of the budget before it sends; a resume starts from
-    what the journal says was spent (issue 10: the shards used to run without the budget)."""
+    what the journal says was spent (the shards used to run without the budget)."""
     sim = sim_factory(latency_ms=20)
     prices = {"custom/sim-1": {"input": 100.0, "cached_input": 100.0, "output": 100.0}}  # $ per 1M tokens
     session = ray_session(

@@ -1,5 +1,5 @@
 """Agents with tools and the batch lane on Ray: a local 2-CPU Ray, 2 worker actors, the simulator
-on loopback; each run compared with the same run here (issue 32: one feature set on Ray)."""
+on loopback; each run compared with the same run here (one feature set on Ray)."""
 
 from __future__ import annotations
 

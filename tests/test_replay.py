@@ -1,8 +1,8 @@
-"""What-if replay (issue 30): a recorded run's provider, played offline at other settings.
+"""What-if replay: a recorded run's provider, played offline at other settings.
 
 A run is recorded against a simulator on loopback; `swarm-tui replay` plays it at twice its
 concurrency with no network (the recorded endpoint hears nothing); a real run at that
-concurrency then says whether the prediction held (issue 30: within 15%)."""
+concurrency then says whether the prediction held (within 15%)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Many endpoints, one swarm (issue 28): `--provider a,b,c --route ...` and `[routes.NAME]`.
+"""Many endpoints, one swarm: `--provider a,b,c --route ...` and `[routes.NAME]`.
 
 Each test runs the real CLI in a subprocess against real simulators on loopback, one a door,
 and reads what it did from the journal, summary.json and the simulators' own counters."""

@@ -1,4 +1,4 @@
-"""The simulator as a judge, and its answers' quality under context pollution (issue 15, item 4).
+"""The simulator as a judge, and its answers' quality under context pollution.
 
 A real simulator on loopback, driven with the official openai SDK (and httpx for the admin
 routes): worker requests carry the swarm's rolling memory rendered by the real

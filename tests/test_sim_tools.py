@@ -1,4 +1,4 @@
-"""The simulator as a tool-calling model (issue 13, item 6), over real HTTP on loopback.
+"""The simulator as a tool-calling model, over real HTTP on loopback.
 
 An agent loop here is the test's own: it sends the conversation, runs each requested call
 with a local fake tool that echoes the call, appends the assistant message and one tool

@@ -1,4 +1,4 @@
-"""Outputs any reader accepts (issue 23): every line of results.jsonl and errors.jsonl is strict
+"""Outputs any reader accepts: every line of results.jsonl and errors.jsonl is strict
 JSON (RFC 8259) in UTF-8, one line each, whatever bytes the provider's 200 held; an answer that
 cannot be made so fails as an error of its own class, never a corrupt line.
 

@@ -1,4 +1,4 @@
-"""Exit codes that tell the truth (issue 23), and `resume --model` that applies.
+"""Exit codes that tell the truth, and `resume --model` that applies.
 
 A run whose results.jsonl or summary.json cannot be written at the end exits 1 with the reason,
 headless and in the TUI alike (one rule, `run.exit_codes.exit_code`); a resume never leaves the last

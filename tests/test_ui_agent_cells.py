@@ -1,4 +1,4 @@
-"""A grid cell of a multi-step agent (issue 13, "in the console"): the step it is on, and whether
+"""A grid cell of a multi-step agent: the step it is on, and whether
 it is thinking (a model call in flight) or running its tools, at 120x40 (`42:3`, `42*3`) and at
 80x24 where the number fills the cell (`:3`, `*3`); a job without tools looks as it always did.
 

@@ -187,7 +187,7 @@ async def test_abort_leaves_a_journal_that_resume_finishes(tmp_path, sim_factory
             await wait_for(pilot, lambda: app.phase == "ABORTED", what="the abort to land")
             done = counts(session)[TaskState.SUCCEEDED]
             # unfinished: the calls cut (cancelled: they may be billed) and the tasks never sent,
-            # which stay queued (a stop costs nothing per task it never started, issue 32)
+            # which stay queued (a stop costs nothing per task it never started)
             cut, never_sent = counts(session)[TaskState.CANCELLED], counts(session)[TaskState.QUEUED]
             assert 5 <= done < 60 and cut + never_sent == 60 - done and cut <= 5
             assert app.check_action("abort", ()) is None, "nothing to abort any more"

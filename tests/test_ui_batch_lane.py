@@ -1,4 +1,4 @@
-"""The batch lane in the console (issue 16, item 3): the lane panel (each batch's id, status,
+"""The batch lane in the console: the lane panel (each batch's id, status,
 requests done and failed, time in the 24 h window, next poll), the grid's batch colour until a
 task's line comes back, and the footer's batch line (lines waiting, cost split live / batch).
 
@@ -76,7 +76,7 @@ async def test_the_console_shows_the_batch_lane_while_it_waits_then_its_lines_ar
             assert lane.startswith("=  30 of 30 batch lines waiting · 1 batch · half price, back within 24h"), lane
             assert polled(lane), lane
             assert "0 running" in panel_text(app), "running counts live calls; the lines wait in the batch"
-            assert "=  30 in batch" in panel_text(app), "the legend counts the batch lines too (issue 25)"
+            assert "=  30 in batch" in panel_text(app), "the legend counts the batch lines too"
             footer = footer_text(app)
             assert "in flight    0/" in footer and "in batch    30 waiting" in footer, footer
             assert app.query_one(StatsFooter).has_class("-batch")

@@ -1,4 +1,4 @@
-"""The response cache in the console (issue 27: "attach, the grid (its own colour and glyph, every
+"""The response cache in the console ("attach, the grid (its own colour and glyph, every
 theme contrast-tested), the footer ("cache 812 hits · saved $3.20") ... show it").
 
 Driven like a user would (Pilot) on the simulator over loopback: a job run once to fill a cache (in

@@ -1,4 +1,4 @@
-"""The console's rough edges (issue 12), tried as a new user would at 80x24 and 120x40:
+"""The console's rough edges, tried as a new user would at 80x24 and 120x40:
 readable themes, figures with their units, a clock that stops, limits that say which is which,
 keys that say why they do nothing, a palette without doubles."""
 

@@ -1,4 +1,4 @@
-"""A routed run in the console (issue 28, "One truth": "the run panel gains one compact row per
+"""A routed run in the console ("the run panel gains one compact row per
 endpoint (in flight / limit, rpm, p95, errors, cost), live and attached alike"; the detail view
 says which door served what; failover events name from and to).
 

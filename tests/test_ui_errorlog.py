@@ -1,4 +1,4 @@
-"""The error log as a place to triage from (issue 25): its rows say what became of each agent
+"""The error log as a place to triage from: its rows say what became of each agent
 (after a resume too), a countdown that fits its column, a filter by error class, repeats grouped,
 and what a retry costs, said before it is sent. On the snapshot fixture's run: a resumed
 session's screen, nothing started."""

@@ -1,4 +1,4 @@
-"""The judge in the console (issue 15, item 2 "Seen live"): the run panel's judge lines (judged
+"""The judge in the console: the run panel's judge lines (judged
 and low-scored counts beside their cell swatches, the rolling score against its baseline with a
 sparkline of the recent scores, the last drift and what was done), a judged cell underlined and a
 low-scored one in its own colour, the detail view's score and reason, and the footer's judge

@@ -1,5 +1,5 @@
 """Every binding of the console has an id and can be remapped from the config's `[keys]`
-(issue 12, item 4): the grid, the detail view, the error log and the dialogs as well as the
+: the grid, the detail view, the error log and the dialogs as well as the
 App's own keys; `?` lists every id with its key as bound now; a wrong id is reported."""
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""The console at 120x40, 80x24 and 60x20, with and without colour (issue 25, "Readable without
-colour, at 80x24 and below"): whole keys in every footer, the phase, done, failed and the ETA in
+"""The console at 120x40, 80x24 and 60x20, with and without colour: whole keys in every footer, the phase, done, failed and the ETA in
 view, a glyph in every cell, the range a scrolling grid shows and its follow mode. Pilot on the
 snapshot fixture's finished run, and a real terminal (tmux) for NO_COLOR."""
 

@@ -1,4 +1,4 @@
-"""A run's life as the console says it (issue 25, "Rounds and lifecycles said plainly"): the
+"""A run's life as the console says it: the
 round a multi-round swarm is on and its final count, labels that match what a key does now,
 Ctrl-C that aborts with 130, figures that stay honest after the end and across a resume, the
 attempt in flight in an agent's detail, the message while tools start, the opt-in bell, and

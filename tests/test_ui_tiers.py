@@ -1,4 +1,4 @@
-"""The service tier in the console (issue 29: "its price in the footer"): a run billed at Flex
+"""The service tier in the console ("its price in the footer"): a run billed at Flex
 says so on a footer line of its own, with the share of the cost each tier took; a run billed at
 the default tier alone looks as before (the snapshots hold it byte for byte)."""
 

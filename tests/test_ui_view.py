@@ -1,4 +1,4 @@
-"""The console's view model (issue 26): `RunView` is the one reducer the front ends read, it
+"""The console's view model: `RunView` is the one reducer the front ends read, it
 imports no Textual, it says what changed for a screen to paint; one actions table makes the
 bindings, the palette and the steering rules."""
 

@@ -81,7 +81,7 @@ ATTEMPT_HEADER = " #  started   outcome   st  ms      error          in/out/cach
 
 
 def deadlines_text(source: RunSource, elapsed_s: float) -> str:
-    """The deadlines an attempt runs under (README: the deadlines), with what is left: what cuts it
+    """The deadlines an attempt runs under (the engine guide's deadlines and backups), with what is left: what cuts it
     (`--timeout`; a stream's silences) and when a guess sends it a backup (never a cut)."""
     calls = source.settings.calls
     if calls.stream:
