@@ -1,6 +1,7 @@
-"""The console at 120x40, 80x24 and 60x20, with and without colour: whole keys in every footer, the phase, done, failed and the ETA in
-view, a glyph in every cell, the range a scrolling grid shows and its follow mode. Pilot on the
-snapshot fixture's finished run, and a real terminal (tmux) for NO_COLOR."""
+"""The console at 120x40, 80x24 and 60x20, with and without colour: whole keys in every footer,
+the phase, done, failed and the ETA in view, a glyph in every cell, the range a scrolling grid
+shows and its follow mode. Pilot on the snapshot fixture's finished run, and a real terminal
+(tmux) for NO_COLOR."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """When a call that has not answered is a straggler: the tail deadlines of a run.
 
-A guess never ends an attempt. Only these do (docs/guides/engine.md, "Deadlines, and backups that never fail an answer"):
+A guess never ends an attempt. Only these do (docs/guides/engine.md, "Deadlines, and backups that
+never fail an answer"):
 
 * the **hard timeout** (`--timeout`, default 60 s): a plain call never runs longer, nor does a
   streamed one wait longer for its first token;
