@@ -41,6 +41,20 @@ def test_core_modules_do_not_import_textual():
     assert out == "", f"textual imported by a core module: {out}"
 
 
+# --------------------------------------------------------------------------- the top level
+
+TOP_LEVEL_MODULES = {"__init__", "__main__", "config", "records"}
+"""What stands loose at the top of the package, beside its parts (packages): the entry point, the
+user's config and the records every layer reads. A new module belongs in a part."""
+
+
+def test_the_top_level_holds_parts_not_loose_modules():
+    package = Path(__file__).resolve().parent.parent / "swarm_tui"
+    loose = {path.stem for path in package.glob("*.py")}
+    assert loose == TOP_LEVEL_MODULES, f"loose at the top of swarm_tui: {sorted(loose - TOP_LEVEL_MODULES)}"
+    assert len(loose) <= 5
+
+
 # --------------------------------------------------------------------------- one object, one file
 #
 # An object's invariants are read in one file: parts are composed, never cut across files by

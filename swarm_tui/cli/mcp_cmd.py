@@ -1,4 +1,4 @@
-"""`swarm-tui mcp`: the MCP server (`swarm_tui.mcp_server`) a coding agent fans a swarm out through,
+"""`swarm-tui mcp`: the MCP server (`swarm_tui.api.mcp_server`) a coding agent fans a swarm out through,
 on stdio (its client starts it) or on loopback HTTP with a bearer token."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     import sys
 
     from swarm_tui.core.errors import InputError
-    from swarm_tui.mcp_server import serve
+    from swarm_tui.api.mcp_server import serve
 
     root: Path = args.root
     root.mkdir(parents=True, exist_ok=True)
