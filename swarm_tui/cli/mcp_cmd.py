@@ -53,8 +53,8 @@ def add_parser(commands) -> None:
 def cmd_mcp(args: argparse.Namespace) -> int:
     import sys
 
-    from swarm_tui.core.errors import InputError
     from swarm_tui.api.mcp_server import serve
+    from swarm_tui.core.errors import InputError
 
     root: Path = args.root
     root.mkdir(parents=True, exist_ok=True)
