@@ -7,6 +7,7 @@ import time
 
 import pytest
 from swarm_tui.core.events import ConcurrencyChanged
+from swarm_tui.engine.lanes.live import LiveLane
 from swarm_tui.engine.pacing.deadlines import MIN_SAMPLES, STRAGGLER_FLOOR_S, TailDeadlines
 from swarm_tui.engine.settings import HEDGE_QUIET_AFTER_429_S
 
@@ -101,6 +102,43 @@ async def test_under_pushback_a_straggler_is_not_cut_but_hedged_once_the_pushbac
     assert "backup" in first["error_message"]
     assert HEDGE_QUIET_AFTER_429_S - 1 <= first["latency_ms"] / 1000 < 30, "cut before the pushback was over, or held"
     assert second["outcome"] == "ok" and engine.hedges_sent == 1
+
+
+async def test_a_late_call_that_may_not_be_backed_up_yet_waits_without_spinning(tmp_path, sim_factory, monkeypatch):
+    """While the provider pushes back a late call gets no backup and waits on; it looks at its
+    deadline again every half second, not in a busy loop (224,193 looks and 3.9 s of CPU in
+    this run before: the wait was 0 once the deadline had passed)."""
+    looks = []
+    late = LiveLane._late
+    monkeypatch.setattr(LiveLane, "_late", lambda lane, call: looks.append(call) or late(lane, call))
+    sim = sim_factory(latency_ms=100.0, latency_sigma=0.2)
+    prompts = [f"fine {i}" for i in range(40)] + ["hangs [[sim:hangx1]]"]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=5, adaptive=False, hedge=True, timeout_s=60.0)
+    session.engine.live.last_rate_limited = time.monotonic()  # pushback: no backup for HEDGE_QUIET_AFTER_429_S
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 41
+    assert len(looks) < 100, f"{len(looks)} looks at a deadline in a {HEDGE_QUIET_AFTER_429_S:g} s wait"
+
+
+async def test_a_backup_that_hangs_too_gets_one_of_its_own_at_the_idle_tail(tmp_path, sim_factory):
+    """A call that hangs, and its backup hangs as well (a replica that hangs the same way): at the
+    run's idle tail the backup gets a backup of its own, so the task ends long before `--timeout`
+    instead of waiting it out; no attempt has more than two backups."""
+    sim = sim_factory(latency_ms=50.0, latency_sigma=0.2)
+    prompts = [f"task {i}" for i in range(40)] + ["hangs twice [[sim:hangx2]]"]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=8, timeout_s=60.0)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 41 and finished.failed == 0
+    calls = attempts_of(tmp_path / "run", 40)
+    assert len(calls) == 3 and calls[-1]["outcome"] == "ok", calls
+    assert all(call["latency_ms"] < 30_000 for call in calls[-1:]), "waited for the hard timeout"
+    assert max(call["started_at"] for call in calls) - min(call["started_at"] for call in calls) < 30
 
 
 async def test_one_answer_in_a_hundred_slow_is_waited_for_never_failed(tmp_path, sim_factory):

@@ -1,6 +1,7 @@
 """The live lane: each task the engine admits goes out as a live call and is followed to its outcome.
 
-One attempt is one call — two when a backup was hedged. While it runs, its tail deadline
+One attempt is one call — two when a backup was hedged, three when that backup was late too at
+the run's idle tail. While it runs, its tail deadline
 (`deadlines.py`) is looked at: past it (the straggler deadline; earlier with `--hedge`, and at the
 run's idle tail) a backup goes out when the hedge budget, the provider and the budget allow, and
 the first call keeps running: a guess never ends an attempt, only `--timeout`, a stream's
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
     from swarm_tui.engine.pacing.limits import LearnedLimits
     from swarm_tui.engine.routing.doors import Door
 
+MAX_BACKUPS = 2
+"""Backups one attempt may have: the first when its call is late, a second (at the run's idle tail)
+when that backup is late too."""
 AnswerKept = Callable[[JSONObject, ProviderClient, CallResult, "float | None"], None]
 """Where a usable answer goes besides the journal (the cache lane's `remember`)."""
 StepReplay = Callable[[int], bool]
@@ -190,12 +194,14 @@ class LiveLane:
         try:
             while True:
                 running = [c.task for c in calls if not c.task.done()]
-                wait_s = None if straggled is not None else self._tail_check_s(calls[0])
+                latest = calls[-1]
+                watched = straggled is None or self._may_back_up_again(calls)
+                wait_s = self._tail_check_s(latest) if watched else None
                 done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
-                if not done:  # one backup at most, and only when it may go (else the call waits on)
-                    late = self._late(calls[0])
+                if not done:  # a backup only when it may go (else the call waits on)
+                    late = self._late(latest) if watched else None
                     if late is not None and self._may_hedge() and self._hedge(index, calls):
-                        straggled = late
+                        straggled = straggled or late
                     continue
                 calls = self._ended(index, calls, done, straggled)
                 if not calls:
@@ -305,8 +311,10 @@ class LiveLane:
             if first.progress is not None and first.progress.first_at is not None:
                 return None  # tokens flow: only its silences judge it now
             return RECHECK_S  # no figures yet: a call that hangs now is judged once answers arrive
-        elapsed = self.engine.stalls.now() - first.t0
-        return max(0.0, min(deadline - elapsed, RECHECK_S * 2))
+        left = deadline - (self.engine.stalls.now() - first.t0)
+        if left <= 0:  # late, but no backup went (the provider pushes back, the share is spent): look again later
+            return RECHECK_S
+        return min(left, RECHECK_S * 2)
 
     def _hedge_deadline_s(self, call: Call) -> float | None:
         """When a call with nothing from it yet gets a backup: past what its like should take (its
@@ -340,6 +348,11 @@ class LiveLane:
             f"straggler: {what} after {elapsed:.1f}s, past its deadline {deadline:.1f}s (what a call {ceiling}"
             f"takes at {call.client.name}); a backup was sent and answered first"
         )
+
+    def _may_back_up_again(self, calls: list[Call]) -> bool:
+        """A backup that is late too may get one of its own, at the run's idle tail only (a call
+        that hangs may be sent to a replica that hangs as well): at most `MAX_BACKUPS` an attempt."""
+        return calls[-1].hedge and len(calls) <= MAX_BACKUPS and self._slots_idle()
 
     def _slots_idle(self) -> bool:
         """The run's tail: nothing waits in line and slots are free, so a backup holds up no task."""
