@@ -146,7 +146,7 @@ def _headers(headers: bool) -> str:
     return "x-ratelimit-* headers sent" if headers else "no x-ratelimit-* headers (a server the project never saw)"
 
 
-async def tail(repeat: int, headers: bool) -> None:
+async def tail(repeat: int, headers: bool, article: bool = True) -> None:
     n = 1000
     cfg = SimConfig(
         latency_ms=200.0,
@@ -166,7 +166,8 @@ async def tail(repeat: int, headers: bool) -> None:
     worst = {}
     with SimServer(cfg).start(mode="process") as sim:
         for i in range(repeat):
-            for label in ("article orchestrator", "swarm-tui (no flags)", "swarm-tui --hedge"):
+            labels = ("article orchestrator",) * article + ("swarm-tui (no flags)", "swarm-tui --hedge")
+            for label in labels:
                 sim.reset()
                 work = bodies(n, f"{label}-{i}")
                 if label == "article orchestrator":
@@ -401,6 +402,9 @@ async def main() -> None:
         default="both",
         help="whether the simulator sends x-ratelimit-* headers (ratelimit, tail)",
     )
+    parser.add_argument(
+        "--no-article", action="store_true", help="tail: swarm-tui alone (the article's orchestrator takes 3x longer)"
+    )
     args = parser.parse_args()
     chosen = args.scenarios.split(",")
     if "adaptive" in chosen:
@@ -411,7 +415,7 @@ async def main() -> None:
             await ratelimit(args.repeat, headers)
     if "tail" in chosen:
         for headers in header_modes:
-            await tail(args.repeat, headers)
+            await tail(args.repeat, headers, article=not args.no_article)
     if "slow" in chosen:
         await slow()
     if "mixed" in chosen:
