@@ -82,6 +82,8 @@ def _is_damage(exc: sqlite3.DatabaseError) -> bool:
 def _damaged(exc: sqlite3.DatabaseError) -> str:
     """A damaged database in words: the journal of the run directory the command was given, when
     it was given one, else whichever SQLite file it read (a journal, the response cache)."""
+    if type(exc) is sqlite3.OperationalError:  # its message quotes the undecodable bytes: not for a terminal
+        exc = sqlite3.DatabaseError("text that is not UTF-8 where text is kept")
     for arg in sys.argv[1:]:
         journal = Path(arg) / "journal.sqlite"
         if not arg.startswith("-") and journal.is_file():

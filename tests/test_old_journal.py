@@ -102,3 +102,31 @@ def test_a_schema_1_journal_gets_its_event_log_when_resumed_and_reads_the_same_a
     assert not [i for i, s in after.states.items() if s.value == "running"]
     for view in (before, after):
         view.journal.close()
+
+
+def test_the_readers_of_a_run_read_a_schema_1_journal_bringing_it_up_to_date_and_nothing_else(tmp_path):
+    """export, report and ctl read this version's tables and log: a journal an older version wrote
+    is brought up to date first, as a resume would (they ended in a traceback: no table
+    `tool_calls`, no table `log`); the run itself (its tasks and attempts) is untouched."""
+    from swarm_tui.journal import SCHEMA_VERSION
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copyfile(FIXTURE, run_dir / "journal.sqlite")
+    before = journal_view(run_dir / "journal.sqlite")
+
+    status = run_cli("ctl", str(run_dir), "status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["counts"]["succeeded"] == len(SUCCEEDED)
+    exported = run_cli("export", str(run_dir))
+    assert exported.returncode == 0, exported.stderr
+    assert len(read_jsonl(run_dir / "results.jsonl")) == len(SUCCEEDED)
+    report = run_cli("report", str(run_dir), "-o", str(tmp_path / "report.html"))
+    assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
+
+    assert journal_view(run_dir / "journal.sqlite") == before
+    db = sqlite3.connect(run_dir / "journal.sqlite")
+    try:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()[0] == str(SCHEMA_VERSION)
+    finally:
+        db.close()

@@ -56,14 +56,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     from swarm_tui.run.outputs import end_outputs, facts_from_meta
 
     run_dir: Path = args.run_dir
-    Journal.open(run_dir, readonly=True).close()  # no (whole) journal: exit 2 with its path
+    Journal.open(run_dir, readonly=True, up_to_date=True).close()  # no (whole) journal: exit 2 with its path
     if args.format is not None:
         return export_as_table(run_dir, args.format, args.output)
     if args.output is not None:
         raise InputError.single(args.output, "-o", "names the file of --format csv|parquet|jsonl")
     lock = RunDirLock(run_dir).acquire()  # a live run writes its own at its end: RunDirBusy, exit 2
     try:
-        journal = Journal.open(run_dir, readonly=True)
+        journal = Journal.open(run_dir, readonly=True, up_to_date=True)
         try:
             ended = end_outputs(run_dir, journal, facts_from_meta(journal))
         finally:

@@ -52,7 +52,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from swarm_tui.util.files import describe_write_failure
 
     run_dir: Path = args.run_dir
-    Journal.open(run_dir, readonly=True).close()  # no (whole) journal: exit 2 with its path
+    Journal.open(run_dir, readonly=True, up_to_date=True).close()  # no (whole) journal: exit 2 with its path
     try:
         written = write_report(run_dir, args.output)
     except ImportError as exc:

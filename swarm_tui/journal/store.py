@@ -133,8 +133,11 @@ class Journal:
         return cls(path)
 
     @classmethod
-    def open(cls, run_dir: Path, *, readonly: bool = False) -> Journal:
-        """An existing run's journal; IncompleteRunError when the file is not a whole run."""
+    def open(cls, run_dir: Path, *, readonly: bool = False, up_to_date: bool = False) -> Journal:
+        """An existing run's journal; IncompleteRunError when the file is not a whole run.
+        `up_to_date` (a reader that needs this version's tables and log: export, report, ctl): a
+        journal an older version wrote is brought up to date first, as a resume would; without it
+        a reader sees the file as it is (attach follows an old journal with the old follower)."""
         path = Path(run_dir) / JOURNAL_NAME
         if not path.is_file():
             raise FileNotFoundError(f"no journal in {run_dir} (expected {path.name})")
@@ -163,7 +166,31 @@ class Journal:
                 f"{path} does not hold a whole run (its creation was interrupted?); "
                 f"start it again with `swarm-tui run JOB --out` a new directory"
             )
+        schema = int(meta.get("schema") or 1)
+        if readonly and up_to_date and schema < SCHEMA_VERSION:
+            journal.close()
+            cls._bring_up_to_date(path, schema)
+            journal = cls(path, readonly=True)
         return journal
+
+    @classmethod
+    def _bring_up_to_date(cls, path: Path, schema: int) -> None:
+        """Give a journal an older version wrote (read by export, report, ctl, attach...) this
+        version's tables, columns and event log, as a resume would (`journal.migrate`): nothing of
+        the run changes. A journal that cannot be written here is said in one line."""
+        try:
+            journal = cls(path)
+        except sqlite3.OperationalError as exc:
+            raise InputError.single(
+                path,
+                "journal",
+                f"written by an older swarm-tui (schema {schema}) and cannot be brought up to date here "
+                f"({describe_write_failure(exc, path)}): copy the run directory somewhere writable and read the copy",
+            ) from None
+        try:
+            migrate(journal)
+        finally:
+            journal.close()
 
     def begin_session(self) -> int:
         """Number this process's work on the journal (1 for the first run, 2 for its first resume...);

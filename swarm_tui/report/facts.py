@@ -123,7 +123,7 @@ class RunReport:
 def collect(run_dir: Path) -> RunReport:
     """The report of the run in `run_dir`, from its journal opened read-only (a run some process
     drives now is read as it stands: its journal is WAL, readers never block its writer)."""
-    journal = Journal.open(run_dir, readonly=True)
+    journal = Journal.open(run_dir, readonly=True, up_to_date=True)
     try:
         return _collect(journal, run_dir)
     finally:

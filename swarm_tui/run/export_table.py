@@ -83,7 +83,7 @@ def export_table(run_dir: Path, fmt: str, out: Path | None = None) -> TableExpor
     if fmt != "jsonl":
         require_pyarrow(run_dir, f"--format {fmt}")
     out = out or default_export_path(run_dir, fmt)
-    journal = Journal.open(run_dir, readonly=True)
+    journal = Journal.open(run_dir, readonly=True, up_to_date=True)
     try:
         plan = _plan(journal)
         tmp = out.with_name(temp_name(out.name))

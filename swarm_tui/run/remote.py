@@ -371,7 +371,7 @@ class RemoteRun:
 
     def __init__(self, run_dir: Path, *, clock: Callable[[], float] = time.time) -> None:
         self.run_dir = Path(run_dir)
-        self.journal = Journal.open(self.run_dir, readonly=True)
+        self.journal = Journal.open(self.run_dir, readonly=True, up_to_date=True)
         self._clock = clock
         self._commands: Journal | None = None
 
