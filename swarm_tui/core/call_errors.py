@@ -75,6 +75,11 @@ NEVER_RETRIED = frozenset(
 
 OVERLOAD_WORDS = ("overload", "over capacity", "at capacity", "too busy", "server is busy")
 
+MODEL_MISSING_CODES = frozenset({"model_not_found"})
+MODEL_MISSING_WORDS = ("does not exist", "not exist", "not found", "no such model", "unknown model")
+"""How endpoints say they do not serve a model (OpenAI's code; DeepSeek's "Model Not Exist",
+Moonshot's "Not found the model", vLLM's "The model `x` does not exist")."""
+
 QUOTA_CODES = frozenset({"insufficient_quota", "exceeded_current_quota_error", "billing_hard_limit_reached"})
 CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
 
@@ -110,6 +115,32 @@ class CallError:
     def is_rate_limited(self) -> bool:
         """The provider says we send too much: a 429 rate limit, or any answer with Retry-After."""
         return self.kind is ErrorClass.RATE_LIMIT or (self.retry_after_s is not None and self.kind in RETRYABLE)
+
+    @property
+    def lacks_model(self) -> bool:
+        """The endpoint says it does not serve the model asked for (a 404 `model_not_found`, "the
+        model ... does not exist"): no retry there can change it, another endpoint may serve it."""
+        if self.kind not in (ErrorClass.NOT_FOUND, ErrorClass.BAD_REQUEST):
+            return False
+        if self.code in MODEL_MISSING_CODES:
+            return True
+        words = self.message.lower()
+        return "model" in words and any(said in words for said in MODEL_MISSING_WORDS)
+
+    @property
+    def states_zero_limit(self) -> bool:
+        """A rate limit whose `x-ratelimit-limit-*` headers state a limit of 0: no allowance at all,
+        which no wait brings (a key or tier the model is not open to)."""
+        if self.kind is not ErrorClass.RATE_LIMIT:
+            return False
+        for name in ("x-ratelimit-limit-requests", "x-ratelimit-limit-tokens"):
+            value = self.rate_headers.get(name)
+            try:
+                if value is not None and float(value) == 0:
+                    return True
+            except ValueError:
+                continue
+        return False
 
     @property
     def is_overload(self) -> bool:

@@ -244,6 +244,7 @@ class RunStats:
     left_queued: int = 0
     """The tasks never started that the last stop left (counted in `cancelled` until a run starts)."""
     in_flight: int = 0
+    """Calls on the wire: each live attempt's, and the backups of hedged ones (`backups`)."""
     sent: int = 0
     retried: int = 0
     rate_limited: int = 0
@@ -285,18 +286,37 @@ class RunStats:
     clock: Callable[[], float] = time.monotonic
     _ended_at: float | None = None
     """When the last run ended (its clock), until another starts."""
+    _backup_calls: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
+    """Each hedged attempt whose two calls both run: its task and its backup's number (as the
+    board's `backups`)."""
+
+    @property
+    def backups(self) -> int:
+        """Backup calls on the wire beside their attempt's first call: counted `in_flight` (each is a
+        call), holding no slot (a backup holds no one up), so the calls on the wire pass the
+        in-flight limit by these alone."""
+        return len(self._backup_calls)
+
+    @property
+    def in_flight_tasks(self) -> int:
+        """Tasks whose attempt is a call on the wire: what holds the in-flight limit's slots."""
+        return max(0, self.in_flight - len(self._backup_calls))
 
     def observe(self, event: EngineEvent) -> None:
         match event:
-            case AttemptStarted(hedge=hedge):
+            case AttemptStarted(index=index, number=number, hedge=hedge):
                 self.sent += 1
                 self.in_flight += 1
                 self.hedged += hedge
+                if hedge:
+                    self._backup_calls[index] = number
+                else:
+                    self._backup_calls.pop(index, None)
             case BatchSubmitted(indices=indices):
                 self.batch_sent += len(indices)
                 self.batch_waiting += len(indices)
             case AttemptEnded(attempt=attempt):
-                self._attempt_ended(attempt)
+                self._call_ended(attempt)
             case PhaseAttempt(attempt=attempt) if attempt.endpoint == CACHE:
                 self.cache_hits += 1  # a direct call (planner, aggregator, judge) replayed: nothing sent
                 self.cache_saved_usd += attempt.saved_usd or 0.0
@@ -314,7 +334,7 @@ class RunStats:
                 self.cache_saved_usd += attempt.saved_usd or 0.0
                 self.answers.valid += bool(checks)
             case TaskSucceeded(attempt=attempt, checks=checks):
-                self._attempt_ended(attempt)
+                self._call_ended(attempt)
                 self.succeeded += 1
                 self.answers.valid += bool(checks)
                 if not is_batch_endpoint(attempt.endpoint):  # a batch line's hours are no call latency
@@ -324,25 +344,26 @@ class RunStats:
                     self.cache_hits += 1
                     self.cache_saved_usd += attempt.saved_usd or 0.0
                 else:
-                    self._attempt_ended(attempt)
+                    self._call_ended(attempt)
                 self.steps += 1
                 self.critical_path = max(self.critical_path, step + 1)  # at least one call follows
             case ToolCallEnded(ok=ok):
                 self.tool_calls += 1
                 self.tool_errors += not ok
             case TaskRetrying(attempt=attempt) if attempt.error is not None and attempt.error.kind in ANSWER_ERRORS:
-                self._attempt_ended(attempt)
+                self._call_ended(attempt)
                 self.answers.unusable(attempt)  # asked again, given room or escalated: not a transport retry
             case TaskRetrying(attempt=attempt):
-                self._attempt_ended(attempt)
+                self._call_ended(attempt)
                 self.retried += 1
             case TaskFailed(attempt=attempt):
-                self._attempt_ended(attempt)
+                self._call_ended(attempt)
                 self.failed += 1
                 if attempt.error is not None and attempt.error.kind in ANSWER_ERRORS:
                     self.answers.unusable(attempt)
-            case TaskCancelled(attempt=attempt):
+            case TaskCancelled(index=index, attempt=attempt):
                 self.cancelled += 1
+                self._backup_calls.pop(index, None)
                 if attempt is not None and is_batch_endpoint(attempt.endpoint):
                     self.batch_waiting = max(0, self.batch_waiting - 1)
                 elif attempt is not None:
@@ -366,6 +387,12 @@ class RunStats:
                 self._ended_at = self.clock()
                 self.left_queued = max(0, unfinished - self.cancelled)
                 self.cancelled += self.left_queued
+
+    def _call_ended(self, attempt: Attempt) -> None:
+        """A call of a task's attempt ended: whichever of a hedged pair it was, what runs on (if
+        anything) is the attempt's one call (as the board's `_call_ended`)."""
+        self._backup_calls.pop(attempt.index, None)
+        self._attempt_ended(attempt)
 
     def _attempt_ended(self, attempt: Attempt) -> None:
         batch = is_batch_endpoint(attempt.endpoint)

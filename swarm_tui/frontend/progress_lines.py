@@ -135,7 +135,7 @@ class ProgressLines:
         view = self.view
         counts = Counter(view.states.values())
         stats = self.stats
-        return reason_counts(view.liveness, counts, stats.in_flight, 0, stats.batch_waiting, self.wall_clock())
+        return reason_counts(view.liveness, counts, stats.in_flight_tasks, 0, stats.batch_waiting, self.wall_clock())
 
     def progress(self) -> None:
         """One progress line, now."""

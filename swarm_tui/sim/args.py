@@ -341,6 +341,22 @@ def add_arguments(parser: argparse.ArgumentParser, *, host_port: bool = True) ->
         "(else only a task with [[sim:reasoning]])",
     )
     parser.add_argument(
+        "--only-listed-models",
+        dest="sim_only_listed_models",
+        action="store_true",
+        default=None,
+        help="answer 404 model_not_found to a chat request naming a model not in --models (a provider that "
+        "does not serve it); else any model name is accepted",
+    )
+    parser.add_argument(
+        "--limit-zero",
+        dest="sim_limit_zero",
+        action="store_true",
+        default=None,
+        help="answer every chat request 429 stating a limit of 0 (x-ratelimit-limit-requests: 0): a key "
+        "with no allowance for the model",
+    )
+    parser.add_argument(
         "--quiet", dest="sim_quiet", action="store_true", default=False, help="print only the listening line"
     )
 
@@ -360,6 +376,10 @@ def config_from_args(ns: argparse.Namespace, base: SimConfig | None = None) -> S
         patch["rate_headers_on_success"] = False
     if getattr(ns, "sim_reasoning", None):
         patch["reasoning"] = True
+    if getattr(ns, "sim_only_listed_models", None):
+        patch["only_listed_models"] = True
+    if getattr(ns, "sim_limit_zero", None):
+        patch["limit_zero"] = True
     if "require_key" not in patch and os.environ.get(REQUIRE_KEY_ENV):
         patch["require_key"] = os.environ[REQUIRE_KEY_ENV]
     return (base or SimConfig()).patched(patch)
@@ -390,4 +410,8 @@ def config_to_argv(cfg: SimConfig) -> list[str]:
         argv.append("--rate-headers-on-429-only")
     if cfg.reasoning:
         argv.append("--reasoning")
+    if cfg.only_listed_models:
+        argv.append("--only-listed-models")
+    if cfg.limit_zero:
+        argv.append("--limit-zero")
     return argv

@@ -84,8 +84,16 @@ class SimConfig:
     #: False: the ``x-ratelimit-*`` headers come on 429s only, never on a success (many relays):
     #: a client learns the limit only once it has passed it
     rate_headers_on_success: bool = True
-    #: model ids listed by GET /v1/models (any model name is accepted and echoed)
+    #: model ids listed by GET /v1/models (any model name is accepted and echoed, unless
+    #: ``only_listed_models``)
     models: tuple[str, ...] = field(default=("sim-1",))
+    #: True: a chat request naming a model not in ``models`` is answered 404 ``model_not_found``
+    #: (OpenAI's words), as a provider or key that does not serve the model answers
+    only_listed_models: bool = False
+    #: True: every chat request is answered 429 stating a limit of 0 (``x-ratelimit-limit-requests:
+    #: 0``, "Limit 0"), with a Retry-After of a second: a key or tier with no allowance for the model,
+    #: which no wait cures
+    limit_zero: bool = False
     #: inclusive range of the tool rounds an agent takes before its final answer, drawn per
     #: task when a request offers tools and no ``[[sim:tools=N]]`` marker scripts it
     tool_rounds: tuple[int, int] = (1, 4)
@@ -200,7 +208,7 @@ class SimConfig:
             raise ValueError(f"tool_rounds must be (min, max) with 0 <= min <= max, got {rounds!r}")
         if self.require_key is not None and not isinstance(self.require_key, str):
             raise ValueError("require_key must be a string or None")
-        for flag in ("down", "rate_headers", "rate_headers_on_success", "reasoning"):
+        for flag in _FLAGS:
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         unusable = self.refusal_rate + self.content_filter_rate + self.length_rate + self.schema_break_rate
@@ -282,6 +290,8 @@ _FLOATS = {
     "length_rate",
     "schema_break_rate",
 }
+_FLAGS = ("down", "rate_headers", "rate_headers_on_success", "reasoning", "only_listed_models", "limit_zero")
+"""The fields that are true or false."""
 _INTS = {"seed", "context_window", "cache_min_tokens", "judge_prose_first"}
 _OPT_INTS = {"rpm", "tpm"}
 _OPT_FLOATS = {"batch_expire_after", "tokens_per_s", "quota_at_s"}
@@ -315,7 +325,7 @@ def _coerce(key: str, raw: Any) -> Any:
             if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
                 raise TypeError
             return int(raw)
-        if key in ("down", "rate_headers", "rate_headers_on_success", "reasoning"):
+        if key in _FLAGS:
             if isinstance(raw, str):
                 return raw.strip().lower() in ("1", "true", "yes", "on")
             return bool(raw)

@@ -10,8 +10,9 @@ All state lives in one event loop (the server's), so nothing here locks.
 
 The decision is a pipeline; each stage either answers (a refusal, a fault) or hands on what it
 learned: endpoint down (503) → API key (401) → body validation (400, tools and tool messages
-included: ``request.py``) → context length (400) → scripted marker (``faults.py``) → rate limits
-(429, ``rate_limits.py``) → a Flex request without capacity (429 resource unavailable, drawn at
+included: ``request.py``) → a model not served (404, ``only_listed_models``) → context length
+(400) → scripted marker (``faults.py``) → rate limits (429, ``rate_limits.py``; every request with
+``limit_zero``) → a Flex request without capacity (429 resource unavailable, drawn at
 ``flex_unavailable_rate``) → random faults (5xx / hang) → the answer (``answering.py``): tool calls
 while an agent has tool rounds left (see ``tools.py``), else a judge's verdict for a judge
 request, else the text or JSON answer, quoting any tool results and carrying its quality mark
@@ -62,6 +63,13 @@ from swarm_tui.sim.request import Call, ChatRequest, endpoint_refusal, read_chat
 from swarm_tui.sim.tokens import last_user_text, prompt_tokens
 
 __all__ = ["Simulator", "Reply", "StreamPlan"]
+
+ZERO_LIMIT_HEADERS = {
+    "x-ratelimit-limit-requests": "0",
+    "x-ratelimit-remaining-requests": "0",
+    "x-ratelimit-reset-requests": "1s",
+}
+"""What a 429 of ``limit_zero`` states: a limit of 0 requests a minute, none left."""
 
 #: the limiter batch lines see: the live RPM/TPM buckets do not apply to the Batch API
 _UNLIMITED = RateLimiter(None, None)
@@ -196,6 +204,8 @@ class Simulator:
         request = read_chat_request(raw)
         if isinstance(request, Refusal):
             return self._error(request.status_body, headers)
+        if self.config.only_listed_models and request.model not in self.config.models:  # not served here
+            return self._error(error_bodies.model_not_found(request.model), headers)
         if self.quota_spent():  # the account's quota is spent: nothing else is decided
             return self._error(error_bodies.insufficient_quota(), headers, "quota")
         call = self._call(request, request_id, headers)
@@ -291,9 +301,12 @@ class Simulator:
         """Charge the request to the RPM/TPM buckets (prompt + max_tokens, or the longest answer),
         or the 429 saying when to come back; an admitted request carries the limits' headers."""
         limiter = self.limiter
+        request = call.request
+        if self.config.limit_zero and not self.offline:  # no allowance at all: no wait brings room
+            status_body = error_bodies.rate_limited("requests", request.model, 0, 0, 1, "1s")
+            return Refusal(status_body, "rate_limited", {**retry_after_headers(1.0), **ZERO_LIMIT_HEADERS})
         if not limiter.active:
             return None
-        request = call.request
         max_tokens = request.max_tokens
         cost = call.prompt_tokens + (max_tokens if max_tokens is not None else self.config.output_tokens[1])
         adm = limiter.admit(cost)

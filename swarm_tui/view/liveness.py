@@ -251,7 +251,8 @@ def reason_counts(
     live: LivenessView, counts: Mapping[TaskState, int], in_flight: int, in_tools: int, in_batch: int, now: float
 ) -> list[tuple[str, int, str]]:
     """The agents counted by why (code, count, words), biggest matters first: "12 waiting: RPM",
-    "3 streaming", "1 silent 40s". `counts`: the tasks by state; `in_flight` the calls on the wire."""
+    "3 streaming", "1 silent 40s". `counts`: the tasks by state; `in_flight` the tasks with a call
+    on the wire (a hedged backup is no agent more: `RunStats.in_flight_tasks`)."""
     out: list[tuple[str, int, str]] = []
     queued = counts.get(TaskState.QUEUED, 0)
     retrying = counts.get(TaskState.RETRYING, 0)

@@ -191,14 +191,21 @@ class Outcomes:
         error = lane.capped(error)
         lane.tokens_held(index)  # a refused request used no tokens, but keep them: pace down
         door = lane.endpoints.door_named(endpoint)
+        # the route left this door (it cannot serve the run): the attempt was the door's failure, not
+        # the task's; it goes elsewhere at once, uncounted, and teaches the door's pacing nothing
+        left = lane.endpoints.has_left(endpoint)
         lane.learn(error.rate_headers, door=door)
-        if error.is_rate_limit:
+        if error.is_rate_limit and not left:
             lane.last_rate_limited = time.monotonic()
             learned = door.rate_limits.on_rate_limited(sent_at=time.monotonic() - latency_ms / 1000)
             lane.announce_limits(learned, door)
-        if door.adaptive is not None and cut is None:
+        if door.adaptive is not None and cut is None and not left:
             self._adapt_to_failure(error, door)
-        if cut is None and engine.suspension.takes(error, lane.endpoints.can_fail_over(endpoint)):
+        none_left = lane.endpoints.none_left() if left else None
+        if none_left is not None and engine.stopping is None:
+            engine.stop_dispatch(none_left)
+        can_fail_over = lane.endpoints.can_fail_over(endpoint)
+        if cut is None and engine.suspension.takes(error, can_fail_over):
             lane.billing.unbilled(index, number)  # quota spent, or a wait past the cap: the run holds, the task waits
             held = Attempt(index, number, endpoint, started_at, latency_ms, "retry", status=error.status, error=error)
             engine.suspension.hit(index, dataclasses.replace(held, request_id=error.request_id), error, endpoint)
@@ -208,9 +215,12 @@ class Outcomes:
             engine.numbers.in_round(index),
             stopping=engine.stopping is not None,
             trimmed=self._trim_once(index, error),
-            can_fail_over=lane.endpoints.can_fail_over(endpoint),
+            can_fail_over=can_fail_over,
+            door_left=left and none_left is None,
         )
         retry = decision.next is not Next.GIVE_UP
+        if left and retry:
+            engine.numbers.uncount(index)
         outcome = "retry" if retry else "failed"
         if cut is not None:
             attempt = dataclasses.replace(lane.cut(cut, outcome), latency_ms=latency_ms)
@@ -220,21 +230,22 @@ class Outcomes:
         attempt = dataclasses.replace(attempt, status=error.status, error=error, request_id=error.request_id)
         if not retry:
             self._fail(attempt)
-            self._check_refusals(error)
+            self._check_refusals(error, endpoint)
             return
         delay = decision.delay_s
         attempt = dataclasses.replace(attempt, retry_in_s=round(delay, 3))
-        if error.is_rate_limit and error.retry_after_s and door.admission.close_gate(error.retry_after_s):
+        if error.is_rate_limit and error.retry_after_s and not left and door.admission.close_gate(error.retry_after_s):
             lane.last_retry_after_asked_s = error.retry_after_asked_s
             engine.outbox.emit(RateGateClosed(error.retry_after_s, asked_s=error.retry_after_asked_s))
         retrying = TaskRetrying(attempt, delay)
         engine.outbox.commit(partial(engine.journal.record_retry, attempt), events=[retrying])
         engine.retry_soon(index, delay)
 
-    def _check_refusals(self, error: CallError) -> None:
+    def _check_refusals(self, error: CallError, endpoint: str) -> None:
         """The provider refuses calls for good (a key it does not take, a model it does not have,
         an empty account): after a few in a row, with no answer between, stop dispatch saying
-        why, instead of sending every other task to the same refusal."""
+        why and where (`endpoint`, the last to refuse), instead of sending every other task to the
+        same refusal."""
         if error.kind not in REFUSALS:
             return
         self._refusals.append(error)
@@ -242,7 +253,7 @@ class Outcomes:
             status = f" {error.status}" if error.status else ""
             code = f" {error.code}" if error.code else ""
             self.engine.stop_dispatch(
-                f"the provider refused {len(self._refusals)} calls in a row ({error.kind}{status}{code}: "
+                f"the provider ({endpoint}) refused {len(self._refusals)} calls in a row ({error.kind}{status}{code}: "
                 f"{error.message[:160]}): nothing more is sent; check the key, the model name and the base "
                 f"URL, then `swarm-tui resume` the run"
             )

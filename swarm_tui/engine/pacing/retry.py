@@ -52,19 +52,24 @@ class RetryPolicy:
         stopping: bool = False,
         trimmed: bool = False,
         can_fail_over: bool = False,
+        door_left: bool = False,
     ) -> Decision:
         """The one decision after a failed attempt, and its delay.
 
         `attempts_made`: this round's attempts, the failed one included. `trimmed`: the request
         was just shortened (a context-length error with something to drop). `can_fail_over`:
-        the attempt went to the primary and a fallback is configured. A run that is stopping
-        retries nothing; a shortened request or an account error with a fallback goes again at
-        once; an attempt abandoned as a straggler has waited long enough already; otherwise the
+        the attempt went to the primary and a fallback is configured. `door_left`: it went to a
+        door its route has left, another door is in use. A run that is stopping retries nothing;
+        a shortened request, an attempt at a door left (whatever its class and the attempts made:
+        it was the door's failure, not the task's) or an account error with a fallback goes again
+        at once; an attempt abandoned as a straggler has waited long enough already; otherwise the
         error's class and the attempts left decide, with the backoff (or the Retry-After)."""
         if stopping:
             return Decision(Next.GIVE_UP)
         if trimmed:
             return Decision(Next.TRIM)
+        if door_left:
+            return Decision(Next.FAIL_OVER)
         if can_fail_over and error.kind in ACCOUNT_ERRORS and attempts_made < self.max_attempts:
             return Decision(Next.FAIL_OVER)
         if not self.should_retry(error, attempts_made):

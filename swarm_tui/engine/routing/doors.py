@@ -16,7 +16,10 @@ Strategies (`--route`):
 * `cheapest` / `fastest`: healthy doors by price per expected call / by observed median latency
   (a door not yet measured first, to measure it), spilling to the next while the preferred one is
   full or paced;
-* a door priced above `--max-price` (USD per 1M output tokens) is never used.
+* a door priced above `--max-price` (USD per 1M output tokens) is never used;
+* a door that says it cannot serve this run at all is left for the run (`Route.leave`): it does not
+  serve the model (404 `model_not_found`), or it states a rate limit of 0. No strategy chooses it
+  again; its calls go to the doors still in use (`routing.Endpoints.observe` says so, by name).
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ class Door:
     sends: int = 0
     """Requests sent to it (what its rate-limit headers are read against)."""
     latencies_s: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))
+    left: str = ""
+    """Why the route left it for the run ("": it is in use; see the module doc)."""
 
     @property
     def name(self) -> str:
@@ -103,9 +108,21 @@ class Route:
         self.allowed = [d for d in self.doors if max_price is None or _output_price(d.price) <= max_price]
         """The doors `--max-price` lets calls go to (the CLI refuses a route that leaves none)."""
 
+    @property
+    def in_use(self) -> list[Door]:
+        """The doors calls may go to: allowed by `--max-price` and not left (none: every door was left)."""
+        return [d for d in self.allowed or self.doors if not d.left]
+
+    def leave(self, door: Door, reason: str) -> bool:
+        """No call goes to `door` again this run (`reason`: why); True when it was in use until now."""
+        if door.left:
+            return False
+        door.left = reason
+        return True
+
     def order(self, prompt_tokens: int = NOMINAL_CALL[0], answer_tokens: int = NOMINAL_CALL[1]) -> list[Door]:
         """The doors in the order the strategy prefers them for a call of this size, healthy first."""
-        doors = self.allowed or self.doors
+        doors = self.in_use or self.allowed or self.doors  # every door left: the run is stopping
         match self.strategy:
             case Strategy.CHEAPEST:
                 doors = sorted(doors, key=lambda d: d.call_price(prompt_tokens, answer_tokens))
@@ -138,7 +155,8 @@ class Route:
 
     @property
     def limit(self) -> int:
-        return sum(d.admission.limit for d in self.doors)
+        """The sum of the doors' in-flight limits (but a door left's: it holds no call again)."""
+        return sum(d.admission.limit for d in self.doors if not d.left) or sum(d.admission.limit for d in self.doors)
 
 
 def _used_share(door: Door) -> float:

@@ -141,7 +141,7 @@ class Endpoints:
             self._adapt_shared(limit, reason)
             return
         door.admission.set_limit(limit)
-        total = sum(d.admission.limit for d in self.doors)
+        total = self.route_of_doors.limit if self.route_of_doors is not None else limit
         self._outbox.emit(ConcurrencyChanged(total, f"{door.name}: {reason}", endpoint=door.name, endpoint_limit=limit))
 
     def announce(self) -> None:
@@ -176,6 +176,10 @@ class Endpoints:
             self._outbox.emit(EndpointSwitched(target, reason, from_primary=was_primary, source=client.name))
 
     def _observe_door(self, door: Door, error: CallError | None) -> None:
+        unusable = _cannot_serve(error) if error is not None else None
+        if unusable is not None and self.route_of_doors is not None and door in self.route_of_doors.doors:
+            self._leave(door, unusable)
+            return
         breaker = door.breaker
         if breaker is None:
             return
@@ -190,6 +194,38 @@ class Endpoints:
         target = others[0].name if others else door.name
         self._outbox.emit(
             EndpointSwitched(target, reason, from_primary=was_closed and door is self.doors[0], source=door.name)
+        )
+
+    def _leave(self, door: Door, why: str) -> None:
+        """`door` said it cannot serve this run: the route leaves it, and says so by name (when no
+        door is left, the lane stops the run saying why: `none_left`)."""
+        route = self.route_of_doors
+        assert route is not None
+        if not route.leave(door, why):
+            return
+        in_use = route.in_use
+        if not in_use:
+            return
+        where = ", ".join(d.name for d in in_use)
+        reason = f"endpoint {door.name} {why}: the route leaves it for this run, its calls go to {where}"
+        first = door is self.doors[0]
+        self._outbox.emit(EndpointSwitched(route.order()[0].name, reason, from_primary=first, source=door.name))
+        self._outbox.emit(ConcurrencyChanged(route.limit, f"{door.name} left", endpoint=door.name))
+
+    def has_left(self, endpoint: str) -> bool:
+        """The route left the door of `endpoint` (it cannot serve this run)."""
+        door = self._by_name.get(endpoint)
+        return door is not None and bool(door.left)
+
+    def none_left(self) -> str | None:
+        """Why no call can go anywhere: every door of the route was left (None: one is in use)."""
+        route = self.route_of_doors
+        if route is None or route.in_use:
+            return None
+        left = "; ".join(f"{d.name} {d.left}" for d in route.doors if d.left)
+        return (
+            f"no endpoint of the route can serve this run ({left}): nothing more is sent; check the model "
+            f"name and each endpoint's key, then `swarm-tui resume` the run"
         )
 
     def fail_over(self, reason: str) -> bool:
@@ -212,8 +248,23 @@ class Endpoints:
     def can_fail_over(self, endpoint: str) -> bool:
         """An attempt that went to `endpoint` may go elsewhere instead."""
         if self.route_of_doors is not None:
-            return any(d.name != endpoint and d.healthy for d in self.route_of_doors.allowed or self.doors)
+            return any(d.name != endpoint and d.healthy for d in self.route_of_doors.in_use)
         return self.fallback is not None and endpoint == self.client.name
+
+
+def _cannot_serve(error: CallError) -> str | None:
+    """Why an endpoint that answered `error` cannot serve this run at all (None: it may, later):
+    it does not serve the model, or it states a rate limit of 0."""
+    if error.lacks_model:
+        status = f" {error.status}" if error.status else ""
+        code = f" {error.code}" if error.code else ""
+        return f"does not serve the model ({error.kind}{status}{code}: {error.message[:160]})"
+    if error.states_zero_limit:
+        stated = ", ".join(
+            f"{k}: {v}" for k, v in sorted(error.rate_headers.items()) if k.startswith("x-ratelimit-limit")
+        )
+        return f"states a rate limit of 0 ({stated}): no wait brings it room"
+    return None
 
 
 def build_route(

@@ -87,13 +87,12 @@ class StatsFigures(TextPanel):
             self.get_component_rich_style("stats-figures--unknown"),
         )
         req_s, tok_s = stats.rates() if elapsed_s is None else average_rates(stats, elapsed_s)
-        in_flight = f"{stats.in_flight:>4}" if source.in_flight_known else "   ?"
         clock = fmt.duration(stats.elapsed_s if elapsed_s is None else elapsed_s).rjust(7)
         if narrow:
             line.progress(clock, eta_s)
             line.text.append("\n")
             line.cost()
-            line.field("in flight ", f"{in_flight}/{source.limit:<4}")
+            line.in_flight(source.limit, known=source.in_flight_known)
             line.text.append("\n")
             line.latency()
             line.field(" ", fmt.rate(req_s))
@@ -110,7 +109,7 @@ class StatsFigures(TextPanel):
             line.field(" req/s ", fmt.rate(tok_s))
             line.field(" tok/s", "")
             line.text.append("\n")
-            line.field("in flight ", f"{in_flight}/{source.limit:<4}")
+            line.in_flight(source.limit, known=source.in_flight_known)
             line.progress(clock, eta_s, lead=" ")
         line.lanes()
         self.set_class(narrow, "-narrow")
@@ -128,6 +127,25 @@ class _FooterText:
     def field(self, name: str, value: str, style: Style | str = "") -> None:
         self.text.append(name, self.label)
         self.text.append(value, style)
+
+    def in_flight(self, limit: int, *, known: bool = True) -> None:
+        """The tasks holding an in-flight slot against the limit (`  12/50`); hedged backups beside
+        them (`/35+1`: a backup is a call on the wire that holds no slot, so it is never counted
+        against the limit); a limit lowered below the calls already out (AIMD, `-`) as what it is
+        (`  36>35↓`: they finish, nothing new goes out until under it), never as a fraction past 1.
+        Nine columns wide, as the figures beside it expect (a backup past a lowered limit: more)."""
+        self.text.append("in flight ", self.label)
+        if not known:  # an attached view of a journal that does not log its calls' starts
+            self.text.append(f"   ?/{limit:<4}")
+            return
+        stats = self.stats
+        tasks = stats.in_flight_tasks
+        self.text.append(f"{tasks:>4}")
+        tail = f"/{limit}" if tasks <= limit else f">{limit}↓"
+        self.text.append(tail, "" if tasks <= limit else self.unknown)
+        backups = f"+{stats.backups}" if stats.backups else ""
+        self.text.append(backups, self.label)
+        self.text.append(" " * max(0, 5 - len(tail) - len(backups)))
 
     def cost(self) -> None:
         stats = self.stats

@@ -211,7 +211,7 @@ class RunPanel(TextPanel):
         silent ones in the error colour (kept with the legend's running counts)."""
         facts = source.view.agents
         reasons = reason_counts(
-            source.view.liveness, counts, source.stats.in_flight, facts.in_tools, facts.in_batch, time.time()
+            source.view.liveness, counts, source.stats.in_flight_tasks, facts.in_tools, facts.in_batch, time.time()
         )
         if not reasons or not source.running:
             return []
@@ -224,12 +224,16 @@ class RunPanel(TextPanel):
 
     def _figures(self, source: RunSource, rate_limits: tuple[int | None, int | None], width: int) -> list[Line]:
         """Two numbers, two names: the adaptive limit (what may be in flight now) and the
-        ceiling `+`/`-` set, under which the limit adapts; the provider's limits; the calls."""
+        ceiling `+`/`-` set, under which the limit adapts, with the calls already out when the
+        limit was lowered below them (they finish; nothing new goes out until under it); the
+        provider's limits; the calls."""
         dim, bad = self._dim, self._bad
         stats = source.stats
         limits = Text()
         limits.append("limit ", dim)
         limits.append(f"{source.limit}")
+        if source.in_flight_known and stats.in_flight_tasks > source.limit:
+            limits.append(f" ({stats.in_flight_tasks} in flight, lowered)", dim)
         limits.append(" · ceiling ", dim)
         limits.append(f"{source.ceiling}")
         rpm, tpm = rate_limits
