@@ -54,6 +54,7 @@ from swarm_tui.core.lanes import AUTO, BATCH, LIVE, batch_endpoint
 from swarm_tui.engine.lanes.batch_lines import BatchLimits, batch_errors, input_files, jsonl, line_outcome
 from swarm_tui.engine.ledger import worst_usage
 from swarm_tui.providers.client import CallResult
+from swarm_tui.util.clock import run_time
 
 if TYPE_CHECKING:
     from swarm_tui.core.task import Task
@@ -429,7 +430,7 @@ class BatchLane:
         lines = BatchLines()
         events: list[EngineEvent] = []
         requeue: list[int] = []
-        ended_at = time.time()
+        ended_at = run_time()
         for index, number in row.tasks:
             if engine.states.get(index) is TaskState.SUCCEEDED:
                 continue  # answered meanwhile (a live retry of an earlier session): never twice
