@@ -523,11 +523,11 @@ class BatchLane:
             trimmed=False,
             can_fail_over=False,
         )
-        if decision.next is Next.GIVE_UP:
+        if decision.next is Next.GIVE_UP and not decision.resumable:
             attempt = replace(attempt, outcome="failed")
             lines.failed.append(attempt)
             events.append(TaskFailed(attempt))
-        else:
+        else:  # a stop leaves the task for the next run: never failed while it had attempts left
             attempt = replace(attempt, outcome="retry", retry_in_s=0.0)
             lines.retried.append(attempt)
             events.append(TaskRetrying(attempt, 0.0))

@@ -211,13 +211,16 @@ class Outcomes:
             can_fail_over=lane.endpoints.can_fail_over(endpoint),
         )
         retry = decision.next is not Next.GIVE_UP
-        outcome = "retry" if retry else "failed"
+        outcome = "retry" if retry or decision.resumable else "failed"
         if cut is not None:
             attempt = dataclasses.replace(lane.cut(cut, outcome), latency_ms=latency_ms)
         else:
             lane.billing.unbilled(index, number)
             attempt = Attempt(index, number, endpoint, started_at, latency_ms, outcome)
         attempt = dataclasses.replace(attempt, status=error.status, error=error, request_id=error.request_id)
+        if decision.resumable:  # a stop, not the task's end: it waits, unfinished, for the next run
+            engine.leave_unfinished(index, [attempt])
+            return
         if not retry:
             self._fail(attempt)
             self._check_refusals(error)
