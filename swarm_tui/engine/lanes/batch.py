@@ -494,7 +494,6 @@ class BatchLane:
             verdict,
             fits=lambda _: True,  # a batch line is held against the budget when its batch ends
             max_output=self.price.max_output if self.price is not None else None,
-            stopping=engine.stopping is not None or self._aborting,
         )
         attempt = replace(attempt, error=follow.error, request_id=result.request_id)
         if follow.body is None:

@@ -112,7 +112,6 @@ class Outcomes:
             verdict,
             fits=lambda body: lane.billing.fits(body, endpoint),
             max_output=lane.billing.max_output(endpoint),
-            stopping=engine.stopping is not None,
         )
         attempt = lane.billing.answered(
             index,
