@@ -95,7 +95,7 @@ def test_a_clock_stepped_an_hour_mid_run_leaves_its_makespan_cost_rate_and_deadl
     try:
         deadline = time.monotonic() + 60
         answered = "SELECT COUNT(*) FROM tasks WHERE state = 'succeeded'"
-        while (journal_value(run_dir, answered) or 0) < 8:
+        while (journal_value(run_dir, answered) or 0) < 1:
             assert child.poll() is None, (tmp_path / "run.log").read_text()
             assert time.monotonic() < deadline, "no answers within 60 s"
             time.sleep(0.02)
@@ -108,8 +108,10 @@ def test_a_clock_stepped_an_hour_mid_run_leaves_its_makespan_cost_rate_and_deadl
     took = time.monotonic() - began
     text = (tmp_path / "run.log").read_text()
     assert code == 0, text
-    stepped = journal_value(run_dir, "SELECT MAX(at) - MIN(at) FROM log")
-    assert stepped is not None and stepped > STEP_S, "the run's wall clock was never stepped: nothing was tested"
+    after_step = journal_value(  # the journal's wall times: answers kept after the step, an hour on
+        run_dir, f"SELECT COUNT(*) FROM results WHERE finished_at > (SELECT MIN(at) FROM log) + {STEP_S}"
+    )
+    assert after_step and after_step >= n // 2, f"{after_step} answers after the step: no step mid-run"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["succeeded"] == n
     assert 0 < summary["makespan_s"] <= took, f"makespan {summary['makespan_s']} s of a run that took {took:.1f} s"
