@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, read_jsonl, start_cli, write_batch
+from tests.conftest import REPO, read_jsonl, run_cli, start_cli, write_batch
 
 
 def journal_count(run_dir, sql: str) -> int:
@@ -171,3 +171,57 @@ def test_a_hangup_of_the_console_stops_it_gently_and_writes_the_outputs(tmp_path
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["succeeded"] == len(read_jsonl(run_dir / "results.jsonl")) > 20
     assert journal_count(run_dir, "SELECT COUNT(*) FROM attempts WHERE outcome = 'cancelled'") == 0
+
+
+def test_a_hangup_while_tasks_wait_between_retries_fails_none_of_them_and_resume_finishes_every_one(
+    tmp_path, sim_factory
+):
+    """SIGHUP while tasks wait out a backoff and their next attempts are on the wire: a call that
+    fails during the stop's grace leaves its task unfinished (it had attempts left), as the
+    console's abort does, and a plain `resume` finishes every task, exit 0. Before, the stop
+    journaled such a task failed after 2 of its 4 attempts and the resume ended with it, exit 1."""
+    n = 24
+    sim = sim_factory(mode="process", latency_ms=50.0, latency_sigma=0.1, hang_s=1.5)  # a hang: a 504 after 1.5 s
+    job = write_batch(tmp_path / "job.jsonl", [f"flaky task {i} [[sim:hangx2]]" for i in range(n)])
+    run_dir = tmp_path / "run"
+    log = open(tmp_path / "run.log", "w")  # noqa: SIM115 - the child writes it until it ends
+    child = start_cli(
+        "run",
+        str(job),
+        "--headless",
+        "--base-url",
+        sim.base_url,
+        "--out",
+        str(run_dir),
+        "--concurrency",
+        str(n),
+        "--no-adaptive",
+        "--straggler",
+        "off",
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=os.environ.copy(),
+    )
+    retried = "SELECT COUNT(*) FROM attempts WHERE outcome = 'retry'"
+    try:  # every first attempt failed, some tasks wait out their backoff, others' next call hangs
+        wait_for(
+            lambda: journal_count(run_dir, retried) >= n and 1 <= sim.stats()["in_flight"] < n,
+            "tasks between their attempts",
+            child,
+        )
+        child.send_signal(signal.SIGHUP)
+        code = child.wait(60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        log.close()
+    stopped = (tmp_path / "run.log").read_text()
+    assert code == 130, stopped
+    failed = journal_count(run_dir, "SELECT COUNT(*) FROM tasks WHERE state = 'failed'")
+    assert failed == 0, f"{failed} tasks with attempts left were failed by the stop:\n{stopped}"
+    assert read_jsonl(run_dir / "errors.jsonl") == []
+    resumed = run_cli("resume", str(run_dir), "--headless")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    results = read_jsonl(run_dir / "results.jsonl")
+    assert sorted(r["custom_id"] for r in results) == [f"task-{i:04d}" for i in range(n)]
+    assert read_jsonl(run_dir / "errors.jsonl") == []

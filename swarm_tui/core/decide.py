@@ -22,3 +22,6 @@ class Next(StrEnum):
 class Decision:
     next: Next
     delay_s: float = 0.0
+    resumable: bool = False
+    """A stop gave up on a task that had attempts left: it is not failed but left unfinished
+    (cancelled), as the user's abort leaves it, so that a plain `resume` sends it again."""

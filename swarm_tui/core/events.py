@@ -79,7 +79,9 @@ class Attempt:
     number: int
     endpoint: str
     started_at: float
-    """Wall-clock (epoch seconds) start of the call."""
+    """The call's start, epoch seconds on the session's steady clock (`util.clock.run_time`: its
+    wall start plus the monotonic time since), so that the time between two calls of a session is
+    a monotonic one, whatever the system clock did meanwhile."""
     latency_ms: float
     outcome: str
     """ok / retry / failed / cancelled"""

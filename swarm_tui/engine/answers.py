@@ -248,11 +248,11 @@ class AnswerChecks:
         *,
         fits: Callable[[JSONObject], bool],
         max_output: int | None,
-        stopping: bool,
     ) -> FollowUp:
         """What the unusable answer `result` of task `index` (asked with `body`) leads to (see the
         module); `fits(body)`: the budget can hold a call of it; `max_output`: the model's most
-        tokens (price table)."""
+        tokens (price table). A run that is stopping decides the same: the task asked again waits,
+        unfinished, for the next run (a stop never fails a task that had a try left)."""
         assert verdict.failure is not None
         raw = result.content
         words = (
@@ -261,8 +261,6 @@ class AnswerChecks:
             else f"{verdict.problem}; raw answer: {raw[:RAW_KEPT]}"
         )
         failure = CallError(verdict.failure, words, 200, verdict.code, request_id=result.request_id, should_retry=False)
-        if stopping:
-            return FollowUp("fail", failure)
         if verdict.failure is ErrorClass.FAILED_CHECK and reasks_in(body) < self.settings.reasks:
             return FollowUp("reask", _as(failure, "reask"), reasked(body, raw, verdict))
         if (

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +16,7 @@ from swarm_tui.core.usage import Usage
 from swarm_tui.engine.ledger import answer_ceiling
 from swarm_tui.providers.client import CallResult, ProviderClient
 from swarm_tui.providers.streamed import StreamProgress
+from swarm_tui.util.clock import run_time
 
 
 @dataclass
@@ -96,7 +96,7 @@ def cached_attempt(
         index,
         number,
         CACHE,
-        time.time(),
+        run_time(),
         0.0,
         "ok",
         status=200,

@@ -353,8 +353,9 @@ class SwarmEngine:
         self.numbers.new_round(index)
 
     def leave_unfinished(self, index: int, attempts: list[Attempt]) -> None:
-        """A task stopped mid-attempt (abort, a journal that cannot keep its outcome): its calls
-        are journaled as cancelled (when the journal can), and it waits for the next run() or resume."""
+        """A task stopped mid-attempt (abort, a journal that cannot keep its outcome, a call that
+        failed while the run stops, with attempts left): its calls are journaled (cancelled, or
+        failed and to be retried; when the journal can), and it waits for the next run() or resume."""
         events: list[EngineEvent] = [
             *(AttemptEnded(extra) for extra in attempts[1:]),
             TaskCancelled(index, attempts[0]),

@@ -578,7 +578,7 @@ def _export_row(r: Any) -> ExportRow:
 
 
 _ENDED = "started_at + latency_ms / 1000.0"
-"""When an attempt ended (epoch seconds)."""
+"""When an attempt ended (epoch seconds, on its session's steady clock: `Attempt.started_at`)."""
 
 
 def _rank(ordered: list[float], share: float) -> float | None:

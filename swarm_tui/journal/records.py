@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -47,6 +46,7 @@ from swarm_tui.journal.history import JournalHistory
 from swarm_tui.journal.note_kinds import note_event
 from swarm_tui.journal.queries import JournalQueries
 from swarm_tui.journal.writer import JournalWriter
+from swarm_tui.util.clock import run_time
 
 ToolResult = tuple[dict[str, Any], str, bool, float]
 """(the tool call as the model asked it, its result, ok, latency in ms): one row of a step's results."""
@@ -205,7 +205,7 @@ class JournalRecords:
         """An uploaded Batch input file about to become a batch: (task index, attempt number) of
         each line. Written before the batch is created, so that a process killed in between
         finds its batch (by this file id) instead of submitting the same tasks again."""
-        now = time.time()
+        now = run_time()
         with self._writer.writing():
             db = self._writer.db
             cursor = db.execute(
@@ -222,7 +222,7 @@ class JournalRecords:
         """A batch that was never created (or cannot be found): its tasks are free again."""
         with self._writer.writing():
             self._writer.db.execute(
-                "UPDATE batches SET status = ?, ended_at = ? WHERE id = ?", (status, time.time(), row)
+                "UPDATE batches SET status = ?, ended_at = ? WHERE id = ?", (status, run_time(), row)
             )
 
     def record_batch_created(self, row: int, batch_id: str, status: str, logged: Iterable[EngineEvent] = ()) -> None:

@@ -31,7 +31,6 @@ a plan never lets a call pass it.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from swarm_tui.core.batches import BatchRow
 from swarm_tui.core.events import PlanChanged
+from swarm_tui.util.clock import run_time
 
 if TYPE_CHECKING:
     from swarm_tui.engine.engine import SwarmEngine
@@ -186,10 +186,10 @@ class Autopilot:
     def _plan(self, remaining: int) -> Plan:
         ledger = self.engine.ledger
         budget_left = None if ledger.budget_usd is None else max(0.0, ledger.budget_usd - ledger.committed_usd)
-        return plan(remaining, self.deadline_at - time.time(), self.measured(), budget_left)
+        return plan(remaining, self.deadline_at - run_time(), self.measured(), budget_left)
 
     def _say(self, made: Plan, reason: str) -> None:
-        finish_at = time.time() + made.finish_s if made.finish_s is not None else None
+        finish_at = run_time() + made.finish_s if made.finish_s is not None else None
         self.engine.outbox.emit(
             PlanChanged(
                 made.live,
@@ -229,16 +229,16 @@ class Autopilot:
             )
             pull_at = self.deadline_at - len(row.tasks) / (rate * MARGIN) - self.poll_s - cancel_s
             self._pull_at[row.batch_id] = pull_at
-        if pull_at <= row.submitted_at or time.time() < pull_at:
+        if pull_at <= row.submitted_at or run_time() < pull_at:
             return False
         rate = self.measured().live_per_s or 0.0
-        left = self.deadline_at - time.time()
-        self._pulled_at[row.batch_id] = time.time()
+        left = self.deadline_at - run_time()
+        self._pulled_at[row.batch_id] = run_time()
         self.engine.outbox.emit(
             PlanChanged(
                 len(row.tasks),
                 0,
-                round(time.time() + len(row.tasks) / rate, 3) if rate else None,
+                round(run_time() + len(row.tasks) / rate, 3) if rate else None,
                 None,
                 self.deadline_at,
                 True,
@@ -254,10 +254,10 @@ class Autopilot:
         carries in time (and cheaper) are taken back from the live queue for the next batch."""
         pulled_at = self._pulled_at.pop(row.batch_id or "", None)
         if pulled_at is not None:
-            self.cancel_s = time.time() - pulled_at
+            self.cancel_s = run_time() - pulled_at
         if status != "completed":
             return []
-        self.turnaround_s = max(0.0, time.time() - row.submitted_at)
+        self.turnaround_s = max(0.0, run_time() - row.submitted_at)
         queued = self.engine.queue.untried(self.engine.numbers.tried)
         if not queued:
             return []

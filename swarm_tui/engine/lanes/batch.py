@@ -54,6 +54,7 @@ from swarm_tui.core.lanes import AUTO, BATCH, LIVE, batch_endpoint
 from swarm_tui.engine.lanes.batch_lines import BatchLimits, batch_errors, input_files, jsonl, line_outcome
 from swarm_tui.engine.ledger import worst_usage
 from swarm_tui.providers.client import CallResult
+from swarm_tui.util.clock import run_time
 
 if TYPE_CHECKING:
     from swarm_tui.core.task import Task
@@ -429,7 +430,7 @@ class BatchLane:
         lines = BatchLines()
         events: list[EngineEvent] = []
         requeue: list[int] = []
-        ended_at = time.time()
+        ended_at = run_time()
         for index, number in row.tasks:
             if engine.states.get(index) is TaskState.SUCCEEDED:
                 continue  # answered meanwhile (a live retry of an earlier session): never twice
@@ -493,7 +494,6 @@ class BatchLane:
             verdict,
             fits=lambda _: True,  # a batch line is held against the budget when its batch ends
             max_output=self.price.max_output if self.price is not None else None,
-            stopping=engine.stopping is not None or self._aborting,
         )
         attempt = replace(attempt, error=follow.error, request_id=result.request_id)
         if follow.body is None:
@@ -522,11 +522,11 @@ class BatchLane:
             trimmed=False,
             can_fail_over=False,
         )
-        if decision.next is Next.GIVE_UP:
+        if decision.next is Next.GIVE_UP and not decision.resumable:
             attempt = replace(attempt, outcome="failed")
             lines.failed.append(attempt)
             events.append(TaskFailed(attempt))
-        else:
+        else:  # a stop leaves the task for the next run: never failed while it had attempts left
             attempt = replace(attempt, outcome="retry", retry_in_s=0.0)
             lines.retried.append(attempt)
             events.append(TaskRetrying(attempt, 0.0))

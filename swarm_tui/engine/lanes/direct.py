@@ -9,7 +9,6 @@ an answer that came back is kept (`cache.CacheLane.replay` / `remember`)."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
@@ -21,6 +20,7 @@ from swarm_tui.engine.answers import refused
 from swarm_tui.engine.calls import cached_attempt
 from swarm_tui.engine.settings import RunStopped
 from swarm_tui.providers.client import CallResult, ProviderClient, StreamDeadlines
+from swarm_tui.util.clock import run_time
 
 if TYPE_CHECKING:
     from swarm_tui.engine.billing import Billing
@@ -103,7 +103,7 @@ class DirectLane:
             engine.numbers.next(index)
             round_attempts += 1
             stalls = engine.stalls
-            started_at, t0 = time.time(), stalls.now()
+            started_at, t0 = run_time(), stalls.now()
             self.on_wire += 1
             try:
                 async with stalls.deadline(settings.calls.timeout_s):
@@ -152,7 +152,7 @@ class DirectLane:
         client = self.endpoints.door_named(endpoint).client
         number = engine.numbers.next(PROBE_INDEX)
         stalls = engine.stalls
-        started_at, t0 = time.time(), stalls.now()
+        started_at, t0 = run_time(), stalls.now()
         self.on_wire += 1
         try:
             async with stalls.deadline(engine.settings.calls.timeout_s):

@@ -38,6 +38,7 @@ from swarm_tui.engine.routing.endpoints import Endpoints
 from swarm_tui.engine.settings import HEDGE_MAX_SHARE, HEDGE_QUIET_AFTER_429_S, Trimmer
 from swarm_tui.providers.client import CallResult, ProviderClient, StreamDeadlines
 from swarm_tui.providers.streamed import StreamProgress
+from swarm_tui.util.clock import run_time
 
 if TYPE_CHECKING:
     from swarm_tui.engine.answers import AnswerChecks
@@ -159,7 +160,7 @@ class LiveLane:
         number = engine.numbers.next(index)
         engine.numbers.count(index)
         engine.outbox.emit(AttemptStarted(index, number, client.name))
-        started_at = time.time()
+        started_at = run_time()
         task = asyncio.create_task(self._attempt(index, number, client), name=f"attempt-{index}-{number}")
         task.add_done_callback(lambda done: self._attempt_done(done, index, number, client.name, started_at))
         engine.queue.fly(index, task)
@@ -288,7 +289,7 @@ class LiveLane:
             index,
             number,
             client,
-            time.time(),
+            run_time(),
             stalls.now(),
             asyncio.create_task(call(), name=f"call-{index}-{number}"),
             body,

@@ -112,7 +112,6 @@ class Outcomes:
             verdict,
             fits=lambda body: lane.billing.fits(body, endpoint),
             max_output=lane.billing.max_output(endpoint),
-            stopping=engine.stopping is not None,
         )
         attempt = lane.billing.answered(
             index,
@@ -219,15 +218,18 @@ class Outcomes:
             door_left=left and none_left is None,
         )
         retry = decision.next is not Next.GIVE_UP
-        if left and retry:
+        if left and (retry or decision.resumable):
             engine.numbers.uncount(index)
-        outcome = "retry" if retry else "failed"
+        outcome = "retry" if retry or decision.resumable else "failed"
         if cut is not None:
             attempt = dataclasses.replace(lane.cut(cut, outcome), latency_ms=latency_ms)
         else:
             lane.billing.unbilled(index, number)
             attempt = Attempt(index, number, endpoint, started_at, latency_ms, outcome)
         attempt = dataclasses.replace(attempt, status=error.status, error=error, request_id=error.request_id)
+        if decision.resumable:  # a stop, not the task's end: it waits, unfinished, for the next run
+            engine.leave_unfinished(index, [attempt])
+            return
         if not retry:
             self._fail(attempt)
             self._check_refusals(error, endpoint)

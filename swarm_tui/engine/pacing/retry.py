@@ -59,13 +59,18 @@ class RetryPolicy:
         `attempts_made`: this round's attempts, the failed one included. `trimmed`: the request
         was just shortened (a context-length error with something to drop). `can_fail_over`:
         the attempt went to the primary and a fallback is configured. `door_left`: it went to a
-        door its route has left, another door is in use. A run that is stopping retries nothing;
-        a shortened request, an attempt at a door left (whatever its class and the attempts made:
-        it was the door's failure, not the task's) or an account error with a fallback goes again
-        at once; an attempt abandoned as a straggler has waited long enough already; otherwise the
-        error's class and the attempts left decide, with the backoff (or the Retry-After)."""
+        door its route has left, another door is in use. A run that is stopping retries nothing,
+        but a task it would have tried again is `resumable`: a stop (a signal, an abort, the
+        budget) never fails a task that had attempts left. A shortened request, an attempt at a
+        door left (whatever its class and the attempts made: it was the door's failure, not the
+        task's) or an account error with a fallback goes again at once; an attempt abandoned as a
+        straggler has waited long enough already; otherwise the error's class and the attempts
+        left decide, with the backoff (or the Retry-After)."""
         if stopping:
-            return Decision(Next.GIVE_UP)
+            going_on = self.after_failure(
+                error, attempts_made, trimmed=trimmed, can_fail_over=can_fail_over, door_left=door_left
+            )
+            return Decision(Next.GIVE_UP, resumable=going_on.next is not Next.GIVE_UP)
         if trimmed:
             return Decision(Next.TRIM)
         if door_left:

@@ -152,6 +152,9 @@ class Suspension:
         decision = engine.retry_policy.after_failure(
             error, engine.numbers.in_round(index), stopping=engine.stopping is not None
         )
+        if decision.resumable:  # a stop, not the task's end: it waits, unfinished, for the next run
+            engine.leave_unfinished(index, [dataclasses.replace(attempt, outcome="retry")])
+            return
         if decision.next is Next.GIVE_UP:
             failed = dataclasses.replace(attempt, outcome="failed")
             engine.outbox.commit(partial(engine.journal.record_failure, failed), events=[TaskFailed(failed)])
