@@ -3,7 +3,11 @@
 Ctrl-C at any moment, even while the modules load (a second or so on a busy machine, before any
 handler of the CLI exists), ends with one line and exit 130, never a traceback: also when the
 interrupt lands inside a library that turns it into an error of its own (pydantic building a
-schema while `import openai` runs raises `SchemaError`), since the handler here notes it first.
+schema while `import openai` runs raises `SchemaError`). The modules load in `main` too (a
+command line loads its command's modules: the engine and the SDK for `run`), under Python's own
+handler, which asyncio's `run` takes over from only if it is Python's own; so the interrupt is
+noted beside the handler, not by one: the interpreter writes each signal it receives to a wakeup
+fd whatever handler runs (`Interrupts`), and an error that escapes after a Ctrl-C is that Ctrl-C.
 
 Output into a pipe whose reader has gone (`swarm-tui estimate | head -1`) ends quietly with the
 shell's code for a process SIGPIPE stopped (141), as `git log | head` does; nothing is written
@@ -13,6 +17,8 @@ A damaged SQLite file met on the way (a run's journal with pages of garbage, rea
 `export`, `export-traces`, `replay`...) is said in one line naming it, exit 2: SQLite finds the
 damage only when it reads the page, wherever a command happens to be then.
 """
+
+from __future__ import annotations
 
 import os
 import signal
@@ -25,32 +31,57 @@ from swarm_tui.run.exit_codes import EXIT_ABORTED, EXIT_BAD_INPUT
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 """Output into a pipe whose reader has gone: the shell's code for a process SIGPIPE stopped."""
 
-_interrupted = False
-"""A Ctrl-C arrived while the CLI's modules loaded."""
 
+class Interrupts:
+    """Every Ctrl-C the process received since `note()`, whatever a handler or a library made of it:
+    the interpreter's C-level handler writes each signal's number to the wakeup fd before any Python
+    handler runs (asyncio takes the fd over when a run installs its own handlers: from then on the
+    run answers Ctrl-C itself)."""
 
-def _on_interrupt(signum: int, frame: object) -> None:
-    global _interrupted
-    _interrupted = True
-    raise KeyboardInterrupt
+    def __init__(self) -> None:
+        self._read_fd: int | None = None
+        self._seen = False
+
+    def note(self) -> None:
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(read_fd, False)
+        os.set_blocking(write_fd, False)
+        try:
+            signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread: no Ctrl-C is delivered here anyway
+            os.close(read_fd)
+            os.close(write_fd)
+            return
+        self._read_fd = read_fd
+
+    def seen(self) -> bool:
+        """A Ctrl-C arrived (once true, true for good)."""
+        if not self._seen and self._read_fd is not None:
+            try:
+                while chunk := os.read(self._read_fd, 512):
+                    self._seen = self._seen or signal.SIGINT in chunk
+            except BlockingIOError:  # nothing more to read
+                pass
+        return self._seen
 
 
 def entry() -> int:
-    signal.signal(signal.SIGINT, _on_interrupt)  # Python's own until the CLI is loaded, noting it
+    interrupts = Interrupts()
     try:
         try:
+            interrupts.note()
             from swarm_tui.cli import main
-        except BaseException:
-            if _interrupted:  # whatever a library made of the interrupt, it was the user's Ctrl-C
-                raise KeyboardInterrupt from None
+
+            if interrupts.seen():  # caught and swallowed on the way: the user still asked to stop
+                raise KeyboardInterrupt
+            try:
+                code = main()
+            finally:  # `--help` ends by SystemExit: its output too is flushed here
+                sys.stdout.flush()  # a closed pipe is found here, not at the interpreter's exit
+        except BaseException as exc:
+            if not isinstance(exc, KeyboardInterrupt) and interrupts.seen():
+                raise KeyboardInterrupt from None  # whatever a library made of the interrupt, it was the user's Ctrl-C
             raise
-        if _interrupted:  # caught and swallowed on the way: the user still asked to stop
-            raise KeyboardInterrupt
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        try:
-            code = main()
-        finally:  # `--help` ends by SystemExit: its output too is flushed here
-            sys.stdout.flush()  # a closed pipe is found here, not at the interpreter's exit
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while saying so is no traceback either
         print("\nswarm-tui: interrupted", file=sys.stderr)

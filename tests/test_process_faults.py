@@ -5,6 +5,7 @@ the resume command in the log. Real processes, real signals."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -13,9 +14,12 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from swarm_tui.core.stalls import TICK_S, StallWatch
 
 from tests.conftest import REPO, read_jsonl, run_cli, start_cli, write_batch
 
@@ -83,6 +87,84 @@ def test_a_writer_stopped_and_continued_pays_for_nothing_twice(tmp_path, sim_fac
     assert journal_count(run_dir, "SELECT COUNT(*) FROM attempts WHERE error_code = 'straggler'") == 0
     assert journal_count(run_dir, "SELECT COUNT(*) FROM attempts WHERE error_class = 'timeout'") == 0
     assert len(read_jsonl(run_dir / "results.jsonl")) == 200
+
+
+def busy_until_stopped(stop: Callable[[], None], timeout: float = 30.0) -> float:
+    """Call `stop` (which has this process stopped and continued), then run without yielding to the
+    event loop until that happened (a jump of the monotonic clock between two reads); the jump, in
+    seconds."""
+    last = time.monotonic()
+    deadline = last + timeout
+    stop()
+    while True:
+        now = time.monotonic()
+        if now - last > 1.0:
+            return now - last
+        assert now < deadline, f"the process was not stopped within {timeout:g} s"
+        last = now
+
+
+async def test_what_runs_first_after_a_stop_does_not_count_the_stop_as_running_time():
+    """A stop lands in the middle of a turn of the event loop, and the rest of that turn runs on
+    waking, before the stall watch's tick. An attempt that looked there whether its call was late
+    read the whole stop as the call's time: a backup went out for a call whose answer was already
+    waiting, and the prompt was paid twice. The watch's clock leaves a stop out from its first
+    reading after it. A real SIGSTOP of this process, sent by a child that continues it 2 s later."""
+    watch = StallWatch.of_running_loop()
+    await asyncio.sleep(2 * TICK_S)  # the watch has ticked: the stop below is the only gap it meets
+    started = watch.now()
+    pid = os.getpid()
+    stopper = subprocess.Popen(
+        ["sh", "-c", f"read go; kill -STOP {pid}; sleep 2; kill -CONT {pid}"], stdin=subprocess.PIPE
+    )
+    assert stopper.stdin is not None
+    go = stopper.stdin
+
+    def stop() -> None:
+        go.write(b"go\n")
+        go.flush()
+
+    try:
+        stopped_s = busy_until_stopped(stop)  # no await in between: the tick cannot run
+        ran_s = watch.now() - started
+    finally:
+        go.close()
+        stopper.wait(30)
+    assert stopped_s > 1.5
+    assert ran_s < 1.0, f"{ran_s:.1f} s counted as running across a {stopped_s:.1f} s stop"
+    await asyncio.sleep(2 * TICK_S)  # the tick comes: it does not count the stop a second time
+    assert watch.stalls == 1, "the tick counted the stop a second time"
+
+
+STOPS = 6
+STOP_S = 3.5
+
+
+def test_a_writer_stopped_and_continued_again_and_again_has_no_prompt_answered_twice(tmp_path, sim_factory):
+    """SIGSTOP for 3.5 s, then SIGCONT, six times, while 300 calls of 1.2 s each are in flight: no
+    answer is paid twice, the simulator answers each prompt once. Before, the calls out during a
+    stop taught the straggler deadline their time without the stop (a call sent just before it and
+    read on waking "took" 0.3 s), the deadline fell to its 1 s floor, and the calls still waiting
+    to be read on waking got backups: 4 to 84 prompts answered twice in each of 5 runs."""
+    sim = sim_factory(mode="process", latency_ms=1200.0, latency_sigma=0.05)
+    child, run_dir = start_run(tmp_path, sim.base_url, 3000, "--concurrency", "300", "--no-adaptive")
+    try:
+        wait_for(lambda: succeeded(run_dir) >= 300, "300 answers (the straggler deadline armed)", child)
+        for _ in range(STOPS):
+            assert child.poll() is None, "the run ended before the stops"
+            child.send_signal(signal.SIGSTOP)
+            time.sleep(STOP_S)
+            child.send_signal(signal.SIGCONT)
+            time.sleep(1.5)  # calls go out again, and are looked at, before the next stop
+        assert child.wait(120) == 0, (tmp_path / "run.log").read_text()
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGCONT)
+            child.kill()
+    answered = Counter(sim.stats()["successes_by_prompt"])
+    twice = {prompt: n for prompt, n in answered.items() if n > 1}
+    assert not twice, f"{len(twice)} prompts answered more than once: {sorted(twice.items())[:5]}"
+    assert len(answered) == len(read_jsonl(run_dir / "results.jsonl")) == 3000
 
 
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])

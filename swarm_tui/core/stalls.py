@@ -9,8 +9,15 @@ passed, so the calls in flight would all be abandoned on wake-up and sent (and p
 process did not run for that long: the gap is added to `stalled_s`, so `now()` (the monotonic
 clock minus the stalls) is the time the process ran, and every deadline entered through
 `deadline(seconds)` is pushed back by the gap before it can fire. After a stall the tick is the
-earliest timer due (it was due first), so it runs before the deadlines it moves. One watch per
-event loop (`StallWatch.of_running_loop()`).
+earliest timer due (it was due first), so it runs before the deadlines it moves.
+
+The tick is not the first code to run after a stop, though: a stop lands wherever the process
+is, often in the middle of a turn of a busy loop, and the rest of that turn (and the callbacks
+it queued) runs on waking before any timer, the tick included. Code there that asks the time
+(an attempt looking whether its call is late) would count the whole stop as the call's: a
+backup sent, and paid, for a call whose answer was already waiting in the socket. So `now()`
+notices a stall itself: a tick overdue by more than `STALL_S` is one, counted at once, and the
+tick, when it comes, finds it counted. One watch per event loop (`StallWatch.of_running_loop()`).
 """
 
 from __future__ import annotations
@@ -48,11 +55,16 @@ class StallWatch:
         return watch
 
     def now(self) -> float:
-        """Seconds the process ran (a monotonic clock that stood still while it was stopped)."""
-        return time.monotonic() - self.stalled_s
+        """Seconds the process ran (a monotonic clock that stood still while it was stopped): a
+        stall not yet counted by the tick is counted here first (see the module doc)."""
+        now = time.monotonic()
+        if now - self._due > self.stall_s:
+            self._catch_up(now)
+        return now - self.stalled_s
 
     def deadline(self, seconds: float | None) -> _Deadline:
         """`asyncio.timeout(seconds)` that a stall pushes back by the time the process did not run."""
+        self.now()  # a stall not yet counted is counted before the new deadline is set (not pushed back by it)
         return _Deadline(self, seconds)
 
     def track(self, timeout: asyncio.Timeout) -> None:
@@ -64,11 +76,17 @@ class StallWatch:
 
     def _tick(self) -> None:
         now = time.monotonic()
+        self._catch_up(now)
+        self._due = now + self.tick_s
+        self._handle = self._loop.call_later(self.tick_s, self._tick)
+
+    def _catch_up(self, now: float) -> None:
+        """Count the time past the tick's due as a stall when it is one, and measure the next one
+        from `now` (the tick, coming just after, does not count again what `now()` counted)."""
         late = now - self._due
         if late > self.stall_s:
             self._stalled(late)
-        self._due = now + self.tick_s
-        self._handle = self._loop.call_later(self.tick_s, self._tick)
+            self._due = now
 
     def _stalled(self, gap: float) -> None:
         self.stalled_s += gap

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from swarm_tui.core.events import Attempt
 from swarm_tui.core.lanes import CACHE
+from swarm_tui.core.stalls import StallWatch
 from swarm_tui.core.task import JSONObject
 from swarm_tui.core.usage import Usage
 from swarm_tui.engine.ledger import answer_ceiling
@@ -31,8 +31,9 @@ class Call:
     task: asyncio.Task[CallResult]
     body: dict[str, Any]
     """What was sent."""
-    clock: Callable[[], float]
-    """The clock `t0` is on (the running loop's stall-aware `StallWatch.now`)."""
+    watch: StallWatch
+    """The running loop's stall watch: the clock `t0` is on, and whether the process was stopped
+    while the call was out."""
     send_seq: int = 0
     """The engine's count of requests sent, this one included: the ones sent after it are
     not in the rate-limit headers of its answer."""
@@ -44,13 +45,24 @@ class Call:
     """The most tokens it may write (its max_tokens); None when its body sets none."""
     work: str = field(init=False)
     """Its endpoint and model: what its deadlines are learned from."""
+    stalls_before: int = field(init=False)
+    """The stalls the watch had counted when the call went out."""
 
     def __post_init__(self) -> None:
         self.ceiling = answer_ceiling(self.body)
         self.work = f"{self.client.name} {self.body.get('model') or ''}"
+        self.stalls_before = self.watch.stalls
 
     def latency_ms(self) -> float:
-        return (self.clock() - self.t0) * 1000.0
+        return (self.watch.now() - self.t0) * 1000.0
+
+    @property
+    def timed(self) -> bool:
+        """Its latency says how long the provider took: the process was not stopped while the call
+        was out. An answer that came during a stop is read on waking, at an unknown moment of the
+        stop: its time with the stop is too long, without it too short (a call sent just before a
+        stop of 20 s and read on waking took "0.1 s"); such a call teaches no deadline."""
+        return self.watch.stalls == self.stalls_before
 
 
 def prompt_estimate(body: JSONObject) -> int:

@@ -232,7 +232,8 @@ class LiveLane:
         failure = finished.task.exception()
         error = None if failure is None else finished.client.classify(failure)
         if error is None or not finished.hedge:  # a backup's failure is no sign of its endpoint's health
-            self.endpoints.observe(finished.client, error, finished.latency_ms() / 1000)
+            latency_s = finished.latency_ms() / 1000 if finished.timed else None
+            self.endpoints.observe(finished.client, error, latency_s)
         self.reachability.observe(finished.client, error)
         if error is None:
             for loser in (c for c in calls if c is not finished):
@@ -293,7 +294,7 @@ class LiveLane:
             stalls.now(),
             asyncio.create_task(call(), name=f"call-{index}-{number}"),
             body,
-            stalls.now,
+            stalls,
             self.sends if door.shared else door.sends,
             progress,
             hedge,

@@ -59,16 +59,19 @@ class Outcomes:
         door = lane.endpoints.pacing(call.client)
         door.rate_limits.settle(lane.tokens_held(index), result.usage.total)
         lane.announce_limits(door.rate_limits.note_answer(), door)
-        lane.tail.observe(
-            latency_ms / 1000,
-            None if result.ttft_ms is None else result.ttft_ms / 1000,
-            tokens=result.usage.completion,
-            ceiling=call.ceiling,
-            work=call.work,
-        )
+        timed = call.timed  # a call the process was stopped under says nothing of how long calls take
+        if timed:
+            lane.tail.observe(
+                latency_ms / 1000,
+                None if result.ttft_ms is None else result.ttft_ms / 1000,
+                tokens=result.usage.completion,
+                ceiling=call.ceiling,
+                work=call.work,
+            )
         adaptive = door.adaptive
         if adaptive is not None:
-            adaptive.observe_latency(latency_ms / 1000)
+            if timed:
+                adaptive.observe_latency(latency_ms / 1000)
             admission = door.admission
             busy = admission.in_flight >= admission.limit or engine.queue.has_ready  # work is waiting
             grown = adaptive.on_success(busy)
