@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 MAX_BACKUPS = 2
 """Backups one attempt may have: the first when its call is late, a second (at the run's idle tail)
-when that backup is late too."""
+when the call is still late after it (the backup hangs too, or failed)."""
 AnswerKept = Callable[[JSONObject, ProviderClient, CallResult, "float | None"], None]
 """Where a usable answer goes besides the journal (the cache lane's `remember`)."""
 StepReplay = Callable[[int], bool]
@@ -192,17 +192,19 @@ class LiveLane:
         wire[index] = calls
         straggled: str | None = None
         """Why the first call got a backup (past its deadline, with nothing from it); None: no backup yet."""
+        backups = 0
         try:
             while True:
                 running = [c.task for c in calls if not c.task.done()]
                 latest = calls[-1]
-                watched = straggled is None or self._may_back_up_again(calls)
+                watched = straggled is None or self._may_back_up_again(backups)
                 wait_s = self._tail_check_s(latest) if watched else None
                 done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
                 if not done:  # a backup only when it may go (else the call waits on)
                     late = self._late(latest) if watched else None
                     if late is not None and self._may_hedge() and self._hedge(index, calls):
                         straggled = straggled or late
+                        backups += 1
                     continue
                 calls = self._ended(index, calls, done, straggled)
                 if not calls:
@@ -351,10 +353,11 @@ class LiveLane:
             f"takes at {call.client.name}); a backup was sent and answered first"
         )
 
-    def _may_back_up_again(self, calls: list[Call]) -> bool:
-        """A backup that is late too may get one of its own, at the run's idle tail only (a call
-        that hangs may be sent to a replica that hangs as well): at most `MAX_BACKUPS` an attempt."""
-        return calls[-1].hedge and len(calls) <= MAX_BACKUPS and self._slots_idle()
+    def _may_back_up_again(self, backups: int) -> bool:
+        """A call still late after its backup (the backup hangs too, or failed) may get another, at
+        the run's idle tail only (a call that hangs may be sent to a replica that hangs as well): at
+        most `MAX_BACKUPS` an attempt."""
+        return backups < MAX_BACKUPS and self._slots_idle()
 
     def _slots_idle(self) -> bool:
         """The run's tail: nothing waits in line and slots are free, so a backup holds up no task."""
