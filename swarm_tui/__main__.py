@@ -113,17 +113,17 @@ def _is_damage(exc: sqlite3.DatabaseError) -> bool:
 def _damaged(exc: sqlite3.DatabaseError) -> str:
     """A damaged database in words: the journal of the run directory the command was given, when
     it was given one, else whichever SQLite file it read (a journal, the response cache)."""
-    if type(exc) is sqlite3.OperationalError:  # its message quotes the undecodable bytes: not for a terminal
-        exc = sqlite3.DatabaseError("text that is not UTF-8 where text is kept")
+    # a decode error's message quotes the undecodable bytes: not for a terminal
+    reason = "text that is not UTF-8 where text is kept" if type(exc) is sqlite3.OperationalError else str(exc)
     for arg in sys.argv[1:]:
         journal = Path(arg) / "journal.sqlite"
         if not arg.startswith("-") and journal.is_file():
             return (
-                f"{journal}: journal: cannot be read ({exc}): the file is damaged; its run cannot be "
+                f"{journal}: journal: cannot be read ({reason}): the file is damaged; its run cannot be "
                 "resumed or exported from it (a copy made before the damage can)"
             )
     return (
-        f"a database this command read is damaged ({exc}): a run's journal.sqlite, or the response "
+        f"a database this command read is damaged ({reason}): a run's journal.sqlite, or the response "
         "cache (`swarm-tui cache clear`, or remove its file)"
     )
 

@@ -137,7 +137,7 @@ async def test_a_backup_that_hangs_too_gets_one_of_its_own_at_the_idle_tail(tmp_
     assert finished.succeeded == 41 and finished.failed == 0
     calls = attempts_of(tmp_path / "run", 40)
     assert len(calls) == 3 and calls[-1]["outcome"] == "ok", calls
-    assert all(call["latency_ms"] < 30_000 for call in calls[-1:]), "waited for the hard timeout"
+    assert calls[-1]["latency_ms"] < 30_000, "waited for the hard timeout"
     assert max(call["started_at"] for call in calls) - min(call["started_at"] for call in calls) < 30
 
 

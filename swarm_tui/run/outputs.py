@@ -173,6 +173,7 @@ def summarize(journal: Journal, facts: OutputFacts, *, breakdown: bool = True) -
     orchestrated = orchestration(journal, total)
     cache = journal.queries.cache_totals()
     answers = journal.queries.answer_totals(ESCALATED_PREFIX)  # unusable answers: by class, and what followed
+    stopped, suspensions, streaming = _liveness_sections(journal, unfinished)
     return Summary(
         total=total,
         succeeded=succeeded,
@@ -201,7 +202,9 @@ def summarize(journal: Journal, facts: OutputFacts, *, breakdown: bool = True) -
         answers=AnswerTotals.from_json({"valid": succeeded, **answers}) if answers is not None else None,
         traces=facts.traces,
         batches=[Batch.from_json(batch) for batch in journal.history.batch_summary()],
-        **_liveness_sections(journal, unfinished),
+        stopped=stopped,
+        suspensions=suspensions,
+        streaming=streaming,
         spend=summary_cost_fields(
             journal,
             plan,
@@ -241,17 +244,19 @@ def orchestration(journal: Journal, total: int) -> Orchestration | None:
     )
 
 
-def _liveness_sections(journal: Journal, unfinished: int) -> dict[str, Any]:
-    """What kept the run from its end, and how its streams went, each present only when it did:
-    `stopped` (why dispatch stopped, while tasks are left: a refusal, no connection, a budget, a
-    suspension past its bound), `suspensions` (each wait for the provider to serve the account
-    again) and `streaming` (per endpoint: time to first token, tokens a second, gap between chunks)."""
-    sections: dict[str, Any] = {}
+def _liveness_sections(
+    journal: Journal, unfinished: int
+) -> tuple[Stopped | None, list[Suspension], dict[str, StreamFigures]]:
+    """What kept the run from its end, and how its streams went: `stopped` (why dispatch stopped,
+    while tasks are left: a refusal, no connection, a budget, a suspension past its bound; None
+    otherwise), `suspensions` (each wait for the provider to serve the account again) and
+    `streaming` (per endpoint: time to first token, tokens a second, gap between chunks)."""
+    stopped = None
     stops = journal.history.logged(RunStopping)
     if unfinished and stops:
         at, event = stops[-1]
         assert isinstance(event, RunStopping)
-        sections["stopped"] = Stopped(at, event.reason)
+        stopped = Stopped(at, event.reason)
     held: list[Suspension] = []
     for at, event in journal.history.logged(RunSuspended, SuspensionEnded):
         if isinstance(event, RunSuspended):
@@ -259,15 +264,14 @@ def _liveness_sections(journal: Journal, unfinished: int) -> dict[str, Any]:
         elif held and held[-1].suspended_s is None:
             assert isinstance(event, SuspensionEnded)
             held[-1] = dataclasses.replace(held[-1], suspended_s=event.suspended_s)
-    sections["suspensions"] = held
-    sections["streaming"] = {
+    streaming = {
         endpoint: StreamFigures(
             len(figures["ttft_ms"]),
             **{name: _p50_p95(values) for name, values in figures.items()},
         )
         for endpoint, figures in journal.queries.stream_figures().items()
     }
-    return sections
+    return stopped, held, streaming
 
 
 def _p50_p95(values: list[float]) -> Percentiles:
