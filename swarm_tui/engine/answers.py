@@ -137,6 +137,9 @@ class AnswerChecks:
         return bool(self._job_checks) or _format_kind(body) is not None
 
     def _checks(self, body: JSONObject) -> list[_Check]:
+        fmt = body.get("response_format")
+        if fmt is None:  # the common case of an unchecked body: nothing more to read
+            return self._job_checks
         kind = _format_kind(body)
         if kind is None:
             return self._job_checks
@@ -145,7 +148,7 @@ class AnswerChecks:
             first = [self._format_check(_format_schema(body))]
         else:
             first = [("json_object", _is_object)]
-        return first + self._job_checks
+        return first + self._job_checks if self._job_checks else first
 
     def _checks_of_spec(self, spec: AnswerSpec) -> list[_Check]:
         checks: list[_Check] = []
@@ -179,7 +182,7 @@ class AnswerChecks:
 
     def _format_check(self, schema: Any) -> _Check:
         for known, check in self._format_checks:
-            if known == schema:
+            if known is schema or known == schema:  # one job's bodies often share one schema object
                 return check
         check = ("json_schema", self._schema_check(schema, "the response_format's json_schema"))
         self._format_checks = [(schema, check), *self._format_checks[:7]]
@@ -199,11 +202,14 @@ class AnswerChecks:
 
     def verdict(self, body: JSONObject, result: CallResult) -> Verdict:
         """Whether the answer `result` to `body` is usable (see the module), and its JSON value."""
-        message = answer_message(result)
+        choice = _first_choice(result)
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            message = {}
         refusal = message.get("refusal")
         if isinstance(refusal, str) and refusal.strip():
             return Verdict(ErrorClass.REFUSAL, "refusal", f"the model refused: {refusal}")
-        finish = finish_reason(result)
+        finish = choice.get("finish_reason")
         if finish == "content_filter":
             return Verdict(
                 ErrorClass.CONTENT_FILTER,
@@ -219,11 +225,11 @@ class AnswerChecks:
             return Verdict(
                 ErrorClass.TRUNCATED, "length", f"the answer was cut at its token limit{said} (finish_reason length)"
             )
-        text = result.content
+        text = message.get("content") or ""  # what `result.content` reads, read here once
         value: Any = None
         parsed: str | None = None
         for name, check in checks:
-            if name in _READS_JSON and parsed is None:
+            if parsed is None and name in _READS_JSON:
                 try:
                     value, parsed = _json_of(text)
                 except JsonExtractionError as exc:
@@ -231,7 +237,8 @@ class AnswerChecks:
             problem = check(text, value)
             if problem is not None:
                 return Verdict(ErrorClass.FAILED_CHECK, name, f"{name}: {problem}")
-        return Verdict(checks=tuple(name for name, _ in checks), parsed=parsed)
+        names = (checks[0][0],) if len(checks) == 1 else tuple(name for name, _ in checks)
+        return Verdict(checks=names, parsed=parsed)
 
     def accepts(self, body: JSONObject, result: CallResult) -> bool:
         """A kept answer (a cache's, a follower's) may stand for this task: usable as this job checks it."""
@@ -312,6 +319,13 @@ def refused(result: CallResult) -> bool:
 
 
 _READS_JSON = frozenset({"json_schema", "json_object", "schema", "json"})
+
+
+def _first_choice(result: CallResult) -> dict[str, Any]:
+    """The answer's first choice ({} when it has none): its message and finish reason."""
+    choices = result.body.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    return choice if isinstance(choice, dict) else {}
 
 
 def _format_kind(body: JSONObject) -> str | None:

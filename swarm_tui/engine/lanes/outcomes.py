@@ -46,8 +46,12 @@ class Outcomes:
         engine, lane = self.engine, self.lane
         asks_for_tools = lane.tools.enabled and bool(answer_message(result).get("tool_calls"))
         checks, body = self.checks, engine.tasks[index].body
-        checked = checks is not None and checks.checked(body)
-        if not asks_for_tools and not checked and finish_reason(result) == "length" and cut_before_any_content(result):
+        if (
+            not asks_for_tools
+            and finish_reason(result) == "length"
+            and not (checks is not None and checks.checked(body))  # a checked answer cut is the checks' to judge
+            and cut_before_any_content(result)
+        ):
             self._on_empty_answer(index, call, result)
             return
         verdict = checks.verdict(body, result) if checks is not None and not asks_for_tools else None
