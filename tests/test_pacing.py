@@ -72,6 +72,17 @@ def test_configured_limits_win_over_headers():
     assert limits.rpm == 60
 
 
+def test_a_rate_limit_cuts_the_slots_the_provider_serves_not_those_hung_calls_hold():
+    clock = FakeClock()
+    aimd = AdaptiveConcurrency(ceiling=30, clock=clock)
+    aimd.limit = 24
+    assert aimd.on_congestion(late=11) == 20  # 13 served x 0.7 = 9, and the 11 hung calls keep theirs
+    clock.now += 1.0
+    assert aimd.on_congestion(late=0) == 14  # none hung: the whole limit is cut
+    clock.now += 1.0
+    assert aimd.on_congestion(late=50) is None  # every slot hung but one: that one is all it serves, kept
+
+
 def test_aimd_grows_when_clean_and_busy_and_halves_once_per_window():
     clock = FakeClock()
     aimd = AdaptiveConcurrency(ceiling=20, clock=clock)

@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from swarm_tui.core.events import ConcurrencyChanged
+from swarm_tui.core.events import AttemptStarted, ConcurrencyChanged
 from swarm_tui.engine.lanes.live import LiveLane
 from swarm_tui.engine.pacing.deadlines import MIN_SAMPLES, STRAGGLER_FLOOR_S, TailDeadlines
 from swarm_tui.engine.settings import HEDGE_QUIET_AFTER_429_S
@@ -84,23 +84,55 @@ async def test_genuinely_slow_answers_are_never_abandoned_early(tmp_path, sim_fa
     assert session.engine.stats.sent == 60, "an answer that was only slow was sent twice"
 
 
-async def test_under_pushback_a_straggler_is_not_cut_but_hedged_once_the_pushback_is_over(tmp_path, sim_factory):
-    """--hedge under pushback: no backup while the provider pushes back, and no cut either (a guess
-    never ends an attempt): the call waits on, and gets its backup once the pushback is over."""
+async def test_under_pushback_a_straggler_waits_while_work_waits_and_is_backed_up_at_the_idle_tail(
+    tmp_path, sim_factory
+):
+    """--hedge under pushback: no backup while the provider pushes back and work waits in line, and
+    no cut either (a guess never ends an attempt): the call waits on, and gets its backup once the
+    line is empty, long before the pushback's quiet spell is over (the pace has room then)."""
     sim = sim_factory(latency_ms=100.0, latency_sigma=0.2)
-    prompts = [f"fine {i}" for i in range(40)] + ["hangs [[sim:hangx1]]"]
+    prompts = ["hangs [[sim:hangx1]]"] + [f"fine {i}" for i in range(40)]
     session = open_session(tmp_path, sim.base_url, prompts, concurrency=5, adaptive=False, hedge=True, timeout_s=60.0)
     engine = session.engine
-    engine.live.last_rate_limited = time.monotonic()  # the provider pushed back just now: quiet for a while
+    engine.live.last_rate_limited = time.monotonic()  # the provider pushed back just now
     try:
         finished = await session.run()
     finally:
         await session.aclose()
     assert finished.succeeded == 41 and finished.failed == 0
-    first, second = attempts_of(tmp_path / "run", 40)
+    first, second = attempts_of(tmp_path / "run", 0)
     assert (first["outcome"], first["error_code"]) == ("hedge_lost", "straggler"), first
     assert "backup" in first["error_message"]
-    assert HEDGE_QUIET_AFTER_429_S - 1 <= first["latency_ms"] / 1000 < 30, "cut before the pushback was over, or held"
+    last_in_line = max(attempts_of(tmp_path / "run", i)[0]["started_at"] for i in range(1, 41))
+    assert second["started_at"] >= last_in_line, "a backup went while work waited in line under pushback"
+    assert first["latency_ms"] / 1000 < HEDGE_QUIET_AFTER_429_S - 1, "the idle tail waited for the quiet spell"
+    assert second["outcome"] == "ok" and engine.hedges_sent == 1
+
+
+async def test_at_the_idle_tail_under_pushback_a_backup_waits_for_room_in_the_endpoints_pace(tmp_path, sim_factory):
+    """At the idle tail a backup goes despite a recent 429 only when the endpoint's pace has room:
+    here the provider's headers said, as the hanging call went out, that its bucket is empty and
+    refills one request in 10 s, so the late call waits on until the pushback is over."""
+    sim = sim_factory(latency_ms=50.0, latency_sigma=0.2)
+    prompts = [f"fine {i}" for i in range(30)] + ["hangs [[sim:hangx1]]"]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=5, adaptive=False, hedge=True, timeout_s=60.0)
+    engine = session.engine
+
+    def on_event(event: object) -> None:
+        if isinstance(event, AttemptStarted) and event.index == 30 and not event.hedge:
+            engine.live.last_rate_limited = time.monotonic()  # a 429 just now
+            engine.admission.rate_limits.learn(
+                {"x-ratelimit-limit-requests": "6", "x-ratelimit-remaining-requests": "0"}
+            )
+
+    engine.subscribe(on_event)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 31 and finished.failed == 0
+    first, second = attempts_of(tmp_path / "run", 30)
+    assert first["latency_ms"] / 1000 >= HEDGE_QUIET_AFTER_429_S - 0.5, "a backup went with no room in the pace"
     assert second["outcome"] == "ok" and engine.hedges_sent == 1
 
 

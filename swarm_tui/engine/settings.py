@@ -45,6 +45,7 @@ STREAM_IDLE_S = 30.0
 
 HEDGE_MAX_SHARE = 0.05
 HEDGE_QUIET_AFTER_429_S = 5.0
+"""After a 429, backups wait this long while work waits in line (at the idle tail, the pace decides)."""
 
 DEFAULT_MAX_TOKENS = 1024
 """What a request without max_tokens is assumed to reserve against TPM."""

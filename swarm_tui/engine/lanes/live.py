@@ -91,6 +91,9 @@ class LiveLane:
         """Each task's calls on the wire now (two while a backup runs): what liveness watches."""
         self.hedges_sent = 0
         self.sends = 0
+        self.late: dict[int, str] = {}
+        """Tasks whose call is past its deadline with nothing from it (hung, or slow past its like),
+        with the endpoint it went to: their slots are not what the provider serves (`late_at`)."""
         self.last_rate_limited = -1e9
         """When the provider last pushed back (monotonic): no hedge for a while after."""
         self.last_retry_after_asked_s: float | None = None
@@ -202,6 +205,8 @@ class LiveLane:
                 done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
                 if not done:  # a backup only when it may go (else the call waits on)
                     late = self._late(latest) if watched else None
+                    if late is not None:
+                        self.late.setdefault(index, calls[0].client.name)
                     if late is not None and self._may_hedge() and self._hedge(index, calls):
                         straggled = straggled or late
                         backups += 1
@@ -216,6 +221,7 @@ class LiveLane:
             self.engine.leave_unfinished(index, [self.cut(c, "cancelled") for c in calls])
         finally:
             wire.pop(index, None)
+            self.late.pop(index, None)
             self.endpoints.landed(client)
             self._land(index)
 
@@ -353,6 +359,13 @@ class LiveLane:
             f"takes at {call.client.name}); a backup was sent and answered first"
         )
 
+    def late_at(self, door: Door) -> int:
+        """Calls to `door` in flight past their deadline with nothing from them (every door's, when
+        the engine's slots are the door's)."""
+        if door.shared:
+            return len(self.late)
+        return sum(1 for endpoint in self.late.values() if endpoint == door.name)
+
     def _may_back_up_again(self, backups: int) -> bool:
         """A call still late after its backup (the backup hangs too, or failed) may get another, at
         the run's idle tail only (a call that hangs may be sent to a replica that hangs as well): at
@@ -369,6 +382,8 @@ class LiveLane:
         task's at the escalation endpoint: its answers were not usable elsewhere); True when it went."""
         escalation = self.endpoints.escalation
         backup = escalation if escalation is not None and self.outcomes.escalates(index) else self.endpoints.route()
+        if self._pushed_back() and not (self._slots_idle() and self._paced_room(index, backup)):
+            return False
         number = self.engine.numbers.peek(index)
         if not self.billing.reserve(index, number, self.request_body(index, backup), backup.name, stop=False):
             return False
@@ -377,15 +392,26 @@ class LiveLane:
 
     def _may_hedge(self) -> bool:
         """Backups stay under 5% of requests while work waits in line (at the run's tail, with slots
-        idle, each late call may have its one backup: it holds no one up) and are never sent while
-        the provider is pushing back (the call then waits on: a guess never ends an attempt, only
-        `--timeout` and real errors do)."""
+        idle, each late call may have its one backup: it holds no one up), and none goes through a
+        Retry-After gate or while the run stops. Where the provider pushed back lately, `_hedge`
+        holds a backup unless it is the idle tail and the endpoint's pace has room for it (a guess
+        never ends an attempt: only `--timeout` and real errors do, so a held-back call waits on)."""
         engine = self.engine
         if self.hedges_sent + 1 > HEDGE_MAX_SHARE * max(engine.stats.sent, 1) and not self._slots_idle():
             return False
-        if engine.admission.gate_remaining_s > 0 or engine.stopping is not None:
-            return False
-        return time.monotonic() - self.last_rate_limited > HEDGE_QUIET_AFTER_429_S
+        return engine.admission.gate_remaining_s <= 0 and engine.stopping is None
+
+    def _pushed_back(self) -> bool:
+        """A 429 came within `HEDGE_QUIET_AFTER_429_S`: while work waits in line, the provider's room
+        goes to it, not to copies of calls already out."""
+        return time.monotonic() - self.last_rate_limited <= HEDGE_QUIET_AFTER_429_S
+
+    def _paced_room(self, index: int, backup: ProviderClient) -> bool:
+        """`backup`'s endpoint may take one more call of task `index` now: its RPM and TPM buckets
+        (learned from 429s where it states none) hold no wait. The backup then takes its share of
+        them (`_start_call`), so backups at the tail are paced as every call is."""
+        limits = self.endpoints.pacing(backup).rate_limits
+        return limits.wait_s(self.engine.token_estimate_of(self.engine.tasks[index].body)) <= 0
 
     # ----------------------------------------------------------------- the other calls of a hedged pair
 

@@ -286,7 +286,7 @@ class Outcomes:
         adaptive = door.adaptive
         assert adaptive is not None
         if error.is_rate_limited:
-            shrunk = adaptive.on_congestion()
+            shrunk = adaptive.on_congestion(late=self.lane.late_at(door))
         elif error.is_overload or (
             error.kind is ErrorClass.TIMEOUT and error.code != STRAGGLER_CODE and self._latency_congested()
         ):

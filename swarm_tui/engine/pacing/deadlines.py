@@ -37,8 +37,9 @@ model (from `MIN_SAMPLES` of them on):
 * a call that sets no `max_tokens` is never judged a straggler (nothing says how long it may
   write).
 
-Backups are bounded (the live lane: at most 5% of requests, none while the provider pushes back)
-and never count toward `--max-attempts` or a failover.
+Backups are bounded (the live lane: at most 5% of requests, none while the provider pushes back
+and work waits in line; at the idle tail, as its pace allows) and never count toward
+`--max-attempts` or a failover.
 """
 
 from __future__ import annotations

@@ -423,10 +423,13 @@ class AdaptiveConcurrency:
         self.limit += 1
         return self.limit
 
-    def on_congestion(self) -> int | None:
-        """A rate limit (429, Retry-After); returns the new limit when it shrank (at most once per window)."""
+    def on_congestion(self, late: int = 0) -> int | None:
+        """A rate limit (429, Retry-After); returns the new limit when it shrank (at most once per
+        window). `late`: calls in flight past their deadline with nothing from them (hung): they
+        hold slots the provider does not serve, so the decrease cuts the served part only and
+        leaves theirs (else a few hung calls would take the slots the cut left, and starve the run)."""
         self._recent_overload.append(False)
-        return self._decrease(self.floor)
+        return self._decrease(self.floor, late)
 
     def on_overload(self) -> int | None:
         """503 "overloaded" / 529 / a timeout on a congested latency curve: congestion only when
@@ -440,14 +443,16 @@ class AdaptiveConcurrency:
         """A failure that says nothing about load (500, 502, a refused request): no change."""
         self._recent_overload.append(False)
 
-    def _decrease(self, floor: int) -> int | None:
+    def _decrease(self, floor: int, late: int = 0) -> int | None:
         now = self._clock()
         self.slow_start = False
         self._clean_busy = 0
         if now - self._last_decrease < self._window_s:
             return None
         self._last_decrease = now
-        new = max(min(floor, self.limit), int(self.limit * self.decrease))
+        late = min(max(0, late), self.limit - 1)
+        served = self.limit - late
+        new = min(self.ceiling, max(min(floor, served), int(served * self.decrease)) + late)
         if new == self.limit:
             return None
         self.limit = new
