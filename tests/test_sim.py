@@ -121,6 +121,8 @@ def test_markers_and_request_key():
     m = find_marker("[[sim:hangx1]]")
     assert (m.code, m.times, m.applies(0), m.applies(1)) == ("hang", 1, True, False)
     assert find_marker("[[sim:quota]]").times is None
+    sequence = find_marker("first [[sim:hang,500,quota]]")
+    assert [sequence.code_at(i) for i in range(3)] == ["hang", "500", "quota"] and not sequence.applies(3)
     assert find_marker("no marker [[sim:foo]]") is None
     a = body("x", stream=True, stream_options={"include_usage": True})
     assert request_key(a) == request_key(body("x")) != request_key(body("y"))

@@ -155,6 +155,28 @@ async def test_a_late_call_that_may_not_be_backed_up_yet_waits_without_spinning(
     assert len(looks) < 100, f"{len(looks)} looks at a deadline in a {HEDGE_QUIET_AFTER_429_S:g} s wait"
 
 
+async def test_a_hung_call_whose_backup_failed_while_work_waited_gets_another_at_the_idle_tail(tmp_path, sim_factory):
+    """The first call hangs; its backup goes while work still waits in line and fails (a 500); the
+    hung call is looked at again, and the idle tail sends it a second backup, so the task ends with
+    the run instead of at --timeout (one seeded tail run took 3.2x its ideal so: it was never looked
+    at again once its backup had failed)."""
+    sim = sim_factory(latency_ms=50.0, latency_sigma=0.2)
+    prompts = ["hangs, then its backup fails [[sim:hang,500]]"] + [f"fine {i}" for i in range(300)]
+    session = open_session(tmp_path, sim.base_url, prompts, concurrency=4, adaptive=False, hedge=True, timeout_s=60.0)
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.succeeded == 301 and finished.failed == 0
+    attempts = attempts_of(tmp_path / "run", 0)
+    assert [a["outcome"] for a in attempts] == ["hedge_failed", "hedge_lost", "ok"], attempts
+    first = next(a for a in attempts if a["outcome"] == "hedge_lost")
+    last_in_line = max(attempts_of(tmp_path / "run", i)[0]["started_at"] for i in range(1, 301))
+    backup = next(a for a in attempts if a["outcome"] == "hedge_failed")
+    assert backup["started_at"] < last_in_line, "the first backup was meant to go (and fail) while work waited"
+    assert first["latency_ms"] / 1000 < 30, "the hung call's task waited for --timeout"
+
+
 async def test_a_backup_that_hangs_too_gets_one_of_its_own_at_the_idle_tail(tmp_path, sim_factory):
     """A call that hangs, and its backup hangs as well (a replica that hangs the same way): at the
     run's idle tail the backup gets a backup of its own, so the task ends long before `--timeout`

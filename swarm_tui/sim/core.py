@@ -285,11 +285,14 @@ class Simulator:
         request = call.request
         marker_text = marker_message(request.messages) if call.judged is None else ""
         marker = find_marker(marker_text) if marker_text else None
-        if marker is None or not marker.applies(self.marker_seen.next(marker_text)):
+        if marker is None:
+            return Faults()
+        occurrence = self.marker_seen.next(marker_text)
+        if not marker.applies(occurrence):
             return Faults()
         self.stats_.scripted += 1
         return scripted_fault(
-            marker.code,
+            marker.code_at(occurrence),
             stream=request.stream,
             model=request.model,
             config=self.config,

@@ -17,6 +17,9 @@ Scripted faults (markers in a user message: the first one carrying a marker)
                 request carrying it hangs)
       ``badjson`` a JSON answer wrapped in prose and a code fence, and cut short
       ``prose``   a plain-text answer even when JSON was asked for
+    ``[[sim:CODE,CODE...]]``  a sequence: the first request gets the first, the next the
+    second, and so on, then it is answered (``[[sim:hang,500]]``: a call that hangs, and its
+    backup or retry fails with a 500).
     e.g. ``[[sim:500x2]]``, ``[[sim:429x1]]``, ``[[sim:hangx1]]``, ``[[sim:quota]]``.
     ``[[sim:tools=N]]``, ``[[sim:reasoning]]`` and ``[[sim:tokens=N]]`` are directives, not faults
     (``tools.py``); they combine with a fault marker in the same message.
@@ -49,16 +52,23 @@ __all__ = ["Marker", "marker_message", "find_marker", "Faults", "scripted_fault"
 #: what a scripted ``[[sim:429]]`` asks the client to wait
 SCRIPTED_429_WAIT_S = 0.1
 
-_MARKER = re.compile(r"\[\[sim:(\d{3}|hang|stall|quota|badjson|prose)(?:x(\d+))?\]\]", re.IGNORECASE)
+_CODE = r"(?:\d{3}|hang|stall|quota|badjson|prose)"
+_MARKER = re.compile(rf"\[\[sim:({_CODE})(?:x(\d+)|((?:,{_CODE})+))?\]\]", re.IGNORECASE)
 
 
 @dataclass(slots=True, frozen=True)
 class Marker:
     code: str  # "500", "429", "quota", "hang", "stall", ...
     times: int | None  # None: always; N: only the first N sightings of the body
+    then: tuple[str, ...] = ()
+    """A sequence's codes after the first (`times` is then its length): one per sighting."""
 
     def applies(self, occurrence: int) -> bool:
         return self.times is None or occurrence < self.times
+
+    def code_at(self, occurrence: int) -> str:
+        """The fault of the body's `occurrence`-th sighting (one that `applies`)."""
+        return self.then[occurrence - 1] if self.then and occurrence > 0 else self.code
 
     @property
     def status(self) -> int | None:
@@ -88,6 +98,9 @@ def find_marker(text: str) -> Marker | None:
     m = _MARKER.search(text)
     if m is None:
         return None
+    if m.group(3):
+        then = tuple(code.lower() for code in m.group(3)[1:].split(","))
+        return Marker(m.group(1).lower(), 1 + len(then), then)
     return Marker(m.group(1).lower(), int(m.group(2)) if m.group(2) is not None else None)
 
 

@@ -200,11 +200,14 @@ class LiveLane:
             while True:
                 running = [c.task for c in calls if not c.task.done()]
                 latest = calls[-1]
-                watched = straggled is None or self._may_back_up_again(backups)
+                # watched while it may still get a backup: a late call whose backup failed or hangs
+                # while work waits in line looks again, so that the idle tail finds it (not --timeout)
+                watched = straggled is None or backups < MAX_BACKUPS
                 wait_s = self._tail_check_s(latest) if watched else None
                 done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
                 if not done:  # a backup only when it may go (else the call waits on)
-                    late = self._late(latest) if watched else None
+                    again = straggled is None or self._may_back_up_again(backups)
+                    late = self._late(latest) if again else None
                     if late is not None:
                         self.late.setdefault(index, calls[0].client.name)
                     if late is not None and self._may_hedge() and self._hedge(index, calls):
