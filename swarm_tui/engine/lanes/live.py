@@ -337,15 +337,14 @@ class LiveLane:
         if call.progress is not None:
             if call.progress.first_at is not None:
                 return None
-            due = [tail.first_token_s()]
+            due = tail.first_token_s()
         else:
-            due = [tail.straggler_s(call.ceiling, call.work)]
+            due = tail.straggler_s(call.ceiling, call.work)
         if self.settings.calls.hedge:
-            due.append(tail.hedge_s(call.ceiling, call.work))
+            due = _sooner(due, tail.hedge_s(call.ceiling, call.work))
         if tail.straggler_factor is not None and self._slots_idle():
-            due.append(tail.tail_hedge_s(call.ceiling, call.work))
-        known = [d for d in due if d is not None]
-        return min(known) if known else None
+            due = _sooner(due, tail.tail_hedge_s(call.ceiling, call.work))
+        return due
 
     def _late(self, call: Call) -> str | None:
         """Why a call is late enough for a backup now (None: it is not)."""
@@ -505,3 +504,10 @@ class LiveLane:
         if wait is None or wait <= cap:
             return error
         return dataclasses.replace(error, retry_after_s=cap, retry_after_asked_s=wait)
+
+
+def _sooner(a: float | None, b: float | None) -> float | None:
+    """The earlier of two deadlines, either unknown (None)."""
+    if a is None:
+        return b
+    return a if b is None or a <= b else b
