@@ -207,3 +207,27 @@ async def test_no_mcp_server_started_on_an_actor_outlives_the_run(tmp_path, sim_
             proc.wait()
     assert code == (0 if ending == "finished" else 130)
     assert processes_marked(mark) == []
+
+
+async def test_checked_answers_on_ray_are_held_to_the_schema_and_counted_as_a_run_here_counts_them(
+    tmp_path, sim_factory
+):
+    """A job asking for a json_schema on a provider whose first answers break it (20%), are cut (3%)
+    or refuse (1%), run on two actors: each shard's engine checks, re-asks and gives room as a run
+    here does, so every answer kept validates and carries its parsed value, no refusal or cut
+    answer is kept, and the summary counts the classes."""
+    from tests.test_answers import PRICES, RATES, SCHEMA, schema_job
+
+    jsonschema = pytest.importorskip("jsonschema")
+    sim = sim_factory(seed=41, **RATES)
+    job = load_job(schema_job(tmp_path / "tickets.jsonl", 200))
+    plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=50), prices=PRICES)
+    finished = await run_to_end(SwarmSession.open_new(job, plan, tmp_path / "run", ray=RayOptions(actors=2)))
+    results, errors = read_jsonl(tmp_path / "run" / "results.jsonl"), read_jsonl(tmp_path / "run" / "errors.jsonl")
+    assert len(results) + len(errors) == 200 and finished.succeeded == len(results) >= 185
+    for line in results:
+        jsonschema.validate(line["parsed"], SCHEMA)
+    assert {e["error"]["code"] for e in errors} <= {"refusal", "length"}, errors[:3]
+    answers = json.loads((tmp_path / "run" / "summary.json").read_text())["answers"]
+    assert answers["valid"] == len(results) and answers["reasked"] >= 10, answers
+    assert sim.stats()["requests"] <= 1.3 * 200
