@@ -322,12 +322,12 @@ async def test_a_call_silent_far_past_what_is_expected_is_flagged_once(tmp_path,
 
 
 def reasons_job(tmp_path) -> tuple:
-    """A run that waits on each reason in turn: the RPM bucket (--rpm 120), streams writing 20
+    """A run that waits on each reason in turn: the RPM bucket (--rpm 60), streams writing 20
     tokens a second, 500s to back off from (once the screen is up), and (patched in mid-run) a
     quota window."""
     prompts = [f"steady {i}" for i in range(5)] + [f"flaky {i} [[sim:500x2]]" for i in range(5)]
     prompts += [f"steady {i}" for i in range(5, 35)]
-    return write_batch(tmp_path / "job.jsonl", prompts), ["--stream", "--rpm", "120", "--stream-idle", "10"]
+    return write_batch(tmp_path / "job.jsonl", prompts), ["--stream", "--rpm", "60", "--stream-idle", "10"]
 
 
 async def open_the_quota_window_mid_run(sim, requests: int = 6) -> None:
