@@ -375,6 +375,7 @@ def pty_run(args: list[str], until: list[str], *, timeout: float = 120, size: tu
     import os
     import pty
     import re
+    import select
     import struct
     import subprocess
     import termios
@@ -391,6 +392,11 @@ def pty_run(args: list[str], until: list[str], *, timeout: float = 120, size: tu
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline and not all(word in text for word in until):
+            # a screen that stops changing (a run that ended) draws nothing more: wait for it only
+            # until the deadline, never in a read that blocks past it
+            readable, _, _ = select.select([master], [], [], max(0.0, deadline - time.monotonic()))
+            if not readable:
+                break
             try:
                 chunk = os.read(master, 65536)
             except OSError:
