@@ -40,7 +40,7 @@ from typing import Any
 from swarm_tui.core.call_errors import CallError, ErrorClass
 from swarm_tui.core.checks import AnswerSpec, Validator, resolve_python, takes_parsed
 from swarm_tui.core.task import JSONObject
-from swarm_tui.engine.calls import answer_message, finish_reason
+from swarm_tui.engine.calls import answer_message, finish_reason, first_choice
 from swarm_tui.engine.ledger import answer_ceiling
 from swarm_tui.engine.settings import AnswerSettings
 from swarm_tui.providers.client import CallResult
@@ -202,7 +202,7 @@ class AnswerChecks:
 
     def verdict(self, body: JSONObject, result: CallResult) -> Verdict:
         """Whether the answer `result` to `body` is usable (see the module), and its JSON value."""
-        choice = _first_choice(result)
+        choice = first_choice(result)
         message = choice.get("message")
         if not isinstance(message, dict):
             message = {}
@@ -319,13 +319,6 @@ def refused(result: CallResult) -> bool:
 
 
 _READS_JSON = frozenset({"json_schema", "json_object", "schema", "json"})
-
-
-def _first_choice(result: CallResult) -> dict[str, Any]:
-    """The answer's first choice ({} when it has none): its message and finish reason."""
-    choices = result.body.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else None
-    return choice if isinstance(choice, dict) else {}
 
 
 def _format_kind(body: JSONObject) -> str | None:

@@ -71,10 +71,17 @@ def prompt_estimate(body: JSONObject) -> int:
     return len(json.dumps(body.get("messages", ()), ensure_ascii=False).encode()) // 4
 
 
+def first_choice(result: CallResult) -> dict[str, Any]:
+    """A chat completion's first choice ({} when it has none): its message and finish reason."""
+    choices = result.body.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    return choice if isinstance(choice, dict) else {}
+
+
 def answer_message(result: CallResult) -> dict[str, Any]:
     """The assistant message of a chat completion ({} when it has none)."""
-    choices = result.body.get("choices") or [{}]
-    return choices[0].get("message") or {}
+    message = first_choice(result).get("message")
+    return message if isinstance(message, dict) else {}
 
 
 def answer_estimate(result: CallResult) -> int:
@@ -88,8 +95,7 @@ def answer_estimate(result: CallResult) -> int:
 
 
 def finish_reason(result: CallResult) -> str | None:
-    choices = result.body.get("choices") or [{}]
-    reason = choices[0].get("finish_reason") if isinstance(choices[0], dict) else None
+    reason = first_choice(result).get("finish_reason")
     return reason if isinstance(reason, str) else None
 
 

@@ -91,7 +91,7 @@ class LiveLane:
         """Each task's calls on the wire now (two while a backup runs): what liveness watches."""
         self.hedges_sent = 0
         self.sends = 0
-        self.late: dict[int, str] = {}
+        self.late_calls: dict[int, str] = {}
         """Tasks whose call is past its deadline with nothing from it (hung, or slow past its like),
         with the endpoint it went to: their slots are not what the provider serves (`late_at`)."""
         self.last_rate_limited = -1e9
@@ -209,7 +209,7 @@ class LiveLane:
                     again = straggled is None or self._may_back_up_again(backups)
                     late = self._late(latest) if again else None
                     if late is not None:
-                        self.late.setdefault(index, calls[0].client.name)
+                        self.late_calls.setdefault(index, calls[0].client.name)
                     if late is not None and self._may_hedge() and self._hedge(index, calls):
                         straggled = straggled or late
                         backups += 1
@@ -224,7 +224,7 @@ class LiveLane:
             self.engine.leave_unfinished(index, [self.cut(c, "cancelled") for c in calls])
         finally:
             wire.pop(index, None)
-            self.late.pop(index, None)
+            self.late_calls.pop(index, None)
             self.endpoints.landed(client)
             self._land(index)
 
@@ -365,8 +365,8 @@ class LiveLane:
         """Calls to `door` in flight past their deadline with nothing from them (every door's, when
         the engine's slots are the door's)."""
         if door.shared:
-            return len(self.late)
-        return sum(1 for endpoint in self.late.values() if endpoint == door.name)
+            return len(self.late_calls)
+        return sum(1 for endpoint in self.late_calls.values() if endpoint == door.name)
 
     def _may_back_up_again(self, backups: int) -> bool:
         """A call still late after its backup (the backup hangs too, or failed) may get another, at
