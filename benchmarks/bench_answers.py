@@ -19,7 +19,15 @@ job whose every body asks for a `json_schema`, with the answer checks on and wit
 verdict skipped, everything else the same: the same bodies, the same JSON answers), the runs
 interleaved (off, on, off, on...) so that the machine's load hits both alike; best of --runs.
 
+And the same in instructions (`--count`): each run (checks off, checks on, each at two sizes) in a
+fresh process under valgrind's cachegrind (instructions executed, counted, not timed: the same
+run counts within about half a percent, where its time varies by several), the instructions a
+task being the difference between the sizes over the difference in tasks (what a run costs
+whatever its size: imports, the warm-up, the start, cancel out). The simulator runs in its own
+process, not counted. Needs `valgrind` (Debian: `apt-get install valgrind`); takes minutes.
+
 Usage:  python benchmarks/bench_answers.py [--repeat 5] [--number 20000] [--ceiling] [--tasks 3000] [--runs 3]
+                                           [--count] [--count-sizes 500,3000] [--count-runs 1]
 Figures are microseconds per answer, the best of --repeat runs; `after / before` is the ratio in
 the same run. Absolute numbers depend on the machine and its load (check `ps aux` first).
 """
@@ -30,7 +38,10 @@ import argparse
 import asyncio
 import functools
 import json
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import timeit
@@ -126,7 +137,7 @@ CHECKING = [0.0, 0]
 """Seconds spent in the answer checks of the runs with checks on, and how many answers they judged."""
 
 
-async def ceiling_run(base_url: str, n: int, checks_on: bool) -> tuple[float, float]:
+async def ceiling_run(base_url: str, n: int, checks_on: bool, *, timed: bool = True) -> tuple[float, float]:
     """(tasks/s, CPU us a task in this process) of one whole run of `n` checked tasks at 50 in
     flight; the verdict skipped when off. The engine is CPU-bound at its ceiling, so its CPU time a
     task is the ceiling's inverse, and far less sensitive than the wall clock to a loaded machine."""
@@ -135,9 +146,9 @@ async def ceiling_run(base_url: str, n: int, checks_on: bool) -> tuple[float, fl
     original = answers.AnswerChecks.verdict
     if not checks_on:
         answers.AnswerChecks.verdict = lambda self, body, result: answers.USABLE  # type: ignore[method-assign]
-    else:  # timed where they run: what the checks themselves take, whatever else loads the machine
+    elif timed:  # timed where they run: what the checks themselves take, whatever else loads the machine
 
-        def timed(self: answers.AnswerChecks, body: dict, result: CallResult) -> answers.Verdict:
+        def timed_verdict(self: answers.AnswerChecks, body: dict, result: CallResult) -> answers.Verdict:
             t = time.perf_counter()
             try:
                 return original(self, body, result)
@@ -145,7 +156,7 @@ async def ceiling_run(base_url: str, n: int, checks_on: bool) -> tuple[float, fl
                 CHECKING[0] += time.perf_counter() - t
                 CHECKING[1] += 1
 
-        answers.AnswerChecks.verdict = timed  # type: ignore[method-assign]
+        answers.AnswerChecks.verdict = timed_verdict  # type: ignore[method-assign]
     try:
         tasks = [Task(i, f"t{i}", checked_body(i)) for i in range(n)]
         with tempfile.TemporaryDirectory() as tmp:
@@ -197,13 +208,78 @@ def ceiling(n: int, runs: int) -> None:
     )
 
 
+def counted_run(base_url: str, n: int, checks_on: bool, out: Path) -> int:
+    """Instructions one fresh process executes to warm up and then run `n` checked tasks (cachegrind)."""
+    command = [
+        "valgrind",
+        "--tool=cachegrind",
+        "--cache-sim=no",
+        f"--cachegrind-out-file={out}",
+        sys.executable,
+        __file__,
+        "--counted-child",
+        base_url,
+        str(n),
+        "on" if checks_on else "off",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"a counted run failed ({' '.join(command)}):\n{done.stderr[-2000:]}")
+    for line in out.read_text().splitlines():
+        if line.startswith("summary:"):
+            return int(line.split()[1])
+    raise SystemExit(f"no summary line in {out}")
+
+
+def counted_child(base_url: str, n: int, checks_on: bool) -> None:
+    asyncio.run(ceiling_run(base_url, 200, checks_on, timed=False))  # warm-up, as the timed ceiling has
+    asyncio.run(ceiling_run(base_url, n, checks_on, timed=False))
+
+
+def count(sizes: tuple[int, int], runs: int) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from swarm_tui.sim import SimConfig, SimServer
+
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--count needs valgrind (Debian: apt-get install valgrind)")
+    small, large = sizes
+    sim = SimServer(SimConfig(latency_ms=0.0, latency_sigma=0.0)).start(mode="process")
+    per_task: dict[str, list[float]] = {"off": [], "on": []}
+    try:
+        with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(2) as pool:  # the machine's 2 cores
+            for run in range(runs):
+                for name in ("off", "on"):
+                    small_run, large_run = (
+                        pool.submit(counted_run, sim.base_url, n, name == "on", Path(tmp) / f"{name}.{n}.{run}")
+                        for n in (small, large)
+                    )
+                    per_task[name].append((large_run.result() - small_run.result()) / (large - small))
+    finally:
+        sim.stop()
+    print(
+        f"instructions a task, counted (cachegrind; {large:,} tasks less {small:,}, asking for a json_schema, "
+        f"50 in flight, zero latency; {runs} run(s)):"
+    )
+    for name in ("off", "on"):
+        print(f"  checks {name:<4} {' '.join(f'{i:,.0f}' for i in per_task[name])}")
+    ratios = [on / off - 1 for off, on in zip(per_task["off"], per_task["on"], strict=True)]
+    print(f"  checking costs {' '.join(f'{r:+.1%}' for r in ratios)} of the engine's instructions a task")
+
+
 def main() -> None:
+    if len(sys.argv) == 5 and sys.argv[1] == "--counted-child":  # one run under cachegrind (`count`)
+        counted_child(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "on")
+        return
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--number", type=int, default=20000)
     parser.add_argument("--ceiling", action="store_true", help="also the engine's zero-latency ceiling, checks on/off")
     parser.add_argument("--tasks", type=int, default=3000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--count", action="store_true", help="also instructions a task, checks on/off (valgrind)")
+    parser.add_argument("--count-sizes", default="500,3000", help="the two run sizes whose difference is counted")
+    parser.add_argument("--count-runs", type=int, default=1)
     args = parser.parse_args()
     answer = typical_answer()
     body = json.loads(answer)
@@ -228,6 +304,9 @@ def main() -> None:
     print(f"  after / before: {ratio:.2f}x (+{extra:.2f} us); with a key: +{keyed:.2f} us")
     if args.ceiling:
         ceiling(args.tasks, args.runs)
+    if args.count:
+        small, large = (int(n) for n in args.count_sizes.split(","))
+        count((small, large), args.count_runs)
 
 
 if __name__ == "__main__":

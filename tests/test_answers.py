@@ -332,6 +332,8 @@ def test_the_fast_schema_check_never_passes_what_jsonschema_refuses():
         {"type": "object", "properties": {"tags": {"type": "array", "items": {"enum": ["a", "b"]}}}},
         {"const": "x"},
         {"type": "integer", "maximum": 10},
+        {"type": ["integer", "string"], "minimum": 2, "maxLength": 3},
+        {"type": "object", "properties": {"title": {}, "score": {"type": "number"}}, "additionalProperties": False},
     ]
     compiled_schemas = [(schema, CompiledSchema(schema)) for schema in schemas]
     values = st.recursive(

@@ -94,6 +94,10 @@ def _plain(value: Any) -> Any:
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:  # most fields: nothing to do
         return value
+    if kind is float:  # an attempt's times and cost: no dataclass to look for
+        return None if math.isnan(value) else value  # NaN: an unknown delay (a retry replayed from an old journal)
+    if kind is tuple:  # the checks an answer passed, an added task's indices
+        return [_plain(v) for v in value]
     shape = _SHAPES.get(kind)
     if shape is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
         shape = _SHAPES[type(value)] = tuple(

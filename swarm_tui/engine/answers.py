@@ -35,7 +35,8 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from json.scanner import make_scanner
+from typing import Any, NamedTuple
 
 from swarm_tui.core.call_errors import CallError, ErrorClass
 from swarm_tui.core.checks import AnswerSpec, Validator, resolve_python, takes_parsed
@@ -70,9 +71,9 @@ RAW_KEPT = 2000
 """Characters of an unusable answer kept in its error (the error log, errors.jsonl)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What an answer is: usable (`failure` None, the checks it passed and its JSON value), or why not."""
+class Verdict(NamedTuple):
+    """What an answer is: usable (`failure` None, the checks it passed and its JSON value), or why not.
+    (A named tuple, not a frozen dataclass: one is made for every answer, at a third of the cost.)"""
 
     failure: ErrorClass | None = None
     code: str = ""
@@ -110,6 +111,22 @@ class FollowUp:
 _Check = tuple[str, Callable[[str, Any], str | None]]
 
 
+@dataclass(frozen=True, slots=True)
+class _CheckList:
+    """The checks an answer to some body gets, in order, made once for every body that asks alike."""
+
+    checks: tuple[_Check, ...]
+    names: tuple[str, ...]
+    json_reader: str | None
+    """The first check that reads the answer as JSON (None: none does): the value is read once,
+    before the checks run, and a failure to read it is that check's."""
+
+    @classmethod
+    def of(cls, checks: list[_Check]) -> _CheckList:
+        names = tuple(name for name, _ in checks)
+        return cls(tuple(checks), names, next((name for name in names if name in _READS_JSON), None))
+
+
 class AnswerChecks:
     """The run's checks on answers and what an unusable one leads to (see the module)."""
 
@@ -122,33 +139,41 @@ class AnswerChecks:
         self.escalated: set[int] = set()
         """Tasks sent to the escalation endpoint (their next attempts go there)."""
         self._more_room: set[int] = set()
-        self._job_checks = self._checks_of_spec(self.spec) if self.spec is not None else []
+        job_checks = self._checks_of_spec(self.spec) if self.spec is not None else []
+        self._job_checks = _CheckList.of(job_checks)
         self._validator: Validator | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._format_checks: list[tuple[Any, _Check]] = []
-        """The bodies' json_schema checks made so far, with their schema (a job asks for a few at
-        most: compared by equality, not encoded, as each body is read anew from the journal)."""
+        self._object_checks = _CheckList.of([("json_object", _is_object), *job_checks])
+        self._format_checks: list[tuple[Any, _CheckList]] = []
+        """The checks of answers to bodies asking for a json_schema, by schema, made so far (a job
+        asks for a few at most: compared by equality, not encoded, as each body is read anew from
+        the journal)."""
 
     # ----------------------------------------------------------------- what is checked
 
     def checked(self, body: JSONObject) -> bool:
         """Answers to `body` are checked: the job asks (`[answer]`, `--schema`) or the body does
         (`response_format` json_schema / json_object)."""
-        return bool(self._job_checks) or _format_kind(body) is not None
+        return bool(self._job_checks.checks) or _format_of(body.get("response_format"))[0] is not None
 
-    def _checks(self, body: JSONObject) -> list[_Check]:
+    def _checks(self, body: JSONObject) -> _CheckList:
+        """The checks of an answer to `body`, in order: its own format's, then the job's."""
         fmt = body.get("response_format")
         if fmt is None:  # the common case of an unchecked body: nothing more to read
             return self._job_checks
-        kind = _format_kind(body)
+        kind, schema = _format_of(fmt)
         if kind is None:
             return self._job_checks
-        first: list[_Check]
-        if kind == "json_schema":
-            first = [self._format_check(_format_schema(body))]
-        else:
-            first = [("json_object", _is_object)]
-        return first + self._job_checks if self._job_checks else first
+        if kind == "json_object":
+            return self._object_checks
+        for known, checks in self._format_checks:
+            if known is schema or known == schema:  # one job's bodies often share one schema object
+                return checks
+        checks = _CheckList.of(
+            [("json_schema", self._schema_check(schema, "the response_format's json_schema")), *self._job_checks.checks]
+        )
+        self._format_checks = [(schema, checks), *self._format_checks[:7]]
+        return checks
 
     def _checks_of_spec(self, spec: AnswerSpec) -> list[_Check]:
         checks: list[_Check] = []
@@ -180,19 +205,14 @@ class AnswerChecks:
             checks.append(("python", self._python_check))
         return checks
 
-    def _format_check(self, schema: Any) -> _Check:
-        for known, check in self._format_checks:
-            if known is schema or known == schema:  # one job's bodies often share one schema object
-                return check
-        check = ("json_schema", self._schema_check(schema, "the response_format's json_schema"))
-        self._format_checks = [(schema, check), *self._format_checks[:7]]
-        return check
-
     @staticmethod
     def _schema_check(schema: Any, source: str) -> Callable[[str, Any], str | None]:
         validator = compiled(schema, json.dumps(schema, sort_keys=True))
+        plainly_valid = validator.plainly_valid
 
         def check(_: str, value: Any) -> str | None:
+            if plainly_valid is not None and plainly_valid(value):  # the common case, without `problems`' layer
+                return None
             problems = validator.problems(value)
             return None if not problems else "; ".join(str(p) for p in problems) + f" ({source})"
 
@@ -216,8 +236,8 @@ class AnswerChecks:
                 "content_filter",
                 "the provider's content filter stopped the answer (finish_reason content_filter)",
             )
-        checks = self._checks(body)
-        if not checks:
+        plan = self._checks(body)
+        if not plan.checks:
             return USABLE
         if finish == "length" and self.settings.on_truncated != "accept":
             ceiling = answer_ceiling(body)
@@ -228,17 +248,16 @@ class AnswerChecks:
         text = message.get("content") or ""  # what `result.content` reads, read here once
         value: Any = None
         parsed: str | None = None
-        for name, check in checks:
-            if parsed is None and name in _READS_JSON:
-                try:
-                    value, parsed = _json_of(text)
-                except JsonExtractionError as exc:
-                    return Verdict(ErrorClass.FAILED_CHECK, "invalid_json", f"{name}: {exc}")
+        if plan.json_reader is not None:
+            try:
+                value, parsed = _json_of(text)
+            except JsonExtractionError as exc:
+                return Verdict(ErrorClass.FAILED_CHECK, "invalid_json", f"{plan.json_reader}: {exc}")
+        for name, check in plan.checks:
             problem = check(text, value)
             if problem is not None:
                 return Verdict(ErrorClass.FAILED_CHECK, name, f"{name}: {problem}")
-        names = (checks[0][0],) if len(checks) == 1 else tuple(name for name, _ in checks)
-        return Verdict(checks=names, parsed=parsed)
+        return Verdict(checks=plan.names, parsed=parsed)
 
     def accepts(self, body: JSONObject, result: CallResult) -> bool:
         """A kept answer (a cache's, a follower's) may stand for this task: usable as this job checks it."""
@@ -321,16 +340,23 @@ def refused(result: CallResult) -> bool:
 _READS_JSON = frozenset({"json_schema", "json_object", "schema", "json"})
 
 
-def _format_kind(body: JSONObject) -> str | None:
-    """`json_schema` (with a schema), `json_object`, or None: what the body's `response_format` asks for."""
-    fmt = body.get("response_format")
+def _format_of(fmt: Any) -> tuple[str | None, Any]:
+    """(`json_schema`, its schema), (`json_object`, None) or (None, None): what a body's
+    `response_format` asks for (a `json_schema` without a schema asks for an object)."""
     if not isinstance(fmt, dict):
-        return None
+        return None, None
     kind = fmt.get("type")
     if kind == "json_schema":
         inner = fmt.get("json_schema")
-        return kind if isinstance(inner, dict) and "schema" in inner else "json_object"
-    return kind if kind == "json_object" else None
+        if isinstance(inner, dict) and "schema" in inner:
+            return kind, inner["schema"]
+        return "json_object", None
+    return (kind, None) if kind == "json_object" else (None, None)
+
+
+_SCAN_JSON = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # typeshed: a context with a decoder's attributes
+"""The scanner `json.loads` ends in (C), called without `loads`' layers and its two regex passes
+for whitespace (half its time on a short answer): the answer is stripped already."""
 
 
 def _json_of(text: str) -> tuple[Any, str]:
@@ -338,10 +364,13 @@ def _json_of(text: str) -> tuple[Any, str]:
     nothing encoded again), else what `extract_json` reads out of it (fences, prose, a cut end)."""
     stripped = text.strip()
     try:
-        return json.loads(stripped), stripped
-    except ValueError:
-        value = extract_json(text)
-        return value, json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        value, end = _SCAN_JSON(stripped, 0)
+    except (StopIteration, ValueError):  # StopIteration: no JSON value starts the text
+        end = -1
+    if end == len(stripped):
+        return value, stripped
+    value = extract_json(text)
+    return value, json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _is_object(_: str, value: Any) -> str | None:
@@ -360,13 +389,6 @@ def _as(error: CallError, code: str) -> CallError:
 def _messages(body: JSONObject) -> list[Any]:
     messages = body.get("messages")
     return list(messages) if isinstance(messages, list) else []
-
-
-def _format_schema(body: JSONObject) -> Any:
-    """The schema a body's `json_schema` response format names (`_format_kind` said there is one)."""
-    fmt = body.get("response_format")
-    inner = fmt.get("json_schema") if isinstance(fmt, dict) else None
-    return inner.get("schema") if isinstance(inner, dict) else None
 
 
 def reasks_in(body: JSONObject) -> int:

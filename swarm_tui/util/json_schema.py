@@ -56,17 +56,19 @@ class CompiledSchema:
     function that can only say "valid": any instance it does not pass, and any schema using
     another keyword, goes to jsonschema, whose verdict and words are the ones reported."""
 
-    __slots__ = ("schema", "_validator", "_fast")
+    __slots__ = ("schema", "_validator", "plainly_valid")
 
     def __init__(self, schema: Any) -> None:
         self.schema = schema
         kind = jsonschema.validators.validator_for(schema)
         self._validator: Validator = kind(schema, format_checker=kind.FORMAT_CHECKER)
-        self._fast = _fast_check(schema)
+        self.plainly_valid = _fast_check(schema)
+        """True only for an instance valid against the schema (False: ask `problems`); None when
+        the schema is not plain (`problems` decides every instance)."""
 
     def problems(self, instance: Any) -> list[SchemaProblem]:
         """How `instance` fails the schema (at most `MAX_REPORTED`, the shallowest first); [] when valid."""
-        if self._fast is not None and self._fast(instance):
+        if self.plainly_valid is not None and self.plainly_valid(instance):
             return []
         errors = sorted(
             self._validator.iter_errors(instance), key=lambda e: (len(e.absolute_path), _path(e.absolute_path))
@@ -104,137 +106,154 @@ _FAST_KEYWORDS = _ANNOTATIONS | {
     "minLength",
     "maxLength",
 }
-_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: type(v) is str,
-    "integer": lambda v: (type(v) is int) or (type(v) is float and v.is_integer()),
-    "number": lambda v: type(v) in (int, float),
-    "boolean": lambda v: type(v) is bool,
-    "object": lambda v: type(v) is dict,
-    "array": lambda v: type(v) is list,
-    "null": lambda v: v is None,
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),  # and a float with no fraction (`_Node`), as JSON Schema counts 1.0
+    "number": (int, float),
+    "boolean": (bool,),  # `type(v) is ...` throughout: True is no integer here, as in JSON Schema
+    "object": (dict,),
+    "array": (list,),
+    "null": (type(None),),
 }
+
+
+def _always(_: Any) -> bool:
+    return True
 
 
 def _fast_check(schema: Any) -> Callable[[Any], bool] | None:
     """A function that returns True only for instances valid against `schema` (False: ask
-    jsonschema), or None when the schema uses a keyword it does not know (jsonschema decides all)."""
+    jsonschema), or None when the schema uses a keyword it does not know (jsonschema decides all).
+    One call a schema node: its type, enum and bounds tested inline, its items and properties
+    by their own nodes' functions (a ticket's object of three fields is four calls)."""
     if schema is True or schema == {}:
-        return lambda _: True
+        return _always
     if not isinstance(schema, dict) or not set(schema) <= _FAST_KEYWORDS:
         return None
-    tests: list[Callable[[Any], bool]] = []
-    kind = schema.get("type")
-    if kind is not None:
-        names = kind if isinstance(kind, list) else [kind]
-        if not all(isinstance(n, str) and n in _TYPES for n in names):
+    node = _Node.of(schema)
+    return None if node is None else node.test
+
+
+@dataclass(frozen=True, slots=True)
+class _Node:
+    """One plain schema node's constraints, read once; `test` applies them all to an instance."""
+
+    kinds: frozenset[type] | None
+    """The Python types a `type` allows (None: any)."""
+    integral_floats: bool
+    """`integer` allowed and `number` not: a float passes when it has no fraction."""
+    strings: frozenset[str] | None
+    """An `enum` / `const` of strings (None: none)."""
+    low: float | None
+    high: float | None
+    min_length: int | None
+    max_length: int | None
+    min_items: int | None
+    max_items: int | None
+    items: Callable[[Any], bool] | None
+    properties: tuple[tuple[str, Callable[[Any], bool]], ...]
+    required: tuple[str, ...]
+    closed: frozenset[str] | None
+    """The only names an object may have (`additionalProperties: false`), else None."""
+    objects: bool
+    """Objects are looked into (`properties`, `required` or `additionalProperties` given)."""
+
+    @classmethod
+    def of(cls, schema: dict[str, Any]) -> _Node | None:
+        kinds: frozenset[type] | None = None
+        integral_floats = False
+        if "type" in schema:
+            kind = schema["type"]
+            names = kind if isinstance(kind, list) else [kind]
+            if not all(isinstance(n, str) and n in _PYTHON_TYPES for n in names):
+                return None
+            kinds = frozenset(t for n in names for t in _PYTHON_TYPES[n])
+            integral_floats = "integer" in names and "number" not in names
+        strings: frozenset[str] | None = None
+        if "enum" in schema or "const" in schema:
+            allowed = schema["enum"] if "enum" in schema else [schema["const"]]
+            if not isinstance(allowed, list) or not all(type(a) is str for a in allowed):
+                return None  # JSON's equality of numbers and booleans is jsonschema's to apply
+            strings = frozenset(allowed)
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if not all(bound is None or type(bound) in (int, float) for bound in (low, high)):
             return None
-        checks = [_TYPES[n] for n in names]
-        tests.append(checks[0] if len(checks) == 1 else lambda v: any(check(v) for check in checks))
-    if "enum" in schema or "const" in schema:
-        allowed = schema["enum"] if "enum" in schema else [schema["const"]]
-        if not isinstance(allowed, list) or not all(type(a) is str for a in allowed):
-            return None  # JSON's equality of numbers and booleans is jsonschema's to apply
-        strings = frozenset(allowed)
-        tests.append(lambda v: type(v) is str and v in strings)
-    bounds = _bounds(schema)
-    if bounds is None:
-        return None
-    tests.extend(bounds)
-    if "items" in schema:
-        item = _fast_check(schema["items"])
-        if item is None:
+        min_length, max_length, min_items, max_items = sizes = [
+            schema.get(key) for key in ("minLength", "maxLength", "minItems", "maxItems")
+        ]
+        if not all(size is None or type(size) is int for size in sizes):
             return None
-        tests.append(lambda v: type(v) is not list or all(item(x) for x in v))
-    if "properties" in schema or "required" in schema or "additionalProperties" in schema:
-        test = _object_test(schema)
-        if test is None:
+        items = None
+        if "items" in schema:
+            items = _fast_check(schema["items"])
+            if items is None:
+                return None
+        properties = schema.get("properties", {})
+        required = schema.get("required", [])
+        extra = schema.get("additionalProperties", True)
+        if not isinstance(properties, dict) or not isinstance(required, list) or not isinstance(extra, bool):
             return None
-        tests.append(test)
-    if len(tests) == 1:
-        return tests[0]
-    return _every(tuple(tests))
+        subs: list[tuple[str, Callable[[Any], bool]]] = []
+        for name, sub in properties.items():
+            check = _fast_check(sub)
+            if check is None:
+                return None
+            if check is not _always:
+                subs.append((name, check))
+        return cls(
+            kinds,
+            integral_floats,
+            strings,
+            low,
+            high,
+            min_length,
+            max_length,
+            min_items,
+            max_items,
+            items,
+            tuple(subs),
+            tuple(required),
+            None if extra else frozenset(properties),
+            any(key in schema for key in ("properties", "required", "additionalProperties")),
+        )
 
-
-def _every(tests: tuple[Callable[[Any], bool], ...]) -> Callable[[Any], bool]:
-    """One test that passes when each of `tests` does (a loop: `all()` over a generator costs twice)."""
-
-    def test(v: Any) -> bool:
-        for each in tests:
-            if not each(v):
-                return False
-        return True
-
-    return test
-
-
-def _bounds(schema: dict[str, Any]) -> list[Callable[[Any], bool]] | None:
-    """The tests of a schema's numeric and size bounds (None: a bound that is not a plain number)."""
-    tests: list[Callable[[Any], bool]] = []
-    if "minimum" in schema:
-        low = schema["minimum"]
-        if not _number(low):
-            return None
-        tests.append(lambda v: not _number(v) or v >= low)
-    if "maximum" in schema:
-        high = schema["maximum"]
-        if not _number(high):
-            return None
-        tests.append(lambda v: not _number(v) or v <= high)
-    for key, kind in (("minLength", str), ("maxLength", str), ("minItems", list), ("maxItems", list)):
-        if key not in schema:
-            continue
-        bound = schema[key]
-        if type(bound) is not int:
-            return None
-        tests.append(_size_test(bound, kind, at_least=key.startswith("min")))
-    return tests
-
-
-def _size_test(bound: int, kind: type, *, at_least: bool) -> Callable[[Any], bool]:
-    """A string's or an array's length against `bound` (another type passes: not its keyword)."""
-
-    def test(v: Any) -> bool:
-        if type(v) is not kind or not isinstance(v, str | list):
-            return True
-        return len(v) >= bound if at_least else len(v) <= bound
-
-    return test
-
-
-def _object_test(schema: dict[str, Any]) -> Callable[[Any], bool] | None:
-    """The test of an object's properties, required names and extra names (None: not plain)."""
-    properties = schema.get("properties", {})
-    required = schema.get("required", [])
-    extra = schema.get("additionalProperties", True)
-    if not isinstance(properties, dict) or not isinstance(required, list) or not isinstance(extra, bool):
-        return None
-    subs: dict[str, Callable[[Any], bool]] = {}
-    for name, sub in properties.items():
-        check = _fast_check(sub)
-        if check is None:
-            return None
-        subs[name] = check
-    known = frozenset(subs)
-    pairs = tuple(subs.items())
-
-    def test(v: Any) -> bool:
-        if type(v) is not dict:
-            return True
-        for name in required:
-            if name not in v:
-                return False
-        if not extra and not known.issuperset(v):
+    def test(self, v: Any) -> bool:
+        t = type(v)
+        kinds = self.kinds
+        if kinds is not None and t not in kinds and not (self.integral_floats and t is float and v.is_integer()):
             return False
-        for name, check in pairs:
-            if name in v and not check(v[name]):
+        if self.strings is not None and (t is not str or v not in self.strings):
+            return False
+        if t is str:
+            n = len(v)
+            return not (
+                (self.min_length is not None and n < self.min_length)
+                or (self.max_length is not None and n > self.max_length)
+            )
+        if t is int or t is float:
+            return not ((self.low is not None and v < self.low) or (self.high is not None and v > self.high))
+        if t is list:
+            n = len(v)
+            if (self.min_items is not None and n < self.min_items) or (
+                self.max_items is not None and n > self.max_items
+            ):
                 return False
+            items = self.items
+            if items is not None:
+                for x in v:
+                    if not items(x):
+                        return False
+            return True
+        if t is dict and self.objects:
+            for name in self.required:
+                if name not in v:
+                    return False
+            if self.closed is not None and not self.closed.issuperset(v):
+                return False
+            for name, check in self.properties:
+                if name in v and not check(v[name]):
+                    return False
         return True
-
-    return test
-
-
-def _number(value: Any) -> bool:
-    return type(value) in (int, float)
 
 
 def _path(parts: Iterable[Any]) -> str:
