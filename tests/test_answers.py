@@ -418,3 +418,32 @@ async def test_a_table_export_gives_the_checked_answers_fields_as_columns(tmp_pa
     rows = list(csv.DictReader(out.open(encoding="utf-8")))
     assert len(rows) == 10 and {"status", "score", "title"} <= set(rows[0])
     assert all(row["status"] in ("open", "closed", "blocked") for row in rows), "the parsed value, prose left out"
+
+
+def test_the_sample_job_shows_the_checks_offline_with_the_simulators_bad_answers(tmp_path):
+    """`sample_jobs/checked-answers.toml` on the embedded simulator, its first answers broken by the
+    `--sim-*` rates: the answers that broke are asked again and end valid, the cut ones get more
+    room, and every result's parsed value matches the schema the job's bodies ask for."""
+    from swarm_tui.util.locations import bundled
+
+    job = bundled("sample_jobs") / "checked-answers.toml"
+    run_dir = tmp_path / "run"
+    result = run_cli(
+        "run", str(job), "--headless", "--out", str(run_dir), "--sim-latency-ms", "5", "--sim-error-rate", "0",
+        "--sim-schema-break-rate", "0.2", "--sim-length-rate", "0.05",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    schema = load_job(job).tasks[0].body["response_format"]["json_schema"]["schema"]
+    results = read_jsonl(run_dir / "results.jsonl")
+    assert len(results) == 200
+    for line in results:
+        jsonschema.validate(line["parsed"], schema)
+    answers = json.loads((run_dir / "summary.json").read_text())["answers"]
+    assert answers["valid"] == 200 and answers["reasked"] > 10 and answers["more_room"] > 0, answers
+
+
+def test_a_sim_flag_on_another_provider_is_refused_naming_the_flag_as_typed(tmp_path):
+    job = write_batch(tmp_path / "job.jsonl", ["a"])
+    result = run_cli("run", str(job), "--base-url", "http://127.0.0.1:9/v1", "--sim-drift", "2", "--headless")
+    assert result.returncode == 2
+    assert "--sim-drift:" in result.stderr and "not the embedded simulator" in result.stderr, result.stderr

@@ -286,6 +286,23 @@ def add_sim_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="answers degrade once the swarm's memory holds more than N rounds (context pollution, for --judge)",
     )
+    s.add_argument(
+        "--sim-schema-break-rate",
+        type=share,
+        metavar="P",
+        help="share of first answers to a JSON request that break its schema: a wrong enum value, a missing field, "
+        "prose around the JSON (0-1; to watch the answer checks ask again)",
+    )
+    s.add_argument(
+        "--sim-length-rate", type=share, metavar="P", help="share of first answers cut at their max_tokens (0-1)"
+    )
+    s.add_argument("--sim-refusal-rate", type=share, metavar="P", help="share of first answers refused (0-1)")
+    s.add_argument(
+        "--sim-content-filter-rate",
+        type=share,
+        metavar="P",
+        help="share of first answers stopped by a content filter (0-1)",
+    )
 
 
 def add_trace_options(p: argparse.ArgumentParser) -> None:

@@ -124,6 +124,10 @@ class SimRequest:
     hang_rate: float | None = None
     seed: int | None = None
     drift_after_rounds: int | None = None
+    schema_break_rate: float | None = None
+    length_rate: float | None = None
+    refusal_rate: float | None = None
+    content_filter_rate: float | None = None
 
 
 @dataclass(frozen=True)

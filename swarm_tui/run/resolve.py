@@ -386,19 +386,22 @@ def resolve_cache(
 def sim_config(asked: SimRequest, profile: ProviderProfile, stored: SimConfig | None = None) -> SimConfig | None:
     """The embedded simulator's settings: the stored ones (a resume) or the demo's, with the
     `--sim-*` flags applied; None when the run is not on the simulator."""
-    overrides: dict[str, Any] = {
-        "latency_ms": asked.latency_ms,
-        "error_rate": asked.error_rate,
-        "hang_rate": asked.hang_rate,
-        "seed": asked.seed,
-        "drift_after_rounds": asked.drift_after_rounds,
+    flags: dict[str, tuple[str, Any]] = {  # SimConfig's field: (its flag, the value asked)
+        "latency_ms": ("--sim-latency-ms", asked.latency_ms),
+        "error_rate": ("--sim-error-rate", asked.error_rate),
+        "hang_rate": ("--sim-hang-rate", asked.hang_rate),
+        "seed": ("--sim-seed", asked.seed),
+        "drift_after_rounds": ("--sim-drift", asked.drift_after_rounds),
+        "schema_break_rate": ("--sim-schema-break-rate", asked.schema_break_rate),
+        "length_rate": ("--sim-length-rate", asked.length_rate),
+        "refusal_rate": ("--sim-refusal-rate", asked.refusal_rate),
+        "content_filter_rate": ("--sim-content-filter-rate", asked.content_filter_rate),
     }
-    overrides = {k: v for k, v in overrides.items() if v is not None}
+    overrides = {field: value for field, (_, value) in flags.items() if value is not None}
     if not profile.is_simulator:
         if overrides:
-            flag = "--sim-" + next(iter(overrides)).replace("_", "-")
             raise InputError.single(
-                flag,
+                flags[next(iter(overrides))][0],
                 "provider",
                 f"the run's provider is {profile.name!r}, not the embedded simulator: --sim-* options do not apply",
             )
