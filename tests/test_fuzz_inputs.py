@@ -331,6 +331,10 @@ RUN_OPTIONS = [
     "--sim-hang-rate",
     "--sim-seed",
     "--sim-drift",
+    "--sim-schema-break-rate",
+    "--sim-length-rate",
+    "--sim-refusal-rate",
+    "--sim-content-filter-rate",
     "--judge-rate",
     "--judge-drop",
 ]
