@@ -62,7 +62,7 @@ class CompiledSchema:
         self.schema = schema
         kind = jsonschema.validators.validator_for(schema)
         self._validator: Validator = kind(schema, format_checker=kind.FORMAT_CHECKER)
-        self.plainly_valid = _fast_check(schema)
+        self.plainly_valid = _fast_check(schema) if kind in _PLAIN_DRAFTS else None
         """True only for an instance valid against the schema (False: ask `problems`); None when
         the schema is not plain (`problems` decides every instance)."""
 
@@ -90,6 +90,16 @@ def compiled(schema: Any, key: str) -> CompiledSchema:
     return found
 
 
+_PLAIN_DRAFTS = frozenset(
+    {
+        jsonschema.Draft6Validator,
+        jsonschema.Draft7Validator,
+        jsonschema.Draft201909Validator,
+        jsonschema.Draft202012Validator,
+    }
+)
+"""The drafts whose keywords `_fast_check` applies as they mean them (draft 4 and 3, which a
+schema's `$schema` can name, count 1.0 as no integer, and draft 3 writes `required` otherwise)."""
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$schema", "$id", "$comment"})
 _FAST_KEYWORDS = _ANNOTATIONS | {
     "type",
@@ -170,11 +180,13 @@ class _Node:
             kinds = frozenset(t for n in names for t in _PYTHON_TYPES[n])
             integral_floats = "integer" in names and "number" not in names
         strings: frozenset[str] | None = None
-        if "enum" in schema or "const" in schema:
-            allowed = schema["enum"] if "enum" in schema else [schema["const"]]
+        for key in ("enum", "const"):  # both given: a value must be in each
+            if key not in schema:
+                continue
+            allowed = schema[key] if key == "enum" else [schema[key]]
             if not isinstance(allowed, list) or not all(type(a) is str for a in allowed):
                 return None  # JSON's equality of numbers and booleans is jsonschema's to apply
-            strings = frozenset(allowed)
+            strings = frozenset(allowed) if strings is None else strings & frozenset(allowed)
         low, high = schema.get("minimum"), schema.get("maximum")
         if not all(bound is None or type(bound) in (int, float) for bound in (low, high)):
             return None
