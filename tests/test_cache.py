@@ -247,6 +247,36 @@ def test_two_processes_share_one_cache_at_once(tmp_path, sim_factory):
     assert sim.stats()["requests"] == before, "what the two processes kept is not all in the cache"
 
 
+OPEN_AT_ONCE = """
+import sys, time
+from pathlib import Path
+from swarm_tui.cache import ResponseCache
+start, count, root = float(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
+for k in range(count):
+    while time.time() < start + k * 0.15:  # both processes open cache k at the same moment
+        pass
+    problems = []
+    ResponseCache(root / str(k), on_problem=problems.append).close()
+    print(problems[0] if problems else "ok", flush=True)
+"""
+
+
+def test_two_processes_that_create_the_cache_at_the_same_moment_both_use_it(tmp_path):
+    """A new cache file opened by two runs at once: SQLite said "database is locked" to one of them
+    at once, without waiting (the file not yet in WAL mode), and that run went on uncached: its
+    answers were never kept (a full CI run lost 300 of 900 so). 20 new caches, two processes each."""
+    count, start = 20, time.time() + 1.5  # the processes' start-up first
+    children = [start_python(OPEN_AT_ONCE, str(start), str(count), str(tmp_path)) for _ in range(2)]
+    said = [child.communicate(timeout=60)[0].splitlines() for child in children]
+    problems = [line for lines in said for line in lines if line != "ok"]
+    assert all(len(lines) == count for lines in said), said
+    assert not problems, f"{len(problems)} of {2 * count} opened uncached: {problems[0]}"
+
+
+def start_python(code: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, text=True)
+
+
 def test_resume_after_sigkill_sends_no_success_again(tmp_path, sim_factory):
     sim = sim_factory(latency_ms=60, latency_sigma=0.4, seed=5)
     prompts = [f"killed {i}" for i in range(300)]

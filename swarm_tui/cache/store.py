@@ -127,6 +127,11 @@ _COLUMNS = (
 )
 
 
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """SQLite said the file is busy (`SQLITE_BUSY` or one of its extended codes)."""
+    return exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+
+
 def _entry(row: tuple[Any, ...]) -> CacheEntry:
     return CacheEntry(row[0], row[1], bytes(row[2]), *row[3:])
 
@@ -173,7 +178,23 @@ class ResponseCache:
             self._give_up(f"the response cache {self.path} cannot be opened ({exc}): this run goes on uncached")
 
     def _connect(self) -> sqlite3.Connection:
+        """The file opened, in WAL mode, with its tables. Two processes that create it at the same
+        moment can meet SQLite's "database is locked" at once, without its busy timeout (a new file
+        is not in WAL mode yet, and SQLite refuses to wait where waiting could deadlock): the
+        setup, each step of which may be done twice, is tried again until the busy timeout."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        pause = 0.005
+        while True:
+            try:
+                return self._open_once()
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+
+    def _open_once(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
         try:
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
