@@ -78,9 +78,12 @@ def test_the_articles_order_adopts_a_primary_faster_than_its_baseline(tmp_path, 
     assert "shadow" in result.stderr  # progress and the banner go to stderr
 
 
-def test_a_primary_3x_slower_than_its_baseline_is_rolled_back(tmp_path, sim_factory):
-    # the case: the old direction adopted a 600 ms primary against a 184 ms baseline
-    primary, secondary = _sims(sim_factory, 552.0, 184.0, sigma=0.1)
+def test_a_primary_far_slower_than_its_baseline_is_rolled_back(tmp_path, sim_factory):
+    # the case was a 600 ms primary against a 184 ms baseline, which the old direction
+    # adopted; 3x left too little room in 2 s of samples on a loaded machine: CI's load added
+    # ~200 ms to the baseline's p95 (393 ms), the ratio fell to 1.90 and the verdict to ADOPT.
+    # 6x keeps the direction's test (ADOPT here would be the old bug) with room for that load.
+    primary, secondary = _sims(sim_factory, 1104.0, 184.0, sigma=0.1)
     result = run_cli(
         "shadow",
         "--primary",
