@@ -266,15 +266,12 @@ def test_two_processes_that_create_the_cache_at_the_same_moment_both_use_it(tmp_
     at once, without waiting (the file not yet in WAL mode), and that run went on uncached: its
     answers were never kept (a full CI run lost 300 of 900 so). 20 new caches, two processes each."""
     count, start = 20, time.time() + 1.5  # the processes' start-up first
-    children = [start_python(OPEN_AT_ONCE, str(start), str(count), str(tmp_path)) for _ in range(2)]
+    command = [sys.executable, "-c", OPEN_AT_ONCE, str(start), str(count), str(tmp_path)]
+    children = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(2)]
     said = [child.communicate(timeout=60)[0].splitlines() for child in children]
     problems = [line for lines in said for line in lines if line != "ok"]
     assert all(len(lines) == count for lines in said), said
     assert not problems, f"{len(problems)} of {2 * count} opened uncached: {problems[0]}"
-
-
-def start_python(code: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, text=True)
 
 
 def test_resume_after_sigkill_sends_no_success_again(tmp_path, sim_factory):

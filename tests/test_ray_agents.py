@@ -216,9 +216,10 @@ async def test_checked_answers_on_ray_are_held_to_the_schema_and_counted_as_a_ru
     or refuse (1%), run on two actors: each shard's engine checks, re-asks and gives room as a run
     here does, so every answer kept validates and carries its parsed value, no refusal or cut
     answer is kept, and the summary counts the classes."""
+    import jsonschema  # a dependency of the project: never skipped for want of it
+
     from tests.test_answers import PRICES, RATES, SCHEMA, schema_job
 
-    jsonschema = pytest.importorskip("jsonschema")
     sim = sim_factory(seed=41, **RATES)
     job = load_job(schema_job(tmp_path / "tickets.jsonl", 200))
     plan = RunPlan(ProviderProfile("custom", base_url=sim.base_url), EngineSettings.of(concurrency=50), prices=PRICES)

@@ -56,19 +56,19 @@ class CompiledSchema:
     function that can only say "valid": any instance it does not pass, and any schema using
     another keyword, goes to jsonschema, whose verdict and words are the ones reported."""
 
-    __slots__ = ("schema", "_validator", "plainly_valid")
+    __slots__ = ("schema", "_validator", "_plainly_valid")
 
     def __init__(self, schema: Any) -> None:
         self.schema = schema
         kind = jsonschema.validators.validator_for(schema)
         self._validator: Validator = kind(schema, format_checker=kind.FORMAT_CHECKER)
-        self.plainly_valid = _fast_check(schema) if kind in _PLAIN_DRAFTS else None
-        """True only for an instance valid against the schema (False: ask `problems`); None when
-        the schema is not plain (`problems` decides every instance)."""
+        self._plainly_valid = _fast_check(schema) if kind in _PLAIN_DRAFTS else None
+        """True only for an instance valid against the schema (False: jsonschema decides); None
+        when the schema is not plain (jsonschema decides every instance)."""
 
     def problems(self, instance: Any) -> list[SchemaProblem]:
         """How `instance` fails the schema (at most `MAX_REPORTED`, the shallowest first); [] when valid."""
-        if self.plainly_valid is not None and self.plainly_valid(instance):
+        if self._plainly_valid is not None and self._plainly_valid(instance):
             return []
         errors = sorted(
             self._validator.iter_errors(instance), key=lambda e: (len(e.absolute_path), _path(e.absolute_path))
@@ -166,7 +166,8 @@ class _Node:
     closed: frozenset[str] | None
     """The only names an object may have (`additionalProperties: false`), else None."""
     objects: bool
-    """Objects are looked into (`properties`, `required` or `additionalProperties` given)."""
+    """An object has something to be checked against (a property's schema, a required name, or
+    no extra names allowed)."""
 
     @classmethod
     def of(cls, schema: dict[str, Any]) -> _Node | None:
@@ -226,7 +227,7 @@ class _Node:
             tuple(subs),
             tuple(required),
             None if extra else frozenset(properties),
-            any(key in schema for key in ("properties", "required", "additionalProperties")),
+            bool(subs or required or not extra),
         )
 
     def test(self, v: Any) -> bool:
