@@ -3,11 +3,12 @@
 Ctrl-C at any moment, even while the modules load (a second or so on a busy machine, before any
 handler of the CLI exists), ends with one line and exit 130, never a traceback: also when the
 interrupt lands inside a library that turns it into an error of its own (pydantic building a
-schema while `import openai` runs raises `SchemaError`). The modules load in `main` too (a
-command line loads its command's modules: the engine and the SDK for `run`), under Python's own
-handler, which asyncio's `run` takes over from only if it is Python's own; so the interrupt is
-noted beside the handler, not by one: the interpreter writes each signal it receives to a wakeup
-fd whatever handler runs (`Interrupts`), and an error that escapes after a Ctrl-C is that Ctrl-C.
+schema while `import openai` runs raises `SchemaError`), or inside a finalizer, where the
+interpreter drops it. The modules load in `main` too (a command line loads its command's modules:
+the engine and the SDK for `run`), under Python's own handler, which asyncio's `run` takes over
+from only if it is Python's own; so the interrupt is noted beside the handler, not by one
+(`util.interrupts`): an error that escapes after a Ctrl-C is that Ctrl-C, and a Ctrl-C nothing
+acted on stops the command where it takes Ctrl-C over (`main`, and a run's event loop).
 
 Output into a pipe whose reader has gone (`swarm-tui estimate | head -1`) ends quietly with the
 shell's code for a process SIGPIPE stopped (141), as `git log | head` does; nothing is written
@@ -27,59 +28,25 @@ import sys
 from pathlib import Path
 
 from swarm_tui.run.exit_codes import EXIT_ABORTED, EXIT_BAD_INPUT
+from swarm_tui.util.interrupts import STARTUP, stop_if_interrupted
 
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 """Output into a pipe whose reader has gone: the shell's code for a process SIGPIPE stopped."""
 
 
-class Interrupts:
-    """Every Ctrl-C the process received since `note()`, whatever a handler or a library made of it:
-    the interpreter's C-level handler writes each signal's number to the wakeup fd before any Python
-    handler runs (asyncio takes the fd over when a run installs its own handlers: from then on the
-    run answers Ctrl-C itself)."""
-
-    def __init__(self) -> None:
-        self._read_fd: int | None = None
-        self._seen = False
-
-    def note(self) -> None:
-        read_fd, write_fd = os.pipe()
-        os.set_blocking(read_fd, False)
-        os.set_blocking(write_fd, False)
-        try:
-            signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-        except ValueError:  # not the main thread: no Ctrl-C is delivered here anyway
-            os.close(read_fd)
-            os.close(write_fd)
-            return
-        self._read_fd = read_fd
-
-    def seen(self) -> bool:
-        """A Ctrl-C arrived (once true, true for good)."""
-        if not self._seen and self._read_fd is not None:
-            try:
-                while chunk := os.read(self._read_fd, 512):
-                    self._seen = self._seen or signal.SIGINT in chunk
-            except BlockingIOError:  # nothing more to read
-                pass
-        return self._seen
-
-
 def entry() -> int:
-    interrupts = Interrupts()
     try:
         try:
-            interrupts.note()
+            STARTUP.note()
             from swarm_tui.cli import main
 
-            if interrupts.seen():  # caught and swallowed on the way: the user still asked to stop
-                raise KeyboardInterrupt
+            stop_if_interrupted()  # caught and swallowed on the way: the user still asked to stop
             try:
                 code = main()
             finally:  # `--help` ends by SystemExit: its output too is flushed here
                 sys.stdout.flush()  # a closed pipe is found here, not at the interpreter's exit
         except BaseException as exc:
-            if not isinstance(exc, KeyboardInterrupt) and interrupts.seen():
+            if not isinstance(exc, KeyboardInterrupt) and STARTUP.seen():
                 raise KeyboardInterrupt from None  # whatever a library made of the interrupt, it was the user's Ctrl-C
             raise
     except KeyboardInterrupt:

@@ -218,7 +218,7 @@ def _start_and_interrupt(args: list[str], delay: float, env: dict[str, str]) -> 
     (`-X importtime` says when: before that, Ctrl-C lands in Python's own start, not ours)."""
     process = subprocess.Popen(
         [sys.executable, "-X", "importtime", "-m", "swarm_tui", *args],
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, **env},
@@ -241,9 +241,9 @@ def _start_and_interrupt(args: list[str], delay: float, env: dict[str, str]) -> 
     time.sleep(delay)
     assert process.poll() is None, "the run ended before the interrupt"
     process.send_signal(signal.SIGINT)
-    stdout, _ = process.communicate(timeout=60)
-    reader.join(10)
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, "".join(stderr))
+    process.wait(timeout=60)
+    reader.join(10)  # the one reader of stderr: the whole of it, for the assertions
+    return subprocess.CompletedProcess(process.args, process.returncode, "", "".join(stderr))
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.15, 0.3, 0.6, 1.0])
@@ -255,6 +255,7 @@ def test_ctrl_c_at_any_moment_of_startup_exits_130_in_one_line(tmp_path, sim_fac
     )
     assert result.returncode == 130, result.stderr
     assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr, result.stderr
+    assert "Exception ignored" not in result.stderr, result.stderr
     if (tmp_path / "run").exists():  # interrupted after the run began: a whole run, resumable
         assert (tmp_path / "run" / "journal.sqlite").exists() or not any(
             p.name != ".lock" for p in (tmp_path / "run").iterdir()
@@ -369,6 +370,67 @@ def test_a_ctrl_c_a_library_turns_into_another_error_while_modules_load_exits_13
     result = run_cli("run", "--headless", "--out", str(tmp_path / "run"), env=env)
     assert result.returncode == 130, result.stderr
     assert result.stderr.strip() == "swarm-tui: interrupted", result.stderr
+
+
+def _ctrl_c_in_a_finalizer_as(module: str, tmp_path: Path) -> dict[str, str]:
+    """The environment of a process in which a finalizer takes a Ctrl-C as `module` starts loading
+    (a `sitecustomize` does it): the interpreter raises the KeyboardInterrupt there, prints
+    "Exception ignored in" and goes on."""
+    (tmp_path / "sitecustomize.py").write_text(
+        textwrap.dedent(
+            f"""
+            import importlib.abc, signal, sys
+
+            class Finalized:
+                def __del__(self):
+                    signal.raise_signal(signal.SIGINT)
+
+            class Interrupted(importlib.abc.MetaPathFinder):
+                def find_spec(self, name, path, target=None):
+                    if name == {module!r}:
+                        sys.meta_path.remove(self)
+                        Finalized()
+                    return None
+
+            sys.meta_path.insert(0, Interrupted())
+            """
+        )
+    )
+    return {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+@pytest.mark.parametrize(
+    "module, console",
+    [
+        ("openai", "--headless"),
+        ("swarm_tui.run.session", "--headless"),
+        ("swarm_tui.frontend.headless", "--headless"),
+        ("swarm_tui.ui.app", "--theme=swarm-dark"),
+    ],
+    ids=["parser", "handler", "loop", "console"],
+)
+def test_a_ctrl_c_the_interpreter_drops_in_a_finalizer_while_modules_load_stops_the_run(tmp_path, sim, module, console):
+    """Python raises a Ctrl-C's KeyboardInterrupt wherever it is, a finalizer too (a weak reference's
+    callback while the garbage collector runs), where it is dropped: a run whose modules were
+    loading went on to the end and exited 0. Played here for certain as the command line is built,
+    as the run opens, and in the run's event loop before it hears Ctrl-C itself (headless, and
+    the console's, which would have started): nothing is sent."""
+    env = _ctrl_c_in_a_finalizer_as(module, tmp_path) | {"SWARM_TUI_FORCE_TUI": "1"}
+    job = write_batch(tmp_path / "job.jsonl", [f"task {i}" for i in range(5)])
+    result = run_cli(
+        "run", str(job), console, "--base-url", sim.base_url, "--out", str(tmp_path / "run"), env=env, timeout=60
+    )
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.strip() == "swarm-tui: interrupted", result.stderr
+    assert sim.stats()["requests"] == 0
+
+
+def test_a_command_whose_ctrl_c_was_dropped_while_its_parser_loaded_does_not_start(tmp_path):
+    env = _ctrl_c_in_a_finalizer_as("swarm_tui.cli.estimate_cmd", tmp_path)
+    result = run_cli("estimate", env=env)
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.strip() == "swarm-tui: interrupted", result.stderr
+    assert result.stdout == ""
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from swarm_tui.util.interrupts import stop_if_interrupted
+
 if TYPE_CHECKING:  # a command that only asks `tui_available` imports nothing of the run
     from swarm_tui.run.preflight import Check
     from swarm_tui.run.request import ConsoleRequest
@@ -58,6 +60,7 @@ async def _headless(session: SwarmSession, console: ConsoleRequest, retried: boo
     from swarm_tui.frontend.progress_lines import DEFAULT_EVERY_S
 
     try:
+        stop_if_interrupted()  # lost while the session opened; from here on asyncio's handler hears Ctrl-C
         return await run_headless(
             session,
             log_format=console.log_format,

@@ -22,6 +22,7 @@ from swarm_tui.cli.help import HELP_FORMAT, JOB_FORMATS
 from swarm_tui.core.errors import InputError
 from swarm_tui.run.exit_codes import EXIT_ABORTED, EXIT_BAD_INPUT
 from swarm_tui.util import secrets
+from swarm_tui.util.interrupts import stop_if_interrupted
 
 COMMANDS = {
     "run": "run_cmd",
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command is None:  # bare `swarm-tui`: the demo swarm on the embedded simulator
             args = build_parser().parse_args(["run", *given])
+        stop_if_interrupted()  # a Ctrl-C lost while the command's modules loaded: it does not start
         return args.handler(args)
     except (InputError, FileNotFoundError, FileExistsError, IncompleteRunError) as exc:
         print(f"swarm-tui: {secrets.mask(str(exc))}", file=sys.stderr)

@@ -14,6 +14,7 @@ from swarm_tui.core.events import TaskState
 from swarm_tui.frontend.headless import print_summary
 from swarm_tui.run.session import SwarmSession
 from swarm_tui.ui.app import make_app
+from swarm_tui.util.interrupts import stop_if_interrupted
 from swarm_tui.view.phase import counts_detail
 
 
@@ -22,12 +23,13 @@ def run_tui(session: SwarmSession, theme: str | None = None, *, bell: bool = Fal
     `retried`: opened with `--retry-failed` (the summary does not suggest it again)."""
 
     async def main() -> int:
-        app = make_app(session, theme=theme, bell=bell)
-        loop = asyncio.get_running_loop()
-        for sig in hang_up_signals():  # the SSH session dropped (or a service manager): stop gently
-            loop.add_signal_handler(sig, app.lifecycle.hang_up, sig.name)
         code: int | None = None
         try:
+            stop_if_interrupted()  # lost while the session opened; from here on asyncio's handler hears Ctrl-C
+            app = make_app(session, theme=theme, bell=bell)
+            loop = asyncio.get_running_loop()
+            for sig in hang_up_signals():  # the SSH session dropped (or a service manager): stop gently
+                loop.add_signal_handler(sig, app.lifecycle.hang_up, sig.name)
             with contextlib.suppress(OSError):  # a terminal gone (SIGHUP) cannot be restored
                 code = await app.run_async()
             await app.source.finished()  # a run that outlived its screen (SIGHUP): its calls in flight answer
