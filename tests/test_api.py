@@ -4,6 +4,7 @@ started with the flags that make the same request; a refused start leaves nothin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -80,6 +81,27 @@ async def test_an_exception_in_the_block_aborts_the_run_and_leaves_it_resumable(
     journal = Journal.open(tmp_path / "run", readonly=True)
     try:
         assert journal.history.run_ended() and journal.queries.counts().get("queued", 0) > 30
+    finally:
+        journal.close()
+
+
+@pytest.mark.parametrize("how", ["abort", "raise"])
+async def test_a_run_stopped_as_its_block_opens_sends_nothing(tmp_path, sim_factory, how):
+    """The block's first line runs before the run's first step: the stop it asks for holds (the
+    engine forgot it when it began, and the whole run went on)."""
+    sim = sim_factory(latency_ms=200.0, latency_sigma=0.0)
+    job = write_batch(tmp_path / "job.jsonl", [f"task {i}" for i in range(40)])
+    with pytest.raises(RuntimeError, match="at once") if how == "raise" else contextlib.nullcontext():
+        async with api.open_run(job, base_url=sim.base_url, out=tmp_path / "run") as run:
+            if how == "raise":
+                raise RuntimeError("at once")
+            run.abort()
+            outcome = await run.wait()
+            assert (outcome.aborted, outcome.succeeded, outcome.exit_code) == (True, 0, 130)
+    assert sim.stats()["requests"] == 0
+    journal = Journal.open(tmp_path / "run", readonly=True)
+    try:
+        assert journal.history.run_ended() and journal.queries.counts().get("queued", 0) == 40
     finally:
         journal.close()
 

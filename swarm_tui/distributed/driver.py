@@ -218,9 +218,7 @@ class RayEngine:
             return []
         self.steering.release(chosen)
         if not self._running:
-            self._stop_reason = None
-            self._aborted = False
-            self.driver_calls.restart()
+            self.go_on()
         queued = [TaskQueued(index, TaskState.FAILED) for index in chosen]
         self.outbox.commit(partial(self.journal.requeue, chosen), events=queued)
         if self._running and self._stop_reason is None:
@@ -318,13 +316,19 @@ class RayEngine:
 
     # ----------------------------------------------------------------- running
 
+    def go_on(self) -> None:
+        """Forget the stop that ended the last run (as `SwarmEngine.go_on`): `run()` forgets none."""
+        if self._running:
+            return
+        self._stop_reason = None
+        self._aborted = False
+        self.admission.closed = False
+        self.driver_calls.restart()
+
     async def run(self) -> RunFinished:
         if self._running:
             raise RuntimeError("the engine is already running")
         self._running = True
-        self._aborted = False
-        self._stop_reason = None
-        self.admission.closed = False
         self._spent_before_usd = self.journal.spent_usd()  # the one ledger: every session of the run
         self._stats_cost_at_start = self.stats.cost_usd
         pending = [i for i in sorted(self.tasks) if not self.states[i].is_final]
@@ -344,7 +348,7 @@ class RayEngine:
         pending = self.lanes.claim(pending)  # the batch lane's tasks (and those in open batches) stay here
         try:
             self.lanes.start()
-            if pending:
+            if pending and self._stop_reason is None:  # a stop asked before the run began holds
                 self.dispatch(pending, spread=True)
             while True:
                 running = [s.task for s in self.shards.values() if s.task is not None and s.running]

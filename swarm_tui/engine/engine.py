@@ -283,8 +283,7 @@ class SwarmEngine:
         if not chosen or self._fatal is not None:
             return []
         if not self._running:
-            self._stop_reason = None
-            self._aborted = False
+            self.go_on()
         queued = [TaskQueued(index, self.states[index]) for index in chosen]
         self.outbox.commit(partial(self.journal.requeue, chosen), events=queued)
         queue.release(chosen)  # the user asked for these now: ahead of untried work
@@ -392,17 +391,26 @@ class SwarmEngine:
 
     # ----------------------------------------------------------------- running
 
+    def go_on(self) -> None:
+        """Forget the stop that ended the last run (the user asked to go on: failed tasks retried,
+        the unfinished ones resumed), so that the next `run()` dispatches again. `run()` itself
+        forgets no stop: one asked before it began (an abort as the run opens, between a swarm's
+        rounds) holds."""
+        if self._running:
+            return
+        self._stop_reason = None
+        self._aborted = False
+        self._suspended_stop = None
+        self.admission.reopen()
+
     async def run(self) -> RunFinished:
-        """Dispatch until every task is final (or dispatch is stopped); may be called again."""
+        """Dispatch until every task is final (or dispatch is stopped); may be called again
+        (after `go_on`, when a stop ended it)."""
         if self._running:
             raise RuntimeError("the engine is already running")
         if self._fatal is not None:
             return self.outcome()
         self._running = True
-        self._aborted = False
-        self._stop_reason = None
-        self._suspended_stop = None
-        self.admission.reopen()
         self.ledger.open(self.journal.spent_usd())
         queue, outbox = self.queue, self.outbox
         pending = queue.waiting

@@ -179,7 +179,12 @@ class Engine(Protocol):
     def paused(self) -> bool: ...
 
     def subscribe(self, listener: Callable[[EngineEvent], None]) -> None: ...
-    async def run(self) -> RunFinished: ...
+    async def run(self) -> RunFinished:
+        """Dispatch until every task is final or a stop ends it; a stop asked before it began holds."""
+
+    def go_on(self) -> None:
+        """Forget the stop that ended the last run: the user asked to go on (a retry, `p`)."""
+
     def outcome(self) -> RunFinished: ...
     def pause(self, *, now: bool = False) -> list[int]:
         """Send nothing new; `now` (`Capability.HOLD_CALLS`): hold the calls in flight too, their

@@ -99,7 +99,10 @@ class LiveRun:
 
     async def run(self) -> Any:
         """The session's run, as the app's worker. It ends with the worker (a quit cancels it),
-        unless `outlive_app` was asked for: then it goes on after the app has gone (`finished`)."""
+        unless `outlive_app` was asked for: then it goes on after the app has gone (`finished`).
+        Run again (`p` or `r` once it ended), it goes on past the stop that ended it."""
+        if self._run is not None:
+            self.engine.go_on()
         self._run = asyncio.ensure_future(self.session.run())
         try:
             return await asyncio.shield(self._run)

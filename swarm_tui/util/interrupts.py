@@ -48,7 +48,7 @@ class Interrupts:
         self._read_fd = read_fd
         fallback = sys.unraisablehook
 
-        def unraisable(info: sys.UnraisableHookArgs) -> None:  # a KeyboardInterrupt lost in a finalizer: noted above, said once
+        def unraisable(info: sys.UnraisableHookArgs) -> None:  # a Ctrl-C lost in a finalizer: noted, said once
             if info.exc_type is not KeyboardInterrupt:
                 fallback(info)
 
