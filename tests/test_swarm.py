@@ -210,6 +210,30 @@ window = 5
     assert sim.stats()["requests"] == 0, "nothing is asked again: plan, workers and aggregates are journaled"
 
 
+async def test_an_abort_between_rounds_holds_for_the_next_round(tmp_path, sim):
+    """Aborted while the first round's answers are aggregated: the second round never starts (the
+    engine forgot the stop as the round began, and ran it)."""
+    from swarm_tui.core.events import PhaseChanged
+
+    toml = 'model = "sim-1"\ngoal = "iterate"\n[plan]\nagents = 3\n[aggregate]\n[memory]\nrounds = 2\n'
+    session = _session(tmp_path, sim.base_url, toml, concurrency=3)
+    engine = session.engine
+    engine.subscribe(lambda e: isinstance(e, PhaseChanged) and e.phase == "aggregating" and engine.abort())
+    try:
+        finished = await session.run()
+    finally:
+        await session.aclose()
+    assert finished.aborted and finished.succeeded == 3
+    from swarm_tui.journal import Journal
+
+    journal = Journal.open(tmp_path / "run", readonly=True)
+    try:
+        sent = [row.custom_id for row in journal.queries.tasks() if row.attempts]
+    finally:
+        journal.close()
+    assert sent == ["r1-agent-1", "r1-agent-2", "r1-agent-3"]
+
+
 def test_a_planner_that_fails_for_good_ends_the_run_with_exit_1_and_no_traceback(tmp_path, sim):
     path = tmp_path / "job.toml"
     path.write_text('model = "sim-1"\ngoal = "unreachable [[sim:401]]"\n[plan]\nagents = 3\n')
