@@ -17,6 +17,7 @@ import time
 from typing import TextIO
 
 from swarm_tui.core.events import RunFinished
+from swarm_tui.engine.ports import Engine
 from swarm_tui.engine.stats import RunStats
 from swarm_tui.frontend.progress_lines import (
     DEFAULT_EVERY_S,
@@ -49,12 +50,12 @@ def progress_line(stats: RunStats, waiting: str = "") -> str:
     return progress_text(progress_fields(stats, waiting=waiting))
 
 
-def gate_wait(engine) -> str:
+def gate_wait(engine: Engine) -> str:
     """ "waiting 42s: the provider asked (Retry-After 999999s, capped at 60s)" while the gate is closed."""
     remaining = engine.admission.gate_remaining_s
     if remaining <= 0:
         return ""
-    asked = getattr(engine, "last_retry_after_asked_s", None)
+    asked = engine.last_retry_after_asked_s
     cap = f" (asked {asked:g}s, capped at {engine.settings.pacing.max_retry_after_s:g}s)" if asked else ""
     return f"waiting {remaining:.0f}s: provider's Retry-After{cap}"
 
@@ -149,7 +150,7 @@ class StopSignals:
     user's stop (`SwarmSession.stop_by_user`): a big run's outputs are left for `swarm-tui export`,
     not written for minutes after the user asked to leave."""
 
-    def __init__(self, engine, stream: TextIO, session: SwarmSession | None = None) -> None:
+    def __init__(self, engine: Engine, stream: TextIO, session: SwarmSession | None = None) -> None:
         self.engine = engine
         self.stream = stream
         self.session = session
