@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import socket
 import sys
 import time
@@ -338,34 +339,48 @@ async def open_the_quota_window_mid_run(sim, requests: int = 6) -> None:
 
 
 async def test_the_headless_json_log_says_each_reason_while_the_run_waits_on_it(tmp_path, sim_factory):
+    """Each reason is in the log's progress records while the run waits on it; once all four were
+    said the run is interrupted (the rest of it, ~45 s at --rpm 60, would show nothing new)."""
     sim = sim_factory(latency_ms=100.0, latency_sigma=0.0, tokens_per_s=20.0, output_tokens=(40, 40))
     job, flags = reasons_job(tmp_path)
-    run = asyncio.create_task(
-        run_cli_async(
-            "run",
-            str(job),
-            "--headless",
-            "--log-format",
-            "json",
-            "--log-every",
-            "0.25",
-            "--base-url",
-            sim.base_url,
-            "--out",
-            str(tmp_path / "run"),
-            *flags,
-            timeout=180,
-        )
+    args = ["--headless", "--log-format", "json", "--log-every", "0.25", "--base-url", sim.base_url, *flags]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "swarm_tui",
+        "run",
+        str(job),
+        "--out",
+        str(tmp_path / "run"),
+        *args,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
     )
-    await open_the_quota_window_mid_run(sim)
-    code, stderr = await run
-    assert code == 0, stderr[-3000:]
+    assert process.stderr is not None
+    wanted = {"waiting", "streaming", "backoff", "suspended"}
     seen: set[str] = set()
-    for record in json_log(stderr):
-        if record["event"] == "progress" and "reasons" in record:
-            seen |= set(record["reasons"])
-            assert record["why"]
-    assert {"waiting", "streaming", "backoff", "suspended"} <= seen, seen
+    said: list[bytes] = []
+
+    async def read_the_log() -> None:
+        async for line in process.stderr:
+            said.append(line)
+            record = json.loads(line) if line.startswith(b"{") else {}
+            if record.get("event") == "progress" and "reasons" in record:
+                assert record["why"], record
+                seen.update(record["reasons"])
+                if wanted <= seen and process.returncode is None:
+                    process.send_signal(signal.SIGINT)
+
+    quota = asyncio.create_task(open_the_quota_window_mid_run(sim))
+    try:
+        await asyncio.wait_for(read_the_log(), 120)
+        code = await process.wait()
+    finally:
+        if process.returncode is None:
+            process.kill()
+        quota.cancel()
+    assert wanted <= seen, (seen, b"".join(said[-40:]).decode())
+    assert code == 130, b"".join(said[-40:]).decode()
 
 
 def pty_run(args: list[str], until: list[str], *, timeout: float = 120, size: tuple[int, int] = (40, 140)) -> str:
