@@ -106,8 +106,14 @@ def test_a_primary_far_slower_than_its_baseline_is_rolled_back(tmp_path, sim_fac
     )
 
 
+EQUAL_MS = 300.0
+"""Two equal endpoints, each 300 ms (p95 ~490 ms): a load spike on one side only would have to
+double its p95 to push the ratio past 2 (CI's load once added ~200 ms to a p95; at 20 ms each,
+~35 ms on one side would have done it)."""
+
+
 def test_adopt_against_an_equal_secondary_without_ever_printing_the_key(tmp_path, sim_factory):
-    primary, secondary = _sims(sim_factory, 20.0, 20.0, require_key=KEY)
+    primary, secondary = _sims(sim_factory, EQUAL_MS, EQUAL_MS, require_key=KEY)
     result = run_cli(
         "shadow",
         "--primary",
@@ -158,7 +164,7 @@ async def test_an_erroring_primary_is_rolled_back_and_updates_flow_while_it_runs
 
 
 async def test_streaming_measures_time_to_first_token_and_stop_ends_early(sim_factory):
-    primary, secondary = _sims(sim_factory, 20.0, 20.0)
+    primary, secondary = _sims(sim_factory, EQUAL_MS, EQUAL_MS)
     config = ShadowConfig(
         primary=ProviderProfile("a", base_url=primary.base_url),
         secondary=ProviderProfile("b", base_url=secondary.base_url),
@@ -365,7 +371,7 @@ async def test_the_live_view_shows_both_endpoints_and_returns_the_verdict(sim_fa
     from swarm_tui.ui.shadow_view import ShadowApp
     from textual.widgets import Static
 
-    primary, secondary = _sims(sim_factory, 20.0, 20.0)
+    primary, secondary = _sims(sim_factory, EQUAL_MS, EQUAL_MS)
     config = ShadowConfig(
         primary=ProviderProfile("a", base_url=primary.base_url),
         secondary=ProviderProfile("b", base_url=secondary.base_url),
