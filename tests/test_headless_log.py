@@ -198,7 +198,7 @@ def test_a_redirected_log_gets_progress_lines_while_the_run_goes_on(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     command = (
-        "mkdir -p runs\nnohup swarm-tui run --headless --out runs/slow --sim-latency-ms 1500 --concurrency 20 "
+        "mkdir -p runs\nnohup swarm-tui run --headless --out runs/slow --sim-latency-ms 800 --concurrency 20 "
         "--log-every 1 > runs/slow.log 2>&1 &"
     )
     subprocess.run(
