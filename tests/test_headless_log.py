@@ -296,3 +296,22 @@ def test_the_bell_rings_on_a_terminal_only_and_only_when_asked():
         log.finish()
         rings.append(stream.getvalue().count("\a"))
     assert rings == [2, 0, 0], "a stop and the end, on a terminal that asked; a log file never gets a BEL"
+
+
+def test_run_options_without_run_apply_to_the_demo(tmp_path):
+    """`swarm-tui --headless ...` is the demo with run's options (it was an "invalid choice" of
+    command, naming the option's value); --help and --version stay the command line's own."""
+    from swarm_tui.cli.main import command_line
+
+    assert command_line(["--headless", "--out", "x"]) == ["run", "--headless", "--out", "x"]
+    assert command_line(["--theme", "swarm-light"]) == ["run", "--theme", "swarm-light"]
+    assert [command_line([flag]) for flag in ("-h", "--help", "--version")] == [["-h"], ["--help"], ["--version"]]
+    assert command_line(["estimate", "--headless"]) == ["estimate", "--headless"] and command_line([]) == []
+    result = subprocess.run(
+        [sys.executable, "-m", "swarm_tui", "--headless", "--sim-latency-ms", "1", "--out", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "swarm-tui: 100 tasks, swarm-100 -> sim (SIMULATED)" in result.stderr, result.stderr
+    assert result.returncode in (0, 1) and (tmp_path / "demo" / "results.jsonl").exists(), result.stderr

@@ -50,10 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     from swarm_tui.journal import IncompleteRunError
 
     secrets.install_log_masking()
-    given = sys.argv[1:] if argv is None else argv
+    given = command_line(sys.argv[1:] if argv is None else argv)
     try:
         parser = build_parser(only=given[0] if given and given[0] in COMMANDS else None)
-        args = parser.parse_args(argv)
+        args = parser.parse_args(given)
         if args.command is None:  # bare `swarm-tui`: the demo swarm on the embedded simulator
             args = build_parser().parse_args(["run", *given])
         stop_if_interrupted()  # a Ctrl-C lost while the command's modules loaded: it does not start
@@ -63,6 +63,14 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:  # Ctrl-C before the run's own handler was installed (or after it ended)
         return interrupted()
+
+
+def command_line(given: list[str]) -> list[str]:
+    """The command line to parse: one that starts with an option other than `--help` and
+    `--version` names no command, and is the demo's (`swarm-tui --headless` runs it headless)."""
+    if given and given[0].startswith("-") and given[0] not in ("-h", "--help", "--version"):
+        return ["run", *given]
+    return given
 
 
 def interrupted() -> int:
@@ -93,7 +101,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="swarm-tui",
         description="Run, watch and steer a swarm of LLM sub-agents against any OpenAI-compatible endpoint.\n"
         "Without a command: the console on the 100-agent demo, on the built-in simulator (no key, no\n"
-        "network).\n",
+        "network); run's options apply to it (swarm-tui --headless).\n",
         epilog=MAIN_EPILOG,
         formatter_class=HELP_FORMAT,
     )
