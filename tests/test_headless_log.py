@@ -19,7 +19,7 @@ from swarm_tui.frontend.attached import AttachedRun
 from swarm_tui.frontend.headless import run_headless
 from swarm_tui.frontend.progress_lines import ProgressLines
 
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 from tests.helpers import open_session, wait_until
 
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
@@ -213,7 +213,7 @@ def test_a_redirected_log_gets_progress_lines_while_the_run_goes_on(tmp_path):
 
 
 def test_a_job_with_tools_says_they_are_starting_before_anything_else(tmp_path, sim):
-    from tests.conftest import run_cli, write_batch
+    from tests.conftest import write_batch
 
     job = write_batch(tmp_path / "job.jsonl", ["add 2 and 3 [[sim:tools=1]]"], max_tokens=1024)
     tools = tmp_path / "tools.toml"
@@ -306,12 +306,7 @@ def test_run_options_without_run_apply_to_the_demo(tmp_path):
     assert command_line(["--headless", "--out", "x"]) == ["run", "--headless", "--out", "x"]
     assert command_line(["--theme", "swarm-light"]) == ["run", "--theme", "swarm-light"]
     assert [command_line([flag]) for flag in ("-h", "--help", "--version")] == [["-h"], ["--help"], ["--version"]]
-    assert command_line(["estimate", "--headless"]) == ["estimate", "--headless"] and command_line([]) == []
-    result = subprocess.run(
-        [sys.executable, "-m", "swarm_tui", "--headless", "--sim-latency-ms", "1", "--out", str(tmp_path / "demo")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    assert command_line(["estimate", "--headless"]) == ["estimate", "--headless"] and command_line([]) == ["run"]
+    result = run_cli("--headless", "--sim-latency-ms", "1", "--out", str(tmp_path / "demo"))
     assert "swarm-tui: 100 tasks, swarm-100 -> sim (SIMULATED)" in result.stderr, result.stderr
     assert result.returncode in (0, 1) and (tmp_path / "demo" / "results.jsonl").exists(), result.stderr

@@ -342,54 +342,36 @@ def test_an_mcp_server_that_prints_lines_that_are_not_json_rpc_costs_one_line(tm
 # --------------------------------------------------------------------------- the ends of a command
 
 
-def test_a_ctrl_c_a_library_turns_into_another_error_while_modules_load_exits_130(tmp_path):
-    """A Ctrl-C that lands in pydantic building a schema (while `import openai` runs) comes out of the
-    import as pydantic's `SchemaError`, not as KeyboardInterrupt. Played here for certain: a module
-    the CLI imports is made to take the signal and raise what pydantic-core raises instead."""
-    (tmp_path / "sitecustomize.py").write_text(
-        textwrap.dedent(
-            """
-            import importlib.abc, signal, sys
-
-            class Interrupted(importlib.abc.MetaPathFinder):
-                def find_spec(self, name, path, target=None):
-                    if name == "openai":
-                        sys.meta_path.remove(self)
-                        try:
-                            signal.raise_signal(signal.SIGINT)
-                        except KeyboardInterrupt as exc:
-                            from pydantic_core import SchemaError
-                            raise SchemaError(f"Error building a schema: {exc!r}") from exc
-                    return None
-
-            sys.meta_path.insert(0, Interrupted())
-            """
-        )
-    )
-    env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    result = run_cli("run", "--headless", "--out", str(tmp_path / "run"), env=env)
-    assert result.returncode == 130, result.stderr
-    assert result.stderr.strip() == "swarm-tui: interrupted", result.stderr
-
-
-def _ctrl_c_in_a_finalizer_as(module: str, tmp_path: Path) -> dict[str, str]:
-    """The environment of a process in which a finalizer takes a Ctrl-C as `module` starts loading
-    (a `sitecustomize` does it): the interpreter raises the KeyboardInterrupt there, prints
-    "Exception ignored in" and goes on."""
+def _ctrl_c_as(module: str, tmp_path: Path, *, taken: str) -> dict[str, str]:
+    """The environment of a process that gets a Ctrl-C as `module` starts loading (a
+    `sitecustomize` does it), `taken` as Python or a library can take it: "as_an_error" (pydantic
+    building a schema while `import openai` runs turns it into its `SchemaError`), "in_a_finalizer"
+    (the interpreter raises it in a weak reference's callback, prints "Exception ignored in" and
+    goes on)."""
     (tmp_path / "sitecustomize.py").write_text(
         textwrap.dedent(
             f"""
             import importlib.abc, signal, sys
 
+            def as_an_error():
+                try:
+                    signal.raise_signal(signal.SIGINT)
+                except KeyboardInterrupt as exc:
+                    from pydantic_core import SchemaError
+                    raise SchemaError(f"Error building a schema: {{exc!r}}") from exc
+
             class Finalized:
                 def __del__(self):
                     signal.raise_signal(signal.SIGINT)
+
+            def in_a_finalizer():
+                Finalized()
 
             class Interrupted(importlib.abc.MetaPathFinder):
                 def find_spec(self, name, path, target=None):
                     if name == {module!r}:
                         sys.meta_path.remove(self)
-                        Finalized()
+                        {taken}()
                     return None
 
             sys.meta_path.insert(0, Interrupted())
@@ -397,6 +379,15 @@ def _ctrl_c_in_a_finalizer_as(module: str, tmp_path: Path) -> dict[str, str]:
         )
     )
     return {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def test_a_ctrl_c_a_library_turns_into_another_error_while_modules_load_exits_130(tmp_path):
+    """A Ctrl-C that lands in pydantic building a schema (while `import openai` runs) comes out of the
+    import as pydantic's `SchemaError`, not as KeyboardInterrupt. Played here for certain."""
+    env = _ctrl_c_as("openai", tmp_path, taken="as_an_error")
+    result = run_cli("run", "--headless", "--out", str(tmp_path / "run"), env=env)
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.strip() == "swarm-tui: interrupted", result.stderr
 
 
 @pytest.mark.parametrize(
@@ -415,7 +406,7 @@ def test_a_ctrl_c_the_interpreter_drops_in_a_finalizer_while_modules_load_stops_
     loading went on to the end and exited 0. Played here for certain as the command line is built,
     as the run opens, and in the run's event loop before it hears Ctrl-C itself (headless, and
     the console's, which would have started): nothing is sent."""
-    env = _ctrl_c_in_a_finalizer_as(module, tmp_path) | {"SWARM_TUI_FORCE_TUI": "1"}
+    env = _ctrl_c_as(module, tmp_path, taken="in_a_finalizer") | {"SWARM_TUI_FORCE_TUI": "1"}
     job = write_batch(tmp_path / "job.jsonl", [f"task {i}" for i in range(5)])
     result = run_cli(
         "run", str(job), console, "--base-url", sim.base_url, "--out", str(tmp_path / "run"), env=env, timeout=60
@@ -426,7 +417,7 @@ def test_a_ctrl_c_the_interpreter_drops_in_a_finalizer_while_modules_load_stops_
 
 
 def test_a_command_whose_ctrl_c_was_dropped_while_its_parser_loaded_does_not_start(tmp_path):
-    env = _ctrl_c_in_a_finalizer_as("swarm_tui.cli.estimate_cmd", tmp_path)
+    env = _ctrl_c_as("swarm_tui.cli.estimate_cmd", tmp_path, taken="in_a_finalizer")
     result = run_cli("estimate", env=env)
     assert result.returncode == 130, result.stderr
     assert result.stderr.strip() == "swarm-tui: interrupted", result.stderr

@@ -52,10 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     secrets.install_log_masking()
     given = command_line(sys.argv[1:] if argv is None else argv)
     try:
-        parser = build_parser(only=given[0] if given and given[0] in COMMANDS else None)
+        parser = build_parser(only=given[0] if given[0] in COMMANDS else None)
         args = parser.parse_args(given)
-        if args.command is None:  # bare `swarm-tui`: the demo swarm on the embedded simulator
-            args = build_parser().parse_args(["run", *given])
         stop_if_interrupted()  # a Ctrl-C lost while the command's modules loaded: it does not start
         return args.handler(args)
     except (InputError, FileNotFoundError, FileExistsError, IncompleteRunError) as exc:
@@ -66,9 +64,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def command_line(given: list[str]) -> list[str]:
-    """The command line to parse: one that starts with an option other than `--help` and
-    `--version` names no command, and is the demo's (`swarm-tui --headless` runs it headless)."""
-    if given and given[0].startswith("-") and given[0] not in ("-h", "--help", "--version"):
+    """The command line to parse: one that names no command (empty, or starting with an option
+    other than `--help` and `--version`) is the demo's, `run`'s without a job (`swarm-tui` starts
+    the console on it, `swarm-tui --headless` runs it headless)."""
+    if not given or (given[0].startswith("-") and given[0] not in ("-h", "--help", "--version")):
         return ["run", *given]
     return given
 
@@ -106,8 +105,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         formatter_class=HELP_FORMAT,
     )
     parser.add_argument("--version", action="version", version=f"swarm-tui {__version__}")
+    # shown here for the bare command; a command line that starts with it is run's (`command_line`)
     parser.add_argument("--theme", default=argparse.SUPPRESS, help="TUI theme name or a theme file (bare swarm-tui)")
-    parser.set_defaults(command=None)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module in COMMANDS.items():
         if only is None or name == only:
